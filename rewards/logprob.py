@@ -1,0 +1,27 @@
+"""A free scorer from the generator's own token log-probabilities."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from search.budget import Meter
+from search.types import Node, Problem
+
+
+class LogprobScorer:
+    """Step score = the geometric-mean token probability of the node's latest step,
+    exp(mean logprob), in (0, 1]. It costs no forward pass (the engine recorded the
+    logprobs while sampling) but is still charged as scorer calls, one per node."""
+
+    def __init__(self) -> None:
+        self.meter = Meter()
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
+        del problem
+        self.meter.charge_scorer(calls=len(nodes))
+        out = []
+        for node in nodes:
+            lps = node.step.logprobs if node.step is not None else ()
+            out.append(math.exp(math.fsum(lps) / len(lps)) if lps else 0.0)
+        return out

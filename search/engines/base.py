@@ -1,0 +1,50 @@
+"""The engine protocol: the only thing in the toolkit that builds prompts and calls a model.
+
+Every method is batched over nodes. `expand` returns, for each input node, its new child
+nodes (already attached to the tree), each holding one Step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from search.budget import Meter
+from search.types import Node, Problem
+
+DEFAULT_STOP: tuple[str, ...] = ("\n\n",)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    meter: Meter
+
+    def root(self, problem: Problem) -> Node:
+        """The search tree's root for `problem`: its prompt, tokenised once."""
+        ...
+
+    def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
+               max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+               seed: int = 0) -> list[list[Node]]:
+        """For every node, n continuations of one reasoning step, decoded together.
+
+        A step ends at the first stop string (None or () = no delimiter), EOS, max_tokens,
+        or the model's context length. temperature 0 is greedy.
+        """
+        ...
+
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]) -> list[Node]:
+        """Force a given continuation (text or token ids) after each node: one child each,
+        with the model's log-probabilities of those tokens (teacher forcing)."""
+        ...
+
+    def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
+        """The k most likely next tokens after each node, as (token id, logprob)."""
+        ...
+
+    def retain(self, live: Sequence[Node]) -> None:
+        """Free the cache of every node that is not on the path to a live node."""
+        ...
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        ...

@@ -1,0 +1,349 @@
+"""The transformers engine: batched step expansion over a tree of shared KV segments.
+
+How a call runs (B rows = nodes x n samples):
+  1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
+     prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
+  2. The rows' path caches are concatenated from their segments, left-padded, and decoded
+     together one token per forward pass; a row leaves the batch when its step stops, and
+     the child keeps only the KV of the tokens this step added.
+Works with decoder-only models whose layers use full attention and a DynamicCache (Llama,
+Qwen2, Mistral without sliding window, SmolLM2, ...), on CPU or CUDA.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from search.budget import Meter
+from search.engines import kv as kvmod
+from search.engines.base import DEFAULT_STOP
+from search.engines.kv import FREED, Segment
+from search.engines.sampling import sample
+from search.types import Node, Problem, Step
+
+INSTRUCTIONS: Mapping[str, str] = {
+    "math": ("{prompt}\n\nSolve the problem step by step. Put a blank line between steps. "
+             "End with: The answer is <answer>."),
+    "code": ("Complete the following Python function. Reply with the whole function in a "
+             "```python code block.\n\n{prompt}"),
+}
+
+
+class HFEngine:
+    """A transformers causal LM behind the Engine protocol."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, device: str | torch.device | None = None,
+                 max_length: int | None = None, chat: bool | None = None,
+                 system_prompt: str | None = None, prompt_template: str = "{prompt}\n",
+                 instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "") -> None:
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "model")
+        self.meter = Meter()
+        self.n_params = sum(p.numel() for p in model.parameters())
+        cfg_max = getattr(model.config, "max_position_embeddings", None) or 4096
+        self.max_length = int(max_length or min(cfg_max, 8192))
+        self.chat = bool(tokenizer.chat_template) if chat is None else chat
+        self.system_prompt = system_prompt
+        self.prompt_template = prompt_template
+        self.instructions = dict(instructions)
+        self.eos_ids = _eos_ids(model, tokenizer)
+        self._holders: weakref.WeakSet[Node] = weakref.WeakSet()  # nodes with a live segment
+
+    @classmethod
+    def load(cls, name_or_path: str, **kwargs: Any) -> HFEngine:
+        """Load by embedded name (see search.models), local path or Hugging Face id."""
+        from search.models import load_model
+
+        load_kw = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}
+        model, tokenizer, defaults = load_model(name_or_path, **load_kw)
+        return cls(model, tokenizer, **{**defaults, **kwargs, "name": name_or_path})
+
+    # -- prompts -----------------------------------------------------------------------
+    def prompt_ids(self, problem: Problem) -> list[int]:
+        """Token ids of the problem's prompt (chat template when the model has one)."""
+        if self.chat:
+            messages = [dict(m) for m in problem.messages]
+            if not messages:
+                template = self.instructions.get(problem.domain, "{prompt}")
+                if self.system_prompt:
+                    messages.append({"role": "system", "content": self.system_prompt})
+                messages.append({"role": "user", "content": template.format(prompt=problem.prompt)})
+            out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                     tokenize=True)
+            ids = out["input_ids"] if isinstance(out, Mapping) else out
+        else:
+            if problem.messages:
+                raise ValueError(f"{self.name}: the problem is given as chat messages but the "
+                                 "tokenizer has no chat template; give a plain prompt instead")
+            text = self.prompt_template.format(prompt=problem.prompt)
+            ids = self.tokenizer(text)["input_ids"]
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("the prompt tokenised to nothing")
+        if len(ids) >= self.max_length:
+            raise ValueError(f"prompt of {len(ids)} tokens does not fit the engine's "
+                             f"max_length={self.max_length}")
+        return ids
+
+    def root(self, problem: Problem) -> Node:
+        return Node(problem=problem, prompt_ids=self.prompt_ids(problem))
+
+    def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special,
+                                     clean_up_tokenization_spaces=False)
+
+    # -- the model ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def _feed(self, pasts: Sequence[torch.Tensor | None], starts: Sequence[int],
+              tokens: Sequence[Sequence[int]], *, all_logits: bool, prefill: int
+              ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Run rows of equal width w through the model after their cached pasts.
+
+        Returns per row the new KV [L,2,H,w,D] and logits [B, w or 1, V] (float32).
+        """
+        w = len(tokens[0])
+        stacked, mask = kvmod.stack_left_padded(pasts)
+        P = mask.shape[1]
+        ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
+        pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
+        attn = torch.cat([mask.to(self.device), torch.ones_like(ids)], dim=1)
+        cache = kvmod.to_cache(stacked)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
+                         past_key_values=cache, use_cache=True,
+                         logits_to_keep=0 if all_logits else 1)
+        n = ids.numel()
+        self.meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
+        new = kvmod.rows_from_cache(cache, range(len(tokens)), P, P + w)
+        return new, out.logits.float()
+
+    def _ensure(self, nodes: Sequence[Node]) -> None:
+        """Make every node complete: its whole path cached and its next-token logits known."""
+        while True:
+            todo: dict[int, Node] = {}
+            for node in nodes:
+                first = next((a for a in node.path() if not kvmod.is_complete(a)), None)
+                if first is not None:
+                    todo[first.id] = first
+            if not todo:
+                return
+            # rows of equal missing width batch together; different widths run apart
+            groups: dict[int, list[Node]] = defaultdict(list)
+            for a in todo.values():
+                seg = kvmod.segment(a)
+                groups[len(kvmod.own_tokens(a)) - (seg.n if seg else 0)].append(a)
+            for width, group in groups.items():
+                self._complete(group, width)
+
+    def _complete(self, group: list[Node], width: int) -> None:
+        pasts, starts, tokens, prefill = [], [], [], 0
+        for a in group:
+            seg = kvmod.segment(a)
+            done = seg.n if seg else 0
+            own = kvmod.own_tokens(a)
+            parent_len = a.n_tokens - len(own)
+            pasts.append(kvmod.path_kv(a) if parent_len + done else None)
+            starts.append(parent_len + done)
+            tokens.append(own[done:])
+            # a generated child's last token is fed here for the first time; anything else
+            # (a prompt, a freed segment) is prefill
+            prefill += width if (seg is None or a._kv is FREED) else 0
+        if width == 0:  # cached but missing logits cannot happen; guard anyway
+            raise RuntimeError("node with all tokens cached but no logits")
+        new, logits = self._feed(pasts, starts, tokens, all_logits=False, prefill=prefill)
+        for a, kv_new, lg in zip(group, new, logits):
+            seg = kvmod.segment(a)
+            kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
+            a._kv = Segment(kv=kv, n=len(kvmod.own_tokens(a)), logits=lg[-1])
+            self._holders.add(a)
+
+    # -- the protocol ------------------------------------------------------------------
+    def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
+               max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+               seed: int = 0) -> list[list[Node]]:
+        _check_sampling(n, max_tokens, temperature, top_p)
+        nodes = list(nodes)
+        for node in nodes:
+            if node.finished:
+                raise ValueError(f"cannot expand a finished node: {node!r}")
+        if not nodes:
+            return []
+        uniq = list({node.id: node for node in nodes}.values())
+        self._ensure(uniq)
+        rows = [node for node in nodes for _ in range(n)]
+        children = _StepDecoder(self, rows, tuple(stop or ()), max_tokens, temperature,
+                                top_p, seed).run()
+        return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
+
+    def rollout(self, nodes: Sequence[Node], *, max_tokens: int = 512, temperature: float = 0.0,
+                seed: int = 0) -> list[Node]:
+        """Complete each node to EOS (or max_tokens) in one step: one child each."""
+        return [c[0] for c in self.expand(nodes, 1, stop=None, max_tokens=max_tokens,
+                                          temperature=temperature, seed=seed)]
+
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]
+               ) -> list[Node]:
+        if len(nodes) != len(continuations):
+            raise ValueError("extend needs one continuation per node")
+        ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
+                    else [int(t) for t in c] for c in continuations]
+        if any(not ids for ids in ids_list):
+            raise ValueError("extend: an empty continuation")
+        self._ensure(list({n.id: n for n in nodes}.values()))
+        out: list[Node | None] = [None] * len(nodes)
+        by_width: dict[int, list[int]] = defaultdict(list)
+        for i, ids in enumerate(ids_list):
+            by_width[len(ids)].append(i)
+        for width, idx in by_width.items():
+            parents = [nodes[i] for i in idx]
+            new, logits = self._feed([kvmod.path_kv(p) for p in parents],
+                                     [p.n_tokens for p in parents], [ids_list[i] for i in idx],
+                                     all_logits=True, prefill=width * len(idx))
+            for i, p, kv_new, lg in zip(idx, parents, new, logits):
+                ids = ids_list[i]
+                seg = kvmod.segment(p)
+                assert seg is not None and seg.logits is not None
+                # token 0 is predicted by the parent's logits, token j by position j-1
+                prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
+                lps = torch.log_softmax(prev, -1).gather(-1, torch.tensor(ids)[:, None])
+                reason = "eos" if ids[-1] in self.eos_ids else "forced"
+                child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
+                                                 tuple(lps.squeeze(-1).tolist()), reason))
+                child._kv = Segment(kv=kv_new, n=width, logits=lg[-1])
+                self._holders.add(child)
+                out[i] = child
+        return [c for c in out if c is not None]
+
+    def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
+        self._ensure(list({n.id: n for n in nodes}.values()))
+        out = []
+        for node in nodes:
+            seg = kvmod.segment(node)
+            assert seg is not None and seg.logits is not None
+            lp, ids = torch.log_softmax(seg.logits, -1).topk(k)
+            out.append(list(zip(ids.tolist(), lp.tolist())))
+        return out
+
+    def retain(self, live: Sequence[Node]) -> None:
+        keep = {a.id for node in live for a in node.path()}
+        for node in list(self._holders):
+            if node.id not in keep:
+                node._kv = FREED
+                self._holders.discard(node)
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens whose KV the engine currently holds (for memory tests and reports)."""
+        return sum(s.n for node in list(self._holders) if (s := kvmod.segment(node)) is not None)
+
+
+class _StepDecoder:
+    """One `expand` call's decoding loop: all rows step together, one token per pass."""
+
+    def __init__(self, engine: HFEngine, rows: list[Node], stop: tuple[str, ...],
+                 max_tokens: int, temperature: float, top_p: float, seed: int) -> None:
+        self.e, self.rows, self.stop = engine, rows, stop
+        self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
+        self.gen = torch.Generator(device=engine.device).manual_seed(seed)
+        self.stop_span = max((len(s) for s in stop), default=0) + 2
+
+    def _reason(self, node: Node, toks: list[int]) -> str | None:
+        e = self.e
+        if toks[-1] in e.eos_ids:
+            return "eos"
+        if self.stop and any(s in e.decode(toks[-self.stop_span:], skip_special=False)
+                             for s in self.stop):
+            return "stop"
+        if node.n_tokens + len(toks) >= e.max_length:
+            return "length"
+        if len(toks) >= self.max_tokens:
+            return "max_tokens"
+        return None
+
+    @torch.inference_mode()
+    def run(self) -> list[Node]:
+        e, rows = self.e, self.rows
+        uniq = list({n.id: n for n in rows}.values())
+        where = {n.id: i for i, n in enumerate(uniq)}
+        row_idx = torch.tensor([where[n.id] for n in rows], device=e.device)
+        stacked, mask = kvmod.stack_left_padded([kvmod.path_kv(n) for n in uniq])
+        assert stacked is not None  # every node is complete, so at least its prompt is cached
+        cache = kvmod.to_cache(stacked.index_select(2, row_idx))
+        attn = mask.to(e.device).index_select(0, row_idx)
+        P = attn.shape[1]
+        logits = torch.stack([kvmod.segment(n).logits for n in rows])  # type: ignore[union-attr]
+        pos0 = torch.tensor([n.n_tokens for n in rows], device=e.device)
+        toks: list[list[int]] = [[] for _ in rows]
+        lps: list[list[float]] = [[] for _ in rows]
+        out: list[Node | None] = [None] * len(rows)
+        active = list(range(len(rows)))  # row ids, in cache-batch order
+        j = 0  # tokens sampled so far in this step, equal for every active row
+        while active:
+            tok, lp = sample(logits, temperature=self.temperature, top_p=self.top_p,
+                             generator=self.gen)
+            e.meter.charge_model(generated=len(active), passes=0)
+            keep = []
+            stopped: list[tuple[int, int, str]] = []  # (batch position, row, reason)
+            for b, (r, t, l) in enumerate(zip(active, tok.tolist(), lp.tolist())):
+                toks[r].append(t)
+                lps[r].append(l)
+                reason = self._reason(rows[r], toks[r])
+                if reason is None:
+                    keep.append(b)
+                else:
+                    stopped.append((b, r, reason))
+            if stopped:
+                segs = kvmod.rows_from_cache(cache, [b for b, _, _ in stopped], P, P + j)
+                for (_, r, reason), kv in zip(stopped, segs):
+                    out[r] = self._child(rows[r], toks[r], lps[r], reason, kv)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                sel = torch.tensor(keep, device=e.device)
+                cache.batch_select_indices(sel)
+                attn, tok, pos0 = attn[sel], tok[sel], pos0[sel]
+                active = [active[b] for b in keep]
+            attn = torch.cat([attn, attn.new_ones(len(active), 1)], dim=1)
+            res = e.model(input_ids=tok[:, None], attention_mask=attn,
+                          position_ids=(pos0 + j)[:, None], past_key_values=cache,
+                          use_cache=True, logits_to_keep=1)
+            e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))
+            logits = res.logits[:, -1].float()
+            j += 1
+        return [c for c in out if c is not None]
+
+    def _child(self, parent: Node, toks: list[int], lps: list[float], reason: str,
+               kv: torch.Tensor) -> Node:
+        step = Step(self.e.decode(toks), tuple(toks), tuple(lps), reason)
+        child = Node(parent=parent, step=step)
+        child._kv = Segment(kv=kv, n=len(toks) - 1)  # the last token is fed on expansion
+        self.e._holders.add(child)
+        return child
+
+
+def _check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -> None:
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config, tokenizer):
+        value = getattr(src, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return frozenset(ids)

@@ -1,0 +1,103 @@
+"""KV cache segments for a search tree.
+
+Each node owns the keys/values of its own tokens as one tensor of shape
+[L, 2, H, T, D] (layers, key|value, kv-heads, tokens, head dim). The cache of a path is the
+concatenation of its nodes' segments along T, so a child never recomputes its ancestors.
+A batch of paths is left-padded with zeros to a common length P and masked; zeros (not
+garbage) in the padding keep masked attention free of NaNs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from search.types import Node
+
+
+@dataclass
+class Segment:
+    """A node's cached tokens: kv covers its first `n` own tokens.
+
+    logits: next-token logits after the node's whole path, present once the node is
+    complete (every own token cached). Generated children start one token short: the last
+    sampled token is fed only if and when the node is expanded.
+    """
+
+    kv: torch.Tensor  # [L, 2, H, n, D]
+    n: int
+    logits: torch.Tensor | None = None  # [V] float32
+
+
+FREED = "freed"  # marks a node whose segment was released: recomputing it is a re-prefill
+
+
+def own_tokens(node: Node) -> tuple[int, ...]:
+    return node.prompt_ids if node.step is None else node.step.token_ids
+
+
+def segment(node: Node) -> Segment | None:
+    kv = node._kv
+    return kv if isinstance(kv, Segment) else None
+
+
+def is_complete(node: Node) -> bool:
+    seg = segment(node)
+    return seg is not None and seg.logits is not None and seg.n == len(own_tokens(node))
+
+
+def path_kv(node: Node) -> torch.Tensor:
+    """[L, 2, H, P, D]: cached keys/values of every token of the path that is cached.
+
+    Callers guarantee the ancestors are complete, so this covers a contiguous prefix.
+    """
+    parts = []
+    for n in node.path():
+        seg = segment(n)
+        if seg is not None and seg.n:
+            parts.append(seg.kv)
+    if not parts:
+        raise RuntimeError("path_kv on a path with nothing cached")
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=3)
+
+
+def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Stack per-row caches [L,2,H,P_i,D] into [L,2,B,H,P,D], zero-left-padded, and a
+    [B, P] 0/1 attention mask. Rows given as None have nothing cached (P_i = 0)."""
+    lengths = [0 if kv is None else kv.shape[3] for kv in kvs]
+    P = max(lengths)
+    ref = next((kv for kv in kvs if kv is not None), like)
+    if P == 0 or ref is None:
+        return None, torch.ones(len(kvs), 0, dtype=torch.long)
+    L, two, H, _, D = ref.shape
+    out = ref.new_zeros(L, two, len(kvs), H, P, D)
+    mask = torch.zeros(len(kvs), P, dtype=torch.long, device=ref.device)
+    for b, (kv, n) in enumerate(zip(kvs, lengths)):
+        if n:
+            out[:, :, b, :, P - n:] = kv
+            mask[b, P - n:] = 1
+    return out, mask
+
+
+def to_cache(stacked: torch.Tensor | None) -> DynamicCache:
+    """[L,2,B,H,P,D] -> a transformers DynamicCache (empty when nothing is cached)."""
+    if stacked is None:
+        return DynamicCache()
+    return DynamicCache(ddp_cache_data=[(stacked[i, 0], stacked[i, 1])
+                                        for i in range(stacked.shape[0])])
+
+
+def rows_from_cache(cache: DynamicCache, rows: Sequence[int], start: int, stop: int
+                    ) -> list[torch.Tensor]:
+    """Per row, a fresh [L,2,H,stop-start,D] copy of cache columns [start, stop)."""
+    layers = cache.layers
+    idx = torch.as_tensor(list(rows), dtype=torch.long, device=layers[0].keys.device)
+    # [L, 2, R, H, T, D] in one gather per layer, then split by row
+    block = torch.stack([torch.stack((layer.keys.index_select(0, idx)[:, :, start:stop],
+                                      layer.values.index_select(0, idx)[:, :, start:stop]))
+                         for layer in layers])
+    return [block[:, :, r].clone() for r in range(len(rows))]

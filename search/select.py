@@ -1,0 +1,88 @@
+"""Choosing the final answer among finished paths, and packing the Result.
+
+Selection rules are plain functions over candidates:
+  by_score       the highest-scoring finished candidate
+  majority_vote  the most frequent answer (self-consistency, Wang et al. 2023)
+  weighted_vote  the answer with the largest total score (reward-weighted vote)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from search.answers import extract, vote_key
+from search.budget import Meter
+from search.types import Candidate, Node, Problem, Result
+
+
+def candidates(problem: Problem, leaves: Sequence[Node], scores: Sequence[float]
+               ) -> list[Candidate]:
+    """One candidate per leaf (answers extracted only from finished paths)."""
+    return [Candidate(text=leaf.text, answer=extract(problem, leaf.text) if leaf.finished else None,
+                      score=float(s), finished=leaf.finished, node_id=leaf.id)
+            for leaf, s in zip(leaves, scores)]
+
+
+def _eligible(cands: Sequence[Candidate]) -> list[Candidate]:
+    return [c for c in cands if c.finished and c.answer is not None]
+
+
+def by_score(problem: Problem, cands: Sequence[Candidate]) -> Candidate | None:
+    del problem
+    pool = _eligible(cands)
+    # max keeps the first of equal scores, so ties go to the earliest candidate
+    return max(pool, key=lambda c: c.score) if pool else None
+
+
+def _vote(problem: Problem, cands: Sequence[Candidate], weight: Callable[[Candidate], float]
+          ) -> Candidate | None:
+    pool = _eligible(cands)
+    if not pool:
+        return None
+    groups: dict[str, list[Candidate]] = {}
+    for c in pool:
+        assert c.answer is not None
+        groups.setdefault(vote_key(problem, c.answer), []).append(c)
+
+    # most weight wins; ties go to the larger summed score, then the earlier answer
+    def rank(key: str) -> tuple[float, float]:
+        group = groups[key]
+        return (math.fsum(weight(c) for c in group),
+                math.fsum(c.score for c in group if math.isfinite(c.score)))
+
+    return max(groups[max(groups, key=rank)], key=lambda c: c.score)
+
+
+def majority_vote(problem: Problem, cands: Sequence[Candidate]) -> Candidate | None:
+    return _vote(problem, cands, lambda c: 1.0)
+
+
+def weighted_vote(problem: Problem, cands: Sequence[Candidate]) -> Candidate | None:
+    return _vote(problem, cands, lambda c: c.score if math.isfinite(c.score) else 0.0)
+
+
+RULES: dict[str, Callable[[Problem, Sequence[Candidate]], Candidate | None]] = {
+    "score": by_score, "vote": majority_vote, "weighted_vote": weighted_vote}
+
+
+def rule(name: str) -> Callable[[Problem, Sequence[Candidate]], Candidate | None]:
+    if name not in RULES:
+        raise ValueError(f"unknown selection rule {name!r}; choose from {sorted(RULES)}")
+    return RULES[name]
+
+
+def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
+         meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any]) -> Result:
+    """The Result of a search; says why when there is no answer (nothing is made up)."""
+    if chosen is not None:
+        status = "ok"
+    elif any(c.finished for c in cands):
+        status = "no_answer"
+    else:
+        status = "budget_exhausted" if meter.exhausted() else "unfinished"
+    return Result(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
+                  score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
+                  tree=root, usage=meter.usage(), seed=seed, algo=algo, status=status,
+                  knobs=dict(knobs))

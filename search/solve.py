@@ -1,0 +1,71 @@
+"""`search.solve`: one problem, one algorithm, one budget -> a Result with its true cost."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rewards.base import Scorer
+from search import registry
+from search.budget import Meter, metered
+from search.engines.base import Engine
+from search.types import Budget, Problem, Result
+
+DEFAULT_MODEL = "smollm2-135m"
+_ENGINES: dict[str, Engine] = {}  # loaded models stay in memory between calls
+
+
+def default_model() -> str:
+    """The model `solve` uses when none is given: $TTS_MODEL, else the embedded default."""
+    return os.environ.get("TTS_MODEL") or DEFAULT_MODEL
+
+
+def get_engine(engine: Engine | str | None = None, **kwargs: Any) -> Engine:
+    """An engine instance, or one loaded by model name/path (cached per name)."""
+    if engine is not None and not isinstance(engine, str):
+        return engine
+    name = engine or default_model()
+    if name not in _ENGINES or kwargs:
+        from search.engines.hf import HFEngine
+
+        loaded = HFEngine.load(name, **kwargs)
+        if kwargs:
+            return loaded
+        _ENGINES[name] = loaded
+    return _ENGINES[name]
+
+
+def get_scorer(scorer: Scorer | str | None, engine: Engine) -> Scorer:
+    from rewards.registry import load
+
+    if scorer is None:
+        return load("logprob", engine=engine)
+    if isinstance(scorer, str):
+        return load(scorer, engine=engine)
+    return scorer
+
+
+def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
+          engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
+          **knobs: Any) -> Result:
+    """Search for an answer to `problem` with algorithm `algo` within `budget`.
+
+    engine: an Engine, a model name/path, or None for the default model.
+    scorer: a Scorer, a scorer name, or None for the free log-probability scorer.
+    knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
+    """
+    problem = Problem.of(problem)
+    registry.check_knobs(algo, knobs)  # fail fast on a typo, before loading any model
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError(f"budget must be a search.Budget, got {type(budget).__name__}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    fn = registry.get(algo)
+    eng = get_engine(engine)
+    sc = get_scorer(scorer, eng)
+    meter = Meter(budget)
+    try:
+        with metered(meter, eng, sc):
+            return fn(problem, eng, sc, meter, seed=seed, **knobs)
+    finally:
+        eng.retain([])  # the tree stays in the Result; its KV cache is freed

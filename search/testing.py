@@ -1,0 +1,46 @@
+"""Small local models for tests and examples: no download, built in a second.
+
+`char_tokenizer` is a real transformers tokenizer (one token per character, plus
+<pad>/<bos>/<eos>/<unk>); `tiny_llama` is a randomly initialised LlamaForCausalLM over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+
+def char_tokenizer(alphabet: Iterable[str]) -> Any:
+    """A PreTrainedTokenizerFast with one token per character of `alphabet`."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    chars = sorted(set(alphabet))
+    if any(len(c) != 1 for c in chars):
+        raise ValueError("alphabet must be single characters")
+    vocab = {t: i for i, t in enumerate(list(SPECIALS) + chars)}
+    # BPE with no merges and no pre-tokenizer splits text into single characters
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    core.decoder = decoders.Fuse()  # type: ignore[assignment]
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>",
+                                   eos_token="<eos>", unk_token="<unk>")
+
+
+def tiny_llama(alphabet: Iterable[str] = "ab \n0123456789+-*=.", *, seed: int = 0,
+               hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2,
+               max_positions: int = 1024) -> tuple[Any, Any]:
+    """(model, tokenizer): a random fp32 Llama over a character vocabulary."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = char_tokenizer(alphabet)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv_heads, max_position_embeddings=max_positions,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).eval()
+    return model, tok

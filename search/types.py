@@ -1,0 +1,275 @@
+"""Core types: Problem, Step, Node, Budget, Usage, Result.
+
+Results, configs and steps are frozen dataclasses. A Node is the one mutable type: it is a
+vertex of a live search tree (children get attached, scores get written) and the engine keeps
+its KV cache segment in a private slot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+Message = Mapping[str, str]  # {"role": ..., "content": ...}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A task for the search. `prompt` is the user text; `messages` (chat turns) override it.
+
+    domain: "math" (answer graded by verifiers.math) or "code" (graded by unit tests).
+    tests: public tests the search may use; hidden_tests: only for grading.
+    """
+
+    prompt: str = ""
+    id: str = ""
+    answer: str | None = None
+    domain: str = "math"
+    messages: tuple[Message, ...] = ()
+    tests: tuple[str, ...] = ()
+    hidden_tests: tuple[str, ...] = ()
+    entry_point: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prompt, str):
+            raise TypeError(f"Problem.prompt must be a string, got {type(self.prompt).__name__}")
+        if not self.prompt.strip() and not any(m.get("content", "").strip() for m in self.messages):
+            raise ValueError("empty problem: give a non-empty prompt or chat messages")
+        object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "tests", tuple(self.tests))
+        object.__setattr__(self, "hidden_tests", tuple(self.hidden_tests))
+
+    @classmethod
+    def of(cls, problem: Problem | str) -> Problem:
+        """Accept a Problem or a plain string (a math question)."""
+        if isinstance(problem, Problem):
+            return problem
+        if isinstance(problem, str):
+            return cls(prompt=problem, id="adhoc")
+        raise TypeError(f"problem must be a Problem or a str, got {type(problem).__name__}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One reasoning step produced by the engine.
+
+    token_ids[i] was sampled with model log-probability logprobs[i] (temperature 1, before
+    any top-p truncation), so sums of logprobs are the model's own path probabilities.
+    stop_reason: "stop" (step delimiter), "eos", "max_tokens" (step cut at its token cap),
+    "length" (the model's context is full; the path cannot continue).
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    stop_reason: str
+
+    @property
+    def finished(self) -> bool:
+        """The solution ends with this step (EOS or context full)."""
+        return self.stop_reason in ("eos", "length")
+
+    @property
+    def logprob(self) -> float:
+        return float(sum(self.logprobs))
+
+
+_node_ids = itertools.count()
+
+
+class Node:
+    """A partial solution: the path of steps from the problem's root to here.
+
+    The root holds the problem and its prompt token ids; every other node holds one Step.
+    `scores` collects per-node values written by scorers/algorithms (e.g. {"prm": 0.8}).
+    `_kv` is the engine's private cache handle for this node's own tokens (None once freed).
+    """
+
+    __slots__ = ("id", "parent", "step", "problem", "prompt_ids", "depth", "children",
+                 "cum_logprob", "n_tokens", "scores", "_kv", "__weakref__")
+
+    def __init__(self, *, parent: Node | None = None, step: Step | None = None,
+                 problem: Problem | None = None, prompt_ids: Sequence[int] = ()) -> None:
+        if (parent is None) == (step is not None) or (parent is None and problem is None):
+            raise ValueError("a root needs a problem and no step; a child needs a parent and a step")
+        self.id: int = next(_node_ids)
+        self.parent = parent
+        self.step = step
+        self.children: list[Node] = []
+        self.scores: dict[str, float] = {}
+        self._kv: Any = None
+        if parent is None:
+            assert problem is not None
+            self.problem: Problem = problem
+            self.prompt_ids: tuple[int, ...] = tuple(prompt_ids)
+            self.depth = 0
+            self.cum_logprob = 0.0
+            self.n_tokens = len(self.prompt_ids)
+        else:
+            assert step is not None
+            self.problem = parent.problem
+            self.prompt_ids = parent.prompt_ids
+            self.depth = parent.depth + 1
+            self.cum_logprob = parent.cum_logprob + step.logprob
+            self.n_tokens = parent.n_tokens + len(step.token_ids)
+            parent.children.append(self)
+
+    # -- paths -------------------------------------------------------------------------
+    def path(self) -> list[Node]:
+        """Nodes from the root to self, root first."""
+        out: list[Node] = []
+        node: Node | None = self
+        while node is not None:
+            out.append(node)
+            node = node.parent
+        return out[::-1]
+
+    def steps(self) -> list[Step]:
+        return [n.step for n in self.path() if n.step is not None]
+
+    @property
+    def root(self) -> Node:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    @property
+    def text(self) -> str:
+        """The solution text so far (prompt excluded)."""
+        return "".join(s.text for s in self.steps())
+
+    def token_ids(self) -> list[int]:
+        """Prompt ids followed by every step's ids: what the model has seen at this node."""
+        ids = list(self.prompt_ids)
+        for s in self.steps():
+            ids.extend(s.token_ids)
+        return ids
+
+    @property
+    def generated_tokens(self) -> int:
+        return self.n_tokens - len(self.prompt_ids)
+
+    @property
+    def finished(self) -> bool:
+        return self.step is not None and self.step.finished
+
+    def step_scores(self, key: str) -> list[float]:
+        """The per-step values under `key` along the path (root excluded, missing skipped)."""
+        return [n.scores[key] for n in self.path()[1:] if key in n.scores]
+
+    def walk(self) -> Iterator[Node]:
+        """Every node of the subtree below self, self first (depth-first)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def __repr__(self) -> str:
+        tail = self.step.text[-30:] if self.step else self.problem.prompt[:30]
+        return f"Node(id={self.id}, depth={self.depth}, finished={self.finished}, {tail!r})"
+
+
+def tree_to_networkx(root: Node) -> nx.DiGraph:
+    """The search tree as a networkx DiGraph: node attributes text/depth/scores/finished."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for node in root.walk():
+        graph.add_node(node.id, depth=node.depth, text=node.step.text if node.step else "",
+                       n_tokens=node.n_tokens, cum_logprob=node.cum_logprob,
+                       finished=node.finished, **{f"score_{k}": v for k, v in node.scores.items()})
+        if node.parent is not None:
+            graph.add_edge(node.parent.id, node.id)
+    return graph
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Compute limits; None means unlimited. tokens counts generated tokens."""
+
+    tokens: int | None = None
+    scorer_calls: int | None = None
+    flops: float | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"Budget.{f.name} must be a number or None, got {value!r}")
+            if math.isnan(value) or value <= 0:
+                raise ValueError(f"Budget.{f.name} must be positive, got {value!r}; "
+                                 "use None for no limit")
+
+    @property
+    def unlimited(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a run spent. prefill_tokens counts tokens run through the model that it did not
+    just sample (prompts, re-fed prefixes); generated_tokens counts sampled tokens."""
+
+    generated_tokens: int = 0
+    prefill_tokens: int = 0
+    forward_passes: int = 0
+    scorer_calls: int = 0
+    scorer_tokens: int = 0
+    flops: float = 0.0
+    seconds: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A finished (or best unfinished) path considered for the final answer."""
+
+    text: str
+    answer: str | None
+    score: float
+    finished: bool
+    node_id: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `search.solve` returns.
+
+    status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget ran out
+    before any path finished: answer is None, nothing is made up), "no_answer" (paths
+    finished but none had an extractable answer).
+    """
+
+    answer: str | None
+    text: str
+    score: float
+    candidates: tuple[Candidate, ...]
+    tree: Node
+    usage: Usage
+    seed: int
+    algo: str
+    status: str = "ok"
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_networkx(self) -> nx.DiGraph:
+        return tree_to_networkx(self.tree)

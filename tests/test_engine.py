@@ -1,0 +1,152 @@
+"""The KV-sharing engine against plain full-prefix forwards and HF generate (fp32)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from search.engines import kv as kvmod
+from search.types import Problem
+
+
+def full_logprobs(model, ids: list[int], start: int) -> list[float]:
+    """Reference: one plain forward over the whole sequence, no cache."""
+    with torch.no_grad():
+        lp = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+    return [lp[i - 1, ids[i]].item() for i in range(start, len(ids))]
+
+
+def greedy_reference(model, ids: list[int], new: int) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids),
+                             dtype=torch.long), max_new_tokens=new, do_sample=False,
+                             pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
+def greedy_path(engine, problem, steps=4, **kw):
+    node = engine.root(problem)
+    for _ in range(steps):
+        if node.finished:
+            break
+        ((node,),) = engine.expand([node], 1, temperature=0, **kw)
+    return node
+
+
+def test_greedy_multistep_matches_generate_and_full_forward(tiny_engine, tiny_model):
+    model, _ = tiny_model
+    leaf = greedy_path(tiny_engine, Problem(prompt="12+34="), steps=5, stop=None, max_tokens=7)
+    assert leaf.depth == 5 or leaf.finished
+    ids, prompt = leaf.token_ids(), list(leaf.prompt_ids)
+    assert greedy_reference(model, prompt, len(ids) - len(prompt)) == ids[len(prompt):]
+    mine = [lp for s in leaf.steps() for lp in s.logprobs]
+    ref = full_logprobs(model, ids, len(prompt))
+    assert max(abs(a - b) for a, b in zip(mine, ref)) < 1e-4
+
+
+def test_stop_string_ends_step_at_completing_token(tiny_engine):
+    leaf = greedy_path(tiny_engine, Problem(prompt="1+1="), steps=6, stop=("5",), max_tokens=40)
+    for step in leaf.steps()[:-1]:
+        if step.stop_reason == "stop":
+            assert "5" in step.text and "5" not in tiny_engine.decode(step.token_ids[:-1])
+    assert all(s.stop_reason in {"stop", "eos", "max_tokens"} for s in leaf.steps())
+
+
+def test_fixed_token_steps(tiny_engine):
+    root = tiny_engine.root(Problem(prompt="a b"))
+    kids = tiny_engine.expand([root], 3, stop=None, max_tokens=5, seed=3)[0]
+    for k in kids:
+        assert len(k.step.token_ids) == 5 or k.step.stop_reason == "eos"
+
+
+def test_batched_rows_of_different_lengths_match_unbatched(tiny_engine, tiny_model):
+    """Nodes of different depths and prompt lengths decoded in one batch, greedily, each
+    equal token for token to its own plain generate, logprobs within 1e-4."""
+    model, _ = tiny_model
+    eng = tiny_engine
+    a = eng.root(Problem(prompt="1+2="))
+    b = eng.root(Problem(prompt="123*45-6789="))
+    (a1,) = eng.extend([a], ["77"])
+    ((a2,),) = eng.expand([a1], 1, stop=None, max_tokens=9, temperature=0)
+    (b1,) = eng.extend([b], ["9 9 9 ab"])
+    nodes = [a, a2, b1, b]
+    kids = eng.expand(nodes, 1, stop=None, max_tokens=12, temperature=0)
+    for node, (kid,) in zip(nodes, kids):
+        ids = node.token_ids()
+        assert greedy_reference(model, ids, len(kid.step.token_ids)) == list(kid.step.token_ids)
+        ref = full_logprobs(model, kid.token_ids(), len(ids))
+        assert max(abs(x - y) for x, y in zip(kid.step.logprobs, ref)) < 1e-4
+
+
+def test_extend_and_topk_match_full_forward(tiny_engine, tiny_model):
+    model, _ = tiny_model
+    root = tiny_engine.root(Problem(prompt="7*8="))
+    (child,) = tiny_engine.extend([root], ["56\n\nab"])
+    ids = child.token_ids()
+    ref = full_logprobs(model, ids, len(root.prompt_ids))
+    assert max(abs(x - y) for x, y in zip(child.step.logprobs, ref)) < 1e-4
+    (top,) = tiny_engine.topk_next([child], 3)
+    with torch.no_grad():
+        lp = model(torch.tensor([ids])).logits[0, -1].log_softmax(-1)
+    vals, idx = lp.topk(3)
+    assert [t for t, _ in top] == idx.tolist()
+    assert all(abs(x - y) < 1e-4 for (_, x), y in zip(top, vals.tolist()))
+
+
+def test_same_seed_same_samples_different_seed_differs(tiny_engine):
+    root = tiny_engine.root(Problem(prompt="3-1="))
+
+    def texts(seed):
+        return [k.step.text for k in tiny_engine.expand([root], 4, stop=None, max_tokens=8,
+                                                        seed=seed)[0]]
+
+    assert texts(5) == texts(5)
+    assert texts(5) != texts(6)
+
+
+def test_top_p_tiny_keeps_only_the_argmax(tiny_engine):
+    root = tiny_engine.root(Problem(prompt="9+9="))
+    greedy = tiny_engine.expand([root], 1, stop=None, max_tokens=6, temperature=0)[0][0]
+    nucleus = tiny_engine.expand([root], 3, stop=None, max_tokens=6, top_p=1e-6, seed=1)[0]
+    assert all(k.step.token_ids == greedy.step.token_ids for k in nucleus)
+
+
+def test_children_never_reprefill_and_retain_frees(tiny_engine):
+    eng = tiny_engine
+    eng.eos_ids = frozenset()  # no early EOS: keep two paths alive for four steps
+    root = eng.root(Problem(prompt="12*3="))
+    frontier = [root]
+    for _ in range(4):
+        kids = [k for ks in eng.expand(frontier, 2, stop=None, max_tokens=5, seed=1) for k in ks]
+        frontier = kids[:2]
+        eng.retain(frontier)
+    used = eng.meter.usage()
+    assert used.prefill_tokens == len(root.prompt_ids)
+    held = eng.cached_tokens
+    eng.retain(frontier[:1])
+    assert eng.cached_tokens < held
+    # a node whose segment was freed is recomputed on demand, counted as prefill, same result
+    dropped = frontier[1]
+    ((kid,),) = eng.expand([dropped], 1, stop=None, max_tokens=4, temperature=0)
+    assert eng.meter.prefill_tokens == used.prefill_tokens + len(dropped.step.token_ids)
+    ref = greedy_reference(eng.model, dropped.token_ids(), len(kid.step.token_ids))
+    assert ref == list(kid.step.token_ids)
+
+
+def test_segments_hold_only_own_tokens(tiny_engine):
+    root = tiny_engine.root(Problem(prompt="5+5="))
+    ((kid,),) = tiny_engine.expand([root], 1, stop=None, max_tokens=6, temperature=0)
+    seg = kvmod.segment(kid)
+    assert seg is not None and seg.kv.shape[3] == len(kid.step.token_ids) - 1
+
+
+def test_bad_expand_arguments(tiny_engine):
+    root = tiny_engine.root(Problem(prompt="1="))
+    for kw in ({"n": 0}, {"max_tokens": 0}, {"temperature": -1.0}, {"top_p": 0.0}):
+        n = kw.pop("n", 1)
+        with pytest.raises(ValueError):
+            tiny_engine.expand([root], n, **kw)
+    ((kid,),) = tiny_engine.extend([root], [[tiny_engine.tokenizer.eos_token_id]]),
+    assert kid.finished
+    with pytest.raises(ValueError, match="finished"):
+        tiny_engine.expand([kid], 1)
