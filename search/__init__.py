@@ -1,17 +1,8 @@
 """Test-time-compute reasoning search: `search.solve(problem, algo=..., budget=...)`."""
 
+from search.api import get_engine, solve  # noqa: E402  (torch loads only when a model does)
+from search.registry import names as algorithms  # noqa: E402
 from search.types import Budget, Candidate, Node, Problem, Result, Step, Usage
 
-__all__ = ["Budget", "Candidate", "Node", "Problem", "Result", "Step", "Usage", "solve", "algos"]
-
-
-def __getattr__(name: str):  # lazy: importing `search` must not import torch
-    if name == "solve":
-        from search.solve import solve
-
-        return solve
-    if name == "algos":
-        from search.registry import names
-
-        return names()
-    raise AttributeError(f"module 'search' has no attribute {name!r}")
+__all__ = ["Budget", "Candidate", "Node", "Problem", "Result", "Step", "Usage", "algorithms",
+           "get_engine", "solve"]

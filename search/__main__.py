@@ -20,7 +20,7 @@ def _knob(text: str) -> tuple[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from search.solve import default_model
+    from search.api import default_model
 
     ap = argparse.ArgumentParser(prog="python -m search", description=__doc__)
     ap.add_argument("problem", help="the question text")

@@ -7,8 +7,8 @@ budget by at most the batch that was already under way when the limit was crosse
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from search.types import Budget, Usage

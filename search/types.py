@@ -167,7 +167,7 @@ class Node:
 
     def walk(self) -> Iterator[Node]:
         """Every node of the subtree below self, self first (depth-first)."""
-        stack = [self]
+        stack: list[Node] = [self]
         while stack:
             node = stack.pop()
             yield node

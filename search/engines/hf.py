@@ -290,9 +290,9 @@ class _StepDecoder:
             e.meter.charge_model(generated=len(active), passes=0)
             keep = []
             stopped: list[tuple[int, int, str]] = []  # (batch position, row, reason)
-            for b, (r, t, l) in enumerate(zip(active, tok.tolist(), lp.tolist())):
+            for b, (r, t, logp) in enumerate(zip(active, tok.tolist(), lp.tolist())):
                 toks[r].append(t)
-                lps[r].append(l)
+                lps[r].append(logp)
                 reason = self._reason(rows[r], toks[r])
                 if reason is None:
                     keep.append(b)

@@ -77,7 +77,7 @@ def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | N
     out = ref.new_zeros(L, two, len(kvs), H, P, D)
     mask = torch.zeros(len(kvs), P, dtype=torch.long, device=ref.device)
     for b, (kv, n) in enumerate(zip(kvs, lengths)):
-        if n:
+        if kv is not None and n:
             out[:, :, b, :, P - n:] = kv
             mask[b, P - n:] = 1
     return out, mask
@@ -94,10 +94,11 @@ def to_cache(stacked: torch.Tensor | None) -> DynamicCache:
 def rows_from_cache(cache: DynamicCache, rows: Sequence[int], start: int, stop: int
                     ) -> list[torch.Tensor]:
     """Per row, a fresh [L,2,H,stop-start,D] copy of cache columns [start, stop)."""
-    layers = cache.layers
-    idx = torch.as_tensor(list(rows), dtype=torch.long, device=layers[0].keys.device)
+    kvs: list[tuple[torch.Tensor, torch.Tensor]] = [(layer.keys, layer.values)  # type: ignore[attr-defined]
+                                                    for layer in cache.layers]
+    idx = torch.as_tensor(list(rows), dtype=torch.long, device=kvs[0][0].device)
     # [L, 2, R, H, T, D] in one gather per layer, then split by row
-    block = torch.stack([torch.stack((layer.keys.index_select(0, idx)[:, :, start:stop],
-                                      layer.values.index_select(0, idx)[:, :, start:stop]))
-                         for layer in layers])
+    block = torch.stack([torch.stack((k.index_select(0, idx)[:, :, start:stop],
+                                      v.index_select(0, idx)[:, :, start:stop]))
+                         for k, v in kvs])
     return [block[:, :, r].clone() for r in range(len(rows))]

@@ -1,0 +1,1 @@
+"""Evaluation runners, benchmarks and plots."""
