@@ -2,7 +2,8 @@
 
 Every algorithm has the signature
     fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Result
-and lives in search/algos/<name>.py as a function of the same name.
+and lives in search/algos/<name>.py as a function of the same name; adding the file
+registers it.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import pkgutil
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-ALGOS: tuple[str, ...] = ("best_of_n", "beam")
+ALGO_DIR = Path(__file__).parent / "algos"
 
 
 def names() -> list[str]:
-    return sorted(ALGOS)
+    """Every algorithm: the modules of search/algos/ (files starting with _ are helpers)."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(ALGO_DIR)])
+                  if not m.name.startswith("_"))
 
 
 def _did_you_mean(word: str, options: list[str]) -> str:
@@ -27,7 +32,7 @@ def _did_you_mean(word: str, options: list[str]) -> str:
 
 def get(name: str) -> Callable[..., Any]:
     """The algorithm function registered as `name`."""
-    if not isinstance(name, str) or name not in ALGOS:
+    if not isinstance(name, str) or name not in names():
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(names())}"
                          f"{_did_you_mean(str(name), names())}")
     return getattr(importlib.import_module(f"search.algos.{name}"), name)

@@ -1,0 +1,142 @@
+"""A scripted engine and scorer over a synthetic tree, for algorithm tests and references.
+
+The tree is given by a function `children(path) -> [(step text, probability), ...]` where a
+path is the tuple of step texts from the root. Every step is `tokens_per_step` tokens long
+(default 1), so budgets are easy to reason about. A path is finished when `children` returns no children for it or its last step text ends
+with `end` (default "."). Sampling draws children by their probabilities from a
+seeded generator; temperature 0 takes the most likely child (first on ties).
+
+    tree = {(): [("a", .6), ("b", .4)], ("a",): [("x.", 1.0)], ("b",): [("y.", 1.0)]}
+    engine = ScriptedEngine(lambda path: tree.get(path, []))
+    scorer = ScriptedScorer(lambda path: 1.0 if path[-1] == "y." else 0.0)
+
+Only `expand` and `extend`-like forcing are model-free here; the engine charges the meter
+exactly like a real one: `tokens_per_step` generated tokens per child, prompt prefill once
+per root, one forward pass per expand call and token position.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP
+from search.types import Node, Problem, Step
+
+Children = Callable[[tuple[str, ...]], Sequence[tuple[str, float]]]
+
+
+def path_of(node: Node) -> tuple[str, ...]:
+    return tuple(s.text for s in node.steps())
+
+
+class ScriptedEngine:
+    """The Engine protocol over a synthetic tree (no model, exact probabilities)."""
+
+    def __init__(self, children: Children, *, tokens_per_step: int = 1, end: str = ".",
+                 prompt_tokens: int = 4, flops_per_token: float = 1.0) -> None:
+        self.children = children
+        self.tokens_per_step = tokens_per_step
+        self.end = end
+        self.prompt_tokens = prompt_tokens
+        self.flops_per_token = flops_per_token
+        self.meter = Meter()
+        self.expand_calls = 0
+        self._vocab: dict[str, int] = {}
+        self._prefilled: set[int] = set()  # roots whose prompt was charged once
+
+    def _ids(self, text: str) -> tuple[int, ...]:
+        tid = self._vocab.setdefault(text, len(self._vocab) + 10)
+        return (tid,) * self.tokens_per_step
+
+    def root(self, problem: Problem) -> Node:
+        return Node(problem=problem, prompt_ids=range(self.prompt_tokens))
+
+    def options(self, node: Node) -> list[tuple[str, float]]:
+        """The children of `node` with probabilities normalised to sum to one."""
+        opts = [(t, float(p)) for t, p in self.children(path_of(node)) if p > 0]
+        total = math.fsum(p for _, p in opts)
+        return [(t, p / total) for t, p in opts]
+
+    def _step(self, text: str, prob: float, finished: bool) -> Step:
+        k = self.tokens_per_step
+        return Step(text, self._ids(text), (math.log(prob) / k,) * k,
+                    "eos" if finished else "stop")
+
+    def _child(self, parent: Node, text: str, prob: float) -> Node:
+        path = path_of(parent) + (text,)
+        finished = text.endswith(self.end) or not self.children(path)
+        return Node(parent=parent, step=self._step(text, prob, finished))
+
+    def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
+               max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+               seed: int = 0) -> list[list[Node]]:
+        del stop, max_tokens, top_p
+        if n < 1:
+            raise ValueError("n must be positive")
+        rng = random.Random(seed)
+        out: list[list[Node]] = []
+        fresh = {node.root.id for node in nodes} - self._prefilled
+        for node in nodes:
+            if node.finished:
+                raise ValueError(f"cannot expand a finished node: {node!r}")
+            opts = self.options(node)
+            if not opts:
+                raise ValueError(f"scripted tree has no children at {path_of(node)}")
+            kids = []
+            for _ in range(n):
+                if temperature == 0:
+                    text, prob = max(opts, key=lambda o: o[1])
+                else:
+                    text, prob = rng.choices(opts, weights=[p for _, p in opts])[0]
+                kids.append(self._child(node, text, prob))
+            out.append(kids)
+        rows = len(nodes) * n
+        self._prefilled |= fresh
+        prefill = self.prompt_tokens * len(fresh)
+        processed = rows * self.tokens_per_step + prefill
+        self.meter.charge_model(generated=rows * self.tokens_per_step, prefill=prefill,
+                                processed=processed, flops=self.flops_per_token * processed,
+                                passes=self.tokens_per_step)
+        self.expand_calls += 1
+        return out
+
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]
+               ) -> list[Node]:
+        out = []
+        for node, text in zip(nodes, continuations):
+            if not isinstance(text, str):
+                raise TypeError("ScriptedEngine.extend takes step texts")
+            prob = dict(self.options(node)).get(text, 0.0)
+            if prob == 0:
+                raise ValueError(f"{text!r} is not a child of {path_of(node)}")
+            out.append(self._child(node, text, prob))
+        self.meter.charge_model(prefill=len(out) * self.tokens_per_step,
+                                processed=len(out) * self.tokens_per_step)
+        return out
+
+    def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
+        return [[(self._ids(t)[0], math.log(p)) for t, p in
+                 sorted(self.options(node), key=lambda o: -o[1])[:k]] for node in nodes]
+
+    def retain(self, live: Sequence[Node]) -> None:
+        del live
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        names = {v: k for k, v in self._vocab.items()}
+        return "".join(names.get(t, "?") for t in token_ids)
+
+
+class ScriptedScorer:
+    """Scores a node by a function of its path of step texts; charges one call per node."""
+
+    def __init__(self, value: Callable[[tuple[str, ...]], float]) -> None:
+        self.value = value
+        self.meter = Meter()
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
+        del problem
+        self.meter.charge_scorer(calls=len(nodes))
+        return [float(self.value(path_of(node))) for node in nodes]

@@ -1,0 +1,73 @@
+"""One contract for every registered algorithm, on a scripted tree with a known optimum.
+
+The tree: from the root, three first steps; the likeliest ("l") leads to a wrong answer,
+the rarer ("r") to the right one, which the scorer rewards at every step. Any search that
+uses the scorer should find "7"; every algorithm must return a Result within budget, and
+reproduce itself for a seed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import search
+from search.engines.fake import ScriptedEngine, ScriptedScorer
+from search.registry import names
+from search.types import Budget, Problem
+
+TREE = {
+    (): [("l1 ", 0.6), ("r1 ", 0.3), ("m1 ", 0.1)],
+    ("l1 ",): [("l2 ", 0.9), ("r2 ", 0.1)],
+    ("r1 ",): [("r2 ", 0.8), ("l2 ", 0.2)],
+    ("m1 ",): [("l2 ", 1.0)],
+}
+
+
+def children(path):
+    if path in TREE:
+        return TREE[path]
+    if len(path) == 2:  # the answer step: right iff the path went r1 -> r2
+        good = path == ("r1 ", "r2 ")
+        return [("The answer is 7.", 1.0)] if good else [("The answer is 3.", 1.0)]
+    return []
+
+
+def value(path):
+    """Step reward: 1 on the right path's steps, 0.2 elsewhere (so prefixes are informative)."""
+    right = ("r1 ", "r2 ", "The answer is 7.")
+    return 1.0 if path == right[:len(path)] else 0.2
+
+
+def make():
+    return ScriptedEngine(children, tokens_per_step=3), ScriptedScorer(value)
+
+
+PROBLEM = Problem(prompt="toy", id="toy", answer="7")
+
+
+@pytest.mark.parametrize("algo", names())
+def test_contract(algo):
+    engine, scorer = make()
+    budget = Budget(tokens=600)
+    res = search.solve(PROBLEM, algo=algo, budget=budget, engine=engine, scorer=scorer, seed=3)
+    assert isinstance(res, search.Result) and res.algo == algo
+    assert res.usage.generated_tokens > 0
+    # overshoot is bounded by one expansion batch; no batch in this tree is wider than 64 rows
+    assert res.usage.generated_tokens <= 600 + 64 * engine.tokens_per_step
+    again = search.solve(PROBLEM, algo=algo, budget=budget, engine=make()[0], scorer=make()[1],
+                         seed=3)
+    assert (again.answer, [c.text for c in again.candidates]) == \
+        (res.answer, [c.text for c in res.candidates])
+    if algo != "best_of_n":  # voting without a verifier picks the commoner wrong answer
+        assert res.answer == "7", res
+
+
+@pytest.mark.parametrize("algo", names())
+def test_contract_tiny_budget_is_honest(algo):
+    engine, scorer = make()
+    res = search.solve(PROBLEM, algo=algo, budget=Budget(tokens=1), engine=engine,
+                       scorer=scorer, seed=0)
+    if res.status == "budget_exhausted":
+        assert res.answer is None
+    else:  # one batch may finish a path within the allowed overshoot; then it is real
+        assert res.answer in {"7", "3", None}
