@@ -88,12 +88,12 @@ class Node:
     """A partial solution: the path of steps from the problem's root to here.
 
     The root holds the problem and its prompt token ids; every other node holds one Step.
-    `scores` collects per-node values written by scorers/algorithms (e.g. {"prm": 0.8}).
-    `_kv` is the engine's private cache handle for this node's own tokens (None once freed).
+    `scores` collects per-node values written by scorers/algorithms (e.g. {"reward": 0.8}).
+    Engines keep their KV caches beside the tree, keyed weakly by node.
     """
 
     __slots__ = ("id", "parent", "step", "problem", "prompt_ids", "depth", "children",
-                 "cum_logprob", "n_tokens", "scores", "_kv", "__weakref__")
+                 "cum_logprob", "n_tokens", "scores", "__weakref__")
 
     def __init__(self, *, parent: Node | None = None, step: Step | None = None,
                  problem: Problem | None = None, prompt_ids: Sequence[int] = ()) -> None:
@@ -104,7 +104,6 @@ class Node:
         self.step = step
         self.children: list[Node] = []
         self.scores: dict[str, float] = {}
-        self._kv: Any = None
         if parent is None:
             assert problem is not None
             self.problem: Problem = problem

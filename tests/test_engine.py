@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from search.engines import kv as kvmod
 from search.types import Problem
 
 
@@ -136,7 +135,7 @@ def test_children_never_reprefill_and_retain_frees(tiny_engine):
 def test_segments_hold_only_own_tokens(tiny_engine):
     root = tiny_engine.root(Problem(prompt="5+5="))
     ((kid,),) = tiny_engine.expand([root], 1, stop=None, max_tokens=6, temperature=0)
-    seg = kvmod.segment(kid)
+    seg = tiny_engine.kv.get(kid)
     assert seg is not None and seg.kv.shape[3] == len(kid.step.token_ids) - 1
 
 

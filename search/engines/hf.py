@@ -12,7 +12,6 @@ Qwen2, Mistral without sliding window, SmolLM2, ...), on CPU or CUDA.
 
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +21,8 @@ import torch
 from search.budget import Meter
 from search.engines import kv as kvmod
 from search.engines.base import DEFAULT_STOP
-from search.engines.kv import FREED, Segment
+from search.engines.kv import Segment
+from search.engines.kvtree import KVTree
 from search.engines.sampling import sample
 from search.types import Node, Problem, Step
 
@@ -46,7 +46,8 @@ class HFEngine:
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "model")
         self.meter = Meter()
-        self.n_params = sum(p.numel() for p in model.parameters())
+        self.kv = KVTree(self.model, self.device)
+        self.n_params = self.kv.n_params
         cfg_max = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_length = int(max_length or min(cfg_max, 8192))
         self.chat = bool(tokenizer.chat_template) if chat is None else chat
@@ -54,7 +55,6 @@ class HFEngine:
         self.prompt_template = prompt_template
         self.instructions = dict(instructions)
         self.eos_ids = _eos_ids(model, tokenizer)
-        self._holders: weakref.WeakSet[Node] = weakref.WeakSet()  # nodes with a live segment
 
     @classmethod
     def load(cls, name_or_path: str, **kwargs: Any) -> HFEngine:
@@ -99,70 +99,6 @@ class HFEngine:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special,
                                      clean_up_tokenization_spaces=False)
 
-    # -- the model ---------------------------------------------------------------------
-    @torch.inference_mode()
-    def _feed(self, pasts: Sequence[torch.Tensor | None], starts: Sequence[int],
-              tokens: Sequence[Sequence[int]], *, all_logits: bool, prefill: int
-              ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Run rows of equal width w through the model after their cached pasts.
-
-        Returns per row the new KV [L,2,H,w,D] and logits [B, w or 1, V] (float32).
-        """
-        w = len(tokens[0])
-        stacked, mask = kvmod.stack_left_padded(pasts)
-        P = mask.shape[1]
-        ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
-        pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
-        attn = torch.cat([mask.to(self.device), torch.ones_like(ids)], dim=1)
-        cache = kvmod.to_cache(stacked)
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
-                         past_key_values=cache, use_cache=True,
-                         logits_to_keep=0 if all_logits else 1)
-        n = ids.numel()
-        self.meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
-        new = kvmod.rows_from_cache(cache, range(len(tokens)), P, P + w)
-        return new, out.logits.float()
-
-    def _ensure(self, nodes: Sequence[Node]) -> None:
-        """Make every node complete: its whole path cached and its next-token logits known."""
-        while True:
-            todo: dict[int, Node] = {}
-            for node in nodes:
-                first = next((a for a in node.path() if not kvmod.is_complete(a)), None)
-                if first is not None:
-                    todo[first.id] = first
-            if not todo:
-                return
-            # rows of equal missing width batch together; different widths run apart
-            groups: dict[int, list[Node]] = defaultdict(list)
-            for a in todo.values():
-                seg = kvmod.segment(a)
-                groups[len(kvmod.own_tokens(a)) - (seg.n if seg else 0)].append(a)
-            for width, group in groups.items():
-                self._complete(group, width)
-
-    def _complete(self, group: list[Node], width: int) -> None:
-        pasts, starts, tokens, prefill = [], [], [], 0
-        for a in group:
-            seg = kvmod.segment(a)
-            done = seg.n if seg else 0
-            own = kvmod.own_tokens(a)
-            parent_len = a.n_tokens - len(own)
-            pasts.append(kvmod.path_kv(a) if parent_len + done else None)
-            starts.append(parent_len + done)
-            tokens.append(own[done:])
-            # a generated child's last token is fed here for the first time; anything else
-            # (a prompt, a freed segment) is prefill
-            prefill += width if (seg is None or a._kv is FREED) else 0
-        if width == 0:  # cached but missing logits cannot happen; guard anyway
-            raise RuntimeError("node with all tokens cached but no logits")
-        new, logits = self._feed(pasts, starts, tokens, all_logits=False, prefill=prefill)
-        for a, kv_new, lg in zip(group, new, logits):
-            seg = kvmod.segment(a)
-            kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
-            a._kv = Segment(kv=kv, n=len(kvmod.own_tokens(a)), logits=lg[-1])
-            self._holders.add(a)
-
     # -- the protocol ------------------------------------------------------------------
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
@@ -174,8 +110,7 @@ class HFEngine:
                 raise ValueError(f"cannot expand a finished node: {node!r}")
         if not nodes:
             return []
-        uniq = list({node.id: node for node in nodes}.values())
-        self._ensure(uniq)
+        self.kv.ensure(_unique(nodes), self.meter)
         rows = [node for node in nodes for _ in range(n)]
         children = _StepDecoder(self, rows, tuple(stop or ()), max_tokens, temperature,
                                 top_p, seed).run()
@@ -195,52 +130,47 @@ class HFEngine:
                     else [int(t) for t in c] for c in continuations]
         if any(not ids for ids in ids_list):
             raise ValueError("extend: an empty continuation")
-        self._ensure(list({n.id: n for n in nodes}.values()))
+        self.kv.ensure(_unique(nodes), self.meter)
         out: list[Node | None] = [None] * len(nodes)
         by_width: dict[int, list[int]] = defaultdict(list)
         for i, ids in enumerate(ids_list):
             by_width[len(ids)].append(i)
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
-            new, logits = self._feed([kvmod.path_kv(p) for p in parents],
-                                     [p.n_tokens for p in parents], [ids_list[i] for i in idx],
-                                     all_logits=True, prefill=width * len(idx))
+            new, logits = self.kv.feed([self.kv.path_kv(p) for p in parents],
+                                       [p.n_tokens for p in parents], [ids_list[i] for i in idx],
+                                       self.meter, all_logits=True, prefill=width * len(idx))
             for i, p, kv_new, lg in zip(idx, parents, new, logits):
                 ids = ids_list[i]
-                seg = kvmod.segment(p)
+                seg = self.kv.get(p)
                 assert seg is not None and seg.logits is not None
                 # token 0 is predicted by the parent's logits, token j by position j-1
                 prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
-                lps = torch.log_softmax(prev, -1).gather(-1, torch.tensor(ids)[:, None])
+                lps = torch.log_softmax(prev, -1).gather(-1, torch.tensor(ids, device=prev.device)[:, None])
                 reason = "eos" if ids[-1] in self.eos_ids else "forced"
                 child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
                                                  tuple(lps.squeeze(-1).tolist()), reason))
-                child._kv = Segment(kv=kv_new, n=width, logits=lg[-1])
-                self._holders.add(child)
+                self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]))
                 out[i] = child
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        self._ensure(list({n.id: n for n in nodes}.values()))
+        self.kv.ensure(_unique(nodes), self.meter)
         out = []
         for node in nodes:
-            seg = kvmod.segment(node)
+            seg = self.kv.get(node)
             assert seg is not None and seg.logits is not None
             lp, ids = torch.log_softmax(seg.logits, -1).topk(k)
             out.append(list(zip(ids.tolist(), lp.tolist())))
         return out
 
     def retain(self, live: Sequence[Node]) -> None:
-        keep = {a.id for node in live for a in node.path()}
-        for node in list(self._holders):
-            if node.id not in keep:
-                node._kv = FREED
-                self._holders.discard(node)
+        self.kv.retain(live)
 
     @property
     def cached_tokens(self) -> int:
         """Tokens whose KV the engine currently holds (for memory tests and reports)."""
-        return sum(s.n for node in list(self._holders) if (s := kvmod.segment(node)) is not None)
+        return self.kv.cached_tokens
 
 
 class _StepDecoder:
@@ -269,15 +199,15 @@ class _StepDecoder:
     @torch.inference_mode()
     def run(self) -> list[Node]:
         e, rows = self.e, self.rows
-        uniq = list({n.id: n for n in rows}.values())
+        uniq = _unique(rows)
         where = {n.id: i for i, n in enumerate(uniq)}
         row_idx = torch.tensor([where[n.id] for n in rows], device=e.device)
-        stacked, mask = kvmod.stack_left_padded([kvmod.path_kv(n) for n in uniq])
+        stacked, mask = kvmod.stack_left_padded([e.kv.path_kv(n) for n in uniq])
         assert stacked is not None  # every node is complete, so at least its prompt is cached
         cache = kvmod.to_cache(stacked.index_select(2, row_idx))
         attn = mask.to(e.device).index_select(0, row_idx)
         P = attn.shape[1]
-        logits = torch.stack([kvmod.segment(n).logits for n in rows])  # type: ignore[union-attr]
+        logits = torch.stack([e.kv.get(n).logits for n in rows])  # type: ignore[union-attr]
         pos0 = torch.tensor([n.n_tokens for n in rows], device=e.device)
         toks: list[list[int]] = [[] for _ in rows]
         lps: list[list[float]] = [[] for _ in rows]
@@ -322,9 +252,12 @@ class _StepDecoder:
                kv: torch.Tensor) -> Node:
         step = Step(self.e.decode(toks), tuple(toks), tuple(lps), reason)
         child = Node(parent=parent, step=step)
-        child._kv = Segment(kv=kv, n=len(toks) - 1)  # the last token is fed on expansion
-        self.e._holders.add(child)
+        self.e.kv.put(child, Segment(kv=kv, n=len(toks) - 1))  # last token fed on expansion
         return child
+
+
+def _unique(nodes: Sequence[Node]) -> list[Node]:
+    return list({node.id: node for node in nodes}.values())
 
 
 def _check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -> None:

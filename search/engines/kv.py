@@ -1,6 +1,6 @@
-"""KV cache segments for a search tree.
+"""KV tensors for a search tree: a node's segment, and batching paths for one forward.
 
-Each node owns the keys/values of its own tokens as one tensor of shape
+Each node's segment holds the keys/values of its own tokens as one tensor of shape
 [L, 2, H, T, D] (layers, key|value, kv-heads, tokens, head dim). The cache of a path is the
 concatenation of its nodes' segments along T, so a child never recomputes its ancestors.
 A batch of paths is left-padded with zeros to a common length P and masked; zeros (not
@@ -15,8 +15,6 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from search.types import Node
-
 
 @dataclass
 class Segment:
@@ -30,38 +28,6 @@ class Segment:
     kv: torch.Tensor  # [L, 2, H, n, D]
     n: int
     logits: torch.Tensor | None = None  # [V] float32
-
-
-FREED = "freed"  # marks a node whose segment was released: recomputing it is a re-prefill
-
-
-def own_tokens(node: Node) -> tuple[int, ...]:
-    return node.prompt_ids if node.step is None else node.step.token_ids
-
-
-def segment(node: Node) -> Segment | None:
-    kv = node._kv
-    return kv if isinstance(kv, Segment) else None
-
-
-def is_complete(node: Node) -> bool:
-    seg = segment(node)
-    return seg is not None and seg.logits is not None and seg.n == len(own_tokens(node))
-
-
-def path_kv(node: Node) -> torch.Tensor:
-    """[L, 2, H, P, D]: cached keys/values of every token of the path that is cached.
-
-    Callers guarantee the ancestors are complete, so this covers a contiguous prefix.
-    """
-    parts = []
-    for n in node.path():
-        seg = segment(n)
-        if seg is not None and seg.n:
-            parts.append(seg.kv)
-    if not parts:
-        raise RuntimeError("path_kv on a path with nothing cached")
-    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=3)
 
 
 def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | None = None

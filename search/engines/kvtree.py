@@ -1,0 +1,140 @@
+"""One model's KV cache over a search tree: segments per node, computed at most once.
+
+The store is keyed weakly by Node, so several models can cache the same tree side by side
+(the generator, a PRM with its own tokenisation, ...): each KVTree is given a function
+`own_tokens(node)` that says which token ids a node adds in that model's vocabulary.
+A node is *complete* when every token of its path is cached and the model's output after
+its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from search.budget import Meter
+from search.engines import kv as kvmod
+from search.engines.kv import Segment
+from search.types import Node
+
+OwnTokens = Callable[[Node], Sequence[int]]
+
+
+def generator_tokens(node: Node) -> Sequence[int]:
+    """The generator's own view: a root adds its prompt ids, a child its step's ids."""
+    return node.prompt_ids if node.step is None else node.step.token_ids
+
+
+class KVTree:
+    """KV segments of `model` for the nodes of search trees."""
+
+    def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens
+                 ) -> None:
+        self.model = model
+        self.device = device
+        self.own = own_tokens
+        self.n_params = sum(p.numel() for p in model.parameters())
+        self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
+
+    # -- the store ---------------------------------------------------------------------
+    def get(self, node: Node) -> Segment | None:
+        return self._segs.get(node)
+
+    def put(self, node: Node, seg: Segment) -> None:
+        self._segs[node] = seg
+
+    def is_complete(self, node: Node) -> bool:
+        seg = self._segs.get(node)
+        return seg is not None and seg.logits is not None and seg.n == len(self.own(node))
+
+    def start(self, node: Node) -> int:
+        """Position of the node's first own token: its ancestors' token count."""
+        return sum(len(self.own(a)) for a in node.path()[:-1])
+
+    def path_kv(self, node: Node) -> torch.Tensor | None:
+        """[L, 2, H, P, D]: the cached part of the path (None when nothing is cached).
+
+        Callers guarantee that the ancestors are complete, so it is a contiguous prefix."""
+        parts = [seg.kv for a in node.path() if (seg := self._segs.get(a)) is not None and seg.n]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=3)
+
+    def retain(self, live: Sequence[Node]) -> None:
+        """Drop every segment off the paths to `live` nodes."""
+        keep = {a.id for node in live for a in node.path()}
+        for node in list(self._segs.keys()):
+            if node.id not in keep:
+                del self._segs[node]
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(seg.n for seg in list(self._segs.values()))
+
+    # -- the model ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def feed(self, pasts: Sequence[torch.Tensor | None], starts: Sequence[int],
+             tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool, prefill: int
+             ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Run rows of equal width w through the model after their cached pasts.
+
+        Returns per row the new KV [L,2,H,w,D] and the outputs [B, w or 1, V] (float32).
+        """
+        w = len(tokens[0])
+        stacked, mask = kvmod.stack_left_padded(pasts)
+        P = mask.shape[1]
+        ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
+        pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
+        attn = torch.cat([mask.to(self.device), torch.ones_like(ids)], dim=1)
+        cache = kvmod.to_cache(stacked)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
+                         past_key_values=cache, use_cache=True,
+                         logits_to_keep=0 if all_logits else 1)
+        n = ids.numel()
+        meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
+        new = kvmod.rows_from_cache(cache, range(len(tokens)), P, P + w)
+        return new, out.logits.float()
+
+    def ensure(self, nodes: Sequence[Node], meter: Meter) -> None:
+        """Make every node complete, computing only what is missing.
+
+        A partial segment lacks only the step's last sampled token, fed here for the first
+        time; a node with no segment (a prompt, a freed node, text this model did not
+        generate) is fed whole and counted as prefill.
+        """
+        while True:
+            todo: dict[int, Node] = {}
+            for node in nodes:
+                first = next((a for a in node.path() if not self.is_complete(a)), None)
+                if first is not None:
+                    todo[first.id] = first
+            if not todo:
+                return
+            # rows of equal missing width batch together; different widths run apart
+            groups: dict[int, list[Node]] = defaultdict(list)
+            for a in todo.values():
+                seg = self._segs.get(a)
+                groups[len(self.own(a)) - (seg.n if seg else 0)].append(a)
+            for width, group in groups.items():
+                self._complete(group, width, meter)
+
+    def _complete(self, group: list[Node], width: int, meter: Meter) -> None:
+        if width == 0:
+            raise RuntimeError("a node with every token cached but no output; cannot happen")
+        pasts, starts, tokens, prefill = [], [], [], 0
+        for a in group:
+            seg = self._segs.get(a)
+            done = seg.n if seg else 0
+            pasts.append(self.path_kv(a))
+            starts.append(self.start(a) + done)
+            tokens.append(list(self.own(a))[done:])
+            prefill += 0 if seg is not None else width
+        new, out = self.feed(pasts, starts, tokens, meter, all_logits=False, prefill=prefill)
+        for a, kv_new, o in zip(group, new, out):
+            seg = self._segs.get(a)
+            kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
+            self.put(a, Segment(kv=kv, n=len(self.own(a)), logits=o[-1]))
