@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rewards.base import Scorer
 from search import registry
 from search.budget import Meter, metered
 from search.engines.base import Engine
 from search.types import Budget, Problem, Result
+
+if TYPE_CHECKING:  # rewards imports search; a runtime import here would be circular
+    from rewards.base import Scorer
 
 DEFAULT_MODEL = "smollm2-135m"
 _ENGINES: dict[str, Engine] = {}  # loaded models stay in memory between calls

@@ -164,6 +164,11 @@ class Node:
         """The per-step values under `key` along the path (root excluded, missing skipped)."""
         return [n.scores[key] for n in self.path()[1:] if key in n.scores]
 
+    def detach(self) -> None:
+        """Remove this node (and its subtree) from its parent's children."""
+        if self.parent is not None and self in self.parent.children:
+            self.parent.children.remove(self)
+
     def walk(self) -> Iterator[Node]:
         """Every node of the subtree below self, self first (depth-first)."""
         stack: list[Node] = [self]

@@ -42,6 +42,10 @@ class Engine(Protocol):
         """The k most likely next tokens after each node, as (token id, logprob)."""
         ...
 
+    def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
+        """For each node, the log-probabilities of the given candidate next tokens."""
+        ...
+
     def retain(self, live: Sequence[Node]) -> None:
         """Free the cache of every node that is not on the path to a live node."""
         ...

@@ -121,6 +121,13 @@ class ScriptedEngine:
         return [[(self._ids(t)[0], math.log(p)) for t, p in
                  sorted(self.options(node), key=lambda o: -o[1])[:k]] for node in nodes]
 
+    def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
+        out = []
+        for node in nodes:
+            by_id = {self._ids(t)[0]: math.log(p) for t, p in self.options(node)}
+            out.append([by_id.get(t, -math.inf) for t in token_ids])
+        return out
+
     def retain(self, live: Sequence[Node]) -> None:
         del live
 

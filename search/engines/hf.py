@@ -164,6 +164,17 @@ class HFEngine:
             out.append(list(zip(ids.tolist(), lp.tolist())))
         return out
 
+    def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
+        """Log-probabilities of the given next tokens after each node."""
+        self.kv.ensure(_unique(nodes), self.meter)
+        idx = torch.tensor(list(token_ids), device=self.device)
+        out = []
+        for node in nodes:
+            seg = self.kv.get(node)
+            assert seg is not None and seg.logits is not None
+            out.append(torch.log_softmax(seg.logits, -1)[idx].tolist())
+        return out
+
     def retain(self, live: Sequence[Node]) -> None:
         self.kv.retain(live)
 

@@ -9,6 +9,7 @@ its last token (`Segment.logits`: LM logits, or a reward head's output) is known
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -32,12 +33,15 @@ def generator_tokens(node: Node) -> Sequence[int]:
 class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
-    def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens
-                 ) -> None:
+    def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
+                 *, as_scorer: bool = False) -> None:
         self.model = model
         self.device = device
         self.own = own_tokens
+        self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.n_params = sum(p.numel() for p in model.parameters())
+        # causal LMs can skip the LM head for positions we do not read; heads may not
+        self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
 
     # -- the store ---------------------------------------------------------------------
@@ -91,13 +95,17 @@ class KVTree:
         pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
         attn = torch.cat([mask.to(self.device), torch.ones_like(ids)], dim=1)
         cache = kvmod.to_cache(stacked)
+        extra = {"logits_to_keep": 0 if all_logits else 1} if self._keep_arg else {}
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
-                         past_key_values=cache, use_cache=True,
-                         logits_to_keep=0 if all_logits else 1)
+                         past_key_values=cache, use_cache=True, **extra)
         n = ids.numel()
-        meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
+        if self.as_scorer:
+            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
+        else:
+            meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
         new = kvmod.rows_from_cache(cache, range(len(tokens)), P, P + w)
-        return new, out.logits.float()
+        logits = out.logits.float()
+        return new, logits if all_logits else logits[:, -1:]
 
     def ensure(self, nodes: Sequence[Node], meter: Meter) -> None:
         """Make every node complete, computing only what is missing.

@@ -1,0 +1,142 @@
+"""Process reward models from transformers, scoring every step with a KV cache per tree.
+
+Two families are in use:
+  math_shepherd  (Wang et al. 2024, "Math-Shepherd"): a causal LM reads
+                 "question step1 ки\\nstep2 ки\\n..."; a step's reward is
+                 P("+") / (P("+") + P("-")) at its tag.
+  qwen_prm       (Zhang et al. 2025, "The Lessons of Developing Process Reward Models in
+                 Mathematical Reasoning", Qwen2.5-Math-PRM): a chat-formatted solution with
+                 "<extra_0>" after every step; a two-way reward head's softmax[1] at each
+                 separator is the reward.
+Each node adds its own step's tokens (step text + tag), so scoring a child after its parent
+runs only the child's tokens through the PRM. Steps are tokenised one by one (not the joined
+text), which can differ from whole-text tokenisation at step boundaries.
+Memory: after each call the PRM keeps only the paths it just scored (what a search expands
+next); anything else is recomputed on demand and charged.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from search.budget import Meter
+from search.engines.kvtree import KVTree
+from search.types import Node, Problem
+
+
+@dataclass(frozen=True)
+class PRMFormat:
+    """How a PRM family reads a solution.
+
+    good/bad: for LM-type PRMs, the tokens whose probabilities at the tag give the reward;
+    None for reward-head PRMs (softmax of the head's output, last label = good).
+    """
+
+    family: str
+    step_tag: str
+    good: str | None = None
+    bad: str | None = None
+    chat: bool = False
+    system: str | None = None
+    question_template: str = "{prompt} "
+
+
+MATH_SHEPHERD = PRMFormat("math_shepherd", step_tag=" ки\n", good="+", bad="-")
+QWEN_PRM = PRMFormat("qwen_prm", step_tag="<extra_0>", chat=True,
+                     system="Please reason step by step, and put your final answer within "
+                            "\\boxed{}.")
+FORMATS = {f.family: f for f in (MATH_SHEPHERD, QWEN_PRM)}
+
+
+def detect_format(model: Any) -> PRMFormat:
+    """qwen_prm for reward-head models, math_shepherd for causal LMs."""
+    archs = " ".join(getattr(model.config, "architectures", None) or [type(model).__name__])
+    return QWEN_PRM if ("RewardModel" in archs or "TokenClassification" in archs) else MATH_SHEPHERD
+
+
+class HFPRM:
+    """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
+
+    def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
+                 device: str | torch.device | None = None) -> None:
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or detect_format(model)
+        self.meter = Meter()
+        self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
+        self._ids: weakref.WeakKeyDictionary[Node, tuple[int, ...]] = weakref.WeakKeyDictionary()
+        self._pair: tuple[int, int] | None = None
+        if self.fmt.good is not None:
+            self._pair = (self._single_token(self.fmt.good), self._single_token(str(self.fmt.bad)))
+
+    @classmethod
+    def load(cls, name_or_path: str, fmt: PRMFormat | str | None = None, **kwargs: Any) -> HFPRM:
+        """Load a PRM by local path or Hugging Face id (reward-head models may need
+        trust_remote_code=True, passed through kwargs)."""
+        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+        from search.models import ModelNotFoundError
+
+        trust = kwargs.pop("trust_remote_code", False)
+        try:
+            tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust)
+            auto = AutoModel if fmt in ("qwen_prm", QWEN_PRM) else AutoModelForCausalLM
+            model = auto.from_pretrained(name_or_path, trust_remote_code=trust)
+        except (OSError, ValueError) as err:
+            raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err
+        return cls(model, tok, fmt, **kwargs)
+
+    def _single_token(self, text: str) -> int:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise ValueError(f"PRM label {text!r} is not a single token for this tokenizer: {ids}")
+        return int(ids[0])
+
+    def prompt_ids(self, problem: Problem) -> list[int]:
+        if self.fmt.chat:
+            msgs = ([{"role": "system", "content": self.fmt.system}] if self.fmt.system else [])
+            msgs.append({"role": "user", "content": problem.prompt})
+            out = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True,
+                                                     tokenize=True)
+            ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
+        else:
+            ids = self.tokenizer(self.fmt.question_template.format(prompt=problem.prompt))["input_ids"]
+        return [int(i) for i in ids]
+
+    def _own(self, node: Node) -> tuple[int, ...]:
+        """This PRM's tokens for a node: the formatted question, or step text + tag."""
+        ids = self._ids.get(node)
+        if ids is None:
+            if node.step is None:
+                ids = tuple(self.prompt_ids(node.problem))
+            else:
+                text = node.step.text.strip() + self.fmt.step_tag
+                ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            self._ids[node] = ids
+        return ids
+
+    def reward(self, out: torch.Tensor) -> float:
+        """The reward from the PRM's output at a step's tag: LM logits [V] or head [labels]."""
+        if self._pair is not None:
+            return torch.softmax(out[list(self._pair)], -1)[0].item()
+        return torch.softmax(out, -1)[-1].item()
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
+        del problem  # each node's root carries it
+        if any(node.step is None for node in nodes):
+            raise ValueError("a PRM scores steps; the root has none")
+        self.meter.charge_scorer(calls=len(nodes))
+        self.kv.ensure(list({n.id: n for n in nodes}.values()), self.meter)
+        values = []
+        for node in nodes:
+            seg = self.kv.get(node)
+            assert seg is not None and seg.logits is not None
+            values.append(self.reward(seg.logits))
+        self.kv.retain(nodes)
+        return values

@@ -1,0 +1,41 @@
+"""LM self-evaluation: the generator is asked whether the latest step is correct.
+
+reward = P(" Yes") / (P(" Yes") + P(" No")) after the path followed by a question
+(as in "Self-Evaluation Guided Beam Search for Reasoning", Xie et al. 2023). The question is
+teacher-forced after the node through the engine, so the path's KV is reused; the question
+node is detached from the tree afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from search.budget import Meter
+from search.types import Node, Problem
+
+QUESTION = "\n\nIs the last step above correct? Answer Yes or No.\nAnswer:"
+
+
+class SelfEvalScorer:
+    def __init__(self, engine: Any, *, question: str = QUESTION, yes: str = " Yes",
+                 no: str = " No") -> None:
+        self.engine = engine
+        self.meter = Meter()
+        self.question = question
+        self.yes, self.no = self._token(yes), self._token(no)
+
+    def _token(self, text: str) -> int:
+        ids = self.engine.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return int(ids[0])  # the first token carries the decision
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
+        del problem
+        self.meter.charge_scorer(calls=len(nodes))
+        asked = self.engine.extend(list(nodes), [self.question] * len(nodes))
+        values = []
+        for q, (y, n) in zip(asked, self.engine.next_logprobs(asked, [self.yes, self.no])):
+            values.append(1.0 / (1.0 + math.exp(n - y)))
+            q.detach()
+        return values

@@ -1,0 +1,51 @@
+"""Verifiers as rewards: the arithmetic step checker as a PRM, the math verifier as an ORM.
+
+StepCheckScorer is an imperfect process verifier on purpose: it knows arithmetic, not
+whether the right quantities were used (see verifiers/steps.py). OracleScorer grades a
+finished solution against the problem's gold answer: a perfect verifier for studying how
+verifier quality caps search, never a fair accuracy number on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from search.budget import Meter
+from search.types import Node, Problem
+
+# step verdict -> reward: an unchecked step is neither trusted nor condemned
+STEP_REWARD = {"correct": 1.0, "none": 0.5, "wrong": 0.0}
+
+
+class StepCheckScorer:
+    """Reward of a node's latest step: 1 if every equation in it is right, 0 if one is
+    wrong, 0.5 if it has none."""
+
+    def __init__(self) -> None:
+        self.meter = Meter()
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
+        from verifiers.steps import check_step
+
+        del problem
+        self.meter.charge_scorer(calls=len(nodes))
+        return [STEP_REWARD[check_step(n.step.text).status] if n.step is not None else 0.5
+                for n in nodes]
+
+
+class OracleScorer:
+    """1.0 for a finished solution whose answer matches the gold answer, else 0.0
+    (unfinished paths score 0). Needs Problem.answer."""
+
+    def __init__(self, *, timeout: float = 2.0) -> None:
+        self.meter = Meter()
+        self.timeout = timeout
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
+        from verifiers.math import verify
+
+        if problem.answer is None:
+            raise ValueError(f"OracleScorer needs a gold answer; problem {problem.id!r} has none")
+        self.meter.charge_scorer(calls=len(nodes))
+        return [float(n.finished and verify(problem.answer, n.text, timeout=self.timeout).correct)
+                for n in nodes]
