@@ -149,3 +149,20 @@ def test_bad_expand_arguments(tiny_engine):
     assert kid.finished
     with pytest.raises(ValueError, match="finished"):
         tiny_engine.expand([kid], 1)
+
+
+def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_model):
+    """keep_hidden: each child's feature equals the final hidden state (from a plain full
+    forward) at the position that predicted the step's last token."""
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    eng = HFEngine(model, tok, chat=False, device="cpu", keep_hidden=True)
+    root = eng.root(Problem(prompt="4*4="))
+    kids = eng.expand([root], 3, stop=None, max_tokens=5, seed=2)[0]
+    grand = eng.expand(kids[:2], 1, stop=None, max_tokens=1, seed=3)  # 1-token steps too
+    for kid in kids[:2] + [g[0] for g in grand]:
+        ids = kid.token_ids()
+        with torch.no_grad():
+            h = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
+        assert torch.allclose(eng.step_features[kid], h[len(ids) - 2], atol=1e-4)

@@ -12,6 +12,7 @@ Qwen2, Mistral without sliding window, SmolLM2, ...), on CPU or CUDA.
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,13 +41,18 @@ class HFEngine:
     def __init__(self, model: Any, tokenizer: Any, *, device: str | torch.device | None = None,
                  max_length: int | None = None, chat: bool | None = None,
                  system_prompt: str | None = None, prompt_template: str = "{prompt}\n",
-                 instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "") -> None:
+                 instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "",
+                 keep_hidden: bool = False) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "model")
         self.meter = Meter()
-        self.kv = KVTree(self.model, self.device)
+        # keep_hidden: record, per generated step, the final hidden state its last token was
+        # predicted from (`step_features`), so a value head scores steps with no extra pass
+        self.kv = KVTree(self.model, self.device, keep_hidden=keep_hidden)
+        self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
+            weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params
         cfg_max = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_length = int(max_length or min(cfg_max, 8192))
@@ -137,7 +143,7 @@ class HFEngine:
             by_width[len(ids)].append(i)
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
-            new, logits = self.kv.feed([self.kv.path_kv(p) for p in parents],
+            new, logits, _ = self.kv.feed([self.kv.path_kv(p) for p in parents],
                                        [p.n_tokens for p in parents], [ids_list[i] for i in idx],
                                        self.meter, all_logits=True, prefill=width * len(idx))
             for i, p, kv_new, lg in zip(idx, parents, new, logits):
@@ -218,7 +224,10 @@ class _StepDecoder:
         cache = kvmod.to_cache(stacked.index_select(2, row_idx))
         attn = mask.to(e.device).index_select(0, row_idx)
         P = attn.shape[1]
-        logits = torch.stack([e.kv.get(n).logits for n in rows])  # type: ignore[union-attr]
+        segs0 = [e.kv.get(n) for n in rows]
+        logits = torch.stack([s.logits for s in segs0])  # type: ignore[union-attr]
+        # [B, hidden]: the state each row's next token is predicted from (value features)
+        hid = torch.stack([s.hidden for s in segs0]) if e.kv.keep_hidden else None  # type: ignore[union-attr,misc]
         pos0 = torch.tensor([n.n_tokens for n in rows], device=e.device)
         toks: list[list[int]] = [[] for _ in rows]
         lps: list[list[float]] = [[] for _ in rows]
@@ -241,21 +250,26 @@ class _StepDecoder:
                     stopped.append((b, r, reason))
             if stopped:
                 segs = kvmod.rows_from_cache(cache, [b for b, _, _ in stopped], P, P + j)
-                for (_, r, reason), kv in zip(stopped, segs):
-                    out[r] = self._child(rows[r], toks[r], lps[r], reason, kv)
+                for (b, r, reason), kv in zip(stopped, segs):
+                    child = out[r] = self._child(rows[r], toks[r], lps[r], reason, kv)
+                    if hid is not None:
+                        e.step_features[child] = hid[b].clone()
             if not keep:
                 break
             if len(keep) < len(active):
                 sel = torch.tensor(keep, device=e.device)
                 cache.batch_select_indices(sel)
                 attn, tok, pos0 = attn[sel], tok[sel], pos0[sel]
+                hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in keep]
             attn = torch.cat([attn, attn.new_ones(len(active), 1)], dim=1)
             res = e.model(input_ids=tok[:, None], attention_mask=attn,
                           position_ids=(pos0 + j)[:, None], past_key_values=cache,
-                          use_cache=True, logits_to_keep=1)
+                          use_cache=True, logits_to_keep=1, output_hidden_states=hid is not None)
             e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))
             logits = res.logits[:, -1].float()
+            if hid is not None:
+                hid = res.hidden_states[-1][:, -1].float()
             j += 1
         return [c for c in out if c is not None]
 

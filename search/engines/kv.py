@@ -28,6 +28,7 @@ class Segment:
     kv: torch.Tensor  # [L, 2, H, n, D]
     n: int
     logits: torch.Tensor | None = None  # [V] float32
+    hidden: torch.Tensor | None = None  # [hidden size]: final layer at the last token, if kept
 
 
 def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | None = None

@@ -34,11 +34,12 @@ class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
-                 *, as_scorer: bool = False) -> None:
+                 *, as_scorer: bool = False, keep_hidden: bool = False) -> None:
         self.model = model
         self.device = device
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
+        self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -83,10 +84,11 @@ class KVTree:
     @torch.inference_mode()
     def feed(self, pasts: Sequence[torch.Tensor | None], starts: Sequence[int],
              tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool, prefill: int
-             ) -> tuple[list[torch.Tensor], torch.Tensor]:
+             ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
         """Run rows of equal width w through the model after their cached pasts.
 
-        Returns per row the new KV [L,2,H,w,D] and the outputs [B, w or 1, V] (float32).
+        Returns per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and
+        with keep_hidden the final hidden state at each row's last position [B, hidden].
         """
         w = len(tokens[0])
         stacked, mask = kvmod.stack_left_padded(pasts)
@@ -97,7 +99,8 @@ class KVTree:
         cache = kvmod.to_cache(stacked)
         extra = {"logits_to_keep": 0 if all_logits else 1} if self._keep_arg else {}
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
-                         past_key_values=cache, use_cache=True, **extra)
+                         past_key_values=cache, use_cache=True,
+                         output_hidden_states=self.keep_hidden, **extra)
         n = ids.numel()
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
@@ -105,7 +108,8 @@ class KVTree:
             meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
         new = kvmod.rows_from_cache(cache, range(len(tokens)), P, P + w)
         logits = out.logits.float()
-        return new, logits if all_logits else logits[:, -1:]
+        hidden = out.hidden_states[-1][:, -1].float() if self.keep_hidden else None
+        return new, (logits if all_logits else logits[:, -1:]), hidden
 
     def ensure(self, nodes: Sequence[Node], meter: Meter) -> None:
         """Make every node complete, computing only what is missing.
@@ -141,8 +145,10 @@ class KVTree:
             starts.append(self.start(a) + done)
             tokens.append(list(self.own(a))[done:])
             prefill += 0 if seg is not None else width
-        new, out = self.feed(pasts, starts, tokens, meter, all_logits=False, prefill=prefill)
-        for a, kv_new, o in zip(group, new, out):
+        new, out, hidden = self.feed(pasts, starts, tokens, meter, all_logits=False,
+                                     prefill=prefill)
+        for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
             seg = self._segs.get(a)
             kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
-            self.put(a, Segment(kv=kv, n=len(self.own(a)), logits=o[-1]))
+            self.put(a, Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
+                                hidden=None if hidden is None else hidden[i]))
