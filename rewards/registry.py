@@ -32,6 +32,7 @@ SCORERS: dict[str, Callable[..., Scorer]] = {
     "steps": _make("rewards.verifier", "StepCheckScorer"),
     "oracle": _make("rewards.verifier", "OracleScorer"),
     "self_eval": _make("rewards.self_eval", "SelfEvalScorer", needs_engine=True),
+    "unit_tests": _make("rewards.unit_tests", "UnitTestScorer"),
 }
 
 

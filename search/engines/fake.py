@@ -106,9 +106,10 @@ class ScriptedEngine:
     def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]
                ) -> list[Node]:
         out = []
-        for node, text in zip(nodes, continuations):
-            if not isinstance(text, str):
-                raise TypeError("ScriptedEngine.extend takes step texts")
+        names = {v: k for k, v in self._vocab.items()}
+        for node, cont in zip(nodes, continuations):
+            # token ids (as topk_next gives them) name a step by its first id
+            text = cont if isinstance(cont, str) else names.get(next(iter(cont), -1), "")
             prob = dict(self.options(node)).get(text, 0.0)
             if prob == 0:
                 raise ValueError(f"{text!r} is not a child of {path_of(node)}")

@@ -1,0 +1,213 @@
+"""Compute-optimal test-time scaling: choose the search per problem by its estimated difficulty.
+
+Snell et al. 2024, "Scaling LLM Test-Time Compute Optimally can be More Effective than Scaling
+Model Parameters": the best test-time strategy depends on how hard the problem is for the
+model. Difficulty is predicted from a small probe (model-predicted difficulty: the verifier's
+average final score over samples, binned), and a table fitted on evaluation runs says which
+algorithm, knobs and per-problem budget do best in each bin.
+
+    probe <- best_of_n(n = probe.n) within probe.budget_fraction of the budget
+    d <- 1 - mean final score of the probe samples     (signal "score"; unfinished count 0)
+      or 1 - share of samples giving the commonest answer (signal "agreement")
+    bin <- number of table edges <= d
+    algo, knobs, tokens <- table.bins[bin]
+    return algo(problem, knobs) run via the registry on the remaining budget (capped at tokens)
+
+The table is data: search/algos/compute_optimal_table.json (format below), or a path / dict
+given as the `table` knob. The shipped table is a PLACEHOLDER set by hand from the paper's
+qualitative findings until `fit_table` is run on eval-run rows. If the chosen search returns
+no answer but the probe did, the probe's answer is returned (knobs["fallback"] = True).
+
+    {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_steps", "temperature"},
+     "edges": [e1 < e2 < ...],                       # len(bins) - 1 difficulty thresholds
+     "bins": [{"algo", "knobs", "tokens": int | null}, ...]}   # tokens: per-problem cap
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rewards.base import Scorer
+from search import registry
+from search.answers import vote_key
+from search.budget import Meter, metered
+from search.engines.base import Engine
+from search.types import Budget, Problem, Result
+
+TABLE = Path(__file__).with_name("compute_optimal_table.json")
+SIGNALS = ("score", "agreement")
+PROBE_DEFAULTS = {"n": 4, "signal": "score", "budget_fraction": 0.25, "step_tokens": 256,
+                  "max_steps": 40, "temperature": 0.8}
+
+
+# -- the table ------------------------------------------------------------------------------
+def load_table(table: str | Path | Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The calibration table (default: the shipped JSON), checked against the registry."""
+    if table is None or isinstance(table, (str, Path)):
+        data = json.loads(Path(table or TABLE).read_text(encoding="utf-8"))
+    else:
+        data = json.loads(json.dumps(table))  # a private, JSON-clean copy
+    probe = {**PROBE_DEFAULTS, **data.get("probe", {})}
+    edges, bins = [float(e) for e in data["edges"]], list(data["bins"])
+    if edges != sorted(edges) or len(bins) != len(edges) + 1:
+        raise ValueError("compute_optimal table: edges must be sorted and there must be one "
+                         f"more bin than edges (got {len(edges)} edges, {len(bins)} bins)")
+    if probe["signal"] not in SIGNALS or not 0 < probe["budget_fraction"] <= 1:
+        raise ValueError(f"compute_optimal table: probe signal must be one of {SIGNALS} and "
+                         f"budget_fraction in (0, 1], got {probe}")
+    for entry in bins:
+        if entry["algo"] == "compute_optimal":
+            raise ValueError("compute_optimal table: a bin cannot choose compute_optimal itself")
+        registry.check_knobs(entry["algo"], entry.get("knobs", {}))
+    return {"probe": probe, "edges": edges, "bins": bins}
+
+
+def bin_of(difficulty: float, edges: Sequence[float]) -> int:
+    """The bin index of a difficulty: how many edges are <= it."""
+    return bisect.bisect_right(list(edges), difficulty)
+
+
+def quantile_edges(difficulties: Iterable[float], n_bins: int = 5) -> list[float]:
+    """Edges that split difficulties into n_bins equal-count bins (Snell et al. use quintiles)."""
+    values = np.asarray(list(difficulties), dtype=float)
+    if values.size == 0 or n_bins < 1:
+        raise ValueError("quantile_edges needs difficulties and n_bins >= 1")
+    return [float(q) for q in np.quantile(values, [i / n_bins for i in range(1, n_bins)])]
+
+
+def fit_table(rows: Iterable[Mapping[str, Any]], *, edges: Sequence[float],
+              probe: Mapping[str, Any] | None = None, token_cost: float = 0.0) -> dict[str, Any]:
+    """A table from eval-run rows, one per (problem, config, seed):
+    {"problem_id", "bin", "algo", "knobs", "correct", "tokens", optional "budget"}.
+
+    Per bin, each config (algo, knobs, budget) gets accuracy = mean(correct) and mean tokens;
+    the bin takes the config maximising accuracy - token_cost * mean tokens (ties: fewer mean
+    tokens, then the config seen first). Its "tokens" is the config's budget (None if the rows
+    have none). A bin without rows copies the nearest fitted bin (the lower one on ties).
+    """
+    n_bins = len(edges) + 1
+    stats: list[dict[str, list[Any]]] = [{} for _ in range(n_bins)]
+    for row in rows:
+        b = int(row["bin"])
+        if not 0 <= b < n_bins:
+            raise ValueError(f"row bin {b} outside 0..{n_bins - 1}: {row}")
+        key = json.dumps([row["algo"], row.get("knobs", {}), row.get("budget")], sort_keys=True)
+        acc = stats[b].setdefault(key, [0, 0.0, 0.0])  # rows, correct, tokens
+        acc[0] += 1
+        acc[1] += float(bool(row["correct"]))
+        acc[2] += float(row["tokens"])
+
+    def best(b: int) -> dict[str, Any] | None:
+        if not stats[b]:
+            return None
+
+        def rank(item: tuple[str, list[Any]]) -> tuple[float, float]:
+            count, correct, tokens = item[1]
+            return (correct / count - token_cost * tokens / count, -tokens / count)
+
+        key, (count, correct, tokens) = max(stats[b].items(), key=rank)
+        algo, knobs, budget = json.loads(key)
+        return {"algo": algo, "knobs": knobs, "tokens": budget, "accuracy": correct / count,
+                "mean_tokens": tokens / count, "rows": count}
+
+    fitted = {b: e for b in range(n_bins) if (e := best(b)) is not None}
+    if not fitted:
+        raise ValueError("fit_table: no rows")
+    bins = []
+    for b in range(n_bins):
+        near = min(fitted, key=lambda h: (abs(h - b), h))
+        bins.append(fitted[b] if b in fitted else {**fitted[near], "copied_from": near})
+    return {"probe": {**PROBE_DEFAULTS, **(probe or {})}, "edges": [float(e) for e in edges],
+            "bins": bins}
+
+
+# -- difficulty -----------------------------------------------------------------------------
+def difficulty(problem: Problem, probe: Result, signal: str = "score") -> float:
+    """Predicted difficulty in [0, 1] from a probe's candidates (1 when it has none)."""
+    cands = probe.candidates
+    if not cands:
+        return 1.0
+    if signal == "score":
+        vals = [min(1.0, max(0.0, c.score)) if c.finished and math.isfinite(c.score) else 0.0
+                for c in cands]
+        return 1.0 - sum(vals) / len(vals)
+    if signal == "agreement":
+        keys = [vote_key(problem, c.answer) for c in cands if c.finished and c.answer is not None]
+        top = Counter(keys).most_common(1)[0][1] if keys else 0
+        return 1.0 - top / len(cands)
+    raise ValueError(f"unknown difficulty signal {signal!r}; choose from {SIGNALS}")
+
+
+# -- running a sub-search on a share of the budget -------------------------------------------
+def _share(meter: Meter, tokens_cap: float | None) -> Budget | None:
+    """What is left of meter's budget, tokens capped at tokens_cap; None if nothing is left."""
+    b = meter.budget
+    left: dict[str, float | None] = {
+        "tokens": None if b.tokens is None else b.tokens - meter.generated_tokens,
+        "scorer_calls": None if b.scorer_calls is None else b.scorer_calls - meter.scorer_calls,
+        "flops": None if b.flops is None else b.flops - meter.flops,
+        "seconds": None if b.seconds is None else b.seconds - meter.seconds}
+    if tokens_cap is not None:
+        left["tokens"] = tokens_cap if left["tokens"] is None else min(tokens_cap, left["tokens"])
+    if any(v is not None and v <= 0 for v in left.values()):
+        return None
+    counts = {k: max(1, math.floor(v)) for k, v in left.items()  # whole tokens and calls
+              if k in ("tokens", "scorer_calls") and v is not None}
+    return Budget(**{**left, **counts})
+
+
+def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Scorer,
+         meter: Meter, budget: Budget | None, seed: int, knobs: Mapping[str, Any]) -> Result:
+    """fn on its own meter limited to `budget`; what it spent is then charged to `meter`.
+    budget None (nothing left): fn runs on the exhausted `meter` and stops before any batch."""
+    if budget is None:
+        return fn(problem, engine, scorer, meter, seed=seed, **knobs)
+    sub = Meter(budget)
+    try:
+        with metered(sub, engine, scorer):
+            return fn(problem, engine, scorer, sub, seed=seed, **knobs)
+    finally:
+        meter.charge_model(generated=sub.generated_tokens, prefill=sub.prefill_tokens,
+                           flops=sub.flops, passes=sub.forward_passes)
+        meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)
+
+
+def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+                    seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Result:
+    tab = load_table(table)
+    rng = random.Random(seed)
+    cfg = tab["probe"]
+    left = meter.tokens_left()
+    probe_budget = _share(meter, None if left is None else cfg["budget_fraction"] * left)
+    probe = _run(registry.get("best_of_n"), problem, engine, scorer, meter, probe_budget,
+                 rng.getrandbits(32), dict(n=cfg["n"], select="score", agg="last",
+                                           temperature=cfg["temperature"],
+                                           step_tokens=cfg["step_tokens"],
+                                           max_steps=cfg["max_steps"]))
+    d = round(difficulty(problem, probe, cfg["signal"]), 9)  # 1 - 0.6 lands on the 0.4 edge
+    b = bin_of(d, tab["edges"])
+    entry = tab["bins"][b]
+    knobs = dict(entry.get("knobs", {}))
+    budget = _share(meter, entry.get("tokens"))
+    result, fallback = probe, True
+    if budget is not None:
+        result = _run(registry.get(entry["algo"]), problem, engine, scorer, meter, budget,
+                      rng.getrandbits(32), knobs)
+        fallback = result.answer is None and probe.answer is not None
+        result = probe if fallback else result
+    return replace(result, usage=meter.usage(), seed=seed, algo="compute_optimal",
+                   knobs=dict(table=table if isinstance(table, str) else
+                              ("default" if table is None else "custom"),
+                              difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,
+                              tokens_cap=entry.get("tokens"), probe_answer=probe.answer,
+                              fallback=fallback))

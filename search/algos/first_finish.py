@@ -1,0 +1,127 @@
+"""First Finish Search (FFS), and FFS-k.
+
+Agarwal et al. 2025, "First Finish Search: Efficient Test-Time Scaling in Large Language
+Models": shorter reasoning traces are more often correct, so launch n samples in one batch and
+return the first one to finish; the others are stopped and cost nothing more. FFS-k waits for
+the first k finishers and takes a majority vote over their answers.
+
+    paths <- n samples of root, advanced together in rounds of `chunk_tokens` tokens
+    each round: bound <- tokens of the k-th shortest finished path (inf while fewer)
+                stop every live path with >= bound tokens (it can no longer finish first)
+    first <- the k finished paths with the fewest generated tokens (ties: launch order)
+    return first[0] (k = 1) or majority_vote(first)
+
+The paper's synchronous FFS decodes all rows in lockstep and stops at the first EOS token.
+Here a round is one batched `expand` of at most `chunk_tokens` tokens per row (stop=None:
+rows stay in lockstep) or of one reasoning step (stop=delimiters: rows drift apart); the
+bound rule above keeps the answer exact either way (a live path with t tokens can only finish
+with more than t), and caps each round at the bound, so at most one round is spent past the
+finish. Fewer than k finishers (budget or max_tokens reached): the vote is over those.
+
+Tokens saved against best-of-n: Result.knobs records `stopped` (paths cut short) and
+`stopped_tokens` (tokens they had used). With count_saved=True the stopped paths are then run
+to the end outside the budget (on a scratch meter; their continuations are not kept in the
+tree), and `saved_tokens` is what plain best-of-n on these same n samples would have spent
+on top of FFS. This costs real compute: it is for research runs, not for answering.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewards.base import Scorer
+from search.budget import Meter, metered
+from search.engines.base import Engine
+from search.select import candidates, majority_vote, pack
+from search.types import Node, Problem, Result
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    stop: Sequence[str] | None
+    chunk_tokens: int
+    max_tokens: int
+    temperature: float
+    top_p: float
+
+
+def _kth_tokens(done: Sequence[Node], k: int) -> float:
+    """Generated tokens of the k-th shortest finished path; inf while fewer than k finished."""
+    if len(done) < k:
+        return math.inf
+    return sorted(p.generated_tokens for p in done)[k - 1]
+
+
+def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node], width: int,
+          order: dict[int, int], k: int, s: _Sampling) -> tuple[list[Node], list[Node], list[Node]]:
+    """Advance paths round by round until the first k finishers are certain.
+
+    frontier: the root (width = n samples) or live paths (width = 1). order maps node id ->
+    launch index and is filled in for every new node. Returns (finished, stopped, live), live
+    being non-empty only when the budget ran out.
+    """
+    done: list[Node] = []
+    stopped: list[Node] = []
+    while frontier and not meter.exhausted():
+        t0 = min(p.generated_tokens for p in frontier)
+        cap = min(s.chunk_tokens, s.max_tokens - t0, _kth_tokens(done, k) - t0)  # >= 1
+        kids = engine.expand(frontier, width, stop=s.stop, max_tokens=int(cap),
+                             temperature=s.temperature, top_p=s.top_p, seed=rng.getrandbits(32))
+        new = []
+        for parent, cs in zip(frontier, kids):
+            for j, c in enumerate(cs):
+                order[c.id] = order.get(parent.id, j)  # launch index, inherited
+                new.append(c)
+        done += [c for c in new if c.finished]
+        limit = min(_kth_tokens(done, k), s.max_tokens)
+        stopped += [c for c in new if not c.finished and c.generated_tokens >= limit]
+        frontier, width = [c for c in new if not c.finished and c.generated_tokens < limit], 1
+        engine.retain(frontier)
+    return done, stopped, frontier
+
+
+def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+                 seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
+                 top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,
+                 stop: Sequence[str] | None = None, count_saved: bool = False) -> Result:
+    del scorer  # FFS selects by length (and, for k > 1, by vote), never by reward
+    if not 1 <= k <= n or chunk_tokens < 1 or max_tokens < 1:
+        raise ValueError(f"first_finish needs 1 <= k <= n and positive token limits, got "
+                         f"n={n}, k={k}, chunk_tokens={chunk_tokens}, max_tokens={max_tokens}")
+    rng = random.Random(seed)
+    sampling = _Sampling(stop, chunk_tokens, max_tokens, temperature, top_p)
+    root = engine.root(problem)
+    order: dict[int, int] = {}
+    done, stopped, live = _race(engine, meter, rng, [root], n, order, k, sampling)
+    done.sort(key=lambda p: (p.generated_tokens, order[p.id]))  # finishing order
+    stopped_tokens = sum(p.generated_tokens for p in stopped)
+    saved = _count_saved(engine, rng, stopped, order, sampling) if count_saved else None
+
+    leaves = done + stopped + live
+    # shorter is better: ties in a vote go to the group that finished with fewer tokens
+    cands = candidates(problem, leaves, [-float(p.generated_tokens) for p in leaves])
+    chosen = majority_vote(problem, cands[:k])  # done comes first, in finishing order
+    return pack(problem, root, cands, chosen, meter, seed=seed, algo="first_finish",
+                knobs=dict(n=n, k=k, temperature=temperature, top_p=top_p,
+                           chunk_tokens=chunk_tokens, max_tokens=max_tokens,
+                           stop=list(stop) if stop else None, stopped=len(stopped),
+                           stopped_tokens=stopped_tokens, saved_tokens=saved))
+
+
+def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order: dict[int, int],
+                 sampling: _Sampling) -> int:
+    """Run the stopped paths to the end on a scratch meter; the tokens that took. Their new
+    nodes are detached afterwards, so the tree holds only what the budget paid for."""
+    if not stopped:
+        return 0
+    scratch = Meter()
+    with metered(scratch, engine):
+        _race(engine, scratch, rng, list(stopped), 1, order, len(stopped), sampling)
+    for node in stopped:
+        for child in list(node.children):
+            child.detach()
+    engine.retain([])
+    return scratch.generated_tokens

@@ -1,0 +1,162 @@
+"""Planning-Guided Transformer Decoding (PG-TD).
+
+Zhang et al. 2023, "Planning with Large Language Models for Code Generation" (ICLR): MCTS over
+tokens. The LM proposes the top-k next tokens of a prefix (with their probabilities as priors
+for P-UCB); a prefix is evaluated by completing it greedily and scoring the program with the
+public tests (the scorer: rewards.unit_tests.UnitTestScorer for code). The program with the
+best public score is returned; hidden tests are never seen by the search.
+
+    repeat `rollouts` times (or until the budget ends, or a program scores 1 with early_stop):
+        s <- root; descend by argmax_a  Q(s,a) + beta(s) P(a|s) sqrt(log N(s)) / (1 + n(s,a)),
+             beta(s) = log((N(s) + c_base + 1) / c_base) + c,
+             creating the chosen child (one forced token) when it is new, then stopping
+        new s: its top-k next tokens are cached (tree caching); its greedy completion is
+             reused with its score if an earlier greedy rollout passed through s (sequence
+             caching), else decoded (temperature 0 to EOS or `horizon` tokens) and scored
+        back up: Q(s,a) <- max(Q(s,a), r); n(s,a) += 1; N(s) += 1 along the path
+    return the best-scoring program (ties: the first found)
+
+As in the authors' code (Code-AI-Tree-Search, "var_p_uct"): N(s) starts at 1, Q is the max
+return (not the mean: greedy completions are deterministic), unvisited actions have Q = 0,
+priors are the LM's probabilities of the top-k tokens, defaults width 3, c 4, c_base 10,
+horizon 1024, greedy (beam 1) evaluation. Our choices: early_stop is on by default (their
+--early-stop flag): with ties going to the first program, searching past a perfect public score
+cannot change the answer, only the cost; a rollout cut short by the budget is not scored; a
+finished prefix (EOS) or one at the horizon is scored as it stands. MCTS is sequential: each
+iteration makes one forced-token call and at most one rollout, as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from rewards import score_nodes
+from rewards.base import Scorer
+from search.budget import Meter
+from search.engines.base import Engine
+from search.select import by_score, candidates, pack
+from search.types import Node, Problem, Result
+
+
+@dataclass
+class _Stats:
+    """MCTS statistics of one prefix (a tree node)."""
+
+    actions: list[tuple[int, float]]  # top-k (token id, prior probability), likeliest first
+    visits: int = 1  # N(s)
+    child: dict[int, Node] = field(default_factory=dict)  # token id -> child node
+    q: dict[int, float] = field(default_factory=dict)  # Q(s, a): best return through a
+    n: dict[int, int] = field(default_factory=dict)  # n(s, a)
+
+
+@dataclass
+class _SeqCache:
+    """Finished greedy rollouts: (prefix length it started at, full token ids, leaf)."""
+
+    entries: list[tuple[int, tuple[int, ...], Node]] = field(default_factory=list)
+    hits: int = 0
+
+    def find(self, node: Node) -> Node | None:
+        """The leaf of an earlier rollout whose greedy path runs through node, if any: greedy
+        decoding from any prefix of that path reproduces the rest of it."""
+        ids = tuple(node.token_ids())
+        for start, seq, leaf in self.entries:
+            if start <= len(ids) <= len(seq) and seq[:len(ids)] == ids:
+                self.hits += 1
+                return leaf
+        return None
+
+
+def _p_ucb(st: _Stats, a: int, prior: float, c: float, c_base: float) -> float:
+    beta = math.log((st.visits + c_base + 1) / c_base) + c
+    return st.q.get(a, 0.0) + beta * prior * math.sqrt(math.log(st.visits)) / (1 + st.n.get(a, 0))
+
+
+def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> Node | None:
+    """Greedy completion of node to EOS or `horizon` generated tokens; None if the budget ran
+    out first. One expand call for a real engine (stop=None); a scripted one takes a call per
+    step."""
+    leaf = node
+    while not leaf.finished and leaf.generated_tokens < horizon:
+        if meter.exhausted():
+            return None
+        ((leaf,),) = engine.expand([leaf], 1, stop=None, temperature=0.0,
+                                   max_tokens=horizon - leaf.generated_tokens)
+    return leaf
+
+
+def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+         rollouts: int = 128, width: int = 3, c: float = 4.0, c_base: float = 10.0,
+         horizon: int = 1024, early_stop: bool = True) -> Result:
+    if rollouts < 1 or width < 1 or horizon < 1:
+        raise ValueError(f"pgtd needs positive rollouts, width and horizon, got "
+                         f"rollouts={rollouts}, width={width}, horizon={horizon}")
+
+    def terminal(node: Node) -> bool:
+        return node.finished or node.generated_tokens >= horizon
+
+    def new_stats(node: Node) -> _Stats:  # tree caching: top-k of each prefix, computed once
+        if terminal(node):
+            return _Stats(actions=[])
+        top = engine.topk_next([node], width)[0]
+        return _Stats(actions=[(t, math.exp(lp)) for t, lp in top])
+
+    root = engine.root(problem)
+    stats = {root.id: new_stats(root)}
+    cache = _SeqCache()
+    programs: list[Node] = []  # every scored completion, in the order found
+    iterations = 0
+    for _ in range(rollouts):
+        if meter.exhausted():
+            break
+        iterations += 1
+        # selection: descend by P-UCB until a new child is created or a terminal is reached
+        node, trail = root, []
+        while stats[node.id].actions:
+            st = stats[node.id]
+            a = max(st.actions, key=lambda tp: _p_ucb(st, tp[0], tp[1], c, c_base))[0]
+            trail.append((st, a))
+            if a in st.child:
+                node = st.child[a]
+                continue
+            (node,) = engine.extend([node], [[a]])
+            st.child[a] = node
+            stats[node.id] = new_stats(node)
+            break
+        # evaluation: a cached completion through this prefix, else the prefix itself if
+        # terminal, else its greedy completion
+        leaf = cache.find(node)
+        if leaf is None:
+            leaf = node if terminal(node) else _rollout(engine, meter, node, horizon)
+            if leaf is None:
+                break  # budget gone mid-rollout: nothing to score
+            cache.entries.append((len(node.token_ids()), tuple(leaf.token_ids()), leaf))
+        if "reward" not in leaf.scores:
+            programs.append(leaf)
+        (reward,) = score_nodes(scorer, problem, [leaf])
+        # backpropagation: max return along the path
+        stats[node.id].visits += 1
+        for st, a in trail:
+            st.q[a] = max(st.q.get(a, -math.inf), reward)
+            st.n[a] = st.n.get(a, 0) + 1
+            st.visits += 1
+        engine.retain([n for n in _tree_nodes(root, stats) if not stats[n.id].child])
+        if early_stop and reward >= 1.0:
+            break
+
+    cands = candidates(problem, programs, [p.scores["reward"] for p in programs])
+    return pack(problem, root, cands, by_score(problem, cands), meter, seed=seed, algo="pgtd",
+                knobs=dict(rollouts=rollouts, width=width, c=c, c_base=c_base, horizon=horizon,
+                           early_stop=early_stop, iterations=iterations,
+                           programs=len(programs), cache_hits=cache.hits))
+
+
+def _tree_nodes(root: Node, stats: dict[int, _Stats]) -> list[Node]:
+    """The search tree's prefix nodes (rollout nodes hang off it but have no stats)."""
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(stats[node.id].child.values())
+    return out

@@ -1,0 +1,138 @@
+"""Reasoning-Pruning Perplexity Consistency (RPC).
+
+Zhou et al. 2025, "Bridging Internal Probability and Self-Consistency for Effective and
+Efficient LLM Reasoning": self-consistency counts answers, perplexity trusts the model's
+probabilities; RPC sums the probabilities of the distinct sampled paths that reach each
+answer (Perplexity Consistency) after dropping the paths that a two-component Weibull
+mixture places in its low-probability component (Reasoning Pruning).
+
+    paths <- n samples of root, one step per live path per round (all rows in one batch)
+        live=True: after each round from `live_after` on, fit the mixture to the running
+        probabilities of the current batch and stop the live paths in its low component
+    p(path) <- exp(mean token logprob)                        (length-normalised, see below)
+    pruned <- posterior_low(p) > 1/2 and p < mean(p)           (mixture fitted to all finished p)
+    PC(answer) <- sum of p over distinct kept paths with that answer, normalised to sum 1
+    return the answer with the largest PC (its likeliest path's text)
+
+Choices where the paper leaves them open (see also search/algos/_weibull.py):
+  - p is the geometric-mean token probability exp(cum_logprob / tokens), as the authors'
+    code feeds exp(mean logprob) to the fit: raw path probabilities of long solutions are
+    ~0 and would compare lengths rather than confidence;
+  - "distinct" paths are distinct token sequences (the paper sums over unique paths);
+  - temperature defaults to 1: Step.logprobs are temperature-1 model probabilities, so the
+    samples come from the distribution whose probabilities are being summed;
+  - fewer than 4 distinct probabilities: no fit, nothing pruned; ties between answers go to
+    the one with the likelier path, then to the one sampled first;
+  - live pruning fits on the current batch (live paths' running probabilities and finished
+    paths' final ones) and only ever stops live paths; stopped paths never answer.
+The scorer is not used: RPC relies only on the model's own probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+
+from rewards.base import Scorer
+from search.algos._weibull import prune_low
+from search.answers import vote_key
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import candidates, pack
+from search.types import Node, Problem, Result
+
+
+def path_prob(node: Node) -> float:
+    """Length-normalised path probability: the geometric mean of its token probabilities."""
+    return math.exp(node.cum_logprob / max(1, node.generated_tokens))
+
+
+def _mark_low(nodes: Sequence[Node]) -> list[bool]:
+    """Fit the mixture to the nodes' path probabilities; True where RPC would prune.
+    Writes scores["rpc_p"] and, when fitted, scores["rpc_low"] (posterior of the low part)."""
+    probs = [path_prob(n) for n in nodes]
+    mask, mix = prune_low(probs)
+    post = mix.posterior_low(probs) if mix is not None else None
+    for i, node in enumerate(nodes):
+        node.scores["rpc_p"] = probs[i]
+        if post is not None:
+            node.scores["rpc_low"] = float(post[i])
+    return [bool(m) for m in mask]
+
+
+def perplexity_consistency(problem: Problem, paths: Sequence[Node], answers: Sequence[str | None],
+                           ) -> dict[str, float]:
+    """Normalised PC score per vote key: summed probabilities of distinct paths per answer.
+    Paths without an answer take part in the normalisation but in no answer's score."""
+    seen: set[tuple[int, ...]] = set()
+    total: dict[str, float] = {}
+    mass = 0.0
+    for node, answer in zip(paths, answers):
+        ids = tuple(node.token_ids())
+        if ids in seen:
+            continue
+        seen.add(ids)
+        p = path_prob(node)
+        mass += p
+        if answer is not None:
+            key = vote_key(problem, answer)
+            total[key] = total.get(key, 0.0) + p
+    return {k: v / mass for k, v in total.items()} if mass > 0 else total
+
+
+def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+        n: int = 8, live: bool = False, live_after: int = 2, temperature: float = 1.0,
+        top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,
+        stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    del scorer  # RPC ranks answers by the model's own probabilities only
+    if n < 1 or live_after < 1:
+        raise ValueError(f"rpc needs n >= 1 and live_after >= 1, got n={n}, live_after={live_after}")
+    rng = random.Random(seed)
+    root = engine.root(problem)
+    frontier, width = [root], n  # n samples of the root, then one step per live path
+    done: list[Node] = []
+    stopped: list[Node] = []  # live paths pruned mid-generation
+    for depth in range(1, max_steps + 1):
+        if not frontier or meter.exhausted():
+            break
+        kids = engine.expand(frontier, width, stop=stop, max_tokens=step_tokens,
+                             temperature=temperature, top_p=top_p, seed=rng.getrandbits(32))
+        new = [c for cs in kids for c in cs]
+        done += [c for c in new if c.finished]
+        frontier, width = [c for c in new if not c.finished], 1
+        if live and frontier and depth >= live_after:
+            batch = done + frontier
+            low = dict(zip((b.id for b in batch), _mark_low(batch)))
+            for node in frontier:
+                if low[node.id]:
+                    node.scores["rpc_pruned"] = 1.0
+            stopped += [c for c in frontier if low[c.id]]
+            frontier = [c for c in frontier if not low[c.id]]
+        engine.retain(frontier)
+
+    # offline pruning over every finished path, then perplexity consistency over the kept
+    pruned = _mark_low(done) if done else []
+    for node, cut in zip(done, pruned):
+        if cut:
+            node.scores["rpc_pruned"] = 1.0
+    leaves = done + frontier + stopped
+    cands = candidates(problem, leaves, [path_prob(leaf) for leaf in leaves])
+    kept = [(leaf, c) for leaf, c, cut in zip(done, cands, pruned) if not cut]
+    pc = perplexity_consistency(problem, [leaf for leaf, _ in kept], [c.answer for _, c in kept])
+    kept_ids = {leaf.id for leaf, _ in kept}
+
+    def final(c):  # a candidate's score is its answer's PC; pruned or unfinished paths get 0
+        if c.node_id in kept_ids and c.answer is not None:
+            return replace(c, score=pc[vote_key(problem, c.answer)])
+        return replace(c, score=0.0)
+
+    cands = [final(c) for c in cands]
+    probs = {leaf.id: path_prob(leaf) for leaf in leaves}
+    pool = [c for c in cands if c.node_id in kept_ids and c.answer is not None]
+    # the best answer, then its likeliest path; max keeps the first on ties (sampling order)
+    chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
+    return pack(problem, root, cands, chosen, meter, seed=seed, algo="rpc",
+                knobs=dict(n=n, live=live, live_after=live_after, temperature=temperature,
+                           top_p=top_p, pruned=sum(pruned), live_pruned=len(stopped)))
