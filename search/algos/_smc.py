@@ -1,0 +1,178 @@
+"""Sequential Monte Carlo over reasoning steps, for particle_filter and particle_gibbs.
+
+Puri et al. 2025, "A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using
+Particle-Based Monte Carlo Methods" (arXiv:2502.01618). The math is in plain functions so
+tests can check it by hand; `sweep` is one pass of the (conditional) particle filter.
+
+Weights. Every step a particle takes multiplies its weight by exp(phi(r) / tau), where r is
+the PRM score of its newest step and phi(r) = log(r / (1 - r)), r clipped to
+[1e-7, 1 - 1e-7] (the logit that the authors' reference implementation, its_hub, feeds to
+its softmax). Normalised weights are therefore a softmax with temperature tau:
+    w_i = exp(phi(r_i)/tau) / sum_j exp(phi(r_j)/tau)      (from equal weights)
+ESS = 1 / sum_i w_i^2 over normalised weights: N when uniform, 1 when one particle has all.
+Resampling draws N ancestors with E[count_i] = N w_i (both schemes are unbiased):
+    multinomial  N independent draws from Categorical(w)      (the paper's choice)
+    systematic   u ~ U[0, 1/N); ancestor j is the particle whose CDF interval holds
+                 u + j/N, so count_i is floor(N w_i) or ceil(N w_i) (less variance)
+Resampling resets the resampled particles' weights to their mean (mass is preserved), and it
+runs when ESS < ess_threshold * (number of live particles); ess_threshold = 1 resamples at
+every step, as the paper does.
+
+Finished particles are frozen: never extended, never resampled (neither copied nor dropped)
+and never revived; their unnormalised log-weight stays what it was when they finished
+(recorded as scores["log_weight"]). Only the live particles are resampled among themselves.
+With a reference path (conditional SMC, for particle Gibbs) slot 0 follows that path step
+by step without sampling; the other live slots draw their ancestors from every live slot,
+the reference included, and slot 0 keeps the reference.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from rewards import score_nodes
+from rewards.base import KEY, Scorer
+from search.algos._stepwise import Sampler
+from search.budget import Meter
+from search.engines.base import Engine
+from search.types import Node, Problem
+
+CLIP = 1e-7
+Resampler = Callable[[Sequence[float], int, random.Random], list[int]]
+
+
+def potential(score: float, tau: float = 1.0) -> float:
+    """phi(r) / tau: the log-weight increment of a step whose PRM score is r."""
+    r = score if math.isfinite(score) else CLIP
+    r = min(max(r, CLIP), 1.0 - CLIP)
+    return math.log(r / (1.0 - r)) / tau
+
+
+def logsumexp(xs: Sequence[float]) -> float:
+    top = max(xs)
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(math.fsum(math.exp(x - top) for x in xs))
+
+
+def normalize(log_weights: Sequence[float]) -> list[float]:
+    """Softmax of log-weights: normalised weights summing to 1."""
+    total = logsumexp(log_weights)
+    return [math.exp(x - total) for x in log_weights]
+
+
+def weights_from_scores(scores: Sequence[float], tau: float = 1.0) -> list[float]:
+    """Normalised weights of particles with equal prior weight after one scored step."""
+    return normalize([potential(s, tau) for s in scores])
+
+
+def ess(weights: Sequence[float]) -> float:
+    """Effective sample size 1 / sum w_i^2 of (normalised here) weights."""
+    total = math.fsum(weights)
+    return total * total / math.fsum(w * w for w in weights)
+
+
+def multinomial(weights: Sequence[float], n: int, rng: random.Random) -> list[int]:
+    """n ancestor indices drawn independently with probability proportional to weights."""
+    return rng.choices(range(len(weights)), weights=weights, k=n)
+
+
+def systematic(weights: Sequence[float], n: int, rng: random.Random) -> list[int]:
+    """n ancestor indices at the evenly spaced points u + j/n, u ~ U[0, 1/n)."""
+    total = math.fsum(weights)
+    cdf = list(itertools.accumulate(w / total for w in weights))
+    cdf[-1] = 1.0  # rounding must not leave a point past the last particle
+    u = rng.random() / n
+    # bisect_right: particle i owns [cdf[i-1], cdf[i]), so zero weight owns nothing
+    return [bisect.bisect_right(cdf, u + j / n) for j in range(n)]
+
+
+RESAMPLERS: dict[str, Resampler] = {"multinomial": multinomial, "systematic": systematic}
+
+
+def resampler(name: str) -> Resampler:
+    if name not in RESAMPLERS:
+        raise ValueError(f"unknown resampling scheme {name!r}; choose from {sorted(RESAMPLERS)}")
+    return RESAMPLERS[name]
+
+
+@dataclass
+class Swarm:
+    """N particles: slot i holds the leaf of its path and its unnormalised log-weight.
+    history[t] is the slots' nodes after step t+1 was taken (before any resampling)."""
+
+    nodes: list[Node]
+    log_weights: list[float]
+    history: list[list[Node]] = field(default_factory=list)
+    resamplings: int = 0
+
+    def live(self) -> list[int]:
+        return [i for i, node in enumerate(self.nodes) if not node.finished]
+
+    def weights(self) -> list[float]:
+        return normalize(self.log_weights)
+
+    def resample(self, live: Sequence[int], draw: Resampler, rng: random.Random, *,
+                 keep_first: bool) -> None:
+        """Resample the live slots among themselves; keep_first pins slot live[0]."""
+        lw = [self.log_weights[i] for i in live]
+        mean = logsumexp(lw) - math.log(len(live))  # each resampled slot gets the mean weight
+        targets = list(live[1:] if keep_first else live)
+        picks = draw(normalize(lw), len(targets), rng)
+        ancestors = [self.nodes[live[j]] for j in picks]
+        for i, node in zip(targets, ancestors):
+            self.nodes[i] = node
+        for i in live:
+            self.log_weights[i] = mean
+        self.resamplings += 1
+
+
+def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: random.Random,
+          sampler: Sampler, root: Node, *, n: int, draw: Resampler, ess_threshold: float,
+          tau: float, max_depth: int, reference: Sequence[Node] = ()) -> Swarm:
+    """One particle-filter pass from root: every live particle takes one sampled step per
+    round (one engine batch), is weighted by the PRM, and the live ones are resampled when
+    their ESS falls below ess_threshold * their number. With `reference` (its nodes from
+    depth 1 to a finished leaf) slot 0 replays that path: conditional SMC."""
+    ref = list(reference)
+    if ref and not ref[-1].finished:
+        raise ValueError("a reference path must end in a finished node")
+    swarm = Swarm([root] * n, [0.0] * n)
+    for depth in range(max_depth):
+        live = swarm.live()
+        if not live or meter.exhausted():
+            break
+        pinned = bool(ref) and live[0] == 0
+        free = live[1:] if pinned else live
+        kids = sampler.expand(engine, [swarm.nodes[i] for i in free], 1, rng)
+        for i, (kid,) in zip(free, kids):
+            swarm.nodes[i] = kid
+        if pinned:
+            swarm.nodes[0] = ref[depth]
+        score_nodes(scorer, problem, [swarm.nodes[i] for i in live])  # the reference's are cached
+        for i in live:
+            swarm.log_weights[i] += potential(swarm.nodes[i].scores[KEY], tau)
+            if swarm.nodes[i].finished:
+                swarm.nodes[i].scores["log_weight"] = swarm.log_weights[i]
+        swarm.history.append(list(swarm.nodes))
+        still = swarm.live()
+        if still and ess(normalize([swarm.log_weights[i] for i in still])) < \
+                ess_threshold * len(still):
+            swarm.resample(still, draw, rng, keep_first=bool(ref) and still[0] == 0)
+        # finished particles stay cached too: particle Gibbs may pick one as its next reference
+        engine.retain(swarm.nodes + ref[-1:])
+    return swarm
+
+
+def pick_reference(swarm: Swarm, rng: random.Random) -> Node | None:
+    """A finished particle drawn with probability proportional to its weight (None if none)."""
+    done = [i for i, node in enumerate(swarm.nodes) if node.finished]
+    if not done:
+        return None
+    [j] = multinomial(normalize([swarm.log_weights[i] for i in done]), 1, rng)
+    return swarm.nodes[done[j]]

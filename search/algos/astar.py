@@ -1,0 +1,166 @@
+"""A*-decoding: best-first search over partial solutions on a PRM-guided priority queue.
+
+Chatziveroglou 2025, "A*-Decoding: Token-Efficient Inference Scaling" (arXiv:2505.13672).
+A state is a partial solution; its successors are K sampled next steps; the open list is
+ordered by f = g + h, and the search returns as soon as a finished state is popped.
+
+    push root with f = 0
+    repeat until a finished state is popped, the queue empties, or the budget ends:
+        pop up to `width` states in f order (a finished one ends the batch: it waits its turn)
+        expand each with K sampled steps, in one engine batch; drop repeated sibling steps
+        score the new steps with the PRM (r in [0, 1])
+        g(child) = g(parent) + c(r_child)      with c(r) = -log r
+        h(child) = 0 if finished or admissible, else h_weight * (1 - r_child)
+        merge a child whose state is already known (keep the lower g); push the rest
+    return the popped finished state (else the best finished, then open, states found)
+
+Choices where the paper leaves room:
+- g: the step cost is the PRM's negative log c = -log r (r clipped to [1e-6, 1]), so
+  g = -log prod(r) never decreases along a path. g="mean" divides by the number of steps
+  (length-normalised: longer paths are not penalised, but f order loses its guarantees).
+- h: the paper's PRM complement 1 - r of the newest step, times h_weight. It estimates how
+  far off track the path already is and may overestimate the remaining cost.
+  admissible=True sets h = 0: the only PRM-derived estimate that never overestimates a sum of
+  unknown non-negative future costs. The search is then uniform-cost: it pops states in
+  non-decreasing f and returns the cheapest finished path among the states it samples.
+- Batching: a finished state is popped (as the goal) only when it is the queue's minimum,
+  so popping `width` states at a time never returns a solution sequential A* would not.
+- A state is (path text, finished): equal texts reached by different step splits are one
+  state; the lower g wins and an expanded state is never reopened.
+- The root's single expansion samples K * width steps, so every batch has the same width.
+Scored nodes record scores["g"] and scores["f"]; popped nodes scores["pop"] (pop order) and
+scores["batch"]; a merged node scores["merged_into"] (the id of the state that replaced it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Sequence
+
+from rewards import score_nodes
+from rewards.base import Scorer
+from search.algos._stepwise import Sampler, finish, new_siblings
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import rule
+from search.types import Node, Problem, Result
+
+EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
+
+
+def step_cost(reward: float) -> float:
+    """c(r) = -log r, r clipped to [EPS, 1] (a non-finite score counts as EPS)."""
+    r = reward if math.isfinite(reward) else EPS
+    return -math.log(min(max(r, EPS), 1.0))
+
+
+class Frontier:
+    """The open list: a heap of (f, push order, node); merged states are deleted lazily."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, Node]] = []
+        self.states: dict[tuple[str, bool], Node] = {}  # state -> the node that holds it
+        self.closed: set[int] = set()  # ids of popped nodes
+        self._order = itertools.count()
+
+    def offer(self, node: Node) -> None:
+        """Push node unless its state is known at no higher g or already popped."""
+        key = (node.text, node.finished)
+        old = self.states.get(key)
+        if old is not None:
+            if old.id in self.closed or old.scores["g"] <= node.scores["g"]:
+                node.scores["merged_into"] = float(old.id)
+                return
+            old.scores["merged_into"] = float(node.id)  # its heap entry is now stale
+        self.states[key] = node
+        heapq.heappush(self.heap, (node.scores["f"], next(self._order), node))
+
+    def peek(self) -> Node | None:
+        while self.heap and "merged_into" in self.heap[0][2].scores:
+            heapq.heappop(self.heap)
+        return self.heap[0][2] if self.heap else None
+
+    def pop(self) -> Node:
+        if self.peek() is None:
+            raise IndexError("pop from an empty frontier")
+        node = heapq.heappop(self.heap)[2]
+        self.closed.add(node.id)
+        return node
+
+    def open_nodes(self) -> list[Node]:
+        """Live open states in f order (ties: push order)."""
+        return [e[2] for e in sorted(self.heap) if "merged_into" not in e[2].scores]
+
+
+def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+          width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
+          g: str = "sum", max_depth: int = 40, select: str = "score",
+          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
+          stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    if width < 1 or k < 1:
+        raise ValueError(f"astar needs positive width and k, got width={width}, k={k}")
+    if g not in ("sum", "mean"):
+        raise ValueError(f"astar: g must be 'sum' or 'mean', got {g!r}")
+    if admissible and g != "sum":
+        raise ValueError("astar: admissible search needs additive costs, g='sum'")
+    if not h_weight >= 0:
+        raise ValueError(f"astar: h_weight must be >= 0, got {h_weight!r}")
+    choose = rule(select)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    rng = random.Random(seed)
+    root = engine.root(problem)
+    root.scores.update(cost=0.0, g=0.0, f=0.0)
+    frontier = Frontier()
+    frontier.offer(root)
+    goal: Node | None = None
+    pops = batches = 0
+
+    def pop() -> Node:
+        nonlocal pops
+        node = frontier.pop()
+        node.scores.update(pop=float(pops), batch=float(batches))
+        pops += 1
+        return node
+
+    def evaluate(child: Node) -> None:
+        assert child.parent is not None
+        cost = child.parent.scores["cost"] + step_cost(child.scores["reward"])
+        gval = cost if g == "sum" else cost / child.depth
+        h = 0.0 if admissible or child.finished else h_weight * (1.0 - child.scores["reward"])
+        child.scores.update(cost=cost, g=gval, f=gval + h)
+
+    while True:
+        top = frontier.peek()
+        if top is not None and top.finished:  # the cheapest open state is a solution
+            goal = pop()
+            break
+        if top is None or meter.exhausted():
+            break
+        batch: list[Node] = []
+        while len(batch) < width and (top := frontier.peek()) is not None and not top.finished:
+            node = pop()
+            if node.depth < max_depth:  # deeper states are dead ends, reported as such
+                batch.append(node)
+        batches += 1
+        if not batch:
+            continue
+        n = k * width if batch == [root] else k
+        kids = [c for cs in sampler.expand(engine, batch, n, rng) for c in cs]
+        fresh = new_siblings(kids)
+        score_nodes(scorer, problem, fresh)
+        for child in fresh:
+            evaluate(child)
+            frontier.offer(child)
+        engine.retain(frontier.open_nodes())
+
+    open_nodes = [node for node in frontier.open_nodes() if node is not root]
+    leaves = ([goal] if goal else []) + [node for node in open_nodes if node.finished]
+    if not leaves:  # nothing finished: report the most promising partial paths
+        leaves = open_nodes[:width]
+    return finish(problem, root, leaves, [-leaf.scores["f"] for leaf in leaves], meter,
+                  choose=choose, seed=seed, algo="astar",
+                  knobs=dict(width=width, k=k, admissible=admissible, h_weight=h_weight, g=g,
+                             max_depth=max_depth, select=select, **sampler.knobs()))

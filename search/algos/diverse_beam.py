@@ -1,0 +1,209 @@
+"""Diverse beam search, over reasoning steps (PRM scores) or over tokens (log-probabilities).
+
+Vijayakumar et al. 2018, "Diverse Beam Search for Improved Description of Complex Scenes"
+(AAAI; arXiv:1610.02424). B beams form G groups of B' = B/G. At every step the groups choose
+in turn ("doubly greedy"), and group g's candidate scores are penalised by lambda times
+their similarity to what groups 1..g-1 chose at the same step.
+
+    every group holds the root
+    for t = 1, 2, ... until B paths finished, depth limit, or budget:
+        extend every group's beams (one engine batch)
+        for g = 1..G:
+            cand_g <- extensions of group g's beams
+            s(c) = theta(c) - lam * sum_{d chosen at step t by groups < g} sim(c, d)
+            group g keeps its B' best candidates by s
+    return select(finished paths)
+
+level="step": theta = agg of step rewards; a beam's candidates are M sampled next steps and
+  B = N/M, as in `beam` (the root's one expansion samples N steps that all groups share);
+  finished candidates leave the search as answers. With G = 1 this is `beam`, step for
+  step. With lam = 0 and G > 1 it is G independent beam searches of width B', as in the
+  paper (groups never trade beams).
+level="token": the paper's setting. theta = the path's summed token log-probability; a beam's
+  candidates are its top-B next tokens (exact: at most (g-1)B' tokens are penalised, so
+  group g's best B' unpenalised extensions of a beam lie in its top B), forced with
+  engine.extend; the scorer is not used. Every token is one tree node; max_tokens (not
+  max_depth) bounds a path.
+
+Diversity (knob `diversity`):
+  "hamming"  the paper's Hamming diversity: sim = 1 when the candidate's new unit (the step's
+             token ids, or the token) equals an earlier group's choice: the penalty counts them.
+  "ngram"    step: the fraction of the candidate step's token n-grams found in the earlier
+             step (so a partly reworded step is partly penalised; n shrinks to the shorter
+             step's length); token: sim = 1 when the last n tokens of both paths agree (the
+             paper's n-gram diversity).
+A candidate (same parent, same continuation) is taken by one group at most, so groups never
+hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
+root, where every group starts). Chosen nodes record scores["group"].
+At level="token", engine.extend charges the forced tokens as prefill, not as generated
+tokens, so the search counts them itself against Budget.tokens (Result.usage reports them
+under prefill_tokens).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
+
+from rewards import aggregate, score_nodes
+from rewards.base import Scorer
+from search.algos._stepwise import Sampler, finish, path_score
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import rule
+from search.types import Node, Problem, Result
+
+C = TypeVar("C")
+Tokens = tuple[int, ...]
+Similarity = Callable[[Tokens, Tokens], float]
+Cand = tuple[Node, int, float]  # token level: (beam, next token id, path logprob with it)
+
+
+def same(a: Tokens, b: Tokens) -> float:
+    """Hamming similarity of two units: 1 if equal."""
+    return float(a == b)
+
+
+def ngram_overlap(a: Tokens, b: Tokens, n: int = 2) -> float:
+    """The fraction of a's token n-grams that also occur in b; n shrinks to the shorter
+    unit's length, so a one-token step is compared by unigrams."""
+    k = min(n, len(a), len(b))
+    if k == 0:
+        return 0.0
+    mine = {a[i:i + k] for i in range(len(a) - k + 1)}
+    return len(mine & {b[i:i + k] for i in range(len(b) - k + 1)}) / len(mine)
+
+
+def choose_groups(groups: Sequence[Sequence[C]], *, keep: int, lam: float,
+                  theta: Callable[[C], float], unit: Callable[[C], Tokens],
+                  ident: Callable[[C], Hashable], sim: Similarity) -> list[list[C]]:
+    """One doubly-greedy DBS step: group g keeps its `keep` best candidates by
+    theta - lam * (similarity to the units groups < g chose). Ties keep candidate order."""
+    taken: set[Hashable] = set()
+    chosen: list[Tokens] = []
+    out: list[list[C]] = []
+    for cands in groups:
+        pool = [c for c in cands if ident(c) not in taken]
+        penalty = {ident(c): lam * sum(sim(unit(c), d) for d in chosen) for c in pool}
+        # sorted(reverse=True) is stable, exactly as in `beam`: equal scores keep their order
+        best = sorted(pool, key=lambda c: theta(c) - penalty[ident(c)], reverse=True)[:keep]
+        taken.update(ident(c) for c in best)
+        chosen += [unit(c) for c in best]
+        out.append(best)
+    return out
+
+
+def tail(node: Node, k: int) -> Tokens:
+    """The last k token ids of node's path (prompt included)."""
+    out: list[int] = []
+    cur: Node | None = node
+    while k and cur is not None and len(out) < k:
+        out[:0] = cur.step.token_ids if cur.step is not None else cur.prompt_ids
+        cur = cur.parent
+    return tuple(out[-k:]) if k else ()
+
+
+def _tag(groups: Sequence[Sequence[Node]]) -> list[Node]:
+    for g, beams in enumerate(groups):
+        for node in beams:
+            node.scores["group"] = float(g)
+    return [node for beams in groups for node in beams]
+
+
+def _unique(groups: Sequence[Sequence[Node]]) -> list[Node]:
+    return list({node.id: node for beams in groups for node in beams}.values())
+
+
+def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+                 seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
+                 diversity: str = "ngram", ngram: int = 2, level: str = "step",
+                 max_depth: int = 40, max_tokens: int = 256, agg: str = "last",
+                 select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
+                 step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    if n < 1 or m < 1 or n % m or groups < 1 or (n // m) % groups:
+        raise ValueError("diverse_beam needs m dividing n and groups dividing n/m, got "
+                         f"n={n}, m={m}, groups={groups}")
+    if level not in ("step", "token") or diversity not in ("hamming", "ngram") or ngram < 1:
+        raise ValueError(f"diverse_beam: level must be 'step'|'token', diversity "
+                         f"'hamming'|'ngram', ngram >= 1; got {level!r}, {diversity!r}, {ngram}")
+    choose, agg_fn = rule(select), aggregate.get(agg)
+    rng = random.Random(seed)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    root = engine.root(problem)
+    per = n // m // groups
+    if level == "step":
+        sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
+        leaves = _by_step(problem, engine, scorer, meter, rng, sampler, root, n=n, m=m,
+                          groups=groups, per=per, lam=lam, sim=sim, agg_fn=agg_fn,
+                          max_depth=max_depth)
+        scores = [path_score(leaf, agg_fn) for leaf in leaves]
+    else:
+        leaves = _by_token(engine, meter, root, groups=groups, per=per, lam=lam,
+                           width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
+        scores = [leaf.cum_logprob for leaf in leaves]
+    return finish(problem, root, leaves, scores, meter, choose=choose, seed=seed,
+                  algo="diverse_beam",
+                  knobs=dict(n=n, m=m, groups=groups, lam=lam, diversity=diversity,
+                             ngram=ngram, level=level, max_depth=max_depth,
+                             max_tokens=max_tokens, agg=agg, select=select, **sampler.knobs()))
+
+
+def _by_step(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
+             rng: random.Random, sampler: Sampler, root: Node, *, n: int, m: int, groups: int,
+             per: int, lam: float, sim: Similarity, agg_fn: aggregate.Aggregate,
+             max_depth: int) -> list[Node]:
+    beams: list[list[Node]] = [[root] for _ in range(groups)]
+    width, done = n, []
+    for _ in range(max_depth):
+        flat = _unique(beams)
+        if not flat or len(done) >= n or meter.exhausted():
+            break
+        kids = sampler.expand(engine, flat, width, rng)
+        children = {node.id: cs for node, cs in zip(flat, kids)}
+        new = [c for cs in kids for c in cs]
+        score_nodes(scorer, problem, new)
+        done += [c for c in new if c.finished]
+        cands = [[c for b in bs for c in children[b.id] if not c.finished] for bs in beams]
+        beams = choose_groups(cands, keep=per, lam=lam, theta=lambda c: path_score(c, agg_fn),
+                              unit=lambda c: c.step.token_ids if c.step else (),
+                              ident=lambda c: c.id, sim=sim)
+        engine.retain(_tag(beams))
+        width = m
+    return done or [b for b in _unique(beams) if b is not root]
+
+
+def _spent(meter: Meter, forced: int) -> bool:
+    """The budget check at level="token", counting the forced tokens as generated."""
+    tokens = meter.budget.tokens
+    return meter.exhausted() or (tokens is not None and meter.generated_tokens + forced >= tokens)
+
+
+def _by_token(engine: Engine, meter: Meter, root: Node, *, groups: int, per: int, lam: float,
+              width: int, max_tokens: int) -> list[Node]:
+    """Token-level DBS; `width` is the n-gram length of a unit (1: Hamming)."""
+    keep = groups * per
+    beams: list[list[Node]] = [[root] for _ in range(groups)]
+    done: list[Node] = []
+    forced = 0
+    for _ in range(max_tokens):
+        flat = _unique(beams)
+        if not flat or len(done) >= keep or _spent(meter, forced):
+            break
+        tops = {node.id: top for node, top in zip(flat, engine.topk_next(flat, keep))}
+        tails = {node.id: tail(node, width - 1) for node in flat}
+        cands: list[list[Cand]] = [[(b, tok, b.cum_logprob + lp) for b in bs
+                                    for tok, lp in tops[b.id]] for bs in beams]
+        picks = choose_groups(cands, keep=per, lam=lam, theta=lambda c: c[2],
+                              unit=lambda c, t=tails: t[c[0].id] + (c[1],),
+                              ident=lambda c: (c[0].id, c[1]), sim=same)
+        flat_picks = [c for group in picks for c in group]
+        kids = engine.extend([c[0] for c in flat_picks], [[c[1]] for c in flat_picks])
+        forced += sum(len(c.step.token_ids) for c in kids if c.step is not None)
+        order = iter(kids)
+        grown = [[next(order) for _ in group] for group in picks]
+        _tag(grown)  # finished picks too: they were chosen by their group
+        done += [c for group in grown for c in group if c.finished]
+        beams = [[c for c in group if not c.finished] for group in grown]
+        engine.retain([b for bs in beams for b in bs])
+    return done or [b for b in _unique(beams) if b is not root]

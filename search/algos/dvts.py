@@ -1,0 +1,64 @@
+"""Diverse verifier tree search (DVTS).
+
+Beeching, Tunstall & Rush 2024, "Scaling test-time compute with open models" (Hugging Face
+blog and search-and-learn): split a budget of N rollouts into N/M independent subtrees. Each
+subtree is a beam of width one: it samples M next steps from its current node and the PRM
+picks the best of them, so no subtree can crowd out another (plain beam search lets one
+strong prefix take every beam).
+
+    heads <- N/M copies of the root (one per subtree)
+    repeat until every subtree finished, depth limit, or budget:
+        children <- M sampled next steps of every live head (one engine batch)
+        score the children with the PRM; every finished child is a candidate
+        head_i <- argmax_{c in children of head_i} agg(step rewards of c)
+        a subtree whose best child is finished stops
+    return select(candidates)   (best score by default)
+
+Every node a subtree generates records scores["subtree"] = its index.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from rewards import aggregate, score_nodes
+from rewards.base import Scorer
+from search.algos._stepwise import Sampler, finish, path_score
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import rule
+from search.types import Node, Problem, Result
+
+
+def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+         n: int = 16, m: int = 4, max_depth: int = 40, agg: str = "last", select: str = "score",
+         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
+         stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    if n < 1 or m < 1 or n % m:
+        raise ValueError(f"dvts needs positive n and m with m dividing n, got n={n}, m={m}")
+    choose, agg_fn = rule(select), aggregate.get(agg)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    rng = random.Random(seed)
+    root = engine.root(problem)
+    heads: list[Node | None] = [root] * (n // m)  # None once a subtree has finished
+    done: list[Node] = []
+    for _ in range(max_depth):
+        live = [(i, head) for i, head in enumerate(heads) if head is not None]
+        if not live or meter.exhausted():
+            break
+        kids = sampler.expand(engine, [head for _, head in live], m, rng)
+        score_nodes(scorer, problem, [c for cs in kids for c in cs])
+        for (i, _), children in zip(live, kids):
+            for child in children:
+                child.scores["subtree"] = float(i)
+            done += [c for c in children if c.finished]
+            # max keeps the first of equal scores: ties go to the earlier sample
+            best = max(children, key=lambda c: path_score(c, agg_fn))
+            heads[i] = None if best.finished else best
+        engine.retain([head for head in heads if head is not None])
+    leaves = done + [head for head in heads if head is not None and head is not root]
+    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
+                  choose=choose, seed=seed, algo="dvts",
+                  knobs=dict(n=n, m=m, max_depth=max_depth, agg=agg, select=select,
+                             **sampler.knobs()))

@@ -1,0 +1,184 @@
+"""Monte Carlo tree search over reasoning steps, with PRM values and batched leaf expansion.
+
+UCT (Kocsis & Szepesvari 2006, "Bandit based Monte-Carlo Planning") on a tree whose edges are
+sampled reasoning steps, as in step-level MCTS for LLM reasoning (e.g. Hao et al. 2023,
+"Reasoning with Language Model is Planning with World Model"; Zhang et al. 2024, ReST-MCTS*).
+Each node keeps a visit count N and a value sum W (Q = W / N).
+
+    repeat `iterations` times (or until the budget ends):
+        select `batch` leaves: from the root, follow argmax_c Q(c) + c_uct sqrt(ln N(parent) / N(c))
+            down to a node not yet expanded; add a virtual loss (a visit of value 0) along the
+            path, so the next selection of the same iteration tends elsewhere
+        expand the selected unfinished leaves with K sampled steps each (one engine batch);
+            drop repeated sibling steps
+        evaluate every new child: its PRM score (evaluate="prm"), or the PRM score of the last
+            step of a sampled rollout to the end (evaluate="rollout", batched)
+        backpropagate: the child and each ancestor get N += 1, W += value;
+            a selected finished (or depth-capped) leaf backs up its own score again
+        remove the virtual losses
+    return select(every finished path in the tree)   (best score by default)
+
+Values are PRM scores in [0, 1] (a non-finite score counts as 0), the range c_uct = 1.4
+(about sqrt 2) is tuned for. A node is expanded once (no progressive widening): a step that
+none of its K samples produced is never in the tree. After the search every tree node records scores["visits"]
+and scores["q"].
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewards import aggregate, score_nodes
+from rewards.base import KEY, Scorer
+from search.algos._stepwise import Sampler, finish, new_siblings, path_score
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import rule
+from search.types import Node, Problem, Result
+
+
+@dataclass
+class Stats:
+    visits: float = 0.0
+    total: float = 0.0  # sum of backed-up values
+
+    @property
+    def q(self) -> float:
+        return self.total / self.visits if self.visits else 0.0
+
+
+def value_of(node: Node) -> float:
+    v = node.scores[KEY]
+    return v if math.isfinite(v) else 0.0
+
+
+class Tree:
+    """UCT statistics over the search tree's nodes (by id); children created by a rollout
+    are not part of the search tree and are never selected."""
+
+    def __init__(self, root: Node, c: float, virtual_loss: float) -> None:
+        self.root, self.c, self.vl = root, c, virtual_loss
+        self.stats: dict[int, Stats] = {root.id: Stats()}
+        self.expanded: set[int] = set()
+
+    def kids(self, node: Node) -> list[Node]:
+        return [k for k in node.children if k.id in self.stats]
+
+    def uct(self, parent: Node, child: Node) -> float:
+        s, n = self.stats[child.id], self.stats[parent.id].visits
+        if s.visits == 0:
+            return math.inf
+        return s.q + self.c * math.sqrt(math.log(max(n, 1.0)) / s.visits)
+
+    def select(self) -> list[Node]:
+        """The path from the root to the leaf UCT picks (max keeps the first of ties)."""
+        path = [self.root]
+        while path[-1].id in self.expanded and (kids := self.kids(path[-1])):
+            path.append(max(kids, key=lambda k, p=path[-1]: self.uct(p, k)))
+        return path
+
+    def add_virtual_loss(self, path: Sequence[Node], sign: float) -> None:
+        for node in path:
+            self.stats[node.id].visits += sign * self.vl
+
+    def backup(self, leaf: Node, value: float) -> None:
+        node: Node | None = leaf
+        while node is not None and node.id in self.stats:
+            self.stats[node.id].visits += 1
+            self.stats[node.id].total += value
+            node = node.parent
+
+    def grow(self, parent: Node, kids: Sequence[Node]) -> None:
+        self.expanded.add(parent.id)
+        for kid in kids:
+            self.stats[kid.id] = Stats()
+
+    def frontier(self) -> list[Node]:
+        """Unexpanded unfinished nodes: the only ones that may be expanded later."""
+        return [node for node in self.root.walk()
+                if node.id in self.stats and node.id not in self.expanded and not node.finished]
+
+
+def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+         iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
+         virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
+         agg: str = "last", select: str = "score", temperature: float = 0.8,
+         top_p: float = 1.0, step_tokens: int = 256,
+         stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    if iterations < 1 or batch < 1 or k < 1 or c < 0 or virtual_loss < 0:
+        raise ValueError("mcts needs iterations, batch, k >= 1 and c, virtual_loss >= 0")
+    if evaluate not in ("prm", "rollout"):
+        raise ValueError(f"mcts: evaluate must be 'prm' or 'rollout', got {evaluate!r}")
+    choose, agg_fn = rule(select), aggregate.get(agg)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    rng = random.Random(seed)
+    root = engine.root(problem)
+    tree = Tree(root, c, virtual_loss)
+    finished: dict[int, Node] = {}  # every finished path seen, rollouts included
+    for _ in range(iterations):
+        if meter.exhausted():
+            break
+        paths = []
+        for _ in range(batch):
+            path = tree.select()
+            tree.add_virtual_loss(path, +1)
+            paths.append(path)
+        leaves = list({p[-1].id: p[-1] for p in paths}.values())
+        grow = [leaf for leaf in leaves if not leaf.finished and leaf.depth < max_depth]
+        for leaf in leaves:  # terminal (or depth-capped) leaves back up their own score
+            if leaf not in grow:
+                tree.backup(leaf, value_of(leaf) if KEY in leaf.scores else 0.0)
+        kids = [new_siblings(cs) for cs in sampler.expand(engine, grow, k, rng)]
+        for leaf, cs in zip(grow, kids):
+            tree.grow(leaf, cs)
+        new = [kid for cs in kids for kid in cs]
+        score_nodes(scorer, problem, new)
+        values = [value_of(kid) for kid in new]
+        if evaluate == "rollout":
+            values = _rollouts(problem, engine, scorer, meter, rng, sampler, new, max_depth,
+                               values, finished, keep=tree.frontier())
+        for kid, v in zip(new, values):
+            tree.backup(kid, v)
+        finished.update((kid.id, kid) for kid in new if kid.finished)
+        for path in paths:
+            tree.add_virtual_loss(path, -1)
+        engine.retain(tree.frontier())
+    for node in root.walk():
+        if node.id in tree.stats:
+            node.scores.update(visits=tree.stats[node.id].visits, q=tree.stats[node.id].q)
+    leaves = list(finished.values()) or tree.frontier()[:batch]
+    leaves = [leaf for leaf in leaves if leaf is not root]
+    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
+                  choose=choose, seed=seed, algo="mcts",
+                  knobs=dict(iterations=iterations, batch=batch, k=k, c=c,
+                             virtual_loss=virtual_loss, evaluate=evaluate, max_depth=max_depth,
+                             agg=agg, select=select, **sampler.knobs()))
+
+
+def _rollouts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
+              rng: random.Random, sampler: Sampler, starts: Sequence[Node], max_depth: int,
+              values: list[float], finished: dict[int, Node], *, keep: Sequence[Node]
+              ) -> list[float]:
+    """Each unfinished start is continued one sampled step at a time (all of them in one
+    batch per step) to the end; its value becomes the PRM score of the rollout's last step.
+    A start the budget or depth cuts short keeps its own score. Finished rollouts are
+    complete solutions and join `finished`. `keep`: the tree's nodes to keep cached."""
+    out = list(values)
+    ends = {i: node for i, node in enumerate(starts) if not node.finished}
+    while ends and not meter.exhausted():
+        live = [(i, node) for i, node in ends.items() if node.depth < max_depth]
+        if not live:
+            break
+        steps = sampler.expand(engine, [node for _, node in live], 1, rng)
+        ends = {i: child for (i, _), (child,) in zip(live, steps)}
+        score_nodes(scorer, problem, list(ends.values()))
+        for i, child in ends.items():
+            out[i] = value_of(child)
+            if child.finished:
+                finished[child.id] = child
+        ends = {i: child for i, child in ends.items() if not child.finished}
+        engine.retain([*keep, *ends.values()])
+    return out

@@ -1,0 +1,54 @@
+"""Particle filtering over reasoning steps, weighted by a process reward model.
+
+Puri et al. 2025, "A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using
+Particle-Based Monte Carlo Methods" (arXiv:2502.01618): treat the PRM as the likelihood of
+"this partial solution is right" and track that posterior with N particles, so the budget
+flows to promising prefixes without discarding the others outright (as beam search does).
+
+    particles <- N copies of the root, equal weights
+    repeat until every particle finished, depth limit, or budget:
+        every live particle samples one next step (one engine batch)
+        log w_i += logit(PRM(step_i)) / tau                 (softmax weights, temperature tau)
+        finished particles freeze: never extended or resampled, weight kept
+        if ESS(live weights) < ess_threshold * #live: resample the live particles
+            (multinomial or systematic), each taking the live particles' mean weight
+    return select(particles)   (best last-step reward by default, as the paper's argmax)
+
+The weights, ESS and both resampling schemes are plain functions in search/algos/_smc.py.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from rewards import aggregate
+from rewards.base import Scorer
+from search.algos._smc import resampler, sweep
+from search.algos._stepwise import Sampler, finish, path_score
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import rule
+from search.types import Problem, Result
+
+
+def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+                    seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
+                    ess_threshold: float = 1.0, max_depth: int = 40, agg: str = "last",
+                    select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
+                    step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    if n < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
+        raise ValueError(f"particle_filter needs n >= 1, tau > 0 and 0 <= ess_threshold <= 1; "
+                         f"got n={n}, tau={tau}, ess_threshold={ess_threshold}")
+    choose, agg_fn, draw = rule(select), aggregate.get(agg), resampler(resample)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    rng = random.Random(seed)
+    root = engine.root(problem)
+    swarm = sweep(problem, engine, scorer, meter, rng, sampler, root, n=n, draw=draw,
+                  ess_threshold=ess_threshold, tau=tau, max_depth=max_depth)
+    # resampled copies share a node: each path is one candidate
+    leaves = [node for node in {node.id: node for node in swarm.nodes}.values() if node is not root]
+    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
+                  choose=choose, seed=seed, algo="particle_filter",
+                  knobs=dict(n=n, tau=tau, resample=resample, ess_threshold=ess_threshold,
+                             max_depth=max_depth, agg=agg, select=select, **sampler.knobs()))

@@ -1,0 +1,72 @@
+"""Particle Gibbs: repeated particle filtering, each pass conditioned on a reference path.
+
+Puri et al. 2025, "A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using
+Particle-Based Monte Carlo Methods" (arXiv:2502.01618), Sec. on particle Gibbs: the first
+pass is a plain particle filter; every later pass is conditional SMC, in which one slot
+replays the reference particle, which is never resampled away, while the other N-1 slots
+sample afresh and may resample onto the reference's prefixes. The next reference is drawn
+from the pass's finished particles in proportion to their weights, so good solutions
+persist and seed further exploration.
+
+    ref <- none
+    for it = 1..iterations (or until the budget ends):
+        particles <- particle filter over N slots, slot 0 replaying ref (if any)
+        ref <- a finished particle drawn with probability ~ its weight
+    return select(every finished particle of every pass)
+
+The reference's steps are never re-sampled or re-scored (their PRM scores are cached on
+the nodes) and stay in the KV cache between passes. A chosen reference records
+scores["reference"] = the pass after which it was drawn.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from rewards import aggregate
+from rewards.base import Scorer
+from search.algos._smc import pick_reference, resampler, sweep
+from search.algos._stepwise import Sampler, finish, path_score
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP, Engine
+from search.select import rule
+from search.types import Node, Problem, Result
+
+
+def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+                   seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,
+                   resample: str = "multinomial", ess_threshold: float = 1.0,
+                   max_depth: int = 40, agg: str = "last", select: str = "score",
+                   temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
+                   stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    if n < 2 or iterations < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
+        raise ValueError("particle_gibbs needs n >= 2, iterations >= 1, tau > 0 and "
+                         f"0 <= ess_threshold <= 1; got n={n}, iterations={iterations}, "
+                         f"tau={tau}, ess_threshold={ess_threshold}")
+    choose, agg_fn, draw = rule(select), aggregate.get(agg), resampler(resample)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    rng = random.Random(seed)
+    root = engine.root(problem)
+    reference: list[Node] = []
+    seen: dict[int, Node] = {}  # every pass's particles; a kept reference counts once
+    for it in range(iterations):
+        if meter.exhausted():
+            break
+        swarm = sweep(problem, engine, scorer, meter, rng, sampler, root, n=n, draw=draw,
+                      ess_threshold=ess_threshold, tau=tau, max_depth=max_depth,
+                      reference=reference)
+        seen.update((node.id, node) for node in swarm.nodes if node is not root)
+        ref = pick_reference(swarm, rng)
+        if ref is None:  # nothing finished (budget or depth): no reference to condition on
+            break
+        ref.scores["reference"] = float(it)
+        reference = ref.path()[1:]
+        engine.retain([ref])
+    done = [node for node in seen.values() if node.finished]
+    leaves = done or list(seen.values())
+    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
+                  choose=choose, seed=seed, algo="particle_gibbs",
+                  knobs=dict(n=n, iterations=iterations, tau=tau, resample=resample,
+                             ess_threshold=ess_threshold, max_depth=max_depth, agg=agg,
+                             select=select, **sampler.knobs()))
