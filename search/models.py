@@ -47,8 +47,15 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     return model, tok, {}
 
 
+def _tiny_arith(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    from problems import reasoners  # trained here on problems.arith (problems/train.py)
+
+    return reasoners.load("tiny-arith", dtype=dtype)
+
+
 EMBEDDED: dict[str, Callable[..., tuple[Any, Any, dict[str, Any]]]] = {
     "smollm2-135m": _smollm2,
+    "tiny-arith": _tiny_arith,
 }
 
 

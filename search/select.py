@@ -74,7 +74,8 @@ def rule(name: str) -> Callable[[Problem, Sequence[Candidate]], Candidate | None
 
 
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
-         meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any]) -> Result:
+         meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any],
+         stats: Mapping[str, Any] | None = None) -> Result:
     """The Result of a search; says why when there is no answer (nothing is made up)."""
     if chosen is not None:
         status = "ok"
@@ -85,4 +86,4 @@ def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candi
     return Result(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
                   score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
                   tree=root, usage=meter.usage(), seed=seed, algo=algo, status=status,
-                  knobs=dict(knobs))
+                  knobs=dict(knobs), stats=dict(stats or {}))

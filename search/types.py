@@ -274,6 +274,7 @@ class Result:
     algo: str
     status: str = "ok"
     knobs: Mapping[str, Any] = field(default_factory=dict)
+    stats: Mapping[str, Any] = field(default_factory=dict)  # what the run observed (pruned...)
 
     def to_networkx(self) -> nx.DiGraph:
         return tree_to_networkx(self.tree)

@@ -83,7 +83,7 @@ def test_rpc_answer_scores_match_hand_computation():
     want = {"5": p["a"] / total, "6": (p["b"] + p["c"]) / total}
     for c in res.candidates:
         assert c.score == pytest.approx(want[str(c.answer)])
-    assert res.answer == "6" and res.knobs["pruned"] == 0
+    assert res.answer == "6" and res.stats["pruned"] == 0
 
 
 def test_rpc_pruning_removes_a_low_probability_crowd():
@@ -111,7 +111,7 @@ def test_rpc_live_pruning_stops_low_paths_early():
     off = search.solve(MATH, algo="rpc", engine=scripted(tree), scorer=scorer, seed=2, n=16)
     live = search.solve(MATH, algo="rpc", engine=scripted(tree), scorer=scorer, seed=2, n=16,
                         live=True, live_after=1)
-    assert live.knobs["live_pruned"] > 0 and off.knobs["live_pruned"] == 0
+    assert live.stats["live_pruned"] > 0 and off.stats["live_pruned"] == 0
     assert live.usage.generated_tokens < off.usage.generated_tokens
     assert live.answer == off.answer == "4"
     nodes = {n.id: n for n in live.tree.walk()}
@@ -136,11 +136,11 @@ def test_ffs_returns_the_shortest_finisher_and_saves_tokens():
     chosen = next(c for c in ffs.candidates if c.text == ffs.text)
     assert ffs.text.startswith(winner) and chosen.score == -(shortest + 1)
     assert ffs.answer == {"s": "1", "t": "2"}[winner]
-    assert ffs.knobs["stopped"] == sum(FFS_LEN[t] > shortest for t in sampled)
+    assert ffs.stats["stopped"] == sum(FFS_LEN[t] > shortest for t in sampled)
     # best-of-n on the same samples runs every path to its end: sum of lengths (+answer step)
     full = sum(FFS_LEN[t] + 1 for t in sampled)
     assert bon.usage.generated_tokens == full > ffs.usage.generated_tokens
-    assert ffs.usage.generated_tokens + ffs.knobs["saved_tokens"] == full
+    assert ffs.usage.generated_tokens + ffs.stats["saved_tokens"] == full
     assert len(list(ffs.tree.walk())) == 1 + ffs.usage.generated_tokens  # no counterfactuals
 
 
@@ -186,7 +186,7 @@ def test_pgtd_finds_a_passing_program_where_greedy_fails():
     assert greedy.answer is not None and greedy.score == 0.0  # greedy writes x + 2
     res = search.solve(CODE, algo="pgtd", engine=engine, scorer=scorer, budget=Budget(tokens=200))
     assert res.status == "ok" and res.score == 1.0 and passes((res.text,)) == 1.0
-    assert res.knobs["programs"] >= 2 and res.knobs["cache_hits"] >= 1  # x+2 reused via cache
+    assert res.stats["programs"] >= 2 and res.stats["cache_hits"] >= 1  # x+2 reused via cache
     assert res.usage.generated_tokens < 20
 
 
@@ -250,7 +250,7 @@ def test_compute_optimal_picks_by_probe_difficulty(value, algo):
     res = search.solve(MATH, algo="compute_optimal", engine=scripted(tree),
                        scorer=ScriptedScorer(lambda p: value), budget=Budget(tokens=100),
                        table=TABLE)
-    assert res.knobs["chosen_algo"] == algo and res.knobs["difficulty"] == 1.0 - value
+    assert res.stats["chosen_algo"] == algo and res.stats["difficulty"] == 1.0 - value
     assert len(res.candidates) == (2 if algo == "best_of_n" else 4)
     probe_tokens = 2 * 2  # two 2-step samples
     assert res.usage.generated_tokens == probe_tokens + 2 * len(res.candidates)
@@ -262,10 +262,10 @@ def test_compute_optimal_agreement_signal_and_default_table():
     one_answer = answer_tree([("a", 0.5), ("b", 0.5)], lambda t: 1)
     kw: dict[str, Any] = dict(algo="compute_optimal", engine=scripted(one_answer), budget=Budget(tokens=100),
               scorer=ScriptedScorer(lambda p: 0.0))  # by score: hardest; by agreement: easy
-    assert search.solve(MATH, table=TABLE, **kw).knobs["chosen_algo"] == "beam"
+    assert search.solve(MATH, table=TABLE, **kw).stats["chosen_algo"] == "beam"
     agree = dict(TABLE, probe={"n": 4, "signal": "agreement"})
     res = search.solve(MATH, table=agree, **{**kw, "engine": scripted(one_answer)})
-    assert res.knobs["difficulty"] == 0.0 and res.knobs["chosen_algo"] == "best_of_n"
+    assert res.stats["difficulty"] == 0.0 and res.stats["chosen_algo"] == "best_of_n"
     with pytest.raises(ValueError, match="one more bin"):
         load_table(dict(TABLE, edges=[0.3, 0.6]))
     with pytest.raises(TypeError, match="no knob"):
@@ -324,7 +324,7 @@ def test_pgtd_on_smollm2_with_unit_tests(smollm2_engine):
                       tests=("assert add(1, 2) == 3", "assert add(-1, 1) == 0"))
     res = search.solve(problem, algo="pgtd", engine=smollm2_engine, scorer="unit_tests",
                        budget=Budget(tokens=400), rollouts=6, width=2, horizon=96)
-    assert res.algo == "pgtd" and res.knobs["programs"] >= 1
+    assert res.algo == "pgtd" and res.stats["programs"] >= 1
     assert all(0.0 <= c.score <= 1.0 for c in res.candidates)
     assert res.usage.generated_tokens <= 400 + 96
     if res.status == "ok":  # the chosen program's public score is what the sandbox says

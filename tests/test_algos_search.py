@@ -224,31 +224,24 @@ def test_ngram_overlap_by_hand():
     assert ngram_overlap((7,), (7, 7)) == 1.0
 
 
-class TokenEngine(ScriptedEngine):
-    """The scripted tree read as tokens: `extend` also takes the ids `topk_next` returns."""
-
-    def extend(self, nodes, continuations):
-        return super().extend(nodes, [c if isinstance(c, str) else self.decode(c[:1])
-                                      for c in continuations])
-
-
 TOKEN_TREE = {(): [("a", 0.5), ("b", 0.3), ("c", 0.2)],
               **{(x,): [("x.", 0.6), ("y.", 0.4)] for x in "abc"}}
 
 
 def test_diverse_beam_token_level_lambda0_is_exact_beam_search():
-    res = run("diverse_beam", TOKEN_TREE, lambda p: 0.0, engine=TokenEngine(
+    res = run("diverse_beam", TOKEN_TREE, lambda p: 0.0, engine=ScriptedEngine(
         lambda p: TOKEN_TREE.get(p, [])), n=6, m=2, groups=1, lam=0.0, level="token")
     # brute force: the 3 most likely full paths (token-level beam keeps a,b,c then the top 3)
     paths = sorted(((a + b, pa * pb) for a, pa in TOKEN_TREE[()] for b, pb in TOKEN_TREE[(a,)]),
                    key=lambda x: -x[1])[:3]
     assert [(c.text, round(math.exp(c.score), 9)) for c in res.candidates] == \
         [(t, round(p, 9)) for t, p in paths]
-    assert res.usage.generated_tokens == 0  # forced tokens are charged as prefill
+    assert res.usage.generated_tokens == 6  # tokens picked from the model count as generated
+    assert res.usage.prefill_tokens == 4  # the prompt alone
 
 
 def test_diverse_beam_token_level_groups_differ():
-    engine = TokenEngine(lambda p: TOKEN_TREE.get(p, []))
+    engine = ScriptedEngine(lambda p: TOKEN_TREE.get(p, []))
     res = run("diverse_beam", TOKEN_TREE, lambda p: 0.0, engine=engine, n=4, m=2, groups=2,
               lam=5.0, level="token", diversity="hamming")
     picks = chosen_by_group(res)
@@ -259,10 +252,10 @@ def test_diverse_beam_token_level_budget_counts_forced_tokens():
     def deep(path):
         return [("a", 0.6), ("b", 0.4)] if len(path) < 30 else [("z.", 1.0)]
 
-    res = run("diverse_beam", {}, lambda p: 0.0, engine=TokenEngine(deep), n=4, m=1,
+    res = run("diverse_beam", {}, lambda p: 0.0, engine=ScriptedEngine(deep), n=4, m=1,
               groups=2, lam=1.0, level="token", budget=Budget(tokens=10))
-    # 4 beams force one token each per round: the round that crosses 10 is the last
-    assert 10 <= res.usage.prefill_tokens <= 10 + 4
+    # 4 beams add one token each per round: the round that crosses 10 is the last
+    assert 10 <= res.usage.generated_tokens <= 10 + 4
 
 
 # -- DVTS ------------------------------------------------------------------------------------
@@ -558,11 +551,8 @@ def test_end_to_end_on_smollm2(smollm2_engine, algo, knobs):
                        budget=Budget(tokens=400), seed=0, step_tokens=step_tokens,
                        max_depth=6, **knobs)
     assert isinstance(res, search.Result) and res.algo == algo
-    if knobs.get("level") == "token":  # forced tokens count against the budget as prefill
-        prompt = len(res.tree.prompt_ids)
-        assert 0 < res.usage.prefill_tokens - prompt <= 400 + ROWS_SLOW[algo]
-    else:
-        assert 0 < res.usage.generated_tokens <= 400 + ROWS_SLOW[algo] * step_tokens
+    rows = ROWS_SLOW[algo] * (1 if knobs.get("level") == "token" else step_tokens)
+    assert 0 < res.usage.generated_tokens <= 400 + rows
     assert res.candidates and res.status in {"ok", "no_answer", "budget_exhausted",
                                              "unfinished"}
     assert smollm2_engine.cached_tokens == 0

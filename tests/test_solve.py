@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import pytest
@@ -12,7 +13,7 @@ from search.models import ModelNotFoundError
 from search.types import Budget, Problem
 
 REPO = Path(__file__).resolve().parents[1]
-KNOBS = {"best_of_n": dict(n=4, step_tokens=6, max_steps=5),
+KNOBS: dict[str, dict[str, Any]] = {"best_of_n": dict(n=4, step_tokens=6, max_steps=5),
          "beam": dict(n=4, m=2, step_tokens=6, max_depth=5)}
 
 
@@ -55,7 +56,7 @@ def test_same_seed_same_result_different_seed_differs(tiny_engine, algo):
 @pytest.mark.parametrize("algo", sorted(KNOBS))
 @pytest.mark.parametrize("tokens", [1, 10, 37, 100])
 def test_token_budget_overshoots_by_at_most_one_batch(tiny_engine, algo, tokens):
-    knobs = dict(KNOBS[algo], **({"max_steps": 50} if algo == "best_of_n" else {"max_depth": 50}))
+    knobs: dict[str, Any] = dict(KNOBS[algo], **({"max_steps": 50} if algo == "best_of_n" else {"max_depth": 50}))
     res = search.solve("5-3=", algo=algo, engine=tiny_engine, budget=Budget(tokens=tokens),
                        stop=None, **knobs)
     batch = knobs["n"] * knobs["step_tokens"]  # rows x step cap: the largest expansion batch
@@ -101,9 +102,11 @@ def test_vote_counts_equivalent_answers_together():
     cands = candidates(p, leaves, [0.1, 0.2, 0.3, 0.1, 0.9])
     # 1/2 and \frac{1}{2} normalise together: 2 votes each for "1/2" and "3"; tie broken by
     # summed score (0.3 vs 0.4) -> 3
-    assert majority_vote(p, cands).answer == "3"
+    voted, weighted = majority_vote(p, cands), weighted_vote(p, cands)
+    assert voted is not None and weighted is not None
+    assert voted.answer == "3"
     # weighted: 1/2 -> 0.3, 3 -> 0.4, 0.5 -> 0.9
-    assert weighted_vote(p, cands).answer == "0.5"
+    assert weighted.answer == "0.5"
 
 
 # -- bad input -----------------------------------------------------------------------------
@@ -142,3 +145,15 @@ def test_cli_reports_bad_algorithm(capsys):
 
     assert main(["1+1=", "--algo", "nope"]) == 2
     assert "unknown algorithm" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("algo", sorted(KNOBS))
+def test_budget_spent_before_the_first_step_returns_an_honest_empty_result(algo):
+    """A seconds budget can run out before anything is generated: no crash, no answer."""
+    from search.engines.fake import ScriptedEngine, ScriptedScorer
+
+    engine = ScriptedEngine(lambda p: [("a.", 1.0)] if not p else [])
+    res = search.solve("q", algo=algo, engine=engine, scorer=ScriptedScorer(lambda p: 1.0),
+                       budget=Budget(seconds=1e-9))
+    assert res.answer is None and res.status == "budget_exhausted" and not res.candidates
+    assert res.usage.generated_tokens == 0

@@ -64,9 +64,9 @@ Choose = Callable[[Problem, Sequence[Candidate]], Candidate | None]  # search.se
 
 
 def finish(problem: Problem, root: Node, leaves: Sequence[Node], scores: Sequence[float],
-           meter: Meter, *, choose: Choose, seed: int, algo: str, knobs: Mapping[str, Any]
-           ) -> Result:
+           meter: Meter, *, choose: Choose, seed: int, algo: str, knobs: Mapping[str, Any],
+           stats: Mapping[str, Any] | None = None) -> Result:
     """Candidates from the leaves (finished ones may answer), the selection rule, the Result."""
     cands = candidates(problem, leaves, scores)
     return pack(problem, root, cands, choose(problem, cands), meter, seed=seed, algo=algo,
-                knobs=knobs)
+                knobs=knobs, stats=stats)

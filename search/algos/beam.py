@@ -51,7 +51,8 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         alive = sorted(alive, key=lambda c: agg_fn(c.step_scores("reward")), reverse=True)
         beams, width = alive[:keep], m
         engine.retain(beams)
-    leaves = done or beams  # unfinished beams are reported, but never answer
+    # unfinished beams are reported but never answer; the root alone (no step) is not a path
+    leaves = done or [b for b in beams if b is not root]
     scores = [agg_fn(leaf.step_scores("reward")) for leaf in leaves]
     cands = candidates(problem, leaves, scores)
     return pack(problem, root, cands, choose(problem, cands), meter, seed=seed, algo="beam",

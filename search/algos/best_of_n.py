@@ -41,7 +41,7 @@ def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
         done += [c for c in new if c.finished]
         frontier, width = [c for c in new if not c.finished], 1
         engine.retain(frontier)
-    leaves = done + frontier
+    leaves = done + [f for f in frontier if f is not root]  # the root alone is not a path
     if select == "vote":  # counting answers needs no scorer; ties go to the likelier path
         scores = [leaf.cum_logprob for leaf in leaves]
     else:  # rewards of every step, or of the leaf alone when only the last one counts

@@ -16,7 +16,7 @@ algorithm, knobs and per-problem budget do best in each bin.
 The table is data: search/algos/compute_optimal_table.json (format below), or a path / dict
 given as the `table` knob. The shipped table is a PLACEHOLDER set by hand from the paper's
 qualitative findings until `fit_table` is run on eval-run rows. If the chosen search returns
-no answer but the probe did, the probe's answer is returned (knobs["fallback"] = True).
+no answer but the probe did, the probe's answer is returned (stats["fallback"] = True).
 
     {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_steps", "temperature"},
      "edges": [e1 < e2 < ...],                       # len(bins) - 1 difficulty thresholds
@@ -207,7 +207,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
         result = probe if fallback else result
     return replace(result, usage=meter.usage(), seed=seed, algo="compute_optimal",
                    knobs=dict(table=table if isinstance(table, str) else
-                              ("default" if table is None else "custom"),
-                              difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,
+                              ("default" if table is None else "custom")),
+                   stats=dict(difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,
                               tokens_cap=entry.get("tokens"), probe_answer=probe.answer,
                               fallback=fallback))

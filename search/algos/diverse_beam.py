@@ -35,9 +35,8 @@ Diversity (knob `diversity`):
 A candidate (same parent, same continuation) is taken by one group at most, so groups never
 hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
 root, where every group starts). Chosen nodes record scores["group"].
-At level="token", engine.extend charges the forced tokens as prefill, not as generated
-tokens, so the search counts them itself against Budget.tokens (Result.usage reports them
-under prefill_tokens).
+At level="token", the chosen tokens are appended with engine.extend(generated=True): they
+come from the model's own next-token distribution, so they count as generated tokens.
 """
 
 from __future__ import annotations
@@ -173,22 +172,15 @@ def _by_step(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     return done or [b for b in _unique(beams) if b is not root]
 
 
-def _spent(meter: Meter, forced: int) -> bool:
-    """The budget check at level="token", counting the forced tokens as generated."""
-    tokens = meter.budget.tokens
-    return meter.exhausted() or (tokens is not None and meter.generated_tokens + forced >= tokens)
-
-
 def _by_token(engine: Engine, meter: Meter, root: Node, *, groups: int, per: int, lam: float,
               width: int, max_tokens: int) -> list[Node]:
     """Token-level DBS; `width` is the n-gram length of a unit (1: Hamming)."""
     keep = groups * per
     beams: list[list[Node]] = [[root] for _ in range(groups)]
     done: list[Node] = []
-    forced = 0
     for _ in range(max_tokens):
         flat = _unique(beams)
-        if not flat or len(done) >= keep or _spent(meter, forced):
+        if not flat or len(done) >= keep or meter.exhausted():
             break
         tops = {node.id: top for node, top in zip(flat, engine.topk_next(flat, keep))}
         tails = {node.id: tail(node, width - 1) for node in flat}
@@ -198,8 +190,8 @@ def _by_token(engine: Engine, meter: Meter, root: Node, *, groups: int, per: int
                               unit=lambda c, t=tails: t[c[0].id] + (c[1],),
                               ident=lambda c: (c[0].id, c[1]), sim=same)
         flat_picks = [c for group in picks for c in group]
-        kids = engine.extend([c[0] for c in flat_picks], [[c[1]] for c in flat_picks])
-        forced += sum(len(c.step.token_ids) for c in kids if c.step is not None)
+        kids = engine.extend([c[0] for c in flat_picks], [[c[1]] for c in flat_picks],
+                             generated=True)
         order = iter(kids)
         grown = [[next(order) for _ in group] for group in picks]
         _tag(grown)  # finished picks too: they were chosen by their group

@@ -18,7 +18,7 @@ bound rule above keeps the answer exact either way (a live path with t tokens ca
 with more than t), and caps each round at the bound, so at most one round is spent past the
 finish. Fewer than k finishers (budget or max_tokens reached): the vote is over those.
 
-Tokens saved against best-of-n: Result.knobs records `stopped` (paths cut short) and
+Tokens saved against best-of-n: Result.stats records `stopped` (paths cut short) and
 `stopped_tokens` (tokens they had used). With count_saved=True the stopped paths are then run
 to the end outside the budget (on a scratch meter; their continuations are not kept in the
 tree), and `saved_tokens` is what plain best-of-n on these same n samples would have spent
@@ -107,8 +107,9 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     return pack(problem, root, cands, chosen, meter, seed=seed, algo="first_finish",
                 knobs=dict(n=n, k=k, temperature=temperature, top_p=top_p,
                            chunk_tokens=chunk_tokens, max_tokens=max_tokens,
-                           stop=list(stop) if stop else None, stopped=len(stopped),
-                           stopped_tokens=stopped_tokens, saved_tokens=saved))
+                           stop=list(stop) if stop else None),
+                stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
+                           saved_tokens=saved))
 
 
 def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order: dict[int, int],

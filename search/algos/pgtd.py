@@ -120,7 +120,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             if a in st.child:
                 node = st.child[a]
                 continue
-            (node,) = engine.extend([node], [[a]])
+            (node,) = engine.extend([node], [[a]], generated=True)
             st.child[a] = node
             stats[node.id] = new_stats(node)
             break
@@ -148,8 +148,8 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     cands = candidates(problem, programs, [p.scores["reward"] for p in programs])
     return pack(problem, root, cands, by_score(problem, cands), meter, seed=seed, algo="pgtd",
                 knobs=dict(rollouts=rollouts, width=width, c=c, c_base=c_base, horizon=horizon,
-                           early_stop=early_stop, iterations=iterations,
-                           programs=len(programs), cache_hits=cache.hits))
+                           early_stop=early_stop),
+                stats=dict(iterations=iterations, programs=len(programs), cache_hits=cache.hits))
 
 
 def _tree_nodes(root: Node, stats: dict[int, _Stats]) -> list[Node]:

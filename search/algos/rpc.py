@@ -135,4 +135,5 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
     chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
     return pack(problem, root, cands, chosen, meter, seed=seed, algo="rpc",
                 knobs=dict(n=n, live=live, live_after=live_after, temperature=temperature,
-                           top_p=top_p, pruned=sum(pruned), live_pruned=len(stopped)))
+                           top_p=top_p),
+                stats=dict(pruned=sum(pruned), live_pruned=len(stopped)))

@@ -33,9 +33,14 @@ class Engine(Protocol):
         """
         ...
 
-    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]) -> list[Node]:
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
+               generated: bool = False) -> list[Node]:
         """Force a given continuation (text or token ids) after each node: one child each,
-        with the model's log-probabilities of those tokens (teacher forcing)."""
+        with the model's log-probabilities of those tokens (teacher forcing).
+
+        generated=True: the tokens were chosen by the search from the model's own next-token
+        distribution (token-level search), so they count as generated (and against
+        Budget.tokens); otherwise they are charged as prefill."""
         ...
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:

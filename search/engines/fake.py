@@ -60,6 +60,16 @@ class ScriptedEngine:
         total = math.fsum(p for _, p in opts)
         return [(t, p / total) for t, p in opts]
 
+    def _prefill(self, nodes: Sequence[Node]) -> int:
+        """Charge each new root's prompt once, as a real engine prefills it once."""
+        fresh = {node.root.id for node in nodes} - self._prefilled
+        self._prefilled |= fresh
+        tokens = self.prompt_tokens * len(fresh)
+        if tokens:
+            self.meter.charge_model(prefill=tokens, processed=tokens,
+                                    flops=self.flops_per_token * tokens)
+        return tokens
+
     def _step(self, text: str, prob: float, finished: bool) -> Step:
         k = self.tokens_per_step
         return Step(text, self._ids(text), (math.log(prob) / k,) * k,
@@ -78,7 +88,6 @@ class ScriptedEngine:
             raise ValueError("n must be positive")
         rng = random.Random(seed)
         out: list[list[Node]] = []
-        fresh = {node.root.id for node in nodes} - self._prefilled
         for node in nodes:
             if node.finished:
                 raise ValueError(f"cannot expand a finished node: {node!r}")
@@ -94,17 +103,17 @@ class ScriptedEngine:
                 kids.append(self._child(node, text, prob))
             out.append(kids)
         rows = len(nodes) * n
-        self._prefilled |= fresh
-        prefill = self.prompt_tokens * len(fresh)
-        processed = rows * self.tokens_per_step + prefill
-        self.meter.charge_model(generated=rows * self.tokens_per_step, prefill=prefill,
-                                processed=processed, flops=self.flops_per_token * processed,
+        self._prefill(nodes)
+        processed = rows * self.tokens_per_step
+        self.meter.charge_model(generated=processed, processed=processed,
+                                flops=self.flops_per_token * processed,
                                 passes=self.tokens_per_step)
         self.expand_calls += 1
         return out
 
-    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]
-               ) -> list[Node]:
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
+               generated: bool = False) -> list[Node]:
+        self._prefill(nodes)
         out = []
         names = {v: k for k, v in self._vocab.items()}
         for node, cont in zip(nodes, continuations):
@@ -114,11 +123,14 @@ class ScriptedEngine:
             if prob == 0:
                 raise ValueError(f"{text!r} is not a child of {path_of(node)}")
             out.append(self._child(node, text, prob))
-        self.meter.charge_model(prefill=len(out) * self.tokens_per_step,
-                                processed=len(out) * self.tokens_per_step)
+        count = len(out) * self.tokens_per_step
+        self.meter.charge_model(prefill=0 if generated else count,
+                                generated=count if generated else 0, processed=count,
+                                flops=self.flops_per_token * count)
         return out
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
+        self._prefill(nodes)
         return [[(self._ids(t)[0], math.log(p)) for t, p in
                  sorted(self.options(node), key=lambda o: -o[1])[:k]] for node in nodes]
 

@@ -128,8 +128,8 @@ class HFEngine:
         return [c[0] for c in self.expand(nodes, 1, stop=None, max_tokens=max_tokens,
                                           temperature=temperature, seed=seed)]
 
-    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]]
-               ) -> list[Node]:
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
+               generated: bool = False) -> list[Node]:
         if len(nodes) != len(continuations):
             raise ValueError("extend needs one continuation per node")
         ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
@@ -143,9 +143,13 @@ class HFEngine:
             by_width[len(ids)].append(i)
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
+            count = width * len(idx)
             new, logits, _ = self.kv.feed([self.kv.path_kv(p) for p in parents],
-                                       [p.n_tokens for p in parents], [ids_list[i] for i in idx],
-                                       self.meter, all_logits=True, prefill=width * len(idx))
+                                          [p.n_tokens for p in parents],
+                                          [ids_list[i] for i in idx], self.meter,
+                                          all_logits=True, prefill=0 if generated else count)
+            if generated:
+                self.meter.charge_model(generated=count, passes=0)
             for i, p, kv_new, lg in zip(idx, parents, new, logits):
                 ids = ids_list[i]
                 seg = self.kv.get(p)
