@@ -40,6 +40,35 @@ class Sampler:
         return dict(temperature=self.temperature, top_p=self.top_p, step_tokens=self.step_tokens)
 
 
+Prune = Callable[[int, list[Node], list[Node]], list[Node]]  # (depth, done, live) -> cut
+
+
+def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Sampler,
+                 rng: random.Random, *, max_steps: int, prune: Prune | None = None
+                 ) -> tuple[list[Node], list[Node], list[Node]]:
+    """n independent samples of the root, each extended one step at a time (all live paths
+    in one batch) until it finishes, max_steps, or the budget.
+
+    prune(depth, done, live) may name live paths to stop early. Returns (finished paths,
+    paths still live when the loop ended, pruned paths); the root itself is never a path.
+    """
+    frontier, width = [root], n  # n samples of the root, then one step per live path
+    done: list[Node] = []
+    cut: list[Node] = []
+    for depth in range(1, max_steps + 1):
+        if not frontier or meter.exhausted():
+            break
+        new = [c for cs in sampler.expand(engine, frontier, width, rng) for c in cs]
+        done += [c for c in new if c.finished]
+        frontier, width = [c for c in new if not c.finished], 1
+        if prune is not None and frontier:
+            drop = {c.id for c in prune(depth, done, frontier)}
+            cut += [c for c in frontier if c.id in drop]
+            frontier = [c for c in frontier if c.id not in drop]
+        engine.retain(frontier)
+    return done, [f for f in frontier if f is not root], cut
+
+
 def path_score(node: Node, agg: Callable[[Sequence[float]], float]) -> float:
     """agg of the step rewards along node's path (the root has none: -inf)."""
     scores = node.step_scores(KEY)

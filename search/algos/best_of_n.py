@@ -17,10 +17,11 @@ from collections.abc import Sequence
 
 from rewards import aggregate, score_nodes
 from rewards.base import Scorer
+from search.algos._stepwise import Sampler, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import candidates, pack, rule
-from search.types import Node, Problem, Result
+from search.types import Problem, Result
 
 
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
@@ -28,20 +29,11 @@ def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
               top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,
               stop: Sequence[str] = DEFAULT_STOP) -> Result:
     choose, agg_fn = rule(select), aggregate.get(agg)
-    rng = random.Random(seed)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)
-    frontier, width = [root], n  # first n samples of the root, then one step per live path
-    done: list[Node] = []
-    for _ in range(max_steps):
-        if not frontier or meter.exhausted():
-            break
-        kids = engine.expand(frontier, width, stop=stop, max_tokens=step_tokens,
-                             temperature=temperature, top_p=top_p, seed=rng.getrandbits(32))
-        new = [c for cs in kids for c in cs]
-        done += [c for c in new if c.finished]
-        frontier, width = [c for c in new if not c.finished], 1
-        engine.retain(frontier)
-    leaves = done + [f for f in frontier if f is not root]  # the root alone is not a path
+    done, live, _ = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
+                                 max_steps=max_steps)
+    leaves = done + live
     if select == "vote":  # counting answers needs no scorer; ties go to the likelier path
         scores = [leaf.cum_logprob for leaf in leaves]
     else:  # rewards of every step, or of the leaf alone when only the last one counts

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from rewards.base import Scorer
+from search.algos._stepwise import Sampler, sample_paths
 from search.algos._weibull import prune_low
 from search.answers import vote_key
 from search.budget import Meter
@@ -89,28 +90,22 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
     del scorer  # RPC ranks answers by the model's own probabilities only
     if n < 1 or live_after < 1:
         raise ValueError(f"rpc needs n >= 1 and live_after >= 1, got n={n}, live_after={live_after}")
-    rng = random.Random(seed)
     root = engine.root(problem)
-    frontier, width = [root], n  # n samples of the root, then one step per live path
-    done: list[Node] = []
-    stopped: list[Node] = []  # live paths pruned mid-generation
-    for depth in range(1, max_steps + 1):
-        if not frontier or meter.exhausted():
-            break
-        kids = engine.expand(frontier, width, stop=stop, max_tokens=step_tokens,
-                             temperature=temperature, top_p=top_p, seed=rng.getrandbits(32))
-        new = [c for cs in kids for c in cs]
-        done += [c for c in new if c.finished]
-        frontier, width = [c for c in new if not c.finished], 1
-        if live and frontier and depth >= live_after:
-            batch = done + frontier
-            low = dict(zip((b.id for b in batch), _mark_low(batch)))
-            for node in frontier:
-                if low[node.id]:
-                    node.scores["rpc_pruned"] = 1.0
-            stopped += [c for c in frontier if low[c.id]]
-            frontier = [c for c in frontier if not low[c.id]]
-        engine.retain(frontier)
+
+    def prune_live(depth: int, done: list[Node], frontier: list[Node]) -> list[Node]:
+        """Live RPC: stop paths whose running probability falls in the low component."""
+        if not live or depth < live_after:
+            return []
+        batch = done + frontier
+        low = dict(zip((b.id for b in batch), _mark_low(batch)))
+        cut = [node for node in frontier if low[node.id]]
+        for node in cut:
+            node.scores["rpc_pruned"] = 1.0
+        return cut
+
+    done, frontier, stopped = sample_paths(
+        engine, root, n, meter, Sampler(temperature, top_p, step_tokens, stop),
+        random.Random(seed), max_steps=max_steps, prune=prune_live)
 
     # offline pruning over every finished path, then perplexity consistency over the kept
     pruned = _mark_low(done) if done else []
