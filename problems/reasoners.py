@@ -1,0 +1,53 @@
+"""The embedded reasoners: small Llamas this project trains itself (problems/train.py).
+
+    model, tokenizer, engine_kwargs = load("tiny-arith")
+    search.engines.hf.HFEngine.load("tiny-arith")     # the same, through search.models
+
+Each lives in problems/models/<name>/: config.json, generation_config.json, model.safetensors,
+the character tokenizer (save_pretrained), training.json (config, seed, threads, data) and
+metrics.json (the table printed by `python -m problems.evaluate <name>`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+MODELS_DIR = Path(__file__).parent / "models"
+NAMES = ("tiny-arith",)
+
+
+def model_dir(name: str) -> Path:
+    """The folder of an embedded reasoner; FileNotFoundError if it is not committed."""
+    if name not in NAMES:
+        raise KeyError(f"unknown reasoner {name!r}; known: {', '.join(NAMES)}")
+    folder = MODELS_DIR / name
+    if not (folder / "model.safetensors").is_file():
+        raise FileNotFoundError(f"reasoner {name!r} has no weights in {folder}; train it with "
+                                f"`python -m problems.train {name}`")
+    return folder
+
+
+def training_record(name: str) -> dict[str, Any]:
+    return json.loads((model_dir(name) / "training.json").read_text())
+
+
+def metrics(name: str) -> dict[str, Any]:
+    """The recorded evaluation table ({} before `python -m problems.evaluate` has run)."""
+    path = model_dir(name) / "metrics.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def load(name: str, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, tokenizer, engine kwargs) for HFEngine: a plain prompt in the trained format."""
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = model_dir(name)
+    record = training_record(name)
+    tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    kw = {"dtype": dtype} if dtype is not None else {}
+    model = LlamaForCausalLM.from_pretrained(str(folder), **kw).eval()
+    engine_kwargs = {"chat": False, "prompt_template": record["config"]["prompt_template"],
+                     "max_length": model.config.max_position_embeddings}
+    return model, tok, engine_kwargs
