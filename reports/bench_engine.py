@@ -1,4 +1,4 @@
-"""Engine benchmark: step-wise tree expansion, three ways, side by side in one run.
+"""Engine benchmark: step-wise tree expansion, four ways, per weight dtype, in one run.
 
 Workload: 16 branches off one 256-token prompt, each extended S steps of T tokens (sampled,
 EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
@@ -6,23 +6,36 @@ EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
       on generate do: every step re-sends the prompt and all earlier steps);
   (b) HF `generate` with num_return_sequences=16 over the whole S*T tokens at once (no
       step boundaries; the best case for plain generate);
-  (c) this engine: `expand` 16 rows per step, prompt prefilled once, KV shared.
-Prints tokens/s, prefilled tokens and speed ratios. Usage:
+  (c) this engine on the DynamicCache path it had before (torch.cat of the cache per token);
+  (d) this engine: `expand` 16 rows per step, prompt prefilled once, KV shared, written in
+      place into one preallocated buffer per call (kv.SlabCache).
+Each runs with fp32 and with bf16 weights. Printed per run: tokens/s, prefilled tokens, peak
+RSS during the run, and the share of the compute bound reached: 2 * params FLOPs per token
+against the matmul rate measured here at start-up (a 2048^3 GEMM in each dtype).
+Then bf16's greedy agreement with fp32 on GSM8K test prompts: free-running (share of
+positions where the two greedy outputs are equal) and per step (bf16's greedy choice on
+fp32's own path). Usage:
     python reports/bench_engine.py [--model smollm2-135m] [--steps 3] [--step-tokens 32]
+        [--dtypes fp32,bf16] [--methods a,b,c,d] [--agreement-prompts 8] [--compile]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import resource
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
-from search.engines.hf import HFEngine
+from search.engines.hf import HFEngine, bf16_native
 from search.types import Node, Problem
 
 PROMPT = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many "
           "clips in May. How many clips did Natalia sell altogether in April and May? ")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def prompt_ids(tokenizer, length: int) -> list[int]:
@@ -32,7 +45,37 @@ def prompt_ids(tokenizer, length: int) -> list[int]:
     return ids[:length]
 
 
-def naive(model, ids, branches, steps, step_tokens, seed):
+# -- the machine ---------------------------------------------------------------------------
+def gemm_gflops(dtype: torch.dtype, n: int = 2048, reps: int = 3) -> float:
+    """Best-of-reps rate of an n x n x n matmul, GFLOP/s."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    torch.mm(a, b)  # warm-up (oneDNN picks its kernels)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+def reset_peak_rss() -> None:
+    """Linux: restart the process's peak-RSS counter (VmHWM); elsewhere a no-op."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # lifetime peak
+
+
+# -- the methods ---------------------------------------------------------------------------
+def naive(engine: HFEngine, ids, branches, steps, step_tokens, seed):
     torch.manual_seed(seed)
     paths = [list(ids) for _ in range(branches)]
     prefill = 0
@@ -40,19 +83,19 @@ def naive(model, ids, branches, steps, step_tokens, seed):
         for b in range(branches):
             x = torch.tensor([paths[b]])
             prefill += x.shape[1]
-            out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=True,
-                                 max_new_tokens=step_tokens, min_new_tokens=step_tokens,
-                                 pad_token_id=0)
+            out = engine.model.generate(x, attention_mask=torch.ones_like(x), do_sample=True,
+                                        max_new_tokens=step_tokens, min_new_tokens=step_tokens,
+                                        pad_token_id=0)
             paths[b] = out[0].tolist()
     return branches * steps * step_tokens, prefill
 
 
-def num_return(model, ids, branches, steps, step_tokens, seed):
+def num_return(engine: HFEngine, ids, branches, steps, step_tokens, seed):
     torch.manual_seed(seed)
     x = torch.tensor([ids])
-    out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=True,
-                         num_return_sequences=branches, max_new_tokens=steps * step_tokens,
-                         min_new_tokens=steps * step_tokens, pad_token_id=0)
+    out = engine.model.generate(x, attention_mask=torch.ones_like(x), do_sample=True,
+                                num_return_sequences=branches, max_new_tokens=steps * step_tokens,
+                                min_new_tokens=steps * step_tokens, pad_token_id=0)
     # generate expands the prompt to one copy per sequence before its prefill
     return (out.shape[1] - len(ids)) * branches, branches * len(ids)
 
@@ -71,6 +114,32 @@ def ours(engine: HFEngine, ids, branches, steps, step_tokens, seed):
     return used.generated_tokens, used.prefill_tokens
 
 
+METHODS: dict[str, tuple[str, Callable, bool | None]] = {
+    "a": ("naive generate, full prefix", naive, None),
+    "b": ("generate num_return_sequences", num_return, None),
+    "c": ("engine, DynamicCache (old)", ours, False),
+    "d": ("engine, in-place KV (new)", ours, True),
+}
+
+
+# -- bf16 numerics -------------------------------------------------------------------------
+def agreement(fp32: HFEngine, bf16: HFEngine, problems, max_tokens: int) -> tuple[float, float]:
+    """(free-running, per-step) share of greedy tokens where bf16 equals fp32."""
+    runs = [e.expand([e.root(p) for p in problems], 1, stop=None, max_tokens=max_tokens,
+                     temperature=0) for e in (fp32, bf16)]
+    same = total = step_same = steps = 0
+    for (x,), (y,) in zip(*runs):
+        s, t = x.step.token_ids, y.step.token_ids
+        total += max(len(s), len(t))
+        same += sum(u == v for u, v in zip(s, t))
+        path = x.token_ids()  # teacher forcing: bf16's argmax along fp32's path
+        with torch.no_grad():
+            pred = bf16.model(torch.tensor([path])).logits[0, len(path) - len(s) - 1:-1]
+        step_same += int((pred.argmax(-1) == torch.tensor(s)).sum())
+        steps += len(s)
+    return same / total, step_same / steps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
@@ -79,26 +148,88 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--step-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--methods", default="a,b,c,d")
+    ap.add_argument("--agreement-prompts", type=int, default=8)
+    ap.add_argument("--agreement-tokens", type=int, default=64)
+    ap.add_argument("--compile", action="store_true",
+                    help="also time (d) with torch.compile(dynamic=True) on the model forward")
     args = ap.parse_args()
     torch.set_grad_enabled(False)
-    engine = HFEngine.load(args.model)
-    model, ids = engine.model, prompt_ids(engine.tokenizer, args.prompt_tokens)
-    shape = (args.branches, args.steps, args.step_tokens, args.seed)
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    methods = [m for m in args.methods.split(",") if m]
+    rates = {d: gemm_gflops(DTYPES[d]) for d in dtypes}
     print(f"model={args.model} threads={torch.get_num_threads()} branches={args.branches} "
-          f"prompt={len(ids)} steps={args.steps}x{args.step_tokens} tokens")
-    ours(engine, ids, args.branches, 1, 2, args.seed)  # warm-up
-    rows = {}
-    for name, fn, target in (("(a) naive generate, full prefix", naive, model),
-                             ("(b) generate num_return_sequences", num_return, model),
-                             ("(c) this engine, shared KV", ours, engine)):
-        t0 = time.perf_counter()
-        tokens, prefill = fn(target, ids, *shape)
-        dt = time.perf_counter() - t0
-        rows[name] = tokens / dt
-        print(f"{name:36s} {tokens:6d} tokens {dt:8.2f} s {tokens / dt:8.1f} tok/s "
-              f"prefilled {prefill:7d}")
-    a, b, c = rows.values()
-    print(f"speed ratio (c)/(a) = {c / a:.2f}x   (c)/(b) = {c / b:.2f}x   target (c)/(a) >= 5x")
+          f"prompt={args.prompt_tokens} steps={args.steps}x{args.step_tokens} tokens "
+          f"bf16_native={bf16_native()}")
+    print("measured GEMM 2048^3: " + "  ".join(f"{d} {r:.0f} GFLOP/s" for d, r in rates.items()))
+    shape = (args.branches, args.steps, args.step_tokens, args.seed)
+    engines: dict[str, HFEngine] = {}
+    table: dict[tuple[str, str], float] = {}
+    print(f"{'method':34s} {'dtype':5s} {'tokens':>6s} {'s':>7s} {'tok/s':>7s} "
+          f"{'prefilled':>9s} {'peakMB':>7s} {'%bound':>6s}")
+    for d in dtypes:
+        eng = engines[d] = HFEngine.load(args.model, dtype=DTYPES[d])
+        ids = prompt_ids(eng.tokenizer, args.prompt_tokens)
+        old = HFEngine(eng.model, eng.tokenizer, chat=False, inplace_kv=False)
+        variants = {True: eng, False: old}
+        if args.compile:
+            methods = [*methods, "e"]
+        for m in methods:
+            if m == "e":
+                name, fn, target = "engine, in-place KV, torch.compile", ours, _compiled(eng)
+            else:
+                name, fn, inplace = METHODS[m]
+                target = eng if inplace is None else variants[inplace]
+            if fn is ours:
+                ours(target, ids, args.branches, 1, 2, args.seed)  # warm-up
+            reset_peak_rss()
+            t0 = time.perf_counter()
+            tokens, prefill = fn(target, ids, *shape)
+            dt = time.perf_counter() - t0
+            tps = table[(m, d)] = tokens / dt
+            bound = tps * 2 * eng.n_params / (rates[d] * 1e9)
+            print(f"({m}) {name:30s} {d:5s} {tokens:6d} {dt:7.2f} {tps:7.1f} {prefill:9d} "
+                  f"{peak_rss_mb():7.0f} {100 * bound:5.1f}%", flush=True)
+        if args.compile:
+            methods = methods[:-1]
+    for d in dtypes:
+        ratios = [f"(d)/({m}) = {table[('d', d)] / table[(m, d)]:.2f}x" for m in "abce"
+                  if (m, d) in table and ("d", d) in table and m != "d"]
+        print(f"{d}: " + "   ".join(ratios))
+    if ("d", "fp32") in table and ("d", "bf16") in table:
+        print(f"(d) bf16/fp32 = {table[('d', 'bf16')] / table[('d', 'fp32')]:.2f}x")
+    if "fp32" in engines and "bf16" in engines and args.agreement_prompts:
+        from problems import datasets
+
+        probs = datasets.load("gsm8k", limit=args.agreement_prompts)
+        free, step = agreement(engines["fp32"], engines["bf16"], probs, args.agreement_tokens)
+        print(f"bf16 greedy agreement with fp32 on {len(probs)} GSM8K test prompts x "
+              f"{args.agreement_tokens} tokens: free-running {100 * free:.1f}% of positions, "
+              f"per step (on fp32's path) {100 * step:.1f}%")
+
+
+def _compiled(engine: HFEngine) -> HFEngine:
+    """A second engine over a torch.compile'd forward of the same model (dynamic shapes)."""
+    model = engine.model
+    compiled = HFEngine(model, engine.tokenizer, chat=False)
+    compiled.model = _CompiledForward(model)
+    compiled.kv.model = compiled.model
+    return compiled
+
+
+class _CompiledForward:
+    """The model with its forward compiled; everything else passes through."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+        self._forward = torch.compile(model.forward, dynamic=True)
+
+    def __call__(self, *args, **kwargs):
+        return self._forward(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
 
 
 if __name__ == "__main__":

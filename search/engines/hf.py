@@ -3,11 +3,12 @@
 How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
-  2. The rows' path caches are concatenated from their segments, left-padded, and decoded
-     together one token per forward pass; a row leaves the batch when its step stops, and
-     the child keeps only the KV of the tokens this step added.
-Works with decoder-only models whose layers use full attention and a DynamicCache (Llama,
-Qwen2, Mistral without sliding window, SmolLM2, ...), on CPU or CUDA.
+  2. The rows' path segments are copied, left-padded, into one preallocated buffer sized
+     for the whole step (kv.SlabCache) and decoded together one token per forward pass,
+     each token's K/V written in place; a row leaves the batch when its step stops, and
+     the child keeps a copy of the KV of the tokens this step added.
+Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
+without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 import torch
 
 from search.budget import Meter
-from search.engines import kv as kvmod
 from search.engines.base import DEFAULT_STOP
 from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
@@ -42,15 +42,19 @@ class HFEngine:
                  max_length: int | None = None, chat: bool | None = None,
                  system_prompt: str | None = None, prompt_template: str = "{prompt}\n",
                  instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "",
-                 keep_hidden: bool = False) -> None:
+                 keep_hidden: bool = False, dtype: torch.dtype | str | None = None,
+                 inplace_kv: bool = True) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model = model.to(self.device).eval()
+        # dtype converts the model in place (like the device move); bf16 needs a CPU with
+        # native bf16 (see bf16_native) to be fast, and changes greedy choices only rarely
+        self.model = model.to(device=self.device, dtype=_dtype(dtype)).eval()
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "model")
         self.meter = Meter()
         # keep_hidden: record, per generated step, the final hidden state its last token was
-        # predicted from (`step_features`), so a value head scores steps with no extra pass
-        self.kv = KVTree(self.model, self.device, keep_hidden=keep_hidden)
+        # predicted from (`step_features`), so a value head scores steps with no extra pass.
+        # inplace_kv=False: the DynamicCache decode path (torch.cat per token), for comparison
+        self.kv = KVTree(self.model, self.device, keep_hidden=keep_hidden, inplace=inplace_kv)
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params
@@ -64,10 +68,11 @@ class HFEngine:
 
     @classmethod
     def load(cls, name_or_path: str, **kwargs: Any) -> HFEngine:
-        """Load by embedded name (see search.models), local path or Hugging Face id."""
+        """Load by embedded name (see search.models), local path or Hugging Face id;
+        dtype=torch.bfloat16 (or "bfloat16") loads bf16 weights."""
         from search.models import load_model
 
-        load_kw = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}
+        load_kw = {"dtype": _dtype(kwargs.pop("dtype"))} if "dtype" in kwargs else {}
         model, tokenizer, defaults = load_model(name_or_path, **load_kw)
         return cls(model, tokenizer, **{**defaults, **kwargs, "name": name_or_path})
 
@@ -144,7 +149,7 @@ class HFEngine:
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
             count = width * len(idx)
-            new, logits, _ = self.kv.feed([self.kv.path_kv(p) for p in parents],
+            new, logits, _ = self.kv.feed([self.kv.path_parts(p) for p in parents],
                                           [p.n_tokens for p in parents],
                                           [ids_list[i] for i in idx], self.meter,
                                           all_logits=True, prefill=0 if generated else count)
@@ -195,7 +200,13 @@ class HFEngine:
 
 
 class _StepDecoder:
-    """One `expand` call's decoding loop: all rows step together, one token per pass."""
+    """One `expand` call's decoding loop: all rows step together, one token per pass.
+
+    Rows live in the slots of one batch cache (kv.SlabCache: K/V written in place); a row
+    that stops leaves its child the KV of the tokens this step added, and the survivors are
+    compacted into the first slots. Per token the Python work is one sampling call, one
+    batched decode of the rows' last few tokens (only with stop strings) and list appends.
+    """
 
     def __init__(self, engine: HFEngine, rows: list[Node], stop: tuple[str, ...],
                  max_tokens: int, temperature: float, top_p: float, seed: int) -> None:
@@ -203,72 +214,91 @@ class _StepDecoder:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=engine.device).manual_seed(seed)
         self.stop_span = max((len(s) for s in stop), default=0) + 2
+        backend = getattr(engine.tokenizer, "backend_tokenizer", None)
+        # a fast tokenizer decodes the stop windows of all rows in one call
+        self._decode_batch = getattr(backend, "decode_batch", None)
 
-    def _reason(self, node: Node, toks: list[int]) -> str | None:
-        e = self.e
-        if toks[-1] in e.eos_ids:
-            return "eos"
-        if self.stop and any(s in e.decode(toks[-self.stop_span:], skip_special=False)
-                             for s in self.stop):
-            return "stop"
-        if node.n_tokens + len(toks) >= e.max_length:
-            return "length"
-        if len(toks) >= self.max_tokens:
-            return "max_tokens"
-        return None
+    def _reasons(self, active: list[int], toks: list[list[int]]) -> list[str | None]:
+        """Why each active row stops after its latest token (None: it goes on)."""
+        e, out = self.e, []
+        texts: list[str] = []
+        if self.stop:
+            windows = [toks[r][-self.stop_span:] for r in active]
+            texts = (self._decode_batch(windows, skip_special_tokens=False)
+                     if self._decode_batch is not None else
+                     [e.decode(w, skip_special=False) for w in windows])
+        for i, r in enumerate(active):
+            t = toks[r]
+            if t[-1] in e.eos_ids:
+                out.append("eos")
+            elif texts and any(s in texts[i] for s in self.stop):
+                out.append("stop")
+            elif self.rows[r].n_tokens + len(t) >= e.max_length:
+                out.append("length")
+            elif len(t) >= self.max_tokens:
+                out.append("max_tokens")
+            else:
+                out.append(None)
+        return out
+
+    def _sample(self, logits: torch.Tensor, active: list[int]) -> tuple[torch.Tensor, ...]:
+        """Sample each slot's next token, drawing in row order: compaction moves rows
+        between slots, and a row's draw must not depend on which slot it sits in (the same
+        seed gives the same tokens however rows left the batch)."""
+        if all(a < b for a, b in zip(active, active[1:])):
+            return sample(logits, temperature=self.temperature, top_p=self.top_p,
+                          generator=self.gen)
+        order = sorted(range(len(active)), key=active.__getitem__)  # row order -> slots
+        idx = torch.tensor(order, device=logits.device)
+        tok, lp = sample(logits.index_select(0, idx), temperature=self.temperature,
+                         top_p=self.top_p, generator=self.gen)
+        back = torch.empty_like(idx)
+        back[idx] = torch.arange(len(order), device=idx.device)
+        return tok[back], lp[back]
 
     @torch.inference_mode()
     def run(self) -> list[Node]:
         e, rows = self.e, self.rows
-        uniq = _unique(rows)
-        where = {n.id: i for i, n in enumerate(uniq)}
-        row_idx = torch.tensor([where[n.id] for n in rows], device=e.device)
-        stacked, mask = kvmod.stack_left_padded([e.kv.path_kv(n) for n in uniq])
-        assert stacked is not None  # every node is complete, so at least its prompt is cached
-        cache = kvmod.to_cache(stacked.index_select(2, row_idx))
-        attn = mask.to(e.device).index_select(0, row_idx)
-        P = attn.shape[1]
+        parts = {n.id: e.kv.path_parts(n) for n in _unique(rows)}
+        # a row samples at most this many tokens (it feeds one fewer): the columns to reserve
+        room = max(1, max(min(self.max_tokens, e.max_length - n.n_tokens) for n in rows))
+        cache = e.kv.batch([parts[n.id] for n in rows], room)
+        P = cache.length
         segs0 = [e.kv.get(n) for n in rows]
         logits = torch.stack([s.logits for s in segs0])  # type: ignore[union-attr]
         # [B, hidden]: the state each row's next token is predicted from (value features)
         hid = torch.stack([s.hidden for s in segs0]) if e.kv.keep_hidden else None  # type: ignore[union-attr,misc]
-        pos0 = torch.tensor([n.n_tokens for n in rows], device=e.device)
+        pos = torch.tensor([n.n_tokens for n in rows], device=e.device)  # [B] next position
         toks: list[list[int]] = [[] for _ in rows]
         lps: list[list[float]] = [[] for _ in rows]
         out: list[Node | None] = [None] * len(rows)
-        active = list(range(len(rows)))  # row ids, in cache-batch order
+        active = list(range(len(rows)))  # cache slot -> row
         j = 0  # tokens sampled so far in this step, equal for every active row
         while active:
-            tok, lp = sample(logits, temperature=self.temperature, top_p=self.top_p,
-                             generator=self.gen)
+            tok, lp = self._sample(logits, active)
             e.meter.charge_model(generated=len(active), passes=0)
-            keep = []
-            stopped: list[tuple[int, int, str]] = []  # (batch position, row, reason)
-            for b, (r, t, logp) in enumerate(zip(active, tok.tolist(), lp.tolist())):
+            for r, t, logp in zip(active, tok.tolist(), lp.tolist()):
                 toks[r].append(t)
                 lps[r].append(logp)
-                reason = self._reason(rows[r], toks[r])
-                if reason is None:
-                    keep.append(b)
-                else:
-                    stopped.append((b, r, reason))
-            if stopped:
-                segs = kvmod.rows_from_cache(cache, [b for b, _, _ in stopped], P, P + j)
-                for (b, r, reason), kv in zip(stopped, segs):
-                    child = out[r] = self._child(rows[r], toks[r], lps[r], reason, kv)
+            reasons = self._reasons(active, toks)
+            keep = [b for b, why in enumerate(reasons) if why is None]
+            for b, why in enumerate(reasons):
+                if why is not None:
+                    r = active[b]
+                    child = out[r] = self._child(rows[r], toks[r], lps[r], why,
+                                                 cache.take(b, P, P + j))
                     if hid is not None:
                         e.step_features[child] = hid[b].clone()
             if not keep:
                 break
             if len(keep) < len(active):
-                sel = torch.tensor(keep, device=e.device)
-                cache.batch_select_indices(sel)
-                attn, tok, pos0 = attn[sel], tok[sel], pos0[sel]
+                order = cache.keep(keep)
+                sel = torch.tensor(order, device=e.device)
+                tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
-                active = [active[b] for b in keep]
-            attn = torch.cat([attn, attn.new_ones(len(active), 1)], dim=1)
-            res = e.model(input_ids=tok[:, None], attention_mask=attn,
-                          position_ids=(pos0 + j)[:, None], past_key_values=cache,
+                active = [active[b] for b in order]
+            res = e.model(input_ids=tok[:, None], attention_mask=cache.attention_mask(1),
+                          position_ids=(pos + j)[:, None], past_key_values=cache,
                           use_cache=True, logits_to_keep=1, output_hidden_states=hid is not None)
             e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))
             logits = res.logits[:, -1].float()
@@ -298,6 +328,26 @@ def _check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
+    """torch.bfloat16 or its name ("bfloat16", "bf16", "float32", ...) -> a torch dtype."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    name = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)
+    value = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch dtype or its name, got {dtype!r}")
+    return value
+
+
+def bf16_native() -> bool:
+    """Whether this CPU computes bf16 matmuls natively (AVX-512 bf16 / AMX via oneDNN);
+    without it bf16 weights run emulated and slower than fp32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

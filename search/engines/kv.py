@@ -1,19 +1,31 @@
-"""KV tensors for a search tree: a node's segment, and batching paths for one forward.
+"""KV tensors for a search tree: a node's segment, and the cache of one batched forward.
 
 Each node's segment holds the keys/values of its own tokens as one tensor of shape
 [L, 2, H, T, D] (layers, key|value, kv-heads, tokens, head dim). The cache of a path is the
 concatenation of its nodes' segments along T, so a child never recomputes its ancestors.
+
 A batch of paths is left-padded with zeros to a common length P and masked; zeros (not
-garbage) in the padding keep masked attention free of NaNs.
+garbage) in the padding keep masked attention free of NaNs. Two batch caches implement the
+same small interface (`BatchKV`) for the engine's loops:
+  SlabCache     one preallocated [L, 2, B, H, P + room, D] buffer: each forward writes its
+                tokens' K/V in place at the next free columns and attends over views of the
+                valid prefix, with a ready-made 4D mask (a view for one-token steps). Rows
+                that leave a decode loop are swapped out (one row copy each), never regrown.
+  GrowingCache  the transformers DynamicCache it replaces (torch.cat per token and layer),
+                kept for comparison (`inplace=False`, reports/bench_engine.py).
+Both take several query tokens per row in one forward (prefill, forced continuations, and
+later draft tokens to verify), writing them at columns [length, length + q).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import Cache, CacheLayerMixin
 
 
 @dataclass
@@ -31,6 +43,231 @@ class Segment:
     hidden: torch.Tensor | None = None  # [hidden size]: final layer at the last token, if kept
 
 
+@dataclass(frozen=True)
+class KVLayout:
+    """What a batch cache must hold for one model: sizes, dtype, device, mask form.
+
+    mask: "bool" (sdpa) or "additive" (eager) for a 4D mask built here, "2d" to hand a
+    [B, T] padding mask to transformers and let it build the mask (other attention kinds,
+    sliding-window layers).
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+    device: torch.device
+    mask: str = "bool"
+
+    @staticmethod
+    def of(model: Any, device: torch.device) -> KVLayout:
+        cfg = model.config
+        cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+        heads = cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        impl = getattr(cfg, "_attn_implementation", None) or "eager"
+        sliding = "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or bool(
+            getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
+        mask = "2d" if sliding else {"sdpa": "bool", "eager": "additive"}.get(impl, "2d")
+        dtype = next(model.parameters()).dtype
+        return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,
+                        head_dim, dtype, device, mask)
+
+
+class BatchKV(Protocol):
+    """The batch cache interface the engine's loops use (both classes are transformers
+    Caches, passed to the model as past_key_values)."""
+
+    @property
+    def length(self) -> int: ...  # columns written so far (padding included)
+
+    def attention_mask(self, q: int) -> torch.Tensor: ...
+
+    def take(self, slot: int, start: int, stop: int) -> torch.Tensor: ...
+
+    def keep(self, slots: Sequence[int]) -> list[int]: ...
+
+
+def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout, *,
+                inplace: bool = True) -> SlabCache | GrowingCache:
+    """A batch cache holding each row's path (its segments' kv, in order), left-padded,
+    with room for `room` more columns."""
+    if inplace:
+        return SlabCache.from_paths(paths, room, layout)
+    kvs = [None if not p else p[0] if len(p) == 1 else torch.cat(list(p), dim=3) for p in paths]
+    stacked, mask = stack_left_padded(kvs)
+    return GrowingCache(stacked, mask.to(layout.device))
+
+
+# -- in place ----------------------------------------------------------------------------
+class _SlabLayer(CacheLayerMixin):
+    """One layer's view of the slab: k/v [rows, H, capacity, D]; n columns written."""
+
+    is_sliding = False
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.view(k, v)
+        self.is_initialized = True
+
+    def view(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        self.k, self.v = k, v
+        self.keys, self.values = k, v  # what generic Cache code reads
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        pass  # allocated up front by SlabCache
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.n + key_states.shape[2]
+        if end > self.k.shape[2] or key_states.shape[0] != self.k.shape[0]:
+            raise RuntimeError(f"slab cache of {self.k.shape[0]} rows x {self.k.shape[2]} "
+                               f"columns cannot take {tuple(key_states.shape)} after "
+                               f"{self.n} columns")
+        self.k[:, :, self.n:end].copy_(key_states)
+        self.v[:, :, self.n:end].copy_(value_states)
+        self.n = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.n + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def get_max_length(self) -> int:
+        return self.k.shape[2]
+
+
+class SlabCache(Cache):
+    """A preallocated batch cache written in place: buf [L, 2, B, H, capacity, D].
+
+    valid [B, capacity]: which columns a row attends to (False on its left padding). Slots
+    [0, rows) are the live rows; `keep` moves survivors into the first slots.
+    """
+
+    def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str) -> None:
+        self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
+        self.start = length  # columns given at creation (the rows' cached paths)
+        self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length) for i in range(buf.shape[0])]
+        super().__init__(layers=list(self.slabs))
+        if mask == "additive":  # eager attention adds the mask to its scores
+            self.bias = torch.zeros(valid.shape, dtype=buf.dtype, device=buf.device)
+            self.bias.masked_fill_(~valid, torch.finfo(buf.dtype).min)
+
+    @staticmethod
+    def from_paths(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout
+                   ) -> SlabCache:
+        lengths = [sum(kv.shape[3] for kv in p) for p in paths]
+        P, B = max(lengths, default=0), len(paths)
+        # empty, not zeros: columns past P are written before any forward reads them
+        buf = torch.empty(layout.layers, 2, B, layout.kv_heads, P + room, layout.head_dim,
+                          dtype=layout.dtype, device=layout.device)
+        valid = torch.ones(B, P + room, dtype=torch.bool, device=layout.device)
+        for b, (parts, n) in enumerate(zip(paths, lengths)):
+            buf[:, :, b, :, :P - n].zero_()
+            valid[b, :P - n] = False
+            col = P - n
+            for kv in parts:
+                buf[:, :, b, :, col:col + kv.shape[3]].copy_(kv)
+                col += kv.shape[3]
+        return SlabCache(buf, valid, P, layout.mask)
+
+    @property
+    def length(self) -> int:
+        return self.slabs[0].n
+
+    @property
+    def capacity(self) -> int:
+        return self.buf.shape[4]
+
+    def attention_mask(self, q: int) -> torch.Tensor:
+        """The mask for q new tokens per row at columns [length, length + q): a
+        [rows, 1, q, length + q] 4D mask (bool or additive), or a [rows, length + q] 2D one."""
+        n, r = self.length, self.rows
+        if n + q > self.capacity:
+            raise RuntimeError(f"slab cache of {self.capacity} columns cannot take {q} more "
+                               f"tokens after {n}")
+        if self.mask_kind == "2d":
+            return self.valid[:r, :n + q]
+        base = (self.valid if self.mask_kind == "bool" else self.bias)[:r, None, None, :n + q]
+        if q == 1:
+            return base  # a view: nothing allocated per decoded token
+        future = torch.ones(q, n + q, dtype=torch.bool, device=self.buf.device).triu_(n + 1)
+        if self.mask_kind == "bool":
+            return base & ~future
+        return base.masked_fill(future, torch.finfo(self.buf.dtype).min)
+
+    def rewind(self, length: int) -> None:
+        """Forget every column from `length` on (e.g. rejected draft tokens): the next
+        forward writes there. The rows' cached paths cannot be rewound."""
+        if not self.start <= length <= self.length:
+            raise ValueError(f"cannot rewind a slab cache of {self.length} columns to "
+                             f"{length} (its first {self.start} hold the cached paths)")
+        for layer in self.slabs:
+            layer.n = length
+
+    def take(self, slot: int, start: int, stop: int) -> torch.Tensor:
+        """A fresh [L, 2, H, stop - start, D] copy of one row's columns."""
+        return self.buf[:, :, slot, :, start:stop].clone()
+
+    def keep(self, slots: Sequence[int]) -> list[int]:
+        """Keep the rows in `slots`; returns `order`: new slot i holds old slot order[i].
+
+        Each dead slot below len(slots) is filled by a survivor from above it (one row copy
+        of the written columns); the survivors' relative order is not preserved."""
+        k, n = len(slots), self.length
+        alive = set(slots)
+        holes = [s for s in range(k) if s not in alive]
+        movers = [s for s in slots if s >= k]
+        order = list(range(k))
+        for h, m in zip(holes, movers):
+            self.buf[:, :, h, :, :n].copy_(self.buf[:, :, m, :, :n])
+            self.valid[h].copy_(self.valid[m])
+            if self.mask_kind == "additive":
+                self.bias[h].copy_(self.bias[m])
+            order[h] = m
+        self.rows = k
+        for i, layer in enumerate(self.slabs):
+            layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
+        return order
+
+
+# -- the DynamicCache path it replaces ----------------------------------------------------
+class GrowingCache(DynamicCache):
+    """transformers' DynamicCache with the BatchKV interface: every forward concatenates
+    its K/V (and the mask) onto the whole cache."""
+
+    def __init__(self, stacked: torch.Tensor | None, valid: torch.Tensor) -> None:
+        super().__init__(ddp_cache_data=None if stacked is None else
+                         [(stacked[i, 0], stacked[i, 1]) for i in range(stacked.shape[0])])
+        self.valid = valid  # [B, length] 0/1
+
+    @property
+    def length(self) -> int:
+        return self.get_seq_length()
+
+    def attention_mask(self, q: int) -> torch.Tensor:
+        grow = self.length + q - self.valid.shape[1]
+        if grow > 0:
+            self.valid = torch.cat([self.valid, self.valid.new_ones(self.valid.shape[0], grow)],
+                                   dim=1)
+        return self.valid[:, :self.length + q]
+
+    def take(self, slot: int, start: int, stop: int) -> torch.Tensor:
+        return torch.stack([torch.stack((layer.keys[slot, :, start:stop],  # type: ignore[index]
+                                         layer.values[slot, :, start:stop]))  # type: ignore[index]
+                            for layer in self.layers]).clone()
+
+    def keep(self, slots: Sequence[int]) -> list[int]:
+        idx = torch.as_tensor(list(slots), dtype=torch.long, device=self.valid.device)
+        self.batch_select_indices(idx)
+        self.valid = self.valid[idx]
+        return list(slots)
+
+
+# -- helpers (also used by the scorers) ----------------------------------------------------
 def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | None = None
                       ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """Stack per-row caches [L,2,H,P_i,D] into [L,2,B,H,P,D], zero-left-padded, and a

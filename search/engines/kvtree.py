@@ -5,6 +5,8 @@ The store is keyed weakly by Node, so several models can cache the same tree sid
 `own_tokens(node)` that says which token ids a node adds in that model's vocabulary.
 A node is *complete* when every token of its path is cached and the model's output after
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
+A forward over several rows copies their paths' segments into one batch cache
+(kv.batch_cache: in place by default) and copies each row's new columns back out.
 """
 
 from __future__ import annotations
@@ -34,12 +36,15 @@ class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
-                 *, as_scorer: bool = False, keep_hidden: bool = False) -> None:
+                 *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True
+                 ) -> None:
         self.model = model
         self.device = device
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
+        self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
+        self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -60,14 +65,29 @@ class KVTree:
         """Position of the node's first own token: its ancestors' token count."""
         return sum(len(self.own(a)) for a in node.path()[:-1])
 
-    def path_kv(self, node: Node) -> torch.Tensor | None:
-        """[L, 2, H, P, D]: the cached part of the path (None when nothing is cached).
+    def path_parts(self, node: Node) -> list[torch.Tensor]:
+        """The cached part of the path as its segments' kv [L, 2, H, n_i, D], root first.
 
         Callers guarantee that the ancestors are complete, so it is a contiguous prefix."""
-        parts = [seg.kv for a in node.path() if (seg := self._segs.get(a)) is not None and seg.n]
+        return [seg.kv for a in node.path() if (seg := self._segs.get(a)) is not None and seg.n]
+
+    def path_kv(self, node: Node) -> torch.Tensor | None:
+        """[L, 2, H, P, D]: the cached part of the path in one tensor (None when empty)."""
+        parts = self.path_parts(node)
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=3)
+
+    @property
+    def layout(self) -> kvmod.KVLayout:
+        if self._layout is None:
+            self._layout = kvmod.KVLayout.of(self.model, self.device)
+        return self._layout
+
+    def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
+              ) -> kvmod.SlabCache | kvmod.GrowingCache:
+        """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
+        return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace)
 
     def retain(self, live: Sequence[Node]) -> None:
         """Drop every segment off the paths to `live` nodes."""
@@ -82,23 +102,22 @@ class KVTree:
 
     # -- the model ---------------------------------------------------------------------
     @torch.inference_mode()
-    def feed(self, pasts: Sequence[torch.Tensor | None], starts: Sequence[int],
+    def feed(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
              tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool, prefill: int
              ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
-        """Run rows of equal width w through the model after their cached pasts.
+        """Run rows of equal width w through the model after their cached paths (each a
+        list of segment kvs, see path_parts).
 
         Returns per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and
         with keep_hidden the final hidden state at each row's last position [B, hidden].
         """
         w = len(tokens[0])
-        stacked, mask = kvmod.stack_left_padded(pasts)
-        P = mask.shape[1]
+        cache = self.batch(paths, w)
+        P = cache.length
         ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
-        attn = torch.cat([mask.to(self.device), torch.ones_like(ids)], dim=1)
-        cache = kvmod.to_cache(stacked)
         extra = {"logits_to_keep": 0 if all_logits else 1} if self._keep_arg else {}
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
+        out = self.model(input_ids=ids, attention_mask=cache.attention_mask(w), position_ids=pos,
                          past_key_values=cache, use_cache=True,
                          output_hidden_states=self.keep_hidden, **extra)
         n = ids.numel()
@@ -106,7 +125,7 @@ class KVTree:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
             meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
-        new = kvmod.rows_from_cache(cache, range(len(tokens)), P, P + w)
+        new = [cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         hidden = out.hidden_states[-1][:, -1].float() if self.keep_hidden else None
         return new, (logits if all_logits else logits[:, -1:]), hidden
@@ -141,7 +160,7 @@ class KVTree:
         for a in group:
             seg = self._segs.get(a)
             done = seg.n if seg else 0
-            pasts.append(self.path_kv(a))
+            pasts.append(self.path_parts(a))
             starts.append(self.start(a) + done)
             tokens.append(list(self.own(a))[done:])
             prefill += 0 if seg is not None else width
