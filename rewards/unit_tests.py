@@ -8,40 +8,16 @@ grading. Programs run in the sandbox of verifiers.code (a subprocess with namesp
 and rlimits), never in this process. Each program actually run costs one scorer call; a
 program already run for the same problem and tests is answered from a cache without a call.
 
-Which program a solution text means (`program_of`):
-  - a fenced ```python block (the last one), or a bare `def <entry_point>` (chat models, which
-    rewrite the whole function): the problem's prompt is put in front when it is valid Python
-    by itself, as HumanEval prompts are (imports, helpers, and the stub whose docstring-only
-    body the solution's own def replaces), so the solution may use what the prompt imported;
-  - otherwise the text is a completion of the prompt (base models continue the function body):
-    prompt + text.
+Which program a solution text means: verifiers.grade.program_of.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from search.answers import extract_code
 from search.budget import Meter
 from search.types import Node, Problem
-
-
-def _compiles(source: str) -> bool:
-    try:
-        compile(source, "<prompt>", "exec")
-    except (SyntaxError, ValueError):
-        return False
-    return True
-
-
-def program_of(problem: Problem, text: str) -> str:
-    """The program a solution text stands for (see the module docstring)."""
-    code = extract_code(text)
-    if code is None and problem.entry_point and f"def {problem.entry_point}" in text:
-        code = text
-    if code is None:
-        return problem.prompt + text
-    return f"{problem.prompt.rstrip()}\n\n\n{code}\n" if _compiles(problem.prompt) else code
+from verifiers.grade import program_of
 
 
 class UnitTestScorer:
