@@ -122,8 +122,8 @@ def _problem(seed: int, difficulty: int, index: int) -> Problem:
 
     bystanders: list[str] = []  # people who give or receive; they never hold the quantity
     while len(equations) < difficulty:
-        op, b = _operation(rng, value)
-        c = _APPLY[op](value, b)
+        op, b = operation(rng, value)
+        c = apply(value, op, b)
         if rng.random() < 0.35:
             sentence, step = rng.choice(NEW_HOLDER[op])
             new = names.pop()
@@ -158,7 +158,12 @@ def _problem(seed: int, difficulty: int, index: int) -> Problem:
     )
 
 
-def _operation(rng: random.Random, a: int) -> tuple[str, int]:
+def apply(a: int, op: str, b: int) -> int:
+    """a op b, with / exact (operation only draws divisors)."""
+    return _APPLY[op](a, b)
+
+
+def operation(rng: random.Random, a: int) -> tuple[str, int]:
     """A random operation and operand that keep the result an integer in [2, MAX_VALUE]."""
     choices: dict[str, list[int]] = {
         "+": list(range(2, min(60, MAX_VALUE - a) + 1)),

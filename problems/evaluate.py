@@ -1,17 +1,23 @@
 """Measure an embedded reasoner and record the table next to its weights (metrics.json).
 
     python -m problems.evaluate tiny-arith --n 500 --seed 12345 [--levels 5 9] [--samples 16]
+    python -m problems.evaluate tiny-code --n 200 [--levels 3 5]
 
-Per difficulty level, on n held-out problems `problems.arith.generate(n, seed=seed,
-difficulty=level)` (training only ever used seeds >= 1,000,000):
-  greedy     accuracy of one temperature-0 solution per problem;
+Per difficulty level, on n held-out problems `<generator>.generate(n, seed=seed,
+difficulty=level)` (training only ever used seeds >= 1,000,000; the generator is the one the
+model was trained on, problems.arith or problems.codegen):
+  greedy     share right with one temperature-0 solution per problem;
   pass@k     coverage: share of problems where any of k samples (temperature --temperature,
-             default 1.0) is right;
-  maj@k      accuracy of the majority answer of those k samples (ties: first seen).
-Answers are graded with verifiers.math.verify(gold, solution text). Also: seconds to load
-the model by name, seconds to decode 1,000 tokens one problem at a time (batch 1), and the
-greedy accuracy on the fixed 50-problem set that tests/test_reasoners.py re-measures.
-Decoding goes through HFEngine.expand with many roots at once, whole solutions per call.
+             default 0.8, the searches' default) is right;
+  maj@k      (math) accuracy of the majority answer of those k samples (ties: first seen);
+  verified   (code) share of samples passing the public tests, and false_positive_share:
+             of those, the share failing the hidden ones (what public-test verification
+             lets through).
+Grading is verifiers.grade.grade: math answers by verifiers.math.verify, programs by their
+hidden tests in the sandbox. Also: seconds to load the model by name, seconds to decode 1,000
+tokens one problem at a time (batch 1), and the greedy accuracy on the fixed 50-problem set
+that tests/test_reasoners.py re-measures. Decoding goes through HFEngine.expand with many
+roots at once, whole solutions per call.
 """
 
 from __future__ import annotations
@@ -20,25 +26,52 @@ import argparse
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from problems import arith
+from problems import arith, codegen
 from search.engines.hf import HFEngine
 from search.types import Problem
-from verifiers.math import extract_answer, normalize, verify
+from verifiers.grade import Grade, grade
+from verifiers.math import extract_answer, normalize
 
-FIXED_SEED, FIXED_N = 777, 50  # the fixed set: arith.generate(50, seed=777), default level
+FIXED_SEED, FIXED_N = 777, 50  # the fixed set: generate(50, seed=777), default level
 MAX_ROWS = 256  # rows (problems x samples) decoded together; bounds the KV cache in memory
 
 
-def max_tokens(difficulty: int) -> int:
-    """A solution's token cap, about 1.25x the longest gold solution at this level (205
-    characters at 5 operations, 357 at 9): a row that never says <eos> costs the whole batch."""
-    return 40 * difficulty + 60
+@dataclass(frozen=True)
+class Task:
+    """What a reasoner is trained and measured on."""
+
+    generate: Callable[..., list[Problem]]
+    default_difficulty: int
+    hard_difficulty: int  # more steps than trained on
+    tokens_per_level: int  # solution cap = tokens_per_level * difficulty + 60, ~1.25x the
+                           # longest gold at a level: a row that never ends costs its batch
+
+
+TASKS = {"arith": Task(arith.generate, arith.DEFAULT_DIFFICULTY, 9, 40),
+         "code": Task(codegen.generate, codegen.DEFAULT_DIFFICULTY, 6, 45)}
+
+
+def task_of(name: str) -> Task:
+    from problems import reasoners
+
+    return TASKS[reasoners.training_record(name)["config"].get("task", "arith")]
+
+
+def max_tokens(difficulty: int, task: Task = TASKS["arith"]) -> int:
+    return task.tokens_per_level * difficulty + 60
+
+
+def cap(problems: Sequence[Problem]) -> int:
+    task = TASKS["code" if problems[0].domain == "code" else "arith"]
+    return max_tokens(max(int(p.metadata.get("difficulty", task.default_difficulty))
+                          for p in problems), task)
 
 
 def solve_all(engine: HFEngine, problems: Sequence[Problem], n: int, *, temperature: float,
@@ -48,66 +81,82 @@ def solve_all(engine: HFEngine, problems: Sequence[Problem], n: int, *, temperat
     chunk = max(1, MAX_ROWS // n)
     for start in range(0, len(problems), chunk):
         part = problems[start:start + chunk]
-        cap = max_tokens(max(int(p.metadata.get("difficulty", arith.DEFAULT_DIFFICULTY))
-                             for p in part))
         roots = [engine.root(p) for p in part]
-        kids = engine.expand(roots, n, stop=None, max_tokens=cap, temperature=temperature,
-                             seed=seed + start)
+        kids = engine.expand(roots, n, stop=None, max_tokens=cap(part),
+                             temperature=temperature, seed=seed + start)
         out += [[c.step.text for c in cs if c.step is not None] for cs in kids]
         engine.retain([])
     return out
 
 
-def grade(problem: Problem, text: str) -> bool:
-    return bool(verify(str(problem.answer), text).correct)
+class Grader:
+    """verifiers.grade.grade with a cache: samples often repeat a program or solution."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], Grade] = {}
+
+    def __call__(self, problem: Problem, text: str) -> Grade:
+        key = (problem.id, text)
+        if key not in self._seen:
+            self._seen[key] = grade(problem, text)
+        return self._seen[key]
 
 
 def greedy_accuracy(engine: HFEngine, problems: Sequence[Problem]) -> float:
     """Share right at temperature 0, all problems in one batch (so the figure is exact to
     reproduce: the same rows in the same batch give the same floats)."""
     roots = [engine.root(p) for p in problems]
-    cap = max_tokens(max(int(p.metadata["difficulty"]) for p in problems))
-    kids = engine.expand(roots, 1, stop=None, max_tokens=cap, temperature=0.0)
+    kids = engine.expand(roots, 1, stop=None, max_tokens=cap(problems), temperature=0.0)
     engine.retain([])
-    return sum(grade(p, cs[0].step.text) for p, cs in zip(problems, kids)  # type: ignore[union-attr]
-               ) / len(problems)
+    check = Grader()
+    return sum(check(p, cs[0].step.text).correct  # type: ignore[union-attr]
+               for p, cs in zip(problems, kids)) / len(problems)
 
 
-def fixed_set() -> list[Problem]:
-    return arith.generate(FIXED_N, seed=FIXED_SEED, difficulty=arith.DEFAULT_DIFFICULTY)
+def fixed_set(task: Task = TASKS["arith"]) -> list[Problem]:
+    return task.generate(FIXED_N, seed=FIXED_SEED, difficulty=task.default_difficulty)
 
 
-def level_metrics(engine: HFEngine, difficulty: int, n: int, seed: int, samples: int,
-                  temperature: float, n_sampled: int) -> dict[str, Any]:
-    """Greedy on n problems; pass@k, maj@k and per-sample accuracy on the first n_sampled."""
-    problems = arith.generate(n, seed=seed, difficulty=difficulty)
+def level_metrics(engine: HFEngine, task: Task, difficulty: int, n: int, seed: int,
+                  samples: int, temperature: float, n_sampled: int) -> dict[str, Any]:
+    """Greedy on n problems; pass@k and the rest on the first n_sampled."""
+    problems = task.generate(n, seed=seed, difficulty=difficulty)
+    check = Grader()
     t0 = time.monotonic()
     greedy = solve_all(engine, problems, 1, temperature=0.0, seed=seed)
     subset = problems[:n_sampled]
     sampled = solve_all(engine, subset, samples, temperature=temperature, seed=seed)
-    right_greedy = [grade(p, g[0]) for p, g in zip(problems, greedy)]
-    right = [[grade(p, t) for t in ts] for p, ts in zip(subset, sampled)]
-    votes = []
-    for p, ts in zip(subset, sampled):
-        answers = [a for t in ts if (a := extract_answer(t)) is not None]
-        top = Counter(normalize(a) for a in answers).most_common(1)
-        votes.append(bool(top) and grade(p, f"The answer is {top[0][0]}."))
+    grades = [[check(p, t) for t in ts] for p, ts in zip(subset, sampled)]
     m = len(subset)
-    return {"difficulty": difficulty, "n": n, "n_sampled": m, "greedy": sum(right_greedy) / n,
-            f"pass@{samples}": sum(any(r) for r in right) / m,
-            f"maj@{samples}": sum(votes) / m,
-            "sample_accuracy": sum(map(sum, right)) / (m * samples),
-            "minutes": round((time.monotonic() - t0) / 60, 2)}
+    row: dict[str, Any] = {
+        "difficulty": difficulty, "n": n, "n_sampled": m,
+        "greedy": sum(check(p, g[0]).correct for p, g in zip(problems, greedy)) / n,
+        f"pass@{samples}": sum(any(g.correct for g in gs) for gs in grades) / m,
+        "sample_accuracy": sum(g.correct for gs in grades for g in gs) / (m * samples)}
+    if task is TASKS["code"]:
+        verified = [g for gs in grades for g in gs if g.verified]
+        row["verified"] = len(verified) / (m * samples)
+        row["false_positive_share"] = (sum(g.false_positive for g in verified) / len(verified)
+                                       if verified else 0.0)
+    else:
+        votes = []
+        for p, ts in zip(subset, sampled):
+            answers = [a for t in ts if (a := extract_answer(t)) is not None]
+            top = Counter(normalize(a) for a in answers).most_common(1)
+            votes.append(bool(top) and check(p, f"The answer is {top[0][0]}.").correct)
+        row[f"maj@{samples}"] = sum(votes) / m
+    row["minutes"] = round((time.monotonic() - t0) / 60, 2)
+    return row
 
 
-def speed(name: str) -> dict[str, float]:
+def speed(name: str, task: Task) -> dict[str, float]:
     """Seconds to load by name, and to decode 1,000 tokens one problem at a time."""
     t0 = time.monotonic()
     engine = HFEngine.load(name)
     load_s = time.monotonic() - t0
     tokens, i, t0 = 0, 0, time.monotonic()
     while tokens < 1000:
-        p = arith.generate(i + 1, seed=99, difficulty=arith.DEFAULT_DIFFICULTY)[i]
+        p = task.generate(i + 1, seed=99, difficulty=task.default_difficulty)[i]
         child = engine.expand([engine.root(p)], 1, stop=None, max_tokens=1000 - tokens,
                               temperature=1.0, seed=i)[0][0]
         tokens += len(child.step.token_ids)  # type: ignore[union-attr]
@@ -117,28 +166,30 @@ def speed(name: str) -> dict[str, float]:
     return {"load_seconds": round(load_s, 2), "decode_1000_tokens_seconds": round(decode_s, 2)}
 
 
-def evaluate(name: str, *, n: int = 500, seed: int = 12345, levels: Sequence[int] = (5, 9),
-             samples: int = 16, temperature: float = 1.0, sampled: int | None = None,
+def evaluate(name: str, *, n: int = 500, seed: int = 12345, levels: Sequence[int] | None = None,
+             samples: int = 16, temperature: float = 0.8, sampled: int | None = None,
              hard_sampled: int = 100) -> dict[str, Any]:
     """The table of the module docstring. Sampled columns use the first `sampled` problems
-    (default all n) at the first level and `hard_sampled` at the others: 16 samples of 500
-    long solutions cost half an hour on a busy 2-core CPU."""
+    (default all n) at the first level and `hard_sampled` at the others."""
     if seed >= 1_000_000:
         raise ValueError("seeds >= 1,000,000 are training data; pick a smaller one")
     from problems import reasoners
 
+    task = task_of(name)
+    levels = levels or (task.default_difficulty, task.hard_difficulty)
     record: dict[str, Any] = {"model": name, "eval_seed": seed, "samples": samples,
                               "temperature": temperature, "threads": torch.get_num_threads(),
-                              "grader": "verifiers.math.verify(gold, solution text)"}
-    record.update(speed(name))
+                              "grader": "verifiers.grade.grade (math: verifiers.math.verify; "
+                                        "code: hidden tests in the sandbox)"}
+    record.update(speed(name, task))
     engine = HFEngine.load(name)
-    record["fixed_set"] = {"how": f"arith.generate({FIXED_N}, seed={FIXED_SEED}, difficulty="
-                                  f"{arith.DEFAULT_DIFFICULTY}), one batch, temperature 0",
-                           "greedy": greedy_accuracy(engine, fixed_set())}
+    record["fixed_set"] = {"how": f"generate({FIXED_N}, seed={FIXED_SEED}, difficulty="
+                                  f"{task.default_difficulty}), one batch, temperature 0",
+                           "greedy": greedy_accuracy(engine, fixed_set(task))}
     record["levels"] = []
     for i, level in enumerate(levels):
-        record["levels"].append(level_metrics(engine, level, n, seed, samples, temperature,
-                                              min(n, sampled or n) if i == 0
+        record["levels"].append(level_metrics(engine, task, level, n, seed, samples,
+                                              temperature, min(n, sampled or n) if i == 0
                                               else min(n, hard_sampled)))
         print(table(record), flush=True)
     folder = reasoners.model_dir(name) if name in reasoners.NAMES else Path(name)  # or a path
@@ -150,14 +201,17 @@ def evaluate(name: str, *, n: int = 500, seed: int = 12345, levels: Sequence[int
 
 def table(record: dict[str, Any]) -> str:
     k = record["samples"]
+    extra = ([f"maj@{k}"] if any(f"maj@{k}" in lv for lv in record.get("levels", []))
+             else ["verified", "false_positive_share"])
     lines = [f"{record['model']}: held-out problems (seed {record['eval_seed']}), {k} samples "
              f"at T={record['temperature']}; greedy over n, sampled columns over n_sampled",
-             f"{'difficulty':>10} {'n':>5} {'greedy':>8} {'n_sampled':>9} {f'pass@{k}':>8} "
-             f"{f'maj@{k}':>8} {'per-sample':>10}"]
+             " ".join(f"{c:>10}" for c in ["difficulty", "n", "greedy", "n_sampled",
+                                           f"pass@{k}", *extra, "per-sample"])]
     for lv in record.get("levels", []):
-        lines.append(f"{lv['difficulty']:>10} {lv['n']:>5} {lv['greedy']:>8.1%} "
-                     f"{lv['n_sampled']:>9} {lv[f'pass@{k}']:>8.1%} {lv[f'maj@{k}']:>8.1%} "
-                     f"{lv['sample_accuracy']:>10.1%}")
+        cells = [str(lv["difficulty"]), str(lv["n"]), f"{lv['greedy']:.1%}",
+                 str(lv["n_sampled"]), f"{lv[f'pass@{k}']:.1%}",
+                 *(f"{lv[c]:.1%}" for c in extra), f"{lv['sample_accuracy']:.1%}"]
+        lines.append(" ".join(f"{c:>10}" for c in cells))
     lines.append(f"fixed 50-problem set greedy: {record['fixed_set']['greedy']:.1%}; load "
                  f"{record['load_seconds']} s; 1,000 tokens (batch 1) "
                  f"{record['decode_1000_tokens_seconds']} s")
@@ -170,9 +224,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("name")
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--levels", type=int, nargs="+", default=[arith.DEFAULT_DIFFICULTY, 9])
+    ap.add_argument("--levels", type=int, nargs="+", default=None,
+                    help="difficulties (default: the default and a harder one)")
     ap.add_argument("--samples", type=int, default=16)
-    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--sampled", type=int, default=None,
                     help="problems sampled at the first level (default: all n)")
     ap.add_argument("--hard-sampled", type=int, default=100,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 MODELS_DIR = Path(__file__).parent / "models"
-NAMES = ("tiny-arith",)
+NAMES = ("tiny-arith", "tiny-code")
 
 
 def model_dir(name: str) -> Path:

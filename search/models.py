@@ -47,15 +47,19 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     return model, tok, {}
 
 
-def _tiny_arith(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-    from problems import reasoners  # trained here on problems.arith (problems/train.py)
+def _reasoner(name: str) -> Callable[..., tuple[Any, Any, dict[str, Any]]]:
+    def load(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+        from problems import reasoners  # trained here (problems/train.py)
 
-    return reasoners.load("tiny-arith", dtype=dtype)
+        return reasoners.load(name, dtype=dtype)
+
+    return load
 
 
 EMBEDDED: dict[str, Callable[..., tuple[Any, Any, dict[str, Any]]]] = {
     "smollm2-135m": _smollm2,
-    "tiny-arith": _tiny_arith,
+    "tiny-arith": _reasoner("tiny-arith"),  # problems.arith word problems
+    "tiny-code": _reasoner("tiny-code"),  # problems.codegen function bodies
 }
 
 
