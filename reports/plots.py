@@ -1,0 +1,225 @@
+"""Plots over eval rows: accuracy vs compute, coverage (pass@k) vs k with its scaling fit,
+and tokens-to-solve distributions.
+
+Every plot function writes DIR/<stem>.png, DIR/<stem>.svg and DIR/<stem>.json, the last
+holding exactly the series drawn (labels, x, y, bands, fits), and returns that same dict, so
+tests and other tools read the data instead of pixels. In the SVG each curve is a group with
+id "curve-<i>" (bands "band-<i>", fits "fit-<i>") and text stays text, so labels can be found.
+
+    python -m reports.plots runs.jsonl [more.jsonl ...] --out DIR \
+        [--x generated_tokens|flops|scorer_calls] [--band minmax|std] [--knobs m,groups]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+from reports.passk import SOURCES, coverage_by_curve
+from reports.rows import Row, budget_key, budget_label, curve_label, group, read_rows, usage
+from reports.scaling import fit_exp_power_law
+
+X_METRICS = ("generated_tokens", "flops", "scorer_calls")
+X_NAMES = {"generated_tokens": "generated tokens per problem", "flops": "FLOPs per problem",
+           "scorer_calls": "scorer calls per problem"}
+BANDS = ("minmax", "std")
+
+
+def _colors(labels: Sequence[str]) -> dict[str, Any]:
+    cycle = matplotlib.colormaps["tab10"]
+    return {label: cycle(i % 10) for i, label in enumerate(labels)}
+
+
+def save(fig: Figure, data: dict[str, Any], out_dir: str | Path, stem: str) -> dict[str, Any]:
+    """Write <stem>.png/.svg (deterministic SVG ids, text kept as text) and the <stem>.json
+    sidecar; returns data with its "files" filled in."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {ext: str(out / f"{stem}.{ext}") for ext in ("png", "svg", "json")}
+    data = {**data, "files": files}
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "reports"}):
+        fig.savefig(files["png"], dpi=120, bbox_inches="tight")
+        fig.savefig(files["svg"], bbox_inches="tight", metadata={"Date": None})
+    Path(files["json"]).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return data
+
+
+# -- (a) accuracy vs compute ------------------------------------------------------------------
+def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens", band: str = "minmax",
+                    knobs: Sequence[str] = ()) -> dict[str, Any]:
+    """Per curve (algorithm, split by `knobs`) one point per budget: per seed, accuracy =
+    mean(correct) over its rows (failed runs count as wrong) and cost = mean x over the rows
+    that recorded it; the point is the mean over seeds, the band min..max (or mean +- std,
+    ddof 0) of the per-seed accuracies. Points without a positive cost are listed in
+    "dropped" (a log axis cannot show them). Points are sorted by cost."""
+    if x not in X_METRICS:
+        raise ValueError(f"unknown x {x!r}; choose from {X_METRICS}")
+    if band not in BANDS:
+        raise ValueError(f"unknown band {band!r}; choose from {BANDS}")
+    curves, dropped = [], []
+    for label, crows in group(rows, lambda r: curve_label(r, knobs)).items():
+        points = []
+        for brows in group(crows, budget_key).values():
+            accs, costs = [], []
+            for srows in group(brows, lambda r: r["seed"]).values():
+                accs.append(float(np.mean([bool(r["correct"]) for r in srows])))
+                vals = [v for r in srows if (v := usage(r, x)) is not None]
+                costs.append(float(np.mean(vals)) if vals else math.nan)
+            known = [c for c in costs if not math.isnan(c)]
+            cost = float(np.mean(known)) if known else math.nan
+            acc = float(np.mean(accs))
+            spread = float(np.std(accs))
+            lo, hi = (min(accs), max(accs)) if band == "minmax" else (acc - spread, acc + spread)
+            point = dict(x=cost, y=acc, lo=lo, hi=hi, budget=budget_label(brows[0]),
+                         seeds=len(accs), rows=len(brows))
+            if math.isfinite(cost) and cost > 0:
+                points.append(point)
+            else:
+                dropped.append({"label": label, **point, "x": None if math.isnan(cost) else cost})
+        points.sort(key=lambda p: p["x"])
+        if points:
+            curves.append({"label": label, **{k: [p[k] for p in points] for k in
+                                              ("x", "y", "lo", "hi", "budget", "seeds", "rows")}})
+    return {"kind": "accuracy_vs_compute", "x_metric": x, "band": band, "curves": curves,
+            "dropped": dropped}
+
+
+def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
+                        x: str = "generated_tokens", band: str = "minmax",
+                        knobs: Sequence[str] = (), stem: str = "accuracy_vs_compute"
+                        ) -> dict[str, Any]:
+    data = accuracy_series(rows, x=x, band=band, knobs=knobs)
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    colors = _colors([c["label"] for c in data["curves"]])
+    for i, c in enumerate(data["curves"]):
+        (line,) = ax.plot(c["x"], c["y"], marker="o", label=c["label"], color=colors[c["label"]])
+        line.set_gid(f"curve-{i}")
+        fill = ax.fill_between(c["x"], c["lo"], c["hi"], alpha=0.2, color=colors[c["label"]])
+        fill.set_gid(f"band-{i}")
+    ax.set_xscale("log")
+    ax.set_xlabel(X_NAMES[x] + " (mean over problems)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"Accuracy vs compute (band: {'min-max' if band == 'minmax' else '±1 std'}"
+                 " over seeds)")
+    ax.grid(True, which="both", alpha=0.3)
+    if data["curves"]:
+        ax.legend(fontsize=8)
+    return save(fig, data, out_dir, stem)
+
+
+# -- (b) coverage vs k with the Large Language Monkeys fit ------------------------------------
+def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "candidates",
+                  knobs: Sequence[str] = (), stem: str = "coverage") -> dict[str, Any]:
+    """Coverage (mean unbiased pass@k, see reports.passk) per curve as points, with the fitted
+    c(k) = exp(a k^b) as a line; a curve whose fit fails keeps its points and the reason."""
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    covs = coverage_by_curve(rows, source=source, knobs=knobs)
+    colors = _colors([c.label for c in covs])
+    curves = []
+    for i, cov in enumerate(covs):
+        entry: dict[str, Any] = {"label": cov.label, "x": list(cov.ks), "y": list(cov.coverage),
+                                 "problems": cov.problems, "fit": None, "fit_error": None,
+                                 "fit_x": [], "fit_y": [], "legend": cov.label}
+        try:
+            fit = fit_exp_power_law(cov.ks, cov.coverage)
+        except ValueError as err:
+            entry["fit_error"] = str(err)
+        else:
+            fx = np.geomspace(1, max(cov.ks), 64)
+            entry.update(fit={"a": fit.a, "b": fit.b, "rmse_log": fit.rmse_log},
+                         fit_x=fx.tolist(), fit_y=fit.predict(fx).tolist(),
+                         legend=f"{cov.label}: {fit.describe()} (a={fit.a:.3g}, b={fit.b:.3g})")
+            (fl,) = ax.plot(entry["fit_x"], entry["fit_y"], color=colors[cov.label], ls="--")
+            fl.set_gid(f"fit-{i}")
+        (line,) = ax.plot(entry["x"], entry["y"], marker="o", ls="none", label=entry["legend"],
+                          color=colors[cov.label])
+        line.set_gid(f"curve-{i}")
+        curves.append(entry)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples)")
+    ax.set_ylabel("coverage (pass@k)")
+    ax.set_title("Coverage vs samples, fit c(k) = exp(a·k^b)")
+    ax.grid(True, which="both", alpha=0.3)
+    if curves:
+        ax.legend(fontsize=7)
+    data = {"kind": "coverage", "source": source, "curves": curves}
+    return save(fig, data, out_dir, stem)
+
+
+# -- (c) tokens to solve ----------------------------------------------------------------------
+def tokens_to_solve(rows: Sequence[Row], out_dir: str | Path, *, knobs: Sequence[str] = (),
+                    stem: str = "tokens_to_solve") -> dict[str, Any]:
+    """Per curve the distribution of generated tokens over solved runs, drawn as a step
+    curve: y(t) = (solved runs that used <= t tokens) / (all runs of the curve), which ends at
+    the curve's accuracy. Solved runs without a positive token count are counted in
+    "missing" and left off x."""
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    groups = group(rows, lambda r: curve_label(r, knobs))
+    colors = _colors([str(k) for k in groups])
+    curves = []
+    for i, (label, crows) in enumerate(groups.items()):
+        solved = [usage(r, "generated_tokens") for r in crows if r["correct"]]
+        xs = sorted(t for t in solved if t is not None and t > 0)
+        ys = [(j + 1) / len(crows) for j in range(len(xs))]
+        curves.append({"label": label, "x": xs, "y": ys, "rows": len(crows),
+                       "solved": len(solved), "missing": len(solved) - len(xs),
+                       "median": float(np.median(xs)) if xs else None})
+        if xs:
+            (line,) = ax.step(xs, ys, where="post", label=str(label), color=colors[str(label)])
+            line.set_gid(f"curve-{i}")
+    ax.set_xscale("log")
+    ax.set_xlabel("generated tokens of a solved run")
+    ax.set_ylabel("share of runs solved within x tokens")
+    ax.set_title("Tokens to solve")
+    ax.grid(True, which="both", alpha=0.3)
+    if any(c["x"] for c in curves):
+        ax.legend(fontsize=8)
+    return save(fig, {"kind": "tokens_to_solve", "curves": curves}, out_dir, stem)
+
+
+def make_all(rows: Sequence[Row], out_dir: str | Path, *, x: str = "generated_tokens",
+             band: str = "minmax", knobs: Sequence[str] = (), source: str = "candidates"
+             ) -> dict[str, dict[str, Any]]:
+    return {"accuracy_vs_compute": accuracy_vs_compute(rows, out_dir, x=x, band=band,
+                                                       knobs=knobs),
+            "coverage": coverage_plot(rows, out_dir, source=source, knobs=knobs),
+            "tokens_to_solve": tokens_to_solve(rows, out_dir, knobs=knobs)}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m reports.plots", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="JSONL files written by reports.eval")
+    ap.add_argument("--out", required=True, help="directory for the PNG/SVG/JSON files")
+    ap.add_argument("--x", default="generated_tokens", choices=X_METRICS)
+    ap.add_argument("--band", default="minmax", choices=BANDS)
+    ap.add_argument("--source", default="candidates", choices=SOURCES,
+                    help="coverage samples: each row's candidates, or each row")
+    ap.add_argument("--knobs", default="", help="comma-separated knobs that split curves")
+    args = ap.parse_args(argv)
+    rows = read_rows(args.runs)
+    if not rows:
+        raise SystemExit(f"no rows in {', '.join(args.runs)}")
+    knobs = [k for k in args.knobs.split(",") if k]
+    made = make_all(rows, args.out, x=args.x, band=args.band, knobs=knobs, source=args.source)
+    for name, data in made.items():
+        print(f"{name}: {len(data['curves'])} curves -> {data['files']['png']}")
+        for c in data["curves"]:
+            if name == "coverage":
+                print(f"  {c['legend']}" + (f"  [no fit: {c['fit_error']}]"
+                                            if c["fit_error"] else ""))
+
+
+if __name__ == "__main__":
+    main()

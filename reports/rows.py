@@ -1,0 +1,140 @@
+"""Reading eval-run rows (JSONL written by reports.eval) and grouping them for the analyses.
+
+One row per eval cell (problem x algorithm x budget x seed), schema 1:
+    {"schema": 1, "key", "dataset", "problem_id", "difficulty", "model", "scorer", "algo",
+     "knobs": {...}, "budget": {"width", "tokens"}, "seed", "answer", "gold", "correct",
+     "status", "error", "usage": {"generated_tokens", "prefill_tokens", "forward_passes",
+     "scorer_calls", "scorer_tokens", "flops", "seconds"},
+     "candidates": [{"answer", "score", "finished", "correct", "verified"}], "time"}
+
+A file being appended to (or one whose writer was killed) may end in a partial line: that
+last line is skipped. A malformed line anywhere else is an error naming file and line, since
+it means the file is damaged rather than unfinished.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+SCHEMA = 1
+USAGE_KEYS = ("generated_tokens", "prefill_tokens", "forward_passes", "scorer_calls",
+              "scorer_tokens", "flops", "seconds")
+REQUIRED = ("problem_id", "algo", "seed", "correct")
+
+
+def _paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+def read_rows(paths: str | Path | Iterable[str | Path], *, latest: bool = True) -> list[Row]:
+    """All rows of one or more JSONL files, in file order.
+
+    latest: when several rows share a "key" (a cell re-run), keep only the last one written,
+    at the position of the first (so the order stays the order of the grid).
+    """
+    rows: list[Row] = []
+    for path in _paths(paths):
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                if i == len(lines) - 1:  # no newline after it: a write cut short, skip it
+                    continue
+                raise ValueError(f"{path}:{i + 1}: not a JSON row ({err})") from None
+            rows.append(check_row(row, where=f"{path}:{i + 1}"))
+    return dedupe(rows) if latest else rows
+
+
+def check_row(row: Any, *, where: str = "row") -> Row:
+    """row itself, after checking it is a schema-1 row with the fields the analyses need."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
+    if row.get("schema", SCHEMA) != SCHEMA:
+        raise ValueError(f"{where}: row schema {row.get('schema')!r}, this reader knows "
+                         f"{SCHEMA}")
+    missing = [k for k in REQUIRED if k not in row]
+    if missing:
+        raise ValueError(f"{where}: row lacks {', '.join(missing)}")
+    return row
+
+
+def dedupe(rows: Iterable[Row]) -> list[Row]:
+    """One row per "key" (the last written wins); rows without a key are all kept."""
+    out: list[Row | None] = []
+    at: dict[str, int] = {}
+    for row in rows:
+        key = row.get("key")
+        if key is None:
+            out.append(row)
+        elif key in at:
+            out[at[key]] = row
+        else:
+            at[key] = len(out)
+            out.append(row)
+    return [r for r in out if r is not None]
+
+
+def group(rows: Iterable[Row], by: Callable[[Row], Hashable]) -> dict[Hashable, list[Row]]:
+    """Rows bucketed by by(row), buckets in order of first appearance."""
+    out: dict[Hashable, list[Row]] = {}
+    for row in rows:
+        out.setdefault(by(row), []).append(row)
+    return out
+
+
+def budget_key(row: Mapping[str, Any]) -> tuple[float, float]:
+    """A sortable form of row["budget"]: (width, tokens), a missing part as +inf."""
+    b = row.get("budget") or {}
+    return (_num(b.get("width")), _num(b.get("tokens")))
+
+
+def budget_label(row: Mapping[str, Any]) -> str:
+    """"w=4", "t=2000", "w=4,t=2000" or "none"."""
+    b = row.get("budget") or {}
+    parts = [f"{tag}={b[k]}" for tag, k in (("w", "width"), ("t", "tokens"))
+             if b.get(k) is not None]
+    return ",".join(parts) or "none"
+
+
+def _num(v: Any) -> float:
+    return math.inf if v is None else float(v)
+
+
+def usage(row: Mapping[str, Any], name: str) -> float | None:
+    """row["usage"][name] as a float, or None when the row did not record it."""
+    if name not in USAGE_KEYS:
+        raise ValueError(f"unknown usage field {name!r}; choose from {', '.join(USAGE_KEYS)}")
+    v = (row.get("usage") or {}).get(name)
+    return None if v is None else float(v)
+
+
+def curve_label(row: Mapping[str, Any], knobs: Sequence[str] = ()) -> str:
+    """The algorithm name, with the listed knobs appended ("beam m=4") to split curves."""
+    parts = [str(row["algo"])]
+    parts += [f"{k}={row.get('knobs', {})[k]}" for k in knobs if k in row.get("knobs", {})]
+    return " ".join(parts)
+
+
+def candidates(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """row["candidates"], [] when absent."""
+    return list(row.get("candidates") or [])
+
+
+def widest(rows: Sequence[Row]) -> list[Row]:
+    """The rows (all seeds) of the budget whose rows hold the most candidates in all, ties to
+    the larger budget: the largest pool of samples of one problem that no smaller run of the
+    same seed can repeat."""
+    by_budget = group(rows, budget_key)
+    best = max(by_budget, key=lambda b: (sum(len(candidates(r)) for r in by_budget[b]), b))
+    return by_budget[best]

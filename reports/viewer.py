@@ -1,0 +1,404 @@
+"""Search-tree viewer: a Result's tree as one self-contained HTML page, or as GraphML.
+
+    to_html(result, "tree.html")        # open in any browser; inline CSS/JS, no network
+    to_graphml(result, "tree.graphml")  # for networkx, Gephi, yEd
+
+    python -m reports.viewer "What is 2+3?" --algo beam --model tiny-arith --out tree.html \
+        [--graphml tree.graphml] [--knob n=8] [--tokens 2000] [--scorer steps] [--seed 0]
+
+The page lists every node in depth-first order as one flat row (indented by depth), so trees
+of any depth render (the browser's HTML parser caps element nesting; flat rows never nest).
+A row shows the step text, its scores, token counts, log-probability and stop reason; rows on
+the chosen path (root to the chosen candidate's node) carry the class "chosen". Subtrees fold
+with a click: in depth-first order a subtree is a contiguous run of rows, so each row records
+its subtree size and folding is one linear pass. Every string from the run is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from search.types import Candidate, Node, Result, tree_to_networkx
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+TEXT_CAP = 240  # characters of a step shown in its row; the full text unfolds below it
+INDENT_CAP = 48  # deeper rows stop moving right (the depth is printed on every row)
+
+
+# -- the chosen path --------------------------------------------------------------------------
+def chosen_node_id(result: Result) -> int | None:
+    """The node id of the chosen candidate, or None when no answer was chosen.
+
+    `search.select.pack` copies the chosen candidate's answer, text and score into the
+    Result; selection rules keep the first of equal candidates, so the first candidate that
+    matches all three is the chosen one."""
+    if result.answer is None:
+        return None
+    for c in result.candidates:
+        same_score = c.score == result.score or (math.isnan(c.score) and math.isnan(result.score))
+        if c.answer == result.answer and c.text == result.text and same_score:
+            return c.node_id
+    return None
+
+
+def chosen_path(result: Result) -> list[Node]:
+    """Nodes from the root to the chosen candidate's node ([] if none, or not in the tree)."""
+    target = chosen_node_id(result)
+    if target is None or result.tree is None:
+        return []
+    for node in result.tree.walk():
+        if node.id == target:
+            return node.path()
+    return []
+
+
+# -- formatting -------------------------------------------------------------------------------
+def _esc(value: Any) -> str:
+    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def _short(value: Any, cap: int = 400) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= cap else text[:cap] + "…"
+
+
+def _text_cell(text: str, cls: str) -> str:
+    """A step's text: whole when short, else its first TEXT_CAP characters that unfold."""
+    if len(text) <= TEXT_CAP:
+        return f'<span class="{cls}">{_esc(text)}</span>'
+    return (f'<details class="{cls}"><summary>{_esc(text[:TEXT_CAP])}…</summary>'
+            f'<div class="full">{_esc(text)}</div></details>')
+
+
+def _subtree_sizes(order: list[Node]) -> dict[int, int]:
+    """{node id: nodes in its subtree, itself included}; children follow parents in `order`."""
+    size = {node.id: 1 for node in order}
+    for node in reversed(order):
+        if node.parent is not None and node.parent.id in size:
+            size[node.parent.id] += size[node.id]
+    return size
+
+
+def _row(node: Node, size: int, on_path: bool, cand: Candidate | None, chosen_id: int | None
+         ) -> str:
+    classes = ["n"]
+    if on_path:
+        classes.append("chosen")
+    if node.finished:
+        classes.append("fin")
+    if cand is not None:
+        classes.append("cand")
+    parent = node.parent.id if node.parent is not None else -1
+    pad = min(node.depth, INDENT_CAP) * 14
+    toggle = '<span class="tg">▾</span>' if node.children else '<span class="tg leaf"></span>'
+    if node.step is None:
+        body = _text_cell(node.problem.prompt or "(chat messages)", "t root")
+        meta = f"root · prompt {len(node.prompt_ids)} tok"
+    else:
+        body = _text_cell(node.step.text, "t")
+        meta = (f"{len(node.step.token_ids)} tok (total {node.n_tokens}) · "
+                f"lp {node.step.logprob:.3f} (cum {node.cum_logprob:.3f}) · "
+                f"{_esc(node.step.stop_reason)}{' · finished' if node.finished else ''}")
+    scores = " ".join(f'<span class="s">{_esc(k)}={_esc(_num(v))}</span>'
+                      for k, v in node.scores.items())
+    badge = ""
+    if cand is not None:
+        tag = "chosen answer" if node.id == chosen_id else "candidate"
+        answer = "(none)" if cand.answer is None else _short(cand.answer, 80)
+        badge = (f'<span class="badge">{tag}: {_esc(answer)} '
+                 f'(score {_esc(_num(cand.score))})</span>')
+    return (f'<div class="{" ".join(classes)}" id="n{node.id}" data-id="{node.id}" '
+            f'data-parent="{parent}" data-size="{size}" style="padding-left:{pad}px">'
+            f'{toggle}<span class="id">#{node.id} d{node.depth}</span>{body}'
+            f'<span class="meta">{meta}</span>{scores}{badge}</div>')
+
+
+def _table(rows: list[tuple[str, str]], attrs: list[str] | None = None) -> str:
+    attrs = attrs or [""] * len(rows)
+    return "<table>" + "".join(f"<tr{a}><th>{_esc(k)}</th><td>{v}</td></tr>"
+                               for (k, v), a in zip(rows, attrs)) + "</table>"
+
+
+def _header(result: Result, order: list[Node], chosen_id: int | None, path: list[Node]) -> str:
+    problem = result.tree.problem if result.tree is not None else None
+    rows: list[tuple[str, str]] = []
+    if problem is not None:
+        prompt = problem.prompt or "\n".join(f"{m.get('role', '')}: {m.get('content', '')}"
+                                             for m in problem.messages)
+        rows += [("problem", f'<pre class="prob">{_esc(prompt)}</pre>'),
+                 ("problem id", _esc(problem.id))]
+        if problem.answer is not None:
+            rows.append(("reference answer", _esc(problem.answer)))
+    rows += [("answer", _esc("(none)" if result.answer is None else result.answer)),
+             ("status", _esc(result.status)), ("score", _esc(_num(result.score))),
+             ("algo", _esc(result.algo)), ("seed", _esc(result.seed)),
+             ("knobs", _esc(", ".join(f"{k}={_short(v)}" for k, v in result.knobs.items())
+                            or "(defaults)"))]
+    if result.stats:
+        rows.append(("stats", _esc(", ".join(f"{k}={_short(v)}" for k, v in result.stats.items()))))
+    where = "no answer chosen"
+    if chosen_id is not None:
+        where = (f"node #{chosen_id}, depth {len(path) - 1}" if path
+                 else f"node #{chosen_id} is not in the tree")
+    rows += [("tree", f'<span id="nrows">{len(order)}</span> nodes · '
+                      f"{sum(n.finished for n in order)} finished · "
+                      f"max depth {max((n.depth for n in order), default=0)} · "
+                      f"{len(result.candidates)} candidates"),
+             ("chosen path", _esc(where))]
+    usage = result.usage.as_dict()
+    labels = {"generated_tokens": "generated tokens", "prefill_tokens": "prefilled tokens",
+              "forward_passes": "forward passes", "scorer_calls": "scorer calls",
+              "scorer_tokens": "scorer tokens", "flops": "FLOPs", "seconds": "seconds"}
+    shown = [(labels.get(k, k), _esc(f"{v:.4g}" if isinstance(v, float) else v))
+             for k, v in usage.items()]
+    # data-value holds the exact number (repr round-trips floats) for scripts and tests
+    usage_attrs = [f' data-usage="{_esc(k)}" data-value="{_esc(repr(v))}"' for k, v in usage.items()]
+    return (f"<h1>Search tree · {_esc(result.algo)}</h1><div class=\"cols\">{_table(rows)}"
+            f"<div><h2>usage</h2>{_table(shown, usage_attrs)}</div></div>")
+
+
+def _candidates(result: Result, chosen_id: int | None) -> str:
+    if not result.candidates:
+        return "<p>No candidates.</p>"
+    rows = "".join(
+        f'<tr{" class=chosen" if c.node_id == chosen_id else ""}>'
+        f'<td><a href="#n{c.node_id}">#{c.node_id}</a></td><td>{_esc(_num(c.score))}</td>'
+        f"<td>{_esc('(none)' if c.answer is None else _short(c.answer, 120))}</td>"
+        f"<td>{'yes' if c.finished else 'no'}</td></tr>" for c in result.candidates)
+    return ("<table class=\"cands\"><tr><th>node</th><th>score</th><th>answer</th>"
+            f"<th>finished</th></tr>{rows}</table>")
+
+
+_CSS = """
+body{font:13px/1.45 system-ui,sans-serif;margin:16px;color:#222}
+h1{font-size:18px;margin:0 0 8px}h2{font-size:14px;margin:0 0 4px}
+.cols{display:flex;gap:32px;align-items:flex-start;flex-wrap:wrap}
+table{border-collapse:collapse}th,td{text-align:left;padding:2px 8px;vertical-align:top}
+th{color:#555;font-weight:600}pre.prob{margin:0;white-space:pre-wrap;max-width:70ch}
+.controls{margin:12px 0}.controls button{margin-right:6px}
+#tree{font-family:ui-monospace,monospace;font-size:12px;border-top:1px solid #ddd}
+.n{display:flex;flex-wrap:wrap;gap:0 8px;align-items:baseline;padding:2px 4px;border-bottom:1px solid #f0f0f0}
+.n[hidden]{display:none}.n:target{outline:2px solid #f90}
+.n.chosen{background:#e3f6e3}.n.chosen .t{font-weight:600}
+.tg{cursor:pointer;width:1em;flex:none;color:#888;user-select:none}.tg.leaf{cursor:default}
+.id{color:#999;flex:none}
+.t{white-space:pre-wrap;max-width:80ch;overflow-wrap:anywhere}
+.t.root{color:#555;font-style:italic}details.t summary{cursor:pointer}
+.meta{color:#777;flex:none}.s{background:#eef;border-radius:3px;padding:0 4px;flex:none}
+.fin .meta{color:#a40}.badge{background:#fde68a;border-radius:3px;padding:0 4px;flex:none}
+.chosen .badge{background:#86efac}table.cands tr.chosen{background:#e3f6e3}
+"""
+
+# Rows are in depth-first order, so row i's subtree is rows i .. i+size-1. show() makes one
+# pass, skipping over folded subtrees: O(rows) per click, whatever the tree's shape.
+_JS = """
+(function(){
+  var rows=document.querySelectorAll('#tree .n'),n=rows.length,size=[],fold=[],at={};
+  for(var i=0;i<n;i++){size.push(+rows[i].dataset.size);fold.push(0);at[rows[i].dataset.id]=i;}
+  function show(){
+    var i=0;
+    while(i<n){
+      rows[i].hidden=false;
+      rows[i].firstChild.textContent=size[i]>1?(fold[i]?'\\u25b8':'\\u25be'):'';
+      if(fold[i]){for(var j=i+1;j<i+size[i];j++)rows[j].hidden=true;i+=size[i];}else i++;
+    }
+  }
+  function reveal(id){
+    var i=at[id];
+    while(i!==undefined){fold[i]=0;i=at[rows[i].dataset.parent];}
+  }
+  document.getElementById('tree').addEventListener('click',function(e){
+    var t=e.target;
+    if(t.classList&&t.classList.contains('tg')){var i=at[t.parentNode.dataset.id];
+      if(size[i]>1){fold[i]^=1;show();}}
+  });
+  document.getElementById('do-expand').onclick=function(){
+    for(var i=0;i<n;i++)fold[i]=0;
+    show();
+  };
+  function collapse(){for(var i=0;i<n;i++)fold[i]=(i>0&&size[i]>1)?1:0;show();}
+  function pathOnly(){
+    for(var i=0;i<n;i++)fold[i]=(size[i]>1&&!rows[i].classList.contains('chosen'))?1:0;
+    show();
+  }
+  document.getElementById('do-collapse').onclick=collapse;
+  document.getElementById('do-path').onclick=pathOnly;
+  // page.html#path and #collapse open folded; #n<id> unfolds the way to that node
+  function jump(){
+    var h=location.hash,id=h.slice(2);
+    if(h==='#path')pathOnly();else if(h==='#collapse')collapse();
+    else if(at[id]!==undefined){reveal(id);show();}
+  }
+  window.addEventListener('hashchange',jump);
+  show();jump();
+  document.body.setAttribute('data-ready',String(n));
+})();
+"""
+
+
+def to_html(result: Result, path: str | Path | None = None) -> str:
+    """The page for `result` (and written to `path`, UTF-8, when given)."""
+    if not isinstance(result, Result):
+        raise TypeError(f"to_html needs a search.Result, got {type(result).__name__}")
+    order = list(result.tree.walk()) if result.tree is not None else []
+    sizes = _subtree_sizes(order)
+    chosen_id = chosen_node_id(result)
+    path_nodes = chosen_path(result)
+    on_path = {node.id for node in path_nodes}
+    cands = {c.node_id: c for c in reversed(result.candidates)}  # the first wins on duplicates
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+             f"<title>{_esc(result.algo)} search tree</title><style>{_CSS}</style></head><body>",
+             _header(result, order, chosen_id, path_nodes),
+             '<div class="controls"><button id="do-expand">expand all</button>'
+             '<button id="do-collapse">collapse all</button>'
+             '<button id="do-path">chosen path only</button></div>']
+    if not order:
+        parts.append('<p class="empty">No search tree was recorded for this result.</p>')
+    parts.append('<div id="tree">')
+    parts += [_row(node, sizes[node.id], node.id in on_path, cands.get(node.id), chosen_id)
+              for node in order]
+    parts += ["</div><h2>candidates</h2>", _candidates(result, chosen_id),
+              f"<script>{_JS}</script></body></html>"]
+    page = "".join(parts)
+    try:
+        page.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from a byte-level decode: keep the page valid
+        page = page.encode("utf-8", "replace").decode("utf-8")
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page
+
+
+# -- GraphML ----------------------------------------------------------------------------------
+_XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    """XML 1.0 cannot hold control characters or lone surrogates: each becomes U+FFFD."""
+    return _XML_ILLEGAL.sub("\ufffd", text)
+
+
+def _graphml_value(value: Any) -> bool | int | float | str:
+    """A GraphML-legal value: bool/int/float/str kept, None -> "", anything else -> JSON."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return _xml(value)
+    if value is None:
+        return ""
+    return _xml(json.dumps(value, default=repr, sort_keys=True))
+
+
+def to_networkx(result: Result) -> nx.DiGraph:
+    """`tree_to_networkx` plus viewer attributes, every value GraphML-legal.
+
+    Node attributes: text, depth, n_tokens, cum_logprob, finished, score_<key> (always
+    float), stop_reason, step_tokens, step_logprob, chosen (on the chosen path), candidate,
+    and candidate_score/answer for candidates. Graph attributes: problem, answer, status,
+    algo, seed, score, knobs/stats (JSON), chosen_node (-1 if none) and usage_<field>."""
+    import networkx as nx
+
+    if not isinstance(result, Result):
+        raise TypeError(f"to_networkx needs a search.Result, got {type(result).__name__}")
+    graph = tree_to_networkx(result.tree) if result.tree is not None else nx.DiGraph()
+    on_path = {node.id for node in chosen_path(result)}
+    cands = {c.node_id: c for c in reversed(result.candidates)}
+    for node in result.tree.walk() if result.tree is not None else ():
+        attrs = graph.nodes[node.id]
+        for key in list(attrs):
+            value = attrs[key]
+            if key.startswith("score_"):  # one GraphML type per key: every score is a float
+                attrs[key] = float(value) if isinstance(value, (int, float)) else math.nan
+            else:
+                attrs[key] = _graphml_value(value)
+        attrs["stop_reason"] = node.step.stop_reason if node.step else ""
+        attrs["step_tokens"] = len(node.step.token_ids) if node.step else 0
+        attrs["step_logprob"] = node.step.logprob if node.step else 0.0
+        attrs["chosen"] = node.id in on_path
+        cand = cands.get(node.id)
+        attrs["candidate"] = cand is not None
+        if cand is not None:
+            attrs["candidate_score"] = float(cand.score)
+            attrs["answer"] = _graphml_value(cand.answer)
+    problem = result.tree.problem if result.tree is not None else None
+    chosen_id = chosen_node_id(result)
+    graph.graph.update(
+        problem=_xml(problem.prompt) if problem else "", problem_id=_xml(problem.id) if problem else "",
+        answer=_graphml_value(result.answer), status=_xml(result.status), algo=_xml(result.algo),
+        seed=result.seed, score=float(result.score),
+        knobs=_graphml_value(dict(result.knobs)), stats=_graphml_value(dict(result.stats)),
+        chosen_node=-1 if chosen_id is None else chosen_id,
+        **{f"usage_{k}": v for k, v in result.usage.as_dict().items()})
+    return graph
+
+
+def to_graphml(result: Result, path: str | Path) -> nx.DiGraph:
+    """Write the tree as GraphML (read back with networkx.read_graphml(path, node_type=int));
+    returns the graph written."""
+    import networkx as nx
+
+    graph = to_networkx(result)
+    nx.write_graphml(graph, str(path))
+    return graph
+
+
+# -- command line -----------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    from search.__main__ import _knob  # the search CLI's name=value parser (literal or string)
+
+    ap = argparse.ArgumentParser(prog="python -m reports.viewer",
+                                 description="Solve one problem and write its search tree.")
+    ap.add_argument("problem", help="the question text")
+    ap.add_argument("--out", default="tree.html", help="HTML page to write (default tree.html)")
+    ap.add_argument("--graphml", default=None, help="also write the tree as GraphML here")
+    ap.add_argument("--algo", default="best_of_n")
+    ap.add_argument("--model", default=None, help="model name or path (default: search's)")
+    ap.add_argument("--scorer", default=None, help="scorer name (default: logprob)")
+    ap.add_argument("--tokens", type=int, default=None, help="budget: generated tokens")
+    ap.add_argument("--scorer-calls", type=int, default=None, help="budget: scorer calls")
+    ap.add_argument("--seconds", type=float, default=None, help="budget: wall seconds")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--knob", type=_knob, action="append", default=[],
+                    help="algorithm knob, e.g. --knob n=8 --knob select=vote")
+    args = ap.parse_args(argv)
+
+    import search
+
+    try:
+        budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,
+                               seconds=args.seconds)
+        result = search.solve(args.problem, algo=args.algo, budget=budget, engine=args.model,
+                              scorer=args.scorer, seed=args.seed, **dict(args.knob))
+    except (ValueError, TypeError, FileNotFoundError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    to_html(result, args.out)
+    nodes = sum(1 for _ in result.tree.walk()) if result.tree is not None else 0
+    print(f"answer: {result.answer} ({result.status}); {nodes} nodes -> {args.out}")
+    if args.graphml:
+        to_graphml(result, args.graphml)
+        print(f"graphml -> {args.graphml}")
+    print("usage: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                for k, v in result.usage.as_dict().items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,298 @@
+"""The eval runner (reports.eval): grid, rows, grading, bad input, error rows, and resume,
+including a child process SIGKILLed mid-run and restarted."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import search
+from problems import arith, codegen
+from reports.eval import SCHEMA, load_problems, main, read_rows, run_grid
+from reports.grade import Grader
+from reports.grid import MIN_WIDTH, WIDTH, make_grid, parse_knobs, width_knobs
+from search.engines.fake import ScriptedEngine, ScriptedScorer
+from search.registry import get, names
+from search.types import Budget, Candidate, Problem, Usage
+
+REPO = Path(__file__).resolve().parents[1]
+FIELDS = {"schema", "key", "dataset", "problem_id", "difficulty", "model", "scorer", "algo",
+          "knobs", "budget", "seed", "answer", "gold", "correct", "status", "error", "usage",
+          "candidates", "time"}
+PROBLEMS = arith.generate(3, seed=5, difficulty=2)
+WRONG = "1"  # arith values are >= 2, so this answer is never right
+
+
+class Engine(ScriptedEngine):
+    """Two first steps, then "The answer is X." for X in every gold or a wrong number, so
+    each problem gets right and wrong candidates. delay: seconds per expand (a slow model);
+    fail: problem ids whose runs raise."""
+
+    def __init__(self, delay: float = 0.0, fail: tuple[str, ...] = ()) -> None:
+        golds = [str(p.answer) for p in PROBLEMS]
+        def children(path: tuple[str, ...]) -> list[tuple[str, float]]:
+            if not path:
+                return [("think ", 0.6), ("guess ", 0.4)]
+            if len(path) == 1:
+                return [(f"The answer is {g}.", 1.0) for g in golds] + [
+                    (f"The answer is {WRONG}.", 2.0)]
+            return []
+
+        super().__init__(children, tokens_per_step=2)
+        self.delay, self.fail, self.name = delay, fail, "scripted"
+
+    def root(self, problem):
+        if problem.id in self.fail:
+            raise RuntimeError("boom")
+        return super().root(problem)
+
+    def expand(self, nodes, n=1, **kw):
+        time.sleep(self.delay)
+        return super().expand(nodes, n, **kw)
+
+
+def scorer() -> ScriptedScorer:
+    return ScriptedScorer(lambda path: 0.9 if path[0] == "think " else 0.2)
+
+
+GRID: dict[str, Any] = dict(algos=["best_of_n", "beam", "greedy"], budgets=[2, 4], seeds=[0, 1],
+                            dataset="arith", model="scripted")
+
+
+def strip(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without what legitimately differs between two runs: the clock."""
+    out = {k: v for k, v in row.items() if k != "time"}
+    out["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
+    return out
+
+
+def file_rows(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text()
+    assert text == "" or text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_rows_follow_the_schema_and_agree_with_solve(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    run = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    # best_of_n and beam: 2 budgets x 2 seeds; greedy ignores budgets: 2 seeds
+    assert len(run.rows) == 2 * (4 + 4 + 2) and (run.resumed, run.ran, run.errors) == (0, 10 * 2, 0)
+    assert [strip(r) for r in file_rows(out)] == [strip(r) for r in run.rows]
+    assert len({r["key"] for r in run.rows}) == len(run.rows)
+    by_problem = {p.id: p for p in PROBLEMS}
+    for row in run.rows:
+        assert set(row) == FIELDS and row["schema"] == SCHEMA
+        assert set(row["usage"]) == set(Usage().as_dict())
+        problem = by_problem[row["problem_id"]]
+        assert (row["gold"], row["difficulty"], row["status"]) == (problem.answer, 2, "ok")
+        width = row["budget"]["width"]
+        assert row["budget"]["tokens"] is None
+        if row["algo"] == "greedy":
+            assert width is None and row["knobs"] == {}
+        else:
+            assert row["knobs"]["n"] == width in (2, 4)
+        if row["algo"] == "beam":
+            assert row["knobs"]["m"] == width  # the largest divisor of n that is <= 4
+        # independent references: the answer is a bare integer; solve() on a fresh engine
+        assert row["correct"] == (row["answer"] == problem.answer)
+        for c in row["candidates"]:
+            assert c["correct"] == (c["finished"] and c["answer"] == problem.answer)
+            assert c["verified"] is None
+        direct = search.solve(problem, row["algo"], engine=Engine(), scorer=scorer(),
+                              seed=row["seed"], **row["knobs"])
+        assert row["answer"] == direct.answer
+        assert [c["answer"] for c in row["candidates"]] == [c.answer for c in direct.candidates]
+        assert row["usage"]["generated_tokens"] == direct.usage.generated_tokens > 0
+    assert any(r["correct"] for r in run.rows) and not all(r["correct"] for r in run.rows)
+
+
+def test_grading_right_wrong_and_code_false_positives():
+    grader = Grader()
+    p = PROBLEMS[0]
+    assert grader.text(p, str(p.answer)).correct
+    assert not grader.text(p, str(int(str(p.answer)) + 1)).correct
+    assert not grader.text(p, None).correct
+    unfinished = Candidate(text="x", answer=str(p.answer), score=0.0, finished=False, node_id=0)
+    assert not grader.candidate(p, unfinished).correct  # an unfinished path is no answer
+    bad = grader.text(Problem(prompt="q", id="nogold"), "3")  # math without a gold answer
+    assert not bad.correct and bad.error is not None and bad.error.startswith("ValueError")
+    task = codegen.generate(1, seed=3, difficulty=2)[0]
+    right = grader.text(task, task.metadata["solution"])
+    decoy = grader.text(task, task.metadata["decoy"])  # passes the public tests only
+    assert (right.correct, right.verified) == (True, True)
+    assert (decoy.correct, decoy.verified) == (False, True)
+    broken = grader.text(task, "def f(:\n")
+    assert (broken.correct, broken.verified) == (False, False)
+
+
+def test_width_table_covers_every_algorithm_and_its_knobs_run():
+    assert set(WIDTH) == set(names())
+    engine = Engine()
+    for algo, knob in WIDTH.items():
+        params = inspect.signature(get(algo)).parameters
+        assert knob is None or params[knob].kind is inspect.Parameter.KEYWORD_ONLY
+        for n in (1, 2, 6, 16):
+            if n < MIN_WIDTH.get(algo, 1) or knob is None:
+                continue
+            knobs = width_knobs(algo, n, {})
+            if algo == "astar":  # width * k samples per batch: the budget
+                assert knobs["width"] * knobs["k"] == n
+            else:
+                assert knobs[knob] == n
+            # the algorithm's own checks accept the combination
+            res = search.solve(PROBLEMS[0], algo, Budget(tokens=60), engine=engine,
+                               scorer=scorer(), **knobs)
+            assert res.usage.generated_tokens > 0
+
+
+def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
+    out = tmp_path / "never.jsonl"
+    kw: dict[str, Any] = dict(out=out, engine="no-such-model", budgets=[4], quiet=True)
+    with pytest.raises(ValueError, match="did you mean 'beam'"):
+        run_grid(PROBLEMS, algos=["beem"], **kw)
+    with pytest.raises(TypeError, match="did you mean 'temperature'"):
+        run_grid(PROBLEMS, algos=["best_of_n"], knobs={"best_of_n": {"temprature": 0.5}}, **kw)
+    with pytest.raises(ValueError, match="set by the budgets"):
+        run_grid(PROBLEMS, algos=["best_of_n"], knobs={"best_of_n": {"n": 3}}, **kw)
+    with pytest.raises(ValueError, match="m=3 must divide"):
+        run_grid(PROBLEMS, algos=["beam"], knobs={"beam": {"m": 3}}, **kw)
+    with pytest.raises(ValueError, match="unknown scorer"):
+        run_grid(PROBLEMS, algos=["beam"], scorer="nope", **kw)
+    with pytest.raises(ValueError, match="budgets must be integers >= 1"):
+        run_grid(PROBLEMS, algos=["beam"], **{**kw, "budgets": [0]})
+    assert not out.exists()
+    assert main(["--dataset", "arith", "--algos", "best_of_n,beem", "--out", str(out)]) == 2
+    assert "did you mean 'beam'" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(ValueError, match="did you mean"):
+        load_problems("gsm8", path=tmp_path)
+
+
+def test_knob_parsing_and_token_budgets():
+    knobs = parse_knobs(["beam.m=2", "temperature=0.5", "best_of_n.select=score",
+                         'stop=["\\n"]'], ["beam", "best_of_n", "greedy"])
+    assert knobs == {"beam": {"m": 2, "temperature": 0.5, "stop": ["\n"]},
+                     "best_of_n": {"temperature": 0.5, "select": "score", "stop": ["\n"]},
+                     "greedy": {"stop": ["\n"]}}  # greedy has no temperature knob
+    with pytest.raises(ValueError, match="not among"):
+        parse_knobs(["astar.k=2"], ["beam"])
+    cells = make_grid(PROBLEMS[:1], ["compute_optimal", "greedy"], [4, 16], tokens=3000,
+                      sample_tokens=500)
+    assert [(c.algo, c.width, c.tokens) for c in cells] == [
+        ("compute_optimal", None, 2000), ("compute_optimal", None, 3000), ("greedy", None, 3000)]
+
+
+def test_error_cells_are_recorded_and_the_grid_goes_on(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    bad = PROBLEMS[1].id
+    run = run_grid(PROBLEMS[:2], out=out, engine=Engine(fail=(bad,)), scorer=scorer(),
+                   quiet=True, **GRID)
+    errors = [r for r in run.rows if r["status"] == "error"]
+    assert run.errors == len(errors) == 10 and {r["problem_id"] for r in errors} == {bad}
+    for r in errors:
+        assert r["error"] == "RuntimeError: boom" and r["correct"] is False
+        assert r["candidates"] == [] and r["usage"]["generated_tokens"] == 0
+    assert all(r["status"] == "ok" for r in run.rows if r["problem_id"] != bad)
+    again = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    assert (again.resumed, again.ran) == (20, 0)  # error rows count as done
+
+
+def test_truncated_last_line_is_cut_and_only_missing_runs_rerun(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    first = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    lines = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # killed in the middle of a write
+    assert len(read_rows(out)) == len(lines) - 1
+    engine = Engine()
+    second = run_grid(PROBLEMS[:2], out=out, engine=engine, scorer=scorer(), quiet=True, **GRID)
+    assert (second.resumed, second.ran) == (len(lines) - 1, 1)
+    assert [strip(r) for r in file_rows(out)] == [strip(r) for r in first.rows]
+    third = run_grid(PROBLEMS[:2], out=out, engine=Engine(fail=(PROBLEMS[0].id,)),
+                     scorer=scorer(), quiet=True, **GRID)
+    assert third.ran == 0 and len(file_rows(out)) == len(lines)  # nothing ran, no duplicate
+    out.write_bytes(b"".join(lines[:3]) + b"{oops\n" + b"".join(lines[3:]))
+    with pytest.raises(ValueError, match=":4: not a JSON row"):
+        run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+
+
+# -- kill and resume ---------------------------------------------------------------------------
+KILL_GRID: dict[str, Any] = dict(GRID, algos=["best_of_n", "beam"], seeds=[0, 1, 2])
+
+
+def child_main(out: str, delay: float) -> None:
+    """What the child process runs (imported from this file)."""
+    run_grid(PROBLEMS, out=out, engine=Engine(delay=delay), scorer=scorer(), quiet=True,
+             **KILL_GRID)
+
+
+def start_child(out: Path, delay: float) -> subprocess.Popen:
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "
+            "import test_eval_runner as t; t.child_main(sys.argv[2], float(sys.argv[3]))")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-c", code, str(REPO), str(out), str(delay)],
+                            cwd=REPO, env=env)
+
+
+def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the child wrote fewer than {n} rows (exit {proc.poll()})")
+
+
+def test_child_killed_mid_run_resumes_to_the_uninterrupted_rows(tmp_path):
+    reference = run_grid(PROBLEMS, out=tmp_path / "ref.jsonl", engine=Engine(), scorer=scorer(),
+                         quiet=True, **KILL_GRID).rows
+    cells = len(reference)  # 3 problems x 2 algorithms x 2 budgets x 3 seeds = 36
+    out, rng = tmp_path / "runs.jsonl", random.Random(0)
+    for target in (2, 12):  # kill twice, each time a random moment after `target` rows
+        proc = start_child(out, delay=0.02)
+        wait_for_lines(out, target, proc)
+        time.sleep(rng.uniform(0.0, 0.05))
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        assert len(read_rows(out)) < cells  # it really died mid-run
+    proc = start_child(out, delay=0.0)
+    assert proc.wait(timeout=60) == 0
+    rows = file_rows(out)
+    assert len(rows) == len({r["key"] for r in rows}) == cells
+    assert [strip(r) for r in rows] == [strip(r) for r in reference]
+
+
+def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    out = tmp_path / "cli.jsonl"
+    argv = ["--dataset", "arith", "--difficulty", "2", "--limit", "2", "--model", str(folder),
+            "--device", "cpu", "--algos", "greedy,best_of_n", "--budgets", "2", "--seeds", "3",
+            "--knob", "step_tokens=4", "--knob", "max_steps=2", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    rows = file_rows(out)
+    assert [(r["problem_id"], r["algo"]) for r in rows] == [
+        (p.id, a) for p in arith.generate(2, seed=0, difficulty=2) for a in ("greedy", "best_of_n")]
+    for r in rows:
+        assert set(r) == FIELDS and r["model"] == str(folder) and r["scorer"] == "logprob"
+        assert r["dataset"] == "arith" and r["seed"] == 3 and r["error"] is None
+        assert 0 < r["usage"]["generated_tokens"] <= 2 * 4 * (2 if r["algo"] == "best_of_n" else 1)
+    assert main(argv) == 0 and len(file_rows(out)) == len(rows)  # all done: nothing added
+    api = run_grid(arith.generate(2, seed=0, difficulty=2), algos=["greedy", "best_of_n"],
+                   budgets=[2], seeds=[3], knobs={a: {"step_tokens": 4, "max_steps": 2}
+                                                  for a in ("greedy", "best_of_n")},
+                   out=tmp_path / "api.jsonl", engine=HFEngine.load(str(folder), device="cpu"),
+                   model=str(folder), dataset="arith", quiet=True)
+    assert [strip(r) for r in api.rows] == [strip(r) for r in rows]
