@@ -105,7 +105,18 @@ class _Dataset:
 
 
 def _jsonl(convert: Callable[[dict[str, Any], Path], Problem]) -> Callable[[Path], list[Problem]]:
-    return lambda file: [convert(row, file) for row in read_rows(file)]
+    def read(file: Path) -> list[Problem]:
+        out = []
+        for number, row in enumerate(read_rows(file), 1):
+            try:
+                out.append(convert(row, file))
+            except KeyError as err:  # a bare KeyError('answer') would not say where
+                raise ValueError(f"{file}: row {number} lacks the field {err}") from None
+            except (TypeError, AttributeError) as err:
+                raise ValueError(f"{file}: row {number} is malformed ({err})") from None
+        return out
+
+    return read
 
 
 _DATASETS: dict[str, _Dataset] = {

@@ -58,10 +58,22 @@ def humaneval_file() -> Path:
 
 
 def read_rows(file: Path) -> list[dict[str, Any]]:
-    """Rows of a .jsonl or .jsonl.gz file (blank lines skipped)."""
+    """Rows of a .jsonl or .jsonl.gz file (blank lines skipped); a line that is not a JSON
+    object is an error naming the file and line."""
     opener = gzip.open if file.name.endswith(".gz") else open
+    rows = []
     with opener(file, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"{file}:{number}: not a JSON row ({err})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{file}:{number}: not a JSON row (a {type(row).__name__})")
+            rows.append(row)
+    return rows
 
 
 def load_humaneval(file: Path) -> list[Problem]:

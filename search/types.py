@@ -261,7 +261,8 @@ class Result:
 
     status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget ran out
     before any path finished: answer is None, nothing is made up), "no_answer" (paths
-    finished but none had an extractable answer).
+    finished but none had an extractable answer), "unfinished" (no path finished although
+    budget was left: a depth or step limit, or an engine that stopped making progress).
     """
 
     answer: str | None

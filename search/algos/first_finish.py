@@ -70,15 +70,19 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
         cap = min(s.chunk_tokens, s.max_tokens - t0, _kth_tokens(done, k) - t0)  # >= 1
         kids = engine.expand(frontier, width, stop=s.stop, max_tokens=int(cap),
                              temperature=s.temperature, top_p=s.top_p, seed=rng.getrandbits(32))
-        new = []
+        new, stalled = [], set()
         for parent, cs in zip(frontier, kids):
             for j, c in enumerate(cs):
                 order[c.id] = order.get(parent.id, j)  # launch index, inherited
                 new.append(c)
+                if c.generated_tokens <= parent.generated_tokens:
+                    stalled.add(c.id)  # no token added: it would never finish nor stop
         done += [c for c in new if c.finished]
         limit = min(_kth_tokens(done, k), s.max_tokens)
-        stopped += [c for c in new if not c.finished and c.generated_tokens >= limit]
-        frontier, width = [c for c in new if not c.finished and c.generated_tokens < limit], 1
+        live = [c for c in new if not c.finished]
+        stopped += [c for c in live if c.generated_tokens >= limit or c.id in stalled]
+        frontier, width = [c for c in live if c.generated_tokens < limit and
+                           c.id not in stalled], 1
         engine.retain(frontier)
     return done, stopped, frontier
 

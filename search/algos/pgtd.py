@@ -76,13 +76,17 @@ def _p_ucb(st: _Stats, a: int, prior: float, c: float, c_base: float) -> float:
 def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> Node | None:
     """Greedy completion of node to EOS or `horizon` generated tokens; None if the budget ran
     out first. One expand call for a real engine (stop=None); a scripted one takes a call per
-    step."""
+    step. A step that adds no token ends the rollout where it is (greedy decoding would only
+    repeat it, and a token budget would never run out)."""
     leaf = node
     while not leaf.finished and leaf.generated_tokens < horizon:
         if meter.exhausted():
             return None
+        before = leaf.generated_tokens
         ((leaf,),) = engine.expand([leaf], 1, stop=None, temperature=0.0,
                                    max_tokens=horizon - leaf.generated_tokens)
+        if leaf.generated_tokens <= before:
+            break
     return leaf
 
 
