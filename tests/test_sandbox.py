@@ -46,6 +46,7 @@ def canary(tmp_path_factory) -> Path:
     (root / "sub").mkdir()
     for name in ("a.txt", "sub/b.txt"):
         (root / name).write_text(f"canary {name}\n")
+    (root / "test_solution.py").write_text("def test_solution():\n    assert False\n")
     return root
 
 
@@ -71,11 +72,28 @@ def hostile(mode: Isolation, program: str, tests: list[str], errors: set[str] | 
 
 @pytest.fixture(autouse=True)
 def host_untouched(canary):
-    """Every test leaves the canary dir and the test process's environment as they were."""
+    """Every test leaves the canary dir and the test process's environment as they were, and
+    no process of any sandbox it started (its session or process group) is left running."""
+    import verifiers.code
+
+    sessions: list[int] = []
+    spawn = verifiers.code._spawn
+
+    def recording_spawn(*args, **kwargs):
+        proc, inner = spawn(*args, **kwargs)
+        sessions.append(proc.pid)  # start_new_session: the sandbox's session and group id
+        return proc, inner
+
+    # patched by hand: the test's own monkeypatch (its environment) must be undone first
+    verifiers.code._spawn = recording_spawn
     before, env = _tree_hash(canary), _environment()
-    yield
+    try:
+        yield
+    finally:
+        verifiers.code._spawn = spawn
     assert _tree_hash(canary) == before
     assert _environment() == env
+    assert _session_processes(sessions) == []
 
 
 def _environment() -> dict[str, str]:
@@ -245,14 +263,18 @@ ATTACKS = [
     ("busy_loop", "x = 0" + LOOP, ["pass"], {"timeout"}, False),
     ("busy_loop_in_test", "def f():" + LOOP.replace("\n", "\n    "), ["f()"], {"timeout"}, False),
     ("sleep", "import time\ntime.sleep(60)", ["pass"], {"timeout"}, False),
+    ("blocking_pipe_read", "import os\nr, w = os.pipe()\ndata = os.read(r, 1)",
+     ["assert data"], {"timeout"}, False),
     ("stdin", "import sys\ndata = sys.stdin.read()\nline = input()", ["assert data"],
      {"program_error"}, False),
     ("close_pipes_and_spin", "import os\nfor fd in range(64):\n    try:\n        os.close(fd)\n"
      "    except OSError:\n        pass" + LOOP, ["pass"], {"timeout", "exited"}, False),
     ("memory_bomb", "x = bytearray(8 * 1024**3)", ["pass"], {"memory"}, False),
-    ("memory_growing", "xs = []\nwhile True:\n    xs.append(' ' * 2**20)", ["pass"], {"memory"},
-     False),
-    ("exponential_string", "s = 'ab'\nwhile True:\n    s = s + s", ["pass"], {"memory"}, False),
+    # (on a loaded machine the clock may stop these first: a failure with a reason all the same)
+    ("memory_growing", "xs = []\nwhile True:\n    xs.append(' ' * 2**20)", ["pass"],
+     {"memory", "timeout"}, False),
+    ("exponential_string", "s = 'ab'\nwhile True:\n    s = s + s", ["pass"],
+     {"memory", "timeout"}, False),
     ("gigabytes_stdout", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", ["pass"],
      {"output_limit"}, False),
     ("gigabytes_stderr", "import sys\nwhile True:\n    sys.stderr.write('x' * 65536)", ["pass"],
@@ -264,6 +286,8 @@ ATTACKS = [
      {"program_error"}, False),
     ("multiprocessing", "import multiprocessing as mp\np = mp.Process(target=print)\np.start()\n"
      "p.join()\nrc = p.exitcode", ["assert rc == 0"], {"program_error"}, False),
+    ("os_popen", "import os\nout = os.popen('echo pwned').read()", ["assert 'pwned' in out"],
+     {"program_error"}, False),
     ("posix_spawn", "import os\npid = os.posix_spawn('/bin/true', ['true'], {})\n"
      "rc = os.waitpid(pid, 0)[1]", ["assert rc == 0"], {"program_error"}, False),
     ("exec", "import os, sys\nos.execv(sys.executable, ['python', '-c', 'print(1)'])", ["pass"],
@@ -273,6 +297,11 @@ ATTACKS = [
     ("kill_test_process", "import os\nos.kill(TEST_PID, 9)", ["pass"], {"program_error"}, False),
     ("sigterm_ignored", "import signal\ntry:\n    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
      "except OSError:\n    pass" + LOOP, ["pass"], {"timeout"}, False),
+    ("sigterm_handler", "import signal\ntry:\n    signal.signal(signal.SIGTERM, lambda *a: None)\n"
+     "except OSError:\n    pass" + LOOP, ["pass"], {"timeout"}, False),
+    ("edit_the_test_file", "with open('CANARY/test_solution.py', 'w') as f:\n"
+     "    edited = f.write('def test_solution():\\n    pass\\n')", ["assert edited"],
+     {"program_error"}, True),  # the canary's test file: hashed before and after
     ("write_outside", "open('CANARY/pwned', 'w').write('x')\nopen('REPO/PWNED', 'w').write('x')",
      ["pass"], {"program_error"}, True),
     ("delete_outside", "import os, shutil\nexisted = os.path.exists('CANARY')\n"
@@ -285,6 +314,8 @@ ATTACKS = [
     ("find_hidden_tests", FIND_TESTS, ["assert 'HIDDEN-TEST-42' in seen"], None, False),
     ("dns", "import socket\naddr = socket.getaddrinfo('localhost', 80)", ["assert addr"],
      {"program_error"}, False),
+    ("dns_public_name", "import socket\naddr = socket.gethostbyname('pypi.org')",
+     ["assert addr"], {"program_error"}, False),
     ("os_exit_before_tests", "import os\nos._exit(0)", F1, {"exited"}, False),
     ("sys_exit_before_tests", "import sys\nsys.exit(0)", F1, {"program_error"}, False),
     ("os_exit_in_test", "import os\ndef f():\n    os._exit(0)", F1, {"exited"}, False),
@@ -325,7 +356,7 @@ ATTACKS = [
     ("deep_recursion_raised_limit", "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n"
      "    return f(n + 1)\nf(0)", ["pass"], None, False),  # 3.11: Python calls use no C stack
     ("c_stack_overflow", "import sys\nsys.setrecursionlimit(10**8)\nx = []\n"
-     "for _ in range(10**6):\n    x = [x]\nrepr(x)", ["pass"], {"crashed"}, False),
+     "for _ in range(10**6):\n    x = [x]\nrepr(x)", ["pass"], {"crashed", "timeout"}, False),
     ("ctypes_null_dereference", "import ctypes\nctypes.string_at(0)", ["pass"],
      {"program_error"}, False),
     ("segfault", "import faulthandler\nfaulthandler._sigsegv()", ["pass"], {"crashed"}, False),
@@ -345,7 +376,7 @@ def test_hostile_program(attack, isolation, canary, monkeypatch):
                          ("TEST_PID", str(os.getpid()))):
         program, tests = program.replace(token, value), [t.replace(token, value) for t in tests]
     start = time.monotonic()
-    hostile(isolation, program, tests, errors, timeout=1.0 if "timeout" in (errors or ()) else 2.0)
+    hostile(isolation, program, tests, errors, timeout=1.0 if errors == {"timeout"} else 2.0)
     assert time.monotonic() - start < 15  # killed on time, whatever it did
     assert not (REPO / "PWNED").exists() and (REPO / "verifiers" / "code.py").exists()
 
@@ -420,6 +451,34 @@ def _sandbox_processes() -> list[int]:
                 str(os.getpid()).encode() in argv):
             found.append(int(entry.name))
     return found
+
+
+def _session_processes(sessions: list[int]) -> list[int]:
+    """Pids whose session or process group is one of `sessions` (from /proc/PID/stat)."""
+    found, wanted = [], set(sessions)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # after "(comm)": state ppid pgrp session ...; a zombie is gone but for its entry
+        if fields[0] != "Z" and {int(fields[2]), int(fields[3])} & wanted:
+            found.append(int(entry.name))
+    return found
+
+
+def test_session_listing_sees_a_live_session():
+    """The session check can fail: a sleeping process in a new session is found, then gone."""
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             start_new_session=True)
+    try:
+        assert _session_processes([decoy.pid]) == [decoy.pid]
+    finally:
+        os.kill(decoy.pid, signal.SIGKILL)
+        decoy.wait()
+    assert _session_processes([decoy.pid]) == []
 
 
 def test_process_listing_sees_a_live_sandbox_process():
