@@ -86,14 +86,13 @@ class Log:
     def violations(self) -> list[str]:
         """Generating calls with no False check on their meter since the last generating call."""
         out, cleared = [], set()  # ids of meters checked (False) since the last generation
-        for event in self.events:
+        for i, event in enumerate(self.events):
             if event[0] == "check":
                 if not event[2]:
                     cleared.add(id(event[1]))
             elif event[4]:  # a generating call
                 if id(event[2]) not in cleared:
-                    out.append(f"{event[1]} with no budget check before it (event "
-                               f"{self.events.index(event)})")
+                    out.append(f"{event[1]} with no budget check before it (event {i})")
                 cleared = set()
         return out
 
@@ -157,7 +156,7 @@ class LoggedScorer(ScriptedScorer):
         return out
 
 
-def run(algo: str | Callable[..., Any], tree: Tree, budget: Budget, monkeypatch, *,
+def run(algo: str | Callable[..., Any], tree: Tree, budget: Budget, *,
         tokens_per_step: int = 2, flops_per_token: float = 1.0, seed: int = 0
         ) -> tuple[Any, Log]:
     """The algorithm (a registry name or a function) as search.solve runs it, with checks and
@@ -176,7 +175,7 @@ def run(algo: str | Callable[..., Any], tree: Tree, budget: Budget, monkeypatch,
                           flops_per_token=flops_per_token)
     scorer = LoggedScorer(tree, log)
     meter = Meter(budget)
-    with monkeypatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Meter, "exhausted", exhausted)
         with metered(meter, engine, scorer):
             result = fn(PROBLEM, engine, scorer, meter, seed=seed, **knobs)
@@ -231,9 +230,7 @@ def bounded_and_honest(algo: str, examples: int) -> None:
     @given(tree=trees, budget=budgets, tokens_per_step=st.integers(1, 4),
            seed=st.integers(0, 99))
     def check(tree, budget, tokens_per_step, seed):
-        with pytest.MonkeyPatch.context() as patch:
-            result, log = run(algo, tree, budget, patch, tokens_per_step=tokens_per_step,
-                              seed=seed)
+        result, log = run(algo, tree, budget, tokens_per_step=tokens_per_step, seed=seed)
         assert_bounded(result, log, budget)
         assert_honest(result, budget)
 
@@ -258,8 +255,7 @@ def test_usage_stays_within_one_batch_of_the_budget_many_trees(algo):
 def test_a_budget_too_small_for_one_step_says_so(algo, dimension, tree, seed):
     """One token, one FLOP or one scorer call: solutions need >= 2 steps of 2 tokens."""
     budget = Budget(**{dimension: 1})
-    with pytest.MonkeyPatch.context() as patch:
-        result, log = run(algo, tree, budget, patch, seed=seed)
+    result, log = run(algo, tree, budget, seed=seed)
     assert_bounded(result, log, budget)
     assert_honest(result, budget)
     if dimension != "scorer_calls" or algo not in SCORER_FREE | {"pgtd", "compute_optimal"}:
@@ -267,7 +263,7 @@ def test_a_budget_too_small_for_one_step_says_so(algo, dimension, tree, seed):
         assert (result.status, result.answer, result.text) == ("budget_exhausted", None, "")
 
 
-def test_the_event_log_catches_an_algorithm_that_ignores_its_budget(monkeypatch):
+def test_the_event_log_catches_an_algorithm_that_ignores_its_budget():
     """The checker itself: a loop that never asks the meter is flagged, one that does is not."""
     tree = Tree(seed=1, branch=2, min_depth=5, max_depth=5)  # no path finishes early
 
@@ -282,8 +278,8 @@ def test_the_event_log_catches_an_algorithm_that_ignores_its_budget(monkeypatch)
             frontier = [c for cs in engine.expand(frontier, 1, seed=seed) for c in cs]
 
     budget = Budget(tokens=3)  # 2 tokens per step: the second step crosses it
-    _, bad = run(reckless, tree, budget, monkeypatch)
-    _, good = run(careful, tree, budget, monkeypatch)
+    _, bad = run(reckless, tree, budget)
+    _, good = run(careful, tree, budget)
     assert len(bad.violations()) == 3 and good.violations() == []
     # reckless: all 3 steps in one batch (6 tokens); careful: 2 steps of 2 tokens, 1 per batch
     assert bad.largest_batch()["generated_tokens"] == 6
