@@ -1,7 +1,8 @@
 """Scorers by name, for `search.solve(scorer="...")` and the command line.
 
 Names: logprob (free), steps (arithmetic step checker), oracle (gold-answer verifier),
-self_eval (the generator judges its own steps); anything else is loaded as an HF PRM from a
+self_eval (the generator judges its own steps), unit_tests (public tests in the sandbox),
+value (the value head saved next to the generator's model); anything else is loaded as an HF PRM from a
 local path or Hugging Face id (prefix "prm:" to be explicit, e.g. "prm:./my-prm").
 """
 
@@ -33,6 +34,7 @@ SCORERS: dict[str, Callable[..., Scorer]] = {
     "oracle": _make("rewards.verifier", "OracleScorer"),
     "self_eval": _make("rewards.self_eval", "SelfEvalScorer", needs_engine=True),
     "unit_tests": _make("rewards.unit_tests", "UnitTestScorer"),
+    "value": _make("rewards.value_head", "value_scorer", needs_engine=True),
 }
 
 

@@ -98,6 +98,28 @@ def load(folder: str | Path) -> ValueHead:
     return head.eval()
 
 
+def model_folder(engine: Any) -> Path:
+    """The folder of the engine's model, where its head lives: an embedded reasoner's
+    (problems.reasoners) or the local path it was loaded from."""
+    from problems import reasoners
+
+    name = str(getattr(engine, "name", ""))
+    if name in reasoners.NAMES:
+        return reasoners.model_dir(name)
+    if Path(name).is_dir():
+        return Path(name)
+    raise FileNotFoundError(f"no model folder for engine {name!r}: a value head lives next to "
+                            "an embedded reasoner or a locally saved model")
+
+
+def value_scorer(engine: Any) -> ValueHeadScorer:
+    """The scorer registered as "value": the head saved next to the engine's model. It turns
+    on the engine's keep_hidden, so every step sampled from now on records its features."""
+    head = load(model_folder(engine))
+    engine.kv.keep_hidden = True
+    return ValueHeadScorer(engine, head)
+
+
 class ValueHeadScorer:
     """Scorer: the head applied to each node's recorded step features."""
 
@@ -177,9 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         test_auc = auc(head(x_te).tolist(), (y_te > 0.5).tolist())
     meta = {"model": args.model, "problems": args.problems, "seed": args.seed,
             "train_steps": len(y_tr), "test_steps": len(y_te), "test_auc": round(test_auc, 4)}
-    out = args.out or getattr(engine.model, "name_or_path", None)
-    if not out or not Path(out).is_dir():
-        raise SystemExit(f"give --out: the model folder to save the head next to ({out!r})")
+    try:
+        out = Path(args.out) if args.out else model_folder(engine)
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err}; give --out") from None
     save(head, out, meta)
     print(json.dumps(meta))
     return 0

@@ -55,3 +55,26 @@ def test_scorer_needs_features(tiny_model, tmp_path):
         ValueHeadScorer(eng, head).score(root.problem, [forced])
     with pytest.raises(FileNotFoundError, match="no value head"):
         load(tmp_path)
+
+
+def test_registry_value_scorer_loads_the_head_next_to_the_model(tiny_model, tmp_path):
+    """scorer="value": the head saved in the model's folder, with the engine switched to
+    recording step features; no head there is a clear error."""
+    from rewards.registry import load as load_scorer
+
+    model, tok = tiny_model
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    eng = HFEngine.load(str(tmp_path), chat=False, device="cpu")
+    assert not eng.kv.keep_hidden
+    with pytest.raises(FileNotFoundError, match="no value head"):
+        load_scorer("value", engine=eng)
+    head = fit(torch.randn(16, model.config.hidden_size), torch.rand(16))
+    save(head, tmp_path, {"test": True})
+    scorer = load_scorer("value", engine=eng)
+    assert eng.kv.keep_hidden
+    root = eng.root(Problem(prompt="1+2="))
+    kids = eng.expand([root], 3, stop=None, max_tokens=3, seed=0)[0]
+    x = torch.stack([eng.step_features[k] for k in kids])
+    with torch.no_grad():
+        assert scorer.score(root.problem, kids) == pytest.approx(head(x).tolist())
