@@ -179,6 +179,7 @@ def _last_boxed(text: str) -> str | None:
 def _clean_phrase(answer: str) -> str:
     """ "$\\frac{3}{4}$." -> "\\frac{3}{4}"; "42 apples. Done" -> "42 apples"."""
     answer = answer.replace("\\$", "").strip()  # an escaped dollar is currency, not math mode
+    answer = re.sub(r"^#+\s*", "", answer)  # "The answer is #### 5": the GSM8K marker is not part of it
     math = re.match(r"\$+([^$]+)\$+|\\\((.+?)\\\)|\\\[(.+?)\\\]", answer)
     if math:
         return next(g for g in math.groups() if g is not None).strip()
