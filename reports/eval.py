@@ -34,6 +34,8 @@ Re-running the same command skips every run whose key is in the file; an incompl
 line (a process killed mid-write) is cut off first, so the file stays valid JSONL and a
 killed run, restarted, ends with exactly one row per run. Error rows count as done: drop them
 (e.g. `jq -c 'select(.status != "error")'`) to retry. A lock keeps two runners off one file.
+--ray [ADDRESS] runs the cells on Ray workers, one engine each, rows streamed back into the
+same file (reports/ray_eval.py; `pip install 'tts-search[ray]'`).
 """
 
 from __future__ import annotations
@@ -221,8 +223,10 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
              dataset: str = "custom", model: str | None = None,
              knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
              sample_tokens: int = SAMPLE_TOKENS, engine_kwargs: Mapping[str, Any] | None = None,
-             quiet: bool = False) -> EvalRun:
+             quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None
+             ) -> EvalRun:
     """Run every cell of the grid not yet in `out`, appending one row per run.
+    runner: runs the pending cells elsewhere (reports.ray_eval.RayRunner), rows by key.
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
@@ -259,7 +263,11 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
                 if isinstance(r, dict) and r.get("key") in wanted}
         pending = [(c, k) for c, k in zip(cells, keys) if k not in done]
         resumed = len(cells) - len(pending)
-        if pending:
+        if pending and runner is not None:  # the engines load on the runner's workers
+            done |= runner(pending, list(done.values()), engine=engine,
+                           engine_kwargs=dict(engine_kwargs or {}), scorer=scorer, names=names,
+                           fd=fd, quiet=quiet, total=len(cells))
+        elif pending:
             eng = get_engine(engine, **dict(engine_kwargs or {}))
             done |= _run_pending(pending, list(done.values()), eng,
                                  _scorer_factory(scorer, eng), names, fd, quiet=quiet,
@@ -296,13 +304,15 @@ def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[st
 
 # -- summary and command line ----------------------------------------------------------------
 def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per (algo, width, tokens): runs, accuracy, mean generated tokens, errors; grid order."""
+    """Per (algo, width, tokens): runs, accuracy, mean generated tokens, scorer calls and
+    seconds per run, errors; grid order."""
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["algo"], r["budget"]["width"], r["budget"]["tokens"]), []).append(r)
     return [{"algo": a, "width": w, "tokens": t, "runs": len(g),
              "accuracy": sum(bool(r["correct"]) for r in g) / len(g),
-             "generated_tokens": sum(r["usage"]["generated_tokens"] for r in g) / len(g),
+             **{k: sum(r["usage"][k] for r in g) / len(g)
+                for k in ("generated_tokens", "scorer_calls", "seconds")},
              "errors": sum(r["status"] == "error" for r in g)}
             for (a, w, t), g in groups.items()]
 
@@ -341,6 +351,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="runs.jsonl", help="the JSONL file (appended)")
     ap.add_argument("--dry-run", action="store_true", help="check and count; run nothing")
     ap.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run the grid on Ray workers (reports.ray_eval): a local cluster, or "
+                    "the cluster at ADDRESS (auto, ray://host:port)")
+    ap.add_argument("--ray-workers", type=int, default=None, help="default: as resources allow")
+    ap.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs per Ray worker")
+    ap.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs per Ray worker")
     args = ap.parse_args(argv)
     if args.prm is not None and args.scorer is not None:
         ap.error("give --scorer or --prm, not both")
@@ -359,13 +375,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                               tokens=args.tokens, sample_tokens=args.sample_tokens)
             print(f"{len(probs)} problems, {len(cells)} runs")
             return 0
+        runner = None
+        if args.ray is not None:  # Ray is imported only here
+            from reports.ray_eval import RayRunner
+
+            runner = RayRunner(address=args.ray or None, workers=args.ray_workers,
+                               num_cpus=args.ray_cpus, num_gpus=args.ray_gpus)
         run = run_grid(probs, algos=algos, budgets=args.budgets, seeds=args.seeds,
                        out=args.out, engine=args.model, scorer=scorer,
                        dataset=str(probs[0].metadata.get("source", args.dataset)) if probs
                        else args.dataset,
                        knobs=knobs, tokens=args.tokens, sample_tokens=args.sample_tokens,
                        engine_kwargs={"device": args.device} if args.device else None,
-                       quiet=args.quiet)
+                       quiet=args.quiet, runner=runner)
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

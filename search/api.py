@@ -28,13 +28,27 @@ def get_engine(engine: Engine | str | None = None, **kwargs: Any) -> Engine:
         return engine
     name = engine or default_model()
     if name not in _ENGINES or kwargs:
-        from search.engines.hf import HFEngine
-
-        loaded = HFEngine.load(name, **kwargs)
+        loaded = _load_engine(name, **kwargs)
         if kwargs:
             return loaded
         _ENGINES[name] = loaded
     return _ENGINES[name]
+
+
+def _load_engine(name: str, **kwargs: Any) -> Engine:
+    """openai:URL#MODEL (an OpenAI-compatible server), vllm:MODEL (offline vLLM on a GPU),
+    else a transformers model by embedded name, path or Hugging Face id."""
+    if name.startswith("openai:"):
+        from search.engines.openai import OpenAIEngine
+
+        return OpenAIEngine.from_spec(name, **kwargs)
+    if name.startswith("vllm:"):
+        from search.engines.vllm import VLLMEngine
+
+        return VLLMEngine.load(name[len("vllm:"):], **kwargs)
+    from search.engines.hf import HFEngine
+
+    return HFEngine.load(name, **kwargs)
 
 
 def get_scorer(scorer: Scorer | str | None, engine: Engine) -> Scorer:

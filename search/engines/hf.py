@@ -24,15 +24,9 @@ from search.budget import Meter
 from search.engines.base import DEFAULT_STOP
 from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
+from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.engines.sampling import sample
 from search.types import Node, Problem, Step
-
-INSTRUCTIONS: Mapping[str, str] = {
-    "math": ("{prompt}\n\nSolve the problem step by step. Put a blank line between steps. "
-             "End with: The answer is <answer>."),
-    "code": ("Complete the following Python function. Reply with the whole function in a "
-             "```python code block.\n\n{prompt}"),
-}
 
 
 class HFEngine:

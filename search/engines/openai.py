@@ -1,0 +1,402 @@
+"""An engine over any server that speaks the OpenAI *completions* API: vLLM, SGLang, llama.cpp's
+llama-server, llama-cpp-python's server, TGI.
+
+    engine = OpenAIEngine("http://127.0.0.1:8080/v1", "my-model", tokenizer=tok)
+    search.solve(problem, "beam", engine=engine)
+    search.solve(problem, "beam", engine="openai:http://127.0.0.1:8080/v1#my-model")
+
+A call sends one POST /completions per node (its `n` samples in one request), all of a call's
+requests concurrently (search.engines.http_pool: a concurrency limit, retries with backoff on
+429, 5xx, timeouts and truncated answers, a clear ServerError after the last). The prompt is text:
+the problem's prompt (the tokenizer's chat template when one is given, else `template`) plus
+the node's steps. Where a server ignores `n` (llama-cpp-python answers one choice), the other
+samples come from n-1 more requests, and the engine sends n separate requests from then on; any
+other number of choices is an error. Seeds: request seeds derive from the call's seed, the row
+and the sample, so one seed gives one result wherever the server is deterministic.
+
+Prefix reuse is the server's, not this engine's: it keeps no KV cache (`retain` frees nothing).
+A child's prompt extends its parent's, so a server with prefix caching (vLLM
+--enable-prefix-caching, SGLang's radix cache, llama.cpp's slot cache) reuses the shared
+prefix. Where a server reports cached prompt tokens (usage.prompt_tokens_details.cached_tokens:
+vLLM, SGLang, OpenAI; timings.cache_n: llama-server) they are not charged as prefill and are
+summed in `server_stats["cached_prompt_tokens"]`; `cache_metrics()` reads the prefix-cache
+counters of a server's Prometheus /metrics (vLLM, SGLang).
+
+Accounting comes from the server's own usage counts: completion_tokens are generated tokens,
+prompt_tokens (less cached ones) prefill, per request, failed attempts excluded (the server
+reports nothing for them). Forward passes are estimated as one prefill pass plus one per token
+of the longest answer of a call; FLOPs as 2 * n_params per token when n_params is given.
+
+Steps need per-token logprobs (requested as logprobs=1): a step's probability and length come
+from them (llama-cpp-python serves them with --logits_all true); a choice without them is an
+error, never a step of probability one. The server returns token *strings*: the engine numbers
+the distinct strings it has seen, so token ids are consistent within one engine (equal id,
+equal string; `decode` joins them) but are not the model's vocabulary ids, and a root's
+prompt_ids are empty (the server tokenises the prompt and reports its count).
+
+OpenAI servers cut a stop string off the text; a step keeps it, as the transformers engine
+does, taken from the returned tokens (which include it) or from the server's stop_reason
+(vLLM) / matched_stop (SGLang); those fields, or else whether a stop string is in the tokens,
+tell a stop string from EOS. finish_reason "length" is "max_tokens" when the step has max_tokens
+tokens, else "length" (the server's context is full).
+
+Token-level moves: `topk_next` asks for one token with the top-k logprobs; `extend` and
+`next_logprobs` of tokens that a topk_next call returned reuse its numbers. Other teacher-forced
+log-probabilities need the server to echo prompt logprobs (echo=True: vLLM, llama-cpp-python
+with --logits_all); without it those calls raise NotImplementedError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import weakref
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from search.budget import Meter
+from search.engines.base import DEFAULT_STOP
+from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
+from search.engines.prompts import PromptFormat
+from search.types import Node, Problem, Step
+
+__all__ = ["OpenAIEngine", "ServerError", "parse_spec"]
+
+
+PLAIN, RETRY = PromptFormat(), RetryPolicy()  # default prompt format and retry policy
+# finish_reason -> how the step ended ("stop" alone leaves stop string vs EOS open)
+FINISH = {"stop": "stop", "length": "length", "eos_token": "eos", "stop_sequence": "stop_sequence",
+          "eos": "eos"}
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """"openai:http://host:port/v1#model" -> (base URL, model or None)."""
+    if not spec.startswith("openai:"):
+        raise ValueError(f"an OpenAI engine name looks like openai:http://host:port/v1#model, "
+                         f"got {spec!r}")
+    url, _, model = spec[len("openai:"):].partition("#")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{spec!r}: the server address must start with http:// or https://")
+    return url.rstrip("/"), model or None
+
+
+def check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -> None:
+    """The expand arguments every engine accepts (as search.engines.hf checks them)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def subseed(seed: int, *index: int) -> int:
+    """A 31-bit request seed derived from the call's seed and a row/sample index."""
+    text = "/".join(map(str, (seed, *index))).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") >> 1
+
+
+class OpenAIEngine:
+    """The Engine protocol over an OpenAI-compatible completions server (see module doc).
+
+    extra_body: fields added to every request, e.g. {"top_k": 0, "min_p": 0.0} to turn off a
+    llama.cpp server's default truncation, so samples follow temperature and top_p alone.
+    n_mode: "auto" (ask for n, fall back when the server ignores it), "native", "separate".
+    """
+
+    def __init__(self, base_url: str, model: str | None = None, *, tokenizer: Any = None,
+                 prompt: PromptFormat = PLAIN, api_key: str | None = None,
+                 concurrency: int = 16, retry: RetryPolicy = RETRY,
+                 extra_body: Mapping[str, Any] | None = None, n_mode: str = "auto",
+                 echo: bool = False, n_params: int | None = None, name: str = "") -> None:
+        if n_mode not in ("auto", "native", "separate"):
+            raise ValueError(f"n_mode must be auto, native or separate, got {n_mode!r}")
+        self.base_url, self.model = base_url.rstrip("/"), model
+        self.tokenizer = _tokenizer(tokenizer)
+        self.prompt, self.echo, self.n_params = prompt, echo, n_params
+        self.extra_body = dict(extra_body or {})
+        self.native_n: bool | None = {"auto": None, "native": True, "separate": False}[n_mode]
+        self.name = name or f"openai:{self.base_url}#{model or ''}"
+        self.meter = Meter()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self.pool = HTTPPool(concurrency=concurrency, policy=retry, headers=headers)
+        self.server_stats: Counter[str] = Counter()
+        self._pieces: dict[str, int] = {}  # token string -> engine-local id
+        self._texts: list[str] = []  # engine-local id -> token string
+        self._prompts: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
+        # logprobs of next tokens a topk_next call has seen, so forcing one costs no request
+        self._next: weakref.WeakKeyDictionary[Node, dict[int, float]] = \
+            weakref.WeakKeyDictionary()
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: Any) -> OpenAIEngine:
+        url, model = parse_spec(spec)
+        return cls(url, model, **{"name": spec, **kwargs})
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- prompts and tokens ----------------------------------------------------------------
+    def root(self, problem: Problem) -> Node:
+        node = Node(problem=problem, prompt_ids=())
+        self._prompts[node] = self.prompt.text(problem, self.tokenizer)
+        return node
+
+    def _text(self, node: Node) -> str:
+        """What the model has seen at `node`: the rendered prompt and every step's text."""
+        root = node.root
+        if root not in self._prompts:  # a root made by another engine
+            self._prompts[root] = self.prompt.text(root.problem, self.tokenizer)
+        return self._prompts[root] + node.text
+
+    def _id(self, piece: str) -> int:
+        if piece not in self._pieces:
+            self._pieces[piece] = len(self._texts)
+            self._texts.append(piece)
+        return self._pieces[piece]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        try:
+            return "".join(self._texts[i] for i in token_ids)
+        except IndexError:
+            raise ValueError("token ids this engine never returned") from None
+
+    # -- requests --------------------------------------------------------------------------
+    def _body(self, prompt: str, **fields: Any) -> dict[str, Any]:
+        if self.model is None:  # a server's one model, found once
+            resp = self.pool.get(f"{self.base_url}/models")
+            try:
+                data = resp.json()["data"] if resp.status_code == 200 else None
+            except (ValueError, KeyError, TypeError):
+                data = None
+            if not data:
+                raise ServerError(f"GET {self.base_url}/models: HTTP {resp.status_code}, no "
+                                  f"model listed ({resp.text[:200]!r}); give the model name")
+            self.model = str(data[0]["id"])
+        return {"model": self.model, "prompt": prompt, **self.extra_body, **fields}
+
+    def _send(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """POST every body; charge the meter from each answer's usage; raise if any failed
+        (after charging the answers that came back: nothing computed goes uncounted)."""
+        answers = self.pool.post_many(f"{self.base_url}/completions", bodies)
+        good = [a for a in answers if not isinstance(a, ServerError)]
+        prompt = completion = cached = longest = 0
+        for data in good:
+            usage = data.get("usage") or {}
+            choices = data.get("choices") or []
+            lengths = [len(((c or {}).get("logprobs") or {}).get("tokens") or ())
+                       for c in choices]
+            completion += int(usage.get("completion_tokens", sum(lengths)))
+            prompt += int(usage.get("prompt_tokens", 0))
+            cached += _cached_tokens(data)
+            longest = max([longest, *lengths])
+            self.server_stats["responses_without_usage"] += "usage" not in data
+        self.server_stats.update(requests=len(good), prompt_tokens=prompt,
+                                 completion_tokens=completion, cached_prompt_tokens=cached)
+        self.server_stats["retries"] = self.pool.retried
+        if good:
+            processed = prompt - cached + completion
+            self.meter.charge_model(generated=completion, prefill=prompt - cached,
+                                    processed=processed, passes=1 + longest,
+                                    flops=2.0 * (self.n_params or 0) * processed)
+        failed = [a for a in answers if isinstance(a, ServerError)]
+        if failed:
+            raise ServerError(f"{len(failed)} of {len(bodies)} requests failed: {failed[0]}")
+        return good  # type: ignore[return-value]
+
+    def _choices(self, data: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
+        """The answer's choices in index order; one choice for n > 1 means n was ignored."""
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise ServerError(f"the server's answer has no list of choices: {str(data)[:300]}")
+        indices = sorted(int(c.get("index", i)) for i, c in enumerate(choices))
+        ignored = len(choices) == 1 and n > 1 and self.native_n is not True
+        if indices != list(range(len(choices))) or (len(choices) != n and not ignored):
+            raise ServerError(f"asked for n={n} choices, the server returned {len(choices)} "
+                              f"(indices {indices})")
+        return sorted(choices, key=lambda c: int(c.get("index", 0)))
+
+    def _logprobs(self, choice: Mapping[str, Any]) -> tuple[list[str], list[float], dict]:
+        lp = choice.get("logprobs") or {}
+        tokens, values = lp.get("tokens"), lp.get("token_logprobs")
+        if not isinstance(tokens, list) or not isinstance(values, list) \
+                or len(tokens) != len(values):
+            raise ServerError("a choice came back without per-token logprobs, which steps need "
+                              "(their probabilities and lengths); serve them (llama-cpp-python:"
+                              f" --logits_all true): {str(choice)[:300]}")
+        return [str(t) for t in tokens], values, lp
+
+    # -- the protocol ----------------------------------------------------------------------
+    def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
+               max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+               seed: int = 0) -> list[list[Node]]:
+        check_sampling(n, max_tokens, temperature, top_p)
+        nodes, stops = list(nodes), list(stop or ())
+        for node in nodes:
+            if node.finished:
+                raise ValueError(f"cannot expand a finished node: {node!r}")
+
+        def body(row: int, j: int, k: int) -> dict[str, Any]:
+            # sample j of a row: seed subseed(seed, row), then (seed, row, j) for j > 0, so a
+            # server that ignores n gives the same steps whether or not that was known yet
+            s = subseed(seed, row) if j == 0 else subseed(seed, row, j)
+            return self._body(self._text(nodes[row]), n=k, max_tokens=max_tokens,
+                              temperature=temperature, top_p=top_p, stop=stops or None,
+                              logprobs=1, seed=s)
+
+        wave = [(i, 0, body(i, 0, n)) for i in range(len(nodes))] if self.native_n is not False \
+            else [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
+        got: list[dict[int, dict[str, Any]]] = [{} for _ in nodes]
+        while wave:
+            answers = self._send([b for _, _, b in wave])
+            more = []
+            for (i, j, b), data in zip(wave, answers):
+                choices = self._choices(data, b["n"])
+                if len(choices) < b["n"]:  # the server ignored n: ask for the rest one by one
+                    self.native_n = False
+                    self.server_stats["n_ignored"] += 1
+                    more += [(i, k, body(i, k, 1)) for k in range(1, b["n"])]
+                got[i].update((j + k, c) for k, c in enumerate(choices))
+            wave = more
+        return [[Node(parent=node, step=self._step(got[i][j], stops, max_tokens))
+                 for j in range(n)] for i, node in enumerate(nodes)]
+
+    def _step(self, choice: Mapping[str, Any], stops: Sequence[str], max_tokens: int) -> Step:
+        tokens, values, _ = self._logprobs(choice)
+        if any(v is None for v in values):
+            raise ServerError(f"a generated token has no logprob: {str(choice)[:300]}")
+        text, joined = str(choice.get("text") or ""), "".join(tokens)
+        finish = FINISH.get(str(choice.get("finish_reason")))
+        matched = choice.get("stop_reason", choice.get("matched_stop", ...))
+        if finish is None:
+            raise ServerError(f"unknown finish_reason in {str(choice)[:300]}")
+        if finish == "length":
+            reason = "max_tokens" if len(tokens) >= max_tokens else "length"
+        elif finish != "stop" or matched is not ...:  # the server says which
+            reason = "stop" if finish == "stop_sequence" or isinstance(matched, str) else "eos"
+        else:  # it does not: decoding ends at the first stop string, so any in the tokens is it
+            reason = "stop" if any(s in joined or s in text for s in stops) else "eos"
+        if reason == "stop" and not any(text.endswith(s) or s in text for s in stops):
+            # the server cut the stop string off: the tokens still hold it
+            text = joined if joined.startswith(text) else text + (
+                matched if isinstance(matched, str) else stops[0])
+        return Step(text, tuple(self._id(t) for t in tokens), tuple(map(float, values)), reason)
+
+    def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
+        if k < 1:
+            raise ValueError(f"k must be positive, got {k}")
+        bodies = [self._body(self._text(node), n=1, max_tokens=1, temperature=0.0, logprobs=k,
+                             seed=0) for node in nodes]
+        out = []
+        for node, data in zip(nodes, self._send(bodies)):
+            choice = self._choices(data, 1)[0]
+            _, _, lp = self._logprobs(choice)
+            top = (lp.get("top_logprobs") or [None])[0]
+            if not isinstance(top, dict) or not top:
+                raise ServerError(f"no top logprobs in the answer: {str(choice)[:300]}")
+            ranked = sorted(((self._id(t), float(v)) for t, v in top.items()),
+                            key=lambda p: -p[1])[:k]
+            self._next.setdefault(node, {}).update(ranked)
+            out.append(ranked)
+        return out
+
+    def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
+               generated: bool = False) -> list[Node]:
+        del generated  # the server's counts are charged, whatever the tokens were
+        if len(nodes) != len(continuations):
+            raise ValueError("extend needs one continuation per node")
+        out: list[Node] = []
+        for node, cont in zip(nodes, continuations):
+            ids = None if isinstance(cont, str) else [int(t) for t in cont]
+            seen = self._next.get(node, {})
+            if ids is not None and len(ids) == 1 and ids[0] in seen:
+                step = Step(self.decode(ids), tuple(ids), (seen[ids[0]],), "forced")
+            else:
+                text = cont if isinstance(cont, str) else self.decode(ids or ())
+                if not text:
+                    raise ValueError("extend: an empty continuation")
+                pieces, lps = self._forced(node, text, "extend")
+                step = Step(text, tuple(map(self._id, pieces)), tuple(lps), "forced")
+            out.append(Node(parent=node, step=step))
+        return out
+
+    def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
+        out = []
+        for node in nodes:
+            seen = self._next.get(node, {})
+            out.append([seen[t] if t in seen else
+                        math.fsum(self._forced(node, self.decode([t]), "next_logprobs")[1])
+                        for t in token_ids])
+        return out
+
+    def _forced(self, node: Node, text: str, method: str) -> tuple[list[str], list[float]]:
+        """The server's tokens of `text` after `node` and their logprobs (echoed prompt)."""
+        if not self.echo:
+            raise NotImplementedError(
+                f"OpenAIEngine.{method}: teacher-forced log-probabilities need a server that "
+                "echoes prompt logprobs (echo=True: vLLM, llama-cpp-python with --logits_all "
+                "true); without echo only tokens returned by topk_next can be forced")
+        prefix = self._text(node)
+        data = self._send([self._body(prefix + text, n=1, max_tokens=1, temperature=0.0,
+                                      logprobs=1, echo=True, seed=0)])[0]
+        choice = self._choices(data, 1)[0]
+        tokens, values, _ = self._logprobs(choice)
+        # drop the generated token(s), then keep the shortest tail of the echoed prompt that
+        # covers the continuation (counted from the end: the server may render the prompt's
+        # special tokens differently, the continuation's characters it does not)
+        extra = int((data.get("usage") or {}).get("completion_tokens", 1))
+        tokens, values = tokens[:len(tokens) - extra], values[:len(values) - extra]
+        start, covered = len(tokens), 0
+        while start > 0 and covered < len(text):
+            start -= 1
+            covered += len(tokens[start])
+        if covered < len(text) or any(v is None for v in values[start:]):
+            raise ServerError(f"the echoed prompt has no logprobs for {text!r}")
+        return tokens[start:], [float(v) for v in values[start:]]
+
+    def retain(self, live: Sequence[Node]) -> None:
+        del live  # the server owns its prefix cache
+
+    def cache_metrics(self) -> dict[str, float]:
+        """The server's prefix-cache counters from its Prometheus /metrics (vLLM, SGLang);
+        empty when it has none."""
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            resp = self.pool.get(f"{root}/metrics")
+        except ServerError:
+            return {}
+        if resp.status_code != 200:
+            return {}
+        out: dict[str, float] = {}
+        for line in resp.text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if not line.startswith("#") and ("prefix_cache" in name or "cache_hit" in name):
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    continue
+        return out
+
+
+def _cached_tokens(data: Mapping[str, Any]) -> int:
+    """Prompt tokens the server reports it took from its cache (0 when it does not say)."""
+    details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
+    timings = data.get("timings") or {}
+    return int(details.get("cached_tokens") or timings.get("cache_n") or 0)
+
+
+def _tokenizer(tokenizer: Any) -> Any:
+    """A tokenizer object as given, or one loaded by embedded name, path or Hugging Face id
+    (used only to render chat templates)."""
+    if tokenizer is None or not isinstance(tokenizer, str):
+        return tokenizer
+    from search.models import EMBEDDED, load_model
+
+    if tokenizer in EMBEDDED:
+        return load_model(tokenizer)[1]
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer)

@@ -1,0 +1,185 @@
+"""Ray-sharded evals (reports.ray_eval): a local Ray cluster (2 CPUs) runs a grid with the
+scripted engine; its rows equal a local run's (the reference: reports.eval without Ray), one
+per cell, also when a worker process is SIGKILLed mid-run or the file already holds some rows.
+Without --ray nothing imports Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from problems import arith
+from reports.eval import run_grid
+from reports.grid import make_grid
+from search.engines.fake import ScriptedEngine, ScriptedScorer
+
+REPO = Path(__file__).resolve().parents[1]
+PROBLEMS = arith.generate(3, seed=7, difficulty=2)
+GRID: dict[str, Any] = dict(algos=["best_of_n", "beam"], budgets=[2, 4], seeds=[0, 1],
+                            dataset="arith", model="scripted")
+CELLS = len(make_grid(PROBLEMS, GRID["algos"], GRID["budgets"], GRID["seeds"]))
+
+
+class Engine(ScriptedEngine):
+    """Two steps: a first step, then "The answer is X." for the gold or a wrong X.
+    kill: a file; the first worker process to expand after it appears takes it and dies."""
+
+    def __init__(self, kill: str | None = None) -> None:
+        golds = [str(p.answer) for p in PROBLEMS]
+
+        def children(path: tuple[str, ...]) -> list[tuple[str, float]]:
+            if not path:
+                return [("think ", 0.6), ("guess ", 0.4)]
+            if len(path) == 1:
+                return [(f"The answer is {g}.", 1.0) for g in golds] + [("The answer is 1.", 2.0)]
+            return []
+
+        super().__init__(children, tokens_per_step=2)
+        self.kill, self.name = kill, "scripted"
+
+    def expand(self, nodes, n=1, **kw):
+        if self.kill and os.path.exists(self.kill):
+            try:
+                os.rename(self.kill, self.kill + ".taken")  # exactly one process wins
+            except FileNotFoundError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().expand(nodes, n, **kw)
+
+
+def scorer() -> ScriptedScorer:
+    return ScriptedScorer(lambda path: 0.9 if path[0] == "think " else 0.2)
+
+
+def strip(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in row.items() if k != "time"}
+    out["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
+    return out
+
+
+def file_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tts-search[ray]'")
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers lack tests/ on sys.path
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """The grid run locally (reports.eval without Ray): rows by key."""
+    run = run_grid(PROBLEMS, out=tmp_path_factory.mktemp("local") / "runs.jsonl",
+                   engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    return {r["key"]: strip(r) for r in run.rows}
+
+
+@pytest.mark.slow
+def test_sharded_rows_equal_a_local_run_even_when_a_worker_dies(cluster, reference, tmp_path,
+                                                                  capfd):
+    from reports.ray_eval import RayRunner
+
+    kill = tmp_path / "kill"
+    kill.touch()
+    out = tmp_path / "runs.jsonl"
+    run = run_grid(PROBLEMS, out=out, engine=Engine(kill=str(kill)), scorer=scorer(),
+                   runner=RayRunner(workers=2, num_cpus=1), **GRID)
+    assert not kill.exists() and (tmp_path / "kill.taken").exists()  # one worker died
+    assert "replaced 1" in capfd.readouterr().err  # ... and was replaced (progress line)
+    rows = file_rows(out)
+    assert len(rows) == CELLS == len({r["key"] for r in rows}) and run.ran == CELLS
+    assert {r["key"]: strip(r) for r in rows} == reference
+    assert all(r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.slow
+def test_sharded_run_resumes_without_duplicates(cluster, reference, tmp_path):
+    from reports.ray_eval import RayRunner
+
+    out = tmp_path / "runs.jsonl"
+    local = run_grid(PROBLEMS[:1], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    with out.open("a") as f:
+        f.write('{"schema": 1, "key": "cut')  # a writer killed mid-line
+    run = run_grid(PROBLEMS, out=out, engine=Engine(), scorer=scorer(), quiet=True,
+                   runner=RayRunner(num_cpus=1), **GRID)
+    rows = file_rows(out)
+    assert (run.resumed, run.ran) == (len(local.rows), CELLS - len(local.rows))
+    assert len(rows) == CELLS == len({r["key"] for r in rows})
+    assert {r["key"]: strip(r) for r in rows} == reference
+
+
+@pytest.mark.slow
+def test_a_cell_that_kills_every_worker_ends_as_an_error_row(cluster, tmp_path):
+    from reports.ray_eval import RayRunner
+
+    class Deadly(Engine):
+        def root(self, problem):
+            if problem.id == PROBLEMS[0].id:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return super().root(problem)
+
+    out = tmp_path / "runs.jsonl"
+    run_grid(PROBLEMS[:2], out=out, engine=Deadly(), scorer=scorer(), quiet=True,
+             runner=RayRunner(workers=1, cell_attempts=2),
+             **{**GRID, "algos": ["best_of_n"], "budgets": [2], "seeds": [0]})
+    rows = file_rows(out)
+    assert [r["problem_id"] for r in rows] == [p.id for p in PROBLEMS[:2]]
+    dead, alive = rows
+    assert dead["status"] == "error" and dead["error"].startswith("WorkerDied: 2 workers died")
+    assert alive["status"] == "ok" and alive["answer"] is not None
+
+
+@pytest.mark.slow
+def test_an_engine_that_cannot_load_stops_the_run(cluster, tmp_path):
+    from reports.ray_eval import RayRunner
+
+    with pytest.raises(RuntimeError, match="(?s)could not start its engine.*no-such-model"):
+        run_grid(PROBLEMS[:1], out=tmp_path / "runs.jsonl", engine="no-such-model",
+                 scorer="logprob", quiet=True, runner=RayRunner(workers=1), **GRID)
+    assert (tmp_path / "runs.jsonl").read_text() == ""
+
+
+def test_workers_fit_the_cluster():
+    from reports.ray_eval import RayRunner
+
+    assert RayRunner().count({"CPU": 8.0}, 100) == 8
+    assert RayRunner(num_cpus=2).count({"CPU": 8.0}, 100) == 4
+    assert RayRunner(num_cpus=1, num_gpus=1).count({"CPU": 8.0, "GPU": 2.0}, 100) == 2
+    assert RayRunner().count({"CPU": 8.0}, 3) == 3
+    assert RayRunner(workers=5).count({"CPU": 1.0}, 100) == 5
+    with pytest.raises(ValueError):
+        RayRunner(workers=0)
+
+
+def test_without_ray_flag_nothing_imports_ray(tmp_path):
+    code = f"""
+import sys
+from reports.eval import main, run_grid
+from search.engines.fake import ScriptedEngine, ScriptedScorer
+from search.types import Problem
+tree = {{(): [("The answer is 4.", 1.0)]}}
+run = run_grid([Problem(prompt="2+2?", id="a", answer="4")], algos=["best_of_n"], budgets=[2],
+               out={str(tmp_path / "runs.jsonl")!r}, engine=ScriptedEngine(lambda p: tree.get(p, [])),
+               scorer=ScriptedScorer(lambda p: 1.0), model="s", quiet=True)
+assert [r["correct"] for r in run.rows] == [True]
+assert main(["--dataset", "arith", "--limit", "1", "--algos", "greedy", "--dry-run"]) == 0
+print(sorted(m for m in sys.modules if m == "ray" or m.startswith(("ray.", "reports.ray"))))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
