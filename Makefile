@@ -1,4 +1,4 @@
-# Two commands for a fresh machine: `make demo` (set up + solve on the embedded default)
+# Two commands for a fresh machine: `make demo` (set up + the demo sweep on the embedded reasoner)
 # and `make test`. torch 2.13.0 goes first: its CPU build is on disk, while a plain
 # `torch` requirement with no torch installed would pull a multi-GB CUDA build.
 PYTHON ?= python3
@@ -14,7 +14,7 @@ setup: .setup-stamp
 	touch .setup-stamp
 
 demo: setup
-	$(PYTHON) -m search "What is 17 * 23 - 5?" --algo best_of_n --knob n=8 --tokens 4000
+	$(PYTHON) -m reports.demo
 
 test: setup lint
 	$(PYTHON) -m pytest -q

@@ -37,11 +37,12 @@ def test_loads_by_name_in_the_trained_format(arith_engine):
     assert kwargs["chat"] is False
     assert kwargs["prompt_template"] == reasoners.training_record("tiny-arith")["config"][
         "prompt_template"]
-    # every character a problem or solution uses is a token of its own, none unknown
+    # a problem and its solution tokenise with nothing unknown and decode back exactly
     p = arith.generate(1, seed=3)[0]
-    ids = tok(p.prompt + "\n" + p.metadata["solution"])["input_ids"]
+    text = p.prompt + "\n" + p.metadata["solution"]
+    ids = tok(text)["input_ids"]
     assert tok.unk_token_id not in ids
-    assert len(ids) == len(p.prompt) + 1 + len(p.metadata["solution"])
+    assert tok.decode(ids) == text
     assert arith_engine.chat is False
 
 

@@ -9,7 +9,6 @@ from dataclasses import replace
 import pytest
 
 from problems import arith, codegen, train
-from search.testing import char_tokenizer
 
 
 def learned(tok, ids, labels):
@@ -30,7 +29,7 @@ def learned(tok, ids, labels):
 
 def test_story_batches_learn_the_solution_and_eos_only():
     cfg = train.CONFIGS["tiny-arith"]
-    tok = char_tokenizer(cfg.alphabet)
+    tok = train.tokenizer_of(cfg)
     k = 0 if not train.is_drill(cfg, 0) else 1
     ids, mask, labels = train.batch_tensors(cfg, tok, 0, k)
     difficulty = cfg.difficulties[k % len(cfg.difficulties)]
@@ -46,7 +45,7 @@ def test_story_batches_learn_the_solution_and_eos_only():
 def test_drill_batches_learn_true_results_only():
     cfg = train.CONFIGS["tiny-arith"]
     assert cfg.drill_every > 0
-    tok = char_tokenizer(cfg.alphabet)
+    tok = train.tokenizer_of(cfg)
     k = cfg.drill_every - 1
     assert train.is_drill(cfg, k) and not train.is_drill(cfg, k - 1)
     ids, mask, labels = train.batch_tensors(cfg, tok, 0, k)
@@ -68,7 +67,7 @@ def test_drill_batches_learn_true_results_only():
 
 def test_code_batches_learn_the_body_that_completes_the_stub():
     cfg = train.CONFIGS["tiny-code"]
-    tok = char_tokenizer(cfg.alphabet)
+    tok = train.tokenizer_of(cfg)
     ids, mask, labels = train.batch_tensors(cfg, tok, 0, 2)
     difficulty = cfg.difficulties[2 % len(cfg.difficulties)]
     problems = codegen.generate(cfg.batch_size, seed=train.data_seed(0, 2),
@@ -83,7 +82,7 @@ def test_code_batches_learn_the_body_that_completes_the_stub():
 
 def test_batches_are_reproducible_and_never_use_evaluation_seeds():
     cfg = train.CONFIGS["tiny-arith"]
-    tok = char_tokenizer(cfg.alphabet)
+    tok = train.tokenizer_of(cfg)
     for k in (0, cfg.drill_every - 1):
         a, b = train.batch_tensors(cfg, tok, 3, k), train.batch_tensors(cfg, tok, 3, k)
         assert all((x == y).all() for x, y in zip(a, b))
