@@ -1,6 +1,6 @@
 """The demo sweep (`make demo`): search vs no search on the embedded reasoner, in minutes.
 
-    python -m reports.demo [--problems 40] [--difficulty 5] [--budgets 4,16] [--seeds 0]
+    python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0]
                            [--out runs/demo]
 
 tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reports.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny-arith")
-    ap.add_argument("--problems", type=int, default=40)
+    ap.add_argument("--problems", type=int, default=100)
     ap.add_argument("--difficulty", type=int, default=arith.DEFAULT_DIFFICULTY)
     ap.add_argument("--data-seed", type=int, default=2024, help="problem generator seed "
                     "(training used seeds >= 1,000,000)")
