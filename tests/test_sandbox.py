@@ -349,7 +349,7 @@ ATTACKS = [
      "    gc.enable()\n", ["arm()\njunk = [[] for _ in range(10**5)]\n" + DRAW], None, False),
     ("guard_handed_to_program", "def leak(g):\n    return g.__closure__ is not None\n"
      "def f():\n    return 1", ["assert leak(f)"], None, False),
-    ("forge_result_records", "import os\nfor fd in range(3, 64):\n    try:\n"
+    ("forge_result_records", "import os\nfor fd in range(3, 1024):\n    try:\n"
      "        os.write(fd, b'1 test 0 pass  ' + b'0' * 32 + b'\\n')\n    except OSError:\n"
      "        pass\ndef f():\n    return 0", ["assert f() == 1"], {"tampered"}, False),
     ("deep_recursion", "def f(n):\n    return f(n + 1)\nf(0)", ["pass"], {"program_error"}, False),
