@@ -14,7 +14,8 @@ import torch
 from scipy import stats as sps
 
 from search.engines.hf import HFEngine
-from search.engines.spec import Drafter, SpecConfig, _probs
+from search.engines.sampling import probs
+from search.engines.spec import Drafter, SpecConfig
 from search.testing import tiny_llama
 from search.types import Problem
 
@@ -137,7 +138,7 @@ def test_sampled_sequences_follow_the_models_distribution(temperature, top_p):
     seqs = list(itertools.product(range(V), repeat=3))
     with torch.no_grad():  # p(t1) p(t2 | t1) p(t3 | t1 t2) for every t1 t2 t3
         x = torch.tensor([[*root_ids, a, b] for a, b in itertools.product(range(V), repeat=2)])
-        p = _probs(model(x).logits[:, -3:].float(), temperature, top_p)  # [V*V, 3, V]
+        p = probs(model(x).logits[:, -3:].float(), temperature, top_p)  # [V*V, 3, V]
     exact = torch.tensor([float(p[a * V + b, 0, a] * p[a * V + b, 1, b] * p[a * V + b, 2, c])
                           for a, b, c in seqs])
     index = {s: i for i, s in enumerate(seqs)}

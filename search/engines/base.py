@@ -15,6 +15,18 @@ from search.types import Node, Problem
 DEFAULT_STOP: tuple[str, ...] = ("\n\n",)
 
 
+def check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -> None:
+    """The expand arguments every engine accepts; a clear ValueError otherwise."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
 @runtime_checkable
 class Engine(Protocol):
     meter: Meter

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP
+from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
@@ -122,7 +122,7 @@ class HFEngine:
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
-        _check_sampling(n, max_tokens, temperature, top_p)
+        check_sampling(n, max_tokens, temperature, top_p)
         nodes = list(nodes)
         for node in nodes:
             if node.finished:
@@ -327,17 +327,6 @@ class _StepDecoder:
 
 def _unique(nodes: Sequence[Node]) -> list[Node]:
     return list({node.id: node for node in nodes}.values())
-
-
-def _check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -> None:
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
 
 def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:

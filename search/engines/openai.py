@@ -56,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP
+from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
@@ -79,18 +79,6 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{spec!r}: the server address must start with http:// or https://")
     return url.rstrip("/"), model or None
-
-
-def check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) -> None:
-    """The expand arguments every engine accepts (as search.engines.hf checks them)."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
 
 def subseed(seed: int, *index: int) -> int:

@@ -17,14 +17,20 @@ def sample(logits: torch.Tensor, *, temperature: float, top_p: float,
     if temperature == 0:
         tokens = logits.argmax(dim=-1)
     else:
-        z = logits / temperature
-        if top_p < 1.0:
-            sorted_z, order = z.sort(dim=-1, descending=True)
-            probs = torch.softmax(sorted_z, dim=-1)
-            # drop a token once the mass before it already reaches top_p (the first stays)
-            drop = (probs.cumsum(-1) - probs) >= top_p
-            sorted_z = sorted_z.masked_fill(drop, float("-inf"))
-            z = torch.full_like(z, float("-inf")).scatter(-1, order, sorted_z)
-        probs = torch.softmax(z, dim=-1)
-        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        tokens = torch.multinomial(probs(logits, temperature, top_p), 1,
+                                   generator=generator).squeeze(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """[..., V] -> the distribution `sample` draws from at temperature > 0 (tempered, top-p
+    cut); speculative acceptance (search.engines.spec) uses the very same one."""
+    z = logits / temperature
+    if top_p < 1.0:
+        sorted_z, order = z.sort(dim=-1, descending=True)
+        p = torch.softmax(sorted_z, dim=-1)
+        # drop a token once the mass before it already reaches top_p (the first stays)
+        drop = (p.cumsum(-1) - p) >= top_p
+        sorted_z = sorted_z.masked_fill(drop, float("-inf"))
+        z = torch.full_like(z, float("-inf")).scatter(-1, order, sorted_z)
+    return torch.softmax(z, dim=-1)

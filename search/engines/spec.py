@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from search.engines.kv import Segment, SlabCache
-from search.engines.sampling import sample
+from search.engines.sampling import probs, sample
 from search.types import Node, Step
 
 if TYPE_CHECKING:
@@ -169,18 +169,6 @@ class Drafter:
             out.append(token)
             ctx = [*ctx[1 - self.span:], token] if self.span > 1 else [token]
         return out
-
-
-def _probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """[..., V] -> the distribution sampling.sample draws from (tempered, top-p cut)."""
-    z = logits / temperature
-    if top_p < 1.0:
-        sorted_z, order = z.sort(dim=-1, descending=True)
-        probs = torch.softmax(sorted_z, dim=-1)
-        drop = (probs.cumsum(-1) - probs) >= top_p
-        sorted_z = sorted_z.masked_fill(drop, float("-inf"))
-        z = torch.full_like(z, float("-inf")).scatter(-1, order, sorted_z)
-    return torch.softmax(z, dim=-1)
 
 
 class SpecDecoder:
@@ -366,7 +354,7 @@ class SpecDecoder:
             best = logits.argmax(-1)  # [A, q]
             acc = ((drafts == best[:, :-1]) & live).long().cumprod(-1).sum(-1)
             return acc, best.gather(1, acc[:, None]).squeeze(1)
-        p = _probs(logits, self.temperature, self.top_p)  # [A, q, V]
+        p = probs(logits, self.temperature, self.top_p)  # [A, q, V]
         # draws in row order: a row's randomness must not depend on its cache slot
         order = torch.tensor(sorted(range(A), key=active.__getitem__), device=logits.device)
         acc = torch.zeros(A, dtype=torch.long, device=logits.device)

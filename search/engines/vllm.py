@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP
-from search.engines.openai import check_sampling, subseed
+from search.engines.base import DEFAULT_STOP, check_sampling
+from search.engines.openai import subseed
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
 
