@@ -153,8 +153,16 @@ class SlabCache(Cache):
         self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length) for i in range(buf.shape[0])]
         super().__init__(layers=list(self.slabs))
         if mask == "additive":  # eager attention adds the mask to its scores
-            self.bias = torch.zeros(valid.shape, dtype=buf.dtype, device=buf.device)
-            self.bias.masked_fill_(~valid, torch.finfo(buf.dtype).min)
+            self.bias = torch.empty(valid.shape, dtype=buf.dtype, device=buf.device)
+            self.sync_bias(valid.shape[0], 0)
+
+    def sync_bias(self, rows: int, start: int) -> None:
+        """Eager attention reads the additive bias: rebuild it from `valid` for the first
+        `rows` slots, columns `start` on (0 where valid, the dtype's min where not)."""
+        if self.mask_kind == "additive":
+            v = self.valid[:rows, start:]
+            self.bias[:rows, start:] = torch.zeros_like(v, dtype=self.bias.dtype).masked_fill(
+                ~v, torch.finfo(self.bias.dtype).min)
 
     @staticmethod
     def from_paths(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout

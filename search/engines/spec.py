@@ -322,7 +322,7 @@ class SpecDecoder:
         ok = torch.arange(q, device=dev)[None] < used[:, None]
         cache.valid[:A, n:n + q] = ok
         cache.valid[:A, top:n + q] = True  # rewound: the next pass writes these columns
-        self._sync_bias(A, n)
+        cache.sync_bias(A, n)
         cache.rewind(top)
         accl, emits, lps = acc.tolist(), emit.tolist(), emit_lp.tolist()
         if cfg.recycle_k:
@@ -383,17 +383,9 @@ class SpecDecoder:
             cache.valid[b, P:P + c] = True
             cache.valid[b, P + c:top] = False
         cache.valid[:len(active), top:] = True
-        self._sync_bias(len(active), P)
+        cache.sync_bias(len(active), P)
         cache.rewind(top)
         self.stats.squeezes += 1
-
-    def _sync_bias(self, rows: int, start: int) -> None:
-        """Eager attention reads the additive bias: copy `valid` into it from `start` on."""
-        cache = self.cache
-        if cache.mask_kind == "additive":
-            v = cache.valid[:rows, start:]
-            cache.bias[:rows, start:] = torch.zeros_like(v, dtype=cache.bias.dtype).masked_fill(
-                ~v, torch.finfo(cache.bias.dtype).min)
 
     def _child(self, b: int, r: int, reason: str) -> Node:
         toks = self.toks[r]
