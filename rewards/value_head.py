@@ -1,22 +1,31 @@
 """A value-head PRM on the generator's own hidden states: scoring a step costs no forward.
 
 The engine (HFEngine(keep_hidden=True)) records, for every generated step, the final hidden
-state its last token was predicted from. A logistic head maps it to P(this path reaches a
-correct answer). Labels follow Math-Shepherd (Wang et al. 2024): a step's label is the share
-of m sampled completions from it whose final answer verifies against the gold answer.
+state its last token was predicted from. A logistic head maps that state, next to a few
+confidence figures of the path read off the token log-probabilities the engine already
+recorded (`confidence`), to P(this path reaches a correct answer). Labels follow
+Math-Shepherd (Wang et al. 2024): a step's label is the share of m sampled completions from
+it that grade correct (verifiers.grade: the gold answer, or the hidden tests for code).
 
-    features, labels <- for sampled steps of training problems: (h(step), share correct)
+    features, labels <- for sampled steps of training problems: ([h(step); conf(path)], share)
     head <- logistic regression on (features, soft labels), L2-regularised
-    score(step) = sigmoid(w . h(step) + b)
+    score(step) = sigmoid(w . [h(step); conf(path)] + b)
 
-Train: python -m rewards.value_head --model tiny-arith --problems 200 --out <model dir>
-The head is saved next to the model it belongs to (value_head.safetensors + .json).
+Why the confidence figures: a small reasoner's mistakes are slips it makes while unsure (a
+product it half knows), and the hidden state at the step's end no longer shows how unsure
+the model was at the slip; the path's worst token log-probability does.
+
+Train: python -m rewards.value_head --model tiny-arith --problems 200
+The head is saved next to the model it belongs to (value_head.safetensors + .json), with
+its held-out AUC and the AUC of simpler baselines measured on the same steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +37,33 @@ from search.budget import Meter
 from search.types import Node, Problem
 
 HEAD_FILE = "value_head.safetensors"
+UNSURE = math.log(0.5)  # a token the model gave less than even odds
+CONFIDENCE = ("path min logprob", "path mean logprob", "step min logprob",
+              "path tokens below log(1/2)", "depth")
+
+
+def confidence(node: Node) -> list[float]:
+    """[len(CONFIDENCE)] figures of node's path from its steps' temperature-1 token
+    log-probabilities (clamped at -30 so a zero-probability token stays finite)."""
+    if node.step is None:
+        raise ValueError("the root has no step to score")
+    path = [max(lp, -30.0) for s in node.steps() for lp in s.logprobs] or [0.0]
+    step = [max(lp, -30.0) for lp in node.step.logprobs] or [0.0]
+    if any(math.isnan(lp) for lp in path):
+        raise ValueError(f"NaN log-probability on the path to {node!r}")
+    return [min(path), sum(path) / len(path), min(step), float(sum(lp < UNSURE for lp in path)),
+            float(node.depth)]
+
+
+def features(engine: Any, nodes: Sequence[Node]) -> torch.Tensor:
+    """[B, hidden + len(CONFIDENCE)]: each node's recorded step state and its path's
+    confidence figures; a clear error for steps this engine did not sample with keep_hidden."""
+    missing = [n for n in nodes if n not in engine.step_features]
+    if missing:
+        raise ValueError(f"no step features for {missing[0]!r}: only steps sampled by this "
+                         "engine with keep_hidden=True can be scored by its value head")
+    hid = torch.stack([engine.step_features[n] for n in nodes])
+    return torch.cat([hid, torch.tensor([confidence(n) for n in nodes], dtype=hid.dtype)], 1)
 
 
 class ValueHead(torch.nn.Module):
@@ -131,11 +167,11 @@ class ValueHeadScorer:
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         del problem
-        missing = [n for n in nodes if n not in self.engine.step_features]
-        if missing:
-            raise ValueError(f"no step features for {missing[0]!r}: only steps sampled by this "
-                             "engine with keep_hidden=True can be scored by its value head")
-        x = torch.stack([self.engine.step_features[n] for n in nodes])
+        x = features(self.engine, nodes)
+        if x.shape[1] != self.head.mean.shape[0]:
+            raise ValueError(f"the value head takes {self.head.mean.shape[0]} features; this "
+                             f"engine gives {x.shape[1]} (hidden size + {len(CONFIDENCE)}): "
+                             "the head belongs to another model")
         self.meter.charge_scorer(calls=len(nodes), flops=2.0 * x.numel())
         with torch.no_grad():
             return self.head(x).tolist()
@@ -144,68 +180,121 @@ class ValueHeadScorer:
 def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
                    completions: int = 4, step_tokens: int = 96, max_steps: int = 12,
                    temperature: float = 1.0, seed: int = 0
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """Math-Shepherd labels: for steps on sampled paths, the share of `completions` rollouts
-    from the step whose answer verifies. Returns features [N, hidden] and labels [N]."""
-    from verifiers.math import verify
+    from the step that grade correct (a finished step: its own grade). Returns features
+    [N, hidden + len(CONFIDENCE)], labels [N] and, per step, the index of its problem."""
+    from verifiers.grade import grade
 
     rng = random.Random(seed)
+    graded: dict[tuple[int, str], bool] = {}  # samples often repeat a solution
+
+    def right(i: int, node: Node) -> bool:
+        if (i, node.text) not in graded:
+            graded[i, node.text] = grade(problems[i], node.text).correct
+        return graded[i, node.text]
+
     feats: list[torch.Tensor] = []
     labels: list[float] = []
-    for problem in problems:
-        assert problem.answer is not None
+    groups: list[int] = []
+    for i, problem in enumerate(problems):
+        steps: list[Node] = []
         frontier = engine.expand([engine.root(problem)], paths, max_tokens=step_tokens,
                                  temperature=temperature, seed=rng.getrandbits(32))[0]
         for _ in range(max_steps):
-            for node in frontier:
-                if node.finished:  # a finished step's label is its own correctness
-                    feats.append(engine.step_features[node])
-                    labels.append(float(verify(problem.answer, node.text).correct))
+            done = [n for n in frontier if n.finished]
             live = [n for n in frontier if not n.finished]
-            if not live:
-                break
             rolls = engine.expand(live, completions, stop=None,
                                   max_tokens=step_tokens * max_steps, temperature=temperature,
-                                  seed=rng.getrandbits(32))
-            for node, outs in zip(live, rolls):
-                feats.append(engine.step_features[node])
-                labels.append(sum(verify(problem.answer, o.text).correct for o in outs) / len(outs))
+                                  seed=rng.getrandbits(32)) if live else []
+            steps += done + live
+            labels += [float(right(i, n)) for n in done]
+            labels += [sum(right(i, o) for o in outs) / len(outs) for outs in rolls]
+            groups += [i] * len(frontier)
+            if not live:
+                break
             frontier = [c[0] for c in engine.expand(live, 1, max_tokens=step_tokens,
                                                     temperature=temperature,
                                                     seed=rng.getrandbits(32))]
+        feats.append(features(engine, steps))  # before retain() lets go of the nodes' states
         engine.retain([])
-    return torch.stack(feats), torch.tensor(labels)
+    return torch.cat(feats), torch.tensor(labels), groups
+
+
+Split = tuple[torch.Tensor, torch.Tensor, list[int]]
+
+
+def held_out(train: Split, test: Split, *, l2: float) -> tuple[ValueHead, dict[str, Any]]:
+    """The head fitted on `train` and its AUC on `test` (positive: label > 1/2), beside
+    baselines on the same steps: a head on the hidden state alone, one on the confidence
+    figures alone, and the path's min log-probability by itself; also the mean AUC within
+    each test group (problem difficulty), where difficulty cannot help."""
+    (x_tr, y_tr, _), (x_te, y_te, g_te) = train, test
+    hidden = x_tr.shape[1] - len(CONFIDENCE)
+    positive = (y_te > 0.5).tolist()
+
+    def fitted(cols: slice) -> tuple[ValueHead, list[float]]:
+        head = fit(x_tr[:, cols], y_tr, l2=l2)
+        with torch.no_grad():
+            return head, head(x_te[:, cols]).tolist()
+
+    head, scores = fitted(slice(None))
+    within = [auc([scores[j] for j in idx], [positive[j] for j in idx])
+              for g in sorted(set(g_te)) if (idx := [j for j, h in enumerate(g_te) if h == g])
+              and 0 < sum(positive[j] for j in idx) < len(idx)]
+    return head, {"test_auc": auc(scores, positive),
+                  "test_auc_within_difficulty": sum(within) / len(within) if within else None,
+                  "baselines": {"hidden_state_only": auc(fitted(slice(0, hidden))[1], positive),
+                                "confidence_only": auc(fitted(slice(hidden, None))[1], positive),
+                                "path_min_logprob": auc(x_te[:, hidden].tolist(), positive)},
+                  "test_positive_share": sum(positive) / len(positive)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", default="tiny-arith")
-    ap.add_argument("--problems", type=int, default=200)
-    ap.add_argument("--difficulty", type=int, default=None)
+    ap.add_argument("--problems", type=int, default=200, help="80%% train, 20%% test")
+    ap.add_argument("--levels", type=int, nargs="+", default=None,
+                    help="difficulties, cycled over the problems (default: the task's "
+                         "default and the two on either side)")
+    ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="folder of the model (default: its own folder)")
     args = ap.parse_args(argv)
-    from problems import arith
+    from problems.evaluate import task_of
     from search.engines.hf import HFEngine
 
     engine = HFEngine.load(args.model, keep_hidden=True)
-    kw = {"difficulty": args.difficulty} if args.difficulty else {}
-    probs = arith.generate(args.problems, seed=10_000 + args.seed, **kw)
+    task = task_of(args.model) if args.model in _reasoner_names() else task_of("tiny-arith")
+    d = task.default_difficulty
+    levels = args.levels or [lv for lv in range(d - 2, d + 3) if lv >= 1]
+    # problem i: the i-th of its level's generator stream (seeds 10,000+, never trained on)
+    per_level = {lv: task.generate(args.problems // len(levels) + 1, seed=10_000 + args.seed,
+                                   difficulty=lv) for lv in levels}
+    probs = [per_level[lv][i // len(levels)]
+             for i, lv in zip(range(args.problems), itertools.cycle(levels))]
     split = int(0.8 * len(probs))
-    x_tr, y_tr = rollout_labels(engine, probs[:split], seed=args.seed)
-    x_te, y_te = rollout_labels(engine, probs[split:], seed=args.seed + 1)
-    head = fit(x_tr, y_tr, seed=args.seed)
-    with torch.no_grad():
-        test_auc = auc(head(x_te).tolist(), (y_te > 0.5).tolist())
-    meta = {"model": args.model, "problems": args.problems, "seed": args.seed,
-            "train_steps": len(y_tr), "test_steps": len(y_te), "test_auc": round(test_auc, 4)}
+    train = rollout_labels(engine, probs[:split], seed=args.seed)
+    x_te, y_te, g_te = rollout_labels(engine, probs[split:], seed=args.seed + 1)
+    test = (x_te, y_te, [levels[(split + g) % len(levels)] for g in g_te])
+    head, report = held_out(train, test, l2=args.l2)
+    meta = {"model": args.model, "problems": args.problems, "levels": levels, "seed": args.seed,
+            "l2": args.l2, "features": ["hidden state", *CONFIDENCE],
+            "train_steps": len(train[1]), "test_steps": len(y_te),
+            **json.loads(json.dumps(report), parse_float=lambda v: round(float(v), 4))}
     try:
         out = Path(args.out) if args.out else model_folder(engine)
     except FileNotFoundError as err:
         raise SystemExit(f"{err}; give --out") from None
     save(head, out, meta)
-    print(json.dumps(meta))
+    print(json.dumps(meta, indent=1))
     return 0
+
+
+def _reasoner_names() -> tuple[str, ...]:
+    from problems import reasoners
+
+    return reasoners.NAMES
 
 
 if __name__ == "__main__":
