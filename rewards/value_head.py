@@ -179,10 +179,12 @@ class ValueHeadScorer:
 
 def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
                    completions: int = 4, step_tokens: int = 96, max_steps: int = 12,
-                   temperature: float = 1.0, seed: int = 0
+                   temperature: float = 1.0, seed: int = 0,
+                   stop: Sequence[str] | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """Math-Shepherd labels: for steps on sampled paths, the share of `completions` rollouts
-    from the step that grade correct (a finished step: its own grade). Returns features
+    from the step that grade correct (a finished step: its own grade). Steps end at `stop`
+    (default: the engine's step delimiter; code: lines). Returns features
     [N, hidden + len(CONFIDENCE)], labels [N] and, per step, the index of its problem."""
     from verifiers.grade import grade
 
@@ -199,8 +201,10 @@ def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
     groups: list[int] = []
     for i, problem in enumerate(problems):
         steps: list[Node] = []
-        frontier = engine.expand([engine.root(problem)], paths, max_tokens=step_tokens,
-                                 temperature=temperature, seed=rng.getrandbits(32))[0]
+        step = {"max_tokens": step_tokens, "temperature": temperature,
+                **({"stop": tuple(stop)} if stop is not None else {})}
+        frontier = engine.expand([engine.root(problem)], paths, seed=rng.getrandbits(32),
+                                 **step)[0]
         for _ in range(max_steps):
             done = [n for n in frontier if n.finished]
             live = [n for n in frontier if not n.finished]
@@ -213,9 +217,7 @@ def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
             groups += [i] * len(frontier)
             if not live:
                 break
-            frontier = [c[0] for c in engine.expand(live, 1, max_tokens=step_tokens,
-                                                    temperature=temperature,
-                                                    seed=rng.getrandbits(32))]
+            frontier = [c[0] for c in engine.expand(live, 1, seed=rng.getrandbits(32), **step)]
         feats.append(features(engine, steps))  # before retain() lets go of the nodes' states
         engine.retain([])
     return torch.cat(feats), torch.tensor(labels), groups
@@ -274,11 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     probs = [per_level[lv][i // len(levels)]
              for i, lv in zip(range(args.problems), itertools.cycle(levels))]
     split = int(0.8 * len(probs))
-    train = rollout_labels(engine, probs[:split], seed=args.seed)
-    x_te, y_te, g_te = rollout_labels(engine, probs[split:], seed=args.seed + 1)
+    stop = ("\n",) if probs[0].domain == "code" else None  # a program's steps are its lines
+    train = rollout_labels(engine, probs[:split], seed=args.seed, stop=stop)
+    x_te, y_te, g_te = rollout_labels(engine, probs[split:], seed=args.seed + 1, stop=stop)
     test = (x_te, y_te, [levels[(split + g) % len(levels)] for g in g_te])
     head, report = held_out(train, test, l2=args.l2)
     meta = {"model": args.model, "problems": args.problems, "levels": levels, "seed": args.seed,
+            "steps_end_at": list(stop or ["the engine's step delimiter"]),
             "l2": args.l2, "features": ["hidden state", *CONFIDENCE],
             "train_steps": len(train[1]), "test_steps": len(y_te),
             **json.loads(json.dumps(report), parse_float=lambda v: round(float(v), 4))}
