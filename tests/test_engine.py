@@ -159,9 +159,11 @@ def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_m
     model, tok = tiny_model
     eng = HFEngine(model, tok, chat=False, device="cpu", keep_hidden=True)
     root = eng.root(Problem(prompt="4*4="))
-    kids = eng.expand([root], 3, stop=None, max_tokens=5, seed=2)[0]
-    grand = eng.expand(kids[:2], 1, stop=None, max_tokens=1, seed=3)  # 1-token steps too
-    for kid in kids[:2] + [g[0] for g in grand]:
+    kids = eng.expand([root], 6, stop=None, max_tokens=5, seed=2)[0]
+    live = [k for k in kids if not k.finished][:2]  # a sampled EOS ends a path
+    assert len(live) == 2
+    grand = eng.expand(live, 1, stop=None, max_tokens=1, seed=3)  # 1-token steps too
+    for kid in kids + [g[0] for g in grand]:
         ids = kid.token_ids()
         with torch.no_grad():
             h = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]

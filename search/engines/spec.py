@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from search.engines.kv import Segment, SlabCache
-from search.engines.sampling import probs, sample
+from search.engines.sampling import categorical, probs, sample
 from search.types import Node, Step
 
 if TYPE_CHECKING:
@@ -367,7 +367,7 @@ class SpecDecoder:
             x = drafts.gather(1, acc.clamp(max=q - 2)[:, None])
             rejected = (acc < k)[:, None]
             dist.scatter_(1, x, dist.gather(1, x).masked_fill(rejected, 0.0))
-        final = torch.multinomial(dist[order], 1, generator=self.gen).squeeze(1)
+        final = categorical(dist[order], self.gen)
         return acc, _unsort(final, order)
 
     def _squeeze(self, active: list[int]) -> None:
