@@ -237,6 +237,21 @@ def test_program_of_reads_chat_and_completion_styles():
         assert run_tests(chat, stub.tests).passed_all  # sqrt comes from the prompt's import
 
 
+def test_code_answers_of_completion_and_chat_styles():
+    """A body continuing the stub is an answer (the completed function), so a search over a
+    completion model selects among its programs; empty text is none."""
+    from search.answers import extract, vote_key
+
+    stub = Problem(prompt='def g(a):\n    """Double."""\n', domain="code", entry_point="g")
+    body = "    return 2 * a\n"
+    assert extract(stub, body) == stub.prompt + body
+    assert extract(stub, "```python\ndef g(a):\n    return a + a\n```") == \
+        "def g(a):\n    return a + a"
+    assert extract(stub, "  \n") is None
+    one, two = extract(stub, body), extract(stub, body + "\n")
+    assert one is not None and two is not None and vote_key(stub, one) == vote_key(stub, two)
+
+
 # -- compute_optimal ------------------------------------------------------------------------
 TABLE = {"probe": {"n": 2, "signal": "score", "budget_fraction": 0.5},
          "edges": [0.5],

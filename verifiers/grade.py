@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search.answers import extract_code
+from search.answers import written_code
 from search.types import Problem
 from verifiers.code import TestReport, run_tests
 from verifiers.math import verify
@@ -49,9 +49,7 @@ def _compiles(source: str) -> bool:
 
 def program_of(problem: Problem, text: str) -> str:
     """The program a solution text stands for (see the module docstring)."""
-    code = extract_code(text)
-    if code is None and problem.entry_point and f"def {problem.entry_point}" in text:
-        code = text
+    code = written_code(problem, text)
     if code is None:
         return problem.prompt + text
     return f"{problem.prompt.rstrip()}\n\n\n{code}\n" if _compiles(problem.prompt) else code
