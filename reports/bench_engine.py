@@ -15,10 +15,11 @@ EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
       GGUF file's own Q4_1 weights (run once, not per dtype); as many threads as torch;
       no step boundaries (the best case for it, like (b));
   (f) with --compile: (d) with torch.compile on the model forward.
-(a)-(d) run with fp32 and with bf16 weights. Printed per run: tokens/s, prefilled tokens, peak
+(a)-(d) run with fp32 and with bf16 weights, and int8 (HFEngine's dynamically quantised
+linears) with --dtypes fp32,int8. Printed per run: tokens/s, prefilled tokens, peak
 RSS during the run, and the share of the compute bound reached: 2 * params FLOPs per token
 against the matmul rate measured here at start-up (a 2048^3 GEMM in each dtype).
-Then bf16's greedy agreement with fp32 on GSM8K test prompts: free-running (share of
+Then each other dtype's greedy agreement with fp32 on GSM8K test prompts: free-running (share of
 positions where the two greedy outputs are equal) and per step (bf16's greedy choice on
 fp32's own path). Usage:
     python reports/bench_engine.py [--model smollm2-135m] [--steps 3] [--step-tokens 32]
@@ -43,7 +44,8 @@ from search.types import Node, Problem
 
 PROMPT = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many "
           "clips in May. How many clips did Natalia sell altogether in April and May? ")
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES: dict[str, torch.dtype | str] = {"fp32": torch.float32, "bf16": torch.bfloat16,
+                                        "int8": "int8"}  # int8: HFEngine's quantised path
 
 
 def prompt_ids(tokenizer, length: int) -> list[int]:
@@ -216,19 +218,20 @@ METHODS: dict[str, tuple[str, Callable, bool | None]] = {
 }
 
 
-# -- bf16 numerics -------------------------------------------------------------------------
-def agreement(fp32: HFEngine, bf16: HFEngine, problems, max_tokens: int) -> tuple[float, float]:
-    """(free-running, per-step) share of greedy tokens where bf16 equals fp32."""
+# -- bf16 / int8 numerics -------------------------------------------------------------------------
+def agreement(fp32: HFEngine, other: HFEngine, problems, max_tokens: int
+              ) -> tuple[float, float]:
+    """(free-running, per-step) share of greedy tokens where `other` (bf16, int8) equals fp32."""
     runs = [e.expand([e.root(p) for p in problems], 1, stop=None, max_tokens=max_tokens,
-                     temperature=0) for e in (fp32, bf16)]
+                     temperature=0) for e in (fp32, other)]
     same = total = step_same = steps = 0
     for (x,), (y,) in zip(*runs):
         s, t = x.step.token_ids, y.step.token_ids
         total += max(len(s), len(t))
         same += sum(u == v for u, v in zip(s, t))
-        path = x.token_ids()  # teacher forcing: bf16's argmax along fp32's path
+        path = x.token_ids()  # teacher forcing: other's argmax along fp32's path
         with torch.no_grad():
-            pred = bf16.model(torch.tensor([path])).logits[0, len(path) - len(s) - 1:-1]
+            pred = other.model(torch.tensor([path])).logits[0, len(path) - len(s) - 1:-1]
         step_same += int((pred.argmax(-1) == torch.tensor(s)).sum())
         steps += len(s)
     return same / total, step_same / steps
@@ -259,7 +262,9 @@ def main() -> None:
     if "e" in methods and (why := llamacpp_missing(args.model)):
         print(f"(e) llama.cpp skipped: {why}")
         methods.remove("e")
-    rates = {d: gemm_gflops(DTYPES[d]) for d in dtypes}
+    # int8's bound is reported against the fp32 GEMM rate (the FLOPs are the same)
+    rates = {d: gemm_gflops(torch.float32 if d == "int8" else DTYPES[d])  # type: ignore[arg-type]
+             for d in dtypes}
     print(f"model={args.model} threads={torch.get_num_threads()} branches={args.branches} "
           f"prompt={args.prompt_tokens} steps={args.steps}x{args.step_tokens} tokens "
           f"bf16_native={bf16_native()}")
@@ -302,16 +307,17 @@ def main() -> None:
         if ("e", dtypes[0]) in table and ("d", d) in table:
             ratios.append(f"(d)/(e, q4_1) = {table[('d', d)] / table[('e', dtypes[0])]:.2f}x")
         print(f"{d}: " + "   ".join(ratios))
-    if ("d", "fp32") in table and ("d", "bf16") in table:
-        print(f"(d) bf16/fp32 = {table[('d', 'bf16')] / table[('d', 'fp32')]:.2f}x")
-    if "fp32" in engines and "bf16" in engines and args.agreement_prompts:
-        from problems import datasets
+    for d in dtypes[1:] if dtypes[0] == "fp32" else []:
+        if ("d", d) in table:
+            print(f"(d) {d}/fp32 = {table[('d', d)] / table[('d', 'fp32')]:.2f}x")
+        if args.agreement_prompts:
+            from problems import datasets
 
-        probs = datasets.load("gsm8k", limit=args.agreement_prompts)
-        free, step = agreement(engines["fp32"], engines["bf16"], probs, args.agreement_tokens)
-        print(f"bf16 greedy agreement with fp32 on {len(probs)} GSM8K test prompts x "
-              f"{args.agreement_tokens} tokens: free-running {100 * free:.1f}% of positions, "
-              f"per step (on fp32's path) {100 * step:.1f}%")
+            probs = datasets.load("gsm8k", limit=args.agreement_prompts)
+            free, step = agreement(engines["fp32"], engines[d], probs, args.agreement_tokens)
+            print(f"{d} greedy agreement with fp32 on {len(probs)} GSM8K test prompts x "
+                  f"{args.agreement_tokens} tokens: free-running {100 * free:.1f}% of positions, "
+                  f"per step (on fp32's path) {100 * step:.1f}%")
 
 
 def _compiled(engine: HFEngine) -> HFEngine:

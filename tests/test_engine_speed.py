@@ -235,3 +235,31 @@ def test_bf16_greedy_agrees_with_fp32_on_the_tiny_reasoner():
     share = greedy_agreement(fp32, bf16, problems, max_tokens=60)
     print(f"bf16 greedy agreement with fp32 (tiny-arith, 8 prompts): {share:.3f}")
     assert share >= 0.95
+
+
+def test_int8_engine_matches_its_own_full_forward_and_keeps_fp32_flops(tiny_model):
+    """dtype="int8": linears (all but INT8_SKIP) become dynamically quantised; the KV-sharing
+    engine's greedy tokens equal argmax of a plain full-prefix forward of that same quantised
+    model, and FLOPs are still counted from the fp32 parameter count."""
+    from search.engines.hf import INT8_SKIP
+    from search.testing import tiny_llama
+
+    model, tok = tiny_llama(seed=1)
+    n_fp32 = sum(p.numel() for p in model.parameters())
+    eng = HFEngine(model, tok, chat=False, device="cpu", dtype="int8")
+    fp32_linear = {name: type(mod) is torch.nn.Linear for name, mod in eng.model.named_modules()
+                   if name.endswith(("_proj", "lm_head"))}
+    assert fp32_linear and all(kept == name.endswith(INT8_SKIP)
+                               for name, kept in fp32_linear.items()), fp32_linear
+    assert not all(fp32_linear.values())
+    assert eng.n_params == n_fp32
+    root = eng.root(Problem(prompt="12+3="))
+    (kid,) = eng.expand([root], 1, stop=None, max_tokens=6, temperature=0.0)[0]
+    (grand,) = eng.expand([kid], 1, stop=None, max_tokens=4, temperature=0.0)[0]
+    ids = grand.token_ids()
+    with torch.no_grad():
+        logits = eng.model(torch.tensor([ids])).logits[0]
+    new = len(ids) - len(root.prompt_ids)
+    assert logits[-new - 1:-1].argmax(-1).tolist() == ids[-new:]
+    with pytest.raises(ValueError, match="CPU"):
+        HFEngine(tiny_llama(seed=1)[0], tok, chat=False, device="meta", dtype="int8")
