@@ -109,6 +109,7 @@ def main() -> None:
     ap.add_argument("--max-batch-tokens", type=int, default=SpecConfig.max_batch_tokens)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--dtype", default="fp32", help="fp32, bf16 or int8 (HFEngine's dtype)")
     ap.add_argument("--quick", action="store_true", help="2 prompts x 64 tokens, no cost table")
     args = ap.parse_args()
     if args.quick:
@@ -125,13 +126,14 @@ def main() -> None:
         print(f"skipped: no GSM8K data ({err})")
         return
     try:
-        plain = HFEngine.load(args.model)
+        plain = HFEngine.load(args.model, **({} if args.dtype == "fp32" else
+                                             {"dtype": args.dtype}))
     except ModelNotFoundError as err:
         print(f"skipped: {err}")
         return
     config = SpecConfig(max_batch_tokens=args.max_batch_tokens)
     print(f"machine: {machine()}")
-    print(f"model={args.model} fp32, {len(problems)} GSM8K test prompts, up to "
+    print(f"model={args.model} {args.dtype}, {len(problems)} GSM8K test prompts, up to "
           f"{args.max_tokens} tokens per row, {config}")
     if not args.quick:
         pass_costs(plain)

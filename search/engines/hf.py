@@ -48,7 +48,8 @@ class HFEngine:
         # native bf16 (see bf16_native) to be fast, and changes greedy choices only rarely
         # dtype="int8": every nn.Linear quantised to int8 weights (per output channel) with
         # activations quantised per call (torch dynamic quantisation, fbgemm/x86 kernels; CPU
-        # only): ~4x fewer weight bytes streamed per decode step; lossy, like bf16
+        # only): ~4x fewer weight bytes streamed per decode step; lossy, and not batch-
+        # invariant (one activation scale per call), so speculation is not token-identical
         int8 = _is_int8(dtype)
         if int8 and self.device.type != "cpu":
             raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
