@@ -134,8 +134,9 @@ def test_registry_value_scorer_loads_the_head_next_to_the_model(tiny_model, tmp_
 
 @pytest.mark.slow
 def test_committed_tiny_arith_head_ranks_fresh_steps_above_chance():
-    """The head committed next to tiny-arith, on steps of 60 problems it never saw (levels 3-7,
-    labels from fresh rollouts): better than chance, and usable as search's "value" scorer."""
+    """The head committed next to tiny-arith, on steps of 40 problems it never saw (levels
+    3-7, labels from fresh rollouts; AUC 0.68 when written): better than chance, and usable
+    as search's "value" scorer."""
     import search
     from problems import arith, reasoners
     from rewards.value_head import rollout_labels
@@ -145,7 +146,7 @@ def test_committed_tiny_arith_head_ranks_fresh_steps_above_chance():
         pytest.skip("no value head next to tiny-arith (python -m rewards.value_head)")
     eng = HFEngine.load("tiny-arith", device="cpu", keep_hidden=True)
     head = load(folder)
-    problems = [p for lv in (3, 4, 5, 6, 7) for p in arith.generate(12, seed=20_000, difficulty=lv)]
+    problems = [p for lv in (3, 4, 5, 6, 7) for p in arith.generate(8, seed=20_000, difficulty=lv)]
     x, y, _ = rollout_labels(eng, problems, seed=7)
     with torch.no_grad():
         assert auc(head(x).tolist(), (y > 0.5).tolist()) > 0.6
