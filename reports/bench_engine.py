@@ -20,7 +20,7 @@ linears) with --dtypes fp32,int8. Printed per run: tokens/s, prefilled tokens, p
 RSS during the run, and the share of the compute bound reached: 2 * params FLOPs per token
 against the matmul rate measured here at start-up (a 2048^3 GEMM in each dtype).
 Then each other dtype's greedy agreement with fp32 on GSM8K test prompts: free-running (share of
-positions where the two greedy outputs are equal) and per step (bf16's greedy choice on
+positions where the two greedy outputs are equal) and per step (its greedy choice on
 fp32's own path). Usage:
     python reports/bench_engine.py [--model smollm2-135m] [--steps 3] [--step-tokens 32]
         [--dtypes fp32,bf16] [--methods a,b,c,d,e] [--agreement-prompts 8] [--compile]
@@ -307,13 +307,15 @@ def main() -> None:
         if ("e", dtypes[0]) in table and ("d", d) in table:
             ratios.append(f"(d)/(e, q4_1) = {table[('d', d)] / table[('e', dtypes[0])]:.2f}x")
         print(f"{d}: " + "   ".join(ratios))
-    for d in dtypes[1:] if dtypes[0] == "fp32" else []:
+    others = dtypes[1:] if dtypes[0] == "fp32" else []
+    if others and args.agreement_prompts:
+        from problems import datasets
+
+        probs = datasets.load("gsm8k", limit=args.agreement_prompts)
+    for d in others:
         if ("d", d) in table:
             print(f"(d) {d}/fp32 = {table[('d', d)] / table[('d', 'fp32')]:.2f}x")
         if args.agreement_prompts:
-            from problems import datasets
-
-            probs = datasets.load("gsm8k", limit=args.agreement_prompts)
             free, step = agreement(engines["fp32"], engines[d], probs, args.agreement_tokens)
             print(f"{d} greedy agreement with fp32 on {len(probs)} GSM8K test prompts x "
                   f"{args.agreement_tokens} tokens: free-running {100 * free:.1f}% of positions, "

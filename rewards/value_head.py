@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from search.budget import Meter
+from search.engines.base import DEFAULT_STOP
 from search.types import Node, Problem
 
 HEAD_FILE = "value_head.safetensors"
@@ -180,29 +181,22 @@ class ValueHeadScorer:
 def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
                    completions: int = 4, step_tokens: int = 96, max_steps: int = 12,
                    temperature: float = 1.0, seed: int = 0,
-                   stop: Sequence[str] | None = None
+                   stop: Sequence[str] = DEFAULT_STOP
                    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """Math-Shepherd labels: for steps on sampled paths, the share of `completions` rollouts
     from the step that grade correct (a finished step: its own grade). Steps end at `stop`
-    (default: the engine's step delimiter; code: lines). Returns features
-    [N, hidden + len(CONFIDENCE)], labels [N] and, per step, the index of its problem."""
-    from verifiers.grade import grade
+    (code: lines). Returns features [N, hidden + len(CONFIDENCE)], labels [N] and, per step,
+    the index of its problem."""
+    from problems.evaluate import Grader  # verifiers.grade, cached: samples repeat
 
     rng = random.Random(seed)
-    graded: dict[tuple[int, str], bool] = {}  # samples often repeat a solution
-
-    def right(i: int, node: Node) -> bool:
-        if (i, node.text) not in graded:
-            graded[i, node.text] = grade(problems[i], node.text).correct
-        return graded[i, node.text]
-
+    check = Grader()
+    step = {"max_tokens": step_tokens, "temperature": temperature, "stop": tuple(stop)}
     feats: list[torch.Tensor] = []
     labels: list[float] = []
     groups: list[int] = []
     for i, problem in enumerate(problems):
         steps: list[Node] = []
-        step = {"max_tokens": step_tokens, "temperature": temperature,
-                **({"stop": tuple(stop)} if stop is not None else {})}
         frontier = engine.expand([engine.root(problem)], paths, seed=rng.getrandbits(32),
                                  **step)[0]
         for _ in range(max_steps):
@@ -212,8 +206,9 @@ def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
                                   max_tokens=step_tokens * max_steps, temperature=temperature,
                                   seed=rng.getrandbits(32)) if live else []
             steps += done + live
-            labels += [float(right(i, n)) for n in done]
-            labels += [sum(right(i, o) for o in outs) / len(outs) for outs in rolls]
+            labels += [float(check(problem, n.text).correct) for n in done]
+            labels += [sum(check(problem, o.text).correct for o in outs) / len(outs)
+                       for outs in rolls]
             groups += [i] * len(frontier)
             if not live:
                 break
@@ -263,11 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="folder of the model (default: its own folder)")
     args = ap.parse_args(argv)
-    from problems.evaluate import task_of
+    from problems import reasoners
+    from problems.evaluate import TASKS, task_of
     from search.engines.hf import HFEngine
 
     engine = HFEngine.load(args.model, keep_hidden=True)
-    task = task_of(args.model) if args.model in _reasoner_names() else task_of("tiny-arith")
+    task = task_of(args.model) if args.model in reasoners.NAMES else TASKS["arith"]
     d = task.default_difficulty
     levels = args.levels or [lv for lv in range(d - 2, d + 3) if lv >= 1]
     # problem i: the i-th of its level's generator stream (seeds 10,000+, never trained on)
@@ -276,13 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     probs = [per_level[lv][i // len(levels)]
              for i, lv in zip(range(args.problems), itertools.cycle(levels))]
     split = int(0.8 * len(probs))
-    stop = ("\n",) if probs[0].domain == "code" else None  # a program's steps are its lines
+    stop = ("\n",) if probs[0].domain == "code" else DEFAULT_STOP  # a program's steps: lines
     train = rollout_labels(engine, probs[:split], seed=args.seed, stop=stop)
     x_te, y_te, g_te = rollout_labels(engine, probs[split:], seed=args.seed + 1, stop=stop)
-    test = (x_te, y_te, [levels[(split + g) % len(levels)] for g in g_te])
+    test = (x_te, y_te, [probs[split + g].metadata["difficulty"] for g in g_te])
     head, report = held_out(train, test, l2=args.l2)
     meta = {"model": args.model, "problems": args.problems, "levels": levels, "seed": args.seed,
-            "steps_end_at": list(stop or ["the engine's step delimiter"]),
+            "steps_end_at": list(stop),
             "l2": args.l2, "features": ["hidden state", *CONFIDENCE],
             "train_steps": len(train[1]), "test_steps": len(y_te),
             **json.loads(json.dumps(report), parse_float=lambda v: round(float(v), 4))}
@@ -293,12 +289,6 @@ def main(argv: list[str] | None = None) -> int:
     save(head, out, meta)
     print(json.dumps(meta, indent=1))
     return 0
-
-
-def _reasoner_names() -> tuple[str, ...]:
-    from problems import reasoners
-
-    return reasoners.NAMES
 
 
 if __name__ == "__main__":

@@ -7,8 +7,7 @@ import ast
 import pytest
 
 from problems import reasoners
-
-GENERATOR = {"tiny-arith": "arith", "tiny-code": "codegen"}
+from problems.evaluate import task_of
 
 
 def trained(name: str) -> bool:
@@ -28,12 +27,6 @@ def engine(name):
     from search.engines.hf import HFEngine
 
     return HFEngine.load(name, device="cpu")
-
-
-def generator(name: str):
-    import importlib
-
-    return importlib.import_module(f"problems.{GENERATOR[name]}")
 
 
 def test_files_and_records(name):
@@ -56,7 +49,7 @@ def test_loads_by_name_in_the_trained_format(name, engine):
     assert kwargs["chat"] is False and engine.chat is False
     assert kwargs["prompt_template"] == config["prompt_template"]
     # a problem and its solution tokenise with nothing unknown and decode back exactly
-    p = generator(name).generate(1, seed=3)[0]
+    p = task_of(name).generate(1, seed=3)[0]
     text = config["prompt_template"].format(prompt=p.prompt) + target(
         Config(task=config["task"]), p)
     ids = tok(text)["input_ids"]
@@ -69,12 +62,12 @@ def test_reproduces_recorded_greedy_accuracy(name, engine):
     from problems import evaluate
 
     recorded = reasoners.metrics(name)["fixed_set"]["greedy"]
-    measured = evaluate.greedy_accuracy(engine, evaluate.fixed_set(evaluate.task_of(name)))
+    measured = evaluate.greedy_accuracy(engine, evaluate.fixed_set(task_of(name)))
     assert abs(measured - recorded) <= 0.02, (measured, recorded)
 
 
 def test_greedy_solutions_use_the_trained_format(name, engine):
-    p = generator(name).generate(1, seed=4)[0]
+    p = task_of(name).generate(1, seed=4)[0]
     root = engine.root(p)
     if name == "tiny-arith":
         from problems import arith

@@ -91,10 +91,8 @@ class HFEngine:
         quantises the linears (see quantize_int8)."""
         from search.models import load_model
 
-        dtype = kwargs.pop("dtype", None)
-        if _is_int8(dtype):  # loaded in fp32, quantised by the engine
-            kwargs["dtype"] = dtype
-        load_kw = {"dtype": _dtype(dtype)} if dtype is not None and not _is_int8(dtype) else {}
+        dtype = kwargs.get("dtype")  # the engine converts too (a no-op once loaded so)
+        load_kw = {} if dtype is None or _is_int8(dtype) else {"dtype": _dtype(dtype)}
         model, tokenizer, defaults = load_model(name_or_path, **load_kw)
         return cls(model, tokenizer, **{**defaults, **kwargs, "name": name_or_path})
 
