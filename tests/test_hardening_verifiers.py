@@ -84,7 +84,8 @@ def reflexive(text: str) -> None:
         boxed = rf"So we get $\boxed{{{answer}}}$."
         if extract_answer(boxed) == answer.strip():  # the box held it whole
             v = timed_verify(answer, boxed)
-            assert v.correct or v.pred_parsed is None or "timed out" in v.reason, (answer, v)
+            # an answer that normalises to nothing (a lone "\circ") is reported empty, not wrong
+            assert v.correct or not v.pred_parsed or "timed out" in v.reason, (answer, v)
 
 
 def symmetric(a: str, b: str) -> None:

@@ -148,6 +148,9 @@ def test_table_is_large_and_balanced() -> None:
         ("the answer is 12 because", "12 because"), ("x\n#### 1,234\n", "1,234"),
         ("I have 3 apples and -4.5 pears", "-4.5"), ("no digits", None), ("", None),
         ("The answer is 5. The final answer is 6.", "6"), ("3/4 of them", "3/4"),
+        # a repeated GSM8K marker is never part of the answer (found by the slow fuzz test)
+        ("#### #### 0", "0"), ("#### 0 ####", "0"), (r"\boxed{#### 5}", "5"),
+        ("The answer is #### #### 5", "5"),
     ],
 )  # fmt: skip
 def test_extract_answer(text: str, answer: str | None) -> None:

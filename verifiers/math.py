@@ -45,7 +45,7 @@ _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\b")
 _PHRASE = re.compile(
     r"(?:final\s+answer|the\s+answer|\banswer)\s*(?:is\b\s*:?|:|=)(?:\s*\*\*)?", re.I
 )
-_GSM8K = re.compile(r"####\s*([^\n]*)")
+_GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
 _NUMBER = re.compile(r"(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?")
 
 
@@ -152,9 +152,8 @@ def _extract_marked(text: str) -> str | None:
         answer = _clean_phrase(text[phrases[-1].end() :].split("\n", 1)[0])
         if answer:
             return answer
-    hashes = list(_GSM8K.finditer(text))
-    if hashes:
-        answer = hashes[-1].group(1).strip().rstrip(".").strip()
+    for mark in list(_GSM8K.finditer(text))[::-1]:  # the last marker that is followed by something
+        answer = mark.group(1).strip().rstrip(".").strip()
         if answer:
             return answer
     return None
@@ -171,6 +170,7 @@ def _last_boxed(text: str) -> str | None:
             content = text[j + 1 : end].strip() if end > 0 else ""
         else:  # "\boxed 5"
             content = re.match(r"[^\s$]*", text[j:]).group(0)  # type: ignore[union-attr]
+        content = re.sub(r"^[#\s]+", "", content)  # "\boxed{#### 5}": a GSM8K marker is not the answer
         if content:
             return content
     return None
@@ -179,7 +179,7 @@ def _last_boxed(text: str) -> str | None:
 def _clean_phrase(answer: str) -> str:
     """ "$\\frac{3}{4}$." -> "\\frac{3}{4}"; "42 apples. Done" -> "42 apples"."""
     answer = answer.replace("\\$", "").strip()  # an escaped dollar is currency, not math mode
-    answer = re.sub(r"^#+\s*", "", answer)  # "The answer is #### 5": the GSM8K marker is not part of it
+    answer = re.sub(r"^[#\s]+", "", answer)  # "The answer is #### 5": the GSM8K marker is not part of it
     math = re.match(r"\$+([^$]+)\$+|\\\((.+?)\\\)|\\\[(.+?)\\\]", answer)
     if math:
         return next(g for g in math.groups() if g is not None).strip()
