@@ -21,8 +21,10 @@ def last(scores: Sequence[float]) -> float:
 
 
 def min(scores: Sequence[float]) -> float:  # noqa: A001 - the aggregation's name
-    """The weakest step: a path is as good as its worst step."""
-    return float(builtins.min(_nonempty(scores)))
+    """The weakest step: a path is as good as its worst step (NaN if any step is NaN: the
+    builtin would return whatever the comparisons happened to leave, depending on order)."""
+    s = _nonempty(scores)
+    return math.nan if any(math.isnan(x) for x in s) else float(builtins.min(s))
 
 
 def prod(scores: Sequence[float]) -> float:

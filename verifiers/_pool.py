@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,9 @@ class Pool:
         self._count = 0
         self._cond = threading.Condition()
         self._all: set[_Worker] = set()  # busy ones too, so close() can stop a runaway sympy
+        # seconds calls have spent waiting for a worker's start-up (python + sympy import),
+        # which no call's timeout covers: callers and tests can tell it from the call itself
+        self.startup_wait = 0.0
         atexit.register(self.close)
 
     def close(self) -> None:
@@ -146,7 +150,11 @@ class Pool:
                 worker = _Worker()
                 self._count += 1
                 self._all.add(worker)
-        if worker.wait_ready(STARTUP_TIMEOUT):
+        start = time.monotonic()
+        ready = worker.wait_ready(STARTUP_TIMEOUT)
+        with self._cond:
+            self.startup_wait += time.monotonic() - start
+        if ready:
             return worker
         self._replace(worker, restart=False)
         return None
