@@ -30,6 +30,8 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
     grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
     [{answer, score (null if not finite), finished, correct, verified}], time (ISO, UTC).
+    verified: what a search could check without the gold (reports.grade): the public tests on
+    code, the arithmetic step checker on math; reports.flaws reads it.
 Re-running the same command skips every run whose key is in the file; an incomplete last
 line (a process killed mid-write) is cut off first, so the file stays valid JSONL and a
 killed run, restarted, ends with exactly one row per run. Error rows count as done: drop them

@@ -2,7 +2,13 @@
 
 After Stroebl et al. 2024, "Inference Scaling fLaws: The Limits of LLM Resampling with
 Imperfect Verifiers". Per problem, from its sampled candidates' flags (`correct`, and
-`verified` = the verifier accepted it: public tests, the step checker, a PRM threshold):
+`verified` = the verifier accepted it):
+
+    recorded flags (default): what reports.eval graded, the public tests on code and the
+        arithmetic step checker on math (reports.grade); candidates with no flag are skipped
+    --threshold T: a score threshold (a PRM, or any scorer the run used) over the candidate
+        scores the rows hold: verified = finished and score >= T, overriding recorded flags
+        (a candidate with no finite score is not verified)
 
     p  = P(sample correct)           tp = P(correct and verified)
     fp = P(wrong but verified)       q  = 1 - tp - fp = P(not verified)
@@ -35,14 +41,18 @@ against is optimistic, so `compare_selection` cross-fits: candidates split in tw
 (seeded), the rule decides on one half and is scored on the other rates, and the reverse;
 plain resampling is scored on the same halves.
 
-    python -m reports.flaws runs.jsonl --out DIR [--algo best_of_n] [--cost-fp 1,4]
-        [--sample-cost 0] [--k-max 64] [--fallback abstain|last] [--seed 0]
+The per-problem rates (n, p, tp, fp, ceiling) go into each plot's JSON as "per_problem";
+the command prints their spread and the problems with the most false positives.
+
+    python -m reports.flaws runs.jsonl --out DIR [--algo best_of_n] [--threshold T]
+        [--cost-fp 1,4] [--sample-cost 0] [--k-max 64] [--fallback abstain|last] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,16 +90,42 @@ class Rates:
                    sum(c and v for c, v in flags) / n, sum(v and not c for c, v in flags) / n)
 
 
-def problem_flags(rows: Iterable[Row]) -> dict[str, Flags]:
+def problem_flags(rows: Iterable[Row], *, threshold: float | None = None
+                  ) -> dict[str, Flags]:
     """problem_id -> (correct, verified) of every candidate whose `verified` is known, pooled
-    over the seeds of the budget holding the most candidates (reports.rows.widest)."""
+    over the seeds of the budget holding the most candidates (reports.rows.widest).
+    threshold: verified = finished and score >= threshold instead of the recorded flag (every
+    candidate is then known); a ValueError if no candidate has a score."""
+    rows = list(rows)
+    if threshold is not None and not any(c.get("score") is not None
+                                         for r in rows for c in candidates(r)):
+        raise ValueError("no candidate scores in these rows: a threshold verifier needs runs "
+                         "whose candidates carry a scorer's score")
     out = {}
     for pid, prows in group(rows, lambda r: str(r["problem_id"])).items():
-        flags = [(bool(c.get("correct")), bool(c["verified"])) for r in widest(prows)
-                 for c in candidates(r) if c.get("verified") is not None]
+        flags = [(bool(c.get("correct")), v) for r in widest(prows) for c in candidates(r)
+                 if (v := _verified(c, threshold)) is not None]
         if flags:
             out[str(pid)] = flags
     return out
+
+
+def _verified(cand: Mapping[str, Any], threshold: float | None) -> bool | None:
+    if threshold is None:
+        v = cand.get("verified")
+        return None if v is None else bool(v)
+    score = cand.get("score")
+    return bool(cand.get("finished")) and score is not None and float(score) >= threshold
+
+
+def problem_table(rates: Sequence[Rates], *, fallback: str = "abstain"
+                  ) -> list[dict[str, Any]]:
+    """One record per problem: n samples, p = P(correct), tp = P(correct and verified), fp =
+    P(wrong and verified) (the false-positive rate), fp_share = fp / (tp + fp) (None when
+    nothing verified) and the ceiling of resample-until-verified."""
+    return [{"problem_id": r.problem_id, "n": r.n, "p": r.p, "tp": r.tp, "fp": r.fp,
+             "fp_share": r.fp / (r.tp + r.fp) if r.tp + r.fp > 0 else None,
+             "ceiling": ceiling(r, fallback=fallback)} for r in rates]
 
 
 # -- analytic ----------------------------------------------------------------------------------
@@ -231,10 +267,11 @@ def compare_selection(flags: Mapping[str, Flags], *, k: int, c: float, cost: flo
 def flaws_plot(flags: Mapping[str, Flags], out_dir: str | Path, *, k_max: int = 64,
                c: float = 1.0, cost: float = 0.0, fallback: str = "abstain",
                trials: int = 2000, seed: int = 0, prior: tuple[float, float] = (0.5, 0.5),
-               stem: str = "flaws") -> dict[str, Any]:
+               stem: str = "flaws", verifier: str = "recorded flags") -> dict[str, Any]:
     """Left: accuracy of resample-until-verified vs k (analytic, Monte Carlo at powers of two)
     against the ceiling. Right: utility vs k of plain resampling and of the FP-aware rule
-    (cross-fitted), at false-positive cost c. PNG + SVG + sidecar JSON (reports.plots.save)."""
+    (cross-fitted), at false-positive cost c. PNG + SVG + sidecar JSON (reports.plots.save),
+    the JSON with the per-problem rates (`problem_table`); verifier: what set the flags."""
     from reports.plots import save  # plots imports matplotlib's colour maps; keep it lazy
 
     rates = [Rates.of(pid, f) for pid, f in flags.items()]
@@ -264,17 +301,18 @@ def flaws_plot(flags: Mapping[str, Flags], out_dir: str | Path, *, k_max: int = 
         curves.append({"label": label, "x": list(xs), "y": [float(y) for y in ys]})
     bx.axvline(best, color="k", lw=0.8, ls=":")
     ax.set(xscale="log", xlabel="k (samples)", ylabel="accuracy",
-           title=f"Resample until verified ({len(rates)} problems)")
+           title=f"Resample until verified ({len(rates)} problems; {verifier})")
     bx.set(xlabel="k (samples)", ylabel="mean utility per problem",
            title=f"Utility (+1 right, -{c:g} wrong, -{cost:g}/sample); best k = {best}")
     for axis in (ax, bx):
         axis.title.set_fontsize(10)
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=7)
-    data = {"kind": "flaws", "problems": len(rates), "c": c, "cost": cost,
-            "fallback": fallback, "prior": list(prior), "ceiling": top, "optimal_k": best,
-            "mean_p": mean_over(rates, lambda r: r.p), "mean_fp": mean_over(rates, lambda r: r.fp),
-            "curves": curves}
+    data = {"kind": "flaws", "verifier": verifier, "problems": len(rates), "c": c,
+            "cost": cost, "fallback": fallback, "prior": list(prior), "ceiling": top,
+            "optimal_k": best, "mean_p": mean_over(rates, lambda r: r.p),
+            "mean_fp": mean_over(rates, lambda r: r.fp), "curves": curves,
+            "per_problem": problem_table(rates, fallback=fallback)}
     return save(fig, data, out_dir, stem)
 
 
@@ -289,6 +327,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("runs", nargs="+", help="JSONL files written by reports.eval")
     ap.add_argument("--out", required=True, help="directory for the plot files")
     ap.add_argument("--algo", default="best_of_n", help="rows of this algorithm ('all': any)")
+    ap.add_argument("--threshold", type=float, default=None, metavar="T",
+                    help="verified = candidate score >= T (a PRM threshold), instead of the "
+                    "recorded flags")
+    ap.add_argument("--worst", type=int, default=5,
+                    help="problems with the highest false-positive rate to list")
     ap.add_argument("--cost-fp", default="1,4", help="false-positive costs c to tabulate")
     ap.add_argument("--sample-cost", type=float, default=0.0)
     ap.add_argument("--k-max", type=int, default=64)
@@ -298,17 +341,32 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="Beta prior a0,b0 of the FP-aware rule's posterior P(correct|verified)")
     args = ap.parse_args(argv)
     rows = [r for r in read_rows(args.runs) if args.algo in ("all", r["algo"])]
-    flags = problem_flags(rows)
+    scorers = sorted({str(r.get("scorer")) for r in rows})
+    if args.threshold is None:
+        verifier = "recorded flags"
+    else:
+        verifier = f"score >= {args.threshold:g} ({', '.join(scorers)})"
+    try:
+        flags = problem_flags(rows, threshold=args.threshold)
+    except ValueError as err:
+        raise SystemExit(f"{err} (among {args.algo} rows)") from None
     if not flags:
-        raise SystemExit(f"no candidates with a `verified` flag among {args.algo} rows")
+        raise SystemExit(f"no candidates with a `verified` flag among {args.algo} rows "
+                         "(math rows written before the step checker was recorded have none: "
+                         "re-run them, or use --threshold T on the candidate scores)")
+    if args.threshold is not None and len(scorers) > 1:
+        print(f"warning: one threshold over the scores of {len(scorers)} scorers "
+              f"({', '.join(scorers)}); pass rows of one scorer", file=sys.stderr)
     costs = [float(x) for x in args.cost_fp.split(",") if x]
     a0, b0 = (float(x) for x in args.prior.split(","))
     rates = [Rates.of(pid, f) for pid, f in flags.items()]
+    print(f"verifier: {verifier}")
     print(f"{len(rates)} problems, mean samples {np.mean([r.n for r in rates]):.1f}, "
           f"mean p {mean_over(rates, lambda r: r.p):.3f}, "
           f"mean fp {mean_over(rates, lambda r: r.fp):.3f}, ceiling "
           f"{mean_over(rates, lambda r: ceiling(r, fallback=args.fallback)):.3f}")
-    for k in (1, 4, 16, args.k_max):
+    _print_problems(problem_table(rates, fallback=args.fallback), args.worst)
+    for k in sorted({1, 4, 16, args.k_max}):
         acc = mean_over(rates, lambda r, k=k: accuracy(r, k, fallback=args.fallback))
         print(f"  accuracy at k={k}: {acc:.3f}")
     print(f"{'c':>6} {'best k':>7} {'U(best)':>8} {'U(k_max)':>9} {'FP-aware':>9} {'plain':>7}"
@@ -322,8 +380,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     for c in costs:
         data = flaws_plot(flags, args.out, k_max=args.k_max, c=c, cost=args.sample_cost,
                           fallback=args.fallback, seed=args.seed, prior=(a0, b0),
-                          stem=f"flaws_c{c:g}")
+                          stem=f"flaws_c{c:g}", verifier=verifier)
         print(f"wrote {data['files']['png']}")
+
+
+def _print_problems(table: Sequence[Mapping[str, Any]], worst: int) -> None:
+    """The spread of per-problem false-positive rates and the worst problems."""
+    fps = np.array([t["fp"] for t in table])
+    none = sum(t["fp_share"] is None for t in table)
+    print(f"per problem: fp rate min {fps.min():.3f}, median {np.median(fps):.3f}, "
+          f"90th pct {np.percentile(fps, 90):.3f}, max {fps.max():.3f}; "
+          f"{int((fps > 0).sum())}/{len(table)} with a false positive, {none} with nothing "
+          "verified")
+    top = sorted((t for t in table if t["fp"] > 0), key=lambda t: (-t["fp"], t["ceiling"]))
+    if top and worst > 0:
+        print(f"  {'problem':<24} {'n':>4} {'p':>6} {'tp':>6} {'fp':>6} {'ceiling':>8}")
+        for t in top[:worst]:
+            print(f"  {t['problem_id']:<24} {t['n']:>4} {t['p']:>6.3f} {t['tp']:>6.3f} "
+                  f"{t['fp']:>6.3f} {t['ceiling']:>8.3f}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 
 Math: verifiers.math.verify(gold, answer) on the extracted answer, the one the row records, so
 a reader can re-check a row from its own fields. No answer (unfinished path, nothing
-extractable) is wrong. `verified` is None: no cheap verifier is implied.
+extractable) is wrong. verified = the arithmetic step checker's verdict on the whole solution
+text (verifiers.grade.steps_verified: no wrong equation in it, and it reached an answer), the
+imperfect verifier reports.flaws studies on math; a candidate with no answer is not verified.
 Code: the program the text stands for (verifiers.grade.program_of: a fenced block, a bare
 `def`, or a completion of the prompt) runs in the sandbox; correct = passes the hidden tests,
 verified = passes the public ones (None when the problem has none). A finished candidate is
@@ -37,12 +39,14 @@ class Grader:
         self.timeout = timeout
         self._code: dict[tuple[str, str], Graded] = {}
 
-    def text(self, problem: Problem, text: str | None) -> Graded:
-        """Grade one answer (math) or solution text (code); None grades as wrong."""
+    def text(self, problem: Problem, text: str | None, *, solution: str | None = None
+             ) -> Graded:
+        """Grade one answer (math) or solution text (code); None grades as wrong. solution
+        (math): the text the answer came from, verified by the step checker."""
         if text is None:
             return Graded(False)
         if problem.domain != "code":
-            return self._grade(problem, text)
+            return self._grade(problem, text, solution)
         key = (problem.id, text)
         if key not in self._code:
             if len(self._code) >= CACHE_SIZE:
@@ -50,11 +54,11 @@ class Grader:
             self._code[key] = self._grade(problem, text)
         return self._code[key]
 
-    def _grade(self, problem: Problem, text: str) -> Graded:
+    def _grade(self, problem: Problem, text: str, solution: str | None = None) -> Graded:
         from verifiers.grade import grade  # imports the sandbox only when grading starts
 
         try:
-            g = grade(problem, text, timeout=self.timeout)
+            g = grade(problem, text, timeout=self.timeout, solution=solution)
         except Exception as err:  # a grading failure is recorded, never fatal to the grid
             return Graded(False, None, f"{type(err).__name__}: {err}")
         return Graded(bool(g.correct), g.verified)
@@ -62,13 +66,17 @@ class Grader:
     def candidate(self, problem: Problem, cand: Candidate) -> Graded:
         if problem.domain == "code":
             return self.text(problem, cand.text if cand.finished else None)
-        return self.text(problem, cand.answer if cand.finished else None)
+        if not cand.finished or cand.answer is None:
+            return Graded(False, False)  # no answer reached: nothing for a verifier to accept
+        return self.text(problem, cand.answer, solution=cand.text)
 
     def result(self, problem: Problem, result: Result) -> Graded:
         """The chosen answer; a run that chose nothing (answer None) is wrong."""
         if result.answer is None:
             return Graded(False)
-        return self.text(problem, result.text if problem.domain == "code" else result.answer)
+        if problem.domain == "code":
+            return self.text(problem, result.text)
+        return self.text(problem, result.answer, solution=result.text)
 
     def candidates(self, problem: Problem, result: Result) -> list[Graded]:
         return [self.candidate(problem, c) for c in result.candidates]

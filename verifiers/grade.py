@@ -3,11 +3,21 @@
     g = grade(problem, text)
     g.correct    # math: the final answer equals the gold (verifiers.math.verify);
                  # code: the program passes the hidden tests (the full check)
-    g.verified   # code: the program passes the public tests, i.e. what a search could check
-                 # without the gold (None for math, where no cheap verifier is implied)
+    g.verified   # what a search could check without the gold: code, the program passes
+                 # the public tests; math, given `solution=` (the text the answer came from),
+                 # the arithmetic step checker finds no wrong equation in it; else None
+
+    grade(problem, answer, solution=text)    # math: grade `answer`, verify `text`
 
 A public-passing program that fails its hidden tests is a false positive of public-test
-verification (`g.false_positive`). Programs run only in the sandbox of verifiers.code.
+verification (`g.false_positive`); a right-looking calculation that reaches a wrong answer (a
+skipped or misread step: the checker knows arithmetic, not the problem) is one of the step
+checker's. Programs run only in the sandbox of verifiers.code.
+
+The step checker as a verifier of a whole solution (`steps_verified`): verifiers.steps.check_step
+on every line (steps end at a blank line, so a line never spans two; checking the text in one
+piece would join a line's last number to the next line's first); it passes when no equation is
+wrong, including a solution with none to check, which the checker has nothing against.
 
 Which program a solution text means (`program_of`):
   - a fenced ```python block (the last one), or a bare `def <entry_point>` (chat models, which
@@ -26,12 +36,13 @@ from search.answers import written_code
 from search.types import Problem
 from verifiers.code import TestReport, run_tests
 from verifiers.math import verify
+from verifiers.steps import check_step
 
 
 @dataclass(frozen=True)
 class Grade:
     correct: bool
-    verified: bool | None = None  # public tests passed (code); None where there are none
+    verified: bool | None = None  # public tests (code) / step checker (math); None: no check
     detail: str = ""  # why it is wrong, when it is
 
     @property
@@ -55,8 +66,15 @@ def program_of(problem: Problem, text: str) -> str:
     return f"{problem.prompt.rstrip()}\n\n\n{code}\n" if _compiles(problem.prompt) else code
 
 
-def grade(problem: Problem, text: str, *, timeout: float = 5.0) -> Grade:
-    """Grade `text` against `problem`'s gold answer (math) or hidden tests (code)."""
+def steps_verified(solution: str) -> bool:
+    """The step checker's verdict on a whole solution: no line has a wrong equation."""
+    return all(check_step(line).status != "wrong" for line in solution.splitlines())
+
+
+def grade(problem: Problem, text: str, *, timeout: float = 5.0,
+          solution: str | None = None) -> Grade:
+    """Grade `text` against `problem`'s gold answer (math) or hidden tests (code). solution
+    (math): the full solution `text` was extracted from, to verify with the step checker."""
     if problem.domain == "code":
         if not problem.hidden_tests:
             raise ValueError(f"code problem {problem.id!r} has no hidden tests to grade with")
@@ -73,4 +91,5 @@ def grade(problem: Problem, text: str, *, timeout: float = 5.0) -> Grade:
     if problem.answer is None:
         raise ValueError(f"math problem {problem.id!r} has no gold answer to grade with")
     verdict = verify(str(problem.answer), text)
-    return Grade(verdict.correct, None, "" if verdict.correct else verdict.reason)
+    verified = None if solution is None else bool(text.strip()) and steps_verified(solution)
+    return Grade(verdict.correct, verified, "" if verdict.correct else verdict.reason)
