@@ -233,13 +233,14 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
     scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
-    (logprob). knobs: {algo: {knob: value}}. Everything is checked before a model loads.
+    (logprob; unit_tests for a pgtd-only grid). knobs: {algo: {knob: value}}. Everything is checked before a model loads.
     """
     from search.api import default_model, get_engine
 
     cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
                       sample_tokens=sample_tokens)
-    scorer = "logprob" if scorer is None else scorer
+    if scorer is None:
+        scorer = _default_scorer(algos, problems)
     scorer_name = _scorer_name(scorer)
     if isinstance(scorer, str):
         _check_scorer(scorer)
@@ -279,6 +280,21 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     rows = tuple(done[k] for k in keys)
     return EvalRun(path, rows, resumed, len(pending),
                    sum(r["status"] == "error" for r in rows))
+
+
+def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
+    """One scorer serves the whole grid: logprob, or for a pgtd-only grid the public tests
+    (search.api.default_scorer, which also says what is wrong with a problem without them)."""
+    from search.api import default_scorer
+
+    if "pgtd" not in algos:
+        return "logprob"
+    if set(algos) != {"pgtd"}:
+        raise ValueError("pgtd scores by public tests and the other algorithms by log-probability "
+                         "by default, but a grid has one scorer: pass one (e.g. unit_tests)")
+    for problem in problems:  # raises, before any model loads, on a problem without tests
+        default_scorer("pgtd", problem)
+    return "unit_tests"
 
 
 def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
@@ -341,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="embedded name, local folder or HF id")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     ap.add_argument("--scorer", default=None, help="logprob, steps, oracle, self_eval, "
-                    "unit_tests, or a PRM path (default logprob)")
+                    "unit_tests, or a PRM path (default logprob; unit_tests when the only "
+                    "algorithm is pgtd)")
     ap.add_argument("--prm", default=None, help="a PRM id or path (same as --scorer prm:PATH)")
     ap.add_argument("--algos", required=True, help="comma-separated algorithm names")
     ap.add_argument("--budgets", type=_ints, default=[4], help="widths, e.g. 4,16,64")

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("problem", help="the question text")
     ap.add_argument("--algo", default="best_of_n")
     ap.add_argument("--model", default=None, help=f"model name or path (default {default_model()})")
-    ap.add_argument("--scorer", default=None, help="scorer name (default: logprob)")
+    ap.add_argument("--scorer", default=None, help="scorer name (default: logprob; unit_tests for pgtd)")
     ap.add_argument("--tokens", type=int, default=None, help="budget: generated tokens")
     ap.add_argument("--scorer-calls", type=int, default=None, help="budget: scorer calls")
     ap.add_argument("--seconds", type=float, default=None, help="budget: wall seconds")

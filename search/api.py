@@ -51,6 +51,20 @@ def _load_engine(name: str, **kwargs: Any) -> Engine:
     return HFEngine.load(name, **kwargs)
 
 
+def default_scorer(algo: str, problem: Problem) -> str:
+    """The scorer `solve` uses when none is given: for pgtd, the public-test pass rate of a
+    code problem's programs (as PG-TD scores its rollouts); otherwise the free
+    log-probability scorer."""
+    if algo == "pgtd":
+        if problem.domain == "code" and problem.tests:
+            return "unit_tests"
+        why = "has no public tests" if problem.domain == "code" else "is not a code problem"
+        raise ValueError(f"pgtd scores programs by a code problem's public tests, but problem "
+                         f"{problem.id!r} {why}; give it public tests (and domain='code') or "
+                         f"pass a scorer")
+    return "logprob"
+
+
 def get_scorer(scorer: Scorer | str | None, engine: Engine) -> Scorer:
     from rewards.registry import load
 
@@ -67,7 +81,8 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     """Search for an answer to `problem` with algorithm `algo` within `budget`.
 
     engine: an Engine, a model name/path, or None for the default model.
-    scorer: a Scorer, a scorer name, or None for the free log-probability scorer.
+    scorer: a Scorer, a scorer name, or None for `default_scorer(algo, problem)`: the free
+        log-probability scorer, or for pgtd the public tests ("unit_tests") of a code problem.
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
     """
     problem = Problem.of(problem)
@@ -76,6 +91,8 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         raise TypeError(f"budget must be a search.Budget, got {type(budget).__name__}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    if scorer is None:  # also before any model loads: pgtd without tests fails here
+        scorer = default_scorer(algo, problem)
     fn = registry.get(algo)
     eng = get_engine(engine)
     sc = get_scorer(scorer, eng)

@@ -220,6 +220,52 @@ def test_unit_test_scorer_runs_public_tests_in_the_sandbox():
     assert scorer.score(hidden_only, [finished_node(hidden_only, "def f(): pass")]) == [0.0]
 
 
+def test_pgtd_scores_by_public_tests_by_default(monkeypatch):
+    """With no scorer, solve() gives pgtd on a code problem the unit-test scorer (PG-TD's
+    public-test pass rate); other algorithms keep the log-probability scorer."""
+    from rewards import registry as scorers
+    from search.api import default_scorer
+
+    assert default_scorer("pgtd", CODE) == "unit_tests"
+    assert {default_scorer(a, CODE) for a in search.algorithms() if a != "pgtd"} == {"logprob"}
+    made = []
+
+    def fake_unit_tests(engine=None):  # the registry entry, without needing the sandbox
+        made.append(ScriptedScorer(passes))
+        return made[-1]
+
+    monkeypatch.setitem(scorers.SCORERS, "unit_tests", fake_unit_tests)
+    res = search.solve(CODE, algo="pgtd", engine=code_engine(), budget=Budget(tokens=200))
+    assert len(made) == 1 and res.score == 1.0 and passes((res.text,)) == 1.0
+    other = search.solve(CODE, algo="best_of_n", engine=code_engine(), n=2)
+    assert len(made) == 1 and other.score is not None and other.score < 0  # a log-probability
+
+
+@pytest.mark.parametrize("problem", [
+    "What is 2 + 3?",  # a math question
+    Problem(prompt="Write f.", id="untested", domain="code", entry_point="f",
+            hidden_tests=("assert f() == 1",)),  # hidden tests are never the search's
+    Problem(prompt="toy", id="math-with-tests", tests=("assert True",))])
+def test_pgtd_without_public_tests_needs_a_scorer(problem):
+    # raised before any model loads: the engine name would fail to load
+    with pytest.raises(ValueError, match="pgtd scores programs by a code problem's public"):
+        search.solve(problem, algo="pgtd", engine="no/such-model")
+    res = search.solve(problem, algo="pgtd", engine=code_engine(), scorer=ScriptedScorer(passes),
+                       rollouts=4)
+    assert res.algo == "pgtd"  # an explicit scorer is used as given
+
+
+@needs_sandbox
+def test_pgtd_default_scorer_runs_the_public_tests_in_the_sandbox():
+    default = search.solve(CODE, algo="pgtd", engine=code_engine(), budget=Budget(tokens=200))
+    named = search.solve(CODE, algo="pgtd", engine=code_engine(), scorer="unit_tests",
+                         budget=Budget(tokens=200))
+    assert default.score == 1.0 and passes((default.text,)) == 1.0
+    assert [(c.text, c.score) for c in default.candidates] == \
+        [(c.text, c.score) for c in named.candidates]
+    assert default.usage.scorer_calls == named.usage.scorer_calls >= 1
+
+
 def test_program_of_reads_chat_and_completion_styles():
     from rewards.unit_tests import program_of
 

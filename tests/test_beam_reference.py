@@ -59,3 +59,82 @@ def test_beam_keeps_the_brute_force_top_per_depth(seed, agg):
         if depth < max(by_depth):
             assert {x.id for x in expanded} == {x.id for x in ranked[:n // m]}
         assert all(len(x.children) == m for x in expanded)
+
+
+# -- lookahead ---------------------------------------------------------------------------------
+# "a " scores well but its greedy continuation badly; "b " the other way round
+TRAP = {(): [("a ", 0.5), ("b ", 0.5)],
+        ("a ",): [("a-bad ", 0.7), ("a-ok ", 0.3)], ("b ",): [("b-good ", 1.0)],
+        ("a ", "a-bad "): [("The answer is 3.", 1.0)], ("a ", "a-ok "): [("The answer is 5.", 1.0)],
+        ("b ", "b-good "): [("The answer is 7.", 1.0)]}
+TRAP_VALUE = {"a ": 0.9, "b ": 0.5, "a-bad ": 0.1, "a-ok ": 0.6, "b-good ": 0.95,
+              "The answer is 3.": 0.2, "The answer is 5.": 0.5, "The answer is 7.": 0.9}
+
+
+def trap_run(lookahead: int, seed: int = 1):
+    engine = ScriptedEngine(lambda p: TRAP.get(p, []))
+    res = search.solve("q", algo="beam", engine=engine,
+                       scorer=ScriptedScorer(lambda p: TRAP_VALUE[p[-1]]), seed=seed, n=4, m=4,
+                       max_depth=6, lookahead=lookahead)
+    return res, engine
+
+
+def test_beam_lookahead_ranks_by_the_end_of_a_greedy_rollout():
+    plain, _ = trap_run(0)
+    ahead, engine = trap_run(1)
+    # both first steps were sampled (the seed is chosen so), in both runs
+    for res in (plain, ahead):
+        assert {c.text for c in res.tree.children} == {"a ", "b "}
+    # without lookahead "a " (0.9) is the beam and "b " is gone; with it "b " wins (0.95 > 0.1)
+    assert [c.text for c in plain.tree.children if c.children] == ["a "]
+    assert plain.answer in ("3", "5") and ahead.answer == "7"
+    first = ahead.tree.children
+    # each first step rolled one greedy step on (a -> a-bad, never a-ok) and was scored there
+    assert all(c.scores["lookahead"] == (0.1 if c.text == "a " else 0.95) for c in first)
+    assert all(c.children[0].text == c.text + ("a-bad " if c.text == "a " else "b-good ")
+               for c in first)
+    # the kept beam is a candidate ("b ", the first one generated), not its rollout node:
+    # it alone has m = 4 sampled children besides its rollout; rollout nodes never expand
+    kept = [c for c in first if len(c.children) > 1]
+    assert [c.text for c in kept] == ["b "] and len(kept[0].children) == 1 + 4
+    assert kept[0] is min((c for c in first if c.text == "b "), key=lambda c: c.id)
+    assert all(not c.children[0].children for c in first if c is not kept[0])
+    # one batched expand per depth and per lookahead step: depth 1 (+1), depth 2 (+1), depth 3
+    assert engine.expand_calls == 5
+    # rollouts are real generation: charged, and every token paid for is in the tree
+    steps = [node for node in ahead.tree.walk() if node.step is not None]
+    assert ahead.usage.generated_tokens == len(steps) == 4 + 4 + (4 + 4) + 4
+    # scorer: 4 candidates + 4 rollout ends per depth that looked ahead, then 4 answers
+    assert ahead.usage.scorer_calls == 20
+    assert ahead.knobs["lookahead"] == 1 and plain.knobs["lookahead"] == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_lookahead_keeps_candidates_as_beams(seed):
+    """On random trees with lookahead 2: every node that was expanded by sampling is a
+    candidate (it has a lookahead score or was kept without one), never a rollout node, and
+    every generated token is a step of the tree."""
+    children, value = random_tree(seed)
+    res = search.solve("q", algo="beam", engine=ScriptedEngine(children),
+                       scorer=ScriptedScorer(value), seed=seed, n=8, m=2, max_depth=6,
+                       lookahead=2)
+    rollout: set[int] = set()  # ids of rollout nodes: a candidate's first child is its rollout
+    for node in res.tree.walk():
+        if "lookahead" in node.scores:
+            x = node.children[0]
+            while True:
+                rollout.add(x.id)
+                if not x.children:
+                    break
+                x = x.children[0]
+    assert rollout
+    for node in res.tree.walk():
+        if node.id in rollout:
+            assert len(node.children) <= 1 and "lookahead" not in node.scores
+    assert res.usage.generated_tokens == sum(1 for x in res.tree.walk() if x.step is not None)
+
+
+def test_beam_rejects_a_negative_lookahead():
+    with pytest.raises(ValueError, match="lookahead"):
+        search.solve("q", algo="beam", engine=ScriptedEngine(lambda p: []),
+                     scorer=ScriptedScorer(lambda p: 0.0), lookahead=-1)

@@ -296,3 +296,21 @@ def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
                    out=tmp_path / "api.jsonl", engine=HFEngine.load(str(folder), device="cpu"),
                    model=str(folder), dataset="arith", quiet=True)
     assert [strip(r) for r in api.rows] == [strip(r) for r in rows]
+
+
+def test_grid_default_scorer_follows_pgtd(tmp_path):
+    """A grid has one scorer: logprob by default, unit_tests for a pgtd-only grid (as solve
+    picks for pgtd), and a clear error, before any model loads, where the two would mix or a
+    problem has no public tests."""
+    from reports.eval import _default_scorer
+    from search.types import Problem
+
+    code = Problem("def f(x):\n", domain="code", tests=("assert f(1) == 1",),
+                   hidden_tests=("assert f(2) == 2",), id="c")
+    math = Problem("1+1?", answer="2", id="m")
+    assert _default_scorer(["best_of_n", "beam"], [code, math]) == "logprob"
+    assert _default_scorer(["pgtd"], [code]) == "unit_tests"
+    with pytest.raises(ValueError, match="one scorer"):
+        _default_scorer(["pgtd", "best_of_n"], [code])
+    with pytest.raises(ValueError, match="not a code problem"):
+        _default_scorer(["pgtd"], [code, math])

@@ -15,6 +15,7 @@ Three properties, checked on an event log of every engine call, scorer call and 
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -246,6 +247,22 @@ def test_usage_stays_within_one_batch_of_the_budget(algo):
 @pytest.mark.parametrize("algo", ALGOS)
 def test_usage_stays_within_one_batch_of_the_budget_many_trees(algo):
     bounded_and_honest(algo, 400)
+
+
+@pytest.mark.parametrize("lookahead", [1, 2])
+def test_beam_lookahead_stays_within_one_batch_of_the_budget(lookahead):
+    """The same bounds with beam's lookahead on: each rollout step is its own checked batch."""
+    fn = functools.partial(get("beam"), **KNOBS["beam"], lookahead=lookahead)
+
+    @settings(max_examples=25, deadline=None, derandomize=True)
+    @given(tree=trees, budget=budgets, tokens_per_step=st.integers(1, 4),
+           seed=st.integers(0, 99))
+    def check(tree, budget, tokens_per_step, seed):
+        result, log = run(fn, tree, budget, tokens_per_step=tokens_per_step, seed=seed)
+        assert_bounded(result, log, budget)
+        assert_honest(result, budget)
+
+    check()
 
 
 @pytest.mark.parametrize("dimension", ["tokens", "flops", "scorer_calls"])

@@ -41,12 +41,17 @@ def test_greedy_steps_match_generate_on_smollm2(smollm2_engine):
 
 
 @pytest.mark.parametrize("algo,knobs", [("best_of_n", dict(n=4, step_tokens=48, max_steps=4)),
-                                         ("beam", dict(n=4, m=2, step_tokens=48, max_depth=4))])
+                                         ("beam", dict(n=4, m=2, step_tokens=48, max_depth=4)),
+                                         ("greedy", dict(step_tokens=48, max_steps=4)),
+                                         pytest.param("beam", dict(n=4, m=2, step_tokens=48,
+                                                                   max_depth=4, lookahead=1),
+                                                      id="beam-lookahead")])
 def test_solve_end_to_end(smollm2_engine, algo, knobs):
     res = search.solve("What is 17 * 23 - 5?", algo=algo, engine=smollm2_engine,
                        budget=Budget(tokens=600), seed=0, **knobs)
     assert res.usage.generated_tokens > 0
-    assert res.usage.generated_tokens <= 600 + knobs["n"] * knobs["step_tokens"]
+    # at most one batch over: n rows (greedy's one path) of a step each
+    assert res.usage.generated_tokens <= 600 + knobs.get("n", 1) * knobs["step_tokens"]
     assert res.usage.prefill_tokens == len(res.tree.prompt_ids)
     assert res.candidates and all(c.text for c in res.candidates)
     assert res.status in {"ok", "no_answer", "budget_exhausted", "unfinished"}

@@ -1,4 +1,4 @@
-"""Step-level beam search guided by a process reward model.
+"""Step-level beam search guided by a process reward model, with optional lookahead.
 
 As in Snell et al. 2024 ("Scaling LLM Test-Time Compute Optimally can be More Effective
 than Scaling Model Parameters") and HF search-and-learn: N candidates at the first step;
@@ -8,47 +8,75 @@ with M sampled next steps, so N new steps are scored at every depth.
     beams <- N samples of the first step from the root
     repeat until N paths finished, depth limit, or budget:
         score new steps with the PRM; move finished paths to `done`
+        if lookahead > 0: roll each unfinished candidate `lookahead` steps further at
+            temperature 0 and score the rollout's end with the PRM  (Snell et al. sec. 5.1)
         beams <- top N/M unfinished paths by agg(step rewards)
         beams <- M sampled next steps of each beam
     return select(done)   (best score by default)
+
+Lookahead (Snell et al.'s "lookahead search"; search-and-learn's generate_k_steps): the
+rollouts of all candidates advance together, one batched temperature-0 expand per lookahead
+step. The PRM's score of a rollout's last step stands in for the candidate's own step reward
+when candidates are ranked: a candidate's key is agg(rewards of the steps before it + [score
+at the end of its rollout]), stored as scores["lookahead"]. The kept beam is the candidate
+itself, never a rollout node; rollouts stay in the tree (their tokens are real generation
+and charged like any other) but are neither beams nor candidates, and the final selection
+among finished paths uses their own PRM rewards. Our choices: no lookahead at the last depth,
+nor when every unfinished candidate is kept anyway (it could not change the beams); if the
+budget ends mid-rollout, no lookahead score is written (the search stops at this depth).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
-from rewards import aggregate, score_nodes
+from rewards import KEY, aggregate, score_nodes
 from rewards.base import Scorer
+from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import candidates, pack, rule
 from search.types import Node, Problem, Result
 
+LOOKAHEAD = "lookahead"  # Node.scores key: the PRM's score at the end of the node's rollout
+
 
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-         n: int = 16, m: int = 4, max_depth: int = 40, agg: str = "last", select: str = "score",
-         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] = DEFAULT_STOP) -> Result:
+         n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0, agg: str = "last",
+         select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
+         step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m:
         raise ValueError(f"beam needs positive n and m with m dividing n, got n={n}, m={m}")
+    if lookahead < 0:
+        raise ValueError(f"beam needs lookahead >= 0, got {lookahead}")
     choose, agg_fn = rule(select), aggregate.get(agg)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     keep = n // m
     root = engine.root(problem)
     beams, width = [root], n
     done: list[Node] = []
-    for _ in range(max_depth):
+
+    def rank_key(node: Node) -> float:
+        # agg of the path's step rewards, the node's own replaced by its lookahead score
+        scores = node.step_scores(KEY)
+        if LOOKAHEAD in node.scores:
+            scores[-1] = node.scores[LOOKAHEAD]
+        return agg_fn(scores)
+
+    for depth in range(max_depth):
         if not beams or len(done) >= n or meter.exhausted():
             break
-        kids = [c for cs in engine.expand(beams, width, stop=stop, max_tokens=step_tokens,
-                                          temperature=temperature, top_p=top_p,
-                                          seed=rng.getrandbits(32)) for c in cs]
+        kids = [c for cs in sampler.expand(engine, beams, width, rng) for c in cs]
         score_nodes(scorer, problem, kids)
         done += [c for c in kids if c.finished]
         alive = [c for c in kids if not c.finished]
+        if lookahead and depth < max_depth - 1 and len(done) < n and len(alive) > keep:
+            _look_ahead(problem, engine, scorer, meter, sampler, rng, alive, lookahead)
         # sorted() is stable: equal scores keep generation order, so runs are reproducible
-        alive = sorted(alive, key=lambda c: agg_fn(c.step_scores("reward")), reverse=True)
+        alive = sorted(alive, key=rank_key, reverse=True)
         beams, width = alive[:keep], m
         engine.retain(beams)
     # unfinished beams are reported but never answer; the root alone (no step) is not a path
@@ -56,5 +84,27 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     scores = [agg_fn(leaf.step_scores("reward")) for leaf in leaves]
     cands = candidates(problem, leaves, scores)
     return pack(problem, root, cands, choose(problem, cands), meter, seed=seed, algo="beam",
-                knobs=dict(n=n, m=m, agg=agg, select=select, temperature=temperature,
-                           top_p=top_p))
+                knobs=dict(n=n, m=m, max_depth=max_depth, lookahead=lookahead, agg=agg,
+                           select=select, **sampler.knobs()))
+
+
+def _look_ahead(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
+                sampler: Sampler, rng: random.Random, starts: Sequence[Node], steps: int
+                ) -> None:
+    """Roll every start up to `steps` steps further at temperature 0 (one batched expand per
+    step over all unfinished rollouts; a finished one stops early) and store the PRM's score
+    of each rollout's last node as start.scores["lookahead"]. If the budget runs out first,
+    nothing is stored and the starts are ranked by their own rewards."""
+    greedy = dataclasses.replace(sampler, temperature=0.0)
+    tips = list(starts)  # tips[i]: where start i's rollout has got to, one per start
+    for _ in range(steps):
+        live = [i for i, tip in enumerate(tips) if not tip.finished]
+        if not live:
+            break
+        if meter.exhausted():
+            return
+        for i, (child,) in zip(live, greedy.expand(engine, [tips[i] for i in live], 1, rng)):
+            tips[i] = child
+    # only the ends are scored: the steps in between are never ranked
+    for start, value in zip(starts, score_nodes(scorer, problem, tips)):
+        start.scores[LOOKAHEAD] = value

@@ -3,8 +3,9 @@
 Zhang et al. 2023, "Planning with Large Language Models for Code Generation" (ICLR): MCTS over
 tokens. The LM proposes the top-k next tokens of a prefix (with their probabilities as priors
 for P-UCB); a prefix is evaluated by completing it greedily and scoring the program with the
-public tests (the scorer: rewards.unit_tests.UnitTestScorer for code). The program with the
-best public score is returned; hidden tests are never seen by the search.
+public tests (the scorer: rewards.unit_tests.UnitTestScorer, which search.solve picks for pgtd
+when no scorer is given). The program with the best public score is returned; hidden tests are
+never seen by the search.
 
     repeat `rollouts` times (or until the budget ends, or a program scores 1 with early_stop):
         s <- root; descend by argmax_a  Q(s,a) + beta(s) P(a|s) sqrt(log N(s)) / (1 + n(s,a)),
