@@ -7,7 +7,8 @@ prefill included in the time, fixed seeds, a fresh draft table per configuration
   sample  b1   1 row per prompt, temperature 0.7
   sample  b16  best-of-16: 16 rows per prompt, temperature 0.7
 and, at batch 1 greedy, transformers `generate` plain and with prompt-lookup decoding
-(`prompt_lookup_num_tokens`). Printed per run: tokens, seconds, tokens/s, the ratio to the
+(`prompt_lookup_num_tokens`), on their own copy of the weights in stock nn.Linear layers
+(the engines' are oneDNN-packed, search.engines.packed). Printed per run: tokens, seconds, tokens/s, the ratio to the
 plain engine, a row's tokens per verification (accepted drafts + 1), the acceptance rate.
 First the forward cost per pass for rows x q tokens (a 200-token cache), the measurement
 behind SpecConfig.max_batch_tokens. Usage:
@@ -159,8 +160,11 @@ def main() -> None:
               f"{tokens / dt / base:6.2f} {s.per_verification:9.2f} {100 * s.acceptance:5.1f}%"
               f"{same}", flush=True)
         if rows == 1 and not temp:
+            # transformers as users get it: its own copy of the weights, stock nn.Linear
+            stock = HFEngine.load(args.model, pack=False, **({} if args.dtype == "fp32" else
+                                                             {"dtype": args.dtype}))
             for name, lookup in (("HF generate", None), ("HF prompt lookup", args.lookup)):
-                tokens, dt = run_generate(plain, problems, args.max_tokens, lookup)
+                tokens, dt = run_generate(stock, problems, args.max_tokens, lookup)
                 print(f"{label:18s} {name:22s} {tokens:6d} {dt:7.2f} {tokens / dt:7.1f} "
                       f"{tokens / dt / base:6.2f}", flush=True)
 

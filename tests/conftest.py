@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,14 @@ DATA = REPO.parent / "shared" / "data"
 
 @pytest.fixture(scope="session")
 def tiny_model():
+    """The plain model: the reference the engine is checked against. An engine packs its
+    model's linears in place (search.engines.packed), so engines get a deep copy of it."""
+    from search.engines.packed import is_packed
     from search.testing import tiny_llama
 
-    return tiny_llama(seed=1)
+    model, tok = tiny_llama(seed=1)
+    yield model, tok
+    assert not is_packed(model), "a test gave the shared reference model to an engine"
 
 
 @pytest.fixture
@@ -22,7 +28,7 @@ def tiny_engine(tiny_model):
     from search.engines.hf import HFEngine
 
     model, tok = tiny_model
-    return HFEngine(model, tok, chat=False, device="cpu")
+    return HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -157,7 +159,7 @@ def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_m
     from search.engines.hf import HFEngine
 
     model, tok = tiny_model
-    eng = HFEngine(model, tok, chat=False, device="cpu", keep_hidden=True)
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", keep_hidden=True)
     root = eng.root(Problem(prompt="4*4="))
     kids = eng.expand([root], 6, stop=None, max_tokens=5, seed=2)[0]
     live = [k for k in kids if not k.finished][:2]  # a sampled EOS ends a path

@@ -6,6 +6,8 @@ DynamicCache path the slab replaced (same seed, same samples); an fp32 engine fo
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -74,7 +76,7 @@ def test_inplace_sampling_equals_dynamic_cache_path(tiny_model):
     """Same seed: the in-place and DynamicCache paths sample the same tokens, and every
     logprob matches a full forward."""
     model, tok = tiny_model
-    engines = [HFEngine(model, tok, chat=False, device="cpu", inplace_kv=flag)
+    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", inplace_kv=flag)
                for flag in (True, False)]
     runs = []
     for eng in engines:
@@ -132,7 +134,7 @@ def decode_calls(eng, nodes, max_tokens):
 
 def test_decode_writes_in_place_without_concatenating_the_cache(tiny_model):
     model, tok = tiny_model
-    eng = HFEngine(model, tok, chat=False, device="cpu")
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
     eng.eos_ids = frozenset()
     nodes = [eng.root(Problem(prompt="12345678+" * 3)), eng.root(Problem(prompt="9-8=" * 5))]
     eng.kv.ensure(nodes, eng.meter)
@@ -143,7 +145,7 @@ def test_decode_writes_in_place_without_concatenating_the_cache(tiny_model):
     assert [c[2] for c in calls] == [calls[0][2] + j for j in range(11)]
     assert cats == []
     # the detector works: the DynamicCache path concatenates the cache at every token
-    old = HFEngine(model, tok, chat=False, device="cpu", inplace_kv=False)
+    old = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", inplace_kv=False)
     old.eos_ids = frozenset()
     nodes = [old.root(n.problem) for n in nodes]
     old.kv.ensure(nodes, old.meter)
@@ -242,12 +244,14 @@ def test_int8_engine_matches_its_own_full_forward_and_keeps_fp32_flops(tiny_mode
     engine's greedy tokens equal argmax of a plain full-prefix forward of that same quantised
     model, and FLOPs are still counted from the fp32 parameter count."""
     from search.engines.hf import INT8_SKIP
+    from search.engines.packed import PackedLinear
     from search.testing import tiny_llama
 
     model, tok = tiny_llama(seed=1)
     n_fp32 = sum(p.numel() for p in model.parameters())
     eng = HFEngine(model, tok, chat=False, device="cpu", dtype="int8")
-    fp32_linear = {name: type(mod) is torch.nn.Linear for name, mod in eng.model.named_modules()
+    fp32_linear = {name: isinstance(mod, (torch.nn.Linear, PackedLinear))  # left in fp32
+                   for name, mod in eng.model.named_modules()
                    if name.endswith(("_proj", "lm_head"))}
     assert fp32_linear and all(kept == name.endswith(INT8_SKIP)
                                for name, kept in fp32_linear.items()), fp32_linear

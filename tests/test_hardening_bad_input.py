@@ -9,6 +9,7 @@ here end to end, through the eval runner, where losing earlier work would hurt.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import signal
@@ -142,12 +143,12 @@ def test_tokenizer_without_a_chat_template(tiny_model, tmp_path):
 
     model, tok = tiny_model
     assert not tok.chat_template
-    plain = HFEngine(model, tok, device="cpu")
+    plain = HFEngine(copy.deepcopy(model), tok, device="cpu")
     assert plain.chat is False
     res = search.solve("1+1=", "greedy", engine=plain, step_tokens=3, max_steps=1)
     assert res.usage.generated_tokens == 3
     with pytest.raises(ValueError, match="chat_template is not set"):
-        search.solve("1+1=", "greedy", engine=HFEngine(model, tok, chat=True, device="cpu"))
+        search.solve("1+1=", "greedy", engine=HFEngine(copy.deepcopy(model), tok, chat=True, device="cpu"))
     chat = Problem(messages=({"role": "user", "content": "1+1="},), id="chat", answer="2")
     with pytest.raises(ValueError, match="no chat template"):
         search.solve(chat, "greedy", engine=plain)

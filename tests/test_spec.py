@@ -6,6 +6,7 @@ model's exact distribution. Children's KV: equal to a full-prefix forward.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from typing import Any
 
@@ -166,7 +167,7 @@ def test_drafts_stop_when_the_batch_is_compute_bound(tiny_model):
     """max_batch_tokens caps rows x (k + 1) per pass: 8 rows at a cap of 8 never draft,
     2 rows draft up to 3 tokens; the outputs stay plain decoding's."""
     model, tok = tiny_model
-    plain, spec = engines(model, tok, SpecConfig(first_draft=4, max_batch_tokens=8))
+    plain, spec = engines(copy.deepcopy(model), tok, SpecConfig(first_draft=4, max_batch_tokens=8))
     kw: dict[str, Any] = dict(stop=None, max_tokens=20, temperature=0.0)
     root = plain.root(Problem(prompt="12+12+12+12+"))
     ref = plain.expand([root], 8, **kw)[0]

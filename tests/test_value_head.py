@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -69,7 +70,7 @@ def test_head_learns_a_label_the_features_encode(tiny_model, tmp_path):
     """Label: the step's second-to-last token is a digit. The feature (the hidden state that
     read that token) encodes it, so a fitted head must beat chance on held-out steps."""
     model, tok = tiny_model
-    eng = HFEngine(model, tok, chat=False, device="cpu", keep_hidden=True)
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", keep_hidden=True)
     eng.eos_ids = frozenset()
     digits = {tok.convert_tokens_to_ids(c) for c in "0123456789"}
     roots = [eng.root(Problem(prompt=p)) for p in ("1+2=", "9*9=", "a b", "7-3=")]
@@ -92,11 +93,11 @@ def test_head_learns_a_label_the_features_encode(tiny_model, tmp_path):
 
 def test_scorer_needs_features(tiny_model, tmp_path):
     model, tok = tiny_model
-    plain = HFEngine(model, tok, chat=False, device="cpu")
+    plain = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
     head = fit(torch.randn(8, model.config.hidden_size + len(CONFIDENCE)), torch.rand(8))
     with pytest.raises(ValueError, match="keep_hidden"):
         ValueHeadScorer(plain, head)
-    eng = HFEngine(model, tok, chat=False, device="cpu", keep_hidden=True)
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", keep_hidden=True)
     root = eng.root(Problem(prompt="1+1="))
     (forced,) = eng.extend([root], ["22"])
     with pytest.raises(ValueError, match="no step features"):

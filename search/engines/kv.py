@@ -68,7 +68,8 @@ class KVLayout:
         impl = getattr(cfg, "_attn_implementation", None) or "eager"
         sliding = "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or bool(
             getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
-        mask = "2d" if sliding else {"sdpa": "bool", "eager": "additive"}.get(impl, "2d")
+        mask = "2d" if sliding else {"sdpa": "bool", "sdpa_gqa": "bool",  # attention.py
+                                     "eager": "additive"}.get(impl, "2d")
         dtype = next(model.parameters()).dtype
         return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,
                         head_dim, dtype, device, mask)

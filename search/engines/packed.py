@@ -1,0 +1,108 @@
+"""Linear layers on oneDNN's prepacked fp32 weights: faster on CPU, and batch-invariant.
+
+`torch.nn.functional.linear` on CPU hands each call to MKL, which picks a kernel by the
+number of rows M: a GEMV at M=1, a GEMM that repacks the whole weight matrix on every call
+at M>1. A decode step streams every weight once, so that repacking is most of the cost of a
+small-M call: SmolLM2-135M (2 threads, this project's 2-core machine) takes ~52 ms per forward
+at 1 row and ~84 ms at 2 to 8, which is what caps speculative verification (1 + k rows per
+pass). oneDNN can pack a weight once, in its own blocked layout, and reuse it:
+`torch.ops.mkldnn._reorder_linear_weight` (what torch.compile's CPU weight-prepacking pass
+uses), then `torch.ops.mkldnn._linear_pointwise` per call. Measured on the same model: ~47 ms
+at 1 row, ~52 ms at 2, ~64 ms at 8, ~95 ms at 16 (F.linear ~114).
+
+The packed kernel also computes each row the same way whatever M is (bit-identical rows for
+M = 1..64, where MKL's differ by ~1e-6 between M=1 and M>1), so the linear layers no longer
+make a row's logits depend on how many rows or draft tokens share its forward pass. The
+attention kernels still do, slightly (~4e-5 on SmolLM2's logits between one query and six),
+so greedy speculation is token-identical up to near-ties, as it was before.
+
+CPU and fp32 only (oneDNN's bf16 packing needs AVX-512 or AVX-NE-CONVERT); `pack_linears`
+checks the kernel on this machine against F.linear first and leaves the model alone where it
+is missing or disagrees. The layers keep their original parameters too (state_dict,
+save_pretrained and tied embeddings are unaffected; `unpack_linears` undoes it), so the
+linear weights are held twice: +0.43 GB for SmolLM2-135M.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+PACK_HINT = 16  # the row count oneDNN tunes the packed layout for (a decode batch); any M works
+
+
+class PackedLinear(torch.nn.Module):
+    """nn.Linear's forward on a oneDNN-prepacked copy of its weight (CPU, fp32)."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        weight = linear.weight.detach()
+        # an opaque oneDNN tensor, kept as a plain attribute: not a parameter or buffer, so
+        # state_dict and .to() never see a layout they cannot handle
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_HINT)
+        # the original parameters stay: state_dict, save_pretrained, tied embeddings and
+        # unpack_linears see the model as it was (at the cost of a second copy of the weights)
+        self.weight, self.bias = linear.weight, linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (..., in) -> (rows, in) -> (rows, out) -> (..., out)
+        rows = x.reshape(-1, self.in_features)
+        if not rows.is_contiguous():
+            rows = rows.contiguous()
+        out = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN-packed"
+
+
+@functools.cache
+def supported(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether oneDNN's packed linear runs here for `dtype` and agrees with F.linear."""
+    if dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return False
+    gen = torch.Generator().manual_seed(0)
+    w, b, x = (torch.randn(*shape, generator=gen) for shape in ((40, 24), (40,), (3, 24)))
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
+        out = torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
+    return bool(torch.allclose(out, F.linear(x, w, b), rtol=1e-4, atol=1e-5))
+
+
+def pack_linears(model: Any) -> int:
+    """Replace the model's CPU fp32 nn.Linear layers, in place, by PackedLinear; returns how
+    many. Nothing changes where the kernel is not supported here."""
+    if not supported():
+        return 0
+    count = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is torch.nn.Linear and child.weight.device.type == "cpu" \
+                    and child.weight.dtype == torch.float32:
+                setattr(parent, name, PackedLinear(child))
+                count += 1
+    return count
+
+
+def unpack_linears(model: Any) -> int:
+    """Put plain nn.Linear layers (the same parameters) back in place of PackedLinear."""
+    count = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, PackedLinear):
+                plain = torch.nn.Linear(child.in_features, child.out_features,
+                                        bias=child.bias is not None, device="meta")
+                plain.weight, plain.bias = child.weight, child.bias
+                setattr(parent, name, plain)
+                count += 1
+    return count
+
+
+def is_packed(model: Any) -> bool:
+    return any(isinstance(m, PackedLinear) for m in model.modules())

@@ -1,0 +1,98 @@
+"""oneDNN-packed linear layers (search.engines.packed) against plain nn.Linear / F.linear."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from search.engines import packed
+from search.engines.hf import HFEngine
+from search.testing import tiny_llama
+from search.types import Problem
+
+pytestmark = pytest.mark.skipif(not packed.supported(), reason="no oneDNN packed linear here")
+
+
+@pytest.mark.parametrize("shape", [(576, 1536), (1536, 576), (64, 20), (7, 3)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_packed_equals_linear(shape, bias):
+    gen = torch.Generator().manual_seed(0)
+    n_in, n_out = shape
+    layer = torch.nn.Linear(n_in, n_out, bias=bias)
+    with torch.no_grad():
+        layer.weight.copy_(torch.randn(n_out, n_in, generator=gen) / n_in ** 0.5)
+    fast = packed.PackedLinear(layer)
+    for lead in [(1,), (5,), (2, 3), (4, 1, 2)]:  # any leading shape, like nn.Linear
+        x = torch.randn(*lead, n_in, generator=gen)
+        with torch.no_grad():
+            got, want = fast(x), F.linear(x, layer.weight, layer.bias)
+        assert got.shape == want.shape == (*lead, n_out)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    x = torch.randn(6, 2 * n_in, generator=gen)[:, ::2]  # a strided view, not contiguous
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), F.linear(x, layer.weight, layer.bias),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_rows_do_not_depend_on_how_many_share_the_call():
+    """Each row comes out bit-identical whatever the number of rows (1 to 64): the property
+    that makes a verification pass's linears compute what one-token decoding computes."""
+    gen = torch.Generator().manual_seed(1)
+    layer = torch.nn.Linear(576, 1536)
+    fast = packed.PackedLinear(layer)
+    x = torch.randn(64, 576, generator=gen)
+    with torch.no_grad():
+        alone = torch.cat([fast(x[i:i + 1]) for i in range(64)])
+        for m in (2, 3, 8, 16, 33, 64):
+            assert torch.equal(fast(x[:m]), alone[:m]), m
+
+
+def test_pack_keeps_parameters_and_unpack_restores():
+    model, _ = tiny_llama(seed=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ids = torch.tensor([[3, 4, 5, 6, 7]])
+    with torch.no_grad():
+        ref = model(ids).logits
+        n = packed.pack_linears(model)
+        assert n == 2 * 7 + 1 and packed.is_packed(model)  # 7 per layer + lm_head
+        torch.testing.assert_close(model(ids).logits, ref, rtol=1e-5, atol=1e-5)
+        assert model.state_dict().keys() == before.keys()  # save_pretrained sees the same model
+        assert all(torch.equal(model.state_dict()[k], v) for k, v in before.items())
+        assert packed.pack_linears(model) == 0  # already packed: nothing left to pack
+        assert packed.unpack_linears(model) == n and not packed.is_packed(model)
+        assert torch.equal(model(ids).logits, ref)  # the very same nn.Linear computation
+
+
+def test_engine_packs_by_default_and_matches_the_unpacked_engine():
+    model, tok = tiny_llama(seed=1)
+    fast = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    slow = HFEngine(model, tok, chat=False, device="cpu", pack=False)
+    assert fast.packed and not slow.packed and not packed.is_packed(model)
+    kw = dict(stop=None, max_tokens=12)
+    problem = Problem(prompt="12+34=")
+    for temperature in (0.0, 1.0):
+        a = fast.expand([fast.root(problem)], 4, temperature=temperature, seed=5, **kw)[0]
+        b = slow.expand([slow.root(problem)], 4, temperature=temperature, seed=5, **kw)[0]
+        assert [x.step.token_ids for x in a] == [y.step.token_ids for y in b]
+        for x, y in zip(a, b):
+            assert max(abs(p - q) for p, q in zip(x.step.logprobs, y.step.logprobs)) < 1e-4
+
+
+def test_pack_true_where_it_cannot_run_is_an_error():
+    model, tok = tiny_llama(seed=1)
+    with pytest.raises(ValueError, match="pack=True"):
+        HFEngine(model, tok, chat=False, device="cpu", dtype=torch.bfloat16, pack=True)
+    model, tok = tiny_llama(seed=1)
+    bf16 = HFEngine(model, tok, chat=False, device="cpu", dtype=torch.bfloat16)
+    assert not bf16.packed  # fp32 only: bf16 linears stay as they are
+
+
+def test_int8_packs_the_linears_it_leaves_in_fp32():
+    model, tok = tiny_llama(seed=1)
+    eng = HFEngine(model, tok, chat=False, device="cpu", dtype="int8")
+    kinds = {name.rsplit(".", 1)[-1]: type(mod).__name__ for name, mod in model.named_modules()}
+    assert kinds["down_proj"] == "PackedLinear" and kinds["up_proj"] != "PackedLinear"
+    assert eng.packed
