@@ -278,7 +278,7 @@ def main() -> None:
     print(f"model={args.model} threads={torch.get_num_threads()} branches={args.branches} "
           f"prompt={args.prompt_tokens} steps={args.steps}x{args.step_tokens} tokens "
           f"bf16_native={bf16_native()}")
-    print("measured GEMM 2048^3: " + "  ".join(f"{d} {r:.0f} GFLOP/s" for d, r in rates.items()))
+    print("measured GEMM 2048^3: " + "  ".join(f"{d} {r:.1f} GFLOP/s" for d, r in rates.items()))
     shape = (args.branches, args.steps, args.step_tokens, args.seed)
     engines: dict[str, HFEngine] = {}
     table: dict[tuple[str, str], float] = {}
