@@ -283,18 +283,16 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
 
 
 def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
-    """One scorer serves the whole grid: logprob, or for a pgtd-only grid the public tests
-    (search.api.default_scorer, which also says what is wrong with a problem without them)."""
+    """One scorer serves the whole grid: search.api.default_scorer of every cell (logprob, or
+    the public tests for pgtd), which must agree; it also says, before any model loads, what
+    is wrong with a pgtd problem without tests."""
     from search.api import default_scorer
 
-    if "pgtd" not in algos:
-        return "logprob"
-    if set(algos) != {"pgtd"}:
-        raise ValueError("pgtd scores by public tests and the other algorithms by log-probability "
-                         "by default, but a grid has one scorer: pass one (e.g. unit_tests)")
-    for problem in problems:  # raises, before any model loads, on a problem without tests
-        default_scorer("pgtd", problem)
-    return "unit_tests"
+    chosen = {default_scorer(algo, problem) for algo in algos for problem in problems}
+    if len(chosen) > 1:
+        raise ValueError(f"the algorithms' default scorers differ ({', '.join(sorted(chosen))}), "
+                         "but a grid has one scorer: pass one (e.g. unit_tests)")
+    return next(iter(chosen), "logprob")
 
 
 def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],

@@ -226,7 +226,7 @@ budgets = st.builds(
     flops=st.none() | st.floats(1.0, 200.0)).filter(lambda b: not b.unlimited)
 
 
-def bounded_and_honest(algo: str, examples: int) -> None:
+def bounded_and_honest(algo: str | Callable[..., Any], examples: int) -> None:
     @settings(max_examples=examples, deadline=None, derandomize=True)
     @given(tree=trees, budget=budgets, tokens_per_step=st.integers(1, 4),
            seed=st.integers(0, 99))
@@ -252,17 +252,7 @@ def test_usage_stays_within_one_batch_of_the_budget_many_trees(algo):
 @pytest.mark.parametrize("lookahead", [1, 2])
 def test_beam_lookahead_stays_within_one_batch_of_the_budget(lookahead):
     """The same bounds with beam's lookahead on: each rollout step is its own checked batch."""
-    fn = functools.partial(get("beam"), **KNOBS["beam"], lookahead=lookahead)
-
-    @settings(max_examples=25, deadline=None, derandomize=True)
-    @given(tree=trees, budget=budgets, tokens_per_step=st.integers(1, 4),
-           seed=st.integers(0, 99))
-    def check(tree, budget, tokens_per_step, seed):
-        result, log = run(fn, tree, budget, tokens_per_step=tokens_per_step, seed=seed)
-        assert_bounded(result, log, budget)
-        assert_honest(result, budget)
-
-    check()
+    bounded_and_honest(functools.partial(get("beam"), **KNOBS["beam"], lookahead=lookahead), 25)
 
 
 @pytest.mark.parametrize("dimension", ["tokens", "flops", "scorer_calls"])

@@ -27,6 +27,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from search.engines import attention
+
 
 @dataclass
 class Segment:
@@ -68,7 +70,7 @@ class KVLayout:
         impl = getattr(cfg, "_attn_implementation", None) or "eager"
         sliding = "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or bool(
             getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
-        mask = "2d" if sliding else {"sdpa": "bool", "sdpa_gqa": "bool",  # attention.py
+        mask = "2d" if sliding else {"sdpa": "bool", attention.NAME: "bool",
                                      "eager": "additive"}.get(impl, "2d")
         dtype = next(model.parameters()).dtype
         return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,

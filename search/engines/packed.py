@@ -26,6 +26,7 @@ linear weights are held twice: +0.43 GB for SmolLM2-135M.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -61,9 +62,9 @@ class PackedLinear(torch.nn.Module):
 
 
 @functools.cache
-def supported(dtype: torch.dtype = torch.float32) -> bool:
-    """Whether oneDNN's packed linear runs here for `dtype` and agrees with F.linear."""
-    if dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+def supported() -> bool:
+    """Whether oneDNN's packed fp32 linear runs here and agrees with F.linear."""
+    if not torch.backends.mkldnn.is_available():
         return False
     gen = torch.Generator().manual_seed(0)
     w, b, x = (torch.randn(*shape, generator=gen) for shape in ((40, 24), (40,), (3, 24)))
@@ -80,26 +81,32 @@ def pack_linears(model: Any) -> int:
     many. Nothing changes where the kernel is not supported here."""
     if not supported():
         return 0
-    count = 0
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear and child.weight.device.type == "cpu" \
-                    and child.weight.dtype == torch.float32:
-                setattr(parent, name, PackedLinear(child))
-                count += 1
-    return count
+    return _replace(model, lambda m: PackedLinear(m) if type(m) is torch.nn.Linear
+                    and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32
+                    else None)
 
 
 def unpack_linears(model: Any) -> int:
     """Put plain nn.Linear layers (the same parameters) back in place of PackedLinear."""
+    def plain(m: torch.nn.Module) -> torch.nn.Linear | None:
+        if not isinstance(m, PackedLinear):
+            return None
+        linear = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None,
+                                 device="meta")
+        linear.weight, linear.bias = m.weight, m.bias
+        return linear
+
+    return _replace(model, plain)
+
+
+def _replace(model: Any, convert: Callable[[torch.nn.Module], torch.nn.Module | None]) -> int:
+    """Swap, in place, every submodule that convert() maps to a module; returns how many."""
     count = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, PackedLinear):
-                plain = torch.nn.Linear(child.in_features, child.out_features,
-                                        bias=child.bias is not None, device="meta")
-                plain.weight, plain.bias = child.weight, child.bias
-                setattr(parent, name, plain)
+            new = convert(child)
+            if new is not None:
+                setattr(parent, name, new)
                 count += 1
     return count
 
