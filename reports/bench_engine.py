@@ -23,11 +23,15 @@ is timed --repeat times (default 3; (a) once) and the fastest kept: a shared mac
 only ever slows a run. Printed per run: tokens/s, prefilled tokens, peak RSS during the
 run, and the share of the compute bound reached: 2 * params FLOPs per token against the
 matmul rate measured here at start-up (a 2048^3 GEMM in each dtype).
+Then whole searches through search.solve on the first dtype's engine (--no-workloads skips
+them): best-of-16, beam W=4 x 10 steps, particle filter 16, on one GSM8K prompt; printed:
+tokens/s, prefilled tokens, and the tokens a generate-based search would prefill for the
+same tree (every expanded node's whole sequence once per expansion) with the share saved.
 Then each other dtype's greedy agreement with fp32 on GSM8K test prompts: free-running (share of
 positions where the two greedy outputs are equal) and per step (its greedy choice on
 fp32's own path). Usage:
     python reports/bench_engine.py [--model smollm2-135m] [--steps 3] [--step-tokens 32]
-        [--dtypes fp32,bf16] [--methods a,b,c,g,d,e] [--agreement-prompts 8] [--compile]
+        [--dtypes fp32,bf16] [--methods a,b,c,g,d,e] [--agreement-prompts 8] [--no-workloads] [--compile]
         [--threads N]
 """
 
@@ -43,6 +47,7 @@ from typing import Any
 
 import torch
 
+from problems import datasets
 from search.engines.hf import HFEngine, bf16_native
 from search.types import Node, Problem
 
@@ -226,6 +231,41 @@ METHODS: dict[str, tuple[str, Callable, str]] = {
 }
 
 
+# -- search workloads ------------------------------------------------------------------------
+# what the issue's targets are stated on: whole searches through search.solve (free logprob
+# scorer, steps end at a blank line or after step_tokens; EOS allowed, so token counts vary)
+WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
+    "best-of-16": ("best_of_n", dict(n=16, step_tokens=32, max_steps=3, select="score")),
+    "beam W=4 x 10 steps": ("beam", dict(n=16, m=4, max_depth=10, step_tokens=16)),
+    "particle filter 16": ("particle_filter", dict(n=16, max_depth=10, step_tokens=16)),
+}
+
+
+def resent_prefixes(root: Node) -> int:
+    """Tokens a search built on `generate` would prefill for the same tree: every expanded
+    node's whole sequence (prompt and all its steps) sent once per expansion (its samples
+    sharing it, as num_return_sequences does), where this engine prefills the prompt once."""
+    return sum(len(node.token_ids()) for node in root.walk() if node.children)
+
+
+def run_workloads(engine: HFEngine, problem: Problem, seed: int) -> None:
+    import search
+
+    print(f"\nsearch workloads on {engine.name} (as it ships), one GSM8K prompt, logprob scorer:")
+    print(f"{'workload':22s} {'tokens':>6s} {'s':>7s} {'tok/s':>7s} {'prefilled':>9s} "
+          f"{'re-sent':>8s} {'saved':>6s}")
+    for label, (algo, knobs) in WORKLOADS.items():
+        engine.meter.__init__()
+        t0 = time.perf_counter()
+        result = search.solve(problem, algo, engine=engine, scorer="logprob", seed=seed, **knobs)
+        dt = time.perf_counter() - t0
+        used, resent = result.usage, resent_prefixes(result.tree)
+        print(f"{label:22s} {used.generated_tokens:6d} {dt:7.2f} "
+              f"{used.generated_tokens / dt:7.1f} {used.prefill_tokens:9d} {resent:8d} "
+              f"{100 * (1 - used.prefill_tokens / resent):5.1f}%", flush=True)
+        engine.retain([])
+
+
 # -- bf16 / int8 numerics -------------------------------------------------------------------------
 def agreement(fp32: HFEngine, other: HFEngine, problems, max_tokens: int
               ) -> tuple[float, float]:
@@ -261,6 +301,8 @@ def main() -> None:
     ap.add_argument("--agreement-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads, and llama.cpp's (default: torch's)")
+    ap.add_argument("--no-workloads", action="store_true",
+                    help="skip the search workloads (best-of-16, beam W=4 x 10, particle filter)")
     ap.add_argument("--compile", action="store_true",
                     help="also time (d) with torch.compile(dynamic=True) on the model forward (f)")
     args = ap.parse_args()
@@ -321,10 +363,10 @@ def main() -> None:
         if ("e", dtypes[0]) in table and ("d", d) in table:
             ratios.append(f"(d)/(e, q4_1) = {table[('d', d)] / table[('e', dtypes[0])]:.2f}x")
         print(f"{d}: " + "   ".join(ratios))
+    if not args.no_workloads:
+        run_workloads(engines[dtypes[0]], datasets.load("gsm8k", limit=1)[0], args.seed)
     others = dtypes[1:] if dtypes[0] == "fp32" else []
     if others and args.agreement_prompts:
-        from problems import datasets
-
         probs = datasets.load("gsm8k", limit=args.agreement_prompts)
     for d in others:
         if ("d", d) in table:
