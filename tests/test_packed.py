@@ -97,3 +97,56 @@ def test_int8_packs_the_linears_it_leaves_in_fp32():
     kinds = {name.rsplit(".", 1)[-1]: type(mod).__name__ for name, mod in model.named_modules()}
     assert kinds["down_proj"] == "PackedLinear" and kinds["up_proj"] != "PackedLinear"
     assert eng.packed
+
+
+def test_sibling_projections_share_one_gemm_and_compute_what_they_did():
+    """q/k/v and gate/up run as one GEMM per block: the same logits as separate packed
+    linears, the same state_dict, and a sibling called with another input (or twice)
+    computes its own output, never a stale one."""
+    model, _ = tiny_llama(seed=3)
+    keys = model.state_dict().keys()
+    ids = torch.tensor([[3, 4, 5, 6, 7], [7, 6, 5, 4, 3]])
+    with torch.no_grad():
+        packed.pack_linears(model, fuse=False)
+        separate = model(ids).logits
+        packed.unpack_linears(model)
+        assert packed.pack_linears(model) == 2 * 7 + 1
+        attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+        assert all(type(getattr(attn, n)) is packed.FusedLinear for n in ("q_proj", "k_proj",
+                                                                            "v_proj"))
+        assert type(mlp.gate_proj) is packed.FusedLinear
+        assert type(mlp.down_proj) is packed.PackedLinear and type(attn.o_proj) is packed.PackedLinear
+        torch.testing.assert_close(model(ids).logits, separate, rtol=1e-6, atol=1e-6)
+        assert model.state_dict().keys() == keys
+        gen = torch.Generator().manual_seed(0)
+        x, y = (torch.randn(2, 3, 64, generator=gen) for _ in range(2))
+        want = {n: F.linear(x, getattr(attn, n).weight) for n in ("q_proj", "k_proj", "v_proj")}
+        torch.testing.assert_close(attn.q_proj(x), want["q_proj"])
+        torch.testing.assert_close(attn.k_proj(y), F.linear(y, attn.k_proj.weight))  # out of turn
+        torch.testing.assert_close(attn.k_proj(x), want["k_proj"])
+        torch.testing.assert_close(attn.k_proj(x), want["k_proj"])  # twice
+        torch.testing.assert_close(attn.v_proj(x), want["v_proj"])
+        assert attn.q_proj.fused.x is None or attn.q_proj.fused.x is x
+        assert packed.unpack_linears(model) == 2 * 7 + 1 and not packed.is_packed(model)
+        assert all(type(getattr(attn, n)) is torch.nn.Linear for n in ("q_proj", "k_proj"))
+
+
+class ToyAttention(torch.nn.Module):
+    """Siblings with and without biases (as Qwen2's q/k/v have them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q_proj, self.v_proj = torch.nn.Linear(24, 16), torch.nn.Linear(24, 8)
+        self.k_proj = torch.nn.Linear(24, 8, bias=False)
+
+
+def test_fused_siblings_with_biases():
+    torch.manual_seed(0)
+    block = ToyAttention()
+    x = torch.randn(5, 24)
+    with torch.no_grad():
+        want = [F.linear(x, m.weight, m.bias) for m in (block.q_proj, block.k_proj, block.v_proj)]
+        assert packed.pack_linears(block) == 3 and type(block.k_proj) is packed.FusedLinear
+        got = [block.q_proj(x), block.k_proj(x), block.v_proj(x)]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)

@@ -8,6 +8,15 @@ takes the grouping itself (`enable_gqa=True`, masks included on CPU since torch 
 "sdpa_gqa" hands it the cache as is: one SmolLM2 layer at 16 rows x 2 tokens over 290 cached
 positions takes ~0.6 ms instead of ~1.8 ms. Everything else (one query token, no mask,
 anything transformers special-cases) goes to transformers' own function unchanged.
+
+Cascade attention over a shared prefix (kv.SlabCache.prefix: the keys carry it as
+`shared_kv`): every row attends to [prefix || its own columns]. The prefix's scores come
+from one GEMM per key/value head with all rows' queries stacked (rows x heads-per-group x q
+query vectors against S keys), so its keys and values are read once, not once per row; the
+row part is a small batched matmul under the row's mask, and one softmax spans both. The
+idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and FlashInfer's cascade kernels.
+SmolLM2 (16 rows, one query token, 2 threads): ~300 us a layer for a 256-token prompt
+against ~340 for SDPA over a copy per row, ~640 against ~1,490 for a 1,024-token prompt.
 """
 
 from __future__ import annotations
@@ -28,6 +37,13 @@ def sdpa_gqa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     None -> ((B, q, H, d), None), as transformers' attention functions return."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    shared = getattr(key, "shared_kv", None)
+    if shared is not None:
+        if dropout or kwargs.get("softcap") is not None or kwargs.get("sliding_window"):
+            raise RuntimeError("cascade attention over a shared prefix supports plain causal "
+                               "attention only (no dropout, softcap or sliding window)")
+        scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+        return cascade(query, shared[0], shared[1], key, value, attention_mask, scale), None
     q_len, groups = query.shape[2], query.shape[1] // key.shape[1]
     if q_len == 1 or groups == 1 or attention_mask is None or kwargs.get("position_bias") \
             is not None or kwargs.get("cache") is not None or kwargs.get("softcap") is not None:
@@ -37,6 +53,32 @@ def sdpa_gqa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
                                          dropout_p=dropout, scale=scaling, enable_gqa=True)
     return out.transpose(1, 2).contiguous(), None
+
+
+def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
+            key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
+            ) -> torch.Tensor:
+    """Attention of query (B, H, q, d) over a shared prefix (KV, S, d) then per-row key/value
+    (B, KV, T, d) under mask (B, 1, q, T) bool (None: the last q columns causal, the rest
+    visible) -> (B, q, H, d). Query head h reads key/value head h // (H / KV), as repeat_kv."""
+    B, H, q, d = query.shape
+    KV, S = prefix_k.shape[0], prefix_k.shape[1]
+    T, gq = key.shape[2], H // KV * q
+    qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
+    # prefix: [KV, B*g*q, d] @ [KV, d, S] -> [KV, B*g*q, S], as [B, KV, g*q, S]
+    pre = torch.matmul(qs.transpose(0, 1).reshape(KV, B * gq, d), prefix_k.transpose(1, 2))
+    own = torch.matmul(qs, key.transpose(2, 3))  # [B, KV, g*q, T]
+    if mask is None:
+        mask = torch.ones(q, T, dtype=torch.bool, device=key.device).tril_(T - q)[None, None]
+    # the mask's row i (query token i) serves every head of the group: [B, 1, g*q, T]
+    seen = mask.expand(B, 1, q, T)[:, :, None].expand(B, 1, H // KV, q, T).reshape(B, 1, gq, T)
+    own.masked_fill_(~seen, float("-inf"))
+    scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
+    p = torch.softmax(scores.mul_(scale), -1, dtype=torch.float32).to(query.dtype)
+    out = torch.matmul(p[..., S:], value)  # [B, KV, g*q, d]
+    p_pre = p[..., :S].transpose(0, 1).reshape(KV, B * gq, S)
+    out += torch.matmul(p_pre, prefix_v).view(KV, B, gq, d).transpose(0, 1)
+    return out.view(B, H, q, d).transpose(1, 2).contiguous()
 
 
 def use_sdpa_gqa(model: Any) -> bool:

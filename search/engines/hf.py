@@ -44,7 +44,7 @@ class HFEngine:
                  instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "",
                  keep_hidden: bool = False, dtype: torch.dtype | str | None = None,
                  inplace_kv: bool = True, speculate: bool | SpecConfig = False,
-                 pack: bool | None = None) -> None:
+                 pack: bool | None = None, share_prefix: int = 64) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         # dtype converts the model in place (like the device move); bf16 needs a CPU with
         # native bf16 (see bf16_native) to be fast, and changes greedy choices only rarely
@@ -64,7 +64,10 @@ class HFEngine:
         # keep_hidden: record, per generated step, the final hidden state its last token was
         # predicted from (`step_features`), so a value head scores steps with no extra pass.
         # inplace_kv=False: the DynamicCache decode path (torch.cat per token), for comparison
-        self.kv = KVTree(self.model, self.device, keep_hidden=keep_hidden, inplace=inplace_kv)
+        # share_prefix: rows whose paths start with the same >= this many cached tokens (a
+        # prompt sampled n times) attend to one copy of them (kv.SlabCache.prefix); 0: never
+        self.kv = KVTree(self.model, self.device, keep_hidden=keep_hidden, inplace=inplace_kv,
+                         share_min=share_prefix)
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params  # counted before quantisation: FLOPs stay honest

@@ -15,6 +15,12 @@ same small interface (`BatchKV`) for the engine's loops:
                 kept for comparison (`inplace=False`, reports/bench_engine.py).
 Both take several query tokens per row in one forward (prefill, forced continuations, and
 later draft tokens to verify), writing them at columns [length, length + q).
+
+Shared prefix (cascade attention): when every row's path starts with the same segments (the
+prompt of a best-of-N, a beam search's or a particle filter's batch) and they hold at least
+`share_min` tokens, the slab holds only each row's own suffix and the prefix stays one
+tensor, never copied per row: attention.sdpa_gqa attends to [prefix || row suffix] with the
+prefix's keys read once for all rows (one GEMM) instead of once per row.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class KVLayout:
     dtype: torch.dtype
     device: torch.device
     mask: str = "bool"
+    cascade: bool = False  # the attention takes a shared prefix (attention.sdpa_gqa)
 
     @staticmethod
     def of(model: Any, device: torch.device) -> KVLayout:
@@ -74,7 +81,8 @@ class KVLayout:
                                      "eager": "additive"}.get(impl, "2d")
         dtype = next(model.parameters()).dtype
         return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,
-                        head_dim, dtype, device, mask)
+                        head_dim, dtype, device, mask,
+                        cascade=impl == attention.NAME and mask == "bool")
 
 
 class BatchKV(Protocol):
@@ -92,25 +100,49 @@ class BatchKV(Protocol):
 
 
 def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout, *,
-                inplace: bool = True) -> SlabCache | GrowingCache:
+                inplace: bool = True, share_min: int = 0) -> SlabCache | GrowingCache:
     """A batch cache holding each row's path (its segments' kv, in order), left-padded,
-    with room for `room` more columns."""
+    with room for `room` more columns. share_min > 0 (in place, cascade layouts, >= 2 rows):
+    leading segments common to every row, if they hold >= share_min tokens, stay one shared
+    prefix tensor (SlabCache.prefix) instead of a copy per row."""
     if inplace:
-        return SlabCache.from_paths(paths, room, layout)
+        k = common_parts(paths) if share_min and len(paths) > 1 and layout.cascade else 0
+        shared = list(paths[0][:k])
+        if not k or sum(kv.shape[3] for kv in shared) < share_min:
+            return SlabCache.from_paths(paths, room, layout)
+        prefix = shared[0] if k == 1 else torch.cat(shared, dim=3)
+        return SlabCache.from_paths([p[k:] for p in paths], room, layout, prefix=prefix)
     kvs = [None if not p else p[0] if len(p) == 1 else torch.cat(list(p), dim=3) for p in paths]
     stacked, mask = stack_left_padded(kvs)
     return GrowingCache(stacked, mask.to(layout.device))
 
 
+def common_parts(paths: Sequence[Sequence[torch.Tensor]]) -> int:
+    """How many leading segments every path shares (the same tensors: the same nodes)."""
+    k = 0
+    for parts in zip(*paths):
+        if any(kv is not parts[0] for kv in parts[1:]):
+            break
+        k += 1
+    return k
+
+
 # -- in place ----------------------------------------------------------------------------
 class _SlabLayer(CacheLayerMixin):
-    """One layer's view of the slab: k/v [rows, H, capacity, D]; n columns written."""
+    """One layer's view of the slab: k/v [rows, H, capacity, D]; n columns written.
+
+    shared: the layer's shared-prefix (keys, values), each [H, S, D], or None. The keys
+    `update` returns carry it as an attribute (`shared_kv`), which is how the attention
+    function of the same layer finds it: transformers passes update's tensors straight on.
+    """
 
     is_sliding = False
 
-    def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int) -> None:
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int,
+                 shared: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         super().__init__()
         self.n = n
+        self.shared = shared
         self.view(k, v)
         self.is_initialized = True
 
@@ -131,7 +163,10 @@ class _SlabLayer(CacheLayerMixin):
         self.k[:, :, self.n:end].copy_(key_states)
         self.v[:, :, self.n:end].copy_(value_states)
         self.n = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        keys = self.k[:, :, :end]
+        if self.shared is not None:
+            keys.shared_kv = self.shared  # type: ignore[attr-defined]  # see the class doc
+        return keys, self.v[:, :, :end]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.n + query_length, 0
@@ -148,12 +183,19 @@ class SlabCache(Cache):
 
     valid [B, capacity]: which columns a row attends to (False on its left padding). Slots
     [0, rows) are the live rows; `keep` moves survivors into the first slots.
+    prefix [L, 2, H, S, D] or None: S positions every row attends to before its columns
+    (shared, never copied per row); columns and `length` count the slab alone.
     """
 
-    def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str) -> None:
+    def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str,
+                 prefix: torch.Tensor | None = None) -> None:
         self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
         self.start = length  # columns given at creation (the rows' cached paths)
-        self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length) for i in range(buf.shape[0])]
+        self.prefix = prefix
+        self.shared = 0 if prefix is None else prefix.shape[3]
+        self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length,
+                                 None if prefix is None else (prefix[i, 0], prefix[i, 1]))
+                      for i in range(buf.shape[0])]
         super().__init__(layers=list(self.slabs))
         if mask == "additive":  # eager attention adds the mask to its scores
             self.bias = torch.empty(valid.shape, dtype=buf.dtype, device=buf.device)
@@ -168,8 +210,8 @@ class SlabCache(Cache):
                 ~v, torch.finfo(self.bias.dtype).min)
 
     @staticmethod
-    def from_paths(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout
-                   ) -> SlabCache:
+    def from_paths(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout,
+                   prefix: torch.Tensor | None = None) -> SlabCache:
         lengths = [sum(kv.shape[3] for kv in p) for p in paths]
         P, B = max(lengths, default=0), len(paths)
         # empty, not zeros: columns past P are written before any forward reads them
@@ -183,7 +225,9 @@ class SlabCache(Cache):
             for kv in parts:
                 buf[:, :, b, :, col:col + kv.shape[3]].copy_(kv)
                 col += kv.shape[3]
-        return SlabCache(buf, valid, P, layout.mask)
+        if prefix is not None and (layout.mask != "bool" or not layout.cascade):
+            raise ValueError("a shared prefix needs the cascade attention (sdpa_gqa)")
+        return SlabCache(buf, valid, P, layout.mask, prefix)
 
     @property
     def length(self) -> int:
@@ -249,6 +293,9 @@ class SlabCache(Cache):
 class GrowingCache(DynamicCache):
     """transformers' DynamicCache with the BatchKV interface: every forward concatenates
     its K/V (and the mask) onto the whole cache."""
+
+    prefix: torch.Tensor | None = None  # never a shared prefix: every row holds its path
+    shared = 0
 
     def __init__(self, stacked: torch.Tensor | None, valid: torch.Tensor) -> None:
         super().__init__(ddp_cache_data=None if stacked is None else

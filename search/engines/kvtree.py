@@ -36,14 +36,15 @@ class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
-                 *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True
-                 ) -> None:
+                 *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
+                 share_min: int = 0) -> None:
         self.model = model
         self.device = device
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
+        self.share_min = share_min  # a common prefix of >= this many tokens is not copied per row
         self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
@@ -87,7 +88,8 @@ class KVTree:
     def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
               ) -> kvmod.SlabCache | kvmod.GrowingCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
-        return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace)
+        return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace,
+                                 share_min=self.share_min)
 
     def retain(self, live: Sequence[Node]) -> None:
         """Drop every segment off the paths to `live` nodes."""
