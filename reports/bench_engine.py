@@ -50,7 +50,8 @@ from typing import Any
 import torch
 
 from problems import datasets
-from search.engines.hf import HFEngine, bf16_native
+from search.engines.dtypes import bf16_native
+from search.engines.hf import HFEngine
 from search.types import Node, Problem
 
 PROMPT = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many "

@@ -13,7 +13,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from search.engines import kv as kvmod
-from search.engines.hf import HFEngine, _dtype
+from search.engines.dtypes import weight_dtype as _dtype
+from search.engines.hf import HFEngine
 from search.types import Node, Problem, Step
 
 PROMPTS = ("1+2=", "123*45-6789=", "7 7", "90-1=a b 5")
@@ -243,7 +244,7 @@ def test_int8_engine_matches_its_own_full_forward_and_keeps_fp32_flops(tiny_mode
     """dtype="int8": linears (all but INT8_SKIP) become dynamically quantised; the KV-sharing
     engine's greedy tokens equal argmax of a plain full-prefix forward of that same quantised
     model, and FLOPs are still counted from the fp32 parameter count."""
-    from search.engines.hf import INT8_SKIP
+    from search.engines.dtypes import INT8_SKIP
     from search.engines.packed import PackedLinear
     from search.testing import tiny_llama
 

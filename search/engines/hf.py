@@ -27,6 +27,7 @@ import torch
 from search.budget import Meter
 from search.engines import attention, packed
 from search.engines.base import DEFAULT_STOP, check_sampling
+from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
 from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
@@ -52,11 +53,11 @@ class HFEngine:
         # activations quantised per call (torch dynamic quantisation, fbgemm/x86 kernels; CPU
         # only): ~4x fewer weight bytes streamed per decode step; lossy, and not batch-
         # invariant (one activation scale per call), so speculation is not token-identical
-        int8 = _is_int8(dtype)
+        int8 = is_int8(dtype)
         if int8 and self.device.type != "cpu":
             raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
                              f"this engine is on {self.device}")
-        self.model = model.to(device=self.device, dtype=None if int8 else _dtype(dtype)).eval()
+        self.model = model.to(device=self.device, dtype=None if int8 else weight_dtype(dtype)).eval()
         attention.use_sdpa_gqa(self.model)  # several query tokens without repeat_kv copies
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "model")
@@ -106,7 +107,7 @@ class HFEngine:
         from search.models import load_model
 
         dtype = kwargs.get("dtype")  # the engine converts too (a no-op once loaded so)
-        load_kw = {} if dtype is None or _is_int8(dtype) else {"dtype": _dtype(dtype)}
+        load_kw = {} if dtype is None or is_int8(dtype) else {"dtype": weight_dtype(dtype)}
         model, tokenizer, defaults = load_model(name_or_path, **load_kw)
         return cls(model, tokenizer, **{**defaults, **kwargs, "name": name_or_path})
 
@@ -353,51 +354,6 @@ class _StepDecoder:
 
 def _unique(nodes: Sequence[Node]) -> list[Node]:
     return list({node.id: node for node in nodes}.values())
-
-
-def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
-    """torch.bfloat16 or its name ("bfloat16", "bf16", "float32", ...) -> a torch dtype."""
-    if dtype is None or isinstance(dtype, torch.dtype):
-        return dtype
-    name = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)
-    value = getattr(torch, name, None) if isinstance(name, str) else None
-    if not isinstance(value, torch.dtype) or not value.is_floating_point:
-        raise ValueError(f"dtype must be a floating torch dtype or its name, got {dtype!r}")
-    return value
-
-
-def _is_int8(dtype: Any) -> bool:
-    return isinstance(dtype, str) and dtype.lower() in ("int8", "qint8")
-
-
-INT8_SKIP = ("down_proj",)  # Llama-family MLP output projections: their inputs carry the
-# activation outliers that one per-call activation scale cannot hold (SmolLM2-135M's greedy
-# choice on fp32's path: 59% the same with them quantised, 90% without; bench_engine reports it)
-
-
-def quantize_int8(model: Any) -> Any:
-    """Replace the model's nn.Linear layers, in place, by dynamically quantised int8 ones
-    (weights per output channel, activations per call), all but INT8_SKIP; the rest stays
-    as it was."""
-    import warnings
-
-    from torch.ao.quantization.qconfig import per_channel_dynamic_qconfig
-    from torch.ao.quantization.quantize import quantize_dynamic
-
-    spec = {name: per_channel_dynamic_qconfig for name, mod in model.named_modules()
-            if isinstance(mod, torch.nn.Linear) and not name.endswith(INT8_SKIP)}
-    with warnings.catch_warnings():  # torch.ao.quantization announces its move to torchao
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
-
-
-def bf16_native() -> bool:
-    """Whether this CPU computes bf16 matmuls natively (AVX-512 bf16 / AMX via oneDNN);
-    without it bf16 weights run emulated and slower than fp32."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
