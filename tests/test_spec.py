@@ -1,19 +1,23 @@
 """Speculative decoding (search/engines/spec.py) against plain decoding and the model itself.
 
 Greedy: token-identical to the plain engine. Sampling: the sequences' frequencies fit the
-model's exact distribution. Children's KV: equal to a full-prefix forward.
+model's exact distribution. Children's KV: equal to a full-prefix forward. Each with chain
+drafts and with draft trees (search/engines/drafter.py), whose builder and acceptance walks
+are also checked by hand.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import random
 from typing import Any
 
 import pytest
 import torch
 from scipy import stats as sps
 
+from search.engines.drafter import DraftTree, greedy_path, sampled_path
 from search.engines.hf import HFEngine
 from search.engines.sampling import probs
 from search.engines.spec import Drafter, SpecConfig
@@ -57,12 +61,18 @@ def assert_same_steps(mine, ref):
     assert max(abs(x - y) for (_, _, a), (_, _, b) in zip(mine, ref) for x, y in zip(a, b)) < 1e-4
 
 
-def test_greedy_is_token_identical_to_plain(model_tok):
+# drafts from every source (n-grams down to bigrams, recycled top-k): chains of up to 8
+# tokens, and trees of up to 12 nodes (no threshold: the random tiny models' guesses are poor)
+CHAIN = SpecConfig(first_draft=4, ngram=(4, 3, 2, 1), recycle_k=8, max_batch_tokens=256,
+                   tree=0)
+TREE = SpecConfig(ngram=(4, 3, 2, 1), recycle_k=8, max_batch_tokens=256, tree=12, min_prob=0.0)
+
+
+@pytest.mark.parametrize("config", [CHAIN, TREE], ids=["chain", "tree"])
+def test_greedy_is_token_identical_to_plain(model_tok, config):
     """Several rows of different prompts and depths, stop strings, EOS and max_tokens:
     the same steps as plain decoding, fewer forwards, the same tokens charged."""
     model, tok = model_tok
-    # drafts up to 8 tokens, from every source (n-grams down to bigrams, recycled top-k)
-    config = SpecConfig(first_draft=4, ngram=(4, 3, 2, 1), recycle_k=8, max_batch_tokens=256)
     plain, spec = engines(model, tok, config)
     kw = dict(stop=("5", "a b"), max_tokens=10, temperature=0.0)
     # "=": a token some greedy paths emit mid-step (and others never)
@@ -72,6 +82,7 @@ def test_greedy_is_token_identical_to_plain(model_tok):
     assert {r for _, r, _ in ref} >= {"stop", "eos", "max_tokens"}
     s = spec.spec_stats
     assert 0 < s.accepted < s.drafted  # drafts hit and missed
+    assert (s.rescued > 0) == bool(config.tree)  # trees: siblings of rejected guesses won
     assert s.emitted == spec.meter.generated_tokens == plain.meter.generated_tokens
     assert spec.meter.forward_passes < plain.meter.forward_passes
     assert spec.meter.prefill_tokens == plain.meter.prefill_tokens
@@ -86,13 +97,15 @@ def test_greedy_is_token_identical_to_plain(model_tok):
     assert s.squeezes > 0  # rows accepted so differently that rejected columns were reclaimed
 
 
-def test_children_kv_and_features_equal_a_full_forward(model_tok):
-    """Sampled children (rows accepting different counts): each segment holds exactly the
-    KV a plain forward over the whole path computes, logprobs and the logits of a further
-    expansion match, and keep_hidden features are the hidden states of that forward."""
+@pytest.mark.parametrize("tree", [0, 10], ids=["chain", "tree"])
+def test_children_kv_and_features_equal_a_full_forward(model_tok, tree):
+    """Sampled children (rows accepting different counts; with trees, paths through later
+    siblings leave holes in the cache rows): each segment holds exactly the KV a plain
+    forward over the whole path computes, logprobs and the logits of a further expansion
+    match, and keep_hidden features are the hidden states of that forward."""
     model, tok = model_tok
     _, spec = engines(model, tok, SpecConfig(max_draft=6, first_draft=3, recycle_k=4,
-                                                 max_batch_tokens=512),
+                                             max_batch_tokens=512, tree=tree, min_prob=0.0),
                       keep_hidden=True)
     kids = []
     frontier = [spec.root(Problem(prompt=p)) for p in PROMPTS]
@@ -102,6 +115,7 @@ def test_children_kv_and_features_equal_a_full_forward(model_tok):
         kids += new
         frontier = [k for k in new if not k.finished]
     assert spec.spec_stats.accepted > 0
+    assert (spec.spec_stats.rescued > 0) == bool(tree)
     live = [k for k in kids if not k.finished]
     spec.next_logprobs(live, [0])  # completes each child: feeds its last token after the segment
     for kid in kids:
@@ -124,15 +138,18 @@ def test_children_kv_and_features_equal_a_full_forward(model_tok):
             assert torch.allclose(seg.logits.log_softmax(-1), lp[-1], atol=1e-4)
 
 
+@pytest.mark.parametrize("tree", [0, 6], ids=["chain", "tree"])
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.8)])
-def test_sampled_sequences_follow_the_models_distribution(temperature, top_p):
+def test_sampled_sequences_follow_the_models_distribution(temperature, top_p, tree):
     """Over a two-letter vocabulary (6 tokens with the specials), the first three tokens of
     6000 sampled steps, speculative and plain, each against the exact distribution from
     full forwards: chi-square over the 216 sequences (cells expected < 5 pooled, cells
-    outside the top-p nucleus never drawn)."""
+    outside the top-p nucleus never drawn). Trees of 6 nodes, 2 deep: up to 4 candidates
+    at a node, so acceptances, rescues and residual draws after several rejections."""
     model, tok = tiny_llama("ab", seed=3)
     plain, spec = engines(model, tok, SpecConfig(max_draft=2, first_draft=2, recycle_k=4,
-                                                 ngram=(3, 2, 1), max_batch_tokens=10**6))
+                                                 ngram=(3, 2, 1), max_batch_tokens=10**6,
+                                                 tree=tree, min_prob=0.0))
     prompt = "abbabbabbab"
     V = len(tok)
     root_ids = plain.root(Problem(prompt=prompt)).prompt_ids
@@ -161,13 +178,17 @@ def test_sampled_sequences_follow_the_models_distribution(temperature, top_p):
         assert sps.chisquare(obs.numpy(), exp.numpy()).pvalue > 1e-3, eng.spec
     s = spec.spec_stats
     assert 0 < s.accepted < s.drafted
+    assert (s.rescued > 0) == bool(tree)
 
 
-def test_drafts_stop_when_the_batch_is_compute_bound(tiny_model):
+@pytest.mark.parametrize("tree", [0, 8], ids=["chain", "tree"])
+def test_drafts_stop_when_the_batch_is_compute_bound(tiny_model, tree):
     """max_batch_tokens caps rows x (k + 1) per pass: 8 rows at a cap of 8 never draft,
-    2 rows draft up to 3 tokens; the outputs stay plain decoding's."""
+    2 rows draft up to 3 tokens (tree nodes); the outputs stay plain decoding's."""
     model, tok = tiny_model
-    plain, spec = engines(copy.deepcopy(model), tok, SpecConfig(first_draft=4, max_batch_tokens=8))
+    config = SpecConfig(first_draft=4, max_batch_tokens=8, tree=tree, min_prob=0.0,
+                        recycle_k=4 if tree else 0)
+    plain, spec = engines(copy.deepcopy(model), tok, config)
     kw: dict[str, Any] = dict(stop=None, max_tokens=20, temperature=0.0)
     root = plain.root(Problem(prompt="12+12+12+12+"))
     ref = plain.expand([root], 8, **kw)[0]
@@ -191,6 +212,69 @@ def test_drafter_longest_suffix_then_recycled():
     assert d.draft([4, 1, 2], 2) == [5, 9]
     assert d.draft([7], 0) == []
     bad: dict[str, Any]
-    for bad in ({"max_draft": 0}, {"first_draft": 9}, {"ngram": ()}, {"recycle_k": -1}):
+    for bad in ({"max_draft": 0}, {"first_draft": 9}, {"ngram": ()}, {"recycle_k": -1},
+                {"tree": -1}, {"min_prob": 1.0}):
         with pytest.raises(ValueError):
             SpecConfig(**bad)
+
+
+def hand_drafter() -> Drafter:
+    """Counts over 1 2 3 1 2 4 2 3 (contexts of 2 and 1 tokens), the model's top-2 after 3
+    recycled as (5, 1); Witten-Bell weight 1, recycled prior 0.5, 0.2 by rank."""
+    d = Drafter(SpecConfig(ngram=(2, 1), recycle_k=2))
+    d.wb, d.prior = 1.0, (0.5, 0.2)
+    d.add([], [1, 2, 3, 1, 2, 4, 2, 3])
+    d.recycle([3], [[5, 1]])
+    return d
+
+
+def test_tree_builder_best_first_by_path_probability():
+    d = hand_drafter()
+    # after "1 2": (1 2) saw 3 and 4 once each (N 2, T 2): 1/4 each, 2/4 passed on; (2) saw
+    # 3 twice and 4 once (N 3, T 2): 3 gets 0.5 * 2/5, 4 gets 0.5 * 1/5
+    assert d.candidates([1, 2]) == pytest.approx([(3, 0.45), (4, 0.35)])
+    # after "2 3": 1 (1/2 + 1/2 * 1/2 from the counts, 1/4 * 0.2 recycled), 5 (1/4 * 0.5)
+    assert d.candidates([2, 3]) == pytest.approx([(1, 0.8), (5, 0.125)])
+    t = d.tree([1, 2], budget=4, depth=2, min_prob=0.1)
+    # best first: 3 (.45), then 3's child 1 (.45 * .8 = .36) before the root's second
+    # child 4 (.35), then 4's child 2 (.35 * .75); 5 under 3 (.45 * .125) is below 0.1
+    assert (t.tokens, t.parents, t.depth) == ([3, 1, 4, 2], [0, 1, 0, 3], [1, 2, 1, 2])
+    assert t.prob == pytest.approx([0.45, 0.36, 0.35, 0.2625])
+    assert t.children() == [[1, 3], [2], [], [4], []]
+    t = d.tree([1, 2], budget=9, depth=2, min_prob=0.05)  # 5 now passes; nothing else left
+    assert (t.tokens, t.parents) == ([3, 1, 4, 2, 5], [0, 1, 0, 3, 1])
+    t = d.tree([1, 2], budget=9, depth=1)  # one level: the root's candidates
+    assert (t.tokens, t.parents) == ([3, 4], [0, 0])
+    assert d.tree([1, 2], budget=2, depth=8).tokens == [3, 1]
+    assert d.tree([7], budget=4, depth=4).tokens == []  # nothing known after 7
+    assert DraftTree.chain([5, 6]).parents == [0, 1]
+
+
+def test_acceptance_walks():
+    t = hand_drafter().tree([1, 2], budget=4, depth=2, min_prob=0.1)  # 3 -> 1, 4 -> 2
+    # greedy, from the argmax after each column: 4 at the root rescues the rejected 3
+    logits = torch.zeros(5, 10)
+    logits[torch.arange(5), torch.tensor([4, 9, 9, 2, 7])] = 1.0
+    assert greedy_path(t, logits.argmax(-1).tolist()) == [0, 3, 4]  # emits 4 2, then 7
+    assert greedy_path(t, [3, 1, 6, 0, 0]) == [0, 1, 2]
+    assert greedy_path(t, [5, 1, 6, 0, 0]) == [0]
+    # sampled: 3 rejected (u 0.6 >= p 0.5); 4 accepted with p(4) / (1 - p(3)) = 0.5 > u 0.4;
+    # 2 under 4 rejected (u 0.5 >= 0.1)
+    px, u = [0.5, 0.9, 0.25, 0.1], [0.6, 0.0, 0.4, 0.5]
+    assert sampled_path(t, px, u) == [0, 3]
+    assert sampled_path(t, px, [0.1, 0.95, 0.4, 0.5]) == [0, 1]  # 1 under 3: 0.95 >= 0.9
+    assert sampled_path(t, px, [0.1, 0.5, 0.4, 0.5]) == [0, 1, 2]
+
+
+def test_multi_candidate_acceptance_is_lossless():
+    """Children 1, 2 of the root then the residual: the next token is p's, over 40000
+    draws (each frequency within 4.5 standard errors)."""
+    p = [0.1, 0.5, 0.3, 0.1]
+    t = DraftTree([1, 2], [0, 0], [1, 1], [1.0, 1.0])
+    rng, counts, n = random.Random(0), [0] * 4, 40000
+    for _ in range(n):
+        path = sampled_path(t, [p[1], p[2]], [rng.random(), rng.random()])
+        token = t.tokens[path[-1] - 1] if len(path) > 1 else rng.choices([0, 3], [p[0], p[3]])[0]
+        counts[token] += 1
+    for c, x in zip(counts, p):
+        assert abs(c / n - x) < 4.5 * (x * (1 - x) / n) ** 0.5

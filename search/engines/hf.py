@@ -4,7 +4,9 @@ How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
   2. The rows' path segments are copied, left-padded, into one preallocated buffer sized
-     for the whole step (kv.SlabCache) and decoded together one token per forward pass,
+     for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
+     n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
+     and decoded together one token per forward pass,
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams

@@ -1,52 +1,57 @@
 """Model-free speculative decoding for the transformers engine: lossless, no draft model.
 
 The paths of one search repeat one another (the prompt's numbers, a sibling's sentence, the
-row's own earlier tokens); two model-free sources turn that into drafts:
-  n-grams   counts of (n tokens -> next token) over every path of the trees being expanded
-            (prompt, siblings, cousins) and the rows' own tokens as they grow. STAND: W. Song
-            et al., "Accelerated Test-Time Scaling with Model-Free Speculative Sampling"
-            (2025, arXiv:2506.04708).
-  recycled  (recycle_k > 0) for every token fed, the model's top-k next tokens from that
-            forward, kept per token and drafted from where no n-gram of length >= 2 matches.
-            Token Recycling: X. Luo et al., "Turning Trash into Treasure: Accelerating
-            Inference of Large Language Models with Token Recycling" (ACL 2025,
-            arXiv:2408.08696).
-Both papers draft trees; here a draft is one chain of up to k tokens per row (longest-suffix
-match, then follow the chain), and all rows verify theirs in ONE forward of q = k + 1 tokens
-each ([last token, draft...]) through the engine's slab cache (kv.SlabCache).
+row's own earlier tokens); search.engines.drafter turns that into drafts from two sources:
+n-gram counts over every path of the trees being expanded (STAND: W. Song et al.,
+"Accelerated Test-Time Scaling with Model-Free Speculative Sampling", arXiv:2506.04708) and
+the model's top-k next tokens recycled from earlier forwards (Token Recycling: X. Luo et al.,
+"Turning Trash into Treasure: Accelerating Inference of Large Language Models with Token
+Recycling", ACL 2025, arXiv:2408.08696). A row's draft is a chain (`tree = 0`: one guess per
+position) or, as both papers do, a TREE of up to `tree` nodes grown best-first by estimated
+path probability, so that a rejected first guess can be rescued by a sibling. All rows
+verify theirs in ONE forward of q tokens each ([last token, nodes in topological order,
+padding]): node i sits at position start + depth(i) and attends to the row's cached columns
+and to its own ancestors in the tree (a [q, q] ancestry block per row in the 4D mask).
 
-Acceptance keeps the output distribution exactly the model's:
-  greedy    drafts are accepted while they equal the argmax, then the argmax is emitted:
+Acceptance keeps the output distribution exactly the model's (drafter.greedy_path,
+drafter.sampled_path), walking each row's tree from the root:
+  greedy    follow the child holding the argmax while one does, then emit the argmax:
             token for token what plain decoding emits.
-  sampling  the draft is a point mass at x, so speculative sampling (Leviathan et al.,
-            arXiv:2211.17192; Chen et al., arXiv:2302.01318) accepts x with probability
-            p(x), else draws from p without x (renormalised); after the whole draft, a bonus
-            token from p. p is plain sampling's distribution (temperature, top-p); draws
-            come from the call's generator, in row order.
-Rows accept different counts: a row's rejected columns are masked out of its cache row
-(`valid`, and `bias` for eager attention), columns every row rejected are rewound, and a
-child takes exactly its row's valid columns. Keys carry their positions (RoPE), so holes and
-moved columns change nothing. A step ends where plain decoding ends it (stop string, EOS,
+  sampling  the candidates are point masses, so multi-candidate speculative sampling
+            (Leviathan et al., arXiv:2211.17192; Chen et al., arXiv:2302.01318; SpecInfer,
+            arXiv:2305.09781) accepts child x1 with probability p(x1), else x2 with
+            p(x2) / (1 - p(x1)), ..., and after rejecting them all draws from p without them;
+            at the last accepted node, a bonus token from p. p is plain sampling's
+            distribution (temperature, top-p); draws come from the call's generator in row
+            order (a row's draws never depend on its cache slot).
+Rows accept different paths: a row keeps the columns of its last token and accepted nodes,
+the rest are masked out of its cache row (`valid`, and `bias` for eager attention), columns
+every row rejected are rewound, `_squeeze` compacts the holes when room runs out, and a child
+takes exactly its row's columns. Keys carry their positions (RoPE), so holes and moved
+columns change nothing. A step ends where plain decoding ends it (stop string, EOS,
 max_tokens, context length); tokens after that point are dropped.
 
-Draft lengths adapt per row (+2 after a fully accepted draft, -1 after a rejection, as
-transformers' "heuristic" schedule), and drafting gives way as the batch grows: a pass feeds
-at most `max_batch_tokens` tokens (active rows x (k + 1)), since a compute-bound forward pays
-for every extra token (SpecDec++, K. Huang et al., arXiv:2405.19715, stops drafting by a
-trained acceptance predictor; the batch size is the cheap signal used here).
+Chain lengths adapt per row (+2 after a fully accepted draft, -1 after a rejection, as
+transformers' "heuristic" schedule); a tree adapts through its node threshold (`min_prob`).
+Drafting gives way as the batch grows: a pass feeds at most `max_batch_tokens` tokens
+(active rows x (1 + draft)), since a compute-bound forward pays for every extra token
+(SpecDec++, K. Huang et al., arXiv:2405.19715, stops drafting by a trained acceptance
+predictor; the batch size is the cheap signal used here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
+from search.engines.drafter import Drafter, DraftTree, greedy_path, sampled_path
 from search.engines.kv import Segment, SlabCache
 from search.engines.sampling import categorical, probs, sample
 from search.types import Node, Step
+
+__all__ = ["DraftTree", "Drafter", "SpecConfig", "SpecDecoder", "SpecStats"]
 
 if TYPE_CHECKING:
     from search.engines.hf import HFEngine
@@ -56,19 +61,25 @@ if TYPE_CHECKING:
 class SpecConfig:
     """Knobs of speculative decoding: `HFEngine(..., speculate=SpecConfig(...))`."""
 
-    max_draft: int = 8  # most draft tokens per row and verification
-    first_draft: int = 8  # a row's draft length when its step starts (then adapted)
-    # context lengths matched, longest first. Bigrams (1) and recycling draft almost
-    # everywhere, but on SmolLM2-135M / GSM8K those extra drafts were mostly rejected:
-    # greedy batch 1 x1.13 with (4, 3, 2), x1.01 with (4, 3, 2, 1) and recycle_k = 8
-    ngram: tuple[int, ...] = (4, 3, 2)
-    recycle_k: int = 0  # the model's top-k next tokens kept per token (0: no recycling)
-    # draft only while active rows * (k + 1) <= this. Measured (reports/bench_spec.py, 1
-    # torch thread on a busy 2-core AVX2 CPU, SmolLM2-135M fp32): against q = 1 a pass
-    # costs x1.5 at q = 2 and x1.8 at q = 8 for 1 row, x1.8 at q = 2 for 16 rows, where
-    # drafting lost (x0.77 at 1.45 tokens per verification)
+    max_draft: int = 8  # most draft tokens per row and verification (a tree's depth)
+    first_draft: int = 8  # a chain's length when its step starts (then adapted)
+    # context lengths matched, longest first; bigrams (1) and recycled candidates guess
+    # almost everywhere and lose as chains (greedy b1 x1.01 with (4, 3, 2, 1), recycle_k 8,
+    # against x1.13 with (4, 3, 2), before packed linears), but in a tree they are siblings
+    # ranked by estimated probability, nodes only where worth it (min_prob)
+    ngram: tuple[int, ...] = (5, 4, 3, 2, 1)
+    recycle_k: int = 8  # the model's top-k next tokens kept per token (0: no recycling)
+    # draft only while active rows * (1 + draft) <= this: a compute-bound pass pays for
+    # every token (16 rows: x1.8 at q = 2 against q = 1, where chains lost, x0.77)
     max_batch_tokens: int = 16
     table_limit: int = 1 << 20  # n-gram contexts held before the table starts afresh
+    # draft trees: most nodes per row (0: a chain of up to max_draft tokens), at most
+    # max_draft deep, none whose estimated path probability is below min_prob (a node costs
+    # ~2 ms of a ~47 ms pass at q = 8-12). SmolLM2-135M, 4 GSM8K prompts x 128 tokens, b1:
+    # greedy, chain (4, 3, 2) x1.41-1.44 at 2.40 tokens per verification (drafts on 42% of
+    # passes), these trees x1.56-1.63 at 2.64 (73%); sampled T = 0.7 x1.12-1.15 and x1.37-1.41
+    tree: int = 12
+    min_prob: float = 0.07
 
     def __post_init__(self) -> None:
         if self.max_draft < 1 or not 1 <= self.first_draft <= self.max_draft:
@@ -76,8 +87,10 @@ class SpecConfig:
                              f"{self.max_draft}")
         if not self.ngram or min(self.ngram) < 1:
             raise ValueError(f"ngram must list context lengths >= 1, got {self.ngram!r}")
-        if self.recycle_k < 0 or self.max_batch_tokens < 0 or self.table_limit < 1:
-            raise ValueError("recycle_k, max_batch_tokens must be >= 0, table_limit >= 1")
+        if min(self.recycle_k, self.max_batch_tokens, self.tree) < 0 or self.table_limit < 1:
+            raise ValueError("recycle_k, max_batch_tokens, tree must be >= 0, table_limit >= 1")
+        if not 0.0 <= self.min_prob < 1.0:
+            raise ValueError(f"min_prob must be in [0, 1), got {self.min_prob}")
 
 
 @dataclass
@@ -88,8 +101,9 @@ class SpecStats:
     fed: int = 0  # tokens through those forwards: rows x q, rejected drafts and padding included
     widest: int = 0  # most tokens fed in one pass
     verified: int = 0  # row-passes that verified a draft of >= 1 token
-    drafted: int = 0  # draft tokens verified
-    accepted: int = 0  # draft tokens accepted
+    drafted: int = 0  # draft tokens (tree nodes) verified
+    accepted: int = 0  # draft tokens accepted (the accepted paths' nodes)
+    rescued: int = 0  # accepted paths through a node that is not its parent's first child
     emitted: int = 0  # step tokens kept
     squeezes: int = 0  # cache compactions (rejected columns reclaimed)
 
@@ -101,74 +115,6 @@ class SpecStats:
     def per_verification(self) -> float:
         """Tokens a row gains per verification: accepted drafts + the model's own token."""
         return (self.accepted + self.verified) / self.verified if self.verified else 0.0
-
-
-class Drafter:
-    """Draft source: n-gram counts over token sequences and the model's recycled top-k."""
-
-    def __init__(self, config: SpecConfig) -> None:
-        self.cfg = config
-        self.sizes = tuple(sorted(set(config.ngram), reverse=True))
-        self.span = self.sizes[0]
-        self.table: dict[tuple[int, ...], dict[int, int]] = {}  # n tokens -> {next: count}
-        self.recycled: dict[int, tuple[int, ...]] = {}  # token -> model's top-k after it
-        self.seen: set[int] = set()  # ids of the nodes already counted
-
-    def add(self, context: Sequence[int], tokens: Sequence[int]) -> None:
-        """Count the n-grams that end in `tokens` (context: the tokens before them)."""
-        seq = [*context[-self.span:], *tokens]
-        table = self.table
-        for i in range(len(seq) - len(tokens), len(seq)):
-            nxt = seq[i]
-            for n in self.sizes:
-                if n <= i:
-                    counts = table.setdefault(tuple(seq[i - n:i]), {})
-                    counts[nxt] = counts.get(nxt, 0) + 1
-
-    def add_trees(self, nodes: Iterable[Node]) -> None:
-        """Count every node not counted yet in the trees of `nodes` (the whole tree under
-        each root: siblings and cousins too)."""
-        if len(self.table) > self.cfg.table_limit:
-            self.table.clear()
-            self.seen.clear()
-        stack: list[tuple[Node, tuple[int, ...]]] = [
-            (root, ()) for root in {n.root.id: n.root for n in nodes}.values()]
-        while stack:
-            node, before = stack.pop()
-            own = node.prompt_ids if node.step is None else node.step.token_ids
-            if node.id not in self.seen:
-                self.seen.add(node.id)
-                self.add(before, own)
-            tail = (before + tuple(own))[-self.span:]
-            stack.extend((child, tail) for child in node.children)
-
-    def recycle(self, fed: Sequence[int], candidates: Sequence[Sequence[int]]) -> None:
-        for token, cands in zip(fed, candidates):
-            self.recycled[token] = tuple(cands)
-
-    def _next(self, ctx: list[int]) -> int | None:
-        last = ctx[-1] if ctx else None
-        recycled = self.recycled.get(last) if last is not None else None
-        for n in self.sizes:
-            if n == 1 and recycled:  # the model's own guess beats a bigram count
-                return recycled[0]
-            counts = self.table.get(tuple(ctx[-n:])) if n <= len(ctx) else None
-            if counts:
-                if len(counts) == 1:
-                    return next(iter(counts))
-                # most seen; ties go to the model's recycled ranking after the last token
-                rank = {t: -i for i, t in enumerate(recycled or ())}
-                return max(counts, key=lambda t: (counts[t], rank.get(t, -len(rank))))
-        return recycled[0] if recycled else None
-
-    def draft(self, context: Sequence[int], k: int) -> list[int]:
-        """Up to k tokens to follow `context` (a chain: each drafted token extends it)."""
-        ctx = list(context[-self.span:])
-        out: list[int] = []
-        while len(out) < k and (token := self._next(ctx)) is not None:
-            out.append(token)
-            ctx = [*ctx[1 - self.span:], token] if self.span > 1 else [token]
-        return out
 
 
 class SpecDecoder:
@@ -202,7 +148,8 @@ class SpecDecoder:
         self.tails = {n.id: n.token_ids()[-self.drafter.span:] for n in uniq}
         room = max(1, max(min(self.max_tokens, e.max_length - n.n_tokens) for n in rows))
         # the slack takes one pass of rejected columns; _squeeze reclaims older ones
-        cache = e.kv.batch([parts[n.id] for n in rows], room + self.cfg.max_draft + 1)
+        cache = e.kv.batch([parts[n.id] for n in rows],
+                           room + max(self.cfg.max_draft, self.cfg.tree) + 1)
         assert isinstance(cache, SlabCache)
         self.cache, self.P = cache, cache.length
         segs = [e.kv.get(n) for n in rows]
@@ -282,93 +229,141 @@ class SpecDecoder:
         self.stats.emitted += kept
         return out
 
-    def _verify(self, active: list[int]) -> tuple[list[list[int]], list[list[float]],
-                                                  torch.Tensor | None]:
-        """One forward of [last token, draft...] per row; per slot the tokens it emits, their
-        logprobs, and (keep_hidden) the hidden states they were predicted from [A, q, h]."""
-        e, cfg, cache, stats, dev = self.e, self.cfg, self.cache, self.stats, self.e.device
-        A = len(active)
-        afford = cfg.max_batch_tokens // A - 1  # draft tokens per row the batch affords
-        drafts = []
+    def _drafts(self, active: list[int]) -> list[DraftTree]:
+        """Per slot, its row's draft within what the batch affords (max_batch_tokens) and
+        the step's room: a tree of up to cfg.tree nodes, or a chain of up to klen tokens."""
+        cfg, none = self.cfg, DraftTree.chain(())
+        afford = cfg.max_batch_tokens // len(active) - 1  # draft tokens per row the batch affords
+        out = []
         for r in active:
             left = min(self.max_tokens, self.e.max_length - self.rows[r].n_tokens) - len(self.toks[r])
-            k = min(self.klen[r], afford, left - 1)  # a pass emits up to k + 1 tokens
-            drafts.append(self.drafter.draft(self._context(r), k) if k > 0 else [])
-        q = 1 + max(len(d) for d in drafts)
+            deep = min(cfg.max_draft, left - 1)  # a pass emits up to depth + 1 tokens
+            k = min(cfg.tree, afford) if cfg.tree else min(self.klen[r], afford, deep)
+            if k <= 0 or deep <= 0:
+                out.append(none)
+            elif cfg.tree:
+                out.append(self.drafter.tree(self._context(r), k, deep, cfg.min_prob))
+            else:
+                out.append(DraftTree.chain(self.drafter.draft(self._context(r), k)))
+        return out
+
+    def _mask(self, trees: list[DraftTree], q: int) -> torch.Tensor:
+        """[A, 1, q, n + q] (bool, or additive for eager attention): each row's valid cached
+        columns, then a [q, q] ancestry block: the row's last token (column 0) and each node
+        attend to their ancestors and themselves, padding columns only to themselves."""
+        cache, A, n = self.cache, len(trees), self.cache.length
+        if q == 1:
+            return cache.attention_mask(1)  # a view
+        tree = torch.tensor([t.ancestry(q) for t in trees], dtype=torch.bool,
+                            device=self.e.device)[:, None]  # [A, 1, q, q]
+        if cache.mask_kind == "bool":
+            return torch.cat([cache.valid[:A, None, None, :n].expand(A, 1, q, n), tree], -1)
+        bias = cache.bias[:A, None, None, :n].expand(A, 1, q, n)
+        block = torch.zeros(tree.shape, dtype=bias.dtype, device=bias.device)
+        return torch.cat([bias, block.masked_fill_(~tree, torch.finfo(bias.dtype).min)], -1)
+
+    def _verify(self, active: list[int]) -> tuple[list[list[int]], list[list[float]],
+                                                  torch.Tensor | None]:
+        """One forward of [last token, draft nodes..., padding] per row; per slot the tokens
+        it emits, their logprobs, and (keep_hidden) the hidden states they were predicted
+        from [A, m, h]."""
+        e, cfg, cache, stats, dev = self.e, self.cfg, self.cache, self.stats, self.e.device
+        A = len(active)
+        trees = self._drafts(active)
+        q = 1 + max(len(t) for t in trees)
         if cache.length + q > cache.capacity:
             self._squeeze(active)
             q = min(q, cache.capacity - cache.length)
-            drafts = [d[:q - 1] for d in drafts]
+            trees = [t.head(q - 1) for t in trees]
         n = cache.length
         last = [self.toks[r][-1] for r in active]
-        ids = torch.tensor([[t, *d, *[t] * (q - 1 - len(d))] for t, d in zip(last, drafts)],
-                           device=dev)  # [A, q], short drafts padded (never accepted)
+        pad = [q - 1 - len(t) for t in trees]
+        ids = torch.tensor([[x, *t.tokens, *[x] * k] for x, t, k in zip(last, trees, pad)],
+                           device=dev)  # [A, q]: padding repeats the last token, never accepted
+        depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
         start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
                              device=dev)
-        res = e.model(input_ids=ids, attention_mask=cache.attention_mask(q),
-                      position_ids=start[:, None] + torch.arange(q, device=dev),
-                      past_key_values=cache, use_cache=True, logits_to_keep=q,
-                      output_hidden_states=e.kv.keep_hidden)
+        res = e.model(input_ids=ids, attention_mask=self._mask(trees, q),
+                      position_ids=start[:, None] + depth, past_key_values=cache,
+                      use_cache=True, logits_to_keep=q, output_hidden_states=e.kv.keep_hidden)
         e.meter.charge_model(processed=A * q, flops=2.0 * e.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
-        k = torch.tensor([len(d) for d in drafts], device=dev)
-        acc, final = self._accept(logits, ids[:, 1:], k, active)
-        # emitted: the accepted drafts, then the model's token at position acc
-        emit = torch.cat([ids[:, 1:], final[:, None]], 1).scatter_(1, acc[:, None], final[:, None])
-        emit_lp = torch.log_softmax(logits, -1).gather(-1, emit[..., None]).squeeze(-1)
-        # cache: a row keeps columns n .. n + acc (its last token and accepted drafts)
-        used = acc + 1
-        top = n + int(used.max())
-        ok = torch.arange(q, device=dev)[None] < used[:, None]
-        cache.valid[:A, n:n + q] = ok
+        paths, final = self._accept(logits, trees, ids, active)
+        # emitted: the accepted nodes' tokens, then the model's token after the last one
+        emits = [[*(t.tokens[c - 1] for c in p[1:]), f] for t, p, f in zip(trees, paths, final)]
+        m = max(len(p) for p in paths)
+        cols = torch.tensor([[*p, *[0] * (m - len(p))] for p in paths], device=dev)  # [A, m]
+        on_path = logits[:, :1] if m == 1 else logits.gather(  # [A, m, V]
+            1, cols[..., None].expand(-1, -1, logits.shape[-1]))
+        emit = torch.tensor([[*x, *[x[-1]] * (m - len(x))] for x in emits], device=dev)
+        lps = on_path.log_softmax(-1).gather(-1, emit[..., None]).squeeze(-1).tolist()
+        # cache: a row keeps its last token's column n and its accepted nodes' columns
+        top = n + max(max(p) for p in paths) + 1
+        cache.valid[:A, n:n + q] = torch.zeros(A, q, dtype=torch.bool, device=dev).scatter_(
+            1, cols, True)
         cache.valid[:A, top:n + q] = True  # rewound: the next pass writes these columns
         cache.sync_bias(A, n)
         cache.rewind(top)
-        accl, emits, lps = acc.tolist(), emit.tolist(), emit_lp.tolist()
-        if cfg.recycle_k:
+        if cfg.recycle_k:  # the model's top-k after every fed token (padding aside), as
+            # Token Recycling keeps them; then the accepted paths' again: their real context wins
             cands = logits.topk(min(cfg.recycle_k, logits.shape[-1])).indices.tolist()
-            fed = [t for b, d in enumerate(drafts) for t in ids[b, :len(d) + 1].tolist()]
-            self.drafter.recycle(fed, [c for b, d in enumerate(drafts) for c in cands[b][:len(d) + 1]])
+            for b in sorted(range(A), key=active.__getitem__):
+                self.drafter.recycle([last[b], *trees[b].tokens], cands[b])
+                self.drafter.recycle([last[b], *emits[b][:-1]], [cands[b][c] for c in paths[b]])
         for b, r in enumerate(active):
-            a, kb = accl[b], len(drafts[b])
-            self.cols[r].extend(range(n, n + a + 1))
-            if kb:
-                self.klen[r] = min(cfg.max_draft, self.klen[r] + 2) if a == kb else max(1, self.klen[r] - 1)
+            p, t = paths[b], trees[b]
+            self.cols[r].extend(n + c for c in p)
+            if len(t) and not cfg.tree:
+                a = len(p) - 1
+                self.klen[r] = min(cfg.max_draft, self.klen[r] + 2) if a == len(t) else max(1, self.klen[r] - 1)
         stats.passes += 1
         stats.fed += A * q
         stats.widest = max(stats.widest, A * q)
-        stats.verified += sum(1 for d in drafts if d)
-        stats.drafted += sum(len(d) for d in drafts)
-        stats.accepted += sum(accl)
-        hid = res.hidden_states[-1].float() if e.kv.keep_hidden else None
-        return ([emits[b][:a + 1] for b, a in enumerate(accl)],
-                [lps[b][:a + 1] for b, a in enumerate(accl)], hid)
+        stats.verified += sum(1 for t in trees if len(t))
+        stats.drafted += sum(len(t) for t in trees)
+        stats.accepted += sum(len(p) - 1 for p in paths)
+        stats.rescued += sum(1 for t, p in zip(trees, paths)  # a first child has no elder
+                             if any(t.parents.index(t.parents[c - 1]) < c - 1 for c in p[1:]))
+        hid = None
+        if e.kv.keep_hidden:  # hid[b, j]: the state emitted token j was predicted from
+            h = res.hidden_states[-1].float()  # [A, q, h]
+            hid = h.gather(1, cols[..., None].expand(-1, -1, h.shape[-1]))
+        return emits, [lp[:len(p)] for lp, p in zip(lps, paths)], hid
 
-    def _accept(self, logits: torch.Tensor, drafts: torch.Tensor, k: torch.Tensor,
-                active: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """logits [A, q, V], drafts [A, q-1] (row b's first k[b] are real) -> (accepted
-        count [A], the model's token after them [A])."""
+    def _accept(self, logits: torch.Tensor, trees: list[DraftTree], ids: torch.Tensor,
+                active: list[int]) -> tuple[list[list[int]], list[int]]:
+        """logits [A, q, V], ids [A, q] (the fed tokens) -> per slot the accepted columns
+        (0, the last token, first) and the model's token after them."""
         A, q, _ = logits.shape
-        live = torch.arange(q - 1, device=logits.device)[None] < k[:, None]  # [A, q-1]
+        dev = logits.device
         if self.temperature == 0:
-            best = logits.argmax(-1)  # [A, q]
-            acc = ((drafts == best[:, :-1]) & live).long().cumprod(-1).sum(-1)
-            return acc, best.gather(1, acc[:, None]).squeeze(1)
+            best = logits.argmax(-1).tolist()  # [A][q]
+            paths = [greedy_path(t, bb) for t, bb in zip(trees, best)]
+            return paths, [bb[p[-1]] for bb, p in zip(best, paths)]
         p = probs(logits, self.temperature, self.top_p)  # [A, q, V]
         # draws in row order: a row's randomness must not depend on its cache slot
-        order = torch.tensor(sorted(range(A), key=active.__getitem__), device=logits.device)
-        acc = torch.zeros(A, dtype=torch.long, device=logits.device)
-        if q > 1:
-            u = _unsort(torch.rand(A, q - 1, generator=self.gen, device=logits.device), order)
-            px = p[:, :-1].gather(-1, drafts[..., None]).squeeze(-1)  # [A, q-1]
-            acc = ((u < px) & live).long().cumprod(-1).sum(-1)
-        dist = p[torch.arange(A, device=p.device), acc]  # [A, V]: p at the first unaccepted
-        if q > 1:  # a rejected draft token leaves the distribution (the residual)
-            x = drafts.gather(1, acc.clamp(max=q - 2)[:, None])
-            rejected = (acc < k)[:, None]
-            dist.scatter_(1, x, dist.gather(1, x).masked_fill(rejected, 0.0))
-        final = categorical(dist[order], self.gen)
-        return acc, _unsort(final, order)
+        order = sorted(range(A), key=active.__getitem__)
+        paths = [[0] for _ in trees]
+        if q > 1:  # one uniform per node, then the walks
+            parents = torch.tensor([[*t.parents, *[0] * (q - 1 - len(t))] for t in trees],
+                                   device=dev)
+            # px[b][i]: p(node i's token) after its parent
+            px = p[torch.arange(A, device=dev)[:, None], parents, ids[:, 1:]].tolist()
+            sizes = [len(trees[b]) for b in order]
+            u = torch.rand(sum(sizes), generator=self.gen, dtype=torch.float64,
+                           device=dev).tolist()
+            at = 0
+            for b, k in zip(order, sizes):
+                paths[b] = sampled_path(trees[b], px[b], u[at:at + k])
+                at += k
+        ends = torch.tensor([pa[-1] for pa in paths], device=dev)
+        dist = p[torch.arange(A, device=dev), ends]  # [A, V]: p at the last accepted node
+        for b, (t, pa) in enumerate(zip(trees, paths)):
+            tried = [t.tokens[c - 1] for c in t.children()[pa[-1]]]
+            if tried:  # every child was rejected: the residual draws without them
+                dist[b, tried] = 0.0
+        perm = torch.tensor(order, device=dev)
+        return paths, _unsort(categorical(dist[perm], self.gen), perm).tolist()
 
     def _squeeze(self, active: list[int]) -> None:
         """Move each row's fed step columns next to its path, reclaiming rejected ones."""
