@@ -44,3 +44,13 @@ def tiny_llama(alphabet: Iterable[str] = "ab \n0123456789+-*=.", *, seed: int = 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).eval()
     return model, tok
+
+
+def cache_columns(cache: Any, start: int, stop: int) -> Any:
+    """Columns [start, stop) of batch row 0 of a transformers cache (a plain forward's), as
+    an engine segment holds them: [L, 2, H, stop - start, D]. The reference for the engine's
+    KV segments."""
+    import torch
+
+    return torch.stack([torch.stack([layer.keys[0], layer.values[0]])[:, :, start:stop]
+                        for layer in cache.layers])

@@ -39,6 +39,16 @@ import torch.nn.functional as F
 PACK_HINT = 16  # the row count oneDNN tunes the packed layout for (a decode batch); any M works
 
 
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
+                  in_features: int) -> torch.Tensor:
+    """(..., in) -> (rows, in) -> (rows, out) -> (..., out) on a oneDNN-packed weight."""
+    rows = x.reshape(-1, in_features)
+    if not rows.is_contiguous():
+        rows = rows.contiguous()
+    out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
 class PackedLinear(torch.nn.Module):
     """nn.Linear's forward on a oneDNN-prepacked copy of its weight (CPU, fp32)."""
 
@@ -54,12 +64,7 @@ class PackedLinear(torch.nn.Module):
         self.weight, self.bias = linear.weight, linear.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # (..., in) -> (rows, in) -> (rows, out) -> (..., out)
-        rows = x.reshape(-1, self.in_features)
-        if not rows.is_contiguous():
-            rows = rows.contiguous()
-        out = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return packed_linear(x, self.packed, self.bias, self.in_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN-packed"
@@ -89,11 +94,9 @@ class _Fused:
         then each sibling's share once (a sibling called with another tensor, or twice,
         recomputes: never a stale result)."""
         if x is not self.x or self.pending[i] is None:
-            rows = x.reshape(-1, self.in_features)
-            out = torch.ops.mkldnn._linear_pointwise(rows.contiguous(), self.packed, self.bias,
-                                                     "none", [], "")
+            out = packed_linear(x, self.packed, self.bias, self.in_features)
             self.x = x
-            self.pending = [o.reshape(*x.shape[:-1], -1) for o in out.split(self.sizes, -1)]
+            self.pending = list(out.split(self.sizes, -1))
         out, self.pending[i] = self.pending[i], None
         if all(o is None for o in self.pending):
             self.x = None  # nothing held between forwards
