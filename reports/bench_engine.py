@@ -386,9 +386,8 @@ def main() -> None:
 def _compiled(engine: HFEngine) -> HFEngine:
     """A second engine over a torch.compile'd forward of the same model (dynamic shapes)."""
     model = engine.model
-    compiled = HFEngine(model, engine.tokenizer, chat=False)
-    compiled.model = _CompiledForward(model)
-    compiled.kv.model = compiled.model
+    compiled = HFEngine(model, engine.tokenizer, chat=False, lean=False)
+    compiled.forward = compiled.kv.forward = _CompiledForward(model)
     return compiled
 
 

@@ -61,9 +61,9 @@ def pass_costs(engine: HFEngine, rows=(1, 4, 16), qs=(1, 2, 4, 8), past: int = 2
             best = float("inf")
             for _ in range(reps):
                 t0 = time.perf_counter()
-                engine.model(input_ids=ids, attention_mask=cache.attention_mask(q),
-                             position_ids=pos, past_key_values=cache, use_cache=True,
-                             logits_to_keep=q)
+                engine.forward(input_ids=ids, attention_mask=cache.attention_mask(q),
+                               position_ids=pos, past_key_values=cache, use_cache=True,
+                               logits_to_keep=q)
                 best = min(best, time.perf_counter() - t0)
                 cache.rewind(past)
             base = base or best

@@ -198,3 +198,21 @@ def test_batch_cache_shares_only_common_leading_segments_of_enough_tokens():
     assert batch_cache([[seg[1]], [seg[0]]], 3, layout, share_min=1).shared == 0
     eager = KVLayout(2, 1, 4, torch.float32, torch.device("cpu"), "additive")
     assert batch_cache(paths, 3, eager, share_min=1).shared == 0  # eager attention: copies
+
+
+@pytest.mark.parametrize("rows, q, shared, own", [(16, 1, 40, 1), (4, 3, 25, 12)])
+def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shared, own,
+                                                                   monkeypatch):
+    """The concatenated-softmax form (other devices, or a torch without the CPU flash
+    kernel) equals the flash-and-merge form, rows that see none of their own columns too."""
+    from search.engines import attention
+
+    gen = torch.Generator().manual_seed(rows + q)
+    query = torch.randn(rows, 6, q, 8, generator=gen)
+    pk, pv = (torch.randn(2, shared, 8, generator=gen) for _ in range(2))
+    key, value = (torch.randn(rows, 2, own, 8, generator=gen) for _ in range(2))
+    mask = slab_mask(rows, q, own)
+    flash = attention.cascade(query, pk, pv, key, value, mask, 0.3)
+    monkeypatch.setattr(attention, "_FLASH", None)
+    torch.testing.assert_close(attention.cascade(query, pk, pv, key, value, mask, 0.3), flash,
+                               rtol=1e-5, atol=1e-6)

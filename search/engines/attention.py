@@ -56,29 +56,57 @@ def sdpa_gqa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
 
 
 def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
-            key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-            ) -> torch.Tensor:
+            key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float,
+            *, bias: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of query (B, H, q, d) over a shared prefix (KV, S, d) then per-row key/value
-    (B, KV, T, d) under mask (B, 1, q, T) bool (None: the last q columns causal, the rest
-    visible) -> (B, q, H, d). Query head h reads key/value head h // (H / KV), as repeat_kv."""
+    (B, KV, T, d) under mask (B, 1, q or 1, T) bool (None: the last q columns causal, the rest
+    visible) -> (B, q, H, d). Query head h reads key/value head h // (H / KV), as repeat_kv.
+    bias: group_bias(mask, ...) when the caller has it (one per forward, not per layer).
+
+    On CPU: two flash-attention calls (the prefix with every row's queries stacked, then each
+    row's own columns) merged by their log-sum-exps; elsewhere, or without that kernel, one
+    softmax over the concatenated scores (the same function)."""
     B, H, q, d = query.shape
     KV, S = prefix_k.shape[0], prefix_k.shape[1]
     T, gq = key.shape[2], H // KV * q
     qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
-    # prefix: [KV, B*g*q, d] @ [KV, d, S] -> [KV, B*g*q, S], as [B, KV, g*q, S]
-    pre = torch.matmul(qs.transpose(0, 1).reshape(KV, B * gq, d), prefix_k.transpose(1, 2))
-    own = torch.matmul(qs, key.transpose(2, 3))  # [B, KV, g*q, T]
-    if mask is None:
-        mask = torch.ones(q, T, dtype=torch.bool, device=key.device).tril_(T - q)[None, None]
-    # the mask's row i (query token i) serves every head of the group: [B, 1, g*q, T]
-    seen = mask.expand(B, 1, q, T)[:, :, None].expand(B, 1, H // KV, q, T).reshape(B, 1, gq, T)
-    own.masked_fill_(~seen, float("-inf"))
+    if bias is None:
+        bias = group_bias(mask, B, H // KV, q, T, query.dtype, query.device)
+    stacked = qs.transpose(0, 1).reshape(KV, B * gq, d)  # every row's queries: [KV, B*g*q, d]
+    if _FLASH is not None and query.device.type == "cpu":
+        pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
+        own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)  # [B, KV, g*q, d]
+        pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)
+        top = torch.maximum(pre_lse, own_lse)  # [B, KV, g*q]: each part's weight is exp(lse - top)
+        w_pre, w_own = (pre_lse - top).exp_()[..., None], (own_lse - top).exp_()[..., None]
+        out = (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)
+        return out.reshape(B, H, q, d).transpose(1, 2).contiguous()
+    pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
+    own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
     scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
     p = torch.softmax(scores.mul_(scale), -1, dtype=torch.float32).to(query.dtype)
     out = torch.matmul(p[..., S:], value)  # [B, KV, g*q, d]
     p_pre = p[..., :S].transpose(0, 1).reshape(KV, B * gq, S)
     out += torch.matmul(p_pre, prefix_v).view(KV, B, gq, d).transpose(0, 1)
     return out.view(B, H, q, d).transpose(1, 2).contiguous()
+
+
+def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, columns: int,
+               dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A (rows, 1, q or 1, columns) bool mask (None: the last q columns causal) as the additive
+    bias of a key/value head's stacked queries: (rows, 1, groups * q, columns), row j*q + i
+    (head j of the group, query token i) is the mask's row i; 0 where seen, the dtype's
+    lowest value where not (finite: a row that sees none of its own columns gets a finite
+    log-sum-exp there, far below the prefix's, so its weight in the merge is exactly 0)."""
+    if mask is None:
+        mask = torch.ones(q, columns, dtype=torch.bool, device=device).tril_(columns - q)[None, None]
+    bias = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, torch.finfo(dtype).min)
+    bias = bias.expand(rows, 1, q, columns)[:, :, None].expand(rows, 1, groups, q, columns)
+    return bias.reshape(rows, 1, groups * q, columns)
+
+
+# CPU flash attention returning its log-sum-exp (torch >= 2.2), for cascade's merge
+_FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
 def use_sdpa_gqa(model: Any) -> bool:

@@ -32,6 +32,7 @@ from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
 from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
+from search.engines.lean import lean_forward
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.engines.sampling import sample
 from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
@@ -47,7 +48,7 @@ class HFEngine:
                  instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "",
                  keep_hidden: bool = False, dtype: torch.dtype | str | None = None,
                  inplace_kv: bool = True, speculate: bool | SpecConfig = False,
-                 pack: bool | None = None, share_prefix: int = 64) -> None:
+                 pack: bool | None = None, share_prefix: int = 64, lean: bool = True) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         # dtype converts the model in place (like the device move); bf16 needs a CPU with
         # native bf16 (see bf16_native) to be fast, and changes greedy choices only rarely
@@ -81,6 +82,11 @@ class HFEngine:
         if pack is not False and self.device.type == "cpu":
             packed.pack_linears(self.model)
         self.packed = packed.is_packed(self.model)
+        # lean: the engine's forwards over its slab cache run search.engines.lean (the same
+        # function in fewer ops) where the model is a plain fp32 Llama on CPU; False: always
+        # transformers' forward
+        self.forward: Any = (lean_forward(self.model) if lean else None) or self.model
+        self.kv.forward = self.forward
         if pack and not self.packed:
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
                              "weights on a CPU whose torch has oneDNN")
@@ -336,7 +342,7 @@ class _StepDecoder:
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]
-            res = e.model(input_ids=tok[:, None], attention_mask=cache.attention_mask(1),
+            res = e.forward(input_ids=tok[:, None], attention_mask=cache.attention_mask(1),
                           position_ids=(pos + j)[:, None], past_key_values=cache,
                           use_cache=True, logits_to_keep=1, output_hidden_states=hid is not None)
             e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))

@@ -39,6 +39,7 @@ class KVTree:
                  *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
                  share_min: int = 0) -> None:
         self.model = model
+        self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
         self.device = device
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
@@ -119,7 +120,7 @@ class KVTree:
         ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
         extra = {"logits_to_keep": 0 if all_logits else 1} if self._keep_arg else {}
-        out = self.model(input_ids=ids, attention_mask=cache.attention_mask(w), position_ids=pos,
+        out = self.forward(input_ids=ids, attention_mask=cache.attention_mask(w), position_ids=pos,
                          past_key_values=cache, use_cache=True,
                          output_hidden_states=self.keep_hidden, **extra)
         n = ids.numel()

@@ -283,7 +283,7 @@ class SpecDecoder:
         depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
         start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
                              device=dev)
-        res = e.model(input_ids=ids, attention_mask=self._mask(trees, q),
+        res = e.forward(input_ids=ids, attention_mask=self._mask(trees, q),
                       position_ids=start[:, None] + depth, past_key_values=cache,
                       use_cache=True, logits_to_keep=q, output_hidden_states=e.kv.keep_hidden)
         e.meter.charge_model(processed=A * q, flops=2.0 * e.n_params * A * q)

@@ -1,0 +1,201 @@
+"""A lean forward pass for Llama-family models over the engine's slab cache (CPU, fp32).
+
+transformers' forward is written for every case at once: per layer it builds the rotary
+tables, passes keyword bundles through four module levels, runs RMSNorm as six small ops,
+rotates q and k with slices, negations and concatenations, and adds residuals as separate
+ops. At 16 rows x 1 token (a decode step of a best-of-16 search) SmolLM2-135M spends
+~30 ms of an ~80 ms step outside its GEMMs on this project's 2-core machine. `LeanLlama`
+computes the same function in fewer, wider ops:
+
+- the rotary tables are computed once by the model's own rotary module (then indexed by
+  position), and q and k are rotated together: x*cos + roll(x, d/2)*sin', where sin' is sin
+  with its first half negated (so that roll(x)*sin' == rotate_half(x)*sin, exactly);
+- RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
+- the residual adds ride on the o_proj and down_proj GEMMs as oneDNN post-ops;
+- attention reads the slab directly: cascade attention over a shared prefix
+  (attention.cascade), torch SDPA with grouped KV heads otherwise.
+
+It returns what the engine reads of transformers' output: `logits` for the last
+`logits_to_keep` positions, and with output_hidden_states the final (normed) hidden states
+of those positions as `hidden_states[-1]`. Anything else (another cache, mask or dtype,
+a model that is not a plain Llama block) goes to the model's own forward unchanged.
+tests/test_lean.py checks it against transformers' forward (logits, hidden states, cache
+columns) on decode, prefill, shared-prefix and draft-tree batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from search.engines import attention
+from search.engines.kv import SlabCache
+from search.engines.packed import FusedLinear, PackedLinear
+
+# rotary variants whose frequencies do not depend on the sequence length
+STATIC_ROPE = ("default", "linear", "llama3")
+TABLE_MIN = 2048  # positions in the first rotary table; it doubles when a forward needs more
+
+
+@dataclass
+class Output:
+    """The part of a transformers CausalLMOutput the engine reads."""
+
+    logits: torch.Tensor  # [B, kept positions, V]
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # ([B, kept, hidden],): final, normed
+
+
+class _Proj:
+    """One or more sibling linears as one map x [rows, in] -> [rows, sum(out)] (+ residual):
+    a single oneDNN call on their packed weight where they have one, their modules else."""
+
+    def __init__(self, modules: Sequence[Any]) -> None:
+        first = modules[0]
+        self.modules = list(modules)
+        self.packed: torch.Tensor | None = None
+        self.bias: torch.Tensor | None = None
+        if all(isinstance(m, FusedLinear) and m.fused is first.fused for m in modules) \
+                and len(modules) == len(first.fused.sizes):
+            self.packed, self.bias = first.fused.packed, first.fused.bias
+        elif len(modules) == 1 and type(first) is PackedLinear:
+            self.packed, self.bias = first.packed, first.bias
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        if self.packed is not None:
+            if residual is None:
+                return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+            return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias,
+                                                             "add")
+        outs = [m(x) for m in self.modules]
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, -1)
+        return out if residual is None else residual + out
+
+
+@dataclass
+class _Layer:
+    norm1: torch.Tensor
+    norm2: torch.Tensor
+    qkv: _Proj
+    o: _Proj
+    gate_up: _Proj
+    down: _Proj
+
+
+def why_not(model: Any) -> str | None:
+    """Why LeanLlama cannot stand in for this model's forward (None: it can)."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or getattr(cfg, "model_type", None) != "llama":
+        return "not a Llama-family model (config.model_type != 'llama')"
+    body = getattr(model, "model", None)
+    if body is None or not hasattr(model, "lm_head") or not hasattr(body, "layers"):
+        return "not a LlamaForCausalLM layout (model.model.layers, lm_head)"
+    if getattr(cfg, "hidden_act", None) != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
+        return "an MLP other than SiLU-gated, or pretraining_tp > 1"
+    if getattr(body.rotary_emb, "rope_type", "default") not in STATIC_ROPE:
+        return f"rotary type {body.rotary_emb.rope_type!r} depends on the sequence length"
+    if getattr(cfg, "_attn_implementation", None) != attention.NAME:
+        return f"attention {cfg._attn_implementation!r} (the lean forward is sdpa_gqa's)"
+    weight = body.embed_tokens.weight  # (the linears may be int8 modules: no .weight tensor)
+    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+        return "not fp32 on CPU"
+    return None
+
+
+class LeanLlama:
+    """Callable like the model for the engine's forwards over a SlabCache (see module doc)."""
+
+    def __init__(self, model: Any) -> None:
+        if why := why_not(model):
+            raise ValueError(f"LeanLlama cannot run this model: {why}")
+        self.model = model
+        cfg, body = model.config, model.model
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.hidden, self.inter, self.eps = cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps
+        self.scale = body.layers[0].self_attn.scaling
+        self.embed, self.norm = body.embed_tokens, body.norm.weight
+        self.lm_head = _Proj([model.lm_head])
+        self.layers = [_Layer(b.input_layernorm.weight, b.post_attention_layernorm.weight,
+                              _Proj([b.self_attn.q_proj, b.self_attn.k_proj, b.self_attn.v_proj]),
+                              _Proj([b.self_attn.o_proj]),
+                              _Proj([b.mlp.gate_proj, b.mlp.up_proj]), _Proj([b.mlp.down_proj]))
+                       for b in body.layers]
+        self.cos = self.sin = torch.empty(0)
+        self._table(TABLE_MIN)
+
+    def _table(self, n: int) -> None:
+        """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module."""
+        pos = torch.arange(n, device=self.norm.device)[None]
+        cos, sin = self.model.model.rotary_emb(self.norm[None, None], position_ids=pos)
+        self.cos, self.sin = cos[0].contiguous(), sin[0].clone()
+        self.sin[:, : self.head_dim // 2].neg_()  # roll(x, d/2) * sin' == rotate_half(x) * sin
+
+    def handles(self, cache: Any, mask: Any) -> bool:
+        return isinstance(cache, SlabCache) and cache.mask_kind == "bool" and \
+            isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 4
+
+    def __call__(self, *, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 position_ids: torch.Tensor | None = None, past_key_values: Any = None,
+                 logits_to_keep: int = 0, output_hidden_states: bool = False, **kwargs: Any
+                 ) -> Any:
+        if position_ids is None or kwargs.keys() - {"use_cache"} or \
+                not self.handles(past_key_values, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              position_ids=position_ids, past_key_values=past_key_values,
+                              logits_to_keep=logits_to_keep,
+                              output_hidden_states=output_hidden_states, **kwargs)
+        assert attention_mask is not None
+        return self.forward_slab(input_ids, position_ids, past_key_values, attention_mask,
+                                 logits_to_keep, output_hidden_states)
+
+    @torch.inference_mode()
+    def forward_slab(self, ids: torch.Tensor, pos: torch.Tensor, cache: SlabCache,
+                     mask: torch.Tensor, keep: int, hidden: bool) -> Output:
+        """ids, pos [B, q]; mask [B, 1, q or 1, columns] bool over the slab's columns."""
+        B, q = ids.shape
+        H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
+        if int(pos.max()) >= self.cos.shape[0]:
+            self._table(max(2 * self.cos.shape[0], int(pos.max()) + 1))
+        cos, sin = self.cos[pos][:, :, None], self.sin[pos][:, :, None]  # [B, q, 1, d]
+        x = self.embed(ids).view(B * q, D)  # the residual stream, [B*q, D]
+        # cascade's mask as an additive bias over a group's stacked queries, once for all layers
+        bias = None if not cache.shared else attention.group_bias(
+            mask, B, H // KV, q, mask.shape[-1], x.dtype, x.device)
+        for layer, slab in zip(self.layers, cache.slabs):
+            h = torch.rms_norm(x, (D,), layer.norm1, self.eps)
+            qkv = layer.qkv(h)  # [B*q, (H + 2 KV) d]
+            qk = qkv[:, : (H + KV) * d].view(B, q, H + KV, d)  # q and k heads side by side
+            qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary, both at once
+            keys, values = slab.update(qk[:, :, H:].transpose(1, 2),
+                                       qkv[:, (H + KV) * d:].view(B, q, KV, d).transpose(1, 2))
+            att = self._attend(qk[:, :, :H].transpose(1, 2), keys, values, mask, bias,
+                               slab.shared)
+            x = layer.o(att.reshape(B * q, H * d), x)  # + residual, in the GEMM
+            gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [B*q, 2 I]
+            x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
+        keep = q if keep <= 0 else min(keep, q)
+        last = torch.rms_norm(x.view(B, q, D)[:, q - keep:], (D,), self.norm, self.eps)
+        logits = self.lm_head(last.reshape(B * keep, D)).view(B, keep, -1)
+        return Output(logits, (last,) if hidden else None)
+
+    def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor, bias: torch.Tensor | None,
+                shared: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        """query [B, H, q, d] over the slab's keys/values [B, KV, T, d] (after a shared
+        prefix, if any) under mask [B, 1, q or 1, T] (bias: cascade's form of it) ->
+        [B, q, H, d]."""
+        if shared is not None:
+            return attention.cascade(query, shared[0], shared[1], keys, values, mask, self.scale,
+                                     bias=bias)
+        out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask,
+                                             scale=self.scale, enable_gqa=True)
+        return out.transpose(1, 2)
+
+
+def lean_forward(model: Any) -> LeanLlama | None:
+    """The lean forward for this model, or None where it does not apply (see why_not)."""
+    return None if why_not(model) else LeanLlama(model)

@@ -1,0 +1,144 @@
+"""search.engines.lean against transformers' own forward of the same model."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from search.engines import attention, lean, packed
+from search.engines.kv import KVLayout, SlabCache, batch_cache
+from search.testing import tiny_llama
+
+
+def prepared(seed: int = 0, **kw):
+    """A tiny Llama as the engine runs it: sdpa_gqa attention, packed (fused) linears."""
+    model, tok = tiny_llama(seed=seed, **kw)
+    attention.use_sdpa_gqa(model)
+    packed.pack_linears(model)
+    return model, tok
+
+
+def caches(model, rows: int, lengths: list[int], shared: int, room: int):
+    """Two identical slab caches of random paths: rows share their first `shared` columns
+    (held once as the prefix when shared > 0), then each has its own length."""
+    layout = KVLayout.of(model, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(1)
+    shape = (layout.layers, 2, layout.kv_heads)
+    common = [torch.randn(*shape, shared, layout.head_dim, generator=gen)] if shared else []
+    paths = [common + [torch.randn(*shape, n, layout.head_dim, generator=gen)] for n in lengths]
+    out = [batch_cache(paths, room, layout, share_min=1 if shared else 0) for _ in range(2)]
+    assert all(isinstance(c, SlabCache) and c.shared == shared for c in out)
+    return out
+
+
+def tree_mask(cache, q: int) -> torch.Tensor:
+    """The cache's mask for q new tokens with a draft tree's ancestry over them: token i sees
+    itself and (here) every even-numbered token before it."""
+    mask = cache.attention_mask(q).clone()
+    n = cache.length
+    for i in range(q):
+        for j in range(i):
+            mask[:, :, i, n + j] = j % 2 == 0
+    return mask
+
+
+@pytest.mark.parametrize("shared", [0, 7])
+@pytest.mark.parametrize("q,keep,tree", [(1, 1, False), (3, 0, False), (4, 4, True),
+                                         (2, 1, False)])
+def test_matches_transformers_on_slab_batches(shared, q, keep, tree):
+    """Logits, final hidden states and the KV columns written: the lean forward equals the
+    model's own forward over an identical cache (rows of different lengths: left padding;
+    with and without a shared prefix; one and several query tokens; a tree mask)."""
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    mine, ref = caches(model, 3, [5, 2, 4], shared, room=q)
+    assert isinstance(mine, SlabCache) and isinstance(ref, SlabCache)
+    ids = torch.randint(0, model.config.vocab_size, (3, q))
+    past = torch.tensor([[shared + 5], [shared + 2], [shared + 4]])
+    pos = past + torch.arange(q)
+    masks = [tree_mask(c, q) if tree else c.attention_mask(q) for c in (mine, ref)]
+    got = fast(input_ids=ids, attention_mask=masks[0], position_ids=pos, past_key_values=mine,
+               use_cache=True, logits_to_keep=keep, output_hidden_states=True)
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=masks[1], position_ids=pos,
+                     past_key_values=ref, use_cache=True, logits_to_keep=keep,
+                     output_hidden_states=True)
+    kept = q if keep == 0 else keep
+    assert isinstance(got, lean.Output) and got.logits.shape == (3, kept, model.config.vocab_size)
+    torch.testing.assert_close(got.logits, want.logits, rtol=1e-5, atol=1e-5)
+    assert got.hidden_states is not None
+    torch.testing.assert_close(got.hidden_states[-1], want.hidden_states[-1][:, q - kept:],
+                               rtol=1e-5, atol=1e-5)
+    assert mine.length == ref.length == 5 + q
+    torch.testing.assert_close(mine.buf, ref.buf, rtol=1e-5, atol=1e-6)
+
+
+def test_rotary_table_grows_past_its_first_size(monkeypatch):
+    """Positions beyond the first rotary table rebuild it longer, from the model's module."""
+    monkeypatch.setattr(lean, "TABLE_MIN", 8)
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    assert fast.cos.shape[0] == 8
+    mine, ref = caches(model, 2, [3, 3], 0, room=2)
+    ids = torch.tensor([[5, 6], [7, 8]])
+    pos = torch.tensor([[40, 41], [90, 91]])  # positions need not follow the columns
+    got = fast(input_ids=ids, attention_mask=mine.attention_mask(2), position_ids=pos,
+               past_key_values=mine, logits_to_keep=0)
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=ref.attention_mask(2), position_ids=pos,
+                     past_key_values=ref, logits_to_keep=0)
+    assert fast.cos.shape[0] >= 92
+    torch.testing.assert_close(got.logits, want.logits, rtol=1e-5, atol=1e-5)
+
+
+def test_anything_else_goes_to_the_model():
+    """A cache that is not a slab (transformers' DynamicCache) or no cache at all: the model's
+    own forward runs, with every argument passed on."""
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    out = fast(input_ids=ids, attention_mask=torch.ones_like(ids),
+               position_ids=torch.arange(4)[None], use_cache=True)
+    assert not isinstance(out, lean.Output) and out.past_key_values is not None
+    with torch.no_grad():
+        torch.testing.assert_close(out.logits, model(input_ids=ids).logits)
+
+
+def test_says_why_it_cannot_run_a_model():
+    model, _ = tiny_llama()
+    assert "attention" in (lean.why_not(model) or "")  # transformers' sdpa, not sdpa_gqa
+    attention.use_sdpa_gqa(model)
+    assert lean.why_not(model) is None  # packed linears or not
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    assert "fp32" in (lean.why_not(half) or "")
+    assert lean.lean_forward(half) is None
+    with pytest.raises(ValueError, match="fp32"):
+        lean.LeanLlama(half)
+    other = copy.deepcopy(model)
+    other.config.model_type = "gpt2"
+    assert "Llama" in (lean.why_not(other) or "")
+
+
+def test_engine_with_and_without_it_decodes_the_same(tiny_model):
+    """The engine's decode, prefill and speculation paths through the lean forward give the
+    tokens and logprobs of transformers' forward (lean=False), greedy and sampled."""
+    from search.engines.hf import HFEngine
+    from search.types import Problem
+
+    model, tok = tiny_model
+    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", lean=flag,
+                        share_prefix=1) for flag in (True, False)]
+    assert isinstance(engines[0].forward, lean.LeanLlama)
+    assert engines[1].forward is engines[1].model
+    outs = []
+    for e in engines:
+        root = e.root(Problem(prompt="12+34=56 and 7*8="))
+        greedy = e.expand([root], 3, stop=None, max_tokens=12, temperature=0)[0]
+        sampled = e.expand([root], 4, stop=None, max_tokens=10, temperature=0.8, seed=3)[0]
+        outs.append([(k.step.token_ids, k.step.logprobs) for k in greedy + sampled
+                     if k.step is not None])
+    for (toks, lps), (ref_toks, ref_lps) in zip(*outs, strict=True):
+        assert toks == ref_toks
+        assert max(abs(a - b) for a, b in zip(lps, ref_lps)) < 1e-4
