@@ -1,4 +1,4 @@
-"""Engine benchmark: step-wise tree expansion, seven ways, per weight dtype, in one run.
+"""Engine benchmark: step-wise tree expansion, eight ways, per weight dtype, in one run.
 
 Workload: 16 branches off one 256-token prompt, each extended S steps of T tokens (sampled,
 EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
@@ -9,10 +9,12 @@ EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
   (c) this engine on the DynamicCache path it had before (torch.cat of the cache per token);
   (g) this engine, in-place KV, on the stock nn.Linear layers (HFEngine(pack=False));
   (h) this engine, packed, with the prompt's KV copied into every row (share_prefix=0);
+  (i) this engine, packed and sharing the prefix, on transformers' forward (lean=False);
   (d) this engine as it ships: `expand` 16 rows per step, prompt prefilled once, KV shared,
       written in place into one preallocated buffer per call (kv.SlabCache), the common
       prefix held once and attended by cascade attention (search.engines.attention), linears
-      on oneDNN-prepacked weights (search.engines.packed; fp32 on CPU);
+      on oneDNN-prepacked weights (search.engines.packed; fp32 on CPU), the forward
+      itself search.engines.lean's (Llama-family models);
   (e) llama.cpp through llama-cpp-python (optional; `pip install 'tts-search[llamacpp]'`),
       batched: one llama_batch per token holds all 16 sequences, the prompt decoded once
       into a unified KV cache shared by them; its own sampler chain (EOS banned); the
@@ -33,7 +35,7 @@ Then each other dtype's greedy agreement with fp32 on GSM8K test prompts: free-r
 positions where the two greedy outputs are equal) and per step (its greedy choice on
 fp32's own path). Usage:
     python reports/bench_engine.py [--model smollm2-135m] [--steps 3] [--step-tokens 32]
-        [--dtypes fp32,bf16] [--methods a,b,c,g,h,d,e] [--agreement-prompts 8] [--no-workloads] [--compile]
+        [--dtypes fp32,bf16] [--methods a,b,c,g,h,i,d,e] [--agreement-prompts 8] [--no-workloads] [--compile]
         [--threads N]
 """
 
@@ -230,6 +232,7 @@ METHODS: dict[str, tuple[str, Callable, str]] = {
     "c": ("engine, DynamicCache (old)", ours, "old"),
     "g": ("engine, in-place KV, nn.Linear", ours, "plain"),
     "h": ("engine, packed, prefix per row", ours, "noshare"),
+    "i": ("engine, transformers' forward", ours, "hfforward"),
     "d": ("engine, in-place KV, packed", ours, "ours"),
     "e": ("llama.cpp, batched (Q4_1)", llamacpp, "plain"),
 }
@@ -298,7 +301,7 @@ def main() -> None:
     ap.add_argument("--step-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtypes", default="fp32,bf16")
-    ap.add_argument("--methods", default="a,b,c,g,h,d,e")
+    ap.add_argument("--methods", default="a,b,c,g,h,i,d,e")
     ap.add_argument("--repeat", type=int, default=3,
                     help="time each method this many times and keep the fastest ((a): once)")
     ap.add_argument("--agreement-prompts", type=int, default=8)
@@ -337,7 +340,9 @@ def main() -> None:
         plain = HFEngine.load(args.model, dtype=DTYPES[d], pack=False) if eng.packed else eng
         old = HFEngine(plain.model, plain.tokenizer, chat=False, inplace_kv=False, pack=False)
         noshare = HFEngine(eng.model, eng.tokenizer, chat=False, share_prefix=0)
-        variants = {"plain": plain, "old": old, "ours": eng, "noshare": noshare}
+        hfforward = HFEngine(eng.model, eng.tokenizer, chat=False, lean=False)
+        variants = {"plain": plain, "old": old, "ours": eng, "noshare": noshare,
+                    "hfforward": hfforward}
         if args.compile:
             methods = [*methods, "f"]
         for m in methods:
@@ -363,7 +368,7 @@ def main() -> None:
         if args.compile:
             methods = methods[:-1]
     for d in dtypes:
-        ratios = [f"(d)/({m}) = {table[('d', d)] / table[(m, d)]:.2f}x" for m in "abcghf"
+        ratios = [f"(d)/({m}) = {table[('d', d)] / table[(m, d)]:.2f}x" for m in "abcghif"
                   if (m, d) in table and ("d", d) in table]
         if ("e", dtypes[0]) in table and ("d", d) in table:
             ratios.append(f"(d)/(e, q4_1) = {table[('d', d)] / table[('e', dtypes[0])]:.2f}x")

@@ -6,7 +6,8 @@ How a call runs (B rows = nodes x n samples):
   2. The rows' path segments are copied, left-padded, into one preallocated buffer sized
      for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
      n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
-     and decoded together one token per forward pass,
+     and decoded together one token per forward pass (for plain fp32 Llama-family models
+     on CPU, search.engines.lean's forward: the same function in fewer ops),
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
