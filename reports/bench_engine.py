@@ -27,6 +27,8 @@ is timed --repeat times (default 3; (a) once) and the fastest kept: a shared mac
 only ever slows a run. Printed per run: tokens/s, prefilled tokens, peak RSS during the
 run, and the share of the compute bound reached: 2 * params FLOPs per token against the
 matmul rate measured here at start-up (a 2048^3 GEMM in each dtype).
+Then, per dtype, a step's linears alone (the lean forward's projections and LM head back to
+back on random rows, nothing else): the ceiling on (d)'s tokens/s with all other work free.
 Then whole searches through search.solve on the first dtype's engine (--no-workloads skips
 them): best-of-16, beam W=4 x 10 steps, particle filter 16, on one GSM8K prompt; printed:
 tokens/s, prefilled tokens, and the tokens a generate-based search would prefill for the
@@ -80,6 +82,28 @@ def gemm_gflops(dtype: torch.dtype, n: int = 2048, reps: int = 3) -> float:
         torch.mm(a, b)
         best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best / 1e9
+
+
+def gemm_floor(engine: HFEngine, rows: int, reps: int = 3) -> float | None:
+    """Seconds a decode step's linears alone take at `rows` rows: the model's own (packed)
+    projections and LM head called back to back on random inputs, best of reps (None
+    without the lean forward, whose projections these are). Nothing else of a step is
+    counted, so rows / this is a ceiling on the engine's tokens/s."""
+    from search.engines.lean import LeanLlama
+
+    fwd = engine.forward
+    if not isinstance(fwd, LeanLlama):
+        return None
+    projs = [p for layer in fwd.layers for p in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    projs.append(fwd.lm_head)
+    inputs = [torch.randn(rows, p.modules[0].in_features) for p in projs]
+    best = float("inf")
+    for _ in range(reps + 1):  # the first warms the caches
+        t0 = time.perf_counter()
+        for p, x in zip(projs, inputs):
+            p(x)
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def reset_peak_rss() -> None:
@@ -373,6 +397,14 @@ def main() -> None:
         if ("e", dtypes[0]) in table and ("d", d) in table:
             ratios.append(f"(d)/(e, q4_1) = {table[('d', d)] / table[('e', dtypes[0])]:.2f}x")
         print(f"{d}: " + "   ".join(ratios))
+        floor = gemm_floor(engines[d], args.branches) if d in engines else None
+        if floor is not None and ("d", d) in table:
+            ceiling = args.branches / floor
+            also = (f", {ceiling / table[('e', dtypes[0])]:.2f}x llama.cpp"
+                    if ("e", dtypes[0]) in table else "")
+            print(f"{d}: a step's linears alone at {args.branches} rows take {1e3 * floor:.1f} ms: "
+                  f"at most {ceiling:.0f} tok/s with everything else free{also}; "
+                  f"(d) reaches {100 * table[('d', d)] / ceiling:.0f}% of that")
     if not args.no_workloads:
         run_workloads(engines[dtypes[0]], datasets.load("gsm8k", limit=1)[0], args.seed)
     others = dtypes[1:] if dtypes[0] == "fp32" else []

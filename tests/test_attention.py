@@ -216,3 +216,34 @@ def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shar
     monkeypatch.setattr(attention, "_FLASH", None)
     torch.testing.assert_close(attention.cascade(query, pk, pv, key, value, mask, 0.3), flash,
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("flash", [True, False])
+def test_cascade_keeps_a_bf16_query_in_bf16(flash, monkeypatch):
+    """bf16 in, bf16 out (the next projection's weights are bf16), close to the fp32 result."""
+    from search.engines import attention
+
+    if not flash:
+        monkeypatch.setattr(attention, "_FLASH", None)
+    gen = torch.Generator().manual_seed(5)
+    query = torch.randn(3, 6, 2, 8, generator=gen)
+    pk, pv = (torch.randn(2, 9, 8, generator=gen) for _ in range(2))
+    key, value = (torch.randn(3, 2, 5, 8, generator=gen) for _ in range(2))
+    mask = slab_mask(3, 2, 5)
+    want = attention.cascade(query, pk, pv, key, value, mask, 0.3)
+    got = attention.cascade(*(t.bfloat16() for t in (query, pk, pv, key, value)), mask, 0.3)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want, rtol=0.05, atol=0.05)
+
+
+def test_bf16_engine_decodes_over_a_shared_prefix(tiny_model):
+    """bf16 weights and a shared prefix together (transformers' forward, cascade attention):
+    rows decode to the end with the prompt held once."""
+    from search.types import Problem
+
+    plain, eng, seen = sharing_engines(tiny_model, dtype="bf16")
+    eng.eos_ids = frozenset()
+    kids = eng.expand([eng.root(Problem(prompt="12+34=56 and 7*8="))], 3, stop=None,
+                      max_tokens=6, temperature=0)[0]
+    assert [len(k.step.token_ids) for k in kids if k.step is not None] == [6, 6, 6]
+    assert seen and max(seen) > 0 and eng.kv.layout.dtype is torch.bfloat16

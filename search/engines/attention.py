@@ -79,8 +79,8 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
         pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)
         top = torch.maximum(pre_lse, own_lse)  # [B, KV, g*q]: each part's weight is exp(lse - top)
         w_pre, w_own = (pre_lse - top).exp_()[..., None], (own_lse - top).exp_()[..., None]
-        out = (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)
-        return out.reshape(B, H, q, d).transpose(1, 2).contiguous()
+        out = (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)  # float32: lse's dtype
+        return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2).contiguous()
     pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
     own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
     scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
