@@ -231,7 +231,8 @@ def test_cascade_keeps_a_bf16_query_in_bf16(flash, monkeypatch):
     key, value = (torch.randn(3, 2, 5, 8, generator=gen) for _ in range(2))
     mask = slab_mask(3, 2, 5)
     want = attention.cascade(query, pk, pv, key, value, mask, 0.3)
-    got = attention.cascade(*(t.bfloat16() for t in (query, pk, pv, key, value)), mask, 0.3)
+    q16, pk16, pv16, k16, v16 = (t.bfloat16() for t in (query, pk, pv, key, value))
+    got = attention.cascade(q16, pk16, pv16, k16, v16, mask, 0.3)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), want, rtol=0.05, atol=0.05)
 
