@@ -424,7 +424,7 @@ def _compiled(engine: HFEngine) -> HFEngine:
     """A second engine over a torch.compile'd forward of the same model (dynamic shapes)."""
     model = engine.model
     compiled = HFEngine(model, engine.tokenizer, chat=False, lean=False)
-    compiled.forward = compiled.kv.forward = _CompiledForward(model)
+    compiled.kv.forward = _CompiledForward(model)
     return compiled
 
 

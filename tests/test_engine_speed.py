@@ -127,12 +127,12 @@ def decode_calls(eng, nodes, max_tokens):
                           len(spy.seen)))
         return forward(**kwargs)
 
-    eng.forward = eng.kv.forward = hooked
+    eng.kv.forward = hooked
     try:
         with spy:
             eng.expand(nodes, 2, stop=None, max_tokens=max_tokens, seed=1)
     finally:
-        eng.forward = eng.kv.forward = forward
+        eng.kv.forward = forward
     return calls, spy.seen
 
 

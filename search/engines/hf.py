@@ -86,8 +86,7 @@ class HFEngine:
         # lean: the engine's forwards over its slab cache run search.engines.lean (the same
         # function in fewer ops) where the model is a plain fp32 Llama on CPU; False: always
         # transformers' forward
-        self.forward: Any = (lean_forward(self.model) if lean else None) or self.model
-        self.kv.forward = self.forward
+        self.kv.forward = (lean_forward(self.model) if lean else None) or self.model
         if pack and not self.packed:
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
                              "weights on a CPU whose torch has oneDNN")
@@ -107,6 +106,12 @@ class HFEngine:
             raise ValueError("speculate needs the in-place KV cache (inplace_kv=True)")
         self.drafter = Drafter(self.spec) if self.spec is not None else None
         self.spec_stats = SpecStats()
+
+    @property
+    def forward(self) -> Any:
+        """What the engine's forwards call: the model, or the lean forward standing in for
+        it (held by the KV tree, whose prefills call it too)."""
+        return self.kv.forward
 
     @classmethod
     def load(cls, name_or_path: str, **kwargs: Any) -> HFEngine:

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from search.engines import attention
 from search.engines.kv import SlabCache
-from search.engines.packed import FusedLinear, PackedLinear
+from search.engines.packed import FusedLinear, PackedLinear, packed_linear
 
 # rotary variants whose frequencies do not depend on the sequence length
 STATIC_ROPE = ("default", "linear", "llama3")
@@ -66,10 +66,7 @@ class _Proj:
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if self.packed is not None:
-            if residual is None:
-                return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-            return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias,
-                                                             "add")
+            return packed_linear(x, self.packed, self.bias, x.shape[-1], residual)
         outs = [m(x) for m in self.modules]
         out = outs[0] if len(outs) == 1 else torch.cat(outs, -1)
         return out if residual is None else residual + out

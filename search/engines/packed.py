@@ -40,12 +40,16 @@ PACK_HINT = 16  # the row count oneDNN tunes the packed layout for (a decode bat
 
 
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
-                  in_features: int) -> torch.Tensor:
-    """(..., in) -> (rows, in) -> (rows, out) -> (..., out) on a oneDNN-packed weight."""
+                  in_features: int, residual: torch.Tensor | None = None) -> torch.Tensor:
+    """(..., in) -> (rows, in) -> (rows, out) -> (..., out) on a oneDNN-packed weight;
+    residual (rows, out): added to the output inside the GEMM (oneDNN's binary post-op)."""
     rows = x.reshape(-1, in_features)
     if not rows.is_contiguous():
         rows = rows.contiguous()
-    out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    if residual is None:
+        out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    else:
+        out = torch.ops.mkldnn._linear_pointwise.binary(rows, residual, packed, bias, "add")
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
