@@ -212,6 +212,8 @@ class SlabCache(Cache):
     @staticmethod
     def from_paths(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout,
                    prefix: torch.Tensor | None = None) -> SlabCache:
+        if prefix is not None and (layout.mask != "bool" or not layout.cascade):
+            raise ValueError("a shared prefix needs the cascade attention (sdpa_gqa)")
         lengths = [sum(kv.shape[3] for kv in p) for p in paths]
         P, B = max(lengths, default=0), len(paths)
         # empty, not zeros: columns past P are written before any forward reads them
@@ -225,8 +227,6 @@ class SlabCache(Cache):
             for kv in parts:
                 buf[:, :, b, :, col:col + kv.shape[3]].copy_(kv)
                 col += kv.shape[3]
-        if prefix is not None and (layout.mask != "bool" or not layout.cascade):
-            raise ValueError("a shared prefix needs the cascade attention (sdpa_gqa)")
         return SlabCache(buf, valid, P, layout.mask, prefix)
 
     @property
