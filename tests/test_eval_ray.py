@@ -72,7 +72,7 @@ def file_rows(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def cluster():
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tts-search[ray]'")
-    from ray import cloudpickle
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers lack tests/ on sys.path
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
