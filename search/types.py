@@ -285,10 +285,16 @@ class Candidate:
 class Result:
     """What `search.solve` returns.
 
-    status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget ran out
-    before any path finished: answer is None, nothing is made up), "no_answer" (paths
-    finished but none had an extractable answer), "unfinished" (no path finished although
-    budget was left: a depth or step limit, or an engine that stopped making progress).
+    status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget stopped
+    the search before any path finished, and finishing the best partial path from the
+    reserve did not finish one either: answer is None, nothing is made up), "no_answer"
+    (paths finished but none had an extractable answer), "unfinished" (no path finished
+    although budget was left: a depth, step or batch limit, or an engine that stopped
+    making progress).
+    selected_by: what chose the answer: the selection rule and, where scores decided, the
+    scorer and how its step scores were aggregated ("vote", "score(steps, min)",
+    "weighted_vote(unit_tests, last)", "greedy (the one path)", ...; "..., after finishing
+    the best partial path greedily from the reserve" when Budget.reserve produced it).
     """
 
     answer: str | None

@@ -472,10 +472,27 @@ def test_known_failure_budget_600_answers(algo):
     assert without.answer is None  # what happened before: no reserve, no answer
 
 
-def test_reserve_is_validated_and_documented():
+def test_reserve_is_validated_and_what_it_leaves_is_hand_computed():
     assert Budget(tokens=600).reserve == 0.1 and Budget(tokens=600).reserve_tokens == 60
     assert Budget(tokens=600, reserve=0).reserve_tokens == 0
     assert Budget(reserve=0.5).unlimited  # a reserve is not a limit
     for bad in (-0.1, 1.0, math.nan, True, "0.1"):
         with pytest.raises(ValueError, match="reserve"):
             Budget(tokens=10, reserve=bad)  # type: ignore[arg-type]
+    clock = Clock()
+    meter = Meter(Budget(tokens=600, seconds=10.0, scorer_calls=20), clock=clock)
+    meter.charge_model(generated=539)
+    assert not meter.exhausted()
+    meter.charge_model(generated=37)  # 576: past the stopping point 540, short of 600
+    assert meter.exhausted() and not meter.reached()
+    assert meter.reserve_budget() == Budget(tokens=60, seconds=10.0, reserve=0.0)
+    clock.now = 9.5  # past the time's stopping point (9 s): the reserve's 60 tokens, 0.5 s
+    meter.generated_tokens = 576
+    left = meter.reserve_budget()
+    assert left is not None and left.tokens == 60 and left.seconds == pytest.approx(0.5)
+    meter.generated_tokens = 500  # 100 left: more than the reserve, all of it
+    assert (left := meter.reserve_budget()) is not None and left.tokens == 100
+    clock.now = 10.0  # the time is up: nothing can be spent
+    assert meter.reserve_budget() is None and meter.reached()
+    meter.scorer_calls = 20
+    assert not meter.scoring_left()
