@@ -191,7 +191,8 @@ def chosen_by_group(res):
 def test_diverse_beam_lambda0_groups_are_independent_beams():
     """With lam = 0 each group keeps the best B' children of its own beams (not the best
     overall): G independent beam searches, as in the paper."""
-    res = contract_run("diverse_beam", n=16, m=2, groups=4, lam=0.0, seed=0)
+    res = contract_run("diverse_beam", n=16, m=2, groups=4, lam=0.0, seed=0,
+                       duplicates="keep")
     chosen = chosen_by_group(res)
     assert any(depth == 2 for depth, _ in chosen)
     for (depth, g), picks in chosen.items():
@@ -207,7 +208,7 @@ def test_diverse_beam_lambda0_groups_are_independent_beams():
 def test_diverse_beam_groups_differ_with_lambda(diversity):
     def first_step_texts(lam):
         res = contract_run("diverse_beam", n=16, m=4, groups=4, lam=lam, diversity=diversity,
-                           seed=5)
+                           seed=5, duplicates="keep")
         picks = chosen_by_group(res)
         return [last(picks[(1, g)][0]) for g in range(4)]
 
@@ -262,7 +263,7 @@ def test_diverse_beam_token_level_budget_counts_forced_tokens():
 
 # -- DVTS ------------------------------------------------------------------------------------
 def test_dvts_subtrees_are_lineages_choosing_their_own_best_child():
-    res = contract_run("dvts", n=8, m=2, seed=4)
+    res = contract_run("dvts", n=8, m=2, seed=4, duplicates="keep")
     by_sub = {}
     for n in nodes(res):
         if "subtree" in n.scores:

@@ -44,7 +44,8 @@ def test_beam_keeps_the_brute_force_top_per_depth(seed, agg):
     children, value = random_tree(seed)
     n, m = 8, 2
     res = search.solve("q", algo="beam", engine=ScriptedEngine(children),
-                       scorer=ScriptedScorer(value), seed=seed, n=n, m=m, agg=agg, max_depth=6)
+                       scorer=ScriptedScorer(value), seed=seed, n=n, m=m, agg=agg, max_depth=6,
+                       duplicates="keep")
     fn = aggregate.get(agg)
     by_depth: dict[int, list] = {}
     for node in res.tree.walk():
@@ -75,7 +76,7 @@ def trap_run(lookahead: int, seed: int = 1):
     engine = ScriptedEngine(lambda p: TRAP.get(p, []))
     res = search.solve("q", algo="beam", engine=engine,
                        scorer=ScriptedScorer(lambda p: TRAP_VALUE[p[-1]]), seed=seed, n=4, m=4,
-                       max_depth=6, lookahead=lookahead)
+                       max_depth=6, lookahead=lookahead, duplicates="keep")
     return res, engine
 
 
@@ -117,7 +118,7 @@ def test_beam_lookahead_keeps_candidates_as_beams(seed):
     children, value = random_tree(seed)
     res = search.solve("q", algo="beam", engine=ScriptedEngine(children),
                        scorer=ScriptedScorer(value), seed=seed, n=8, m=2, max_depth=6,
-                       lookahead=2)
+                       lookahead=2, duplicates="keep")  # merged, every candidate is kept
     rollout: set[int] = set()  # ids of rollout nodes: a candidate's first child is its rollout
     for node in res.tree.walk():
         if "lookahead" in node.scores:
@@ -138,3 +139,58 @@ def test_beam_rejects_a_negative_lookahead():
     with pytest.raises(ValueError, match="lookahead"):
         search.solve("q", algo="beam", engine=ScriptedEngine(lambda p: []),
                      scorer=ScriptedScorer(lambda p: 0.0), lookahead=-1)
+
+
+# -- duplicates ------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+def test_beam_merge_keeps_the_brute_force_top_distinct_states(seed):
+    """duplicates="merge": at every depth each (path text, finished) state sampled is one node
+    (the first sampled; the others point to it and are neither scored nor expanded), it
+    counts its samples, and the expanded nodes are the top n/m distinct unfinished states."""
+    children, value = random_tree(seed)
+    n, m = 8, 2
+    res = search.solve("q", algo="beam", engine=ScriptedEngine(children),
+                       scorer=ScriptedScorer(value), seed=seed, n=n, m=m, max_depth=6,
+                       agg="min", duplicates="merge")
+    by_depth: dict[int, list] = {}
+    for node in res.tree.walk():
+        if node.depth:
+            by_depth.setdefault(node.depth, []).append(node)
+    ids = {node.id: node for node in res.tree.walk()}
+    kept_total = 0
+    for depth, nodes in sorted(by_depth.items()):
+        nodes.sort(key=lambda x: x.id)
+        first: dict = {}
+        for x in nodes:  # brute force: the first node of each state, and the samples per state
+            first.setdefault((x.text, x.finished), []).append(x)
+        kept = [group[0] for group in first.values()]
+        kept_total += len(kept)
+        for group in first.values():
+            assert group[0].scores["copies"] == len(group) and "merged_into" not in \
+                group[0].scores
+            for x in group[1:]:
+                assert ids[int(x.scores["merged_into"])] is group[0]
+                assert "reward" not in x.scores and not x.children
+        alive = sorted((x for x in kept if not x.finished),
+                       key=lambda x: min(x.step_scores("reward")), reverse=True)
+        expanded = [x for x in nodes if x.children]
+        if depth < max(by_depth):
+            assert {x.id for x in expanded} == {x.id for x in alive[:n // m]}
+    assert res.usage.scorer_calls == kept_total
+
+
+def test_beam_merged_samples_keep_their_votes():
+    """Four samples of the root that all finish: equal answers are one node, scored once, and
+    a vote still counts each sample (the tree says how many there were)."""
+    tree = {(): [("The answer is 3.", 0.6), ("The answer is 7.", 0.4)]}
+    for seed in range(6):
+        res = search.solve("q", algo="beam", engine=ScriptedEngine(lambda p: tree.get(p, [])),
+                           scorer=ScriptedScorer(lambda p: 0.5), seed=seed, n=4, m=2,
+                           select="vote", duplicates="merge")
+        samples = [x.text for x in res.tree.children]
+        assert len(samples) == 4
+        assert sorted(c.text for c in res.candidates) == sorted(samples)
+        assert res.usage.scorer_calls == len(set(samples))
+        top = max(set(samples), key=lambda t: (samples.count(t), -samples.index(t)))
+        if samples.count(top) > 2 or len(set(samples)) == 1:  # a strict majority
+            assert res.text == top

@@ -18,12 +18,22 @@ Resampling resets the resampled particles' weights to their mean (mass is preser
 runs when ESS < ess_threshold * (number of live particles); ess_threshold = 1 resamples at
 every step, as the paper does.
 
-Finished particles are frozen: never extended, never resampled (neither copied nor dropped)
-and never revived; their unnormalised log-weight stays what it was when they finished
-(recorded as scores["log_weight"]). Only the live particles are resampled among themselves.
+Finished particles are never extended. resample_finished=False (the paper's
+`resample_inactive=False`): they are frozen, never resampled (neither copied nor dropped),
+their unnormalised log-weight stays what it was when they finished (recorded as
+scores["log_weight"]), and only the live particles are resampled among themselves.
+resample_finished=True (the authors' released run script, `--resample-inactive`, and
+its_hub): every slot is in the resampling pool, a finished particle weighed each round by its
+final step's reward as the references do (they re-weigh every particle by its last reward
+each round), so a finished particle may be copied into live slots (and a copy stays finished)
+or dropped; the pass ends when no slot is live.
 With a reference path (conditional SMC, for particle Gibbs) slot 0 follows that path step
-by step without sampling; the other live slots draw their ancestors from every live slot,
-the reference included, and slot 0 keeps the reference.
+by step without sampling; the other slots of the pool draw their ancestors from every slot
+of the pool, the reference included, and slot 0 keeps the reference.
+
+The next reference of particle Gibbs (pick_reference) is drawn among the pass's finished
+particles by "weight" (their accumulated log-weights) or by "reward" (softmax of
+logit(last step's reward) / tau: both references, the authors' code and its_hub).
 """
 
 from __future__ import annotations
@@ -117,28 +127,30 @@ class Swarm:
     def weights(self) -> list[float]:
         return normalize(self.log_weights)
 
-    def resample(self, live: Sequence[int], draw: Resampler, rng: random.Random, *,
+    def resample(self, pool: Sequence[int], draw: Resampler, rng: random.Random, *,
                  keep_first: bool) -> None:
-        """Resample the live slots among themselves; keep_first pins slot live[0]."""
-        lw = [self.log_weights[i] for i in live]
-        mean = logsumexp(lw) - math.log(len(live))  # each resampled slot gets the mean weight
-        targets = list(live[1:] if keep_first else live)
+        """Resample the slots in pool among themselves; keep_first pins slot pool[0]."""
+        lw = [self.log_weights[i] for i in pool]
+        mean = logsumexp(lw) - math.log(len(pool))  # each resampled slot gets the mean weight
+        targets = list(pool[1:] if keep_first else pool)
         picks = draw(normalize(lw), len(targets), rng)
-        ancestors = [self.nodes[live[j]] for j in picks]
+        ancestors = [self.nodes[pool[j]] for j in picks]
         for i, node in zip(targets, ancestors):
             self.nodes[i] = node
-        for i in live:
+        for i in pool:
             self.log_weights[i] = mean
         self.resamplings += 1
 
 
 def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: random.Random,
           sampler: Sampler, root: Node, *, n: int, draw: Resampler, ess_threshold: float,
-          tau: float, max_depth: int, reference: Sequence[Node] = ()) -> Swarm:
+          tau: float, max_depth: int, reference: Sequence[Node] = (),
+          resample_finished: bool = False) -> Swarm:
     """One particle-filter pass from root: every live particle takes one sampled step per
-    round (one engine batch), is weighted by the PRM, and the live ones are resampled when
-    their ESS falls below ess_threshold * their number. With `reference` (its nodes from
-    depth 1 to a finished leaf) slot 0 replays that path: conditional SMC."""
+    round (one engine batch), is weighted by the PRM, and the pool (the live particles, or
+    every slot with resample_finished) is resampled when its ESS falls below
+    ess_threshold * its size. With `reference` (its nodes from depth 1 to a finished leaf)
+    slot 0 replays that path: conditional SMC."""
     ref = list(reference)
     if ref and not ref[-1].finished:
         raise ValueError("a reference path must end in a finished node")
@@ -155,24 +167,45 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
         if pinned:
             swarm.nodes[0] = ref[depth]
         score_nodes(scorer, problem, [swarm.nodes[i] for i in live])  # the reference's are cached
-        for i in live:
+        # each live particle's newest step, and (resample_finished) each finished one's last
+        for i in range(n) if resample_finished else live:
             swarm.log_weights[i] += potential(swarm.nodes[i].scores[KEY], tau)
-            if swarm.nodes[i].finished:
+            if swarm.nodes[i].finished and i in live:
                 swarm.nodes[i].scores["log_weight"] = swarm.log_weights[i]
         swarm.history.append(list(swarm.nodes))
         still = swarm.live()
-        if still and ess(normalize([swarm.log_weights[i] for i in still])) < \
-                ess_threshold * len(still):
-            swarm.resample(still, draw, rng, keep_first=bool(ref) and still[0] == 0)
+        pool = list(range(n)) if resample_finished else still
+        if still and ess(normalize([swarm.log_weights[i] for i in pool])) < \
+                ess_threshold * len(pool):
+            swarm.resample(pool, draw, rng, keep_first=bool(ref) and pool[0] == 0)
         # finished particles stay cached too: particle Gibbs may pick one as its next reference
         engine.retain(swarm.nodes + ref[-1:])
     return swarm
 
 
-def pick_reference(swarm: Swarm, rng: random.Random) -> Node | None:
-    """A finished particle drawn with probability proportional to its weight (None if none)."""
+REFERENCE_DRAWS = ("weight", "reward")
+
+
+def reference_weights(swarm: Swarm, by: str = "weight", tau: float = 1.0
+                      ) -> list[tuple[Node, float]]:
+    """The finished slots' particles and the probabilities of drawing each as the next
+    reference: softmax of their log-weights ("weight") or of logit(last step's reward) / tau
+    ("reward"). A particle held by several slots appears once per slot."""
     done = [i for i, node in enumerate(swarm.nodes) if node.finished]
+    if by not in REFERENCE_DRAWS:
+        raise ValueError(f"reference draw must be one of {REFERENCE_DRAWS}, got {by!r}")
     if not done:
+        return []
+    logits = [swarm.log_weights[i] if by == "weight"
+              else potential(swarm.nodes[i].scores[KEY], tau) for i in done]
+    return list(zip((swarm.nodes[i] for i in done), normalize(logits)))
+
+
+def pick_reference(swarm: Swarm, rng: random.Random, by: str = "weight", tau: float = 1.0
+                   ) -> Node | None:
+    """A finished particle drawn by reference_weights (None if none finished)."""
+    pairs = reference_weights(swarm, by, tau)
+    if not pairs:
         return None
-    [j] = multinomial(normalize([swarm.log_weights[i] for i in done]), 1, rng)
-    return swarm.nodes[done[j]]
+    [j] = multinomial([w for _, w in pairs], 1, rng)
+    return pairs[j][0]

@@ -111,6 +111,50 @@ def new_siblings(kids: Sequence[Node]) -> list[Node]:
     return out
 
 
+# -- duplicate states ----------------------------------------------------------------------
+DUPLICATES = ("merge", "keep")
+COPIES = "copies"  # Node.scores key: how many equal samples a merged node stands for
+
+
+def check_duplicates(policy: str) -> str:
+    if policy not in DUPLICATES:
+        raise ValueError(f"duplicates must be one of {DUPLICATES}, got {policy!r}")
+    return policy
+
+
+def merge_equal(kids: Sequence[Node], policy: str = "merge") -> list[Node]:
+    """The kids of one expansion batch, equal states merged (policy "merge"; "keep" returns
+    them as they are). A state is (path text, finished): the first kid sampled in a state
+    stands for it and records scores["copies"] = how many kids were in it (1 if alone);
+    each other one records scores["merged_into"] = the first one's id and is not returned,
+    so it is never scored nor expanded (its tokens were generated and stay counted).
+    Order is kept. `copies` lets votes count every sample (see with_copies)."""
+    if policy == "keep":
+        return list(kids)
+    first: dict[tuple[str, bool], Node] = {}
+    out = []
+    for kid in kids:
+        key = (kid.text, kid.finished)
+        if key in first:
+            first[key].scores[COPIES] += 1.0
+            kid.scores["merged_into"] = float(first[key].id)
+        else:
+            first[key] = kid
+            kid.scores[COPIES] = 1.0
+            out.append(kid)
+    return out
+
+
+def copies(node: Node) -> int:
+    """How many sampled paths node stands for (1 unless merge_equal merged some into it)."""
+    return int(node.scores.get(COPIES, 1.0))
+
+
+def with_copies(leaves: Sequence[Node]) -> list[Node]:
+    """Each leaf repeated copies(leaf) times: a vote over the result counts every sample."""
+    return [leaf for leaf in leaves for _ in range(copies(leaf))]
+
+
 # -- finishing from the reserve -------------------------------------------------------------
 @dataclass(frozen=True)
 class Finisher:

@@ -6,17 +6,21 @@ RPC (Zhou et al. 2025) models the probabilities of sampled reasoning paths as a 
     density(x) = w * Weibull(x; k_hi, lam_hi) + (1 - w) * Weibull(x; k_lo, lam_lo),  x > 0
 
 Fit: direct maximisation of the likelihood over (w, k_hi, lam_hi, k_lo, lam_lo) with scipy's
-bounded minimiser, as in the authors' released code, the weight bounded to [0.2, 0.8] so that
-neither component can vanish. Our choices, where the paper leaves them open:
+bounded minimiser, as in the authors' released code (WNJXYK/RPC), the weight bounded to
+[0.2, 0.8] so that neither component can vanish. Our choices, where the paper leaves them open:
   - SLSQP with the analytic gradient (the authors' default L-BFGS-B, with numerical gradients,
     reached worse optima on small samples and ran ~50x slower here);
   - the data are divided by their maximum before fitting (Weibull is a scale family, so the
     scales are multiplied back afterwards): one set of bounds and starting points fits any scale;
-  - shapes are capped at `max_shape` (default 100): the likelihood of a mixture is unbounded
-    when a component collapses onto one point, and the cap keeps the optimum finite;
-  - two starting points, keeping the better optimum: the authors' fixed one
-    (w, k, lam, k, lam) = (0.5, 1, 1, 1.5, 2), and one from single-Weibull moment fits to the
-    lower and upper halves of the sorted data.
+  - bounds="project" (default): shapes capped at `max_shape` (default 100; the likelihood of
+    a mixture is unbounded when a component collapses onto one point, and the cap keeps the
+    optimum finite), scales in [1e-3, 10] times the data's maximum. bounds="authors": the
+    released code's, shapes and scales in [0.01, inf) (scales on the data's own scale);
+  - `starts` starting points (default 2), keeping the best optimum: the authors' fixed one
+    (w, k, lam, k, lam) = (0.5, 1, 1, 1.5, 2), then single-Weibull moment fits to the lower
+    and upper parts of the sorted data split at 1/2, 1/3, 2/3, 1/4, 3/4, ... (the high
+    component's weight the upper part's share, clipped to the weight bounds). The authors
+    start once, from the fixed point.
 The component with the larger mean is called "high" after fitting.
 """
 
@@ -32,6 +36,24 @@ from scipy.special import gamma
 
 WEIGHT_BOUNDS = (0.2, 0.8)
 MIN_POINTS = 4  # fewer distinct values than this cannot support a two-component fit
+BOUNDS = ("project", "authors")
+MAX_STARTS = 12
+
+
+def check_fit(bounds: str, starts: int) -> None:
+    if bounds not in BOUNDS or not 1 <= starts <= MAX_STARTS:
+        raise ValueError(f"Weibull fit: bounds must be one of {BOUNDS} and starts in "
+                         f"1..{MAX_STARTS}, got {bounds!r}, {starts}")
+
+
+def _splits(n: int) -> list[float]:
+    """The split points of the moment starts after the fixed one: 1/2, 1/3, 2/3, 1/4, ..."""
+    out: list[float] = []
+    d = 2
+    while len(out) < n:
+        out += [i / d for i in range(1, d) if math.gcd(i, d) == 1]
+        d += 1
+    return out[:n]
 
 
 @dataclass(frozen=True)
@@ -109,26 +131,35 @@ def _single_fit(y: np.ndarray, max_shape: float) -> tuple[float, float]:
 
 def fit_weibull_mixture(x: Sequence[float] | np.ndarray, *,
                         weight_bounds: tuple[float, float] = WEIGHT_BOUNDS,
-                        max_shape: float = 100.0) -> WeibullMixture:
+                        max_shape: float = 100.0, bounds: str = "project",
+                        starts: int = 2) -> WeibullMixture:
     """Maximum-likelihood two-component Weibull mixture of positive data x (shape [n])."""
     x = np.asarray(x, dtype=float)
     if x.ndim != 1 or len(x) < 2 or not np.all(x > 0) or not np.all(np.isfinite(x)):
         raise ValueError("fit_weibull_mixture needs at least two positive finite values")
+    check_fit(bounds, starts)
     s = float(x.max())
     y = x / s  # shape [n], in (0, 1]
-    bounds = [weight_bounds, (0.01, max_shape), (1e-3, 10.0), (0.01, max_shape), (1e-3, 10.0)]
+    if bounds == "project":
+        shape, scale = (0.01, max_shape), (1e-3, 10.0)
+    else:  # the released code's (0.01, None) for shapes and for scales of the raw data
+        shape, scale, max_shape = (0.01, math.inf), (0.01 / s, math.inf), 1e4
+    box = [weight_bounds, shape, scale, shape, scale]
     ys = np.sort(y)
-    half = len(ys) // 2
-    k_lo, l_lo = _single_fit(ys[:half], max_shape)
-    k_hi, l_hi = _single_fit(ys[half:], max_shape)
-    starts = [np.array([0.5, 1.0, 1.0, 1.5, 2.0]), np.array([0.5, k_hi, l_hi, k_lo, l_lo])]
-    best, best_nll = starts[-1], math.inf  # the moment start stands if no optimum is finite
-    for x0 in starts:
+    x0s = [np.array([0.5, 1.0, 1.0, 1.5, 2.0])]
+    for q in _splits(starts - 1):
+        cut = min(max(1, round(q * len(ys))), len(ys) - 1)
+        k_lo, l_lo = _single_fit(ys[:cut], max_shape)
+        k_hi, l_hi = _single_fit(ys[cut:], max_shape)
+        w = float(np.clip(1 - cut / len(ys), *weight_bounds))
+        x0s.append(np.array([w, k_hi, l_hi, k_lo, l_lo]))
+    best, best_nll = x0s[-1], math.inf  # the last start stands if no optimum is finite
+    for x0 in x0s:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # far tails: inf
-            res = minimize(_nll, x0, args=(y,), jac=True, method="SLSQP", bounds=bounds)
-            theta = np.clip(res.x, [lo for lo, _ in bounds], [hi for _, hi in bounds])
+            res = minimize(_nll, x0, args=(y,), jac=True, method="SLSQP", bounds=box)
+            theta = np.clip(res.x, [lo for lo, _ in box], [hi for _, hi in box])
             nll = _nll(theta, y)[0]
-        if nll < best_nll:
+        if nll < best_nll:  # nan (an overflowing optimum) never wins
             best, best_nll = theta, nll
     w, k1, l1, k2, l2 = (float(v) for v in best)
     mix = WeibullMixture(w, k1, l1 * s, k2, l2 * s)
@@ -137,7 +168,8 @@ def fit_weibull_mixture(x: Sequence[float] | np.ndarray, *,
     return mix
 
 
-def prune_low(p: Sequence[float] | np.ndarray, *, max_shape: float = 100.0
+def prune_low(p: Sequence[float] | np.ndarray, *, max_shape: float = 100.0,
+              bounds: str = "project", starts: int = 2
               ) -> tuple[np.ndarray, WeibullMixture | None]:
     """RPC's pruning rule on path probabilities p (shape [n], in (0, 1]).
 
@@ -146,8 +178,9 @@ def prune_low(p: Sequence[float] | np.ndarray, *, max_shape: float = 100.0
     all n (the second condition, from the authors' code, keeps a poor fit from pruning the
     likelier half). With fewer than MIN_POINTS distinct values nothing is fitted or pruned.
     """
+    check_fit(bounds, starts)
     p = np.clip(np.asarray(p, dtype=float), 1e-12, None)
     if len(np.unique(p)) < MIN_POINTS:
         return np.zeros(len(p), dtype=bool), None
-    mix = fit_weibull_mixture(p, max_shape=max_shape)
+    mix = fit_weibull_mixture(p, max_shape=max_shape, bounds=bounds, starts=starts)
     return (mix.posterior_low(p) > 0.5) & (p < p.mean()), mix

@@ -25,8 +25,15 @@ Choices where the paper leaves room:
   non-decreasing f and returns the cheapest finished path among the states it samples.
 - Batching: a finished state is popped (as the goal) only when it is the queue's minimum,
   so popping `width` states at a time never returns a solution sequential A* would not.
+- Ties (knob `ties`): equal f pops the deeper state first ("deep", the default), then the
+  earlier pushed; "fifo" pops the earlier pushed. With a verifier's few score levels (the
+  step checker's 1 / 0.5 / 0) every sound path has f = 0, and "fifo" then pops them
+  breadth-first (TODO-MEASURED: reports/astar_study.py).
+- Costs (knob `cost`): "neglog" c(r) = -log r (a probability's surprisal) or "complement"
+  c(r) = 1 - r (bounded: a zero score costs 1, not 13.8).
 - A state is (path text, finished): equal texts reached by different step splits are one
-  state; the lower g wins and an expanded state is never reopened.
+  state; the lower g wins and an expanded state is never reopened (duplicates="merge";
+  "keep" treats every sampled node as its own state, to measure what merging saves).
 - The root's single expansion samples K * width steps, so every batch has the same width.
 - A cap: best-first search has no natural stop but the goal, and with flat or misleading
   scores it may expand for a long time (a width-16 run once spent 60,481 tokens where beam
@@ -47,33 +54,45 @@ from collections.abc import Sequence
 
 from rewards import score_nodes
 from rewards.base import KEY, Scorer
-from search.algos._stepwise import Finisher, Sampler, finish, new_siblings, scored_by
+from search.algos._stepwise import (
+    Finisher,
+    Sampler,
+    check_duplicates,
+    finish,
+    new_siblings,
+    scored_by,
+)
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import Selection
 from search.types import Node, Problem, Result
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
+COSTS = ("neglog", "complement")
+TIES = ("deep", "fifo")
 
 
-def step_cost(reward: float) -> float:
-    """c(r) = -log r, r clipped to [EPS, 1] (a non-finite score counts as EPS)."""
-    r = reward if math.isfinite(reward) else EPS
-    return -math.log(min(max(r, EPS), 1.0))
+def step_cost(reward: float, cost: str = "neglog") -> float:
+    """c(r) = -log r ("neglog") or 1 - r ("complement"), r clipped to [EPS, 1] (a
+    non-finite score counts as EPS)."""
+    r = min(max(reward if math.isfinite(reward) else EPS, EPS), 1.0)
+    return -math.log(r) if cost == "neglog" else 1.0 - r
 
 
 class Frontier:
-    """The open list: a heap of (f, push order, node); merged states are deleted lazily."""
+    """The open list: a heap of (f, tie, push order, node), tie = -depth ("deep") or 0
+    ("fifo"); merged states are deleted lazily. merge=False: every node is its own state."""
 
-    def __init__(self) -> None:
-        self.heap: list[tuple[float, int, Node]] = []
-        self.states: dict[tuple[str, bool], Node] = {}  # state -> the node that holds it
+    def __init__(self, *, ties: str = "deep", merge: bool = True) -> None:
+        self.heap: list[tuple[float, int, int, Node]] = []
+        self.states: dict[object, Node] = {}  # state -> the node that holds it
         self.closed: set[int] = set()  # ids of popped nodes
         self._order = itertools.count()
+        self.deep, self.merge = ties == "deep", merge
 
     def offer(self, node: Node) -> None:
         """Push node unless its state is known at no higher g or already popped."""
-        key = (node.text, node.finished)
+        key = (node.text, node.finished) if self.merge else node.id
         old = self.states.get(key)
         if old is not None:
             if old.id in self.closed or old.scores["g"] <= node.scores["g"]:
@@ -81,28 +100,30 @@ class Frontier:
                 return
             old.scores["merged_into"] = float(node.id)  # its heap entry is now stale
         self.states[key] = node
-        heapq.heappush(self.heap, (node.scores["f"], next(self._order), node))
+        tie = -node.depth if self.deep else 0
+        heapq.heappush(self.heap, (node.scores["f"], tie, next(self._order), node))
 
     def peek(self) -> Node | None:
-        while self.heap and "merged_into" in self.heap[0][2].scores:
+        while self.heap and "merged_into" in self.heap[0][-1].scores:
             heapq.heappop(self.heap)
-        return self.heap[0][2] if self.heap else None
+        return self.heap[0][-1] if self.heap else None
 
     def pop(self) -> Node:
         if self.peek() is None:
             raise IndexError("pop from an empty frontier")
-        node = heapq.heappop(self.heap)[2]
+        node = heapq.heappop(self.heap)[-1]
         self.closed.add(node.id)
         return node
 
     def open_nodes(self) -> list[Node]:
-        """Live open states in f order (ties: push order)."""
-        return [e[2] for e in sorted(self.heap) if "merged_into" not in e[2].scores]
+        """Live open states in pop order."""
+        return [e[-1] for e in sorted(self.heap) if "merged_into" not in e[-1].scores]
 
 
 def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
-          g: str = "sum", max_depth: int = 40, max_batches: int = 40, select: str = "score",
+          g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
+          max_depth: int = 40, max_batches: int = 40, select: str = "score",
           temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
           stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if width < 1 or k < 1:
@@ -115,12 +136,16 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
         raise ValueError(f"astar: h_weight must be >= 0, got {h_weight!r}")
     if max_batches < 1:
         raise ValueError(f"astar: max_batches must be >= 1, got {max_batches}")
+    if cost not in COSTS or ties not in TIES:
+        raise ValueError(f"astar: cost must be one of {COSTS} and ties one of {TIES}, got "
+                         f"{cost!r}, {ties!r}")
+    merge = check_duplicates(duplicates) == "merge"
     selection = Selection.of(select, scored_by(scorer, "-f"))
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
     root.scores.update(cost=0.0, g=0.0, f=0.0)
-    frontier = Frontier()
+    frontier = Frontier(ties=ties, merge=merge)
     frontier.offer(root)
     goal: Node | None = None
     pops = batches = 0
@@ -135,10 +160,10 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
 
     def evaluate(child: Node) -> None:
         assert child.parent is not None
-        cost = child.parent.scores["cost"] + step_cost(child.scores["reward"])
-        gval = cost if g == "sum" else cost / child.depth
+        total = child.parent.scores["cost"] + step_cost(child.scores["reward"], cost)
+        gval = total if g == "sum" else total / child.depth
         h = 0.0 if admissible or child.finished else h_weight * (1.0 - child.scores["reward"])
-        child.scores.update(cost=cost, g=gval, f=gval + h)
+        child.scores.update(cost=total, g=gval, f=gval + h)
 
     while True:
         top = frontier.peek()
@@ -160,7 +185,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
             continue
         n = k * width if batch == [root] else k
         kids = [c for cs in sampler.expand(engine, batch, n, rng) for c in cs]
-        fresh = new_siblings(kids)
+        fresh = new_siblings(kids) if merge else kids
         score_nodes(scorer, problem, fresh)
         for child in fresh:
             evaluate(child)
@@ -183,7 +208,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
     return finish(problem, root, leaves, neg_f, meter, selection=selection, seed=seed,
                   algo="astar",
                   knobs=dict(width=width, k=k, admissible=admissible, h_weight=h_weight, g=g,
-                             max_depth=max_depth, max_batches=max_batches, select=select,
+                             cost=cost, ties=ties, duplicates=duplicates, max_depth=max_depth, max_batches=max_batches, select=select,
                              **sampler.knobs()),
                   stats=dict(batches=batches, capped=capped),
                   finisher=Finisher(engine, sampler, scorer, leaf_only=False,

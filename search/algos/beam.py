@@ -24,6 +24,15 @@ and charged like any other) but are neither beams nor candidates, and the final 
 among finished paths uses their own PRM rewards. Our choices: no lookahead at the last depth,
 nor when every unfinished candidate is kept anyway (it could not change the beams); if the
 budget ends mid-rollout, no lookahead score is written (the search stops at this depth).
+
+Duplicates (knob `duplicates`; search-and-learn's filter_duplicates): a small model often
+samples the same step several times from one beam ("The answer is 135." four times).
+"merge" keeps one node per state (path text, finished) of each depth's candidates: it alone
+is scored, ranked and kept, so the N/M beams are distinct, and it counts as the number of
+samples it stands for (scores["copies"]) toward N finished paths and in a vote. When fewer
+distinct beams survive than N/M, fewer steps are sampled at the next depth (unlike
+search-and-learn, which copies beams back up to N rows). "keep" scores and carries every
+sample, identical ones included (the textbook loop).
 """
 
 from __future__ import annotations
@@ -34,7 +43,18 @@ from collections.abc import Sequence
 
 from rewards import KEY, aggregate, score_nodes
 from rewards.base import Scorer
-from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
+from search.algos._stepwise import (
+    Finisher,
+    Sampler,
+    check_duplicates,
+    copies,
+    finish,
+    merge_equal,
+    path_scorer,
+    resolve_agg,
+    scored_by,
+    with_copies,
+)
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import Selection
@@ -45,14 +65,14 @@ LOOKAHEAD = "lookahead"  # Node.scores key: the PRM's score at the end of the no
 
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
-         agg: str | None = None, select: str = "score", temperature: float = 0.8,
-         top_p: float = 1.0, step_tokens: int = 256,
+         agg: str | None = None, select: str = "score", duplicates: str = "merge",
+         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m:
         raise ValueError(f"beam needs positive n and m with m dividing n, got n={n}, m={m}")
     if lookahead < 0:
         raise ValueError(f"beam needs lookahead >= 0, got {lookahead}")
-    agg = resolve_agg(agg, scorer)
+    agg, duplicates = resolve_agg(agg, scorer), check_duplicates(duplicates)
     selection, agg_fn = Selection.of(select, scored_by(scorer, agg)), aggregate.get(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
@@ -69,13 +89,15 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         return agg_fn(scores)
 
     for depth in range(max_depth):
-        if not beams or len(done) >= n or meter.exhausted():
+        if not beams or sum(map(copies, done)) >= n or meter.exhausted():
             break
-        kids = [c for cs in sampler.expand(engine, beams, width, rng) for c in cs]
+        kids = merge_equal([c for cs in sampler.expand(engine, beams, width, rng) for c in cs],
+                           duplicates)
         score_nodes(scorer, problem, kids)
         done += [c for c in kids if c.finished]
         alive = [c for c in kids if not c.finished]
-        if lookahead and depth < max_depth - 1 and len(done) < n and len(alive) > keep:
+        if lookahead and depth < max_depth - 1 and sum(map(copies, done)) < n and \
+                len(alive) > keep:
             _look_ahead(problem, engine, scorer, meter, sampler, rng, alive, lookahead)
         # sorted() is stable: equal scores keep generation order, so runs are reproducible
         alive = sorted(alive, key=rank_key, reverse=True)
@@ -83,11 +105,11 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         engine.retain(beams)
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
-    leaves = done or [b for b in beams if b is not root]
+    leaves = with_copies(done) or [b for b in beams if b is not root]
     return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
                   seed=seed, algo="beam",
                   knobs=dict(n=n, m=m, max_depth=max_depth, lookahead=lookahead, agg=agg,
-                             select=select, **sampler.knobs()),
+                             select=select, duplicates=duplicates, **sampler.knobs()),
                   finisher=Finisher(engine, sampler, scorer, leaf_only=False,
                                     max_steps=max_depth))
 

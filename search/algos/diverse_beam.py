@@ -36,6 +36,9 @@ Diversity (knob `diversity`):
 A candidate (same parent, same continuation) is taken by one group at most, so groups never
 hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
 root, where every group starts). Chosen nodes record scores["group"].
+At level="step", duplicates="merge" keeps one node per state among a beam's M samples
+(siblings only: groups hold different beams), counted as the samples it stands for; "keep"
+carries every sample.
 At level="token", the chosen tokens are appended with engine.extend(generated=True): they
 come from the model's own next-token distribution, so they count as generated tokens.
 """
@@ -51,11 +54,15 @@ from rewards.base import Scorer
 from search.algos._stepwise import (
     Finisher,
     Sampler,
+    check_duplicates,
+    copies,
     finish,
+    merge_equal,
     path_score,
     path_scorer,
     resolve_agg,
     scored_by,
+    with_copies,
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
@@ -132,7 +139,8 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
-                 select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
+                 select: str = "score", duplicates: str = "merge",
+                 temperature: float = 0.8, top_p: float = 1.0,
                  step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m or groups < 1 or (n // m) % groups:
         raise ValueError("diverse_beam needs m dividing n and groups dividing n/m, got "
@@ -144,13 +152,14 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)
     per = n // m // groups
+    check_duplicates(duplicates)
     if level == "step":
         agg = resolve_agg(agg, scorer)
         agg_fn = aggregate.get(agg)
         sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
         leaves = _by_step(problem, engine, scorer, meter, rng, sampler, root, n=n, m=m,
                           groups=groups, per=per, lam=lam, sim=sim, agg_fn=agg_fn,
-                          max_depth=max_depth)
+                          max_depth=max_depth, duplicates=duplicates)
         score, scored = path_scorer(agg), scored_by(scorer, agg)
         finisher = Finisher(engine, sampler, scorer, leaf_only=False, max_steps=max_depth)
     else:  # the scorer is not consulted: paths rank by their log-probability
@@ -162,21 +171,24 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                   selection=Selection.of(select, scored), seed=seed, algo="diverse_beam",
                   knobs=dict(n=n, m=m, groups=groups, lam=lam, diversity=diversity,
                              ngram=ngram, level=level, max_depth=max_depth,
-                             max_tokens=max_tokens, agg=agg, select=select, **sampler.knobs()),
+                             max_tokens=max_tokens, agg=agg, select=select,
+                             duplicates=duplicates, **sampler.knobs()),
                   finisher=finisher)
 
 
 def _by_step(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
              rng: random.Random, sampler: Sampler, root: Node, *, n: int, m: int, groups: int,
              per: int, lam: float, sim: Similarity, agg_fn: aggregate.Aggregate,
-             max_depth: int) -> list[Node]:
+             max_depth: int, duplicates: str) -> list[Node]:
     beams: list[list[Node]] = [[root] for _ in range(groups)]
     width, done = n, []
     for _ in range(max_depth):
         flat = _unique(beams)
-        if not flat or len(done) >= n or meter.exhausted():
+        if not flat or sum(map(copies, done)) >= n or meter.exhausted():
             break
-        kids = sampler.expand(engine, flat, width, rng)
+        # equal siblings merge (one beam's samples); groups hold different beams, and
+        # merging across beams would let one group's candidate absorb another's
+        kids = [merge_equal(cs, duplicates) for cs in sampler.expand(engine, flat, width, rng)]
         children = {node.id: cs for node, cs in zip(flat, kids)}
         new = [c for cs in kids for c in cs]
         score_nodes(scorer, problem, new)
@@ -187,7 +199,7 @@ def _by_step(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                               ident=lambda c: c.id, sim=sim)
         engine.retain(_tag(beams))
         width = m
-    return done or [b for b in _unique(beams) if b is not root]
+    return with_copies(done) or [b for b in _unique(beams) if b is not root]
 
 
 def _by_token(engine: Engine, meter: Meter, root: Node, *, groups: int, per: int, lam: float,

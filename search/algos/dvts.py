@@ -14,7 +14,9 @@ strong prefix take every beam).
         a subtree whose best child is finished stops
     return select(candidates)   (best score by default)
 
-Every node a subtree generates records scores["subtree"] = its index.
+Every node a subtree generates records scores["subtree"] = its index. duplicates="merge"
+(as in `beam`) scores one of a head's equal children, which counts as the samples it stands
+for in a vote; "keep" scores each.
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ from collections.abc import Sequence
 
 from rewards import score_nodes
 from rewards.base import Scorer
-from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
+from search.algos._stepwise import (
+    Finisher,
+    Sampler,
+    check_duplicates,
+    finish,
+    merge_equal,
+    path_scorer,
+    resolve_agg,
+    scored_by,
+    with_copies,
+)
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import Selection
@@ -33,12 +45,12 @@ from search.types import Node, Problem, Result
 
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
-         select: str = "score",
+         select: str = "score", duplicates: str = "merge",
          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m:
         raise ValueError(f"dvts needs positive n and m with m dividing n, got n={n}, m={m}")
-    agg = resolve_agg(agg, scorer)
+    agg, duplicates = resolve_agg(agg, scorer), check_duplicates(duplicates)
     selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
@@ -49,7 +61,8 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         live = [(i, head) for i, head in enumerate(heads) if head is not None]
         if not live or meter.exhausted():
             break
-        kids = sampler.expand(engine, [head for _, head in live], m, rng)
+        kids = [merge_equal(cs, duplicates)
+                for cs in sampler.expand(engine, [head for _, head in live], m, rng)]
         score_nodes(scorer, problem, [c for cs in kids for c in cs])
         for (i, _), children in zip(live, kids):
             for child in children:
@@ -59,10 +72,10 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             best = max(children, key=score)
             heads[i] = None if best.finished else best
         engine.retain([head for head in heads if head is not None])
-    leaves = done + [head for head in heads if head is not None and head is not root]
+    leaves = with_copies(done) + [head for head in heads if head is not None and head is not root]
     return finish(problem, root, leaves, score, meter, selection=selection, seed=seed,
                   algo="dvts",
                   knobs=dict(n=n, m=m, max_depth=max_depth, agg=agg, select=select,
-                             **sampler.knobs()),
+                             duplicates=duplicates, **sampler.knobs()),
                   finisher=Finisher(engine, sampler, scorer, leaf_only=False,
                                     max_steps=max_depth))

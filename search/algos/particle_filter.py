@@ -9,14 +9,19 @@ flows to promising prefixes without discarding the others outright (as beam sear
     repeat until every particle finished, depth limit, or budget:
         every live particle samples one next step (one engine batch)
         log w_i += logit(PRM(step_i)) / tau                 (softmax weights, temperature tau)
-        finished particles freeze: never extended or resampled, weight kept
-        if ESS(live weights) < ess_threshold * #live: resample the live particles
-            (multinomial or systematic), each taking the live particles' mean weight
+        finished particles are never extended; by default they freeze (never resampled,
+            weight kept); resample_finished=True puts them in the pool, re-weighed each
+            round by their last step (the authors' released script and its_hub)
+        if ESS(pool weights) < ess_threshold * #pool: resample the pool
+            (multinomial or systematic), each slot taking the pool's mean weight
     return select(particles)   (best path score by default, as the paper's argmax; the path
                                 score aggregates step rewards by the scorer's own rule
                                 unless agg says otherwise)
 
 The weights, ESS and both resampling schemes are plain functions in search/algos/_smc.py.
+The paper's weights (softmax of logit(r) / tau at each step) and its resampling law are the
+references'; which finished-particle policy is the default is decided by measurement on the
+demo grid (README, "Reference variants").
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from search.types import Problem, Result
 
 def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
-                    ess_threshold: float = 1.0, max_depth: int = 40, agg: str | None = None,
+                    ess_threshold: float = 1.0, resample_finished: bool = False,
+                    max_depth: int = 40, agg: str | None = None,
                     select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
                     step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
@@ -47,12 +53,13 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     rng = random.Random(seed)
     root = engine.root(problem)
     swarm = sweep(problem, engine, scorer, meter, rng, sampler, root, n=n, draw=draw,
-                  ess_threshold=ess_threshold, tau=tau, max_depth=max_depth)
+                  ess_threshold=ess_threshold, tau=tau, max_depth=max_depth,
+                  resample_finished=resample_finished)
     # resampled copies share a node: each path is one candidate
     leaves = [node for node in {node.id: node for node in swarm.nodes}.values() if node is not root]
     return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
                   seed=seed, algo="particle_filter",
                   knobs=dict(n=n, tau=tau, resample=resample, ess_threshold=ess_threshold,
-                             max_depth=max_depth, agg=agg, select=select, **sampler.knobs()),
+                             resample_finished=resample_finished, max_depth=max_depth, agg=agg, select=select, **sampler.knobs()),
                   finisher=Finisher(engine, sampler, scorer, leaf_only=False,
                                     max_steps=max_depth))

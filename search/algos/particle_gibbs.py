@@ -11,11 +11,16 @@ persist and seed further exploration.
     ref <- none
     for it = 1..iterations (or until the budget ends):
         particles <- particle filter over N slots, slot 0 replaying ref (if any)
-        ref <- a finished particle drawn with probability ~ its weight
-    return select(every finished particle of every pass)
+        ref <- a finished particle drawn with probability ~ its weight (reference="weight")
+               or ~ softmax(logit(its last step's reward) / tau) (reference="reward": the
+               authors' code and its_hub)
+    return select(every finished particle of every pass)    (pool="all")
+           select(the last pass's particles)               (pool="last": its_hub; the
+                                                            last pass that finished one)
 
-The reference's steps are never re-sampled or re-scored (their PRM scores are cached on
-the nodes) and stay in the KV cache between passes. A chosen reference records
+resample_finished is particle_filter's knob (the authors' run script sets it, its_hub always
+resamples finished particles). The reference's steps are never re-sampled or re-scored
+(their PRM scores are cached on the nodes) and stay in the KV cache between passes. A chosen reference records
 scores["reference"] = the pass after which it was drawn.
 """
 
@@ -25,50 +30,62 @@ import random
 from collections.abc import Sequence
 
 from rewards.base import Scorer
-from search.algos._smc import pick_reference, resampler, sweep
+from search.algos._smc import REFERENCE_DRAWS, pick_reference, resampler, sweep
 from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import Selection
 from search.types import Node, Problem, Result
 
+POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
+
 
 def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                    seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,
                    resample: str = "multinomial", ess_threshold: float = 1.0,
-                   max_depth: int = 40, agg: str | None = None, select: str = "score",
+                   resample_finished: bool = False, reference: str = "weight",
+                   pool: str = "all", max_depth: int = 40, agg: str | None = None,
+                   select: str = "score",
                    temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
                    stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 2 or iterations < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
         raise ValueError("particle_gibbs needs n >= 2, iterations >= 1, tau > 0 and "
                          f"0 <= ess_threshold <= 1; got n={n}, iterations={iterations}, "
                          f"tau={tau}, ess_threshold={ess_threshold}")
+    if reference not in REFERENCE_DRAWS or pool not in POOLS:
+        raise ValueError(f"particle_gibbs: reference must be one of {REFERENCE_DRAWS} and pool "
+                         f"one of {POOLS}, got {reference!r}, {pool!r}")
     agg = resolve_agg(agg, scorer)
     selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
-    reference: list[Node] = []
+    path: list[Node] = []  # the reference's nodes, depth 1 to its finished leaf
     seen: dict[int, Node] = {}  # every pass's particles; a kept reference counts once
     for it in range(iterations):
         if meter.exhausted():
             break
         swarm = sweep(problem, engine, scorer, meter, rng, sampler, root, n=n, draw=draw,
                       ess_threshold=ess_threshold, tau=tau, max_depth=max_depth,
-                      reference=reference)
-        seen.update((node.id, node) for node in swarm.nodes if node is not root)
-        ref = pick_reference(swarm, rng)
+                      reference=path, resample_finished=resample_finished)
+        found = {node.id: node for node in swarm.nodes if node is not root}
+        if pool == "all":
+            seen.update(found)
+        elif not seen or any(node.finished for node in found.values()):
+            seen = found  # the last pass that finished a particle (the budget may cut one)
+        ref = pick_reference(swarm, rng, reference, tau)
         if ref is None:  # nothing finished (budget or depth): no reference to condition on
             break
         ref.scores["reference"] = float(it)
-        reference = ref.path()[1:]
+        path = ref.path()[1:]
         engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
     return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
                   seed=seed, algo="particle_gibbs",
                   knobs=dict(n=n, iterations=iterations, tau=tau, resample=resample,
-                             ess_threshold=ess_threshold, max_depth=max_depth, agg=agg,
+                             ess_threshold=ess_threshold, resample_finished=resample_finished,
+                             reference=reference, pool=pool, max_depth=max_depth, agg=agg,
                              select=select, **sampler.knobs()),
                   finisher=Finisher(engine, sampler, scorer, leaf_only=False,
                                     max_steps=max_depth))

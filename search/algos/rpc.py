@@ -24,7 +24,10 @@ Choices where the paper leaves them open (see also search/algos/_weibull.py):
   - fewer than 4 distinct probabilities: no fit, nothing pruned; ties between answers go to
     the one with the likelier path, then to the one sampled first;
   - live pruning fits on the current batch (live paths' running probabilities and finished
-    paths' final ones) and only ever stops live paths; stopped paths never answer.
+    paths' final ones) and only ever stops live paths; stopped paths never answer;
+  - the mixture fit (knobs fit_bounds, fit_starts; search/algos/_weibull.py): our bounds
+    (shapes capped at 100) and 2 starts by default, or the authors' bounds (shapes and
+    scales unbounded above) and up to 12 starts (the authors start once).
 The scorer is not used: RPC relies only on the model's own probabilities (search.solve
 refuses a named one). If the budget stops the sampling before any path finishes, the likeliest
 live path is finished greedily from the budget's reserve (Budget.reserve).
@@ -40,7 +43,7 @@ from typing import Any
 
 from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, rescue, sample_paths
-from search.algos._weibull import prune_low
+from search.algos._weibull import check_fit, prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
@@ -58,11 +61,12 @@ def path_prob(node: Node) -> float:
     return math.exp(node.cum_logprob / max(1, node.generated_tokens))
 
 
-def _mark_low(nodes: Sequence[Node]) -> list[bool]:
-    """Fit the mixture to the nodes' path probabilities; True where RPC would prune.
-    Writes scores["rpc_p"] and, when fitted, scores["rpc_low"] (posterior of the low part)."""
+def _mark_low(nodes: Sequence[Node], fit: Mapping[str, Any]) -> list[bool]:
+    """Fit the mixture (prune_low's keywords `fit`) to the nodes' path probabilities; True
+    where RPC would prune. Writes scores["rpc_p"] and, when fitted, scores["rpc_low"]
+    (posterior of the low part)."""
     probs = [path_prob(n) for n in nodes]
-    mask, mix = prune_low(probs)
+    mask, mix = prune_low(probs, **fit)
     post = mix.posterior_low(probs) if mix is not None else None
     for i, node in enumerate(nodes):
         node.scores["rpc_p"] = probs[i]
@@ -92,12 +96,15 @@ def perplexity_consistency(problem: Problem, paths: Sequence[Node], answers: Seq
 
 
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-        n: int = 8, live: bool = False, live_after: int = 2, temperature: float = 1.0,
-        top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,
+        n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
+        fit_starts: int = 2, temperature: float = 1.0, top_p: float = 1.0,
+        step_tokens: int = 256, max_steps: int = 40,
         stop: Sequence[str] = DEFAULT_STOP) -> Result:
     del scorer  # RPC ranks answers by the model's own probabilities only
     if n < 1 or live_after < 1:
         raise ValueError(f"rpc needs n >= 1 and live_after >= 1, got n={n}, live_after={live_after}")
+    fit = dict(bounds=fit_bounds, starts=fit_starts)
+    check_fit(fit_bounds, fit_starts)  # bad fit knobs fail here, before any model call
     root = engine.root(problem)
 
     def prune_live(depth: int, done: list[Node], frontier: list[Node]) -> list[Node]:
@@ -105,7 +112,7 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
         if not live or depth < live_after:
             return []
         batch = done + frontier
-        low = dict(zip((b.id for b in batch), _mark_low(batch)))
+        low = dict(zip((b.id for b in batch), _mark_low(batch, fit)))
         cut = [node for node in frontier if low[node.id]]
         for node in cut:
             node.scores["rpc_pruned"] = 1.0
@@ -122,7 +129,7 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
         done, frontier = [saved.tip], [f for f in frontier if f is not saved.tip]
 
     # offline pruning over every finished path, then perplexity consistency over the kept
-    pruned = _mark_low(done) if done else []
+    pruned = _mark_low(done, fit) if done else []
     for node, cut in zip(done, pruned):
         if cut:
             node.scores["rpc_pruned"] = 1.0
@@ -144,8 +151,8 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
     chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
     label = "perplexity_consistency(path probabilities)"
     return pack(problem, root, cands, chosen, meter, seed=seed, algo="rpc",
-                knobs=dict(n=n, live=live, live_after=live_after, temperature=temperature,
-                           top_p=top_p),
+                knobs=dict(n=n, live=live, live_after=live_after, fit_bounds=fit_bounds,
+                           fit_starts=fit_starts, temperature=temperature, top_p=top_p),
                 stats=dict(pruned=sum(pruned), live_pruned=len(stopped),
                            **(saved.stats() if saved else {})),
                 chosen_by=saved.label(label, chosen) if saved else label)
