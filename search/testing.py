@@ -54,3 +54,28 @@ def cache_columns(cache: Any, start: int, stop: int) -> Any:
 
     return torch.stack([torch.stack([layer.keys[0], layer.values[0]])[:, :, start:stop]
                         for layer in cache.layers])
+
+
+def status_from_tree(result: Any, budget: Any = None) -> str:
+    """What a Result's status must be, read independently of the code that set it: from the
+    nodes its candidates name (their `finished` flags in the tree, not the candidates') and
+    from its usage against `budget` (the search.Budget it ran under, None for none):
+      "ok"                an answer was chosen;
+      "no_answer"         none, though a candidate's node finished;
+      "budget_exhausted"  none finished and a limit's stopping point was reached;
+      "unfinished"        none finished within the budget (depth limits, empty trees)."""
+    if result.answer is not None:
+        return "ok"
+    nodes = {node.id: node for node in result.tree.walk()}
+    if any(nodes[c.node_id].finished for c in result.candidates if c.node_id in nodes):
+        return "no_answer"
+    if budget is not None:
+        spent = {"tokens": result.usage.generated_tokens, "scorer_calls":
+                 result.usage.scorer_calls, "flops": result.usage.flops,
+                 "seconds": result.usage.seconds}
+        for name, limit in budget.limits().items():  # tokens hold back whole tokens
+            stop = limit - budget.reserve_tokens if name == "tokens" else \
+                (1 - budget.reserve) * limit
+            if spent[name] >= stop:
+                return "budget_exhausted"
+    return "unfinished"

@@ -13,6 +13,7 @@ import pytest
 import search
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import names
+from search.testing import status_from_tree
 from search.types import Budget, Problem
 
 TREE = {
@@ -74,10 +75,26 @@ def test_contract(algo):
 
 @pytest.mark.parametrize("algo", names())
 def test_contract_tiny_budget_is_honest(algo):
+    """A one-token budget: what the Result says is read back off its tree, independently of
+    the code that packed it. Its status follows from the tree and usage; a chosen answer is
+    the one "The answer is N." step of a finished node in the tree with the candidate's text;
+    and (one tree per search) every generated token is a token of a step in the tree."""
     engine, scorer = make()
-    res = search.solve(PROBLEM, algo=algo, budget=Budget(tokens=1), engine=engine,
+    budget = Budget(tokens=1)
+    res = search.solve(PROBLEM, algo=algo, budget=budget, engine=engine,
                        scorer=None if algo in SCORER_FREE else scorer, seed=0)
-    if res.status == "budget_exhausted":
-        assert res.answer is None
-    else:  # one batch may finish a path within the allowed overshoot; then it is real
-        assert res.answer in {"7", "3", None}
+    assert res.status == status_from_tree(res, budget)
+    nodes = {n.id: n for n in res.tree.walk()}
+    if res.answer is not None:
+        [node] = [nodes[c.node_id] for c in res.candidates
+                  if c.node_id in nodes and c.text == res.text][:1]
+        assert node.finished and node.text == res.text
+        assert node.step is not None and node.step.text == f"The answer is {res.answer}."
+    else:
+        assert res.text == ""
+    tree_tokens = sum(len(n.step.token_ids) for n in nodes.values() if n.step is not None)
+    if algo == "compute_optimal":  # its probe searched a tree of its own
+        assert res.usage.generated_tokens >= tree_tokens
+    else:
+        assert res.usage.generated_tokens == tree_tokens
+    assert res.usage.generated_tokens <= 1 + 64 * engine.tokens_per_step
