@@ -14,6 +14,10 @@
 2. Bins: equal-count quantile edges (quantile_edges) or given edges; bin = bin_of(d, edges).
 3. fit_table over every row (problem, algo, knobs, budget, seed) but compute_optimal's own:
    per bin the config maximising accuracy - token_cost * mean generated tokens.
+   With --probe-stop (needs --probe-width): the probe's own rows are one more config, "probe"
+   (keep its answer, spend nothing more), and every other config is charged the probe's
+   tokens on that problem, since compute_optimal always pays for its probe first. The table's
+   probe then selects as those rows did (their knobs' select).
 4. Efficiency vs best-of-N, per bin, on best_of_n's (mean tokens, accuracy) points in that
    bin, with accuracy made monotone in tokens (running max):
      tokens_to_match: tokens best-of-N needs to reach the chosen config's accuracy A*,
@@ -48,6 +52,7 @@ import numpy as np
 
 from reports.rows import Row, candidates, group, read_rows, usage, widest
 from search.algos.compute_optimal import (
+    PROBE,
     PROBE_DEFAULTS,
     bin_of,
     fit_table,
@@ -108,9 +113,21 @@ def _config(row: Row) -> str:
                       sort_keys=True)
 
 
-def fit_rows(rows: Iterable[Row], diff: dict[str, float], edges: Sequence[float]) -> list[Row]:
-    """The rows fit_table reads, for problems with a difficulty, compute_optimal's left out."""
+def fit_rows(rows: Iterable[Row], diff: dict[str, float], edges: Sequence[float], *,
+             probe: Sequence[Row] = ()) -> list[Row]:
+    """The rows fit_table reads, for problems with a difficulty, compute_optimal's left out.
+    probe: the probe's rows when it may stop the search (--probe-stop): they become the
+    "probe" config, and the others are charged their problem's mean probe tokens ("tokens";
+    "own_tokens" keeps what the row itself spent)."""
+    charge = {str(pid): float(np.mean([usage(r, "generated_tokens") or 0.0 for r in g]))
+              for pid, g in group(probe, lambda r: str(r["problem_id"])).items()}
     out, widths = [], {}
+    for r in probe:
+        pid = str(r["problem_id"])
+        if pid in diff:
+            out.append({"problem_id": pid, "bin": bin_of(round(diff[pid], 9), edges),
+                        "algo": PROBE, "knobs": {}, "correct": r["correct"],
+                        "tokens": charge[pid], "own_tokens": charge[pid], "budget": None})
     for r in rows:
         pid = str(r["problem_id"])
         if r["algo"] == "compute_optimal" or pid not in diff:
@@ -124,7 +141,8 @@ def fit_rows(rows: Iterable[Row], diff: dict[str, float], edges: Sequence[float]
                              f"({widths[_config(r)]} vs {width}): record the width in knobs")
         out.append({"problem_id": pid, "bin": bin_of(round(diff[pid], 9), edges),
                     "algo": r["algo"], "knobs": r.get("knobs", {}), "correct": r["correct"],
-                    "tokens": tokens, "budget": (r.get("budget") or {}).get("tokens")})
+                    "tokens": tokens + charge.get(pid, 0.0), "own_tokens": tokens,
+                    "budget": (r.get("budget") or {}).get("tokens")})
     return out
 
 
@@ -159,7 +177,7 @@ def bin_gains(frows: Sequence[Row], table: dict[str, Any], *, baseline: str = "b
         brows = [r for r in frows if r["bin"] == b]
         pts = []
         for crows in group([r for r in brows if r["algo"] == baseline], _config_of_fit).values():
-            pts.append((float(np.mean([r["tokens"] for r in crows])),
+            pts.append((float(np.mean([r.get("own_tokens", r["tokens"]) for r in crows])),
                         float(np.mean([bool(r["correct"]) for r in crows]))))
         pts = sorted(p for p in pts if p[0] > 0)
         xs = [t for t, _ in pts]
@@ -193,7 +211,8 @@ def _config_of_fit(r: Row) -> str:
 def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
         edges: Sequence[float] | None = None, token_cost: float = 0.0,
         probe_algo: str = "best_of_n", probe_width: int | None = None,
-        runtime_signal: str = "score") -> tuple[dict[str, Any], list[BinGain]]:
+        runtime_signal: str = "score", probe_stop: bool = False
+        ) -> tuple[dict[str, Any], list[BinGain]]:
     """The table (load_table-checked, with a "fit" section of provenance and gains) and the
     per-bin gains."""
     diff = difficulties(rows, signal=signal, probe_algo=probe_algo, probe_width=probe_width)
@@ -201,15 +220,22 @@ def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
         raise ValueError(f"no {probe_algo} probe rows"
                          f"{'' if probe_width is None else f' of width {probe_width}'}")
     edges = list(edges) if edges is not None else quantile_edges(diff.values(), n_bins)
-    frows = fit_rows(rows, diff, edges)
+    if probe_stop and (probe_width is None or probe_algo != "best_of_n"):
+        raise ValueError("probe_stop needs the probe's own rows: best_of_n at --probe-width")
+    probe_rows = [r for r in rows if probe_stop and r["algo"] == probe_algo
+                  and (r.get("budget") or {}).get("width") == probe_width]
+    frows = fit_rows(rows, diff, edges, probe=probe_rows)
     probe = {"signal": signal if signal != "oracle" else runtime_signal,
              "n": probe_width if probe_width is not None else PROBE_DEFAULTS["n"]}
+    if probe_rows:  # the probe selects as the rows that stand for it did
+        probe["select"] = probe_rows[0].get("knobs", {}).get("select", "score")
     table = fit_table(frows, edges=edges, probe=probe, token_cost=token_cost)
     load_table(table)  # the run-time checks: edges, signal, knobs against the registry
     gains = bin_gains(frows, table)
     table = {"_comment": f"fitted by reports.compute_table ({signal} difficulty)", **table,
              "fit": {"signal": signal, "probe_algo": probe_algo, "probe_width": probe_width,
-                     "token_cost": token_cost, "rows": len(frows), "problems": len(diff),
+                     "probe_stop": probe_stop, "token_cost": token_cost, "rows": len(frows),
+                     "problems": len(diff),
                      "gains": [asdict(g) for g in gains]}}
     return table, gains
 
@@ -245,11 +271,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--probe-algo", default="best_of_n")
     ap.add_argument("--probe-width", type=int, default=None)
     ap.add_argument("--runtime-signal", default="score", choices=SIGNALS[:2])
+    ap.add_argument("--probe-stop", action="store_true",
+                    help="the probe's answer may stand (a 'probe' bin); charge it to the rest")
     args = ap.parse_args(argv)
     edges = [float(e) for e in args.edges.split(",") if e] or None
     table, gains = fit(read_rows(args.runs), signal=args.signal, n_bins=args.bins, edges=edges,
                        token_cost=args.token_cost, probe_algo=args.probe_algo,
-                       probe_width=args.probe_width, runtime_signal=args.runtime_signal)
+                       probe_width=args.probe_width, runtime_signal=args.runtime_signal,
+                       probe_stop=args.probe_stop)
     Path(args.out).write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     print(format_gains(gains, table["edges"]))
     print(f"wrote {args.out} ({table['fit']['rows']} rows, {table['fit']['problems']} problems)")

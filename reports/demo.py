@@ -1,16 +1,23 @@
-"""The demo sweep (`make demo`): search vs no search on the embedded reasoner, in minutes.
+"""The demo sweep (`make demo`): search vs no search on the embedded reasoner.
 
-    python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0]
-                           [--out runs/demo]
+    python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
+                           [--scorers steps,value] [--out runs/demo]
 
 tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
-problems (problems.arith) at the default difficulty. Each algorithm runs at each budget
-(its width: samples in flight, see reports.grid) with the arithmetic step checker as its
-process reward (rewards.verifier.StepCheckScorer: it knows arithmetic, not whether the right
-quantities were used, so it is an imperfect verifier). Greedy decoding is the baseline.
-Everything goes through the resumable eval runner (reports.eval): rows land in
-OUT/demo.jsonl, a re-run skips what is done, and the accuracy-vs-compute plot
-(OUT/accuracy_vs_compute.png/.svg/.json) is drawn from those rows alone.
+problems (problems.arith) at the default difficulty. Each search runs at each budget (its
+width: samples in flight, see reports.grid) under each process scorer: the arithmetic step
+checker (rewards.verifier.StepCheckScorer: it knows arithmetic, not whether the right
+quantities were used, so it is an imperfect verifier scoring 1 / 0.5 / 0) and the value head
+(rewards.value_head: graded scores in (0, 1) read off the generator's hidden state and token
+confidences). Greedy decoding is the baseline; best-of-N also runs at widths 1, 2 and 8, the
+curve that A* and compute_optimal are compared with at equal tokens; compute_optimal (its
+table fitted on other problems, reports.compute_table) runs under the step checker, the
+scorer its table was fitted with. Everything goes through the resumable eval runner
+(reports.eval): rows land in OUT/demo.jsonl, a re-run skips what is done, and the plots
+(OUT/accuracy_vs_compute_<scorer>.png, OUT/scorer_effect.png, with .svg/.json) are drawn from
+those rows alone. The table (reports.bands) gives each accuracy as the mean over seeds, the
+seeds' range and a 95% interval over problems, the pass@k ceiling of the same problems, and
+differences against best-of-N only where the paired interval allows.
 """
 
 from __future__ import annotations
@@ -22,28 +29,69 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter")
-# the step checker's path score is its worst step (its path_agg, "min": every search's
-# default agg with it), the final step judged by whether its answer follows from the work;
-# best-of-N weighs each answer's votes by those scores
-KNOBS: dict[str, dict[str, Any]] = {"best_of_n": {"select": "weighted_vote"}}
+ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter", "compute_optimal")
+SCORERS = ("steps", "value")
+BON_WIDTHS = (1, 2, 4, 8, 16)  # best-of-N's accuracy-vs-tokens curve
+TABLE_SCORER = "steps"  # compute_optimal's shipped table was fitted under this scorer
+# every knob that has a reference variant is spelled out, so the rows say what ran (the
+# defaults, chosen by the measurements in the README); best-of-N weighs each answer's votes
+# by its path score (the scorer's path_agg)
+KNOBS: dict[str, dict[str, Any]] = {
+    "best_of_n": {"select": "weighted_vote"},
+    "beam": {"duplicates": "merge"},
+    "astar": {"ties": "deep", "duplicates": "merge"},
+    "particle_filter": {"resample_finished": False},
+}
 
 
-def table(summary: Sequence[dict[str, Any]]) -> str:
-    """The printed table: one line per (algorithm, budget)."""
-    lines = [f"{'algorithm':>16} {'width':>5} {'accuracy':>9} {'gen tokens':>11} "
-             f"{'scorer calls':>12} {'seconds':>8} {'runs':>5}"]
-    for s in summary:
-        lines.append(f"{s['algo']:>16} {s['width'] if s['width'] is not None else '-':>5} "
-                     f"{s['accuracy']:>9.1%} {s['generated_tokens']:>11.0f} "
-                     f"{s['scorer_calls']:>12.1f} {s['seconds']:>8.2f} {s['runs']:>5}")
+def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> str:
+    """The printed tables: the pass@k ceiling, then per scorer one line per (algorithm,
+    width) with its bands, and the verdict against best-of-N at the same width."""
+    from reports.bands import accuracy_at, band, ceiling, paired_difference, verdict
+    from reports.rows import group
+
+    bon = [r for r in rows if r["algo"] == "best_of_n"]
+    greedy = [r for r in rows if r["algo"] == "greedy"]
+    top = ceiling(bon, k) if bon else float("nan")
+    lines = []
+    if bon:
+        lines.append("pass@k ceiling of these problems (best-of-N samples pooled over seeds, "
+                     "unbiased estimator): " + ", ".join(
+                         f"pass@{j} {ceiling(bon, j):.1%}" for j in (1, 4, k)))
+    base = band(greedy).accuracy if greedy else float("nan")
+    lines.append(f"{'scorer':>6} {'algorithm':>16} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
+                 f"{'gen tokens':>10} {'scorer calls':>12} {'seconds':>7} {'runs':>5}  "
+                 f"vs best-of-N, same width / at equal tokens")
+    by = group(rows, lambda r: (r["scorer"] or "-", r["algo"], r["budget"]["width"]))
+    curves = {s: [(band(g).tokens, band(g).accuracy) for (sc, a, _), g in by.items()
+                  if sc == s and a == "best_of_n"] for s in {key[0] for key in by}}
+    for (scorer, algo, width), g in by.items():
+        b = band(g)
+        ref = by.get((scorer, "best_of_n", width))
+        vs = verdict(paired_difference(g, ref)) if ref is not None and algo != "best_of_n" \
+            else ""
+        if algo in ("astar", "compute_optimal") and curves.get(scorer):
+            eq = accuracy_at(curves[scorer], b.tokens)
+            vs += f"{'; ' if vs else ''}best-of-N at {b.tokens:.0f} tokens: " + \
+                ("-" if eq is None else f"{eq:.1%}")
+        lines.append(f"{scorer:>6} {algo:>16} {width if width is not None else '-':>5} "
+                     f"{b.text():>27} {b.tokens:>10.0f} {b.scorer_calls:>12.1f} "
+                     f"{sum(r['usage']['seconds'] for r in g) / len(g):>7.2f} {b.runs:>5}  "
+                     f"{vs}")
+    wide = [(band(g).accuracy, key) for key, g in by.items() if key[2] == k]
+    if wide and greedy and top == top:
+        acc, (scorer, algo, _) = max(wide)
+        lines.append(f"best at width {k}: {algo} ({scorer}) {acc:.1%}, closing "
+                     f"{(acc - base) / (top - base):.0%} of the gap from greedy {base:.1%} to "
+                     f"pass@{k} {top:.1%}")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
-    from reports.eval import _ints, run_grid, summarize
-    from reports.plots import accuracy_vs_compute
+    from reports.eval import _ints, run_grid
+    from reports.plots import accuracy_vs_compute, scorer_effect
+    from search.api import get_engine
 
     ap = argparse.ArgumentParser(prog="python -m reports.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,25 +102,46 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(training used seeds >= 1,000,000)")
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--budgets", type=_ints, default=[4, 16])
-    ap.add_argument("--seeds", type=_ints, default=[0])
-    ap.add_argument("--scorer", default="steps")
+    ap.add_argument("--seeds", type=_ints, default=[0, 1, 2])
+    ap.add_argument("--scorers", default=",".join(SCORERS))
     ap.add_argument("--out", type=Path, default=Path("runs/demo"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]
     problems = arith.generate(args.problems, seed=args.data_seed, difficulty=args.difficulty)
+    engine = get_engine(args.model)
     t0 = time.monotonic()
-    run = run_grid(problems, algos=algos, budgets=args.budgets, seeds=args.seeds,
-                   out=args.out / "demo.jsonl", engine=args.model, scorer=args.scorer,
-                   dataset="arith", knobs={a: k for a, k in KNOBS.items() if a in algos},
-                   quiet=args.quiet)
-    plot = accuracy_vs_compute(list(run.rows), args.out)
+    rows: list[dict[str, Any]] = []
+    ran = resumed = errors = 0
+    for i, scorer in enumerate(scorers):
+        plan = []  # (algorithms, budgets) of this scorer's grids
+        if "greedy" in algos and i == 0:  # greedy consults no scorer: it runs once
+            plan.append((["greedy"], [1]))
+        if "best_of_n" in algos:
+            plan.append((["best_of_n"], sorted({*BON_WIDTHS, *args.budgets})))
+        searches = [a for a in algos if a not in ("greedy", "best_of_n", "compute_optimal")]
+        if searches:
+            plan.append((searches, args.budgets))
+        if "compute_optimal" in algos and scorer == TABLE_SCORER:
+            plan.append((["compute_optimal"], [max(args.budgets)]))  # its table caps tokens
+        for grid_algos, budgets in plan:
+            run = run_grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
+                           out=args.out / "demo.jsonl", engine=engine, model=args.model,
+                           scorer=scorer, dataset="arith",
+                           knobs={a: k for a, k in KNOBS.items() if a in grid_algos},
+                           quiet=args.quiet)
+            rows += run.rows
+            ran, resumed, errors = ran + run.ran, resumed + run.resumed, errors + run.errors
+    plots = [accuracy_vs_compute([r for r in rows if r["scorer"] in (s, None)], args.out,
+                                 stem=f"accuracy_vs_compute_{s}") for s in scorers]
+    plots.append(scorer_effect(rows, args.out))
     print(f"\n{args.model} on {args.problems} arith problems (difficulty {args.difficulty}, "
-          f"generator seed {args.data_seed}), scorer {args.scorer}, seeds {args.seeds}; "
-          f"{run.ran} runs now, {run.resumed} resumed, {time.monotonic() - t0:.0f} s")
-    print(table(summarize(list(run.rows))))
-    print(f"plot: {plot['files']['png']}")
-    return 0 if not run.errors else 1
+          f"generator seed {args.data_seed}), scorers {scorers}, seeds {args.seeds}; "
+          f"{ran} runs now, {resumed} resumed, {time.monotonic() - t0:.0f} s")
+    print(table(rows))
+    print("plots: " + ", ".join(p["files"]["png"] for p in plots))
+    return 0 if not errors else 1
 
 
 if __name__ == "__main__":

@@ -116,6 +116,53 @@ def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
     return save(fig, data, out_dir, stem)
 
 
+# -- which scorer helps which algorithm ---------------------------------------------------------
+def scorer_effect(rows: Sequence[Row], out_dir: str | Path, *, stem: str = "scorer_effect"
+                  ) -> dict[str, Any]:
+    """One bar per (algorithm, width) and scorer: the accuracy (mean over seeds, whisker the
+    seeds' min..max), beside a line at greedy's. Only runs that consulted a scorer have one."""
+    scored = [r for r in rows if r.get("scorer") is not None]
+    scorers = list(dict.fromkeys(r["scorer"] for r in scored))
+    configs = list(dict.fromkeys((r["algo"], r["budget"]["width"]) for r in scored))
+    bars = []
+    for scorer in scorers:
+        ys, lo, hi = [], [], []
+        for algo, width in configs:
+            mine = [r for r in scored if r["scorer"] == scorer and r["algo"] == algo
+                    and r["budget"]["width"] == width]
+            accs = [float(np.mean([bool(r["correct"]) for r in g]))
+                    for g in group(mine, lambda r: r["seed"]).values()]
+            ys.append(float(np.mean(accs)) if accs else math.nan)
+            lo.append(min(accs) if accs else math.nan)
+            hi.append(max(accs) if accs else math.nan)
+        bars.append({"scorer": scorer, "y": ys, "lo": lo, "hi": hi})
+    greedy = [bool(r["correct"]) for r in rows if r["algo"] == "greedy"]
+    data = {"configs": [f"{a} {'' if w is None else w}".strip() for a, w in configs],
+            "bars": bars, "greedy": float(np.mean(greedy)) if greedy else None}
+    fig = Figure(figsize=(max(6.4, 0.7 * len(configs) + 2), 4.4))
+    ax = fig.add_subplot()
+    xs = np.arange(len(configs))
+    w = 0.8 / max(1, len(bars))
+    colors = _colors(scorers)
+    for i, b in enumerate(bars):
+        y = np.array(b["y"])
+        err = np.array([y - np.array(b["lo"]), np.array(b["hi"]) - y])
+        cont = ax.bar(xs + (i - (len(bars) - 1) / 2) * w, y, w, yerr=err, capsize=2,
+                      label=f"scorer {b['scorer']}", color=colors[b["scorer"]])
+        for j, patch in enumerate(cont.patches):
+            patch.set_gid(f"curve-{i}-{j}")
+    if data["greedy"] is not None:
+        ax.axhline(data["greedy"], color="black", linestyle="--", linewidth=1,
+                   label="greedy").set_gid("greedy")
+    ax.set_xticks(xs, data["configs"], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_title("Which scorer helps which algorithm (whiskers: min-max over seeds)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, data, out_dir, stem)
+
+
 # -- (b) coverage vs k with the Large Language Monkeys fit ------------------------------------
 def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "candidates",
                   knobs: Sequence[str] = (), stem: str = "coverage") -> dict[str, Any]:

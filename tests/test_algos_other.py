@@ -318,6 +318,24 @@ def test_compute_optimal_picks_by_probe_difficulty(value, algo):
     assert res.algo == "compute_optimal" and res.answer in {"1", "2"}
 
 
+@pytest.mark.parametrize("value", [1.0, 0.0])
+def test_compute_optimal_probe_bin_keeps_the_probes_answer(value):
+    """A "probe" bin spends nothing after the probe: the answer, candidates and tokens are
+    the probe's (two 2-step samples, 4 tokens); the other bin runs its search as before."""
+    table = dict(TABLE, probe={**TABLE["probe"], "select": "weighted_vote"},
+                 bins=[{"algo": "probe", "knobs": {}, "tokens": None}, TABLE["bins"][1]])
+    tree = answer_tree([("a", 0.5), ("b", 0.5)], {"a": 1, "b": 2}.get)
+    res = search.solve(MATH, algo="compute_optimal", engine=scripted(tree),
+                       scorer=ScriptedScorer(lambda p: value), budget=Budget(tokens=100),
+                       table=table)
+    if value == 1.0:  # difficulty 0: the easy bin
+        assert res.stats["chosen_algo"] == "probe" and not res.stats["fallback"]
+        assert res.usage.generated_tokens == 4 and len(res.candidates) == 2
+        assert res.selected_by.startswith("probe best_of_n: weighted_vote")
+    else:
+        assert res.stats["chosen_algo"] == "beam" and res.usage.generated_tokens > 4
+
+
 def test_compute_optimal_agreement_signal_and_default_table():
     assert len(load_table()["bins"]) == len(load_table()["edges"]) + 1
     one_answer = answer_tree([("a", 0.5), ("b", 0.5)], lambda t: 1)

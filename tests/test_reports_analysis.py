@@ -358,6 +358,25 @@ def test_compute_table_picks_the_constructed_optimum(signal):
     assert hard.bon_accuracy_at_equal_tokens == pytest.approx(0.5)
 
 
+def test_compute_table_probe_stop_charges_the_probe():
+    """--probe-stop with best-of-4 as the probe: the probe's rows are the "probe" config and
+    every other config pays the probe's 400 tokens. Easy bin: probe 1.0 at 400 tokens beats
+    best-of-4 (1.0 at 800); hard bin (token cost 1e-4): probe .2 - .04 = .16, n=16 .8 - .2 =
+    .6, n=64 .9 - .68 = .22, beam .85 - .12 = .73 -> beam, at 800 + 400 tokens; the baseline
+    curve keeps best-of-N's own tokens (gain 3200 / 1200)."""
+    from reports import compute_table
+
+    table, gains = compute_table.fit(table_rows(), signal="score", n_bins=2, token_cost=1e-4,
+                                     probe_width=4, probe_stop=True)
+    easy, hard = table["bins"]
+    assert (easy["algo"], easy["mean_tokens"], easy["accuracy"]) == ("probe", 400, 1.0)
+    assert (hard["algo"], hard["mean_tokens"]) == ("beam", 1200)
+    assert gains[1].gain == pytest.approx(3200 / 1200)
+    assert table["probe"]["n"] == 4 and table["fit"]["probe_stop"] is True
+    with pytest.raises(ValueError, match="probe-width"):
+        compute_table.fit(table_rows(), n_bins=2, probe_stop=True)
+
+
 def test_compute_table_cli_writes_a_loadable_table(tmp_path, capsys):
     from reports import compute_table
     from search.algos.compute_optimal import bin_of, load_table

@@ -14,7 +14,8 @@ algorithm, knobs and per-problem budget do best in each bin.
       or 1 - share of samples giving the commonest answer (signal "agreement")
     bin <- number of table edges <= d
     algo, knobs, tokens <- table.bins[bin]
-    return algo(problem, knobs) run via the registry on the remaining budget (capped at tokens)
+    return the probe's own answer if algo is "probe" (an easy bin: nothing more is spent),
+      else algo(problem, knobs) run via the registry on the remaining budget (capped at tokens)
 
 The table is data: search/algos/compute_optimal_table.json (format below), or a path / dict
 given as the `table` knob. The shipped table was fitted by reports.compute_table on 600 runs of
@@ -25,9 +26,10 @@ scorer. If the chosen search returns
 no answer but the probe did, the probe's answer is returned (stats["fallback"] = True).
 
     {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_steps", "temperature",
-               "agg"},
+               "agg", "select"},
      "edges": [e1 < e2 < ...],                       # len(bins) - 1 difficulty thresholds
      "bins": [{"algo", "knobs", "tokens": int | null}, ...]}   # tokens: per-problem cap
+    (algo "probe": the probe's answer, chosen by probe.select, stands; knobs are ignored)
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ from search.types import Budget, Problem, Result
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
 SIGNALS = ("score", "agreement")
 PROBE_DEFAULTS = {"n": 4, "signal": "score", "budget_fraction": 0.25, "step_tokens": 256,
-                  "max_steps": 40, "temperature": 0.8, "agg": None}  # agg None: the scorer's
+                  "max_steps": 40, "temperature": 0.8, "agg": None,  # agg None: the scorer's
+                  "select": "score"}
+PROBE = "probe"  # a bin's algo that keeps the probe's answer
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -75,7 +79,8 @@ def load_table(table: str | Path | Mapping[str, Any] | None = None) -> dict[str,
     for entry in bins:
         if entry["algo"] == "compute_optimal":
             raise ValueError("compute_optimal table: a bin cannot choose compute_optimal itself")
-        registry.check_knobs(entry["algo"], entry.get("knobs", {}))
+        if entry["algo"] != PROBE:
+            registry.check_knobs(entry["algo"], entry.get("knobs", {}))
     return {"probe": probe, "edges": edges, "bins": bins}
 
 
@@ -191,7 +196,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     left = meter.tokens_left()
     probe_budget = _share(meter, None if left is None else cfg["budget_fraction"] * left)
     probe = _run(registry.get("best_of_n"), problem, engine, scorer, meter, probe_budget,
-                 rng.getrandbits(32), dict(n=cfg["n"], select="score", agg=cfg["agg"],
+                 rng.getrandbits(32), dict(n=cfg["n"], select=cfg["select"], agg=cfg["agg"],
                                            temperature=cfg["temperature"],
                                            step_tokens=cfg["step_tokens"],
                                            max_steps=cfg["max_steps"]))
@@ -200,13 +205,13 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     entry = tab["bins"][b]
     knobs = dict(entry.get("knobs", {}))
     budget = _share(meter, entry.get("tokens"))
-    result, fallback = probe, True
-    if budget is not None:
+    result, fallback = probe, entry["algo"] != PROBE
+    if budget is not None and entry["algo"] != PROBE:
         result = _run(registry.get(entry["algo"]), problem, engine, scorer, meter, budget,
                       rng.getrandbits(32), knobs)
         fallback = result.answer is None and probe.answer is not None
         result = probe if fallback else result
-    chosen_by = (f"probe best_of_n: {probe.selected_by}" if fallback
+    chosen_by = (f"probe best_of_n: {probe.selected_by}" if result is probe
                  else f"{entry['algo']}: {result.selected_by}")
     return replace(result, usage=meter.usage(), seed=seed, algo="compute_optimal",
                    selected_by=chosen_by,
