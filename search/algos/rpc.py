@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -48,7 +48,7 @@ from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import candidates, pack
-from search.types import Node, Problem, Result
+from search.types import Candidate, Node, Problem, Result
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -95,6 +95,37 @@ def perplexity_consistency(problem: Problem, paths: Sequence[Node], answers: Seq
     return {k: v / mass for k, v in total.items()} if mass > 0 else total
 
 
+def rank(problem: Problem, done: Sequence[Node], others: Sequence[Node],
+         mark: Callable[[Sequence[Node]], list[bool]]) -> tuple[list[Candidate],
+                                                                 Candidate | None, int]:
+    """RPC's choice over finished paths `done`: offline pruning (mark(done): True where a
+    path goes; RPC's is _mark_low with its fit), then perplexity consistency over the
+    kept. Returns the candidates of done + others (others, unfinished, never answer), each
+    scored by its answer's PC (0 if pruned or unanswered), the chosen one (the best answer,
+    then its likeliest path, then the first sampled), and how many paths were pruned."""
+    pruned = mark(done) if done else []
+    for node, cut in zip(done, pruned):
+        if cut:
+            node.scores["rpc_pruned"] = 1.0
+    leaves = [*done, *others]
+    cands = candidates(problem, leaves, [path_prob(leaf) for leaf in leaves])
+    kept = [(leaf, c) for leaf, c, cut in zip(done, cands, pruned) if not cut]
+    pc = perplexity_consistency(problem, [leaf for leaf, _ in kept], [c.answer for _, c in kept])
+    kept_ids = {leaf.id for leaf, _ in kept}
+
+    def final(c: Candidate) -> Candidate:
+        if c.node_id in kept_ids and c.answer is not None:
+            return replace(c, score=pc[vote_key(problem, c.answer)])
+        return replace(c, score=0.0)
+
+    cands = [final(c) for c in cands]
+    probs = {leaf.id: path_prob(leaf) for leaf in leaves}
+    pool = [c for c in cands if c.node_id in kept_ids and c.answer is not None]
+    # max keeps the first on ties (sampling order)
+    chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
+    return cands, chosen, sum(pruned)
+
+
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
         fit_starts: int = 2, temperature: float = 1.0, top_p: float = 1.0,
@@ -128,31 +159,12 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
     if saved is not None and saved.tip.finished:  # nothing else finished: it is the one
         done, frontier = [saved.tip], [f for f in frontier if f is not saved.tip]
 
-    # offline pruning over every finished path, then perplexity consistency over the kept
-    pruned = _mark_low(done, fit) if done else []
-    for node, cut in zip(done, pruned):
-        if cut:
-            node.scores["rpc_pruned"] = 1.0
-    leaves = done + frontier + stopped
-    cands = candidates(problem, leaves, [path_prob(leaf) for leaf in leaves])
-    kept = [(leaf, c) for leaf, c, cut in zip(done, cands, pruned) if not cut]
-    pc = perplexity_consistency(problem, [leaf for leaf, _ in kept], [c.answer for _, c in kept])
-    kept_ids = {leaf.id for leaf, _ in kept}
-
-    def final(c):  # a candidate's score is its answer's PC; pruned or unfinished paths get 0
-        if c.node_id in kept_ids and c.answer is not None:
-            return replace(c, score=pc[vote_key(problem, c.answer)])
-        return replace(c, score=0.0)
-
-    cands = [final(c) for c in cands]
-    probs = {leaf.id: path_prob(leaf) for leaf in leaves}
-    pool = [c for c in cands if c.node_id in kept_ids and c.answer is not None]
-    # the best answer, then its likeliest path; max keeps the first on ties (sampling order)
-    chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
+    cands, chosen, pruned = rank(problem, done, frontier + stopped,
+                                 lambda nodes: _mark_low(nodes, fit))
     label = "perplexity_consistency(path probabilities)"
     return pack(problem, root, cands, chosen, meter, seed=seed, algo="rpc",
                 knobs=dict(n=n, live=live, live_after=live_after, fit_bounds=fit_bounds,
                            fit_starts=fit_starts, temperature=temperature, top_p=top_p),
-                stats=dict(pruned=sum(pruned), live_pruned=len(stopped),
+                stats=dict(pruned=pruned, live_pruned=len(stopped),
                            **(saved.stats() if saved else {})),
                 chosen_by=saved.label(label, chosen) if saved else label)
