@@ -126,6 +126,51 @@ def test_astar_default_heuristic_pops_in_f_order(tree_seed):
             assert n.scores["f"] == pytest.approx(g + (0.0 if n.finished else 1.0 - r))
 
 
+def flat_binary(path):
+    """Two children per node; the third step finishes. Every reward is 1: every f is 0."""
+    if len(path) < 2:
+        return [(f"s{len(path)}{i} ", 0.5) for i in range(2)]
+    return [("The answer is 1.", 0.5), ("The answer is 2.", 0.5)] if len(path) == 2 else []
+
+
+@pytest.mark.parametrize("ties, pops", [("deep", 4), ("fifo", 8)])
+def test_astar_tie_rule_on_a_flat_verifier(ties, pops):
+    """All f tie at 0 (a verifier that finds nothing wrong). "deep" pops straight down: the
+    root, one state per depth, the goal (4 pops); "fifo" pops breadth-first: the root, both
+    depth-1 and all four depth-2 states, then the goal (8)."""
+    res = run("astar", {}, lambda p: 1.0, engine=ScriptedEngine(flat_binary), width=1, k=16,
+              ties=ties, seed=0)
+    popped = [n for n in nodes(res) if "pop" in n.scores]
+    assert len({last(c) for c in res.tree.children}) == 2  # k=16 saw both children
+    assert len(popped) == pops and max(popped, key=lambda n: n.scores["pop"]).finished
+    assert res.answer in {"1", "2"}
+
+
+def test_astar_keep_scores_every_sample_and_merge_one_per_state():
+    runs = {d: run("astar", {}, lambda p: 1.0, engine=ScriptedEngine(flat_binary), width=1,
+                   k=16, duplicates=d, seed=0) for d in ("merge", "keep")}
+    for d, res in runs.items():
+        sampled = [n for n in nodes(res) if n.parent is not None]
+        states = {(n.text, n.finished) for n in sampled}
+        scored = res.usage.scorer_calls
+        assert scored == (len(sampled) if d == "keep" else len(states))
+        assert all("merged_into" not in n.scores for n in sampled) == (d == "keep")
+
+
+@pytest.mark.parametrize("g", ["mean", "last"])
+def test_astar_g_rules_by_hand(g):
+    tree, reward = random_tree(3)
+    res = run("astar", tree, reward, width=2, k=8, seed=1, g=g, cost="complement")
+    check_pops_in_f_order(res)
+    for n in nodes(res):
+        if "f" in n.scores and n.parent is not None:
+            costs = [1.0 - reward[path_of(x)] for x in n.path()[1:]]  # c(r) = 1 - r
+            want = sum(costs) / len(costs) if g == "mean" else costs[-1]
+            assert n.scores["g"] == pytest.approx(want)
+            h = 0.0 if n.finished else 1.0 - reward[path_of(n)]
+            assert n.scores["f"] == pytest.approx(want + h)
+
+
 def test_astar_merges_duplicate_states():
     # "ab" + "c." and "a" + "bc." are the same solution text reached two ways
     tree = {(): [("ab", 0.5), ("a", 0.5)], ("ab",): [("c.", 1.0)], ("a",): [("bc.", 1.0)]}

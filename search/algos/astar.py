@@ -7,7 +7,7 @@ ordered by f = g + h, and the search returns as soon as a finished state is popp
     push root with f = 0
     repeat until a finished state is popped, the queue empties, or the budget ends:
         pop up to `width` states in f order (a finished one ends the batch: it waits its turn)
-        expand each with K sampled steps, in one engine batch; drop repeated sibling steps
+        expand each with K sampled steps, in one engine batch; merge repeated states
         score the new steps with the PRM (r in [0, 1])
         g(child) = g(parent) + c(r_child)      with c(r) = -log r
         h(child) = 0 if finished or admissible, else h_weight * (1 - r_child)
@@ -18,6 +18,9 @@ Choices where the paper leaves room:
 - g: the step cost is the PRM's negative log c = -log r (r clipped to [1e-6, 1]), so
   g = -log prod(r) never decreases along a path. g="mean" divides by the number of steps
   (length-normalised: longer paths are not penalised, but f order loses its guarantees).
+  g="last" is the newest step's cost alone: for a scorer whose newest score already judges
+  the whole path (a value head, path_agg "last"), a sum would charge a path once per step
+  for the same estimate and so rank every shallow state before any deep one.
 - h: the paper's PRM complement 1 - r of the newest step, times h_weight. It estimates how
   far off track the path already is and may overestimate the remaining cost.
   admissible=True sets h = 0: the only PRM-derived estimate that never overestimates a sum of
@@ -59,7 +62,7 @@ from search.algos._stepwise import (
     Sampler,
     check_duplicates,
     finish,
-    new_siblings,
+    merge_equal,
     scored_by,
 )
 from search.budget import Meter
@@ -70,6 +73,7 @@ from search.types import Node, Problem, Result
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
 COSTS = ("neglog", "complement")
 TIES = ("deep", "fifo")
+G_RULES = ("sum", "mean", "last")
 
 
 def step_cost(reward: float, cost: str = "neglog") -> float:
@@ -128,8 +132,8 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
           stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if width < 1 or k < 1:
         raise ValueError(f"astar needs positive width and k, got width={width}, k={k}")
-    if g not in ("sum", "mean"):
-        raise ValueError(f"astar: g must be 'sum' or 'mean', got {g!r}")
+    if g not in G_RULES:
+        raise ValueError(f"astar: g must be one of {G_RULES}, got {g!r}")
     if admissible and g != "sum":
         raise ValueError("astar: admissible search needs additive costs, g='sum'")
     if not h_weight >= 0:
@@ -161,7 +165,8 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
     def evaluate(child: Node) -> None:
         assert child.parent is not None
         total = child.parent.scores["cost"] + step_cost(child.scores["reward"], cost)
-        gval = total if g == "sum" else total / child.depth
+        gval = {"sum": total, "mean": total / child.depth,
+                "last": step_cost(child.scores["reward"], cost)}[g]
         h = 0.0 if admissible or child.finished else h_weight * (1.0 - child.scores["reward"])
         child.scores.update(cost=total, g=gval, f=gval + h)
 
@@ -184,8 +189,10 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
         if not batch:
             continue
         n = k * width if batch == [root] else k
-        kids = [c for cs in sampler.expand(engine, batch, n, rng) for c in cs]
-        fresh = new_siblings(kids) if merge else kids
+        # a node's equal samples are one state (same g); equal states of different parents
+        # meet in the frontier, where the lower g wins
+        fresh = [c for cs in sampler.expand(engine, batch, n, rng)
+                 for c in merge_equal(cs, duplicates)]
         score_nodes(scorer, problem, fresh)
         for child in fresh:
             evaluate(child)
