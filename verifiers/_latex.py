@@ -52,11 +52,17 @@ _TRAILING_TEXT_UNIT = re.compile(
 _TRAILING_WORDS = re.compile(r"(?<=[\d}])((?:\s+[A-Za-z]{2,}\.?(?:\^\{?\d\}?)?)+)\s*$")
 _THOUSANDS = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?:,\d{3})+(?![\d,])")
 _MIXED = re.compile(r"(?<![\d.}^_{])(\d+)\s*\\[dt]?frac\s*(\{\s*\d+\s*\}|\d)\s*(\{\s*\d+\s*\}|\d)")
+# thousands groups set apart by a space, a TeX space (\\, \\; \\: \\! "\\ ") or a tie (~)
+_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[ \t]|\\[,;:! ]|~)+\d{3})+(?![\d.])")
 _PLAIN_TOKEN = re.compile(r"\d+(?:\.\d*)?(?:_\w+)?|\.\d+|[A-Za-z]+(?:_\w+)?|\*\*|<=|>=|!=|\S")
 
 
-def to_plain(answer: str) -> str:
-    """Canonical plain form of one (already extracted) answer. Never raises on odd input."""
+def to_plain(answer: str, *, fold: bool = True) -> str:
+    """Canonical plain form of one (already extracted) answer. Never raises on odd input.
+
+    fold: numbers become their exact value ("6.72e-5" -> "0.0000672", "0.50" -> "0.5");
+    without it they stay as written ("6.72*10**(-5)", "0.50"), so their precision shows.
+    """
     s = _clean(answer)
     choice = re.fullmatch(r"\(?([A-E])\)(?:\s.*)?|([A-E])", s, flags=re.S)
     if choice:  # multiple choice: "(C)", "\textbf{(C) }12", "C" -> "C"
@@ -64,8 +70,25 @@ def to_plain(answer: str) -> str:
     if _is_words(s):
         return " ".join(s.lower().replace("-", " ").split())
     s = _MIXED.sub(_mixed_number, s)
-    plain = _tidy(_Translator(s).run())
-    return _fold_numbers(plain)
+    plain = _tidy(_Translator(s).run(), keep_zeros=not fold)
+    bracketed = re.fullmatch(r"[\[(](Matrix\(\[.*\]\))[\])]", plain)
+    if bracketed:  # "\left[\begin{array}..\end{array}\right]": the brackets are the matrix's
+        plain = bracketed.group(1)
+    return _fold_numbers(plain) if fold else plain
+
+
+def tidy_latex(s: str) -> str:
+    """LaTeX-level fixes shared by `to_plain` and the math-verify route (verifiers._compare):
+    digit groups ("1 000", "10\\,080", "14{,}916") are one number; "or", "and" (spaced or
+    not) and ";" separate the items of a list; "\\approx" reads as "=" ("x \\approx 11")."""
+    s = re.sub(r"(?<=\d)\{,\}(?=\d{3})", "", s)
+    s = re.sub(r"(?<=\d),\\!\s*(?=\d{3})", "", s)
+    s = _GROUPS.sub(lambda m: re.sub(r"\D", "", m.group(0)), s)
+    s = re.sub(r"\\(?:text|mbox|textrm|mathrm)\s*\{\s*(and|or)\s*\}", r" \1 ", s)
+    s = re.sub(r"\s*,?\s*(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])\s*", ", ", s)
+    s = re.sub(r"(?<!\\);", ",", s)
+    s = re.sub(r"\\approx(?![A-Za-z])|≈", "=", s)
+    return s.strip().strip(",").strip()
 
 
 def is_text(plain: str) -> bool:
@@ -82,6 +105,7 @@ def _clean(s: str) -> str:
     """Strip delimiters, spacing, units, degrees, percent, currency and text wrappers."""
     for a, b in _UNICODE.items():
         s = s.replace(a, b)
+    s = tidy_latex(s)
     s = s.replace("\\\\", "⏎")  # matrix row break, kept apart from the \, \! spacing below
     s = re.sub(r",\\!\s*", ",", s)  # "10,\!080": LaTeX's thousands separator
     s = re.sub(r"\\(?:left|right|[bB]igg?[lr]?)(?![A-Za-z])\s*\.?", "", s)  # \left. is a null delim
@@ -235,7 +259,9 @@ class _Translator:
         env = m.group(1)
         end = self.s.find("\\end{" + env + "}", m.end())
         body = self.s[m.end() : end if end >= 0 else len(self.s)]
-        self.i = end + len(env) + 6 if end >= 0 else len(self.s)
+        if env == "array":  # \begin{array}{cc}: the column spec is no content; a matrix
+            body, env = re.sub(r"^\s*\{[^{}]*\}", "", body), "array matrix"
+        self.i = end + len(m.group(1)) + 6 if end >= 0 else len(self.s)
         if "matrix" not in env:
             return _Translator(body).run()
         rows = [r for r in body.split("⏎") if r.strip()]
@@ -296,7 +322,7 @@ def _paren(s: str, ops: str = "+-*/=,<>± ") -> str:
     return s
 
 
-def _tidy(s: str) -> str:
+def _tidy(s: str, keep_zeros: bool = False) -> str:
     """Token pass: explicit `*` for implicit products, canonical literals, no spaces."""
     s = re.sub(r"(\d(?:\.\d+)?)[eE]([+-]?\d+)\b", r"\1*10**(\2)", s)  # 1.2e5 -> 1.2*10**(5)
     tokens: list[str] = []
@@ -304,10 +330,12 @@ def _tidy(s: str) -> str:
         if tok[0].isalpha() and "_" not in tok and len(tok) > 1 and tok not in KNOWN_NAMES:
             parts = list(tok)  # "xy" is x*y; real words never reach here (text answers)
         else:
-            parts = [_canonical_literal(tok) if tok[0].isdigit() or tok[0] == "." else tok]
+            literal = tok[0].isdigit() or tok[0] == "."
+            parts = [_canonical_literal(tok, keep_zeros) if literal else tok]
         for part in parts:
             if tokens and _is_operand_end(tokens[-1]) and _is_operand_start(part, tokens[-1]):
-                tokens.append("*")
+                # two numbers side by side ("2 3") are no product: a space keeps them unreadable
+                tokens.append(" " if _is_literal(tokens[-1]) and _is_literal(part) else "*")
             tokens.append(part)
     out = "".join(tokens)
     for _ in range(3):  # "(2)" -> "2", "((x))" -> "(x)", but never "sqrt(2)" -> "sqrt2"
@@ -339,6 +367,10 @@ def _top_level(s: str, char: str) -> bool:
     return False
 
 
+def _is_literal(tok: str) -> bool:
+    return tok[0].isdigit() or tok[0] == "."
+
+
 def _is_operand_end(tok: str) -> bool:
     return tok == ")" or tok[0].isdigit() or (tok[0].isalpha() and tok not in FUNCTIONS)
 
@@ -349,12 +381,12 @@ def _is_operand_start(tok: str, prev: str) -> bool:
     return tok[0].isdigit() or tok[0].isalpha() or tok[0] == "."
 
 
-def _canonical_literal(tok: str) -> str:
+def _canonical_literal(tok: str, keep_zeros: bool = False) -> str:
     """ "025" -> "25", ".50" -> "0.5", "27.0" -> "27"; base subscripts like "52_8" are kept."""
     number, sep, base = tok.partition("_")
     whole, dot, frac = number.partition(".")
     whole = whole.lstrip("0") or "0"
-    frac = frac.rstrip("0")
+    frac = frac if keep_zeros else frac.rstrip("0")  # "0.001990": its precision shows
     return whole + ("." + frac if dot and frac else "") + sep + base
 
 

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from verifiers._arith import eval_rational
-from verifiers._latex import is_text, matching_brace, to_plain
+from verifiers._extract import answer_of
+from verifiers._latex import is_text, to_plain
 
 MAX_ANSWER_CHARS = 1000  # a longer "answer" is not an answer; refuse it rather than parse it
 _MAX_NORMALIZE_CHARS = 5000
@@ -50,13 +52,13 @@ _NUMBER = re.compile(r"(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer of a solution, or None.
+    """The final answer of a solution, or None (see verifiers._extract for the order read).
 
-    In order: the last \\boxed{...} / \\fbox{...} (nested braces allowed), else the last
-    "The answer is X" / "Final answer: X", else GSM8K's "#### X", else the last number.
+    Boxes that disagree come back as one list ("\\boxed{1} or \\boxed{3}" -> "1, 3"), so a
+    hedge is never taken for its last box; a text of words alone gives None.
     """
     try:
-        return _extract_marked(text) or _last_number(text)
+        return answer_of(str(text), words=False)
     except Exception:  # never raise on model output
         return None
 
@@ -77,7 +79,7 @@ def normalize(answer: str) -> str:
         return " ".join(str(answer).split())
 
 
-def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float = 1e-4) -> Verdict:
+def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float = 1e-6) -> Verdict:
     """Whether `prediction` (a full solution or a bare answer) matches the `gold` answer.
 
     Plain numbers are compared in-process; anything needing sympy goes to a worker process
@@ -91,7 +93,7 @@ def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float =
 
 
 def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdict:
-    g_raw, p_raw = _answer_of(gold), _answer_of(prediction)
+    g_raw, p_raw = answer_of(gold), answer_of(prediction)
     if g_raw is None:
         return Verdict(False, "no answer found in gold", None, None)
     if p_raw is None:
@@ -108,85 +110,50 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
 
     if g == p:
         return verdict(True, "identical after normalisation")
+    for name, plain in (("gold", g), ("prediction", p)):
+        if _SIDE_BY_SIDE.search(plain):  # "2 3": not 6, not 23, not an answer
+            return verdict(False, f"{name} has two numbers side by side")
     if is_text(g) or is_text(p):
         return verdict(False, "different text answers")
     if re.fullmatch(r"[A-E]", g) or re.fullmatch(r"[A-E]", p):
         return verdict(False, "different multiple-choice answers")
     x, y = _rational(g), _rational(p)
     if x is not None and y is not None:  # fast path: plain numbers need no sympy, no worker
-        if "." not in g + p:
-            return verdict(False, "different numbers")
-        if abs(x - y) <= rel_tol * max(abs(x), abs(y)):
-            return verdict(True, "equal within rel_tol")
-        return verdict(False, "different numbers (beyond rel_tol)")
+        return verdict(*_numbers_equal(x, y, g_raw, p_raw, rel_tol))
     from verifiers._pool import pool  # lazy: importing verifiers.math starts no process
 
     correct, reason = pool().run((g, p, rel_tol), timeout)
     return verdict(correct, reason)
 
 
-def _rational(plain: str):
+_SIX_PLACES = Fraction(1, 2 * 10**6)  # half a unit in the 6th decimal place, as math-verify rounds
+_SIDE_BY_SIDE = re.compile(r"[\d.] +[\d.]")
+# a decimal as `to_plain(fold=False)` writes it: "-0.33333", "6.72*10**(-5)"
+_DECIMAL = re.compile(r"-?\d*\.(\d+)(?:\*10\*\*\(?([+-]?\d+)\)?)?")
+
+
+def _numbers_equal(
+    x: Fraction, y: Fraction, g_raw: str, p_raw: str, rel_tol: float
+) -> tuple[bool, str]:
+    """Plain numbers: exact, except a decimal against an exact gold, which must be the gold
+    rounded at the precision written, and written finely enough (half a unit of its last
+    digit within `rel_tol` of the gold): 1/3 ~ 0.33333, 1/3 !~ 0.333, 100000 !~ 100009.9."""
+    if x == y:
+        return True, "equal numbers"
+    for a, b, pct in ((x, y, "%" in p_raw), (y, x, "%" in g_raw)):
+        if pct and b / 100 == a:  # "10%" is 10 and is also 0.1 (as math-verify reads it)
+            return True, "equal as a percentage"
+    decimal = _DECIMAL.fullmatch(to_plain(p_raw, fold=False))
+    if decimal is None or _DECIMAL.fullmatch(to_plain(g_raw, fold=False)):
+        return False, "different numbers"
+    half_unit = Fraction(1, 2) * Fraction(10) ** (int(decimal.group(2) or 0) - len(decimal.group(1)))
+    if abs(x - y) > half_unit:
+        return False, "different numbers (the decimal does not round to the gold)"
+    if half_unit > max(_SIX_PLACES, Fraction(rel_tol) * abs(x)):
+        return False, "decimal too coarse to stand for the exact gold (under 6 places)"
+    return True, "the decimal is the gold rounded at the precision written"
+
+
+def _rational(plain: str) -> Fraction | None:
     """Value of a purely numeric answer ("3/2", "0.25", "2**10"), computed without sympy."""
     return eval_rational(plain) if re.fullmatch(r"[\d.+\-*/()]+", plain) else None
-
-
-def _answer_of(text: str) -> str | None:
-    """The answer in `text`, which is either a whole solution or already a bare answer."""
-    marked = _extract_marked(text)
-    if marked is not None:
-        return marked
-    bare = text.strip().strip("$").strip()
-    # prose has words; "\begin{pmatrix}" or "\text{cm}" are not prose
-    words = re.findall(r"[A-Za-z]{2,}", re.sub(r"\\[A-Za-z]+(?:\{[A-Za-z* ]*\})?", " ", bare))
-    if bare and "\n" not in bare and (len(words) <= 1 or _last_number(bare) is None):
-        return bare.rstrip(".")
-    return _last_number(text)
-
-
-def _extract_marked(text: str) -> str | None:
-    boxed = _last_boxed(text)
-    if boxed is not None:
-        return boxed
-    phrases = list(_PHRASE.finditer(text))
-    if phrases:  # the rest of the line after the last "answer is"
-        answer = _clean_phrase(text[phrases[-1].end() :].split("\n", 1)[0])
-        if answer:
-            return answer
-    for mark in list(_GSM8K.finditer(text))[::-1]:  # the last marker that is followed by something
-        answer = mark.group(1).strip().rstrip(".").strip()
-        if answer:
-            return answer
-    return None
-
-
-def _last_boxed(text: str) -> str | None:
-    """Content of the last closed \\boxed{...}; only the last few are tried (bounded time)."""
-    for m in list(_BOX.finditer(text))[-3:][::-1]:
-        j = m.end()
-        while j < len(text) and text[j] == " ":
-            j += 1
-        if j < len(text) and text[j] == "{":
-            end = matching_brace(text, j)
-            content = text[j + 1 : end].strip() if end > 0 else ""
-        else:  # "\boxed 5"
-            content = re.match(r"[^\s$]*", text[j:]).group(0)  # type: ignore[union-attr]
-        content = re.sub(r"^[#\s]+", "", content)  # "\boxed{#### 5}": a GSM8K marker is not the answer
-        if content:
-            return content
-    return None
-
-
-def _clean_phrase(answer: str) -> str:
-    """ "$\\frac{3}{4}$." -> "\\frac{3}{4}"; "42 apples. Done" -> "42 apples"."""
-    answer = answer.replace("\\$", "").strip()  # an escaped dollar is currency, not math mode
-    answer = re.sub(r"^[#\s]+", "", answer)  # "The answer is #### 5": the GSM8K marker is not part of it
-    math = re.match(r"\$+([^$]+)\$+|\\\((.+?)\\\)|\\\[(.+?)\\\]", answer)
-    if math:
-        return next(g for g in math.groups() if g is not None).strip()
-    answer = re.split(r"\.(?:\s|$)|\*\*", answer)[0]
-    return answer.strip().strip("$").rstrip(".").strip()
-
-
-def _last_number(text: str) -> str | None:
-    numbers = _NUMBER.findall(text)
-    return numbers[-1] if numbers else None
