@@ -50,10 +50,16 @@ def answer_of(text: str, *, words: bool = True) -> str | None:
     text = _after_thinking(text)
     if text is None:
         return None
-    for find in (_boxed, _phrase, _gsm8k):
-        answer = find(text)
-        if answer:
-            return answer
+    boxed, box_end = _boxed(text)
+    phrase, phrase_start = _phrase(text)
+    # a "final answer" stated after the boxes overrides them ("\\boxed{200} ... Final answer:
+    # $10,455$") when it is math; "maybe the answer is 3" after a box does not
+    final = phrase_start >= 0 and text[phrase_start:].lower().startswith("final")
+    if phrase and phrase_start > box_end and (box_end < 0 or final and re.search(r"[\d\\]", phrase)):
+        return phrase
+    answer = boxed or phrase or _gsm8k(text)
+    if answer:
+        return answer
     bare = _strip_math_delimiters(text.strip()).strip()
     single = "\n" not in bare or "\\begin" in bare
     if bare and single and not _has_prose(bare):
@@ -73,10 +79,11 @@ def _after_thinking(text: str) -> str | None:
     return text
 
 
-def _boxed(text: str) -> str | None:
-    """The boxes' contents: one answer if they agree, else all of them as a list."""
+def _boxed(text: str) -> tuple[str | None, int]:
+    """The boxes' contents (one answer if they agree, else all of them as a list) and where
+    the last box ends (-1 without boxes)."""
     contents: list[str] = []
-    end = -1  # a box inside a box ("\boxed{\boxed{2}}") is part of the outer one
+    end = last = -1  # a box inside a box ("\boxed{\boxed{2}}") is part of the outer one
     closing = _closing_braces(text)
     for m in BOX.finditer(text):
         if m.start() < end:
@@ -95,12 +102,13 @@ def _boxed(text: str) -> str | None:
         content = _unbox(re.sub(r"^[#\s]+", "", content).strip())  # "\boxed{#### 5}"
         if content:
             contents.append(content)
+            last = end
     if not contents:
-        return None
+        return None, -1
     by_key = {to_plain(c): c for c in contents}  # "\\textbf{(113)}" and "113" are one answer
     if len(by_key) == 1:
-        return contents[-1]
-    return ", ".join(by_key.values())
+        return contents[-1], last
+    return ", ".join(by_key.values()), last
 
 
 def _unbox(content: str) -> str:
@@ -130,19 +138,20 @@ def _closing_braces(text: str) -> dict[int, int]:
     return pairs
 
 
-def _phrase(text: str) -> str | None:
-    """The answer after the last "the answer is" (this line, or the next when it ends there)."""
+def _phrase(text: str) -> tuple[str | None, int]:
+    """The answer after the last "the answer is" (this line, or the next when it ends there),
+    and where that phrase starts (-1 without one)."""
     marks = list(_PHRASE.finditer(text))
     if not marks:
-        return None
+        return None, -1
     rest = text[marks[-1].end() :].lstrip(" \t*:")
     display = _MATH_SPAN.match(rest.lstrip())  # "Answer:\n\\[ 9 \\]" spans lines
     if display and rest.lstrip()[:2] in ("$$", "\\["):
-        return next(g for g in display.groups() if g is not None).strip() or None
+        return next(g for g in display.groups() if g is not None).strip() or None, marks[-1].start()
     line, _, after = rest.partition("\n")
     if not line.strip():  # "**Final Answer**\n$$ 5 $$"
         line = after.lstrip("\n").split("\n\n", 1)[0]
-    return _sentence_answer(line)
+    return _sentence_answer(line), marks[-1].start()
 
 
 def _sentence_answer(sentence: str) -> str | None:
@@ -150,9 +159,15 @@ def _sentence_answer(sentence: str) -> str | None:
     "The largest $n$ is 34." -> "34" (a sentence that starts in words: its last math)."""
     s = sentence.replace("\\$", "").strip().lstrip("*").strip()
     s = re.sub(r"^[#\s]+", "", s)  # "The answer is #### 5": the GSM8K marker is not part of it
-    span = _MATH_SPAN.match(s)
-    if span:
-        return next(g for g in span.groups() if g is not None).strip()
+    s = re.sub(r'^\\?["\']|\\?["\']\s*\.?$', "", s.strip())  # quoted: "\"$12$ and $13$\""
+    if _MATH_SPAN.match(s):  # "$12$ and $13$.": the spans joined to the first one
+        items = _math_items(s)
+        run = [items[0]]
+        for item in items[1:]:
+            if not _CONNECTOR.fullmatch(s[run[-1][1] : item[0]]):
+                break
+            run.append(item)
+        return ", ".join(it[2] for it in run)
     s = re.split(r"\.(?:\s|$)|\*\*", s)[0].strip().strip("$").rstrip(".").strip()
     if not s:
         return None
@@ -190,14 +205,7 @@ def _has_prose(text: str) -> bool:
 def _last_math(text: str) -> str | None:
     """The last run of math in prose: a math span or a number, with the runs before it that
     are joined to it by "and" / "or" / "," ("$1$, $2$ and $3$" -> "1, 2, 3")."""
-    items: list[tuple[int, int, str]] = []
-    for m in _MATH_SPAN.finditer(text):
-        items.append((m.start(), m.end(), next(g for g in m.groups() if g is not None).strip()))
-    spans = [(a, b) for a, b, _ in items]
-    for m in NUMBER.finditer(text):
-        if not any(a <= m.start() < b for a, b in spans):
-            items.append((m.start(), m.end(), m.group(0)))
-    items = [it for it in sorted(items) if it[2]]
+    items = _math_items(text)
     if not items:
         return None
     run = [items[-1]]
@@ -207,3 +215,15 @@ def _last_math(text: str) -> str | None:
             break
         run.insert(0, item)
     return ", ".join(it[2] for it in run)
+
+
+def _math_items(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, math) of every math span and every number outside them, in order."""
+    items: list[tuple[int, int, str]] = []
+    for m in _MATH_SPAN.finditer(text):
+        items.append((m.start(), m.end(), next(g for g in m.groups() if g is not None).strip()))
+    spans = [(a, b) for a, b, _ in items]
+    for m in NUMBER.finditer(text):
+        if not any(a <= m.start() < b for a, b in spans):
+            items.append((m.start(), m.end(), m.group(0)))
+    return [it for it in sorted(items) if it[2]]

@@ -77,7 +77,7 @@ def to_plain(answer: str, *, fold: bool = True) -> str:
     return _fold_numbers(plain) if fold else plain
 
 
-def tidy_latex(s: str) -> str:
+def tidy_latex(s: str, *, separators: bool = True) -> str:
     """LaTeX-level fixes shared by `to_plain` and the math-verify route (verifiers._compare):
     digit groups ("1 000", "10\\,080", "14{,}916") are one number; "or", "and" (spaced or
     not) and ";" separate the items of a list; "\\approx" reads as "=" ("x \\approx 11")."""
@@ -86,9 +86,32 @@ def tidy_latex(s: str) -> str:
     s = _GROUPS.sub(lambda m: re.sub(r"\D", "", m.group(0)), s)
     s = re.sub(r"\\(?:text|mbox|textrm|mathrm)\s*\{\s*(and|or)\s*\}", r" \1 ", s)
     s = re.sub(r"\s*,?\s*(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])\s*", ", ", s)
-    s = re.sub(r"(?<!\\);", ",", s)
-    s = re.sub(r"\\approx(?![A-Za-z])|≈", "=", s)
+    if separators:  # math-verify reads ";" (groups of a list) and \\approx (x \\approx 11 is 11) itself
+        s = re.sub(r"(?<!\\);", ",", s)
+        s = re.sub(r"\\approx(?![A-Za-z])|≈", "=", s)
     return s.strip().strip(",").strip()
+
+
+def for_math_verify(answer: str) -> str:
+    """An extracted answer as the LaTeX math-verify's parser reads as meant (one line, no
+    delimiters): `tidy_latex`, no currency or units, plain-text "pi" / "oo" / "sqrt(2)", "6.72e-5"
+    as 6.72 \\times 10^{-5}, "\\sqrt51" as \\sqrt{51} (what people mean; TeX reads sqrt(5)*1)."""
+    s = answer
+    for a, b in _UNICODE.items():
+        s = s.replace(a, b)
+    s = re.sub(r"\\[()\[\]]", " ", s.replace("\\$", "").replace("$", "")).replace("\n", " ")
+    s = tidy_latex(s, separators=False)
+    if re.search(r"\d", s):
+        for _ in range(2):
+            s = _TRAILING_TEXT_UNIT.sub("", s).strip()
+        s = _TRAILING_WORDS.sub(_drop_words, s)
+    s = re.sub(r"(?<![\\A-Za-z])pi(?![A-Za-z])", r"\\pi ", s)
+    s = re.sub(r"(?<![\\A-Za-z])(?:oo|infinity)(?![A-Za-z])", r"\\infty ", s)
+    s = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![\w.])", r"\1\\times 10^{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\d+)", r"\\sqrt{\1}", s)
+    s = re.sub(r"(?<![\\A-Za-z])sqrt\s*\(([^()]*)\)", r"\\sqrt{\1}", s)
+    s = re.sub(r"\\(?:fbox|framebox)(?![A-Za-z])", r"\\boxed", s)
+    return s.strip().rstrip(".").strip()
 
 
 def is_text(plain: str) -> bool:

@@ -120,10 +120,28 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
     x, y = _rational(g), _rational(p)
     if x is not None and y is not None:  # fast path: plain numbers need no sympy, no worker
         return verdict(*_numbers_equal(x, y, g_raw, p_raw, rel_tol))
+    if _NUMERAL.fullmatch(g) or _NUMERAL.fullmatch(p):  # "52_8": math-verify drops the base
+        return verdict(*_numerals_equal(g, p))
+    if bool(_CLOSED_AT_INFINITY.search(p)) != bool(_CLOSED_AT_INFINITY.search(g)):
+        return verdict(False, "an interval is never closed at infinity")
     from verifiers._pool import pool  # lazy: importing verifiers.math starts no process
 
-    correct, reason = pool().run((g, p, rel_tol), timeout)
+    correct, reason = pool().run((g_raw, p_raw), timeout)
     return verdict(correct, reason)
+
+
+_NUMERAL = re.compile(r"(\d+)_(\w+)")  # a numeral with its base as a subscript (plain form)
+_CLOSED_AT_INFINITY = re.compile(r"\[-?oo\b|\boo\]")
+
+
+def _numerals_equal(g: str, p: str) -> tuple[bool, str]:
+    """ "52_8" accepts "52_8" and "52" (the base is the question's), nothing else."""
+    a, b = _NUMERAL.fullmatch(g), _NUMERAL.fullmatch(p)
+    digits = [m.group(1) if m else s for m, s in ((a, g), (b, p))]
+    bases = {m.group(2) for m in (a, b) if m}
+    if digits[0] == digits[1] and len(bases) == 1:
+        return True, "same digits in the given base"
+    return False, "different numeral"
 
 
 _SIX_PLACES = Fraction(1, 2 * 10**6)  # half a unit in the 6th decimal place, as math-verify rounds
@@ -135,23 +153,27 @@ _DECIMAL = re.compile(r"-?\d*\.(\d+)(?:\*10\*\*\(?([+-]?\d+)\)?)?")
 def _numbers_equal(
     x: Fraction, y: Fraction, g_raw: str, p_raw: str, rel_tol: float
 ) -> tuple[bool, str]:
-    """Plain numbers: exact, except a decimal against an exact gold, which must be the gold
-    rounded at the precision written, and written finely enough (half a unit of its last
-    digit within `rel_tol` of the gold): 1/3 ~ 0.33333, 1/3 !~ 0.333, 100000 !~ 100009.9."""
+    """Plain numbers are equal exactly, except a decimal against an exact number (either way
+    round): it must be that number rounded at the precision the decimal is written to, and
+    that precision must be 6 decimal places or finer than `rel_tol` of the value (what stands
+    for 1/3 is 0.333333, not 0.333; 100009.9 does not stand for 100000)."""
     if x == y:
         return True, "equal numbers"
     for a, b, pct in ((x, y, "%" in p_raw), (y, x, "%" in g_raw)):
         if pct and b / 100 == a:  # "10%" is 10 and is also 0.1 (as math-verify reads it)
             return True, "equal as a percentage"
-    decimal = _DECIMAL.fullmatch(to_plain(p_raw, fold=False))
-    if decimal is None or _DECIMAL.fullmatch(to_plain(g_raw, fold=False)):
+    g_dec, p_dec = (_DECIMAL.fullmatch(to_plain(raw, fold=False)) for raw in (g_raw, p_raw))
+    if bool(g_dec) == bool(p_dec):
         return False, "different numbers"
-    half_unit = Fraction(1, 2) * Fraction(10) ** (int(decimal.group(2) or 0) - len(decimal.group(1)))
+    decimal, exact = (p_dec, x) if p_dec else (g_dec, y)
+    assert decimal is not None
+    places = len(decimal.group(1)) - int(decimal.group(2) or 0)
+    half_unit = Fraction(1, 2) / Fraction(10) ** places
     if abs(x - y) > half_unit:
-        return False, "different numbers (the decimal does not round to the gold)"
-    if half_unit > max(_SIX_PLACES, Fraction(rel_tol) * abs(x)):
-        return False, "decimal too coarse to stand for the exact gold (under 6 places)"
-    return True, "the decimal is the gold rounded at the precision written"
+        return False, "different numbers (the decimal is not the other rounded)"
+    if half_unit > max(_SIX_PLACES, Fraction(rel_tol) * abs(exact)):
+        return False, "the decimal is too coarse to stand for the exact number (under 6 places)"
+    return True, "the decimal is the exact number rounded at the precision written"
 
 
 def _rational(plain: str) -> Fraction | None:
