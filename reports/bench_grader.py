@@ -142,7 +142,7 @@ def math_verify_tables(folder: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--reference", action="store_true", help="also time math-verify")
     parser.add_argument("--math-verify-tests", type=Path, help="math-verify's tests/ folder")
     parser.add_argument("--skip-corpus", action="store_true")

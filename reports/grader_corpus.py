@@ -106,8 +106,10 @@ def _bracket(gold: str) -> str | None:
 
 
 def _integer(gold: str) -> int | None:
-    s = gold.strip().replace(",", "").replace("\\!", "")
-    return int(s) if re.fullmatch(r"-?\d+", s) else None
+    s = gold.strip().replace("\\!", "").replace(" ", "")
+    if not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+|-?\d+", s):  # "-2,1" is a list
+        return None
+    return int(s.replace(",", ""))
 
 
 def _grouped(n: int, key: str) -> str:
@@ -120,7 +122,44 @@ def _grouped(n: int, key: str) -> str:
 UNITS = [" \\text{ cm}", " dollars", "\\text{ meters}", " \\mbox{ inches}", "^\\circ", " apples"]
 
 
+_SIMPLE_FRAC = re.compile(r"\\[dt]?frac\{(-?\d+)\}\{(\d+)\}")
+
+
+def _rewrites(gold: str) -> Iterable[tuple[str, str]]:
+    """(kind, the same value written another way): what equivalence, not extraction, decides."""
+    s = gold.strip()
+    if _SIMPLE_FRAC.search(s) and not re.search(r"\d\s*\\[dt]?frac", s):  # not 1\frac{4}{5}
+        yield "frac-slash", _SIMPLE_FRAC.sub(lambda m: f"({m[1]})/({m[2]})", s)
+        yield "frac-scaled", _SIMPLE_FRAC.sub(lambda m: f"\\frac{{{2 * int(m[1])}}}{{{2 * int(m[2])}}}", s)
+    m = _SIMPLE_FRAC.fullmatch(s)
+    if m and int(m[2]) and all(f in (2, 5) for f in _factors(int(m[2]))):
+        value = int(m[1]) / int(m[2])
+        yield "frac-decimal", f"{value:.10f}".rstrip("0").rstrip(".")
+    root = re.fullmatch(r"(\d+)\\sqrt\{(\d+)\}", s)
+    if root:
+        yield "root-inside", f"\\sqrt{{{int(root[1]) ** 2 * int(root[2])}}}"
+    terms = re.fullmatch(r"([^+\-{}()\[\],=]+?)\s*([+-])\s*([^+\-{}()\[\],=]+)", s)
+    if terms and not re.search(r"[\^_\\]", s):  # "a + b" -> "b + a"
+        first, op, second = terms.groups()
+        yield "sum-swapped", f"{'-' if op == '-' else ''}{second.strip()} + {first.strip()}"
+    n = _integer(gold)
+    if n is not None:
+        yield "integer-as-fraction", f"\\frac{{{2 * n}}}{{2}}"
+
+
+def _factors(n: int) -> list[int]:
+    out, k = [], 2
+    while k * k <= n:
+        while n % k == 0:
+            out.append(k)
+            n //= k
+        k += 1
+    return out + ([n] if n > 1 else [])
+
+
 def _perturbations(pid: str, gold: str) -> Iterable[Row]:
+    for kind, same in _rewrites(gold):
+        yield Row(f"{pid}|{kind}", gold, _wrap(pid + kind, same), True, kind)
     for kind, make, expected in (("last-digit", _last_digit, False), ("sign", _sign, False),
                                  ("bracket", _bracket, False)):
         wrong = make(gold)
@@ -196,7 +235,7 @@ def reference_verdict(gold: str, prediction: str) -> bool:
     from math_verify import parse, verify
 
     def read(text: str) -> list:
-        return parse(f"${text}$" if _bare(text) else text, parsing_timeout=None)
+        return parse(f"${text}$" if _bare(text) else text, parsing_timeout=None)  # type: ignore[arg-type]
 
     return bool(verify(read(gold), read(prediction), timeout_seconds=None))
 

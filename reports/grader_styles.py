@@ -161,6 +161,7 @@ def sample_rows(data: Path | None = None) -> list[Row]:
     if not SAMPLES.exists():
         return []
     samples = [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
+    samples = [s for s in samples if s["expected"] is not None]  # labelled by a person only
     golds = _golds({s["problem"] for s in samples}, data)
     return [Row(s["id"], golds[s["problem"]] if s.get("gold") is None else s["gold"], s["text"],
                 s["expected"], f"sample:{s['model']}") for s in samples

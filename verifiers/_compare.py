@@ -1,7 +1,7 @@
 r"""Equivalence of two extracted answers by math-verify. Runs inside the worker process only.
 
 `compare(gold, pred)` takes the answers `verifiers._extract.answer_of` found, rewrites each
-as the LaTeX it means (`verifiers._latex.for_math_verify`: digit groups, plain-text "pi",
+as the LaTeX it means (`verifiers._spelling.for_math_verify`: digit groups, plain-text "pi",
 "oo", "6.72e-5", "\sqrt51", units), parses the whole of it with math-verify's LaTeX parser
 (latex2sympy2-extended) and asks math-verify's `verify` whether the two are equal: sets,
 intervals, tuples, matrices, equations and relations, symbolic equality, and numbers
@@ -15,10 +15,11 @@ whole process when `timeout` runs out (verifiers._pool), which also stops a runa
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 
 from math_verify import LatexExtractionConfig, parse, verify
 
-from verifiers._latex import for_math_verify
+from verifiers._spelling import for_math_verify
 
 # "Timeout is disabled": known, and meant (the pool's kill is the timeout); nothing else is said
 logging.getLogger("math_verify").setLevel(logging.CRITICAL)
@@ -37,6 +38,7 @@ def compare(gold: str, pred: str) -> tuple[bool, str]:
     return False, "not equal (math-verify)"
 
 
+@lru_cache(maxsize=4096)  # a problem's gold, and its candidates' answers, come back many times
 def _read(answer: str) -> list:
     """The parsed answer ([] if the parser cannot read all of it)."""
     latex = for_math_verify(answer)

@@ -47,9 +47,10 @@ def answer_of(text: str, *, words: bool = True) -> str | None:
     words: a short line of words with no math in it ("Evelyn") is itself the answer; without
     it such a text has none (what a search's candidate needs: a marked answer or some math).
     """
-    text = _after_thinking(text)
-    if text is None:
+    final = _after_thinking(text)
+    if final is None:
         return None
+    text = final
     boxed, box_end = _boxed(text)
     phrase, phrase_start = _phrase(text)
     # a "final answer" stated after the boxes overrides them ("\\boxed{200} ... Final answer:
