@@ -60,16 +60,20 @@ def timed(fn, pairs: list[tuple[str, str]]) -> tuple[float, list[float], list]:
 
 
 def speed(reference: bool) -> None:
+    from verifiers._pool import pool
     from verifiers.math import verify
 
     pairs = math500_candidates()
     total, times, verdicts = timed(verify, pairs)
+    startup = pool().startup_wait
     print(f"MATH-500: {len(pairs)} candidates graded in {total:.2f} s (fresh process, worker "
-          f"start-up included); median call {statistics.median(times) * 1e3:.2f} ms, slowest "
-          f"{max(times):.2f} s; {sum(v.correct for v in verdicts)} correct")
+          f"start-up included: {startup:.2f} s); median call {statistics.median(times) * 1e3:.2f} "
+          f"ms, slowest {max(times):.2f} s (call #{times.index(max(times)) + 1}), next slowest "
+          f"{sorted(times)[-2]:.3f} s; {sum(v.correct for v in verdicts)} correct; "
+          f"{sum('timed out' in v.reason for v in verdicts)} timed out")
     again, times2, _ = timed(verify, pairs)
-    print(f"MATH-500 again (warm workers): {again:.2f} s; median {statistics.median(times2) * 1e3:.2f}"
-          f" ms, slowest {max(times2):.3f} s")
+    print(f"MATH-500 again (warm workers, parses cached): {again:.2f} s; median "
+          f"{statistics.median(times2) * 1e3:.2f} ms, slowest {max(times2):.3f} s")
     if reference:
         from reports.grader_corpus import reference_verdict
 

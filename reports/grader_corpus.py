@@ -12,8 +12,8 @@ every row is rebuilt from the data files at run time):
   (b) answers written the ways models write them: hand-written styles over the MATH-500 golds
       (reports/grader_styles.py: "Final Answer:", "\[ \boxed{} \]", <think> blocks, repeated
       and hedged boxes, equations, intervals, matrices, sets, decimals) and outputs sampled
-      from the embedded reasoner and SmolLM2 (tests/data/grader_samples.jsonl, made by
-      `python -m reports.grader_samples`), labelled by hand where the two graders differ.
+      from the embedded reasoner and SmolLM2 (tests/data/grader_samples.jsonl, made and
+      labelled as `python -m reports.grader_samples` describes).
 `expected` comes from how a row was built, never from a grader.
 """
 

@@ -1,12 +1,16 @@
-"""Real model outputs for the grader corpus: `python -m reports.grader_samples` (minutes, CPU).
+"""Real model outputs for the grader corpus: `python -m reports.grader_samples` (CPU; about an
+hour on a busy 2-core machine).
 
-Samples best-of-n candidates from the embedded reasoner tiny-arith (its own generated
-problems) and from SmolLM2-135M (MATH-500 and GSM8K problems), and writes one JSON line per
-candidate to tests/data/grader_samples.jsonl: id, model, problem id, the gold for generated
+Decodes n whole solutions per problem from SmolLM2-135M (MATH-500 and GSM8K problems) and from
+the embedded reasoner tiny-arith (its own generated problems) and writes one JSON line per
+sample to tests/data/grader_samples.jsonl: id, model, problem id, the gold for generated
 problems (benchmark golds are read from ../shared/data at test time, never stored), the text,
-and `expected`, which starts as null. A person then sets `expected` on every line (is the
-final answer the gold?); `--label` prints each unlabelled line for that, and rows without a
-label stay out of the corpus.
+and `expected`, null until labelled; rows without a label stay out of the corpus. How the
+committed file was labelled, by no grader: tiny-arith always ends "The answer is N." (its
+trained format), so a sample is right when N is the gold; every SmolLM2 sample whose last 400
+characters hold the gold's digits (20 of 192) was read by a person, and one states the gold
+as its final answer; the other 172 never write the gold near their end. `--label` prints the
+unlabelled lines.
 """
 
 from __future__ import annotations
