@@ -8,12 +8,15 @@ fixtures and helpers here are shared with tests/test_sandbox_*.py.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import signal
 import socket
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,6 +71,45 @@ def hostile(mode: Isolation, program: str, tests: list[str], errors: set[str] | 
     assert errors is None or report.error in errors, report
     assert _sandbox_processes() == []  # nothing outlives its run
     return report
+
+
+DECOY = r"""
+import ctypes, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from verifiers.code import run_tests
+libc = ctypes.CDLL(None)
+def state():
+    return [sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0),
+            os.getpriority(os.PRIO_PROCESS, 0), libc.syscall(252, 1, 0)]  # ioprio_get
+before = state()
+program = sys.argv[2].replace("CALLER_PID", str(os.getpid()))
+report = run_tests(program, json.loads(sys.argv[3]), isolation=sys.argv[4], timeout=5,
+                   memory_mb=256)
+after = state()
+print(json.dumps({"num_passed": report.num_passed, "error": report.error,
+                  "isolation": report.isolation, "reasons": [r.reason for r in report.results],
+                  "caller_unchanged": after == before, "state": [before, after]}))
+"""
+
+
+def decoy_caller(mode: Isolation, program: str, tests: list[str]) -> dict:
+    """Run the program from a decoy caller process (CALLER_PID in the program becomes its
+    pid): a program that escapes kills or changes the decoy, not pytest. The decoy must exit
+    normally; its report comes back with whether its own scheduling state and TMPDIR (a fresh
+    dir holding one canary file) are unchanged."""
+    tmp = Path(tempfile.mkdtemp(prefix="decoy-tmp-"))
+    (tmp / "canary.txt").write_text("canary\n")
+    before = _tree_hash(tmp)
+    try:
+        done = subprocess.run([sys.executable, "-W", "ignore", "-c", DECOY, str(REPO), program,
+                               json.dumps(tests), mode], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+        assert done.returncode == 0, f"the decoy caller died ({done.returncode}): {done.stderr}"
+        result = json.loads(done.stdout.splitlines()[-1])
+        result["tmpdir_unchanged"] = tmp.is_dir() and _tree_hash(tmp) == before
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

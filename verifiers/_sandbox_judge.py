@@ -152,8 +152,19 @@ def _proxy(channel, name):
     return call
 
 
-def _bindings(channel, names, entry_point):
-    """Per test: a function building the program's names afresh (copies of plain values)."""
+def _names_in(code):
+    """Every name the code (nested functions included) may look up as a global."""
+    names, stack = set(), [code]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if type(c) is type(code))
+    return names
+
+
+def _bindings(channel, names, entry_point, used):
+    """Per test: a function building the program's names afresh (copies of plain values).
+    Modules and values are bound only where some test names them (`used`)."""
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     callables, modules, values = {}, {}, {}
     for name, what in names.items():
@@ -161,6 +172,8 @@ def _bindings(channel, names, entry_point):
             continue  # a program global shadowing a builtin is not what tests mean
         if what == "call":
             callables[name] = _proxy(channel, name)
+        elif name not in used:
+            continue
         elif type(what) is dict and type(what.get("module")) is str:
             top = what["module"].partition(".")[0]
             if top in stdlib and top not in _HIDDEN:
@@ -228,7 +241,8 @@ def main():
         return report(kind="end", error=fatal.error, detail=fatal.detail)
     except (AttributeError, TypeError):
         return report(kind="end", error="tampered", detail="broken message from the program")
-    fresh = _bindings(channel, loaded.get("names") or {}, config["entry_point"])
+    used = set().union(*(_names_in(t) for t in compiled if not isinstance(t, str)))
+    fresh = _bindings(channel, loaded.get("names") or {}, config["entry_point"], used)
     for i, test in enumerate(compiled):
         if isinstance(test, str):
             report(kind="test", index=i, status="fail", reason=f"test does not compile: {test}")
