@@ -237,14 +237,15 @@ def _stop(proc: subprocess.Popen, inner: int | None) -> int:
     """Kill a process and what it started; return only once it is all gone and reaped. The
     pid-namespace init goes first and is waited for (its exit implies its namespace's); its
     parent then reaps it and exits by itself: killing that parent first would leave the init
-    a zombie for the host's pid 1, which may never reap it. The process group goes last, in
-    case; its leader is not reaped before, so the group id cannot have been reused."""
+    a zombie for the host's pid 1, which may never reap it. Then the process itself and its
+    group, in case; it is not reaped before, so neither id can have been reused."""
     if inner is not None:
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(inner, signal.SIGKILL)
         select.select([inner], [], [], 5.0)  # a pidfd turns readable when its process exits
         os.close(inner)
         _exited(proc, 2.0)
+    proc.kill()  # by pid too: a program that called setsid() has left the group
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     try:
