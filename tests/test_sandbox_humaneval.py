@@ -6,9 +6,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from test_sandbox import _mode_available, canary, host_untouched  # noqa: F401 - fixtures
-from verifiers.code import run_tests
+
+from verifiers.code import Isolation, run_tests
 
 
 def _humaneval() -> list:
@@ -18,7 +18,7 @@ def _humaneval() -> list:
     return load_humaneval(humaneval_file())
 
 
-def _run(problem, body: str | None = None, suffix: str = "", isolation: str = "auto"):
+def _run(problem, body: str | None = None, suffix: str = "", isolation: Isolation = "auto"):
     program = problem.metadata["solution"] if body is None else problem.prompt + body
     return run_tests(program + suffix, problem.hidden_tests, entry_point=problem.entry_point,
                      timeout=10, isolation=isolation)

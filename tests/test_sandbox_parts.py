@@ -11,8 +11,8 @@ import sys
 from collections import OrderedDict, defaultdict, namedtuple
 
 import pytest
+from test_sandbox import REPO, _mode_available, canary, host_untouched, hostile, mode  # noqa: F401 - fixtures
 
-from test_sandbox import REPO, canary, hostile, host_untouched, mode  # noqa: F401 - fixtures
 from verifiers import _sandbox_wire as wire
 from verifiers.code import run_tests
 
@@ -46,7 +46,7 @@ def test_nan_round_trips():
     assert math.isnan(_roundtrip(float("nan")))
 
 
-class I(int):
+class Int(int):
     pass
 
 
@@ -58,8 +58,8 @@ class L(list):
     pass
 
 
-NOT_PLAIN = [I(1), S("a"), L([1]), OrderedDict(a=1), defaultdict(int), namedtuple("P", "x")(1),
-             [1, I(2)], {"k": S("v")}, {I(1): 2}, bytearray(b"x"), range(3), iter([1]),
+NOT_PLAIN = [Int(1), S("a"), L([1]), OrderedDict(a=1), defaultdict(int), namedtuple("P", "x")(1),
+             [1, Int(2)], {"k": S("v")}, {Int(1): 2}, bytearray(b"x"), range(3), iter([1]),
              object(), print, type, int, math]
 
 
@@ -91,7 +91,7 @@ def test_malformed_trees_are_refused(tree):
 
 
 def test_lenient_mode_converts_to_builtin_types():
-    assert _roundtrip(I(3), lenient=True) == 3 and type(_roundtrip(I(3), lenient=True)) is int
+    assert _roundtrip(Int(3), lenient=True) == 3 and type(_roundtrip(Int(3), lenient=True)) is int
     assert _roundtrip(range(3), lenient=True) == [0, 1, 2]
     assert _roundtrip((x for x in "ab"), lenient=True) == ["a", "b"]
     assert _roundtrip(OrderedDict(a=L([1])), lenient=True) == {"a": [1]}
@@ -214,13 +214,13 @@ FORGED = {
 
 
 @pytest.mark.parametrize("name", sorted(FORGED))
-def test_forged_answers_fail_the_call(name, canary):
+def test_forged_answers_fail_the_call(name):
     """Answers written straight onto the answer pipe, past the runner: only {"ok": 3} would
     pass `add(1, 2) == 3`, and none of these is that. Tests that catch every exception
     (`except BaseException`) fail too."""
     program = FORGE.format(body=FORGED[name])
     catching = "try:\n    ok = add(1, 2) == 3\nexcept BaseException:\n    ok = True\nassert ok"
-    report = hostile("bwrap" if _have("bwrap") else "unshare", program,
+    report = hostile("bwrap" if _mode_available("bwrap") else "unshare", program,
                      ["assert add(1, 2) == 3", catching], timeout=5.0, entry_point="add")
     assert report.results[0].reason
 
@@ -231,9 +231,3 @@ def test_a_genuine_raw_answer_is_just_an_answer():
     report = run_tests(program, ["assert add(1, 2) == 3 and type(add) is not int"],
                        entry_point="add", timeout=5.0)
     assert report.results[0].passed, report
-
-
-def _have(mode_name: str) -> bool:
-    from test_sandbox import _mode_available
-
-    return _mode_available(mode_name)  # type: ignore[arg-type]

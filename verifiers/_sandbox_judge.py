@@ -22,7 +22,6 @@ The results go to the parent as JSON lines on RESULT_FD: ready, program, one per
 """
 
 import builtins
-import json
 import os
 import sys
 import time
@@ -58,7 +57,7 @@ class Channel:
     """Calls into the program, one at a time, under the run's clock."""
 
     def __init__(self, wire, request_fd, response_fd, timeout, call_timeout):
-        self.wire, self.request_fd, self.response_fd = wire, request_fd, response_fd
+        self.wire, self.request_fd, self.answers = wire, request_fd, wire["Reader"](response_fd)
         self.timeout, self.call_timeout = timeout, call_timeout
         self.deadline = None  # set when the program is ready
         self.fatal = None  # _Fatal once the program can no longer be called
@@ -69,7 +68,7 @@ class Channel:
     def receive(self, deadline, what):
         wire = self.wire
         try:
-            return wire["loads"](wire["read_frame"](self.response_fd, deadline))
+            return wire["loads"](self.answers.frame(deadline))
         except TimeoutError:
             raise _Fatal("timeout", f"time limit exceeded {what}") from None
         except EOFError:
@@ -87,6 +86,7 @@ class Channel:
         except (wire["NotPlain"], RecursionError) as exc:
             self.fail(f"argument of {name}() is not plain data ({exc})")
         deadline = self.deadline
+        assert deadline is not None  # calls start after the program is ready
         if self.call_timeout is not None:
             deadline = min(deadline, time.monotonic() + self.call_timeout)
         try:
@@ -208,9 +208,11 @@ def main():
     import marshal
 
     config = marshal.loads(b"".join(chunks))
+    wire: dict = {"__name__": "_sandbox_wire"}
+    exec(config["wire_source"], wire)
 
-    def report(**record):
-        data = (json.dumps(record) + "\n").encode()
+    def report(**record):  # one JSON line to the caller
+        data = (wire["_dumps"](record) + "\n").encode()
         while data:
             data = data[os.write(result_fd, data):]
 
@@ -219,8 +221,6 @@ def main():
     except BaseException as exc:
         sys.stderr.write(f"judge setup failed: {_describe(exc)}\n")
         os._exit(70)
-    wire = {"__name__": "_sandbox_wire"}
-    exec(config["wire_source"], wire)
     channel = Channel(wire, request_fd, response_fd, config["timeout"], config["call_timeout"])
     compiled = []
     for i, source in enumerate(config["tests"]):
@@ -271,7 +271,7 @@ def _confine(config, parent):
     import ctypes
     import resource
 
-    helpers = {"__name__": "_sandbox_os"}
+    helpers: dict = {"__name__": "_sandbox_os"}
     exec(config["os_source"], helpers)
     native = (ctypes.CDLL(None, use_errno=True), ctypes)
     helpers["die_with_parent"](*native, parent)

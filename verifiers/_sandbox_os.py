@@ -72,7 +72,7 @@ def syscall_filter(own_pid):
             _op(JEQ_K, CLONE3, 0, 1), _op(RET_K, ENOSYS)]  # ENOSYS: glibc falls back to clone
     for nr in DENIED_SYSCALLS:
         prog += [_op(JEQ_K, nr, 0, 1), _op(RET_K, EPERM)]
-    self_pids = {KILL: (own_pid,), TGKILL: (own_pid,)}
+    self_pids: dict = {KILL: (own_pid,), TGKILL: (own_pid,)}
     for nr in (PRLIMIT64, SCHED_SETPARAM, SCHED_SETSCHEDULER, SCHED_SETAFFINITY, SCHED_SETATTR):
         self_pids[nr] = (own_pid, 0)
     for nr, pids in self_pids.items():

@@ -46,6 +46,14 @@ def _describe(exc):
         return "<unprintable exception>"
 
 
+def _flush(streams):
+    for stream in streams:
+        try:  # noqa: SIM105 - contextlib would be one more import at every start
+            stream.flush()
+        except BaseException:
+            pass
+
+
 def _builtin_base(exc):
     """The name of the nearest builtin class of an exception: what the judge re-raises."""
     for cls in type(exc).__mro__:
@@ -59,7 +67,7 @@ def _setup(config, fds):
     import ctypes
     import resource
 
-    helpers = {"__name__": "_sandbox_os"}
+    helpers: dict = {"__name__": "_sandbox_os"}
     exec(config["os_source"], helpers)
     native = (ctypes.CDLL(None, use_errno=True), ctypes)
     mode, layers = config["mode"], [config["mode"]]
@@ -142,7 +150,7 @@ def main():
     import marshal  # built in, and parent and child are the same interpreter
 
     config = marshal.loads(b"".join(chunks))
-    wire = {"__name__": "_sandbox_wire"}
+    wire: dict = {"__name__": "_sandbox_wire"}
     exec(config["wire_source"], wire)
     streams = (sys.stdout, sys.stderr)
     try:
@@ -170,26 +178,19 @@ def main():
     except BaseException as exc:
         status = "memory" if isinstance(exc, MemoryError) else "error"
         reason = _describe(exc)
-    for stream in streams:
-        try:
-            stream.flush()
-        except BaseException:
-            pass
+    _flush(streams)
     names = _manifest(namespace, wire) if status == "ok" else {}
     _send(wire, response_fd, {"loaded": status, "reason": reason, "names": names})
     if status != "ok":
         _exit(0)
+    requests = wire["Reader"](request_fd)
     while True:
         try:
-            request = wire["loads"](wire["read_frame"](request_fd))
+            request = wire["loads"](requests.frame())
         except EOFError:
             _exit(0)  # the judge is done; skip teardown, so no program __del__ or atexit runs
         answer = _answer(namespace, request, wire, config["lenient"])
-        for stream in streams:  # the output so far reaches the parent before the answer
-            try:
-                stream.flush()
-            except BaseException:
-                pass
+        _flush(streams)  # the output so far reaches the caller before the answer
         _send(wire, response_fd, answer)
 
 

@@ -11,14 +11,13 @@ JSON. Values are plain data only, exact builtin types, written as a JSON tree:
                        as {"t": [...]}, {"s": [...]}, {"f": [...]}, {"d": [[k, v], ...]},
                        {"b": hex}, {"c": [real, imag]}
 
-`decode` is the judge's half: it reads a tree that `json.loads` (C code) built from the
+`decode` is the judge's half: it reads a tree that the json module's C scanner built from the
 untrusted bytes and returns new objects of exact builtin types, or raises NotPlain. No object
 the program made crosses over: the judge only ever holds what the two C parsers produced and
 what `decode` built from it, so `==`, `hash`, `<`, `abs` on a return value run trusted code.
 Depth and size are capped (a cyclic value is "too deep").
 """
 
-import json
 import select
 import time
 from os import read as _read
@@ -27,7 +26,6 @@ from os import write as _write
 MESSAGE_MAX = 16 * 2**20  # bytes in one frame: the cap on a return value and its arguments
 DEPTH_MAX = 64  # containers nested in one value
 _INT_MAX = 10**18  # larger ints travel as hex: JSON readers refuse ints over 4300 digits
-_TAGS = ("t", "s", "f", "d", "b", "c", "i")
 
 
 class NotPlain(Exception):
@@ -63,10 +61,13 @@ def encode(value, lenient=False, depth=0):
     raise NotPlain(f"{_name(kind)} is not plain data")
 
 
+_BASES: tuple = (int, float, complex, str, bytes, tuple, frozenset, set, list, dict)
+
+
 def _coerce(value):
     """A builtin stand-in for a value of another type (lenient mode, program side only): its
     builtin base type, or the list of what it iterates over."""
-    for base in (int, float, complex, str, bytes, tuple, frozenset, set, list, dict):
+    for base in _BASES:
         if isinstance(value, base):
             return base(value)
     if not hasattr(value, "__iter__"):
@@ -123,9 +124,45 @@ def _name(kind):
 
 # -- frames -----------------------------------------------------------------------------
 
+def _codec():
+    """(dumps, loads) on the json module's C encoder and scanner, without importing json:
+    its `re` and `enum` cost more start-up than the rest of a sandbox process. The same
+    objects json.dumps/json.loads use; if this Python's private _json differs, json itself."""
+    try:
+        from _json import encode_basestring_ascii, make_encoder, make_scanner
+
+        class Context:  # what json.JSONDecoder hands its C scanner
+            strict, object_hook, object_pairs_hook, memo = True, None, None, None
+            parse_float, parse_int, parse_constant = float, int, float  # float("NaN")
+
+        scan = make_scanner(Context())  # type: ignore[arg-type]
+        dump = make_encoder(None, None, encode_basestring_ascii, None, ":", ",",  # type: ignore[arg-type]
+                            False, False, True)
+
+        def dumps(tree):
+            return "".join(dump(tree, 0))
+
+        def loads(text):
+            value, end = scan(text, 0)
+            if end != len(text):
+                raise ValueError("data after the value")
+            return value
+
+        if loads(dumps(probe := [1.5, -(2**62), "\u00e9", None, {"k": [True, float("inf")]}])) != probe:
+            raise ValueError("_json does not round-trip")
+        return dumps, loads
+    except Exception:
+        import json
+
+        return (lambda tree: json.dumps(tree, separators=(",", ":"))), json.loads
+
+
+_dumps, _loads = _codec()
+
+
 def dumps(message):
     """One frame holding `message` (a JSON-ready tree); NotPlain if it is too large."""
-    body = json.dumps(message, separators=(",", ":")).encode("ascii")
+    body = _dumps(message).encode("ascii")
     if len(body) > MESSAGE_MAX:
         raise NotPlain(f"message of {len(body)} bytes exceeds {MESSAGE_MAX}")
     return len(body).to_bytes(4, "big") + body
@@ -134,8 +171,8 @@ def dumps(message):
 def loads(body):
     """The JSON tree in a frame's body; NotPlain if it is not JSON (or nested too deeply)."""
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError, MemoryError) as exc:
+        return _loads(body.decode("ascii"))
+    except (ValueError, StopIteration, RecursionError, MemoryError) as exc:
         raise NotPlain(f"malformed message ({type(exc).__name__})") from None
 
 
@@ -152,28 +189,36 @@ def write_frame(fd, frame, deadline=None):
             continue
 
 
-def read_frame(fd, deadline=None):
-    """The body of the next frame. EOFError at end of stream, TimeoutError past the deadline,
-    NotPlain for a frame over MESSAGE_MAX."""
-    size = int.from_bytes(_read_exact(fd, 4, deadline), "big")
-    if size > MESSAGE_MAX:
-        raise NotPlain(f"message of {size} bytes exceeds {MESSAGE_MAX}")
-    return _read_exact(fd, size, deadline)
+class Reader:
+    """Frames from one fd, read in large chunks (a frame usually takes one read)."""
 
+    def __init__(self, fd):
+        self.fd, self.buffer = fd, b""
 
-def _read_exact(fd, size, deadline):
-    data = bytearray()
-    while len(data) < size:
-        if deadline is not None and not _ready(fd, deadline, write=False):
-            raise TimeoutError
-        try:
-            chunk = _read(fd, min(size - len(data), 1 << 20))
-        except BlockingIOError:
-            continue
-        if not chunk:
-            raise EOFError
-        data += chunk
-    return bytes(data)
+    def frame(self, deadline=None):
+        """The body of the next frame. EOFError at end of stream, TimeoutError past the
+        deadline (the fd must then be non-blocking), NotPlain for one over MESSAGE_MAX."""
+        size = int.from_bytes(self._take(4, deadline), "big")
+        if size > MESSAGE_MAX:
+            raise NotPlain(f"message of {size} bytes exceeds {MESSAGE_MAX}")
+        return self._take(size, deadline)
+
+    def _take(self, size, deadline):
+        chunks, have = [self.buffer], len(self.buffer)
+        while have < size:
+            if deadline is not None and not _ready(self.fd, deadline, write=False):
+                raise TimeoutError
+            try:
+                chunk = _read(self.fd, max(size - have, 1 << 16))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks)
+        self.buffer = data[size:]
+        return data[:size]
 
 
 def _ready(fd, deadline, write):

@@ -153,7 +153,7 @@ def available_isolation() -> Literal["bwrap", "unshare"]:
     "rlimits"."""
     with _resolve_lock:
         if not _resolved:
-            modes = [m for m in ("bwrap", "unshare") if m != "bwrap" or shutil.which("bwrap")]
+            modes: list[Isolation] = ["bwrap", "unshare"] if shutil.which("bwrap") else ["unshare"]
             works = [m for m in modes if run_tests("x = 1", ["assert x == 1"], isolation=m,
                                                    timeout=10).passed_all][:1]
             _resolved.append(works[0] if works else "")
