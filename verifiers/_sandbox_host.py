@@ -242,9 +242,11 @@ def _stop(proc: subprocess.Popen, inner: int | None) -> int:
     if inner is not None:
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(inner, signal.SIGKILL)
-        select.select([inner], [], [], 5.0)  # a pidfd turns readable when its process exits
+        # a pidfd turns readable when its process exits; both waits take milliseconds, and
+        # only a stuck kernel would use up the generous limits of a loaded machine
+        select.select([inner], [], [], 10.0)
         os.close(inner)
-        _exited(proc, 2.0)
+        _exited(proc, 10.0)
     proc.kill()  # by pid too: a program that called setsid() has left the group
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
