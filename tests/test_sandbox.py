@@ -7,6 +7,7 @@ fixtures and helpers here are shared with tests/test_sandbox_*.py.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -110,11 +111,11 @@ def decoy_caller(mode: Isolation, program: str, tests: list[str]) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(autouse=True)
-def host_untouched(canary):
-    """Every test leaves the canary dir and the test process's environment as they were, and
-    no process of any run it started (the sandbox's and the judge's sessions), not even a
-    zombie, is left behind."""
+@contextlib.contextmanager
+def recorded_sessions():
+    """The session ids of the processes run_tests starts meanwhile (each run: the judge and
+    the sandbox, each in a session of its own). Patched by hand, not with monkeypatch: a
+    test's own monkeypatch (its environment) must be undone before host_untouched checks."""
     from verifiers import _sandbox_host
 
     sessions: list[int] = []
@@ -125,13 +126,21 @@ def host_untouched(canary):
         sessions.append(proc.pid)  # start_new_session: its session and group id
         return proc
 
-    # patched by hand: the test's own monkeypatch (its environment) must be undone first
     _sandbox_host._popen = recording_popen
-    before, env = _tree_hash(canary), _environment()
     try:
-        yield
+        yield sessions
     finally:
         _sandbox_host._popen = popen
+
+
+@pytest.fixture(autouse=True)
+def host_untouched(canary):
+    """Every test leaves the canary dir and the test process's environment as they were, and
+    no process of any run it started (the sandbox's and the judge's sessions), not even a
+    zombie, is left behind."""
+    before, env = _tree_hash(canary), _environment()
+    with recorded_sessions() as sessions:
+        yield
     assert _tree_hash(canary) == before
     assert _environment() == env
     assert _session_processes(sessions) == []

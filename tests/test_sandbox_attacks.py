@@ -13,11 +13,14 @@ filling the work dir's parents. The decoy must survive unchanged, and its TMPDIR
 from __future__ import annotations
 
 import pytest
-from test_sandbox import (
-    _mode_available,  # noqa: F401 - canary, host_untouched, mode: fixtures
-    decoy_caller,
-    hostile,
-)
+import test_sandbox
+from test_sandbox import _mode_available, decoy_caller, hostile
+
+# the shared fixtures (pytest finds fixtures by their names in the test's module)
+canary = test_sandbox.canary
+host_untouched = test_sandbox.host_untouched
+mode = test_sandbox.mode
+
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0"]
 YES = ("class Yes(int):\n    def __eq__(self, other):\n        return True\n"
@@ -109,7 +112,7 @@ MAP_TEST = "assert all(map(lambda p: add(*p) == p[0] + p[1], [(1, 2), (3, 4)]))"
 
 @pytest.mark.parametrize("entry_point", ["add", None])
 @pytest.mark.parametrize("name,program", FALSE_PASSES, ids=[a[0] for a in FALSE_PASSES])
-def test_wrong_add_never_passes(name, program, entry_point, mode):  # noqa: F811 - the fixture
+def test_wrong_add_never_passes(name, program, entry_point, mode):
     report = hostile(mode, program, [*ADD_TESTS, MAP_TEST], timeout=5.0, entry_point=entry_point)
     assert report.num_passed == 0
 
@@ -216,6 +219,7 @@ def attacks():
 '''
 FILESYSTEM = r'''
 import os, shutil, time
+
 def attacks():
     done, deadline = [], time.monotonic() + 1.5  # a walk of a read-only /usr takes long
     for target in ("..", "../..", "../../.."):
@@ -248,7 +252,7 @@ def listing(path):
 
 @pytest.mark.parametrize("program", [SIGNALS, SYSCALLS, FILESYSTEM],
                          ids=["signals_and_scheduling", "raw_syscalls_threads", "parents"])
-def test_no_escape_reaches_the_caller(program, mode):  # noqa: F811 - the fixture
+def test_no_escape_reaches_the_caller(program, mode):
     """The program reports every attempt that worked (`attacks()` returns them). The decoy
     caller checks itself: alive, same affinity, scheduler, nice value and I/O class, its
     TMPDIR intact. Under rlimits without Landlock, `../..` is the caller's TMPDIR and

@@ -6,9 +6,16 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_sandbox import _mode_available, canary, host_untouched  # noqa: F401 - fixtures
+import test_sandbox
+from test_sandbox import _mode_available
 
 from verifiers.code import Isolation, run_tests
+
+# the shared fixtures (pytest finds fixtures by their names in the test's module)
+canary = test_sandbox.canary
+host_untouched = test_sandbox.host_untouched
+
+
 
 
 def _humaneval() -> list:

@@ -11,10 +11,17 @@ import sys
 from collections import OrderedDict, defaultdict, namedtuple
 
 import pytest
-from test_sandbox import REPO, _mode_available, canary, host_untouched, hostile, mode  # noqa: F401 - fixtures
+import test_sandbox
+from test_sandbox import REPO, _mode_available, hostile
 
 from verifiers import _sandbox_wire as wire
 from verifiers.code import run_tests
+
+# the shared fixtures (pytest finds fixtures by their names in the test's module)
+canary = test_sandbox.canary
+host_untouched = test_sandbox.host_untouched
+mode = test_sandbox.mode
+
 
 # ---------------------------------------------------------------- wire format
 
@@ -109,6 +116,7 @@ def test_frames_are_size_capped():
 SECCOMP = r"""
 import ctypes, fcntl, json, os, signal, socket, struct
 from verifiers._sandbox_os import install_seccomp
+
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 other = int(os.environ["OTHER_PID"])

@@ -8,19 +8,19 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from test_sandbox import (  # noqa: F401 - canary, host_untouched, mode: fixtures
-    MARKER,
-    _sandbox_processes,
-    _session_processes,
-    canary,
-    host_untouched,
-    mode,
-)
+import test_sandbox
+from test_sandbox import MARKER, _sandbox_processes, _session_processes, recorded_sessions
 
 from verifiers.code import run_tests
+
+# the shared fixtures (pytest finds fixtures by their names in the test's module)
+canary = test_sandbox.canary
+host_untouched = test_sandbox.host_untouched
+mode = test_sandbox.mode
+
+
 
 
 def test_session_listing_sees_a_live_session_and_a_zombie():
@@ -66,39 +66,13 @@ ENDINGS = {
 
 
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
-def test_no_process_or_zombie_outlives_a_run(ending, mode):  # noqa: F811 - the fixture
+def test_no_process_or_zombie_outlives_a_run(ending, mode):
     """However a run ends, every process it started is gone and reaped when run_tests
     returns: nothing left in its sessions (zombies included, wherever they were reparented),
-    no child of this process left to reap, no runner or judge process of this process."""
-    from verifiers import _sandbox_host
-
-    sessions: list[int] = []
-    popen = _sandbox_host._popen
-
-    def recording_popen(*args, **kwargs):
-        proc = popen(*args, **kwargs)
-        sessions.append(proc.pid)
-        return proc
-
-    _sandbox_host._popen = recording_popen
-    try:
+    no runner or judge process of this process."""
+    with recorded_sessions() as sessions:
         program, tests = ENDINGS[ending]
         report = run_tests(program, tests, isolation=mode, timeout=1.0)
-    finally:
-        _sandbox_host._popen = popen
     assert not report.passed_all or ending == "completes"
     assert len(sessions) == 2  # the judge and the sandbox
-    assert _session_processes(sessions) == []
-    assert _children(os.getpid()) == [] and _sandbox_processes() == []
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text()
-                                            .rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    assert _session_processes(sessions) == [] and _sandbox_processes() == []

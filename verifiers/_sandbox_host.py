@@ -117,7 +117,7 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     results_r, results_w = os.pipe()
     output_r, output_w = os.pipe()
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
-    parent = os.getpid()
+    parent, started = os.getpid(), False
     try:
         run.judge = _popen(_interpreter(site_packages, "_sandbox_judge.py"), judge_payload,
                            [request_w, answer_r, results_w, parent], output_w, _env("/", "/tmp"), "/")
@@ -134,15 +134,17 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
             if bwrap is None:
                 raise OSError("bwrap is not installed")
             argv = [bwrap, "--info-fd", str(info_w), "--unshare-all", "--unshare-user",
-                    "--disable-userns", "--die-with-parent", "--as-pid-1", "--uid", "65534", "--gid", "65534",
-                    "--hostname", "sandbox", *_bwrap_args(program_payload["layout"]), "--",
-                    *runner]
+                    "--disable-userns", "--die-with-parent", "--as-pid-1", "--uid", "65534",
+                    "--gid", "65534", "--hostname", "sandbox",
+                    *_bwrap_args(program_payload["layout"]), "--", *runner]
             env, cwd = _env("/work", "/tmp"), "/"
             program_payload["parent"] = 0  # its parent is bwrap's init; --die-with-parent
         run.sandbox = _popen(argv, program_payload, fds, output_w, env, cwd,
                              extra=(info_w,) if run.mode == "bwrap" else ())
+        started = True
     finally:
-        for fd in (request_r, request_w, answer_r, answer_w, results_w, output_w, info_w):
+        ours = (request_r, request_w, answer_r, answer_w, results_w, output_w, info_w)
+        for fd in ours if started else (*ours, results_r, output_r, info_r):
             if fd >= 0:
                 os.close(fd)
     if info_r >= 0:

@@ -8,7 +8,7 @@ The payload holds the tests (never sent to the program), the entry point and the
 test runs here, in a fresh namespace holding the program's names: a callable is a proxy that
 sends its plain arguments to the program (REQUEST_FD) and returns the plain value that comes
 back (RESPONSE_FD), decoded by _sandbox_wire into new objects of exact builtin types; a module
-is this process's own import of it (standard library only); plain data is a copy. So the
+is this process's own import of it (top-level standard modules only); plain data is a copy. So the
 judge never runs an object the program made, and the program never sees a test, an expected
 value or a verdict: the most it can do is answer a call wrongly.
 
@@ -27,7 +27,7 @@ import sys
 import time
 
 _HIDDEN = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter",
-                     "turtle", "turtledemo"})  # standard modules with effects on import
+                     "turtle", "turtledemo", "test"})  # standard modules with effects on import
 _EXCEPTIONS = {name: cls for name, cls in vars(builtins).items()
                if isinstance(cls, type) and issubclass(cls, Exception)
                and not issubclass(cls, (StopIteration, StopAsyncIteration))}
@@ -65,12 +65,13 @@ class Channel:
         for fd in (request_fd, response_fd):
             os.set_blocking(fd, False)
 
-    def receive(self, deadline, what):
+    def receive(self, deadline, what, limit=None):
         wire = self.wire
         try:
             return wire["loads"](self.answers.frame(deadline))
         except TimeoutError:
-            raise _Fatal("timeout", f"time limit exceeded {what}") from None
+            limit = limit or f"time limit of {self.timeout:g}s"
+            raise _Fatal("timeout", f"{limit} exceeded {what}") from None
         except EOFError:
             raise _Fatal("exited", f"the program's process ended {what}") from None
         except wire["NotPlain"] as exc:
@@ -85,18 +86,19 @@ class Channel:
                                    "kwargs": wire["encode"](kwargs)})
         except (wire["NotPlain"], RecursionError) as exc:
             self.fail(f"argument of {name}() is not plain data ({exc})")
-        deadline = self.deadline
+        deadline, limit = self.deadline, f"time limit of {self.timeout:g}s"
         assert deadline is not None  # calls start after the program is ready
-        if self.call_timeout is not None:
-            deadline = min(deadline, time.monotonic() + self.call_timeout)
+        if self.call_timeout is not None and time.monotonic() + self.call_timeout < deadline:
+            deadline = time.monotonic() + self.call_timeout
+            limit = f"call time limit of {self.call_timeout:g}s"
         try:
             try:
                 wire["write_frame"](self.request_fd, frame, deadline)
             except TimeoutError:
-                raise _Fatal("timeout", f"time limit exceeded {what}") from None
+                raise _Fatal("timeout", f"{limit} exceeded {what}") from None
             except OSError:
                 raise _Fatal("exited", f"the program's process ended {what}") from None
-            answer = self.receive(deadline, what)
+            answer = self.receive(deadline, what, limit)
         except _Fatal as fatal:
             self.fatal = fatal
             self.fail(fatal.detail)
@@ -175,8 +177,8 @@ def _bindings(channel, names, entry_point, used):
         elif name not in used:
             continue
         elif type(what) is dict and type(what.get("module")) is str:
-            top = what["module"].partition(".")[0]
-            if top in stdlib and top not in _HIDDEN:
+            # top-level standard modules only: a submodule such as venv.__main__ runs code
+            if what["module"] in stdlib and what["module"] not in _HIDDEN:
                 try:
                     __import__(what["module"])
                     modules[name] = sys.modules[what["module"]]

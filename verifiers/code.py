@@ -253,5 +253,9 @@ def _exit_error(returncode: int, detail: str) -> tuple[str, str]:
     if returncode == -signal.SIGXCPU:
         return "timeout", "CPU time limit exceeded"
     if returncode < 0:
-        return "crashed", f"killed by {signal.Signals(-returncode).name}"
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:  # a real-time signal
+            name = f"signal {-returncode}"
+        return "crashed", f"killed by {name}"
     return "exited", f"{detail} (exit status {returncode})"
