@@ -89,8 +89,26 @@ def _env(home: str, tmp: str) -> dict[str, str]:
             **dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")}
 
 
-def _interpreter(site_packages: bool, name: str) -> list[str]:
-    return [python(site_packages), "-I", "-B", *([] if site_packages else ["-S"]), "-c", source(name)]
+# Both processes start as this bootstrap: read the payload (an unlinked file's fd, argv[1]),
+# exec the wire format, then the process's own code from the payload, and call its main with
+# the config, the wire format and the other fd arguments. The marker names the role.
+BOOT = """# tts-sandbox-{role} (verifiers/_sandbox_host.py)
+import marshal, os, sys
+chunks, fd = [], int(sys.argv[1])
+while chunk := os.read(fd, 1 << 16):
+    chunks.append(chunk)
+os.close(fd)
+config = marshal.loads(b"".join(chunks))
+wire, code = {{"__name__": "_sandbox_wire"}}, {{"__name__": "_sandbox_{role}"}}
+exec(config.pop("wire_source"), wire)
+exec(config.pop("main_source"), code)
+code["main"](config, wire, [int(arg) for arg in sys.argv[2:]])
+"""
+
+
+def _interpreter(site_packages: bool, role: str) -> list[str]:
+    return [python(site_packages), "-I", "-B", *([] if site_packages else ["-S"]), "-c",
+            BOOT.format(role=role)]
 
 
 @dataclass
@@ -119,9 +137,11 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
-        run.judge = _popen(_interpreter(site_packages, "_sandbox_judge.py"), judge_payload,
+        judge_payload["main_source"] = source("_sandbox_judge.py")
+        program_payload["main_source"] = source("_sandbox_runner.py")
+        run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
                            [request_w, answer_r, results_w, parent], output_w, _env("/", "/tmp"), "/")
-        runner = _interpreter(site_packages, "_sandbox_runner.py")
+        runner = _interpreter(site_packages, "runner")
         fds = [request_r, answer_w, info_w if run.mode == "unshare" else -1, parent]
         program_payload["parent"] = parent  # the runner dies with it
         if run.mode == "rlimits":

@@ -1,8 +1,8 @@
 """The trusted judge (marker: tts-sandbox-judge): run the tests against the sandboxed program.
 
-`verifiers.code` starts it, outside the program's sandbox, as
+`verifiers.code` starts it, outside the program's sandbox, through _sandbox_host's bootstrap:
 
-    python -I -B [-S] -c <this source> PAYLOAD_FD REQUEST_FD RESPONSE_FD RESULT_FD PARENT_PID
+    python -I -B [-S] -c BOOT PAYLOAD_FD REQUEST_FD RESPONSE_FD RESULT_FD PARENT_PID
 
 The payload holds the tests (never sent to the program), the entry point and the limits. Each
 test runs here, in a fresh namespace holding the program's names: a callable is a proxy that
@@ -201,18 +201,16 @@ def _bindings(channel, names, entry_point, used):
     return fresh
 
 
-def main():
-    payload_fd, request_fd, response_fd, result_fd, parent = map(int, sys.argv[1:6])
-    chunks = []
-    while chunk := os.read(payload_fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(payload_fd)
-    import marshal
+def main(config, wire, fds):
+    """Run the tests and report (the bootstrap read the payload). fds: request, response,
+    result, and the caller's pid. Ends the process: no teardown code runs after it."""
+    try:
+        _judge(config, wire, *fds)
+    finally:
+        os._exit(0)
 
-    config = marshal.loads(b"".join(chunks))
-    wire: dict = {"__name__": "_sandbox_wire"}
-    exec(config["wire_source"], wire)
 
+def _judge(config, wire, request_fd, response_fd, result_fd, parent):
     def report(**record):  # one JSON line to the caller
         data = (wire["_dumps"](record) + "\n").encode()
         while data:
@@ -281,10 +279,3 @@ def _confine(config, parent):
     for which, value in ((resource.RLIMIT_AS, config["judge_memory"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(which, (value, value))
     helpers["install_seccomp"](*native)
-
-
-if __name__ == "__main__":
-    try:
-        main()
-    finally:
-        os._exit(0)

@@ -1,11 +1,12 @@
 """The untrusted side of the sandbox (marker: tts-sandbox-runner): run the program, answer calls.
 
-`verifiers.code` starts it, under bubblewrap or alone, as
+`verifiers.code` starts it, under bubblewrap or alone, through _sandbox_host's bootstrap:
 
-    python -I -S -B -c <this source> PAYLOAD_FD REQUEST_FD RESPONSE_FD INFO_FD PARENT_PID
+    python -I -S -B -c BOOT PAYLOAD_FD REQUEST_FD RESPONSE_FD INFO_FD PARENT_PID
 
-1. read the payload (the program, limits, the sources of _sandbox_os and _sandbox_wire) from
-   an fd and close it. The tests are not in it: they never enter this process;
+1. the bootstrap reads the payload (the program, limits, the sources of this file,
+   _sandbox_os and _sandbox_wire) from an fd, closes it and calls `main`. The tests are not
+   in it: they never enter this process;
 2. confine: "unshare" builds the namespaces and new root bwrap would have built (and moves this
    code into a pid namespace, two forks down); every mode then drops capabilities, installs
    the seccomp filter and the resource limits, and under "rlimits" Landlock where it exists;
@@ -20,6 +21,7 @@ checks every test on the plain data it gets back. The OS layers of step 2 keep t
 from touching anything else.
 """
 
+import builtins
 import os
 import sys
 
@@ -141,17 +143,9 @@ def _answer(namespace, request, wire, lenient):
         return {"bad": f"{name}() returned {_describe(exc)}"}
 
 
-def main():
-    payload_fd, request_fd, response_fd, info_fd = map(int, sys.argv[1:5])
-    chunks = []
-    while chunk := os.read(payload_fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(payload_fd)
-    import marshal  # built in, and parent and child are the same interpreter
-
-    config = marshal.loads(b"".join(chunks))
-    wire: dict = {"__name__": "_sandbox_wire"}
-    exec(config["wire_source"], wire)
+def main(config, wire, fds):
+    """Steps 2-4 (the bootstrap did step 1). fds: request, response, info (-1: none)."""
+    request_fd, response_fd, info_fd, _parent = fds
     streams = (sys.stdout, sys.stderr)
     try:
         layers = _setup(config, {"info": info_fd})
@@ -165,7 +159,7 @@ def main():
 
     user_main = type(sys)("__main__")  # `import __main__` in the program finds its own module
     namespace = vars(user_main)
-    namespace["__builtins__"] = __builtins__
+    namespace["__builtins__"] = builtins
     sys.modules["__main__"] = user_main
     try:
         code = compile(config["program"], "<program>", "exec", dont_inherit=True)
@@ -192,7 +186,3 @@ def main():
         answer = _answer(namespace, request, wire, config["lenient"])
         _flush(streams)  # the output so far reaches the caller before the answer
         _send(wire, response_fd, answer)
-
-
-if __name__ == "__main__":
-    main()
