@@ -27,6 +27,8 @@ Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare t
   only an explicit `isolation="rlimits"` runs it (insecure): the program runs with your uid,
   without capabilities, in a fresh work dir whose parent is private to the run; where the
   kernel has Landlock it can read only the interpreter and system dirs and write only there.
+  Nothing caps the total it writes there, and without Landlock it can read (and, for a
+  non-root uid, read the memory of) what your uid can: the caller's tests included.
 All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK;
 a seccomp filter (x86_64) against fork/clone/exec, sockets, signal handlers, signals, prlimit and
 scheduling of other processes, fcntl/ioctl owner and async signals, leases and locks, ptrace,
