@@ -44,11 +44,11 @@ class Worker:
     """One Ray actor's state: an engine, a scorer factory and a grader, made once."""
 
     def __init__(self, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
-                 scorer: Scorer | str) -> None:
+                 scorer: Scorer | str | None) -> None:
         from search.api import get_engine
 
         self.engine = get_engine(engine, **dict(engine_kwargs))
-        self.scorer: Callable[[], Scorer] = _scorer_factory(scorer, self.engine)
+        self.scorer: Callable[[], Scorer | None] = _scorer_factory(scorer, self.engine)
         self.grader = Grader()
 
     def pid(self) -> int:
@@ -82,7 +82,7 @@ class RayRunner:
 
     def __call__(self, pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
                  *, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
-                 scorer: Scorer | str, names: Mapping[str, str], fd: int, quiet: bool,
+                 scorer: Scorer | str | None, names: Mapping[str, str], fd: int, quiet: bool,
                  total: int) -> dict[str, dict[str, Any]]:
         """Run the pending cells on Ray workers, appending each row to fd; rows by key."""
         ray = require("ray", "ray")
