@@ -221,6 +221,8 @@ def test_random_text_never_raises() -> None:
         "1" * 100_000, "(" * 50_000 + ")" * 50_000, r"\boxed{" * 20_000, "x" * 100_000,
         "(x+1)^{5000}",  # accepted by the size check, too slow to expand: the worker is killed
         "{" * 400 + "x" + "}" * 400, "1+" * 499 + "1", "100000!", r"\frac{" * 500,
+        r"\boxed{1}" * 20_000, "".join(rf"\boxed{{{k}}}" for k in range(5000)),
+        "Step: $x_1$ is 3 and 4. " * 5000, "$$" * 30_000,
     ],
     ids=lambda p: p[:20],
 )  # fmt: skip

@@ -2,7 +2,8 @@ r"""Which part of a text is its final answer: plain string work, linear in the t
 
 `answer_of(text)` reads, in order of trust:
   1. the boxes (\boxed, \fbox, \framebox) after the last `</think>`; boxes that disagree are
-     all kept, joined as a list ("1, 3"), so a hedge never passes as its last box;
+     all kept, joined as a list ("1, 3"), so a hedge never passes as its last box; only a
+     "final answer: <math>" stated after the last box overrides them;
   2. the last "final answer is / the answer is / answer:" phrase, up to the end of its sentence;
   3. GSM8K's "#### X";
   4. a text with no prose words is the answer itself ("$1$ and $2$", "x \approx 11");
@@ -13,6 +14,7 @@ A `<think>` block never holds the answer; an unclosed one (a truncated output) h
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from verifiers._latex import to_plain
@@ -23,6 +25,7 @@ _PHRASE = re.compile(
     r"|answer\b(?=\s*[$\\\d(\[{-]))\s*:?(?:\s*\*\*)?",
     re.I,
 )
+_MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
 _GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
 # a number as written in prose: signs, thousands separators, decimals, simple fractions
 NUMBER = re.compile(
@@ -47,10 +50,10 @@ def answer_of(text: str, *, words: bool = True) -> str | None:
     words: a short line of words with no math in it ("Evelyn") is itself the answer; without
     it such a text has none (what a search's candidate needs: a marked answer or some math).
     """
-    final = _after_thinking(text)
-    if final is None:
+    after = _after_thinking(text)
+    if after is None:
         return None
-    text = final
+    text = after
     boxed, box_end = _boxed(text)
     phrase, phrase_start = _phrase(text)
     # a "final answer" stated after the boxes overrides them ("\\boxed{200} ... Final answer:
@@ -106,7 +109,10 @@ def _boxed(text: str) -> tuple[str | None, int]:
             last = end
     if not contents:
         return None, -1
-    by_key = {to_plain(c): c for c in contents}  # "\\textbf{(113)}" and "113" are one answer
+    distinct = list(dict.fromkeys(contents))
+    if len(distinct) > _MAX_BOXES:  # a text boxing dozens of values answers nothing
+        return ", ".join(distinct), last
+    by_key = {to_plain(c): c for c in distinct}  # "\\textbf{(113)}" and "113" are one answer
     if len(by_key) == 1:
         return contents[-1], last
     return ", ".join(by_key.values()), last
@@ -223,8 +229,9 @@ def _math_items(text: str) -> list[tuple[int, int, str]]:
     items: list[tuple[int, int, str]] = []
     for m in _MATH_SPAN.finditer(text):
         items.append((m.start(), m.end(), next(g for g in m.groups() if g is not None).strip()))
-    spans = [(a, b) for a, b, _ in items]
+    starts = [a for a, _, _ in items]  # spans do not overlap: a number is inside at most one
     for m in NUMBER.finditer(text):
-        if not any(a <= m.start() < b for a, b in spans):
+        k = bisect.bisect_right(starts, m.start()) - 1
+        if k < 0 or m.start() >= items[k][1]:
             items.append((m.start(), m.end(), m.group(0)))
     return [it for it in sorted(items) if it[2]]

@@ -32,16 +32,18 @@ Conventions where this grader differs from math-verify, each right for model out
 tested (tests/test_grader_reproductions.py, tests/test_grader_corpus.py):
 - The answer: two boxes with different values are a hedge (a list), never correct against
   one value; an unclosed <think> is a cut-off output with no answer; a bare answer after
-  "Final Answer:" needs no $...$; "Answer $9$" and "Result 5" are 9 and 5.
+  "Final Answer:" needs no $...$; "Answer $9$" and "Result 5" are 9 and 5; \framebox is a
+  box; "\textbf{(C)} 12" is choice C; an unclosed "\boxed{12" falls back to the last number.
 - Plain text as models write it: "pi", "oo", "sqrt(2)", "6.72e-5", "\sqrt51" (sqrt(51), as
   meant), units after a number ("15 cm^2", "9 dollars"), currency ("\$36"), digit groups
-  ("1 000", "10\,080", "14{,}916"; "2 3" is no number at all).
+  ("1 000", "10\,080", "14{,}916"; "2 3" is no number at all); "12.5%" is 12.5 as "10%" is 10.
 - Numerals: "52_8" accepts "52_8" and "52", never "52_9" (math-verify drops subscripts).
   Intervals are never closed at infinity. Two decimals are equal only when equal.
 - A decimal against an exact number (either side the gold) must be that number rounded at the
   precision written, to 6 decimal places or finer than `rel_tol` of its value: 1/3 matches
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
-  sides to 6 places, so it calls 0.0000672 and 0.0000673 equal.)
+  sides to 6 places, so it calls 0.0000672 and 0.0000673 equal; inside tuples, sets and
+  matrices its rule is the one that applies.)
 Shared with math-verify: "10%" is 10 and also 0.1; "x=5" and 5 match either way round; a gold
 equation's right side is its value ("f(x)=1" accepts 1); sets ignore order and repeats; a
 gold inequality accepts its interval, but an interval gold wants an interval; "^\circ" is
@@ -101,11 +103,14 @@ def normalize(answer: str) -> str:
 
 
 def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float = 1e-6) -> Verdict:
-    """Whether `prediction` (a full solution or a bare answer) matches the `gold` answer.
+    """Whether `prediction` (a full solution or a bare answer) matches the `gold` answer (which
+    may itself be a solution: its answer is found the same way).
 
-    Plain numbers are compared in-process; anything needing sympy goes to a worker process
-    that is killed after `timeout` seconds (the first such call in a process also waits about
-    a second for the worker to start). `rel_tol` applies only when a side is a decimal.
+    Plain numbers and identical forms are decided in-process; the rest goes to math-verify in
+    a worker process that is killed after `timeout` seconds (the first such call in a process
+    also waits a second or two for the worker to start, which the timeout does not count).
+    `rel_tol`: a decimal written to fewer than 6 places still stands for an exact number when
+    half a unit of its last place is within `rel_tol` of it (see `_numbers_equal`).
     """
     try:
         return _verify(str(gold), str(prediction), timeout, rel_tol)
