@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports.grader_corpus import BOXED, PROSE, Row, build, load_record, pick  # noqa: E402
+from reports.grader_corpus import BOXED, PROSE, Row, build, math_verify_verdicts, pick  # noqa: E402
 from reports.grader_styles import _wrong  # noqa: E402
 
 
@@ -85,7 +85,8 @@ def speed(reference: bool) -> None:
 def corpus() -> None:
     from verifiers.math import verify
 
-    rows, record = build(), load_record()
+    rows = build()
+    record = math_verify_verdicts(rows)
 
     def run(row: Row):
         t = time.perf_counter()

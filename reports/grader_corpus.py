@@ -1,7 +1,7 @@
 r"""The math grader's differential corpus: (gold, prediction, expected) rows built by this project.
 
     rows = build()                       # list[Row], deterministic, read from ../shared/data
-    python -m reports.grader_corpus record   # math-verify's verdict on every row -> tests/data
+    python -m reports.grader_corpus record   # math-verify's verdicts -> tests/data (a minute)
 
 Rows (ids are stable: "<problem id>|<kind>"; no benchmark text is stored in the repository,
 every row is rebuilt from the data files at run time):
@@ -19,6 +19,7 @@ every row is rebuilt from the data files at run time):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -240,10 +241,28 @@ def reference_verdict(gold: str, prediction: str) -> bool:
     return bool(verify(read(gold), read(prediction), timeout_seconds=None))
 
 
-def load_record() -> dict[str, bool]:
+def fingerprint(rows: list[Row]) -> str:
+    """A hash of every row's id, texts and label: a record made for other rows is stale."""
+    digest = hashlib.sha256()
+    for r in rows:
+        digest.update(json.dumps([r.id, r.gold, r.prediction, r.expected]).encode())
+    return digest.hexdigest()
+
+
+def load_record() -> tuple[str, dict[str, bool]]:
+    """(the corpus fingerprint it was made for, {row id: math-verify's verdict}) for the rows
+    where math-verify's verdict is not the row's `expected`; on every other row it is."""
     if not RECORD.exists():
-        return {}
-    return {r["id"]: r["math_verify"] for r in map(json.loads, RECORD.read_text().splitlines())}
+        return "", {}
+    head, *lines = RECORD.read_text().splitlines()
+    return json.loads(head)["fingerprint"], {
+        r["id"]: r["math_verify"] for r in map(json.loads, lines)}
+
+
+def math_verify_verdicts(rows: list[Row]) -> dict[str, bool]:
+    """math-verify's recorded verdict on every row (a row not listed: its `expected`)."""
+    _, differ = load_record()
+    return {r.id: differ.get(r.id, r.expected) for r in rows}
 
 
 def record(rows: list[Row], *, progress: Callable[[int], None] | None = None) -> dict[str, bool]:
@@ -263,11 +282,16 @@ def main(argv: list[str]) -> None:
     rows = build()
     if argv[:1] == ["record"]:
         verdicts = record(rows, progress=lambda k: print(f"{k}/{len(rows)}", file=sys.stderr))
+        differ = [r for r in rows if verdicts[r.id] != r.expected]
         TESTS_DATA.mkdir(exist_ok=True)
-        with RECORD.open("w") as f:
-            for row in rows:
+        with RECORD.open("w") as f:  # rows not listed: math-verify's verdict is `expected`
+            f.write(json.dumps({"fingerprint": fingerprint(rows), "rows": len(rows),
+                                "math_verify": "0.9.0", "listed": "rows where its verdict "
+                                "is not the row's expected one"}) + "\n")
+            for row in differ:
                 f.write(json.dumps({"id": row.id, "math_verify": verdicts[row.id]}) + "\n")
-        print(f"recorded math-verify's verdict on {len(rows)} rows in {RECORD}")
+        print(f"recorded math-verify's verdict on {len(rows)} rows ({len(differ)} differ from "
+              f"expected) in {RECORD}")
     else:
         kinds: dict[str, int] = {}
         for r in rows:

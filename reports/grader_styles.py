@@ -87,6 +87,9 @@ STYLES: dict[str, Style] = {
     "display-box": lambda a: (f"Hence\n\\[ \\boxed{{{a}}} \\]", True),
     "bold-answer": lambda a: (f"**Answer:** ${a}$", True),
     "answer-is-bare": lambda a: (f"After simplifying, the answer is {a}", True),
+    "answer-then-reason": lambda a: (f"The answer is ${a}$ because both cases give it.", True),
+    "bare-then-reason": lambda a: (f"So the answer is {a} since the cases agree.", True)
+    if NUMBER.fullmatch(a) else None,
     "dfrac": lambda a: (f"$\\boxed{{{_dfrac(a)}}}$", True) if "\\frac" in a else None,
     # reasoning blocks: only what follows </think> is the answer
     "think-then-box": lambda a: (f"<think>\nMaybe it is {_wrong(a)}? No, recheck.\n</think>\n"

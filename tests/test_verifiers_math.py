@@ -160,7 +160,8 @@ def test_table_is_large_and_balanced() -> None:
         ("The roots are $2$ and $3$.", "2, 3"), ("AZYUK2A", None), ("1 000 people", "1 000"),
         (r"The answer is: \"$12$ and $13$\".", "12, 13"), ("Answer:\n\\[\n9\n\\]", "9"),
         (r"\fbox{7}", "7"), (r"\boxed 5$", "5"), ("The final answer is $x^2$. Done", "x^2"),
-        ("the answer is 12 because", "12 because"), ("x\n#### 1,234\n", "1,234"),
+        ("the answer is 12 because", "12"), ("The answer is 12 because x = 5.", "12"),
+        (r"The answer is \text{Evelyn} and she wins", r"\text{Evelyn}"), ("x\n#### 1,234\n", "1,234"),
         ("I have 3 apples and -4.5 pears", "-4.5"), ("no digits", None), ("", None),
         ("The answer is 5. The final answer is 6.", "6"), ("3/4 of them", "3/4"),
         # a repeated GSM8K marker is never part of the answer (found by the slow fuzz test)

@@ -181,6 +181,19 @@ def _sentence_answer(sentence: str) -> str | None:
     head = re.match(r"[A-Za-z]+", s)
     if head and _has_prose(head.group(0)):
         return _last_math(s) or s  # "The answer is Evelyn."
+    return _before_prose(s)
+
+
+def _before_prose(s: str) -> str:
+    """ "12 because x = 5" -> "12": math ends at the first prose word outside braces (units
+    such as "cm" and words inside \\text{...} are no prose)."""
+    depth = 0
+    for k, c in enumerate(s):
+        depth += (c == "{") - (c == "}")
+        if depth == 0 and c.isspace():
+            word = re.match(r"\s+([A-Za-z]+)\b", s[k:])
+            if word and _has_prose(word.group(1)) and k > 0:  # "... and she wins": no "and"
+                return re.sub(r"(?:\s*,|\s+(?:and|or))+\s*$", "", s[:k]).strip()
     return s
 
 
