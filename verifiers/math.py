@@ -12,15 +12,15 @@ numbers, numerals in a base. (3) Everything else goes to a worker process, kille
 answer and math-verify's `verify` compares them (verifiers/_compare.py).
 
 Why math-verify decides equivalence (issue 18). Both routes measured side by side with the
-same extraction in front, on one 2-core machine shared with other jobs (load ~6), by
-`python reports/bench_grader.py --math-verify-tests DIR`; the hand-written route is commit
-8b1ec85's verifiers/_compare.py (sympy over this project's own plain form):
+same extraction in front, on one 2-core machine shared with other jobs (load ~10), by
+`python reports/bench_grader.py --reference --math-verify-tests DIR`; the hand-written route
+is commit 8b1ec85's verifiers/_compare.py (sympy over this project's own plain form):
                                         hand-written sympy    math-verify (this module)
-  differential corpus, 11,066 rows      0 FP, 0 FN            0 FP, 0 FN
+  differential corpus, 11,204 rows      0 FP, 0 FN            0 FP, 0 FN
   agreement with math-verify on it      96.4%                 96.4%
   math-verify's own test tables (257)   84.0%                 96.9%
   issue 18's 23 reproductions           5 still wrong         all right
-  500 MATH-500 candidates, fresh proc.  1.1 s                 2.5 s (math-verify alone: 4.6 s)
+  500 MATH-500 candidates, fresh proc.  0.9 s                 2.1 s (math-verify alone: 3.3 s)
 The corpus mostly tests answer extraction, which both routes share; on equivalence
 (math-verify's tables: equations such as "(p,q)=(3,2)" or "|AB|=1" against a value,
 relations "x<1" vs "-x>-1", sets with repeats, sets of equations) the hand-written route is
