@@ -7,7 +7,7 @@ budget by at most the batch that was already under way when the limit was crosse
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,6 +26,11 @@ class Meter:
         self.scorer_tokens = 0
         self.flops = 0.0
         self._start = time.perf_counter()
+        self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
+
+    def _charged(self) -> None:
+        for watch in self.watchers:
+            watch(self)
 
     # -- charging ----------------------------------------------------------------------
     def charge_model(self, *, generated: int = 0, prefill: int = 0, processed: int = 0,
@@ -36,11 +41,13 @@ class Meter:
         self.forward_passes += passes
         self.flops += flops
         del processed  # folded into flops; kept as a named argument for readable call sites
+        self._charged()
 
     def charge_scorer(self, *, calls: int, tokens: int = 0, flops: float = 0.0) -> None:
         self.scorer_calls += calls
         self.scorer_tokens += tokens
         self.flops += flops
+        self._charged()
 
     # -- reading -----------------------------------------------------------------------
     @property

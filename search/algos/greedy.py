@@ -20,10 +20,12 @@ from search.engines.base import DEFAULT_STOP, Engine
 from search.select import by_score, candidates, pack
 from search.types import Problem, Result
 
+DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
+
 
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
            step_tokens: int = 256, max_steps: int = 40,
-           stop: Sequence[str] = DEFAULT_STOP) -> Result:
+           stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     del scorer  # nothing to choose between: the one path is the answer
     root = engine.root(problem)
     sampler = Sampler(temperature=0.0, step_tokens=step_tokens, stop=stop)
