@@ -94,8 +94,8 @@ def _source(data: dict[str, Any]) -> str:
 
 
 def _axis(axes: list[Any], data: dict[str, Any], curve: dict[str, Any]) -> Any:
-    levels = data["difficulties"] or [None]
-    return axes[levels.index(curve["difficulty"])]
+    levels = data["difficulties"]
+    return axes[levels.index(curve["difficulty"])] if levels else axes[0]
 
 
 def _framed(rows: Sequence[Row], kind: str, **fields: Any) -> dict[str, Any]:

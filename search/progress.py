@@ -79,10 +79,13 @@ class Progress:
 
 def line(label: str, meter: Meter, roots: list[Node], seconds: float) -> str:
     """The progress line: tokens generated, finished paths (candidates) in the trees so far,
-    the best score among them, seconds."""
-    finished = [n for root in roots for n in root.walk() if n.finished]
-    scores = [n.scores[KEY] for n in finished if math.isfinite(n.scores.get(KEY, math.nan))]
-    best = f"best {max(scores):.4g}" if scores else "best -"
+    the best score among them (of any scored partial path while none is scored), seconds."""
+    nodes = [n for root in roots for n in root.walk()]
+    finished = [n for n in nodes if n.finished]
+    best = "best -"
+    for pool, what in ((nodes, "best partial"), (finished, "best")):  # finished ones win
+        scores = [n.scores[KEY] for n in pool if math.isfinite(n.scores.get(KEY, math.nan))]
+        best = f"{what} {max(scores):.4g}" if scores else best
     return (f"search  {label} · {meter.generated_tokens:,} tokens · {len(finished)} "
             f"candidates · {best} · {seconds:.1f} s")
 

@@ -20,10 +20,12 @@ from rewards.base import Scorer
 from search.algos._stepwise import Sampler, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import rules
 from search.select import candidates, pack, rule
 from search.types import Problem, Result
 
 
+@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
               n: int = 8, select: str = "vote", agg: str = "last", temperature: float = 0.8,
               top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,

@@ -17,12 +17,14 @@ from rewards.base import Scorer
 from search.algos._stepwise import Sampler, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import rules
 from search.select import by_score, candidates, pack
 from search.types import Problem, Result
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
 
+@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
            step_tokens: int = 256, max_steps: int = 40,
            stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
