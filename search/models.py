@@ -180,7 +180,7 @@ def _reasoner(name: str) -> Callable[..., tuple[Any, Any, dict[str, Any]]]:
     def load(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
         from problems import reasoners  # trained here (problems/train.py)
 
-        return reasoners.load(name, dtype=dtype)
+        return _quiet_transformers(lambda: reasoners.load(name, dtype=dtype))
 
     return load
 

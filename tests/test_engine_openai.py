@@ -121,6 +121,13 @@ class Stub(ThreadingHTTPServer):
         elif self.shape == "llama-server":
             data["timings"] = {"prompt_n": len(words) - cached, "cache_n": cached,
                                "predicted_n": completion, "prompt_ms": 1.0}
+            for c in choices:  # its chat-style logprobs, also on /v1/completions
+                lp = c["logprobs"]
+                c["logprobs"] = {"content": [
+                    {"id": 0, "token": t, "bytes": list(t.encode()), "logprob": v,
+                     "top_logprobs": [{"token": k, "logprob": x} for k, x in top.items()]}
+                    for t, v, top in zip(lp["tokens"], lp["token_logprobs"],
+                                         lp["top_logprobs"])]}
         return data
 
 

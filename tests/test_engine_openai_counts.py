@@ -117,3 +117,18 @@ def test_server_counts_are_per_solve(stub):
 ])
 def test_prompt_counts_read_each_servers_fields(answer, want):
     assert prompt_counts(answer) == want
+
+
+def test_llama_server_logprobs_in_the_chat_style_format(stub):
+    """llama-server answers /v1/completions logprobs as {content: [{token, logprob,
+    top_logprobs}]}: steps, top-k and forcing read it as they read the legacy lists."""
+    from test_engine_openai import scripted
+
+    stub.shape = "llama-server"
+    eng = OpenAIEngine(stub.url, "stub-model", retry=FAST)
+    root = eng.root(PROBLEM)
+    kid = eng.expand([root], 1, seed=2)[0][0]
+    toks, _ = scripted(stub.bodies[-1]["prompt"], stub.bodies[-1]["seed"])
+    assert kid.step is not None and kid.step.logprobs == tuple(v for _, v in toks[:4])
+    (top,) = eng.topk_next([root], 2)
+    assert [eng.decode([i]) for i, _ in top][1] == "zz"

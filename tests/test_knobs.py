@@ -101,7 +101,7 @@ def test_every_algorithm_accepts_its_defaults_and_refuses_wrong_types(no_load, a
     assert registry.check_knobs(algo, {}) == defaults
     for name, default in defaults.items():
         tp = knobs.annotation(fn, name)
-        bad = "nonsense" if not knobs.conforms("nonsense", tp) else 3.5
+        bad: Any = "nonsense" if not knobs.conforms("nonsense", tp) else 3.5
         if knobs.conforms(bad, tp):
             continue  # a knob that takes anything
         with pytest.raises(TypeError, match=f"^{algo}: knob {name} takes .*, got {bad!r}"):

@@ -83,9 +83,10 @@ def test_no_line_when_not_a_terminal_or_silenced_or_short(monkeypatch):
     term = Terminal()
     solve(Progress(term, after=3600), n=6, m=2)  # a solve shorter than `after`
     assert term.getvalue() == ""
-    monkeypatch.setattr(sys, "stderr", Terminal())
+    stderr = Terminal()
+    monkeypatch.setattr(sys, "stderr", stderr)
     solve(False, n=6, m=2)
-    assert sys.stderr.getvalue() == ""
+    assert stderr.getvalue() == ""
 
 
 @pytest.mark.parametrize("algo, knobs", [("beam", {"n": 6, "m": 2}), ("best_of_n", {"n": 5}),
@@ -101,7 +102,7 @@ def test_progress_never_changes_the_result(algo, knobs):
     assert [n.step.text for n in a.tree.walk() if n.step] == \
         [n.step.text for n in b.tree.walk() if n.step]
     ua, ub = a.usage.as_dict(), b.usage.as_dict()
-    ua.pop("seconds"), ub.pop("seconds")
+    del ua["seconds"], ub["seconds"]
     assert ua == ub
     assert "root" not in vars(eng_a)  # the engine is left as it was
 

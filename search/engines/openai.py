@@ -57,10 +57,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter
+from search.engines import server_usage as usage_of
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
-from search.engines.server_usage import cache_counters, params_from_config, prompt_counts
 from search.types import Node, Problem, Step
 
 __all__ = ["OpenAIEngine", "ServerError", "parse_spec"]
@@ -188,14 +188,14 @@ class OpenAIEngine:
             listed = self._models()
         except ServerError:
             listed = []
-        entry = next((d for d in listed if d.get("id") == self.model), listed[0] if listed
-                     else {})
-        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        found = [d for d in listed if d.get("id") == self.model] or listed
+        entry: Mapping[str, Any] = found[0] if found else {}
+        meta: Mapping[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
         if isinstance(meta.get("n_params"), int) and meta["n_params"] > 0:
             self.n_params, self.n_params_source = int(meta["n_params"]), "server"
             return
         for name in (self._tokenizer_name, entry.get("root"), self.model):
-            if isinstance(name, str) and (count := params_from_config(name)):
+            if isinstance(name, str) and (count := usage_of.params_from_config(name)):
                 self.n_params, self.n_params_source = count, f"config of {name}"
                 return
 
@@ -211,7 +211,7 @@ class OpenAIEngine:
             lengths = [len(((c or {}).get("logprobs") or {}).get("tokens") or ())
                        for c in choices]
             completion += int(usage.get("completion_tokens", sum(lengths)))
-            total, done = prompt_counts(data)
+            total, done = usage_of.prompt_counts(data)
             prompt += total
             evaluated += total if done is None else done
             unreported += done is None
@@ -247,7 +247,7 @@ class OpenAIEngine:
         return sorted(choices, key=lambda c: int(c.get("index", 0)))
 
     def _logprobs(self, choice: Mapping[str, Any]) -> tuple[list[str], list[float], dict]:
-        lp = choice.get("logprobs") or {}
+        lp = usage_of.legacy_logprobs(choice.get("logprobs") or {})
         tokens, values = lp.get("tokens"), lp.get("token_logprobs")
         if not isinstance(tokens, list) or not isinstance(values, list) \
                 or len(tokens) != len(values):
@@ -395,7 +395,7 @@ class OpenAIEngine:
             resp = self.pool.get(f"{root}/metrics")
         except ServerError:
             return {}
-        return cache_counters(resp.text) if resp.status_code == 200 else {}
+        return usage_of.cache_counters(resp.text) if resp.status_code == 200 else {}
 
 
 def _tokenizer(tokenizer: Any) -> tuple[Any, int | None]:

@@ -1,6 +1,7 @@
 """What an OpenAI-compatible server says it computed, read from its answers and endpoints:
 the prompt tokens it evaluated (its prefix cache excluded), the model's parameter count from
-a config, the prefix-cache counters of /metrics. Field names, by server:
+a config, the prefix-cache counters of /metrics, per-token logprobs in either format. Field
+names, by server:
 
     llama.cpp llama-server   timings.prompt_n (prompt tokens processed), timings.cache_n
                              (taken from its cache), /v1/models data[].meta.n_params; newer
@@ -9,6 +10,9 @@ a config, the prefix-cache counters of /metrics. Field names, by server:
     vLLM                     the same with --enable-prompt-tokens-details; /v1/models root
     llama-cpp-python 0.3.x   usage.prompt_tokens and completion_tokens only (its prefix
                              reuse shows in its verbose log, not in the answer)
+
+Completions logprobs come as the legacy lists (tokens, token_logprobs, top_logprobs: vLLM,
+llama-cpp-python, OpenAI) or, from llama-server, as chat-style content entries.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ def prompt_counts(data: Mapping[str, Any]) -> tuple[int, int | None]:
     one answer: llama-server's timings.prompt_n (tokens it processed; timings.cache_n came
     from its cache), else usage.prompt_tokens less usage.prompt_tokens_details.cached_tokens
     (OpenAI, vLLM, SGLang, newer llama-server)."""
-    usage = data.get("usage") or {}
+    usage: Mapping[str, Any] = data.get("usage") or {}
     total = _count(usage.get("prompt_tokens")) or 0
-    timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
+    timings: Mapping[str, Any] = data["timings"] if isinstance(data.get("timings"), Mapping) \
+        else {}
     if (done := _count(timings.get("prompt_n"))) is not None:
         return max(total, done + (_count(timings.get("cache_n")) or 0)), done
     details = usage.get("prompt_tokens_details")
@@ -78,3 +83,17 @@ def cache_counters(metrics: str) -> dict[str, float]:
             except ValueError:
                 continue
     return out
+
+
+def legacy_logprobs(lp: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A choice's logprobs as the legacy completions lists {tokens, token_logprobs,
+    top_logprobs: [{token: logprob}]}, converted from llama-server's chat-style
+    {content: [{token, logprob, top_logprobs: [{token, logprob}]}]} where that is what came."""
+    content = lp.get("content") if isinstance(lp, Mapping) else None
+    if "tokens" in lp or not isinstance(content, list) \
+            or not all(isinstance(c, Mapping) for c in content):
+        return lp
+    return {"tokens": [c.get("token") for c in content],
+            "token_logprobs": [c.get("logprob") for c in content],
+            "top_logprobs": [{t.get("token"): t.get("logprob") for t in c.get("top_logprobs") or ()
+                              if isinstance(t, Mapping)} for c in content]}
