@@ -263,15 +263,16 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
         pending = [(c, k) for c, k in zip(cells, keys) if k not in done]
         resumed = len(cells) - len(pending)
         runs = [(c, k) for c, k in pending if c.reuse_from is None]
+        total = len(cells) - (len(pending) - len(runs))  # copies are not runs
         if runs and runner is not None:  # the engines load on the runner's workers
             done |= runner(runs, list(done.values()), engine=engine,
                            engine_kwargs=dict(engine_kwargs or {}), scorer=scorer, names=names,
-                           fd=fd, quiet=quiet, total=len(cells))
+                           fd=fd, quiet=quiet, total=total)
         elif runs:
             eng = get_engine(engine, **dict(engine_kwargs or {}))
             done |= _run_pending(runs, list(done.values()), eng,
                                  _scorer_factory(scorer, eng), names, fd, quiet=quiet,
-                                 total=len(cells))
+                                 total=total)
         copies = _reuse([(c, k) for c, k in pending if c.reuse_from is not None], done, names,
                         fd)
         done |= copies

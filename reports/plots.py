@@ -93,6 +93,18 @@ def _source(data: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _dress(axes: list[Any], xlabel: str, ylabel: str, *, base: int = 10, legend: int = 8
+           ) -> None:
+    """Log x axis, labels, grid and a legend (where a panel has curves) on every panel."""
+    for ax in axes:
+        ax.set_xscale("log", base=base)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_lines():
+            ax.legend(fontsize=legend)
+
+
 def _axis(axes: list[Any], data: dict[str, Any], curve: dict[str, Any]) -> Any:
     levels = data["difficulties"]
     return axes[levels.index(curve["difficulty"])] if levels else axes[0]
@@ -168,13 +180,7 @@ def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
         line.set_gid(f"curve-{i}")
         fill = ax.fill_between(c["x"], c["lo"], c["hi"], alpha=0.2, color=colors[c["label"]])
         fill.set_gid(f"band-{i}")
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xlabel(X_NAMES[x] + " (mean over problems)")
-        ax.set_ylabel("accuracy")
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_lines():
-            ax.legend(fontsize=8)
+    _dress(axes, X_NAMES[x] + " (mean over problems)", "accuracy")
     return save(fig, data, out_dir, stem)
 
 
@@ -211,13 +217,7 @@ def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "ca
                           color=colors[cov.label])
         line.set_gid(f"curve-{i}")
         curves.append(entry)
-    for ax in axes:
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("k (samples)")
-        ax.set_ylabel("coverage (pass@k)")
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_lines():
-            ax.legend(fontsize=7)
+    _dress(axes, "k (samples)", "coverage (pass@k)", base=2, legend=7)
     return save(fig, {**data, "curves": curves}, out_dir, stem)
 
 
@@ -247,13 +247,7 @@ def tokens_to_solve(rows: Sequence[Row], out_dir: str | Path, *, knobs: Sequence
             (line,) = _axis(axes, data, curves[-1]).step(xs, ys, where="post", label=str(label),
                                                          color=colors[str(label)])
             line.set_gid(f"curve-{i}")
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xlabel("generated tokens of a solved run")
-        ax.set_ylabel("share of runs solved within x tokens")
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_lines():
-            ax.legend(fontsize=8)
+    _dress(axes, "generated tokens of a solved run", "share of runs solved within x tokens")
     return save(fig, {**data, "curves": curves}, out_dir, stem)
 
 
@@ -283,11 +277,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     knobs = [k for k in args.knobs.split(",") if k]
     made = make_all(rows, args.out, x=args.x, band=args.band, knobs=knobs, source=args.source)
     for name, data in made.items():
-        print(f"{name}: {len(data['curves'])} curves -> {data['files']['png']}")
+        print(f"{name}: {len(data['curves'])} curves ({_source(data)}"
+              + (f", difficulties {data['difficulties']}" if data['difficulties'] else "")
+              + f") -> {data['files']['png']}")
         for c in data["curves"]:
             if name == "coverage":
-                print(f"  {c['legend']}" + (f"  [no fit: {c['fit_error']}]"
-                                            if c["fit_error"] else ""))
+                level = f"difficulty {c['difficulty']}: " if data["difficulties"] else ""
+                print(f"  {level}{c['legend']}" + (f"  [no fit: {c['fit_error']}]"
+                                                   if c["fit_error"] else ""))
 
 
 if __name__ == "__main__":
