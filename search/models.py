@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import importlib.util
 import os
@@ -224,15 +225,40 @@ def check_model(name_or_path: str) -> str:
         raise ModelNotFoundError(
             f"unknown model {name_or_path!r}: not an embedded name ({', '.join(sorted(EMBEDDED))}), "
             f"not a local directory, not a Hugging Face id of the form org/name{hint}")
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
+        return "hub"
     offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes")
                   for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if offline:
-        from huggingface_hub import try_to_load_from_cache
-
-        if not isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
-            raise ModelNotFoundError(f"{name_or_path!r} is not in the local Hugging Face cache "
-                                     "and the hub is off (HF_HUB_OFFLINE)")
+    if offline or not _hub_reachable():
+        why = "the hub is off (HF_HUB_OFFLINE)" if offline else "the hub cannot be reached"
+        raise ModelNotFoundError(f"{name_or_path!r} is not in the local Hugging Face cache and "
+                                 f"{why}: give a local model folder, or fetch it first")
     return "hub"
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the hub's host name resolves (a DNS lookup, in a thread: at most `timeout` s);
+    a machine without network fails here at once instead of after a model load and retries."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or ""
+    found: list[bool] = []
+
+    def look() -> None:
+        try:
+            found.append(bool(socket.getaddrinfo(host, 443)))
+        except OSError:
+            found.append(False)
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(found and found[0])
 
 
 def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:

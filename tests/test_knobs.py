@@ -220,3 +220,20 @@ def test_a_direct_call_with_good_knobs_runs(no_load):
     result = registry.get("beam")(PROBLEM, eng, ScriptedScorer(lambda p: 0.5), eng.meter,
                                   n=4, m=2, seed=1)
     assert result.status == "ok" and isinstance(result.tree, Node)
+
+
+def test_a_hub_id_missing_here_fails_before_anything_loads(no_load, monkeypatch, capsys):
+    """An org/name id neither in the local Hugging Face cache nor reachable is refused at
+    once (not after a model load and a minute of download retries), as model or PRM."""
+    from search import models
+
+    monkeypatch.setattr(models, "_hub_reachable", lambda: False)
+    with pytest.raises(FileNotFoundError, match="'org/none' is not in the local Hugging Face "
+                                                "cache and the hub cannot be reached"):
+        search.solve("What is 2+3?", engine="org/none")
+    assert main(["What is 2+3?", "--model", "tiny-arith", "--scorer", "prm:org/none-prm"]) == 2
+    assert "'org/none-prm' is not in the local" in capsys.readouterr().err
+    monkeypatch.setattr(models, "_hub_reachable", lambda: True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match="the hub is off"):
+        search.solve("What is 2+3?", engine="org/none")

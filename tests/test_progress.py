@@ -122,3 +122,21 @@ def test_results_and_outputs_name_model_and_scorer(tmp_path, capsys):
                  "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert (got["model"], got["scorer"], got["algo"]) == ("tiny-arith", "logprob", "greedy")
+
+
+def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, capsys):
+    from problems import arith
+    from reports.viewer import main as viewer
+
+    out = tmp_path / "tree.html"
+    assert viewer(["--dataset", "arith", "--index", "1", "--algo", "greedy", "--model",
+                   "tiny-arith", "--scorer", "steps", "--tokens", "80", "--quiet",
+                   "--out", str(out)]) == 0
+    problem = arith.generate(2, seed=0)[1]
+    printed = capsys.readouterr().out
+    assert f"reference {problem.answer}" in printed and "by: greedy · tiny-arith" in printed
+    page = out.read_text()
+    assert problem.prompt.split(".")[0] in page and "<th>model</th><td>tiny-arith</td>" in page
+    assert "<th>scorer</th><td>steps</td>" in page
+    assert viewer(["question", "--dataset", "arith", "--out", str(out)]) == 2
+    assert "not both" in capsys.readouterr().err
