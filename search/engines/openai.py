@@ -246,7 +246,8 @@ class OpenAIEngine:
                               f"(indices {indices})")
         return sorted(choices, key=lambda c: int(c.get("index", 0)))
 
-    def _logprobs(self, choice: Mapping[str, Any]) -> tuple[list[str], list[float], dict]:
+    def _logprobs(self, choice: Mapping[str, Any]
+                  ) -> tuple[list[str], list[float], Mapping[str, Any]]:
         lp = usage_of.legacy_logprobs(choice.get("logprobs") or {})
         tokens, values = lp.get("tokens"), lp.get("token_logprobs")
         if not isinstance(tokens, list) or not isinstance(values, list) \
