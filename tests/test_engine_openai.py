@@ -326,6 +326,22 @@ def test_ignored_n_falls_back_to_separate_requests_with_the_same_steps(stub):
         known.meter.generated_tokens
 
 
+def test_refused_n_falls_back_to_separate_requests(stub):
+    """llama-server answers HTTP 400 for n above its slot count: the samples come from
+    separate requests instead, the very steps of an engine told n_mode="separate"."""
+    stub.faults = ["400"]
+    eng = engine_for(stub)
+    kids = eng.expand([eng.root(PROBLEM)], 3, seed=9)[0]
+    assert eng.native_n is False and eng.server_stats["n_refused"] == 1
+    assert [b["n"] for b in stub.bodies] == [3, 1, 1, 1]
+    plain = engine_for(stub, n_mode="separate")
+    ref = plain.expand([plain.root(PROBLEM)], 3, seed=9)[0]
+    assert [step(k).text for k in kids] == [step(k).text for k in ref]
+    stub.faults = ["400"]
+    with pytest.raises(ServerError, match="HTTP 400"):  # once known, a 400 is an error
+        eng.expand([eng.root(PROBLEM)], 3)
+
+
 @pytest.mark.parametrize("mode", ["auto", "native"])
 def test_wrong_number_of_choices_is_an_error(stub, mode):
     stub.faults = ["bad_n"]

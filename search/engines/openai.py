@@ -9,9 +9,9 @@ A call sends one POST /completions per node (its `n` samples in one request), al
 requests concurrently (search.engines.http_pool: a concurrency limit, retries with backoff on
 429, 5xx, timeouts and truncated answers, a clear ServerError after the last). The prompt is text:
 the problem's prompt (the tokenizer's chat template when one is given, else `template`) plus
-the node's steps. Where a server ignores `n` (llama-cpp-python answers one choice), the other
-samples come from n-1 more requests, and the engine sends n separate requests from then on; any
-other number of choices is an error. Seeds: request seeds derive from the call's seed, the row
+the node's steps. Where a server ignores `n` (llama-cpp-python answers one choice) or refuses
+it (llama-server, n above its slots: HTTP 400), the samples come from separate requests, as
+they do from then on; any other number of choices is an error. Seeds: request seeds derive from the call's seed, the row
 and the sample, so one seed gives one result wherever the server is deterministic.
 
 Prefix reuse is the server's, not this engine's: it keeps no KV cache (`retain` frees nothing).
@@ -279,7 +279,15 @@ class OpenAIEngine:
             else [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
         got: list[dict[int, dict[str, Any]]] = [{} for _ in nodes]
         while wave:
-            answers = self._send([b for _, _, b in wave])
+            try:
+                answers = self._send([b for _, _, b in wave])
+            except ServerError as err:  # llama-server refuses n above its slot count (HTTP 400)
+                if self.native_n is not None or n == 1 or "HTTP 400" not in str(err):
+                    raise
+                self.native_n = False
+                self.server_stats["n_refused"] += 1
+                wave = [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
+                continue
             more = []
             for (i, j, b), data in zip(wave, answers):
                 choices = self._choices(data, b["n"])
