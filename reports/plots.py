@@ -89,7 +89,8 @@ def _source(data: dict[str, Any]) -> str:
     parts = []
     for what in ("model", "scorer"):
         found = data[f"{what}s"]
-        parts.append(f"{what} {found[0]}" if len(found) == 1 else f"{len(found)} {what}s")
+        parts.append(f"no {what}" if not found else f"{what} {found[0]}" if len(found) == 1
+                     else f"{len(found)} {what}s")
     return ", ".join(parts)
 
 

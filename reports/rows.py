@@ -130,10 +130,11 @@ def curve_label(row: Mapping[str, Any], knobs: Sequence[str] = ()) -> str:
 
 
 def provenance(rows: Iterable[Row]) -> dict[str, list[str]]:
-    """The models and scorers the rows came from (sorted; "?" for rows that lack one)."""
+    """The models and scorers the rows came from (sorted; "?" for a row without a model).
+    A row whose run consulted no scorer (scorer null: greedy, a plain vote) adds none."""
     rows = list(rows)
-    return {f"{what}s": sorted({str(r.get(what) or "?") for r in rows})
-            for what in ("model", "scorer")}
+    return {"models": sorted({str(r.get("model") or "?") for r in rows}),
+            "scorers": sorted({str(r["scorer"]) for r in rows if r.get("scorer")})}
 
 
 def curve_labeler(rows: Iterable[Row], knobs: Sequence[str] = ()) -> Callable[[Row], str]:
@@ -143,7 +144,9 @@ def curve_labeler(rows: Iterable[Row], knobs: Sequence[str] = ()) -> Callable[[R
     parts = [what for what in ("model", "scorer") if len(prov[f"{what}s"]) > 1]
 
     def label(row: Row) -> str:
-        extra = [f"{what} {row.get(what) or '?'}" for what in parts]
+        extra = [f"model {row.get('model') or '?'}" if what == "model" else
+                 f"scorer {row['scorer']}" if row.get("scorer") else "no scorer"
+                 for what in parts]
         return curve_label(row, knobs) + (f" [{', '.join(extra)}]" if extra else "")
 
     return label

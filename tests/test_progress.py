@@ -114,14 +114,15 @@ def test_results_and_outputs_name_model_and_scorer(tmp_path, capsys):
     assert "<title>beam · ScriptedEngine · scorer ScriptedScorer search tree</title>" in page
     assert "<th>model</th><td>ScriptedEngine</td>" in page
     assert "<th>scorer</th><td>ScriptedScorer</td>" in page
-    assert main(["3+4=", "--model", "tiny-arith", "--scorer", "steps", "--algo", "greedy",
-                 "--tokens", "30", "--quiet"]) == 0
+    assert main(["3+4=", "--model", "tiny-arith", "--scorer", "steps", "--algo", "beam",
+                 "--knob", "n=4", "--knob", "m=2", "--tokens", "60", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "by: greedy on model tiny-arith, scorer steps, seed 0" in out
+    assert "by: beam on model tiny-arith, scorer steps, seed 0; chosen by score(steps" in out
     assert main(["3+4=", "--model", "tiny-arith", "--algo", "greedy", "--tokens", "30",
                  "--json"]) == 0
-    got = json.loads(capsys.readouterr().out)
-    assert (got["model"], got["scorer"], got["algo"]) == ("tiny-arith", "logprob", "greedy")
+    got = json.loads(capsys.readouterr().out)  # greedy consults no scorer: none is named
+    assert (got["model"], got["scorer"], got["algo"]) == ("tiny-arith", "", "greedy")
+    assert got["selected_by"].startswith("greedy")
 
 
 def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, capsys):
@@ -129,12 +130,12 @@ def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, c
     from reports.viewer import main as viewer
 
     out = tmp_path / "tree.html"
-    assert viewer(["--dataset", "arith", "--index", "1", "--algo", "greedy", "--model",
-                   "tiny-arith", "--scorer", "steps", "--tokens", "80", "--quiet",
-                   "--out", str(out)]) == 0
+    assert viewer(["--dataset", "arith", "--index", "1", "--algo", "beam", "--knob", "n=4",
+                   "--knob", "m=2", "--model", "tiny-arith", "--scorer", "steps", "--tokens",
+                   "120", "--quiet", "--out", str(out)]) == 0
     problem = arith.generate(2, seed=0)[1]
     printed = capsys.readouterr().out
-    assert f"reference {problem.answer}" in printed and "by: greedy · tiny-arith" in printed
+    assert f"reference {problem.answer}" in printed and "by: beam · tiny-arith" in printed
     page = out.read_text()
     assert problem.prompt.split(".")[0] in page and "<th>model</th><td>tiny-arith</td>" in page
     assert "<th>scorer</th><td>steps</td>" in page
