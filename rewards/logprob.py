@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.types import Node, Problem
 
 
@@ -13,6 +13,8 @@ class LogprobScorer:
     """Step score = the geometric-mean token probability of the node's latest step,
     exp(mean logprob), in (0, 1]. It costs no forward pass (the engine recorded the
     logprobs while sampling) but is still charged as scorer calls, one per node."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self) -> None:
         self.meter = Meter()

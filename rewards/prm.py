@@ -12,7 +12,9 @@ Each node adds its own step's tokens (step text + tag), so scoring a child after
 runs only the child's tokens through the PRM. Steps are tokenised one by one (not the joined
 text), which can differ from whole-text tokenisation at step boundaries.
 Memory: after each call the PRM keeps only the paths it just scored (what a search expands
-next); anything else is recomputed on demand and charged.
+next) of the calling search's trees; anything else is recomputed on demand and charged.
+Concurrent searches (search.solve_many) share the PRM: their scoring forwards are batched
+like the generator's (search.engines.sched), each score what it is alone.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.engines.kvtree import KVTree
+from search.engines.sched import SCHED, Job
 from search.types import Node, Problem
 
 
@@ -61,6 +64,8 @@ def detect_format(model: Any) -> PRMFormat:
 
 class HFPRM:
     """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
                  device: str | torch.device | None = None) -> None:
@@ -132,7 +137,11 @@ class HFPRM:
         if any(node.step is None for node in nodes):
             raise ValueError("a PRM scores steps; the root has none")
         self.meter.charge_scorer(calls=len(nodes))
-        self.kv.ensure(list({n.id: n for n in nodes}.values()), self.meter)
+        # one job (search.engines.sched): concurrent searches' PRM forwards are batched
+        return SCHED.run(self._score(list(nodes)))
+
+    def _score(self, nodes: list[Node]) -> Job[list[float]]:
+        yield from self.kv.ensure_job(list({n.id: n for n in nodes}.values()), self.meter)
         values = []
         for node in nodes:
             seg = self.kv.get(node)

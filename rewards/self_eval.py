@@ -12,13 +12,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.types import Node, Problem
 
 QUESTION = "\n\nIs the last step above correct? Answer Yes or No.\nAnswer:"
 
 
 class SelfEvalScorer:
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
     def __init__(self, engine: Any, *, question: str = QUESTION, yes: str = " Yes",
                  no: str = " No") -> None:
         self.engine = engine

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.engines.base import DEFAULT_STOP
 from search.types import Node, Problem
 
@@ -159,6 +159,8 @@ def value_scorer(engine: Any) -> ValueHeadScorer:
 
 class ValueHeadScorer:
     """Scorer: the head applied to each node's recorded step features."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, engine: Any, head: ValueHead) -> None:
         if not engine.kv.keep_hidden:

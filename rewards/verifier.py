@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.types import Node, Problem
 
 # step verdict -> reward: an unchecked step is neither trusted nor condemned
@@ -20,6 +20,8 @@ STEP_REWARD = {"correct": 1.0, "none": 0.5, "wrong": 0.0}
 class StepCheckScorer:
     """Reward of a node's latest step: 1 if every equation in it is right, 0 if one is
     wrong, 0.5 if it has none."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self) -> None:
         self.meter = Meter()
@@ -36,6 +38,8 @@ class StepCheckScorer:
 class OracleScorer:
     """1.0 for a finished solution whose answer matches the gold answer, else 0.0
     (unfinished paths score 0). Needs Problem.answer."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, *, timeout: float = 2.0) -> None:
         self.meter = Meter()

@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.engines.base import DEFAULT_STOP
 from search.types import Node, Problem, Step
 
@@ -34,6 +34,9 @@ def path_of(node: Node) -> tuple[str, ...]:
 
 class ScriptedEngine:
     """The Engine protocol over a synthetic tree (no model, exact probabilities)."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
+    concurrent = True  # safe to share between searches in threads
 
     def __init__(self, children: Children, *, tokens_per_step: int = 1, end: str = ".",
                  prompt_tokens: int = 4, flops_per_token: float = 1.0) -> None:
@@ -151,6 +154,8 @@ class ScriptedEngine:
 
 class ScriptedScorer:
     """Scores a node by a function of its path of step texts; charges one call per node."""
+
+    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, value: Callable[[tuple[str, ...]], float]) -> None:
         self.value = value

@@ -14,6 +14,10 @@ How a call runs (B rows = nodes x n samples):
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
      from the same distribution (search.engines.spec).
+Each call is a job (search.engines.sched) whose forwards are Passes: alone by default; while
+the scheduler serves (search.solve_many), every search's calls in flight share each forward,
+with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
+per thread (search.budget.PerThread) and `retain` frees the calling thread's trees only.
 Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
@@ -27,7 +31,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.engines import attention, packed
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
@@ -36,12 +40,16 @@ from search.engines.kvtree import KVTree
 from search.engines.lean import lean_forward
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.engines.sampling import sample
+from search.engines.sched import SCHED, Job
 from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
 
 
 class HFEngine:
     """A transformers causal LM behind the Engine protocol."""
+
+    meter = PerThread()  # each search's own, when several share the engine (solve_many)
+    concurrent = True  # safe to share between searches in threads (see the module doc)
 
     def __init__(self, model: Any, tokenizer: Any, *, device: str | torch.device | None = None,
                  max_length: int | None = None, chat: bool | None = None,
@@ -153,6 +161,9 @@ class HFEngine:
         return ids
 
     def root(self, problem: Problem) -> Node:
+        return SCHED.call(self._root, problem)  # the tokenizer is used by one thread at a time
+
+    def _root(self, problem: Problem) -> Node:
         return Node(problem=problem, prompt_ids=self.prompt_ids(problem))
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
@@ -170,13 +181,24 @@ class HFEngine:
                 raise ValueError(f"cannot expand a finished node: {node!r}")
         if not nodes:
             return []
-        self.kv.ensure(_unique(nodes), self.meter)
         rows = [node for node in nodes for _ in range(n)]
+        return SCHED.run(self._expand(nodes, rows, n, tuple(stop or ()), max_tokens,
+                                      temperature, top_p, seed), cost=self._cost(rows, max_tokens))
+
+    def _expand(self, nodes: list[Node], rows: list[Node], n: int, stop: tuple[str, ...],
+                max_tokens: int, temperature: float, top_p: float, seed: int
+                ) -> Job[list[list[Node]]]:
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
         # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
         spec = self.spec is not None and self.kv.layout.mask != "2d"
-        children = (SpecDecoder if spec else _StepDecoder)(
-            self, rows, tuple(stop or ()), max_tokens, temperature, top_p, seed).run()
+        children = yield from (SpecDecoder if spec else _StepDecoder)(
+            self, rows, stop, max_tokens, temperature, top_p, seed).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
+
+    def _cost(self, rows: Sequence[Node], room: int) -> int:
+        """Bytes of batch cache a call over these rows may hold (no prefix shared)."""
+        longest = max(min(n.n_tokens + room, self.max_length) for n in rows)
+        return len(rows) * longest * self.kv.column_bytes
 
     def rollout(self, nodes: Sequence[Node], *, max_tokens: int = 512, temperature: float = 0.0,
                 seed: int = 0) -> list[Node]:
@@ -188,11 +210,17 @@ class HFEngine:
                generated: bool = False) -> list[Node]:
         if len(nodes) != len(continuations):
             raise ValueError("extend needs one continuation per node")
+        nodes = list(nodes)
+        return SCHED.run(self._extend(nodes, list(continuations), generated),
+                         cost=self._cost(nodes, max((len(c) for c in continuations), default=1)))
+
+    def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
+                generated: bool) -> Job[list[Node]]:
         ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
                     else [int(t) for t in c] for c in continuations]
         if any(not ids for ids in ids_list):
             raise ValueError("extend: an empty continuation")
-        self.kv.ensure(_unique(nodes), self.meter)
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
         out: list[Node | None] = [None] * len(nodes)
         by_width: dict[int, list[int]] = defaultdict(list)
         for i, ids in enumerate(ids_list):
@@ -200,10 +228,10 @@ class HFEngine:
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
             count = width * len(idx)
-            new, logits, _ = self.kv.feed([self.kv.path_parts(p) for p in parents],
-                                          [p.n_tokens for p in parents],
-                                          [ids_list[i] for i in idx], self.meter,
-                                          all_logits=True, prefill=0 if generated else count)
+            new, logits, _ = yield from self.kv.feed_job(
+                [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
+                [ids_list[i] for i in idx], self.meter, all_logits=True,
+                prefill=0 if generated else count)
             if generated:
                 self.meter.charge_model(generated=count, passes=0)
             for i, p, kv_new, lg in zip(idx, parents, new, logits):
@@ -221,7 +249,10 @@ class HFEngine:
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        self.kv.ensure(_unique(nodes), self.meter)
+        return SCHED.run(self._topk_next(list(nodes), k))
+
+    def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
         out = []
         for node in nodes:
             seg = self.kv.get(node)
@@ -232,8 +263,11 @@ class HFEngine:
 
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
         """Log-probabilities of the given next tokens after each node."""
-        self.kv.ensure(_unique(nodes), self.meter)
-        idx = torch.tensor(list(token_ids), device=self.device)
+        return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)))
+
+    def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
+        idx = torch.tensor(token_ids, device=self.device)
         out = []
         for node in nodes:
             seg = self.kv.get(node)
@@ -242,12 +276,12 @@ class HFEngine:
         return out
 
     def retain(self, live: Sequence[Node]) -> None:
-        self.kv.retain(live)
+        SCHED.call(self.kv.retain, list(live))
 
     @property
     def cached_tokens(self) -> int:
         """Tokens whose KV the engine currently holds (for memory tests and reports)."""
-        return self.kv.cached_tokens
+        return SCHED.call(lambda: self.kv.cached_tokens)
 
 
 class _StepDecoder:
@@ -308,7 +342,7 @@ class _StepDecoder:
         return tok[back], lp[back]
 
     @torch.inference_mode()
-    def run(self) -> list[Node]:
+    def run(self) -> Job[list[Node]]:
         e, rows = self.e, self.rows
         parts = {n.id: e.kv.path_parts(n) for n in _unique(rows)}
         # a row samples at most this many tokens (it feeds one fewer): the columns to reserve
@@ -348,9 +382,8 @@ class _StepDecoder:
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]
-            res = e.forward(input_ids=tok[:, None], attention_mask=cache.attention_mask(1),
-                          position_ids=(pos + j)[:, None], past_key_values=cache,
-                          use_cache=True, logits_to_keep=1, output_hidden_states=hid is not None)
+            res = yield e.kv.pass_for(tok[:, None], (pos + j)[:, None], cache,
+                                      cache.attention_mask(1), 1)
             e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))
             logits = res.logits[:, -1].float()
             if hid is not None:

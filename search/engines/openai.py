@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter
+from search.budget import Meter, PerThread
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
@@ -95,6 +96,9 @@ class OpenAIEngine:
     n_mode: "auto" (ask for n, fall back when the server ignores it), "native", "separate".
     """
 
+    meter = PerThread()  # each search's own when searches share it (solve_many)
+    concurrent = True  # safe to share between searches in threads
+
     def __init__(self, base_url: str, model: str | None = None, *, tokenizer: Any = None,
                  prompt: PromptFormat = PLAIN, api_key: str | None = None,
                  concurrency: int = 16, retry: RetryPolicy = RETRY,
@@ -112,6 +116,7 @@ class OpenAIEngine:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self.pool = HTTPPool(concurrency=concurrency, policy=retry, headers=headers)
         self.server_stats: Counter[str] = Counter()
+        self._lock = threading.Lock()  # token ids and server_stats, shared by search threads
         self._pieces: dict[str, int] = {}  # token string -> engine-local id
         self._texts: list[str] = []  # engine-local id -> token string
         self._prompts: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
@@ -141,10 +146,11 @@ class OpenAIEngine:
         return self._prompts[root] + node.text
 
     def _id(self, piece: str) -> int:
-        if piece not in self._pieces:
-            self._pieces[piece] = len(self._texts)
-            self._texts.append(piece)
-        return self._pieces[piece]
+        with self._lock:
+            if piece not in self._pieces:
+                self._pieces[piece] = len(self._texts)
+                self._texts.append(piece)
+            return self._pieces[piece]
 
     def decode(self, token_ids: Sequence[int]) -> str:
         try:
@@ -181,10 +187,13 @@ class OpenAIEngine:
             prompt += int(usage.get("prompt_tokens", 0))
             cached += _cached_tokens(data)
             longest = max([longest, *lengths])
-            self.server_stats["responses_without_usage"] += "usage" not in data
-        self.server_stats.update(requests=len(good), prompt_tokens=prompt,
-                                 completion_tokens=completion, cached_prompt_tokens=cached)
-        self.server_stats["retries"] = self.pool.retried
+            without = "usage" not in data
+            with self._lock:
+                self.server_stats["responses_without_usage"] += without
+        with self._lock:
+            self.server_stats.update(requests=len(good), prompt_tokens=prompt,
+                                     completion_tokens=completion, cached_prompt_tokens=cached)
+            self.server_stats["retries"] = self.pool.retried
         if good:
             processed = prompt - cached + completion
             self.meter.charge_model(generated=completion, prefill=prompt - cached,
@@ -245,7 +254,8 @@ class OpenAIEngine:
                 choices = self._choices(data, b["n"])
                 if len(choices) < b["n"]:  # the server ignored n: ask for the rest one by one
                     self.native_n = False
-                    self.server_stats["n_ignored"] += 1
+                    with self._lock:
+                        self.server_stats["n_ignored"] += 1
                     more += [(i, k, body(i, k, 1)) for k in range(1, b["n"])]
                 got[i].update((j + k, c) for k, c in enumerate(choices))
             wave = more

@@ -41,14 +41,16 @@ predictor; the batch size is the cheap signal used here).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from search.engines.drafter import Drafter, DraftTree, greedy_path, sampled_path
 from search.engines.kv import Segment, SlabCache
 from search.engines.sampling import categorical, probs, sample
+from search.engines.sched import Job, Pass
 from search.types import Node, Step
 
 __all__ = ["DraftTree", "Drafter", "SpecConfig", "SpecDecoder", "SpecStats"]
@@ -140,7 +142,7 @@ class SpecDecoder:
         self.klen = [self.cfg.first_draft] * len(rows)
 
     @torch.inference_mode()
-    def run(self) -> list[Node]:
+    def run(self) -> Job[list[Node]]:
         e, rows = self.e, self.rows
         self.drafter.add_trees(rows)
         uniq = list({n.id: n for n in rows}.values())
@@ -179,7 +181,7 @@ class SpecDecoder:
                 break
             if len(keep) < len(active):
                 active = [active[b] for b in cache.keep(keep)]
-            new, new_lp, hid = self._verify(active)
+            new, new_lp, hid = yield from self._verify(active)
         return [c for c in out if c is not None]
 
     def _context(self, r: int) -> list[int]:
@@ -262,8 +264,8 @@ class SpecDecoder:
         block = torch.zeros(tree.shape, dtype=bias.dtype, device=bias.device)
         return torch.cat([bias, block.masked_fill_(~tree, torch.finfo(bias.dtype).min)], -1)
 
-    def _verify(self, active: list[int]) -> tuple[list[list[int]], list[list[float]],
-                                                  torch.Tensor | None]:
+    def _verify(self, active: list[int]) -> Generator[Pass, Any, tuple[
+            list[list[int]], list[list[float]], torch.Tensor | None]]:
         """One forward of [last token, draft nodes..., padding] per row; per slot the tokens
         it emits, their logprobs, and (keep_hidden) the hidden states they were predicted
         from [A, m, h]."""
@@ -283,9 +285,7 @@ class SpecDecoder:
         depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
         start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
                              device=dev)
-        res = e.forward(input_ids=ids, attention_mask=self._mask(trees, q),
-                      position_ids=start[:, None] + depth, past_key_values=cache,
-                      use_cache=True, logits_to_keep=q, output_hidden_states=e.kv.keep_hidden)
+        res = yield e.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q)
         e.meter.charge_model(processed=A * q, flops=2.0 * e.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
         paths, final = self._accept(logits, trees, ids, active)
