@@ -39,7 +39,7 @@ from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
 from search.engines.lean import lean_forward
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
-from search.engines.sampling import sample
+from search.engines.sampling import Draw, draw
 from search.engines.sched import SCHED, Job
 from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
@@ -299,19 +299,14 @@ class _StepDecoder:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=engine.device).manual_seed(seed)
         self.stop_span = max((len(s) for s in stop), default=0) + 2
-        backend = getattr(engine.tokenizer, "backend_tokenizer", None)
-        # a fast tokenizer decodes the stop windows of all rows in one call
-        self._decode_batch = getattr(backend, "decode_batch", None)
+        self._decode = stop_decoder(engine)
 
     def _reasons(self, active: list[int], toks: list[list[int]]) -> list[str | None]:
         """Why each active row stops after its latest token (None: it goes on)."""
         e, out = self.e, []
         texts: list[str] = []
         if self.stop:
-            windows = [toks[r][-self.stop_span:] for r in active]
-            texts = (self._decode_batch(windows, skip_special_tokens=False)
-                     if self._decode_batch is not None else
-                     [e.decode(w, skip_special=False) for w in windows])
+            texts = [self._decode(toks[r][-self.stop_span:]) for r in active]
         for i, r in enumerate(active):
             t = toks[r]
             if t[-1] in e.eos_ids:
@@ -326,20 +321,13 @@ class _StepDecoder:
                 out.append(None)
         return out
 
-    def _sample(self, logits: torch.Tensor, active: list[int]) -> tuple[torch.Tensor, ...]:
-        """Sample each slot's next token, drawing in row order: compaction moves rows
-        between slots, and a row's draw must not depend on which slot it sits in (the same
+    def _draw(self, active: list[int]) -> Draw:
+        """How this step's tokens are drawn: in row order, since compaction moves rows
+        between slots and a row's draw must not depend on which slot it sits in (the same
         seed gives the same tokens however rows left the batch)."""
-        if all(a < b for a, b in zip(active, active[1:])):
-            return sample(logits, temperature=self.temperature, top_p=self.top_p,
-                          generator=self.gen)
-        order = sorted(range(len(active)), key=active.__getitem__)  # row order -> slots
-        idx = torch.tensor(order, device=logits.device)
-        tok, lp = sample(logits.index_select(0, idx), temperature=self.temperature,
-                         top_p=self.top_p, generator=self.gen)
-        back = torch.empty_like(idx)
-        back[idx] = torch.arange(len(order), device=idx.device)
-        return tok[back], lp[back]
+        order = None if all(a < b for a, b in zip(active, active[1:])) else \
+            sorted(range(len(active)), key=active.__getitem__)
+        return Draw(self.temperature, self.top_p, self.gen, order)
 
     @torch.inference_mode()
     def run(self) -> Job[list[Node]]:
@@ -359,8 +347,8 @@ class _StepDecoder:
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
         j = 0  # tokens sampled so far in this step, equal for every active row
+        tok, lp = draw(logits, self._draw(active))  # later draws come with each forward
         while active:
-            tok, lp = self._sample(logits, active)
             e.meter.charge_model(generated=len(active), passes=0)
             for r, t, logp in zip(active, tok.tolist(), lp.tolist()):
                 toks[r].append(t)
@@ -382,12 +370,13 @@ class _StepDecoder:
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]
-            res = yield e.kv.pass_for(tok[:, None], (pos + j)[:, None], cache,
-                                      cache.attention_mask(1), 1)
+            p = e.kv.pass_for(tok[:, None], (pos + j)[:, None], cache, cache.attention_mask(1), 1)
+            p.draw = self._draw(active)
+            res = yield p
             e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))
-            logits = res.logits[:, -1].float()
+            tok, lp = res.tokens, res.logprobs
             if hid is not None:
-                hid = res.hidden_states[-1][:, -1].float()
+                hid = res.out.hidden_states[-1][:, -1].float()
             j += 1
         return [c for c in out if c is not None]
 
@@ -397,6 +386,17 @@ class _StepDecoder:
         child = Node(parent=parent, step=step)
         self.e.kv.put(child, Segment(kv=kv, n=len(toks) - 1))  # last token fed on expansion
         return child
+
+
+def stop_decoder(engine: HFEngine) -> Any:
+    """token ids -> text with special tokens kept, for stop-string checks: a fast tokenizer's
+    own decode (one call per row: `decode_batch` hands rows to a thread pool, whose
+    start-up costs more than a stop window's decode, and whose threads take cores from
+    the model's), else the tokenizer's."""
+    backend = getattr(engine.tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return lambda ids: backend.decode(ids, skip_special_tokens=False)
+    return lambda ids: engine.decode(ids, skip_special=False)
 
 
 def _unique(nodes: Sequence[Node]) -> list[Node]:

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import torch
 
 from search.budget import ThreadState, as_thread, thread_state
+from search.engines.sampling import Draw, sample_many
 
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
@@ -48,7 +49,9 @@ PASS_TOKENS = 4096  # most tokens one merged forward takes (bounds its activatio
 @dataclass(eq=False)
 class Pass:
     """One forward a job asks for: input_ids/position_ids [B, q] after its own batch cache,
-    under its own attention mask; `keep` is logits_to_keep (None: the forward takes none)."""
+    under its own attention mask; `keep` is logits_to_keep (None: the forward takes none).
+    draw: also draw each row's next token from its last logits (the job then gets a
+    `Sampled`); the draws of every Pass in a tick are made together (sampling.sample_many)."""
 
     forward: Any
     input_ids: Any
@@ -57,6 +60,7 @@ class Pass:
     mask: Any
     keep: int | None = 1
     hidden: bool = False
+    draw: Draw | None = None
 
     @property
     def tokens(self) -> int:
@@ -69,12 +73,45 @@ class Pass:
                             use_cache=True, output_hidden_states=self.hidden, **extra)
 
 
+@dataclass
+class Sampled:
+    """What a Pass with a `draw` returns: the forward's output and the drawn tokens [B] with
+    their model logprobs [B]."""
+
+    out: Any
+    tokens: Any
+    logprobs: Any
+
+
 Job = Generator[Pass, Any, T]
 
 
 def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS) -> list[Any]:
     """Each Pass's output (or the exception it raised), merged into one forward per model
-    where the model can (forward_many), in chunks of at most `limit` tokens."""
+    where the model can (forward_many), in chunks of at most `limit` tokens; then the draws
+    of the Passes that ask for them, all at once."""
+    out = _forwards(passes, limit)
+    todo = [i for i, p in enumerate(passes)
+            if p.draw is not None and not isinstance(out[i], BaseException)]
+    if todo:
+        try:
+            drawn = sample_many([out[i].logits[:, -1] for i in todo],
+                                [passes[i].draw for i in todo])  # type: ignore[misc]
+        except Exception:  # find whose: draw one by one
+            drawn = [_draw_alone(out[i], passes[i]) for i in todo]
+        for i, d in zip(todo, drawn):
+            out[i] = d if isinstance(d, BaseException) else Sampled(out[i], *d)
+    return out
+
+
+def _draw_alone(out: Any, p: Pass) -> Any:
+    try:
+        return sample_many([out.logits[:, -1]], [p.draw])[0]  # type: ignore[list-item]
+    except Exception as err:
+        return err
+
+
+def _forwards(passes: Sequence[Pass], limit: int) -> list[Any]:
     out: list[Any] = [None] * len(passes)
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(passes):
@@ -125,7 +162,7 @@ def drive(job: Job[T]) -> T:
         with torch.inference_mode():
             p = next(job)
             while True:
-                out = _alone(p)
+                out = run_passes([p])[0]
                 p = job.throw(out) if isinstance(out, BaseException) else job.send(out)
     except StopIteration as stop:
         return stop.value
@@ -182,6 +219,7 @@ class SchedStats:
     jobs: int = 0  # jobs run
     peak_jobs: int = 0  # most jobs in flight at once
     peak_kv_bytes: int = 0  # most declared batch-cache bytes in flight at once
+    largest: int = 0  # most batch-cache bytes one job declared
 
 
 class Scheduler:
@@ -265,6 +303,7 @@ class Scheduler:
             while waiting and (not active or held + waiting[0].cost <= self.max_kv_bytes):
                 task = waiting.popleft()
                 held += task.cost
+                self.stats.largest = max(self.stats.largest, task.cost)
                 active.append(task)
                 admitted.append(task)
             st = self.stats

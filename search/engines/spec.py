@@ -134,8 +134,9 @@ class SpecDecoder:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=engine.device).manual_seed(seed)
         self.stop_span = max((len(s) for s in stop), default=0) + 2
-        backend = getattr(engine.tokenizer, "backend_tokenizer", None)
-        self._decode_batch = getattr(backend, "decode_batch", None)
+        from search.engines.hf import stop_decoder  # (hf imports this module)
+
+        self._decode = stop_decoder(engine)
         self.toks: list[list[int]] = [[] for _ in rows]
         self.lps: list[list[float]] = [[] for _ in rows]
         self.cols: list[list[int]] = [[] for _ in rows]
@@ -199,9 +200,7 @@ class SpecDecoder:
             span = self.stop_span
             windows = [(self.toks[r][-span:] + new[b][:j + 1])[-span:]
                        for b, r in enumerate(active) for j in range(len(new[b]))]
-            texts = (self._decode_batch(windows, skip_special_tokens=False)
-                     if self._decode_batch is not None else
-                     [e.decode(w, skip_special=False) for w in windows])
+            texts = [self._decode(w) for w in windows]
         out: list[tuple[int, str | None]] = []
         at = kept = 0
         for b, r in enumerate(active):
