@@ -40,32 +40,33 @@ def comparable(row: dict[str, Any]) -> str:
 
 
 def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
-               ) -> tuple[float, dict[str, str], int]:
-    """(seconds, comparable rows by key, generated tokens) of one fresh grid."""
+               ) -> tuple[float, dict[str, str], int, float]:
+    """(seconds, comparable rows by key, generated tokens, CPU seconds) of one fresh grid."""
     from reports.eval import run_grid
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = run_grid(problems, out=out, quiet=True, concurrency=concurrency, **grid)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if run.errors:
         bad = next(r for r in run.rows if r["status"] == "error")
         raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
     rows = {r["key"]: comparable(r) for r in run.rows}
-    return seconds, rows, sum(int(r["usage"]["generated_tokens"]) for r in run.rows)
+    return seconds, rows, sum(int(r["usage"]["generated_tokens"]) for r in run.rows), cpu
 
 
 def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) -> dict[str, Any]:
-    t1, rows1, tokens = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1, **grid)
-    tn, rowsn, _ = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
+    t1, rows1, tokens, cpu1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1, **grid)
+    tn, rowsn, _, cpun = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
     same = rows1 == rowsn
     print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
           f"({tokens / t1:.1f} tok/s), concurrency {n}: {tn:.1f} s ({tokens / tn:.1f} tok/s); "
-          f"{t1 / tn:.2f}x; rows identical apart from timings: {same}", flush=True)
+          f"{t1 / tn:.2f}x; rows identical apart from timings: {same}\n  process CPU time: "
+          f"{cpu1:.1f} s vs {cpun:.1f} s ({cpu1 / cpun:.2f}x)", flush=True)
     if not same:
         diff = sorted(k for k in rows1 if rows1[k] != rowsn.get(k))
         print(f"  {len(diff)} rows differ, e.g. {rows1[diff[0]][:300]}\n  vs {rowsn.get(diff[0], '')[:300]}")
     return {"runs": len(rows1), "tokens": tokens, "c1": t1, "cn": tn, "ratio": t1 / tn,
-            "identical": same}
+            "cpu1": cpu1, "cpun": cpun, "identical": same}
 
 
 def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> float:
