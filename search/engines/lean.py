@@ -180,10 +180,14 @@ class LeanLlama:
             B, q = p[0].shape
             spans.append((B, q, at))
             at += B * q
-        # cascade's mask as an additive bias over a group's stacked queries, once for all layers
-        biases = [None if not p[2].shared else attention.group_bias(
-            p[3], B, H // KV, q, p[3].shape[-1], x.dtype, x.device)
-            for p, (B, q, _) in zip(parts, spans)]
+        # each part's mask as an additive bias, once for all layers: over a group's stacked
+        # queries for cascade's prefix attention, else as SDPA would turn the bool mask into
+        # one per call (0 or -inf: the same kernel input, the same bits)
+        biases = [attention.group_bias(p[3], B, H // KV, q, p[3].shape[-1], x.dtype, x.device)
+                  if p[2].shared else torch.zeros(p[3].shape, dtype=x.dtype, device=x.device
+                                                  ).masked_fill_(~p[3], float("-inf"))
+                  for p, (B, q, _) in zip(parts, spans)]
+        sizes = [B * q for B, q, _ in spans]
         for li, layer in enumerate(self.layers):
             h = torch.rms_norm(x, (D,), layer.norm1, self.eps)
             qkv = layer.qkv(h)  # [N, (H + 2 KV) d]
@@ -191,11 +195,12 @@ class LeanLlama:
             qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary, both at once
             v = qkv[:, (H + KV) * d:].view(N, KV, d)
             att = []
-            for p, (B, q, a), bias in zip(parts, spans, biases):
+            for p, (B, q, _), bias, qk_p, v_p in zip(parts, spans, biases, qk.split(sizes),
+                                                     v.split(sizes)):
                 slab = p[2].slabs[li]
-                part = qk[a:a + B * q].view(B, q, H + KV, d)
+                part = qk_p.view(B, q, H + KV, d)
                 keys, values = slab.update(part[:, :, H:].transpose(1, 2),
-                                           v[a:a + B * q].view(B, q, KV, d).transpose(1, 2))
+                                           v_p.view(B, q, KV, d).transpose(1, 2))
                 att.append(self._attend(part[:, :, :H].transpose(1, 2), keys, values, p[3],
                                         bias, slab.shared).reshape(B * q, H * d))
             x = layer.o(att[0] if len(att) == 1 else torch.cat(att), x)  # + residual, in the GEMM
@@ -219,12 +224,12 @@ class LeanLlama:
                 mask: torch.Tensor, bias: torch.Tensor | None,
                 shared: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         """query [B, H, q, d] over the slab's keys/values [B, KV, T, d] (after a shared
-        prefix, if any) under mask [B, 1, q or 1, T] (bias: cascade's form of it) ->
-        [B, q, H, d]."""
+        prefix, if any) under mask [B, 1, q or 1, T] (bias: its additive form, cascade's
+        over stacked queries where there is a prefix) -> [B, q, H, d]."""
         if shared is not None:
             return attention.cascade(query, shared[0], shared[1], keys, values, mask, self.scale,
                                      bias=bias)
-        out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask,
+        out = F.scaled_dot_product_attention(query, keys, values, attn_mask=bias,
                                              scale=self.scale, enable_gqa=True)
         return out.transpose(1, 2)
 
