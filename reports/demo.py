@@ -25,13 +25,10 @@ from pathlib import Path
 from typing import Any
 
 ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter")
-# the step checker scores one step at a time: a path's reward is its worst step (min), and
-# best-of-N weighs each answer's votes by those rewards
-KNOBS: dict[str, dict[str, Any]] = {
-    "best_of_n": {"select": "weighted_vote", "agg": "min"},
-    "beam": {"agg": "min"},
-    "particle_filter": {"agg": "min"},
-}
+# the step checker's path score is its worst step (its path_agg, "min": every search's
+# default agg with it), the final step judged by whether its answer follows from the work;
+# best-of-N weighs each answer's votes by those scores
+KNOBS: dict[str, dict[str, Any]] = {"best_of_n": {"select": "weighted_vote"}}
 
 
 def table(summary: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]] = ()) -> str:

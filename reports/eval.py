@@ -21,11 +21,16 @@ Each problem carries its own prompt; the engine wraps it (chat template or plain
 
 A budget value is each algorithm's width knob (reports.grid.WIDTH); --tokens adds a token
 Budget per run. The model loads once per process; named scorers are built fresh per run, so
-no cache carries over from one run to the next (a PRM path loads once).
+no cache carries over from one run to the next (a PRM path loads once). A named scorer goes
+only to the runs that consult one (search.registry.uses_scorer); with none named, every run
+gets search.solve's default (best_of_n then votes).
 
 Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes:
     schema, key (hex digest of dataset, problem_id, model, scorer, algo, knobs, budget, seed),
-    dataset, problem_id, difficulty (int|null), model, scorer, algo, knobs (what went to
+    dataset, problem_id, difficulty (int|null), model, scorer (the grid's scorer, or null
+    when the run consulted none: greedy, rpc, first_finish, a plain vote), selected_by
+    (Result.selected_by: the rule and scorer that chose the answer, e.g. "vote",
+    "score(unit_tests, last)"; null if the run raised), algo, knobs (what went to
     search.solve, width knobs included), budget {width, tokens}, seed, answer, gold, correct,
     status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
     grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
@@ -60,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from reports.grade import Grader
 from reports.grid import SAMPLE_TOKENS, Cell, make_grid, parse_knobs
+from search import registry
 from search.types import Problem, Result, Usage
 
 if TYPE_CHECKING:
@@ -160,7 +166,8 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
     row: dict[str, Any] = {
         "schema": SCHEMA, "key": key, "dataset": names["dataset"], "problem_id": problem.id,
         "difficulty": difficulty_of(problem), "model": names["model"],
-        "scorer": names["scorer"], "algo": cell.algo, "knobs": dict(cell.knobs),
+        "scorer": names["scorer"], "selected_by": None, "algo": cell.algo,
+        "knobs": dict(cell.knobs),
         "budget": {"width": cell.width, "tokens": cell.tokens}, "seed": cell.seed,
         "answer": None, "gold": problem.answer, "correct": False, "status": "error",
         "error": error, "usage": Usage().as_dict(), "candidates": []}
@@ -168,6 +175,8 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
         chosen = grader.result(problem, result)
         graded = grader.candidates(problem, result)
         row.update(
+            scorer=names["scorer"] if registry.uses_scorer(cell.algo, result.knobs) else None,
+            selected_by=result.selected_by,
             answer=result.answer, correct=chosen.correct, status=result.status,
             error=None if chosen.error is None else f"grading: {chosen.error}",
             usage=result.usage.as_dict(),
@@ -178,10 +187,14 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
     return row
 
 
-def run_cell(cell: Cell, engine: Engine, scorer: Scorer) -> tuple[Result | None, str | None]:
-    """search.solve on one cell: (result, None), or (None, "Type: message") if it raised."""
+def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None
+             ) -> tuple[Result | None, str | None]:
+    """search.solve on one cell: (result, None), or (None, "Type: message") if it raised.
+    scorer None: search.solve's default; a scorer goes only to a cell that consults one."""
     import search
 
+    if not registry.uses_scorer(cell.algo, cell.knobs):
+        scorer = None
     try:
         return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
                             seed=cell.seed, **cell.knobs), None
@@ -201,7 +214,9 @@ class EvalRun:
 
 
 def _scorer_name(scorer: Scorer | str) -> str:
-    return scorer if isinstance(scorer, str) else type(scorer).__name__
+    from rewards.base import name
+
+    return scorer if isinstance(scorer, str) else name(scorer)
 
 
 def _check_scorer(name: str) -> None:
@@ -213,10 +228,13 @@ def _check_scorer(name: str) -> None:
         load(name)  # raises the registry's "unknown scorer ... did you mean" error
 
 
-def _scorer_factory(scorer: Scorer | str, engine: Engine) -> Callable[[], Scorer]:
+def _scorer_factory(scorer: Scorer | str | None, engine: Engine
+                    ) -> Callable[[], Scorer | None]:
     from rewards.registry import SCORERS
     from search.api import get_scorer
 
+    if scorer is None:  # none named: each run gets search.solve's default
+        return lambda: None
     if isinstance(scorer, str) and scorer in SCORERS:  # cheap: a fresh one per run
         return lambda: get_scorer(scorer, engine)
     loaded = get_scorer(scorer, engine)  # a PRM loads once; a Scorer object is used as given
@@ -250,9 +268,9 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     check_concurrent(concurrency)
     cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
                       sample_tokens=sample_tokens)
-    if scorer is None:
-        scorer = _default_scorer(algos, problems)
-    scorer_name = _scorer_name(scorer)
+    # rows name the default when none is given; the runs get None, so solve's default
+    scorer_name = _scorer_name(scorer) if scorer is not None else \
+        _default_scorer(algos, problems)
     if isinstance(scorer, str):
         _check_scorer(scorer)
     if model is None:
@@ -308,7 +326,7 @@ def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
 
 
 def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
-                 engine: Engine, scorer: Callable[[], Scorer], names: Mapping[str, str],
+                 engine: Engine, scorer: Callable[[], Scorer | None], names: Mapping[str, str],
                  fd: int, *, quiet: bool, total: int, concurrency: int = 1
                  ) -> dict[str, dict[str, Any]]:
     """Run the pending cells (in grid order, up to `concurrency` at once), appending each

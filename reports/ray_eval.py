@@ -48,11 +48,11 @@ class Worker:
     """One Ray actor's state: an engine, a scorer factory and a grader, made once."""
 
     def __init__(self, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
-                 scorer: Scorer | str, concurrency: int = 1) -> None:
+                 scorer: Scorer | str | None, concurrency: int = 1) -> None:
         from search.api import check_concurrent, get_engine
 
         self.engine = get_engine(engine, **dict(engine_kwargs))
-        self.scorer: Callable[[], Scorer] = _scorer_factory(scorer, self.engine)
+        self.scorer: Callable[[], Scorer | None] = _scorer_factory(scorer, self.engine)
         self.grader = Grader()
         check_concurrent(concurrency, self.engine, getattr(self.scorer, "shared", None))
         self._serving = ExitStack()  # the actor's threads share the engine's forwards
@@ -92,7 +92,7 @@ class RayRunner:
 
     def __call__(self, pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
                  *, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
-                 scorer: Scorer | str, names: Mapping[str, str], fd: int, quiet: bool,
+                 scorer: Scorer | str | None, names: Mapping[str, str], fd: int, quiet: bool,
                  total: int, concurrency: int = 1) -> dict[str, dict[str, Any]]:
         """Run the pending cells on Ray workers (`concurrency` cells in flight on each),
         appending each row to fd; rows by key."""

@@ -14,7 +14,15 @@ from search.types import Node, Problem
 class Scorer(Protocol):
     """score(problem, nodes) -> one float per node, for the node's latest step (a PRM) or,
     at a finished leaf, for the whole solution (an ORM/verifier). Higher is better.
-    Each scorer charges `meter` (scorer calls, tokens, FLOPs)."""
+    Each scorer charges `meter` (scorer calls, tokens, FLOPs).
+
+    Two optional attributes describe it (read through `path_agg` and `name` below):
+      path_agg  how a path's score is formed from its step scores, a rewards.aggregate
+                name: the default of every algorithm's `agg` knob. "last" (the default for
+                a scorer that does not say) reads the leaf alone: right for outcome
+                verifiers, which score a finished solution, and for value estimates.
+      name      what records and Result.selected_by call it (default: its class name).
+    """
 
     meter: Meter
 
@@ -22,6 +30,23 @@ class Scorer(Protocol):
 
 
 KEY = "reward"  # where algorithms store a scorer's value in Node.scores
+
+
+def path_agg(scorer: Scorer) -> str:
+    """The aggregation a scorer declares for its paths (see Scorer), "last" if none."""
+    return str(getattr(scorer, "path_agg", "last"))
+
+
+def name(scorer: Scorer) -> str:
+    """The scorer's name (its registry name when it has one)."""
+    return str(getattr(scorer, "name", "") or type(scorer).__name__)
+
+
+def implicit(scorer: Scorer) -> bool:
+    """True for the scorer `search.solve` supplies when the caller names none (the free
+    log-probability scorer, marked so): searches that can do without one (best_of_n's
+    vote) then choose without it."""
+    return bool(getattr(scorer, "implicit", False))
 
 
 def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: str = KEY

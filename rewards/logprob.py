@@ -12,12 +12,20 @@ from search.types import Node, Problem
 class LogprobScorer:
     """Step score = the geometric-mean token probability of the node's latest step,
     exp(mean logprob), in (0, 1]. It costs no forward pass (the engine recorded the
-    logprobs while sampling) but is still charged as scorer calls, one per node."""
+    logprobs while sampling) but is still charged as scorer calls, one per node.
 
+    A path's score is the mean of its steps' (path_agg "mean"): close to the path's own
+    per-token confidence, where "last" would judge a path by its final step alone.
+    implicit=True marks the instance `search.solve` supplies when no scorer is named.
+    """
+
+    name = "logprob"
+    path_agg = "mean"
     meter = PerThread()  # each search's own when searches share it (solve_many)
 
-    def __init__(self) -> None:
+    def __init__(self, *, implicit: bool = False) -> None:
         self.meter = Meter()
+        self.implicit = implicit
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         del problem

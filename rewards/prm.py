@@ -38,6 +38,10 @@ class PRMFormat:
 
     good/bad: for LM-type PRMs, the tokens whose probabilities at the tag give the reward;
     None for reward-head PRMs (softmax of the head's output, last label = good).
+    path_agg: how a solution's score is formed from its step rewards. Both families: the
+    minimum (Math-Shepherd ranks solutions by their lowest step score; the Qwen2.5-Math-PRM
+    report reads the same minimum in its Best-of-N analysis): a solution is as sound as
+    its weakest step.
     """
 
     family: str
@@ -47,6 +51,7 @@ class PRMFormat:
     chat: bool = False
     system: str | None = None
     question_template: str = "{prompt} "
+    path_agg: str = "min"
 
 
 MATH_SHEPHERD = PRMFormat("math_shepherd", step_tag=" ки\n", good="+", bad="-")
@@ -65,6 +70,7 @@ def detect_format(model: Any) -> PRMFormat:
 class HFPRM:
     """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
 
+    name = "prm"
     meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
@@ -74,6 +80,7 @@ class HFPRM:
         self.tokenizer = tokenizer
         self.fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or detect_format(model)
         self.meter = Meter()
+        self.path_agg = self.fmt.path_agg
         self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
         self._ids: weakref.WeakKeyDictionary[Node, tuple[int, ...]] = weakref.WeakKeyDictionary()
         self._pair: tuple[int, int] | None = None
@@ -95,7 +102,9 @@ class HFPRM:
             model = auto.from_pretrained(name_or_path, trust_remote_code=trust)
         except (OSError, ValueError) as err:
             raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err
-        return cls(model, tok, fmt, **kwargs)
+        prm = cls(model, tok, fmt, **kwargs)
+        prm.name = f"prm:{name_or_path}"
+        return prm
 
     def _single_token(self, text: str) -> int:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -39,9 +39,12 @@ SCORERS: dict[str, Callable[..., Scorer]] = {
 
 
 def load(name: str, *, engine: Any = None) -> Scorer:
-    """A scorer by registry name or PRM path/id; `engine` goes to scorers that reuse it."""
+    """A scorer by registry name or PRM path/id; `engine` goes to scorers that reuse it.
+    The scorer is named by its registry name (Result.selected_by and eval rows say it)."""
     if name in SCORERS:
-        return SCORERS[name](engine=engine)
+        scorer: Any = SCORERS[name](engine=engine)
+        scorer.name = name  # the Scorer protocol's optional name
+        return scorer
     path = name.removeprefix("prm:")
     if name.startswith("prm:") or "/" in path:
         from rewards.prm import HFPRM

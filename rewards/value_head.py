@@ -158,7 +158,12 @@ def value_scorer(engine: Any) -> ValueHeadScorer:
 
 
 class ValueHeadScorer:
-    """Scorer: the head applied to each node's recorded step features."""
+    """Scorer: the head applied to each node's recorded step features. Its labels are
+    Math-Shepherd's (the share of completions from a step that grade correct), so the
+    newest step's value already estimates the whole path's chance: path_agg "last"."""
+
+    name = "value"
+    path_agg = "last"
 
     meter = PerThread()  # each search's own when searches share it (solve_many)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from search.answers import extract
 from search.budget import Meter, PerThread
 from search.types import Node, Problem
 
@@ -19,7 +20,18 @@ STEP_REWARD = {"correct": 1.0, "none": 0.5, "wrong": 0.0}
 
 class StepCheckScorer:
     """Reward of a node's latest step: 1 if every equation in it is right, 0 if one is
-    wrong, 0.5 if it has none."""
+    wrong, 0.5 if it has none. The step that finishes a solution is judged with its answer
+    (verifiers.steps.check_final): 1 if the answer the solution states (search.answers'
+    extraction, what the search and grader read) equals the value of the path's last
+    equation and the step's own equations are right, 0 if not, 0.5 without the evidence
+    (no number stated, no equation on the path). So finished paths are ranked by whether
+    their answer follows from their work, not all scored 0.5 for "The answer is N.".
+
+    path_agg "min": a path is only as sound as its worst step; a slip anywhere makes it 0.
+    """
+
+    name = "steps"
+    path_agg = "min"
 
     meter = PerThread()  # each search's own when searches share it (solve_many)
 
@@ -27,17 +39,27 @@ class StepCheckScorer:
         self.meter = Meter()
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
-        from verifiers.steps import check_step
+        from verifiers.steps import check_final, check_step
 
-        del problem
         self.meter.charge_scorer(calls=len(nodes))
-        return [STEP_REWARD[check_step(n.step.text).status] if n.step is not None else 0.5
-                for n in nodes]
+        out = []
+        for n in nodes:
+            if n.step is None:
+                out.append(STEP_REWARD["none"])
+            elif n.finished:
+                verdict = check_final([s.text for s in n.steps()], extract(problem, n.text))
+                out.append(STEP_REWARD[verdict.status])
+            else:
+                out.append(STEP_REWARD[check_step(n.step.text).status])
+        return out
 
 
 class OracleScorer:
     """1.0 for a finished solution whose answer matches the gold answer, else 0.0
-    (unfinished paths score 0). Needs Problem.answer."""
+    (unfinished paths score 0). Needs Problem.answer. It judges the leaf: path_agg "last"."""
+
+    name = "oracle"
+    path_agg = "last"
 
     meter = PerThread()  # each search's own when searches share it (solve_many)
 

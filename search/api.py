@@ -69,14 +69,17 @@ def default_scorer(algo: str, problem: Problem) -> str:
     return "logprob"
 
 
-def get_scorer(scorer: Scorer | str | None, engine: Engine) -> Scorer:
+def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = False
+               ) -> Scorer:
+    """A scorer by name (None: the free logprob scorer), or the one given. implicit: the
+    caller named none (rewards.base.implicit), so a search that can do without one does."""
     from rewards.registry import load
 
-    if scorer is None:
-        return load("logprob", engine=engine)
-    if isinstance(scorer, str):
-        return load(scorer, engine=engine)
-    return scorer
+    sc: Any = load(scorer or "logprob", engine=engine) \
+        if scorer is None or isinstance(scorer, str) else scorer
+    if implicit:
+        sc.implicit = True  # the Scorer protocol's optional mark (rewards.base.implicit)
+    return sc
 
 
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
@@ -87,13 +90,17 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     engine: an Engine, a model name/path, or None for the default model.
     scorer: a Scorer, a scorer name, or None for `default_scorer(algo, problem)`: the free
         log-probability scorer, or for pgtd the public tests ("unit_tests") of a code problem.
+        A named scorer is always used: a search that would not consult it is refused
+        (registry.check_scorer); with none named, best_of_n votes (see its docs).
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
+    Result.selected_by says what chose the answer.
     """
     problem = Problem.of(problem)
+    named = scorer is not None
     scorer = _check(problem, algo, budget, seed, scorer, knobs)
     fn = registry.get(algo)
     eng = get_engine(engine)
-    sc = get_scorer(scorer, eng)
+    sc = get_scorer(scorer, eng, implicit=not named)
     meter = Meter(budget)
     try:
         with metered(meter, eng, sc):
@@ -106,6 +113,7 @@ def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
            scorer: Scorer | str | None, knobs: dict[str, Any]) -> Scorer | str:
     """solve's checks, before any model loads; the scorer to use."""
     registry.check_knobs(algo, knobs)  # fail fast on a typo, before loading any model
+    registry.check_scorer(algo, knobs, named=scorer is not None)
     if budget is not None and not isinstance(budget, Budget):
         raise TypeError(f"budget must be a search.Budget, got {type(budget).__name__}")
     if not isinstance(seed, int) or isinstance(seed, bool):

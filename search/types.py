@@ -196,29 +196,55 @@ def tree_to_networkx(root: Node) -> nx.DiGraph:
     return graph
 
 
+LIMITS = ("tokens", "scorer_calls", "flops", "seconds")  # Budget's limits, in field order
+DEFAULT_RESERVE = 0.1
+
+
 @dataclass(frozen=True)
 class Budget:
-    """Compute limits; None means unlimited. tokens counts generated tokens."""
+    """Compute limits; None means unlimited. tokens counts generated tokens.
+
+    reserve: the share of every limit a search holds back (default 0.1). The search stops
+    expanding at (1 - reserve) of any limit; if no path has finished by then, it finishes its
+    best partial path greedily (temperature 0) from the reserve: up to reserve * tokens more
+    tokens (each step capped at what is left of them), and for the other limits until the
+    limit itself. Those tokens count in usage like all others. A search's last expansion
+    batch may cross its stopping point, so usage exceeds a limit by at most one batch.
+    reserve=0 turns this off (the search then runs to the limits themselves).
+    """
 
     tokens: int | None = None
     scorer_calls: int | None = None
     flops: float | None = None
     seconds: float | None = None
+    reserve: float = DEFAULT_RESERVE
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in LIMITS:
+            value = getattr(self, name)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"Budget.{f.name} must be a number or None, got {value!r}")
+                raise TypeError(f"Budget.{name} must be a number or None, got {value!r}")
             if math.isnan(value) or value <= 0:
-                raise ValueError(f"Budget.{f.name} must be positive, got {value!r}; "
+                raise ValueError(f"Budget.{name} must be positive, got {value!r}; "
                                  "use None for no limit")
+        r = self.reserve
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
+            raise ValueError(f"Budget.reserve must be a share in [0, 1), got {r!r}")
 
     @property
     def unlimited(self) -> bool:
-        return all(getattr(self, f.name) is None for f in fields(self))
+        return all(getattr(self, name) is None for name in LIMITS)
+
+    def limits(self) -> dict[str, float]:
+        """The limits that are set, by name."""
+        return {name: getattr(self, name) for name in LIMITS if getattr(self, name) is not None}
+
+    @property
+    def reserve_tokens(self) -> int:
+        """Tokens held back for finishing a partial path: floor(reserve * tokens)."""
+        return math.floor(self.reserve * self.tokens) if self.tokens is not None else 0
 
 
 @dataclass(frozen=True)
@@ -259,10 +285,16 @@ class Candidate:
 class Result:
     """What `search.solve` returns.
 
-    status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget ran out
-    before any path finished: answer is None, nothing is made up), "no_answer" (paths
-    finished but none had an extractable answer), "unfinished" (no path finished although
-    budget was left: a depth or step limit, or an engine that stopped making progress).
+    status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget stopped
+    the search before any path finished, and finishing the best partial path from the
+    reserve did not finish one either: answer is None, nothing is made up), "no_answer"
+    (paths finished but none had an extractable answer), "unfinished" (no path finished
+    although budget was left: a depth, step or batch limit, or an engine that stopped
+    making progress).
+    selected_by: what chose the answer: the selection rule and, where scores decided, the
+    scorer and how its step scores were aggregated ("vote", "score(steps, min)",
+    "weighted_vote(unit_tests, last)", "greedy (the one path)", ...; "..., after finishing
+    the best partial path greedily from the reserve" when Budget.reserve produced it).
     """
 
     answer: str | None
@@ -276,6 +308,7 @@ class Result:
     status: str = "ok"
     knobs: Mapping[str, Any] = field(default_factory=dict)
     stats: Mapping[str, Any] = field(default_factory=dict)  # what the run observed (pruned...)
+    selected_by: str = ""  # the rule (and scorer) that chose the answer, e.g. "score(steps, min)"
 
     def to_networkx(self) -> nx.DiGraph:
         return tree_to_networkx(self.tree)

@@ -43,32 +43,40 @@ def make():
 
 
 PROBLEM = Problem(prompt="toy", id="toy", answer="7")
-# these choose by votes or the model's own probabilities, not by the scorer
-SCORER_FREE = {"best_of_n", "rpc", "first_finish", "greedy"}
+# these choose by length, votes or the model's own probabilities: search.solve refuses a
+# scorer for them, so they run with none named
+SCORER_FREE = {"rpc", "first_finish", "greedy"}
 
 
 @pytest.mark.parametrize("algo", names())
 def test_contract(algo):
     engine, scorer = make()
     budget = Budget(tokens=600)
-    res = search.solve(PROBLEM, algo=algo, budget=budget, engine=engine, scorer=scorer, seed=3)
+    named = None if algo in SCORER_FREE else scorer
+    res = search.solve(PROBLEM, algo=algo, budget=budget, engine=engine, scorer=named, seed=3)
     assert isinstance(res, search.Result) and res.algo == algo
     assert res.usage.generated_tokens > 0
     # overshoot is bounded by one expansion batch; no batch in this tree is wider than 64 rows
     assert res.usage.generated_tokens <= 600 + 64 * engine.tokens_per_step
-    again = search.solve(PROBLEM, algo=algo, budget=budget, engine=make()[0], scorer=make()[1],
-                         seed=3)
+    again = search.solve(PROBLEM, algo=algo, budget=budget, engine=make()[0],
+                         scorer=None if named is None else make()[1], seed=3)
     assert (again.answer, [c.text for c in again.candidates]) == \
         (res.answer, [c.text for c in res.candidates])
-    if algo not in SCORER_FREE:  # voting without a verifier picks the commoner wrong answer
+    assert res.selected_by and res.selected_by == again.selected_by
+    if algo not in SCORER_FREE:  # a named scorer is used: it finds the rarer right answer
         assert res.answer == "7", res
+        assert "ScriptedScorer" in res.selected_by, res.selected_by
+    else:
+        assert "ScriptedScorer" not in res.selected_by
+        with pytest.raises(ValueError, match="never consults a scorer"):
+            search.solve(PROBLEM, algo=algo, engine=make()[0], scorer=scorer)
 
 
 @pytest.mark.parametrize("algo", names())
 def test_contract_tiny_budget_is_honest(algo):
     engine, scorer = make()
     res = search.solve(PROBLEM, algo=algo, budget=Budget(tokens=1), engine=engine,
-                       scorer=scorer, seed=0)
+                       scorer=None if algo in SCORER_FREE else scorer, seed=0)
     if res.status == "budget_exhausted":
         assert res.answer is None
     else:  # one batch may finish a path within the allowed overshoot; then it is real

@@ -73,7 +73,7 @@ def test_rpc_answer_scores_match_hand_computation():
     # most often sampled, but "b" and "c" together carry more distinct-path probability
     first = [("a", 0.6), ("b", 0.25), ("c", 0.15)]
     tree = answer_tree(first, {"a": 5, "b": 6, "c": 6}.get)
-    res = search.solve(MATH, algo="rpc", engine=scripted(tree), scorer=ScriptedScorer(lambda p: 0),
+    res = search.solve(MATH, algo="rpc", engine=scripted(tree),
                        seed=0, n=12)
     sampled = firsts(res)
     assert set(sampled) == {"a", "b", "c"} and sampled.count("a") > sampled.count("b") + \
@@ -91,7 +91,7 @@ def test_rpc_pruning_removes_a_low_probability_crowd():
     high = [("h1", 0.26), ("h2", 0.24)]
     low = [(f"l{i}", 0.04 + 0.002 * i) for i in range(10)]
     tree = answer_tree(high + low, lambda t: 4 if t.startswith("h") else 9)
-    res = search.solve(MATH, algo="rpc", engine=scripted(tree), scorer=ScriptedScorer(lambda p: 0),
+    res = search.solve(MATH, algo="rpc", engine=scripted(tree),
                        seed=0, n=24)
     nodes = {n.id: n for n in res.tree.walk()}
     pruned = {path_of(nodes[c.node_id])[0] for c in res.candidates
@@ -107,10 +107,9 @@ def test_rpc_pruning_removes_a_low_probability_crowd():
 def test_rpc_live_pruning_stops_low_paths_early():
     first = [(f"h{i}", 0.2) for i in range(4)] + [(f"l{i}", 0.015 + 0.001 * i) for i in range(10)]
     tree = answer_tree(first, lambda t: 4 if t.startswith("h") else 9, length_of=lambda t: 6)
-    scorer = ScriptedScorer(lambda p: 0)
-    off = search.solve(MATH, algo="rpc", engine=scripted(tree), scorer=scorer, seed=2, n=16)
-    live = search.solve(MATH, algo="rpc", engine=scripted(tree), scorer=scorer, seed=2, n=16,
-                        live=True, live_after=1)
+    off = search.solve(MATH, algo="rpc", engine=scripted(tree), seed=2, n=16)
+    live = search.solve(MATH, algo="rpc", engine=scripted(tree), seed=2, n=16, live=True,
+                        live_after=1)
     assert live.stats["live_pruned"] > 0 and off.stats["live_pruned"] == 0
     assert live.usage.generated_tokens < off.usage.generated_tokens
     assert live.answer == off.answer == "4"
@@ -126,7 +125,7 @@ FFS_TREE = answer_tree(FFS_FIRST, {"s": 1, "t": 2, "m": 2, "L": 1}.get, FFS_LEN.
 
 
 def test_ffs_returns_the_shortest_finisher_and_saves_tokens():
-    kw: dict[str, Any] = dict(scorer=ScriptedScorer(lambda p: 0), seed=4, n=8)
+    kw: dict[str, Any] = dict(seed=4, n=8)
     ffs = search.solve(MATH, algo="first_finish", engine=scripted(FFS_TREE), count_saved=True,
                        **kw)
     bon = search.solve(MATH, algo="best_of_n", engine=scripted(FFS_TREE), **kw)
@@ -146,7 +145,7 @@ def test_ffs_returns_the_shortest_finisher_and_saves_tokens():
 
 def test_ffs_k_votes_over_the_first_k_finishers():
     res = {k: search.solve(MATH, algo="first_finish", engine=scripted(FFS_TREE), seed=4, n=8,
-                           k=k, scorer=ScriptedScorer(lambda p: 0)) for k in (1, 5)}
+                           k=k) for k in (1, 5)}
     sampled = [path_of(c)[0] for c in res[5].tree.children]
     order = sorted(range(8), key=lambda i: (FFS_LEN[sampled[i]], i))[:5]
     answers = [{"s": "1", "t": "2", "m": "2", "L": "1"}[sampled[i]] for i in order]

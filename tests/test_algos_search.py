@@ -16,6 +16,7 @@ from scipy.stats import chisquare
 
 import search
 import search.algos.particle_gibbs as pg_module
+from search import registry
 from search.algos import _smc
 from search.algos._stepwise import Sampler
 from search.budget import Meter
@@ -31,8 +32,9 @@ def run(algo: str, tree: Mapping[Path, list], value: Mapping[Path, float] | Call
     """Solve on a scripted tree ({path: [(step, prob)]}); value: {path: reward} or a function."""
     engine = engine or ScriptedEngine(lambda p: tree.get(p, []))
     score = value if callable(value) else value.__getitem__
-    return search.solve(PROBLEM, algo=algo, budget=budget, engine=engine,
-                        scorer=ScriptedScorer(score), seed=seed, **knobs)
+    scorer = ScriptedScorer(score) if registry.uses_scorer(algo, knobs) else None
+    return search.solve(PROBLEM, algo=algo, budget=budget, engine=engine, scorer=scorer,
+                        seed=seed, **knobs)
 
 
 def nodes(res):

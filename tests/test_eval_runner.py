@@ -22,13 +22,13 @@ from reports.eval import SCHEMA, load_problems, main, read_rows, run_grid
 from reports.grade import Grader
 from reports.grid import MIN_WIDTH, WIDTH, make_grid, parse_knobs, width_knobs
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import get, names
+from search.registry import get, names, uses_scorer
 from search.types import Budget, Candidate, Problem, Usage
 
 REPO = Path(__file__).resolve().parents[1]
-FIELDS = {"schema", "key", "dataset", "problem_id", "difficulty", "model", "scorer", "algo",
-          "knobs", "budget", "seed", "answer", "gold", "correct", "status", "error", "usage",
-          "candidates", "time"}
+FIELDS = {"schema", "key", "dataset", "problem_id", "difficulty", "model", "scorer",
+          "selected_by", "algo", "knobs", "budget", "seed", "answer", "gold", "correct",
+          "status", "error", "usage", "candidates", "time"}
 PROBLEMS = arith.generate(3, seed=5, difficulty=2)
 WRONG = "1"  # arith values are >= 2, so this answer is never right
 
@@ -63,6 +63,11 @@ class Engine(ScriptedEngine):
 
 def scorer() -> ScriptedScorer:
     return ScriptedScorer(lambda path: 0.9 if path[0] == "think " else 0.2)
+
+
+def scorer_for(algo: str, knobs: dict[str, Any]) -> ScriptedScorer | None:
+    """What the runner gives a run: the grid's scorer if the run consults one (greedy: none)."""
+    return scorer() if uses_scorer(algo, knobs) else None
 
 
 GRID: dict[str, Any] = dict(algos=["best_of_n", "beam", "greedy"], budgets=[2, 4], seeds=[0, 1],
@@ -108,9 +113,15 @@ def test_rows_follow_the_schema_and_agree_with_solve(tmp_path):
         for c in row["candidates"]:
             assert c["correct"] == (c["finished"] and c["answer"] == problem.answer)
             assert c["verified"] == c["finished"]  # no equation for the step checker to reject
-        direct = search.solve(problem, row["algo"], engine=Engine(), scorer=scorer(),
-                              seed=row["seed"], **row["knobs"])
-        assert row["answer"] == direct.answer
+        direct = search.solve(problem, row["algo"], engine=Engine(),
+                              scorer=scorer_for(row["algo"], row["knobs"]), seed=row["seed"],
+                              **row["knobs"])
+        assert row["answer"] == direct.answer and row["selected_by"] == direct.selected_by
+        # the row names the scorer only where it chose: best_of_n and beam rank by it
+        assert row["scorer"] == (None if row["algo"] == "greedy" else "ScriptedScorer")
+        assert row["selected_by"] == {"greedy": "greedy (the one path)",
+                                      "best_of_n": "score(ScriptedScorer, last)",
+                                      "beam": "score(ScriptedScorer, last)"}[row["algo"]]
         assert [c["answer"] for c in row["candidates"]] == [c.answer for c in direct.candidates]
         assert row["usage"]["generated_tokens"] == direct.usage.generated_tokens > 0
     assert any(r["correct"] for r in run.rows) and not all(r["correct"] for r in run.rows)
@@ -151,7 +162,7 @@ def test_width_table_covers_every_algorithm_and_its_knobs_run():
                 assert knobs[knob] == n
             # the algorithm's own checks accept the combination
             res = search.solve(PROBLEMS[0], algo, Budget(tokens=60), engine=engine,
-                               scorer=scorer(), **knobs)
+                               scorer=scorer_for(algo, knobs), **knobs)
             assert res.usage.generated_tokens > 0
 
 
@@ -286,7 +297,10 @@ def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
     assert [(r["problem_id"], r["algo"]) for r in rows] == [
         (p.id, a) for p in arith.generate(2, seed=0, difficulty=2) for a in ("greedy", "best_of_n")]
     for r in rows:
-        assert set(r) == FIELDS and r["model"] == str(folder) and r["scorer"] == "logprob"
+        # no scorer named: greedy has none to use and best_of_n votes, so neither names one
+        assert set(r) == FIELDS and r["model"] == str(folder) and r["scorer"] is None
+        assert r["selected_by"] == {"greedy": "greedy (the one path)", "best_of_n": "vote"}[
+            r["algo"]]
         assert r["dataset"] == "arith" and r["seed"] == 3 and r["error"] is None
         assert 0 < r["usage"]["generated_tokens"] <= 2 * 4 * (2 if r["algo"] == "best_of_n" else 1)
     assert main(argv) == 0 and len(file_rows(out)) == len(rows)  # all done: nothing added

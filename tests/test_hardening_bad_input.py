@@ -29,7 +29,12 @@ from search.types import Budget, Node, Problem, Step
 
 ALGOS = names()
 # choose by votes, lengths or the model's probabilities: the scorer cannot steer them
-SCORER_FREE = {"best_of_n", "rpc", "first_finish", "greedy"}
+SCORER_FREE = {"rpc", "first_finish", "greedy"}  # search.solve refuses a scorer for them
+
+
+def named(algo: str, scorer: ScriptedScorer) -> ScriptedScorer | None:
+    """The scorer, for an algorithm that consults one (the others get none)."""
+    return None if algo in SCORER_FREE else scorer
 PROBLEM = Problem(prompt="toy", id="toy", answer="7")
 # two first steps; the right answer lies behind "good ", which a sane scorer prefers
 TREE = {(): [("good ", 0.3), ("bad ", 0.7)], ("good ",): [("The answer is 7.", 1.0)],
@@ -170,8 +175,8 @@ def test_non_finite_scores_are_recorded_as_failures(algo, bad):
     """A scorer that returns garbage on the wrong branch: no exception; every garbage score is
     flagged invalid and ranks last, so searches that use the scorer still find 7."""
     scorer = ScriptedScorer(lambda path: bad if path[0] == "bad " else 0.5)
-    res = search.solve(PROBLEM, algo, Budget(tokens=400), engine=engine(), scorer=scorer,
-                       seed=1)
+    res = search.solve(PROBLEM, algo, Budget(tokens=400), engine=engine(),
+                       scorer=named(algo, scorer), seed=1)
     scored = [n for n in res.tree.walk() if "reward" in n.scores]
     for node in scored:
         on_bad = node.text.startswith("bad ")
@@ -186,7 +191,7 @@ def test_non_finite_scores_are_recorded_as_failures(algo, bad):
 @pytest.mark.parametrize("algo", ALGOS)
 def test_a_scorer_that_only_returns_nan(algo):
     res = search.solve(PROBLEM, algo, Budget(tokens=400), engine=engine(),
-                       scorer=ScriptedScorer(lambda path: math.nan), seed=1)
+                       scorer=named(algo, ScriptedScorer(lambda path: math.nan)), seed=1)
     assert res.status == "ok" and res.answer in {"3", "7"}
     assert all(n.scores.get("invalid") == 1.0 for n in res.tree.walk() if "reward" in n.scores)
 
@@ -248,7 +253,7 @@ def test_an_engine_that_returns_empty_steps_forever(algo, budget):
     stuck = StuckEngine()
     with hard_timeout(20):
         res = search.solve(PROBLEM, algo, budget, engine=stuck,
-                           scorer=ScriptedScorer(lambda path: 0.5), seed=0)
+                           scorer=named(algo, ScriptedScorer(lambda path: 0.5)), seed=0)
     assert (res.status, res.answer, res.text) == ("unfinished", None, "")
     assert res.usage.generated_tokens == 0 and stuck.calls > 0
     assert not any(c.finished for c in res.candidates)

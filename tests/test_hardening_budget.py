@@ -1,21 +1,30 @@
-"""Budget bounds (issue 9, item 4): every registered algorithm, random scripted trees, random
-budgets over tokens, scorer calls and FLOPs.
+"""The budget contract (issue 19 item 6; issue 9 item 4), for every registered algorithm,
+compute_optimal included, on the scripted engine over random trees and on a tiny random
+Llama, under token, scorer-call, FLOP and seconds limits (seconds from a scripted clock that
+every engine and scorer call advances, so they are exact), with and without a reserve.
 
-Three properties, checked on an event log of every engine call, scorer call and budget check:
+Properties, checked on an event log of every engine call, scorer call and budget check:
 - the contract of search/budget.py: every generating engine call (expand, or extend of chosen
   tokens) is preceded, since the previous generating call, by a `meter.exhausted()` check
-  that returned False on the meter the engine charges; so once a limit is reached, only the
-  batch already under way completes;
+  that returned False on the meter the engine charges; so once a stopping point is reached,
+  only the batch already under way completes;
 - usage exceeds each limit by less than one batch: the most that the calls between two
-  consecutive checks ever charged in that dimension;
+  consecutive checks ever charged in that dimension (finishing a path from the reserve
+  included: the search stops short of the limit by the reserve, which the finishing spends);
 - honesty: an answer comes from a finished path of the returned tree; "budget_exhausted"
-  means no answer, no finished candidate and a limit really reached. A budget too small for
-  one step (trees whose solutions need >= 2 steps) ends as "budget_exhausted", no exception.
+  means no answer, no finished candidate and a stopping point really reached. A budget too
+  small for one step ends as "budget_exhausted", no exception;
+- the reserve: a search the budget stops before any path finishes finishes its best partial
+  path from the reserve (the known failure: Budget(tokens=600) ended diverse_beam and
+  compute_optimal with answer None, 4 candidates one step from finishing);
+- a default cap for the search with no natural stop (A*), reported in the Result.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,9 +41,11 @@ from search.registry import get, names
 from search.types import Budget, Problem, Result
 
 ALGOS = names()
-# algorithms that never call the scorer with their default knobs: a scorer-call limit is
-# never reached by them, so it cannot stop them early
-SCORER_FREE = {"best_of_n", "rpc", "first_finish", "greedy"}
+# algorithms that never call the scorer: a scorer-call limit never stops them
+SCORER_FREE = {"rpc", "first_finish", "greedy"}
+# those that score every step as they go (best_of_n, pgtd and compute_optimal's best-of-n
+# probe score only complete samples), so one scorer call stops them after one batch
+SCORE_AS_THEY_GO = set(ALGOS) - SCORER_FREE - {"best_of_n", "pgtd", "compute_optimal"}
 # small widths keep each example fast; everything else is the algorithm's default
 KNOBS: dict[str, dict[str, Any]] = {
     "best_of_n": {"n": 4}, "rpc": {"n": 4}, "first_finish": {"n": 4, "chunk_tokens": 2},
@@ -45,6 +56,7 @@ KNOBS: dict[str, dict[str, Any]] = {
     "pgtd": {"rollouts": 12, "width": 2, "horizon": 64},
 }
 PROBLEM = Problem(prompt="toy", id="toy", answer="7")
+ENGINE_SECONDS, SCORER_SECONDS = 1.0, 0.5  # scripted time each engine / scorer call takes
 
 
 # -- random scripted trees ---------------------------------------------------------------------
@@ -78,6 +90,20 @@ trees = st.builds(Tree, seed=st.integers(0, 10**6), branch=st.integers(1, 3),
 
 
 # -- the event log -----------------------------------------------------------------------------
+DIMS = ("generated_tokens", "scorer_calls", "flops", "seconds")
+SPENT: dict[str, str] = dict(zip(("tokens", "scorer_calls", "flops", "seconds"), DIMS))
+
+
+class Clock:
+    """Scripted time: it moves only when an engine or scorer call advances it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class Log:
     """Events in order: ("check", meter, result) or ("call", kind, meter, deltas, generating)."""
@@ -98,71 +124,74 @@ class Log:
         return out
 
     def largest_batch(self) -> dict[str, float]:
-        """Per dimension, the most the calls between two consecutive checks charged."""
-        best = {"generated_tokens": 0.0, "scorer_calls": 0.0, "flops": 0.0}
-        batch = dict.fromkeys(best, 0.0)
-        for event in self.events + [("check", None, True)]:
+        """Per dimension, the most one batch charged. A batch starts at the check that let a
+        generating call go ahead (the last False check on its meter before it) and runs to
+        the next such check: the expansion, the scoring of what it made, and whatever ran
+        after the search stopped (scoring the final candidates) with the batch under way."""
+        starts, pending = {0}, None  # event indices where batches start
+        for i, event in enumerate(self.events):
             if event[0] == "check":
-                best = {k: max(best[k], batch[k]) for k in best}
-                batch = dict.fromkeys(best, 0.0)
-            else:
-                batch = {k: batch[k] + event[3][k] for k in best}
-        return best
+                if not event[2]:
+                    pending = i
+            elif event[4] and pending is not None:
+                starts.add(pending)
+                pending = None
+        batches: list[dict[str, float]] = []
+        for i, event in enumerate(self.events):
+            if i in starts:
+                batches.append(dict.fromkeys(DIMS, 0.0))
+            if event[0] == "call":
+                batches[-1] = {k: batches[-1][k] + event[3][k] for k in DIMS}
+        return {k: max((b[k] for b in batches), default=0.0) for k in DIMS}
 
 
 def _state(meter: Meter) -> dict[str, float]:
     return {"generated_tokens": meter.generated_tokens, "scorer_calls": meter.scorer_calls,
-            "flops": meter.flops}
+            "flops": meter.flops, "seconds": meter.seconds}
 
 
-class LoggedEngine(ScriptedEngine):
-    def __init__(self, tree: Tree, log: Log, *, tokens_per_step: int, flops_per_token: float
-                 ) -> None:
-        super().__init__(tree.children, tokens_per_step=tokens_per_step,
-                         flops_per_token=flops_per_token)
-        self.log = log
+def instrument(engine: Any, scorer: Any, log: Log, clock: Clock) -> None:
+    """Log every model and scorer call (on the meter it charges), each advancing the clock."""
 
-    def _logged(self, kind: str, generating: bool, call: Callable[[], Any]) -> Any:
-        meter, before = self.meter, _state(self.meter)
-        out = call()
-        after = _state(meter)
-        self.log.events.append(("call", kind, meter, {k: after[k] - before[k] for k in after},
-                                generating))
-        return out
+    def logged(obj: Any, name: str, generating: Callable[[dict[str, Any]], bool],
+               seconds: float) -> None:
+        real = getattr(obj, name)
 
-    def expand(self, nodes, n=1, **kw):
-        return self._logged("expand", True, lambda: super(LoggedEngine, self).expand(
-            nodes, n, **kw))
+        def call(*args: Any, **kwargs: Any) -> Any:
+            meter, before = obj.meter, _state(obj.meter)
+            out = real(*args, **kwargs)
+            clock.now += seconds
+            after = _state(meter)
+            log.events.append(("call", name, meter, {k: after[k] - before[k] for k in DIMS},
+                               generating(kwargs)))
+            return out
 
-    def extend(self, nodes, continuations, *, generated=False):
-        return self._logged("extend", generated, lambda: super(LoggedEngine, self).extend(
-            nodes, continuations, generated=generated))
+        setattr(obj, name, call)
 
-    def topk_next(self, nodes, k):
-        return self._logged("topk_next", False, lambda: super(LoggedEngine, self).topk_next(
-            nodes, k))
+    logged(engine, "expand", lambda kw: True, ENGINE_SECONDS)
+    logged(engine, "extend", lambda kw: bool(kw.get("generated", False)), ENGINE_SECONDS)
+    logged(engine, "topk_next", lambda kw: False, ENGINE_SECONDS)
+    logged(scorer, "score", lambda kw: False, SCORER_SECONDS)
 
 
-class LoggedScorer(ScriptedScorer):
-    def __init__(self, tree: Tree, log: Log) -> None:
-        super().__init__(tree.value)
-        self.log = log
+class Scripted(ScriptedEngine):
+    """The scripted engine, honouring max_tokens as the Engine protocol asks (a step cut at
+    its cap is shorter; search/engines/fake.py charges a whole step whatever the cap)."""
 
-    def score(self, problem, nodes):
-        meter, before = self.meter, _state(self.meter)
-        out = super().score(problem, nodes)
-        after = _state(meter)
-        self.log.events.append(("call", "score", meter, {k: after[k] - before[k] for k in after},
-                                False))
-        return out
+    def expand(self, nodes, n=1, *, max_tokens=256, **kw):  # type: ignore[override]
+        whole = self.tokens_per_step
+        self.tokens_per_step = max(1, min(whole, max_tokens))
+        try:
+            return super().expand(nodes, n, max_tokens=max_tokens, **kw)
+        finally:
+            self.tokens_per_step = whole
 
 
-def run(algo: str | Callable[..., Any], tree: Tree, budget: Budget, *,
-        tokens_per_step: int = 2, flops_per_token: float = 1.0, seed: int = 0
-        ) -> tuple[Any, Log]:
-    """The algorithm (a registry name or a function) as search.solve runs it, with checks and
-    calls logged."""
-    log = Log()
+def run(algo: str | Callable[..., Any], engine: Any, scorer: Any, budget: Budget, *,
+        seed: int = 0, knobs: dict[str, Any] | None = None) -> tuple[Result, Log]:
+    """The algorithm (a registry name or a function) as search.solve runs it, on a meter with
+    the scripted clock, with checks and calls logged."""
+    log, clock = Log(), Clock()
     real = Meter.exhausted
 
     def exhausted(meter: Meter) -> bool:
@@ -171,23 +200,34 @@ def run(algo: str | Callable[..., Any], tree: Tree, budget: Budget, *,
         return result
 
     fn = get(algo) if isinstance(algo, str) else algo
-    knobs = KNOBS.get(algo, {}) if isinstance(algo, str) else {}
-    engine = LoggedEngine(tree, log, tokens_per_step=tokens_per_step,
-                          flops_per_token=flops_per_token)
-    scorer = LoggedScorer(tree, log)
-    meter = Meter(budget)
+    instrument(engine, scorer, log, clock)
+    meter = Meter(budget, clock=clock)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Meter, "exhausted", exhausted)
         with metered(meter, engine, scorer):
-            result = fn(PROBLEM, engine, scorer, meter, seed=seed, **knobs)
+            result = fn(PROBLEM, engine, scorer, meter, seed=seed, **(knobs or {}))
     return result, log
 
 
-def reached(result: Result, budget: Budget) -> bool:
-    u = result.usage
-    return ((budget.tokens is not None and u.generated_tokens >= budget.tokens)
-            or (budget.scorer_calls is not None and u.scorer_calls >= budget.scorer_calls)
-            or (budget.flops is not None and u.flops >= budget.flops))
+def run_tree(algo: str | Callable[..., Any], tree: Tree, budget: Budget, *,
+             tokens_per_step: int = 2, flops_per_token: float = 1.0, seed: int = 0
+             ) -> tuple[Result, Log]:
+    engine = Scripted(tree.children, tokens_per_step=tokens_per_step,
+                      flops_per_token=flops_per_token)
+    knobs = KNOBS.get(algo, {}) if isinstance(algo, str) else {}
+    return run(algo, engine, ScriptedScorer(tree.value), budget, seed=seed, knobs=knobs)
+
+
+def stop_point(budget: Budget, limit: str) -> float:
+    """Where a search stops for one limit (Budget.reserve)."""
+    value = getattr(budget, limit)
+    return value - budget.reserve_tokens if limit == "tokens" else value * (1 - budget.reserve)
+
+
+def stopped(result: Result, budget: Budget) -> bool:
+    """Whether a stopping point of the budget was reached."""
+    return any(getattr(result.usage, SPENT[k]) >= stop_point(budget, k)
+               for k in budget.limits())
 
 
 def assert_honest(result: Result, budget: Budget) -> None:
@@ -198,13 +238,13 @@ def assert_honest(result: Result, budget: Budget) -> None:
         assert c.finished == (c.node_id in finished)
         assert c.answer == (extract(PROBLEM, c.text) if c.finished else None)
     if result.answer is not None:
-        assert result.status == "ok"
+        assert result.status == "ok" and result.selected_by
         assert any(n.text == result.text and extract(PROBLEM, n.text) == result.answer
                    for n in finished.values()), result
     else:
         assert result.status != "ok" and result.text == ""
     if result.status == "budget_exhausted":
-        assert reached(result, budget) and not any(c.finished for c in result.candidates)
+        assert stopped(result, budget) and not any(c.finished for c in result.candidates)
     if result.algo != "compute_optimal":  # (its probe's tree is not the Result's)
         # nothing generated is lost: every token paid for is a step of the returned tree
         kept = sum(len(n.step.token_ids) for n in result.tree.walk() if n.step is not None)
@@ -214,16 +254,16 @@ def assert_honest(result: Result, budget: Budget) -> None:
 def assert_bounded(result: Result, log: Log, budget: Budget) -> None:
     assert log.violations() == []
     batch, used = log.largest_batch(), result.usage
-    for limit, name in ((budget.tokens, "generated_tokens"),
-                        (budget.scorer_calls, "scorer_calls"), (budget.flops, "flops")):
-        if limit is not None:
-            spent = getattr(used, name)
-            assert spent <= limit or spent - limit < batch[name], (name, spent, limit, batch)
+    for limit, value in budget.limits().items():
+        name = SPENT[limit]
+        spent = getattr(used, name)
+        assert spent <= value or spent - value < batch[name], (name, spent, value, batch)
 
 
 budgets = st.builds(
     Budget, tokens=st.none() | st.integers(1, 60), scorer_calls=st.none() | st.integers(1, 20),
-    flops=st.none() | st.floats(1.0, 200.0)).filter(lambda b: not b.unlimited)
+    flops=st.none() | st.floats(1.0, 200.0), seconds=st.none() | st.floats(0.5, 30.0),
+    reserve=st.sampled_from([0.0, 0.1, 0.3])).filter(lambda b: not b.unlimited)
 
 
 def bounded_and_honest(algo: str | Callable[..., Any], examples: int) -> None:
@@ -231,16 +271,57 @@ def bounded_and_honest(algo: str | Callable[..., Any], examples: int) -> None:
     @given(tree=trees, budget=budgets, tokens_per_step=st.integers(1, 4),
            seed=st.integers(0, 99))
     def check(tree, budget, tokens_per_step, seed):
-        result, log = run(algo, tree, budget, tokens_per_step=tokens_per_step, seed=seed)
+        result, log = run_tree(algo, tree, budget, tokens_per_step=tokens_per_step, seed=seed)
         assert_bounded(result, log, budget)
         assert_honest(result, budget)
 
     check()
 
 
+# -- the contract on a tiny random Llama ---------------------------------------------------------
+LLAMA_KNOBS = {"n": 4, "m": 2, "groups": 2, "width": 2, "k": 2, "iterations": 4, "batch": 2,
+               "rollouts": 4, "step_tokens": 4, "max_steps": 6, "max_depth": 6, "horizon": 12,
+               "chunk_tokens": 4, "max_tokens": 24,
+               "table": {"probe": {"n": 2, "step_tokens": 4, "max_steps": 6},
+                         "edges": [0.5], "bins": [{"algo": "best_of_n",
+                                                   "knobs": {"n": 2, "step_tokens": 4}},
+                                                  {"algo": "beam", "knobs": {"n": 4, "m": 2,
+                                                                             "step_tokens": 4,
+                                                                             "max_depth": 6}}]}}
+# each with a token cap too, so a random model that never stops stays quick
+LLAMA_BUDGETS = [Budget(tokens=30), Budget(tokens=200, scorer_calls=5),
+                 Budget(tokens=200, seconds=3.5), Budget(tokens=30, reserve=0.0)]
+
+
+def llama_knobs(algo: str) -> dict[str, Any]:
+    import inspect
+
+    params = inspect.signature(get(algo)).parameters
+    return {k: v for k, v in LLAMA_KNOBS.items() if k in params}
+
+
+def text_value(path: tuple[str, ...]) -> float:
+    return random.Random("|".join(path)).random()
+
+
+@pytest.mark.parametrize("engine_kind", ["scripted", "tiny_llama"])
 @pytest.mark.parametrize("algo", ALGOS)
-def test_usage_stays_within_one_batch_of_the_budget(algo):
-    bounded_and_honest(algo, 25)
+def test_usage_stays_within_one_batch_of_the_budget(algo, engine_kind, tiny_model):
+    """The contract: tokens, scorer calls, FLOPs and seconds stay within one batch of their
+    limits, every batch is checked for, and the result is honest about what happened."""
+    if engine_kind == "scripted":
+        bounded_and_honest(algo, 25)
+        return
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    for budget in LLAMA_BUDGETS:
+        engine = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+        result, log = run(algo, engine, ScriptedScorer(text_value), budget,
+                          knobs=llama_knobs(algo))
+        assert_bounded(result, log, budget)
+        assert_honest(result, budget)
+        assert result.usage.generated_tokens > 0
 
 
 @pytest.mark.slow
@@ -255,19 +336,22 @@ def test_beam_lookahead_stays_within_one_batch_of_the_budget(lookahead):
     bounded_and_honest(functools.partial(get("beam"), **KNOBS["beam"], lookahead=lookahead), 25)
 
 
-@pytest.mark.parametrize("dimension", ["tokens", "flops", "scorer_calls"])
+@pytest.mark.parametrize("dimension", ["tokens", "flops", "scorer_calls", "seconds"])
 @pytest.mark.parametrize("algo", ALGOS)
 @settings(max_examples=8, deadline=None, derandomize=True)
 @given(tree=trees.filter(lambda t: t.min_depth >= 2), seed=st.integers(0, 99))
 def test_a_budget_too_small_for_one_step_says_so(algo, dimension, tree, seed):
-    """One token, one FLOP or one scorer call: solutions need >= 2 steps of 2 tokens."""
+    """One token, one FLOP, one scorer call or a second: solutions need >= 2 steps of 2
+    tokens. Only a scorer-call limit leaves something to finish a path with (generation does
+    not spend scorer calls): then the reserve may answer, from a path finished greedily."""
     budget = Budget(**{dimension: 1})
-    result, log = run(algo, tree, budget, seed=seed)
+    result, log = run_tree(algo, tree, budget, seed=seed)
     assert_bounded(result, log, budget)
     assert_honest(result, budget)
-    if dimension != "scorer_calls" or algo not in SCORER_FREE | {"pgtd", "compute_optimal"}:
-        # pgtd, and compute_optimal's best-of-n probe, score only complete samples
+    if dimension != "scorer_calls":
         assert (result.status, result.answer, result.text) == ("budget_exhausted", None, "")
+    elif result.answer is not None and algo in SCORE_AS_THEY_GO:
+        assert result.stats["reserve"]["finished"] and "from the reserve" in result.selected_by
 
 
 def test_the_event_log_catches_an_algorithm_that_ignores_its_budget():
@@ -284,11 +368,131 @@ def test_the_event_log_catches_an_algorithm_that_ignores_its_budget():
         while not meter.exhausted():
             frontier = [c for cs in engine.expand(frontier, 1, seed=seed) for c in cs]
 
-    budget = Budget(tokens=3)  # 2 tokens per step: the second step crosses it
-    _, bad = run(reckless, tree, budget)
-    _, good = run(careful, tree, budget)
+    budget = Budget(tokens=3, reserve=0.0)  # 2 tokens per step: the second step crosses it
+    _, bad = run_tree(reckless, tree, budget)
+    _, good = run_tree(careful, tree, budget)
     assert len(bad.violations()) == 3 and good.violations() == []
     # reckless: all 3 steps in one batch (6 tokens); careful: 2 steps of 2 tokens, 1 per batch
     assert bad.largest_batch()["generated_tokens"] == 6
     assert good.largest_batch()["generated_tokens"] == 2
+    assert bad.largest_batch()["seconds"] == 3 * ENGINE_SECONDS
     assert sum(e[3]["generated_tokens"] for e in good.events if e[0] == "call") == 4
+
+
+# -- the reserve -------------------------------------------------------------------------------
+DEPTH, TPS = 5, 2  # every path of UNIFORM finishes at depth DEPTH; steps of TPS tokens
+UNIFORM = Tree(seed=11, branch=3, min_depth=DEPTH, max_depth=DEPTH)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_a_search_stopped_short_answers_from_the_reserve(algo):
+    """The largest token limit (no reserve) at which the search ends with partial paths and
+    no answer; then the same stopping point with a reserve big enough for a whole path: the
+    search runs identically, then finishes its best partial path greedily from the reserve,
+    within one batch of the limit, and says so."""
+    bare = None
+    for tokens in range(1, 300):
+        res, _ = run_tree(algo, UNIFORM, Budget(tokens=tokens, reserve=0.0), tokens_per_step=TPS)
+        if res.status == "budget_exhausted" and res.candidates:
+            bare = (tokens, res)
+    assert bare is not None, f"{algo} never stopped short of an answer"
+    tokens, res = bare
+    assert res.answer is None and not any(c.finished for c in res.candidates)
+    reserve = DEPTH * TPS  # enough to finish any path from any depth
+    limit = tokens + reserve
+    budget = Budget(tokens=limit, reserve=(reserve + 0.5) / limit)
+    assert budget.reserve_tokens == reserve and stop_point(budget, "tokens") == tokens
+    saved, log = run_tree(algo, UNIFORM, budget, tokens_per_step=TPS)
+    assert_bounded(saved, log, budget)
+    assert_honest(saved, budget)
+    assert saved.status == "ok" and saved.answer is not None, saved
+    if algo == "compute_optimal":  # its probe takes a share of the limit, not of the stop
+        return  # point, so the two runs differ; test_known_failure_budget_600_answers has it
+    assert "from the reserve" in saved.selected_by and saved.stats["reserve"]["finished"]
+    nodes = {n.id: n for n in saved.tree.walk()}
+    chosen = next(c for c in saved.candidates if c.text == saved.text)
+    # the same search up to its stopping point, then greedy steps from the best partial path
+    assert saved.stats["reserve"]["node"] == chosen.node_id
+    start = nodes[saved.stats["reserve"]["from_node"]]
+    assert nodes[chosen.node_id].path()[:start.depth + 1] == start.path()
+    assert saved.usage.generated_tokens == res.usage.generated_tokens + \
+        saved.stats["reserve"]["tokens"] <= limit
+
+
+def _flat_tree(path: tuple[str, ...]) -> list[tuple[str, float]]:
+    """Endless steps; every one may also end the solution, which the scorer scores 0."""
+    return [(f"s{len(path)}.{i} ", 0.3) for i in range(3)] + [("The answer is 7.", 0.1)]
+
+
+def test_astar_has_a_default_cap_that_the_result_reports():
+    """A* stops at a finished state popped from its queue: with a scorer that prices every
+    finished state far above any partial one it would expand to its depth limit along every
+    branch (width 2, k 2: ~4 steps per batch, 40 levels, 3-way branching). The default cap
+    stops it after max_batches=40 batches and says so."""
+    scorer = ScriptedScorer(lambda path: 0.0 if path[-1].startswith("The") else 1.0)
+    engine = Scripted(_flat_tree, tokens_per_step=1)
+    res, _ = run("astar", engine, scorer, Budget(), knobs=KNOBS["astar"])
+    assert res.knobs["max_batches"] == 40
+    assert res.stats["capped"] and res.stats["batches"] == 40
+    assert res.usage.generated_tokens <= 40 * 2 * 2 + 2 * 2  # 40 batches of width x k steps
+    capped, _ = run("astar", Scripted(_flat_tree, tokens_per_step=1), scorer, Budget(),
+                    knobs={**KNOBS["astar"], "max_batches": 5})
+    assert capped.stats == {**capped.stats, "capped": True, "batches": 5}
+    assert capped.usage.generated_tokens < res.usage.generated_tokens
+    free, _ = run("astar", Scripted(_flat_tree, tokens_per_step=1), ScriptedScorer(
+        lambda path: 1.0), Budget(), knobs=KNOBS["astar"])  # a goal is popped early
+    assert not free.stats["capped"] and free.answer == "7"
+
+
+@pytest.mark.parametrize("algo", ["diverse_beam", "compute_optimal"])
+def test_known_failure_budget_600_answers(algo):
+    """The issue's case: Budget(tokens=600) with candidates one step from finishing ended
+    with answer None. Paths here need 14 steps of 3 tokens; 16 rows per batch: without a
+    reserve the 13th batch ends at 624 tokens, one step short of any answer."""
+
+    def deep(path: tuple[str, ...]) -> list[tuple[str, float]]:
+        if len(path) == 13:
+            return [("The answer is 7.", 0.7), ("The answer is 3.", 0.3)]
+        return [(f"s{len(path)}.{i} ", 1.0 / (i + 1)) for i in range(4)]
+
+    engine = Scripted(deep, tokens_per_step=3)
+    knobs = {"diverse_beam": {"n": 16, "m": 4, "groups": 2},
+             "compute_optimal": {"table": {"probe": {"n": 4}, "edges": [],
+                                           "bins": [{"algo": "diverse_beam",
+                                                     "knobs": {"n": 16, "m": 4,
+                                                               "groups": 2}}]}}}[algo]
+    budget = Budget(tokens=600)
+    res, log = run(algo, engine, ScriptedScorer(lambda path: 0.5), budget, knobs=knobs)
+    assert_bounded(res, log, budget)
+    assert res.status == "ok" and res.answer in {"7", "3"}, res
+    assert "after finishing the best partial path greedily from the reserve" in res.selected_by
+    assert res.usage.generated_tokens <= 600 + 16 * 3
+    without, _ = run(algo, Scripted(deep, tokens_per_step=3), ScriptedScorer(lambda path: 0.5),
+                     Budget(tokens=600, reserve=0.0), knobs=knobs)
+    assert without.answer is None  # what happened before: no reserve, no answer
+
+
+def test_reserve_is_validated_and_what_it_leaves_is_hand_computed():
+    assert Budget(tokens=600).reserve == 0.1 and Budget(tokens=600).reserve_tokens == 60
+    assert Budget(tokens=600, reserve=0).reserve_tokens == 0
+    assert Budget(reserve=0.5).unlimited  # a reserve is not a limit
+    for bad in (-0.1, 1.0, math.nan, True, "0.1"):
+        with pytest.raises(ValueError, match="reserve"):
+            Budget(tokens=10, reserve=bad)  # type: ignore[arg-type]
+    clock = Clock()
+    meter = Meter(Budget(tokens=600, seconds=10.0, scorer_calls=20), clock=clock)
+    meter.charge_model(generated=539)
+    assert not meter.exhausted()
+    meter.charge_model(generated=37)  # 576: past the stopping point 540, short of 600
+    assert meter.exhausted() and not meter.reached()
+    assert meter.reserve_budget() == Budget(tokens=60, seconds=10.0, reserve=0.0)
+    clock.now = 9.5  # past the time's stopping point (9 s): the reserve's 60 tokens, 0.5 s
+    meter.generated_tokens = 576
+    left = meter.reserve_budget()
+    assert left is not None and left.tokens == 60 and left.seconds == pytest.approx(0.5)
+    meter.generated_tokens = 500  # 100 left: more than the reserve, all of it
+    assert (left := meter.reserve_budget()) is not None and left.tokens == 100
+    clock.now = 10.0  # the time is up: nothing can be spent
+    assert meter.reserve_budget() is None and meter.reached()
+    meter.scorer_calls = 20
+    assert not meter.scoring_left()

@@ -30,7 +30,7 @@ SMALL = {"n": 4, "m": 2, "groups": 2, "width": 2, "k": 2, "iterations": 4, "batc
          "chunk_tokens": 6, "max_tokens": 30}
 TOKENS = 160  # the budget: some runs end by it, others by their depth limits
 SAMPLING = ("best_of_n", "beam", "particle_filter", "rpc")  # must differ between the seeds
-SCORER_FREE = {"best_of_n", "rpc", "first_finish", "greedy"}  # never call the scorer
+SCORER_FREE = {"rpc", "first_finish", "greedy"}  # never call a scorer: run with none named
 
 
 def _float(x: float) -> str | float:
@@ -74,7 +74,8 @@ def child(folder: str, out: str) -> None:
         knobs = {k: v for k, v in SMALL.items() if k in params}
         for seed in (SEED, OTHER_SEED) if algo in SAMPLING else (SEED,):
             result = search.solve(problem, algo, search.Budget(tokens=TOKENS), engine=engine,
-                                  scorer=SelfEvalScorer(engine), seed=seed, **knobs)
+                                  scorer=None if algo in SCORER_FREE else
+                                  SelfEvalScorer(engine), seed=seed, **knobs)
             runs[f"{algo}@{seed}"] = dump(result)
     Path(out).write_text(json.dumps(runs, sort_keys=True))
 

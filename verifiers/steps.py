@@ -2,6 +2,12 @@ r"""Arithmetic step checker: are the equations written in a reasoning step right
 
     >>> check_step("She makes 9 * 2 = $18 every day.").status
     'correct'
+    >>> check_final(["Mia has 5 * 8 = 40 apples.", "The answer is 40."], "40").status
+    'correct'
+
+`check_final` judges the step that ends a solution: besides its own equations, the answer
+the solution states must follow from its work, i.e. equal the value of the last equation
+on the path (so "The answer is 41." after "5 * 8 = 40" is wrong, though it has no equation).
 
 It finds every arithmetic equation ("16 - 3 - 4 = 9", "9 * 2 = $18", "3 x 4 = 12", GSM8K's
 "<<16-3-4=9>>" calculator annotations, LaTeX "\frac{3}{4} \times 8 = 6") and recomputes it
@@ -19,6 +25,7 @@ whether the right quantities were multiplied. Conventions:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -52,6 +59,35 @@ def check_step(text: str) -> StepVerdict:
         return StepVerdict("none", ())
     status = "correct" if all(ok for _, _, ok in equations) else "wrong"
     return StepVerdict(status, tuple(equations))
+
+
+def check_final(steps: Sequence[str], answer: str | None) -> StepVerdict:
+    """The verdict on the last of `steps` (a finished solution's step texts, in order) given
+    the answer the solution states. Never raises.
+
+    correct: the step's equations are right, the path's last equation is right, and the
+             answer equals its value (as a claim is checked: exactly, or rounded to the
+             decimals the answer shows);
+    wrong:   one of the step's equations is wrong, the last equation is, or the answer
+             differs from its value;
+    none:    no answer, an answer that is not a number, or no equation on the path.
+    The verdict's equations are the step's own plus, last, ("answer", answer, follows).
+    """
+    verdicts = [check_step(text) for text in steps]
+    if not verdicts:
+        return StepVerdict("none", ())
+    own = verdicts[-1]
+    last = next((v.equations[-1] for v in reversed(verdicts) if v.equations), None)
+    try:
+        stated = _prepare(str(answer)[:MAX_STEP_CHARS]).strip() if answer is not None else ""
+        computed = _value(last[1]) if last is not None else None
+        if own.status == "wrong" or computed is None or _value(stated) is None:
+            return own
+        follows = last is not None and last[2] and _matches(computed, stated)
+    except Exception:  # never raise on model output: no evidence either way
+        return own
+    return StepVerdict("correct" if follows else "wrong",
+                       own.equations + (("answer", stated, follows),))
 
 
 def _check(text: str) -> list[tuple[str, str, bool]]:

@@ -1,7 +1,8 @@
-"""Helpers shared by the step-level searches (astar, diverse_beam, dvts, particle_filter,
-particle_gibbs, mcts): one way to sample a batch of steps, score paths and pack the Result.
+"""Helpers shared by the step-level searches: one way to sample a batch of steps, score paths,
+finish the best partial path from the budget's reserve, and pack the Result.
 
-Only `Sampler.expand` reaches the engine; every algorithm decides which nodes go into it.
+Only `Sampler.expand` and `Finisher.complete` reach the engine; every algorithm decides which
+nodes go into them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewards.base import KEY
-from search.budget import Meter
+from rewards import aggregate
+from rewards.base import KEY, Scorer, name, path_agg, score_nodes
+from search.budget import Meter, submeter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import candidates, pack
+from search.select import Selection, candidates, pack
 from search.types import Candidate, Node, Problem, Result
 
 
@@ -69,10 +71,30 @@ def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Samp
     return done, [f for f in frontier if f is not root], cut
 
 
+# -- path scores ----------------------------------------------------------------------------
+def resolve_agg(agg: str | None, scorer: Scorer) -> str:
+    """The aggregation of step scores a search uses: the caller's `agg`, else the one the
+    scorer declares (Scorer.path_agg). Unknown names fail here, before any model call."""
+    chosen = path_agg(scorer) if agg is None else agg
+    aggregate.get(chosen)
+    return chosen
+
+
+def scored_by(scorer: Scorer, agg: str) -> str:
+    """What candidate scores are, for Result.selected_by: "steps, min"."""
+    return f"{name(scorer)}, {agg}"
+
+
 def path_score(node: Node, agg: Callable[[Sequence[float]], float]) -> float:
     """agg of the step rewards along node's path (the root has none: -inf)."""
     scores = node.step_scores(KEY)
     return agg(scores) if scores else float("-inf")
+
+
+def path_scorer(agg: str) -> Callable[[Node], float]:
+    """path_score under the named aggregation, as a function of the leaf."""
+    fn = aggregate.get(agg)
+    return lambda node: path_score(node, fn)
 
 
 def new_siblings(kids: Sequence[Node]) -> list[Node]:
@@ -89,13 +111,107 @@ def new_siblings(kids: Sequence[Node]) -> list[Node]:
     return out
 
 
-Choose = Callable[[Problem, Sequence[Candidate]], Candidate | None]  # search.select.rule(...)
+# -- finishing from the reserve -------------------------------------------------------------
+@dataclass(frozen=True)
+class Finisher:
+    """How a search finishes its best partial path from the budget's reserve (Budget.reserve)
+    when the budget stopped it before any path finished.
+
+    complete(node): greedy steps (temperature 0, the sampler's stop and step size, each step
+    capped at the reserve's tokens left) until the path finishes, max_steps more steps, or
+    the reserve is spent; then its new nodes are scored (every new step, or only the leaf
+    when leaf_only: an outcome scorer or agg "last"), while scorer calls are left. Runs on a
+    sub-meter (search.budget.submeter), so every token is charged to the run's meter.
+    """
+
+    engine: Engine
+    sampler: Sampler
+    scorer: Scorer | None = None  # None: the search scores nothing (greedy, rpc, ...)
+    leaf_only: bool = True
+    max_steps: int = 40
+
+    def complete(self, problem: Problem, meter: Meter, node: Node) -> Node:
+        """node extended greedily from the reserve; returns where it got to (node itself if
+        nothing could be spent)."""
+        budget = meter.reserve_budget()
+        if budget is None:
+            return node
+        tip = node
+        with submeter(meter, budget, self.engine, self.scorer) as sub:
+            for _ in range(self.max_steps):
+                if tip.finished or sub.exhausted():
+                    break
+                left = sub.tokens_left()
+                cap = self.sampler.step_tokens if left is None else min(self.sampler.step_tokens,
+                                                                          left)
+                [[child]] = self.engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
+                                               temperature=0.0, top_p=1.0, seed=0)
+                if child.generated_tokens <= tip.generated_tokens:
+                    child.detach()  # no token added: greedy decoding would only repeat it
+                    break
+                tip = child
+            if self.scorer is not None and tip is not node and meter.scoring_left():
+                new = tip.path()[node.depth + 1:]
+                score_nodes(self.scorer, problem, [tip] if self.leaf_only else new)
+        return tip
 
 
-def finish(problem: Problem, root: Node, leaves: Sequence[Node], scores: Sequence[float],
-           meter: Meter, *, choose: Choose, seed: int, algo: str, knobs: Mapping[str, Any],
-           stats: Mapping[str, Any] | None = None) -> Result:
-    """Candidates from the leaves (finished ones may answer), the selection rule, the Result."""
-    cands = candidates(problem, leaves, scores)
-    return pack(problem, root, cands, choose(problem, cands), meter, seed=seed, algo=algo,
-                knobs=knobs, stats=stats)
+@dataclass(frozen=True)
+class Rescue:
+    """A partial path finished (or at least extended) from the reserve: start -> tip."""
+
+    start: Node
+    tip: Node
+
+    def stats(self) -> dict[str, Any]:
+        """What Result.stats["reserve"] says about it."""
+        return {"reserve": {"from_node": self.start.id, "node": self.tip.id,
+                            "finished": self.tip.finished,
+                            "tokens": self.tip.generated_tokens - self.start.generated_tokens}}
+
+    def label(self, label: str, chosen: Candidate | None) -> str:
+        """Result.selected_by: the selection's label, saying so when the tip was chosen."""
+        if chosen is not None and chosen.node_id == self.tip.id:
+            return label + ", after finishing the best partial path greedily from the reserve"
+        return label
+
+
+def rescue(problem: Problem, leaves: Sequence[Node], score: Callable[[Node], float],
+           meter: Meter, finisher: Finisher, *, partial: Sequence[Node] | None = None
+           ) -> tuple[list[Node], Rescue | None]:
+    """If the budget stopped the search (meter.exhausted()) before any of `leaves` finished,
+    finish the best partial one (highest `score`, the first of ties; only those in `partial`
+    when given) from the reserve. Returns the leaves, that one replaced by where it got to,
+    and the Rescue (None if nothing was done)."""
+    out = list(leaves)
+    pool = [leaf for leaf in (out if partial is None else partial)
+            if leaf.step is not None and not leaf.finished]
+    if not pool or any(leaf.finished for leaf in out) or not meter.exhausted():
+        return out, None
+    best = max(pool, key=score)
+    tip = finisher.complete(problem, meter, best)
+    if tip is best:
+        return out, None
+    return [tip if leaf is best else leaf for leaf in out], Rescue(best, tip)
+
+
+def finish(problem: Problem, root: Node, leaves: Sequence[Node],
+           score: Callable[[Node], float], meter: Meter, *, selection: Selection, seed: int,
+           algo: str, knobs: Mapping[str, Any], stats: Mapping[str, Any] | None = None,
+           finisher: Finisher | None = None, partial: Sequence[Node] | None = None) -> Result:
+    """Candidates from the leaves (finished ones may answer; with a finisher, the best
+    partial path, of `partial` if given, is first finished from the reserve if the budget
+    stopped the search before any did), the selection, the Result (selected_by: the
+    selection's label)."""
+    saved = None
+    if finisher is not None:
+        leaves, saved = rescue(problem, leaves, score, meter, finisher, partial=partial)
+    cands = candidates(problem, leaves, [score(leaf) for leaf in leaves])
+    chosen = selection.choose(problem, cands)
+    if saved is None:
+        return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=knobs,
+                    stats=stats, chosen_by=selection.label)
+    return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=knobs,
+                stats={**(stats or {}), **saved.stats()},
+                chosen_by=saved.label(selection.label, chosen))
+

@@ -28,6 +28,11 @@ Choices where the paper leaves room:
 - A state is (path text, finished): equal texts reached by different step splits are one
   state; the lower g wins and an expanded state is never reopened.
 - The root's single expansion samples K * width steps, so every batch has the same width.
+- A cap: best-first search has no natural stop but the goal, and with flat or misleading
+  scores it may expand for a long time (a width-16 run once spent 60,481 tokens where beam
+  search spends ~1,300). At most `max_batches` batches run (default 40: the depth limit
+  of a beam search sampling as many steps per batch, so A* never samples more than that
+  beam search could); Result.stats says how many ran and whether the cap stopped it.
 Scored nodes record scores["g"] and scores["f"]; popped nodes scores["pop"] (pop order) and
 scores["batch"]; a merged node scores["merged_into"] (the id of the state that replaced it).
 """
@@ -41,11 +46,11 @@ import random
 from collections.abc import Sequence
 
 from rewards import score_nodes
-from rewards.base import Scorer
-from search.algos._stepwise import Sampler, finish, new_siblings
+from rewards.base import KEY, Scorer
+from search.algos._stepwise import Finisher, Sampler, finish, new_siblings, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import rule
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
@@ -97,7 +102,7 @@ class Frontier:
 
 def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
-          g: str = "sum", max_depth: int = 40, select: str = "score",
+          g: str = "sum", max_depth: int = 40, max_batches: int = 40, select: str = "score",
           temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
           stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if width < 1 or k < 1:
@@ -108,7 +113,9 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
         raise ValueError("astar: admissible search needs additive costs, g='sum'")
     if not h_weight >= 0:
         raise ValueError(f"astar: h_weight must be >= 0, got {h_weight!r}")
-    choose = rule(select)
+    if max_batches < 1:
+        raise ValueError(f"astar: max_batches must be >= 1, got {max_batches}")
+    selection = Selection.of(select, scored_by(scorer, "-f"))
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
@@ -117,6 +124,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
     frontier.offer(root)
     goal: Node | None = None
     pops = batches = 0
+    capped = False
 
     def pop() -> Node:
         nonlocal pops
@@ -139,6 +147,9 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
             break
         if top is None or meter.exhausted():
             break
+        if batches >= max_batches:
+            capped = True
+            break
         batch: list[Node] = []
         while len(batch) < width and (top := frontier.peek()) is not None and not top.finished:
             node = pop()
@@ -160,7 +171,20 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
     leaves = ([goal] if goal else []) + [node for node in open_nodes if node.finished]
     if not leaves:  # nothing finished: report the most promising partial paths
         leaves = open_nodes[:width]
-    return finish(problem, root, leaves, [-leaf.scores["f"] for leaf in leaves], meter,
-                  choose=choose, seed=seed, algo="astar",
+
+    def neg_f(leaf: Node) -> float:  # a path finished from the reserve is evaluated here
+        for node in leaf.path()[1:]:
+            if "f" not in node.scores:
+                if KEY not in node.scores:
+                    return -math.inf  # its steps could not be scored (no scorer calls left)
+                evaluate(node)
+        return -leaf.scores["f"]
+
+    return finish(problem, root, leaves, neg_f, meter, selection=selection, seed=seed,
+                  algo="astar",
                   knobs=dict(width=width, k=k, admissible=admissible, h_weight=h_weight, g=g,
-                             max_depth=max_depth, select=select, **sampler.knobs()))
+                             max_depth=max_depth, max_batches=max_batches, select=select,
+                             **sampler.knobs()),
+                  stats=dict(batches=batches, capped=capped),
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
+                                    max_steps=max_depth))

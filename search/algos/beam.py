@@ -12,7 +12,7 @@ with M sampled next steps, so N new steps are scored at every depth.
             temperature 0 and score the rollout's end with the PRM  (Snell et al. sec. 5.1)
         beams <- top N/M unfinished paths by agg(step rewards)
         beams <- M sampled next steps of each beam
-    return select(done)   (best score by default)
+    return select(done)   (best score by default; agg: the scorer's own by default)
 
 Lookahead (Snell et al.'s "lookahead search"; search-and-learn's generate_k_steps): the
 rollouts of all candidates advance together, one batched temperature-0 expand per lookahead
@@ -34,24 +34,26 @@ from collections.abc import Sequence
 
 from rewards import KEY, aggregate, score_nodes
 from rewards.base import Scorer
-from search.algos._stepwise import Sampler
+from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import candidates, pack, rule
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 LOOKAHEAD = "lookahead"  # Node.scores key: the PRM's score at the end of the node's rollout
 
 
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-         n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0, agg: str = "last",
-         select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
-         step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
+         n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
+         agg: str | None = None, select: str = "score", temperature: float = 0.8,
+         top_p: float = 1.0, step_tokens: int = 256,
+         stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m:
         raise ValueError(f"beam needs positive n and m with m dividing n, got n={n}, m={m}")
     if lookahead < 0:
         raise ValueError(f"beam needs lookahead >= 0, got {lookahead}")
-    choose, agg_fn = rule(select), aggregate.get(agg)
+    agg = resolve_agg(agg, scorer)
+    selection, agg_fn = Selection.of(select, scored_by(scorer, agg)), aggregate.get(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     keep = n // m
@@ -79,13 +81,15 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         alive = sorted(alive, key=rank_key, reverse=True)
         beams, width = alive[:keep], m
         engine.retain(beams)
-    # unfinished beams are reported but never answer; the root alone (no step) is not a path
+    # unfinished beams are reported but never answer (unless one is finished from the
+    # budget's reserve); the root alone (no step) is not a path
     leaves = done or [b for b in beams if b is not root]
-    scores = [agg_fn(leaf.step_scores("reward")) for leaf in leaves]
-    cands = candidates(problem, leaves, scores)
-    return pack(problem, root, cands, choose(problem, cands), meter, seed=seed, algo="beam",
-                knobs=dict(n=n, m=m, max_depth=max_depth, lookahead=lookahead, agg=agg,
-                           select=select, **sampler.knobs()))
+    return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
+                  seed=seed, algo="beam",
+                  knobs=dict(n=n, m=m, max_depth=max_depth, lookahead=lookahead, agg=agg,
+                             select=select, **sampler.knobs()),
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
+                                    max_steps=max_depth))
 
 
 def _look_ahead(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,

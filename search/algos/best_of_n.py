@@ -8,39 +8,72 @@ Improves Chain of Thought Reasoning in Language Models"), or by reward-weighted 
     paths <- N samples of root, extended one step at a time until each finishes
     score every path (agg over its steps' rewards, or its leaf for agg=last)
     return select(paths)
+
+The selection follows the scorer unless `select` says otherwise. A researcher who names a
+scorer (a verifier, unit tests, a PRM) for best-of-N means the textbook best-of-N: sample N,
+keep the one the scorer ranks highest (Cobbe et al. 2021's verifiers; Lightman et al. 2023),
+so select=None is "score" then; with no scorer named (search.solve's scorer=None, which
+supplies the free log-probability scorer marked implicit) it is the plain majority vote,
+which needs none. "weighted_vote" (each answer's votes weighed by score) is there to ask
+for. An explicit select="vote" never consults the scorer, so search.solve refuses it beside
+a named scorer rather than publish a vote labelled with that scorer (`uses_scorer`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rewards import aggregate, score_nodes
-from rewards.base import Scorer
-from search.algos._stepwise import Sampler, sample_paths
+from rewards import score_nodes
+from rewards.base import Scorer, implicit
+from search.algos._stepwise import (
+    Finisher,
+    Sampler,
+    finish,
+    path_scorer,
+    resolve_agg,
+    sample_paths,
+    scored_by,
+)
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import candidates, pack, rule
-from search.types import Problem, Result
+from search.select import Selection
+from search.types import Node, Problem, Result
+
+
+def uses_scorer(knobs: Mapping[str, Any]) -> bool:
+    """Whether a run with these knobs consults its scorer (a plain vote does not)."""
+    return knobs.get("select") != "vote"
 
 
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-              n: int = 8, select: str = "vote", agg: str = "last", temperature: float = 0.8,
-              top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,
-              stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    choose, agg_fn = rule(select), aggregate.get(agg)
+              n: int = 8, select: str | None = None, agg: str | None = None,
+              temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
+              max_steps: int = 40, stop: Sequence[str] = DEFAULT_STOP) -> Result:
+    """select: "score", "vote", "weighted_vote", or None: "vote" when no scorer was named,
+    else "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
+    select = select or ("vote" if implicit(scorer) else "score")
+    agg = resolve_agg(agg, scorer)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)
     done, live, _ = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
                                  max_steps=max_steps)
-    leaves = done + live
+    knobs = dict(n=n, select=select, agg=agg, temperature=temperature, top_p=top_p)
     if select == "vote":  # counting answers needs no scorer; ties go to the likelier path
-        scores = [leaf.cum_logprob for leaf in leaves]
-    else:  # rewards of every step, or of the leaf alone when only the last one counts
-        score_nodes(scorer, problem, leaves if agg == "last"
-                    else [a for leaf in leaves for a in leaf.path()[1:]])
-        scores = [agg_fn(leaf.step_scores("reward")) for leaf in leaves]
-    cands = candidates(problem, leaves, scores)
-    return pack(problem, root, cands, choose(problem, cands), meter, seed=seed,
-                algo="best_of_n", knobs=dict(n=n, select=select, agg=agg,
-                                             temperature=temperature, top_p=top_p))
+        return finish(problem, root, done + live, _cum_logprob, meter,
+                      selection=Selection.of("vote", ""), seed=seed, algo="best_of_n",
+                      knobs=knobs, finisher=Finisher(engine, sampler, max_steps=max_steps))
+    # rewards of every step, or of the leaf alone when only the last one counts
+    leaves = done + live
+    score_nodes(scorer, problem, leaves if agg == "last"
+                else [a for leaf in leaves for a in leaf.path()[1:]])
+    return finish(problem, root, leaves, path_scorer(agg), meter,
+                  selection=Selection.of(select, scored_by(scorer, agg)), seed=seed,
+                  algo="best_of_n", knobs=knobs,
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=agg == "last",
+                                    max_steps=max_steps))
+
+
+def _cum_logprob(node: Node) -> float:
+    return node.cum_logprob

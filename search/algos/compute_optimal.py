@@ -7,7 +7,10 @@ average final score over samples, binned), and a table fitted on evaluation runs
 algorithm, knobs and per-problem budget do best in each bin.
 
     probe <- best_of_n(n = probe.n) within probe.budget_fraction of the budget
-    d <- 1 - mean final score of the probe samples     (signal "score"; unfinished count 0)
+    d <- 1 - mean final score of the probe samples     (signal "score"; unfinished count 0;
+                                                         a sample's score: its path score
+                                                         under probe.agg, default the
+                                                         scorer's own, Scorer.path_agg)
       or 1 - share of samples giving the commonest answer (signal "agreement")
     bin <- number of table edges <= d
     algo, knobs, tokens <- table.bins[bin]
@@ -21,7 +24,8 @@ bin beam n=16 (41% where no best-of-N width reached it). Fit your own for anothe
 scorer. If the chosen search returns
 no answer but the probe did, the probe's answer is returned (stats["fallback"] = True).
 
-    {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_steps", "temperature"},
+    {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_steps", "temperature",
+               "agg"},
      "edges": [e1 < e2 < ...],                       # len(bins) - 1 difficulty thresholds
      "bins": [{"algo", "knobs", "tokens": int | null}, ...]}   # tokens: per-problem cap
 """
@@ -43,14 +47,14 @@ import numpy as np
 from rewards.base import Scorer
 from search import registry
 from search.answers import vote_key
-from search.budget import Meter, metered
+from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
 SIGNALS = ("score", "agreement")
 PROBE_DEFAULTS = {"n": 4, "signal": "score", "budget_fraction": 0.25, "step_tokens": 256,
-                  "max_steps": 40, "temperature": 0.8}
+                  "max_steps": 40, "temperature": 0.8, "agg": None}  # agg None: the scorer's
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -166,7 +170,7 @@ def _share(meter: Meter, tokens_cap: float | None) -> Budget | None:
         return None
     counts = {k: max(1, math.floor(v)) for k, v in left.items()  # whole tokens and calls
               if k in ("tokens", "scorer_calls") and v is not None}
-    return Budget(**{**left, **counts})
+    return Budget(**{**left, **counts}, reserve=b.reserve)  # each sub-search keeps a reserve
 
 
 def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Scorer,
@@ -175,14 +179,8 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
     budget None (nothing left): fn runs on the exhausted `meter` and stops before any batch."""
     if budget is None:
         return fn(problem, engine, scorer, meter, seed=seed, **knobs)
-    sub = Meter(budget)
-    try:
-        with metered(sub, engine, scorer):
-            return fn(problem, engine, scorer, sub, seed=seed, **knobs)
-    finally:
-        meter.charge_model(generated=sub.generated_tokens, prefill=sub.prefill_tokens,
-                           flops=sub.flops, passes=sub.forward_passes)
-        meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)
+    with submeter(meter, budget, engine, scorer) as sub:
+        return fn(problem, engine, scorer, sub, seed=seed, **knobs)
 
 
 def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
@@ -193,7 +191,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     left = meter.tokens_left()
     probe_budget = _share(meter, None if left is None else cfg["budget_fraction"] * left)
     probe = _run(registry.get("best_of_n"), problem, engine, scorer, meter, probe_budget,
-                 rng.getrandbits(32), dict(n=cfg["n"], select="score", agg="last",
+                 rng.getrandbits(32), dict(n=cfg["n"], select="score", agg=cfg["agg"],
                                            temperature=cfg["temperature"],
                                            step_tokens=cfg["step_tokens"],
                                            max_steps=cfg["max_steps"]))
@@ -208,9 +206,12 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                       rng.getrandbits(32), knobs)
         fallback = result.answer is None and probe.answer is not None
         result = probe if fallback else result
+    chosen_by = (f"probe best_of_n: {probe.selected_by}" if fallback
+                 else f"{entry['algo']}: {result.selected_by}")
     return replace(result, usage=meter.usage(), seed=seed, algo="compute_optimal",
+                   selected_by=chosen_by,
                    knobs=dict(table=table if isinstance(table, str) else
                               ("default" if table is None else "custom")),
                    stats=dict(difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,
                               tokens_cap=entry.get("tokens"), probe_answer=probe.answer,
-                              fallback=fallback))
+                              fallback=fallback, chosen_stats=dict(result.stats)))

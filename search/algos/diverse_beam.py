@@ -22,7 +22,8 @@ level="step": theta = agg of step rewards; a beam's candidates are M sampled nex
 level="token": the paper's setting. theta = the path's summed token log-probability; a beam's
   candidates are its top-B next tokens (exact: at most (g-1)B' tokens are penalised, so
   group g's best B' unpenalised extensions of a beam lie in its top B), forced with
-  engine.extend; the scorer is not used. Every token is one tree node; max_tokens (not
+  engine.extend; the scorer is not used (search.solve refuses a named one at this level).
+  Every token is one tree node; max_tokens (not
   max_depth) bounds a path.
 
 Diversity (knob `diversity`):
@@ -42,15 +43,23 @@ come from the model's own next-token distribution, so they count as generated to
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from rewards import aggregate, score_nodes
 from rewards.base import Scorer
-from search.algos._stepwise import Sampler, finish, path_score
+from search.algos._stepwise import (
+    Finisher,
+    Sampler,
+    finish,
+    path_score,
+    path_scorer,
+    resolve_agg,
+    scored_by,
+)
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import rule
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 C = TypeVar("C")
@@ -114,10 +123,15 @@ def _unique(groups: Sequence[Sequence[Node]]) -> list[Node]:
     return list({node.id: node for beams in groups for node in beams}.values())
 
 
+def uses_scorer(knobs: Mapping[str, Any]) -> bool:
+    """Token-level diverse beam search ranks by log-probabilities alone."""
+    return knobs.get("level", "step") != "token"
+
+
 def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
-                 max_depth: int = 40, max_tokens: int = 256, agg: str = "last",
+                 max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
                  select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
                  step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m or groups < 1 or (n // m) % groups:
@@ -126,26 +140,30 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     if level not in ("step", "token") or diversity not in ("hamming", "ngram") or ngram < 1:
         raise ValueError(f"diverse_beam: level must be 'step'|'token', diversity "
                          f"'hamming'|'ngram', ngram >= 1; got {level!r}, {diversity!r}, {ngram}")
-    choose, agg_fn = rule(select), aggregate.get(agg)
     rng = random.Random(seed)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)
     per = n // m // groups
     if level == "step":
+        agg = resolve_agg(agg, scorer)
+        agg_fn = aggregate.get(agg)
         sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
         leaves = _by_step(problem, engine, scorer, meter, rng, sampler, root, n=n, m=m,
                           groups=groups, per=per, lam=lam, sim=sim, agg_fn=agg_fn,
                           max_depth=max_depth)
-        scores = [path_score(leaf, agg_fn) for leaf in leaves]
-    else:
+        score, scored = path_scorer(agg), scored_by(scorer, agg)
+        finisher = Finisher(engine, sampler, scorer, leaf_only=False, max_steps=max_depth)
+    else:  # the scorer is not consulted: paths rank by their log-probability
         leaves = _by_token(engine, meter, root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
-        scores = [leaf.cum_logprob for leaf in leaves]
-    return finish(problem, root, leaves, scores, meter, choose=choose, seed=seed,
-                  algo="diverse_beam",
+        score, scored = (lambda leaf: leaf.cum_logprob), "path logprob"
+        finisher = Finisher(engine, sampler, max_steps=max_depth)
+    return finish(problem, root, leaves, score, meter,
+                  selection=Selection.of(select, scored), seed=seed, algo="diverse_beam",
                   knobs=dict(n=n, m=m, groups=groups, lam=lam, diversity=diversity,
                              ngram=ngram, level=level, max_depth=max_depth,
-                             max_tokens=max_tokens, agg=agg, select=select, **sampler.knobs()))
+                             max_tokens=max_tokens, agg=agg, select=select, **sampler.knobs()),
+                  finisher=finisher)
 
 
 def _by_step(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,

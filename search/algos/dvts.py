@@ -22,22 +22,24 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from rewards import aggregate, score_nodes
+from rewards import score_nodes
 from rewards.base import Scorer
-from search.algos._stepwise import Sampler, finish, path_score
+from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import rule
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-         n: int = 16, m: int = 4, max_depth: int = 40, agg: str = "last", select: str = "score",
+         n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
+         select: str = "score",
          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or m < 1 or n % m:
         raise ValueError(f"dvts needs positive n and m with m dividing n, got n={n}, m={m}")
-    choose, agg_fn = rule(select), aggregate.get(agg)
+    agg = resolve_agg(agg, scorer)
+    selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
@@ -54,11 +56,13 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
                 child.scores["subtree"] = float(i)
             done += [c for c in children if c.finished]
             # max keeps the first of equal scores: ties go to the earlier sample
-            best = max(children, key=lambda c: path_score(c, agg_fn))
+            best = max(children, key=score)
             heads[i] = None if best.finished else best
         engine.retain([head for head in heads if head is not None])
     leaves = done + [head for head in heads if head is not None and head is not root]
-    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
-                  choose=choose, seed=seed, algo="dvts",
+    return finish(problem, root, leaves, score, meter, selection=selection, seed=seed,
+                  algo="dvts",
                   knobs=dict(n=n, m=m, max_depth=max_depth, agg=agg, select=select,
-                             **sampler.knobs()))
+                             **sampler.knobs()),
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
+                                    max_steps=max_depth))

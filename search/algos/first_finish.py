@@ -29,14 +29,22 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rewards.base import Scorer
+from search.algos._stepwise import Finisher, Sampler, finish
 from search.budget import Meter, metered
 from search.engines.base import Engine
-from search.select import candidates, majority_vote, pack
-from search.types import Node, Problem, Result
+from search.select import Selection, majority_vote
+from search.types import Candidate, Node, Problem, Result
+
+
+def uses_scorer(knobs: Mapping[str, Any]) -> bool:
+    """FFS selects by length (and votes), never by a scorer."""
+    del knobs
+    return False
 
 
 @dataclass(frozen=True)
@@ -104,16 +112,23 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     stopped_tokens = sum(p.generated_tokens for p in stopped)
     saved = _count_saved(engine, rng, stopped, order, sampling) if count_saved else None
 
-    leaves = done + stopped + live
+    def first_k(problem: Problem, cands: Sequence[Candidate]) -> Candidate | None:
+        # done comes first, in finishing order (a path finished from the reserve is alone)
+        return majority_vote(problem, [c for c in cands if c.finished][:k])
+
     # shorter is better: ties in a vote go to the group that finished with fewer tokens
-    cands = candidates(problem, leaves, [-float(p.generated_tokens) for p in leaves])
-    chosen = majority_vote(problem, cands[:k])  # done comes first, in finishing order
-    return pack(problem, root, cands, chosen, meter, seed=seed, algo="first_finish",
-                knobs=dict(n=n, k=k, temperature=temperature, top_p=top_p,
-                           chunk_tokens=chunk_tokens, max_tokens=max_tokens,
-                           stop=list(stop) if stop else None),
-                stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
-                           saved_tokens=saved))
+    return finish(problem, root, done + stopped + live, lambda p: -float(p.generated_tokens),
+                  meter, selection=Selection(first_k, "first to finish" if k == 1 else
+                                             f"vote(first {k} to finish)"),
+                  seed=seed, algo="first_finish",
+                  knobs=dict(n=n, k=k, temperature=temperature, top_p=top_p,
+                             chunk_tokens=chunk_tokens, max_tokens=max_tokens,
+                             stop=list(stop) if stop else None),
+                  stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
+                             saved_tokens=saved),
+                  finisher=Finisher(engine, Sampler(temperature, top_p, chunk_tokens, stop),
+                                    max_steps=-(-max_tokens // chunk_tokens)),
+                  partial=live)
 
 
 def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order: dict[int, int],

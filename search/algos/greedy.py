@@ -6,19 +6,27 @@ step like every other search so its tokens, steps and tree are counted the same 
     path <- root
     repeat: path <- argmax-decoded next step of path, until it finishes or the budget ends
     return path
+
+It consults no scorer (there is nothing to choose between), so search.solve refuses one.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rewards.base import Scorer
-from search.algos._stepwise import Sampler, sample_paths
+from search.algos._stepwise import Finisher, Sampler, finish, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import by_score, candidates, pack
+from search.select import Selection, by_score
 from search.types import Problem, Result
+
+
+def uses_scorer(knobs: Mapping[str, Any]) -> bool:
+    del knobs
+    return False
 
 
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
@@ -29,7 +37,7 @@ def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, se
     sampler = Sampler(temperature=0.0, step_tokens=step_tokens, stop=stop)
     done, live, _ = sample_paths(engine, root, 1, meter, sampler, random.Random(seed),
                                  max_steps=max_steps)
-    leaves = done + live
-    cands = candidates(problem, leaves, [leaf.cum_logprob for leaf in leaves])
-    return pack(problem, root, cands, by_score(problem, cands), meter, seed=seed, algo="greedy",
-                knobs=dict(step_tokens=step_tokens, max_steps=max_steps))
+    return finish(problem, root, done + live, lambda leaf: leaf.cum_logprob, meter,
+                  selection=Selection(by_score, "greedy (the one path)"), seed=seed,
+                  algo="greedy", knobs=dict(step_tokens=step_tokens, max_steps=max_steps),
+                  finisher=Finisher(engine, sampler, max_steps=max_steps))

@@ -31,12 +31,20 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rewards import aggregate, score_nodes
+from rewards import score_nodes
 from rewards.base import KEY, Scorer
-from search.algos._stepwise import Sampler, finish, new_siblings, path_score
+from search.algos._stepwise import (
+    Finisher,
+    Sampler,
+    finish,
+    new_siblings,
+    path_scorer,
+    resolve_agg,
+    scored_by,
+)
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import rule
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 
@@ -105,14 +113,15 @@ class Tree:
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
-         agg: str = "last", select: str = "score", temperature: float = 0.8,
+         agg: str | None = None, select: str = "score", temperature: float = 0.8,
          top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if iterations < 1 or batch < 1 or k < 1 or c < 0 or virtual_loss < 0:
         raise ValueError("mcts needs iterations, batch, k >= 1 and c, virtual_loss >= 0")
     if evaluate not in ("prm", "rollout"):
         raise ValueError(f"mcts: evaluate must be 'prm' or 'rollout', got {evaluate!r}")
-    choose, agg_fn = rule(select), aggregate.get(agg)
+    agg = resolve_agg(agg, scorer)
+    selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
@@ -149,13 +158,16 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     for node in root.walk():
         if node.id in tree.stats:
             node.scores.update(visits=tree.stats[node.id].visits, q=tree.stats[node.id].q)
-    leaves = list(finished.values()) or tree.frontier()[:batch]
-    leaves = [leaf for leaf in leaves if leaf is not root]
-    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
-                  choose=choose, seed=seed, algo="mcts",
+    # nothing finished: the best-scored open nodes stand in (sorted() keeps walk order on ties)
+    leaves = list(finished.values()) or sorted(
+        (node for node in tree.frontier() if node is not root), key=score, reverse=True)[:batch]
+    return finish(problem, root, leaves, score, meter, selection=selection, seed=seed,
+                  algo="mcts",
                   knobs=dict(iterations=iterations, batch=batch, k=k, c=c,
                              virtual_loss=virtual_loss, evaluate=evaluate, max_depth=max_depth,
-                             agg=agg, select=select, **sampler.knobs()))
+                             agg=agg, select=select, **sampler.knobs()),
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
+                                    max_steps=max_depth))
 
 
 def _rollouts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,

@@ -12,7 +12,9 @@ flows to promising prefixes without discarding the others outright (as beam sear
         finished particles freeze: never extended or resampled, weight kept
         if ESS(live weights) < ess_threshold * #live: resample the live particles
             (multinomial or systematic), each taking the live particles' mean weight
-    return select(particles)   (best last-step reward by default, as the paper's argmax)
+    return select(particles)   (best path score by default, as the paper's argmax; the path
+                                score aggregates step rewards by the scorer's own rule
+                                unless agg says otherwise)
 
 The weights, ESS and both resampling schemes are plain functions in search/algos/_smc.py.
 """
@@ -22,25 +24,25 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from rewards import aggregate
 from rewards.base import Scorer
 from search.algos._smc import resampler, sweep
-from search.algos._stepwise import Sampler, finish, path_score
+from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import rule
+from search.select import Selection
 from search.types import Problem, Result
 
 
 def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
-                    ess_threshold: float = 1.0, max_depth: int = 40, agg: str = "last",
+                    ess_threshold: float = 1.0, max_depth: int = 40, agg: str | None = None,
                     select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
                     step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
         raise ValueError(f"particle_filter needs n >= 1, tau > 0 and 0 <= ess_threshold <= 1; "
                          f"got n={n}, tau={tau}, ess_threshold={ess_threshold}")
-    choose, agg_fn, draw = rule(select), aggregate.get(agg), resampler(resample)
+    agg = resolve_agg(agg, scorer)
+    selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
@@ -48,7 +50,9 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                   ess_threshold=ess_threshold, tau=tau, max_depth=max_depth)
     # resampled copies share a node: each path is one candidate
     leaves = [node for node in {node.id: node for node in swarm.nodes}.values() if node is not root]
-    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
-                  choose=choose, seed=seed, algo="particle_filter",
+    return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
+                  seed=seed, algo="particle_filter",
                   knobs=dict(n=n, tau=tau, resample=resample, ess_threshold=ess_threshold,
-                             max_depth=max_depth, agg=agg, select=select, **sampler.knobs()))
+                             max_depth=max_depth, agg=agg, select=select, **sampler.knobs()),
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
+                                    max_steps=max_depth))

@@ -24,27 +24,27 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from rewards import aggregate
 from rewards.base import Scorer
 from search.algos._smc import pick_reference, resampler, sweep
-from search.algos._stepwise import Sampler, finish, path_score
+from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.select import rule
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 
 def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                    seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,
                    resample: str = "multinomial", ess_threshold: float = 1.0,
-                   max_depth: int = 40, agg: str = "last", select: str = "score",
+                   max_depth: int = 40, agg: str | None = None, select: str = "score",
                    temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
                    stop: Sequence[str] = DEFAULT_STOP) -> Result:
     if n < 2 or iterations < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
         raise ValueError("particle_gibbs needs n >= 2, iterations >= 1, tau > 0 and "
                          f"0 <= ess_threshold <= 1; got n={n}, iterations={iterations}, "
                          f"tau={tau}, ess_threshold={ess_threshold}")
-    choose, agg_fn, draw = rule(select), aggregate.get(agg), resampler(resample)
+    agg = resolve_agg(agg, scorer)
+    selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)
     root = engine.root(problem)
@@ -65,8 +65,10 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
         engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
-    return finish(problem, root, leaves, [path_score(leaf, agg_fn) for leaf in leaves], meter,
-                  choose=choose, seed=seed, algo="particle_gibbs",
+    return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
+                  seed=seed, algo="particle_gibbs",
                   knobs=dict(n=n, iterations=iterations, tau=tau, resample=resample,
                              ess_threshold=ess_threshold, max_depth=max_depth, agg=agg,
-                             select=select, **sampler.knobs()))
+                             select=select, **sampler.knobs()),
+                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
+                                    max_steps=max_depth))

@@ -22,8 +22,10 @@ return (not the mean: greedy completions are deterministic), unvisited actions h
 priors are the LM's probabilities of the top-k tokens, defaults width 3, c 4, c_base 10,
 horizon 1024, greedy (beam 1) evaluation. Our choices: early_stop is on by default (their
 --early-stop flag): with ties going to the first program, searching past a perfect public score
-cannot change the answer, only the cost; a rollout cut short by the budget is not scored; a
-finished prefix (EOS) or one at the horizon is scored as it stands. MCTS is sequential: each
+cannot change the answer, only the cost; a rollout cut short by the budget is not scored
+(but if no program has finished, it goes on from the budget's reserve, Budget.reserve, and
+is scored if it finishes); a finished prefix (EOS) or one at the horizon is scored as it
+stands. MCTS is sequential: each
 iteration makes one forced-token call and at most one rollout, as in the paper.
 """
 
@@ -33,10 +35,11 @@ import math
 from dataclasses import dataclass, field
 
 from rewards import score_nodes
-from rewards.base import Scorer
+from rewards.base import KEY, Scorer
+from search.algos._stepwise import Finisher, Sampler, finish, scored_by
 from search.budget import Meter
 from search.engines.base import Engine
-from search.select import by_score, candidates, pack
+from search.select import Selection
 from search.types import Node, Problem, Result
 
 
@@ -74,21 +77,21 @@ def _p_ucb(st: _Stats, a: int, prior: float, c: float, c_base: float) -> float:
     return st.q.get(a, 0.0) + beta * prior * math.sqrt(math.log(st.visits)) / (1 + st.n.get(a, 0))
 
 
-def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> Node | None:
-    """Greedy completion of node to EOS or `horizon` generated tokens; None if the budget ran
-    out first. One expand call for a real engine (stop=None); a scripted one takes a call per
-    step. A step that adds no token ends the rollout where it is (greedy decoding would only
-    repeat it, and a token budget would never run out)."""
+def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[Node, bool]:
+    """Greedy completion of node to EOS or `horizon` generated tokens: (where it got, False
+    if the budget ran out first). One expand call for a real engine (stop=None); a scripted
+    one takes a call per step. A step that adds no token ends the rollout where it is
+    (greedy decoding would only repeat it, and a token budget would never run out)."""
     leaf = node
     while not leaf.finished and leaf.generated_tokens < horizon:
         if meter.exhausted():
-            return None
+            return leaf, False
         before = leaf.generated_tokens
         ((leaf,),) = engine.expand([leaf], 1, stop=None, temperature=0.0,
                                    max_tokens=horizon - leaf.generated_tokens)
         if leaf.generated_tokens <= before:
             break
-    return leaf
+    return leaf, True
 
 
 def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
@@ -111,6 +114,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     stats = {root.id: new_stats(root)}
     cache = _SeqCache()
     programs: list[Node] = []  # every scored completion, in the order found
+    cut: list[Node] = []  # the rollout the budget stopped, if it did
     iterations = 0
     for _ in range(rollouts):
         if meter.exhausted():
@@ -133,9 +137,11 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         # terminal, else its greedy completion
         leaf = cache.find(node)
         if leaf is None:
-            leaf = node if terminal(node) else _rollout(engine, meter, node, horizon)
-            if leaf is None:
-                break  # budget gone mid-rollout: nothing to score
+            leaf, whole = (node, True) if terminal(node) else _rollout(engine, meter, node,
+                                                                       horizon)
+            if not whole:
+                cut.append(leaf)  # budget gone mid-rollout: nothing to score
+                break
             cache.entries.append((len(node.token_ids()), tuple(leaf.token_ids()), leaf))
         if "reward" not in leaf.scores:
             programs.append(leaf)
@@ -150,11 +156,18 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         if early_stop and reward >= 1.0:
             break
 
-    cands = candidates(problem, programs, [p.scores["reward"] for p in programs])
-    return pack(problem, root, cands, by_score(problem, cands), meter, seed=seed, algo="pgtd",
-                knobs=dict(rollouts=rollouts, width=width, c=c, c_base=c_base, horizon=horizon,
-                           early_stop=early_stop),
-                stats=dict(iterations=iterations, programs=len(programs), cache_hits=cache.hits))
+    # no program finished before the budget ran out: the cut rollout goes on from the reserve
+    rest = max([horizon - leaf.generated_tokens for leaf in cut] + [1])
+    return finish(problem, root, programs + cut, lambda p: p.scores.get(KEY, -math.inf), meter,
+                  selection=Selection.of("score", scored_by(scorer, "last")), seed=seed,
+                  algo="pgtd",
+                  knobs=dict(rollouts=rollouts, width=width, c=c, c_base=c_base,
+                             horizon=horizon, early_stop=early_stop),
+                  stats=dict(iterations=iterations, programs=len(programs),
+                             cache_hits=cache.hits),
+                  finisher=Finisher(engine, Sampler(0.0, 1.0, rest, None), scorer,
+                                    max_steps=rest),
+                  partial=cut)
 
 
 def _tree_nodes(root: Node, stats: dict[int, _Stats]) -> list[Node]:

@@ -25,24 +25,32 @@ Choices where the paper leaves them open (see also search/algos/_weibull.py):
     the one with the likelier path, then to the one sampled first;
   - live pruning fits on the current batch (live paths' running probabilities and finished
     paths' final ones) and only ever stops live paths; stopped paths never answer.
-The scorer is not used: RPC relies only on the model's own probabilities.
+The scorer is not used: RPC relies only on the model's own probabilities (search.solve
+refuses a named one). If the budget stops the sampling before any path finishes, the likeliest
+live path is finished greedily from the budget's reserve (Budget.reserve).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from rewards.base import Scorer
-from search.algos._stepwise import Sampler, sample_paths
+from search.algos._stepwise import Finisher, Sampler, rescue, sample_paths
 from search.algos._weibull import prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.select import candidates, pack
 from search.types import Node, Problem, Result
+
+
+def uses_scorer(knobs: Mapping[str, Any]) -> bool:
+    del knobs
+    return False
 
 
 def path_prob(node: Node) -> float:
@@ -103,9 +111,15 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
             node.scores["rpc_pruned"] = 1.0
         return cut
 
-    done, frontier, stopped = sample_paths(
-        engine, root, n, meter, Sampler(temperature, top_p, step_tokens, stop),
-        random.Random(seed), max_steps=max_steps, prune=prune_live)
+    sampler = Sampler(temperature, top_p, step_tokens, stop)
+    done, frontier, stopped = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
+                                           max_steps=max_steps, prune=prune_live)
+    saved = None
+    if not done:  # the budget stopped it first: finish the likeliest path from the reserve
+        frontier, saved = rescue(problem, frontier, path_prob, meter,
+                                 Finisher(engine, sampler, max_steps=max_steps))
+    if saved is not None and saved.tip.finished:  # nothing else finished: it is the one
+        done, frontier = [saved.tip], [f for f in frontier if f is not saved.tip]
 
     # offline pruning over every finished path, then perplexity consistency over the kept
     pruned = _mark_low(done) if done else []
@@ -128,7 +142,10 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
     pool = [c for c in cands if c.node_id in kept_ids and c.answer is not None]
     # the best answer, then its likeliest path; max keeps the first on ties (sampling order)
     chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
+    label = "perplexity_consistency(path probabilities)"
     return pack(problem, root, cands, chosen, meter, seed=seed, algo="rpc",
                 knobs=dict(n=n, live=live, live_after=live_after, temperature=temperature,
                            top_p=top_p),
-                stats=dict(pruned=sum(pruned), live_pruned=len(stopped)))
+                stats=dict(pruned=sum(pruned), live_pruned=len(stopped),
+                           **(saved.stats() if saved else {})),
+                chosen_by=saved.label(label, chosen) if saved else label)
