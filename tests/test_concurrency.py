@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import search
+from search import registry
 from search.api import SolveManyError, concurrently
 from search.budget import Meter, PerThread, metered, thread_state
 from search.engines import sched
@@ -39,8 +40,16 @@ def dump(result: search.Result) -> str:
     usage = {k: v for k, v in result.usage.as_dict().items() if k != "seconds"}
     cands = [(c.text, c.answer, repr(c.score), c.finished, index.get(c.node_id))
              for c in result.candidates]
+
+    def ids(x: object, key: str = "") -> object:  # node ids in stats, by place in the tree
+        if isinstance(x, dict):
+            return {k: ids(v, k) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [ids(v, key) for v in x]
+        return index.get(x, "?") if key.endswith("node") and isinstance(x, int) else repr(x)
+
     return json.dumps([result.answer, result.text, repr(result.score), result.status,
-                       result.seed, result.algo, cands, usage, tree, repr(dict(result.stats))])
+                       result.seed, result.algo, cands, usage, tree, ids(dict(result.stats))])
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +73,11 @@ def test_results_identical_at_any_concurrency(arith_engine, algo, knobs):
     """The same problems x seeds alone (solve), then 4 and 16 at once (solve_many): the
     same answers, candidates, scores, trees, token counts and forward passes."""
     probs = arith_problems()
-    alone = [dump(search.solve(p, algo, engine=arith_engine, scorer="steps", seed=s, **knobs))
+    scorer = "steps" if registry.uses_scorer(algo, knobs) else None
+    alone = [dump(search.solve(p, algo, engine=arith_engine, scorer=scorer, seed=s, **knobs))
              for p in probs for s in (0, 1)]
     for c in (4, 16):
-        many = search.solve_many(probs, algo, engine=arith_engine, scorer="steps",
+        many = search.solve_many(probs, algo, engine=arith_engine, scorer=scorer,
                                  seeds=(0, 1), concurrency=c, **knobs)
         assert [dump(r) for r in many] == alone, c
 
@@ -188,11 +198,13 @@ def test_one_search_error_fails_only_its_run(arith_engine):
     long = Problem(prompt="one two " * 2000, id="too-long")  # longer than the model's context
     with pytest.raises(SolveManyError) as info:
         search.solve_many([probs[0], long, *probs[1:]], "best_of_n", engine=arith_engine,
-                          scorer="steps", seeds=(0,), concurrency=4, n=4)
+                          scorer="steps", seeds=(0,), concurrency=4, n=4,
+                          select="weighted_vote")
     err = info.value
     assert [e is not None for e in err.errors] == [False, True, False, False]
     assert "max_length" in str(err.errors[1])
-    alone = [dump(search.solve(p, "best_of_n", engine=arith_engine, scorer="steps", n=4))
+    alone = [dump(search.solve(p, "best_of_n", engine=arith_engine, scorer="steps", n=4,
+                               select="weighted_vote"))
              for p in probs]
     assert [dump(r) for r in err.results if r is not None] == alone
 
@@ -228,11 +240,13 @@ def test_kv_cap_bounds_the_calls_in_flight(arith_engine):
     probs = arith_problems(4)
     SCHED.stats = SchedStats()
     ref = [dump(r) for r in search.solve_many(probs, "best_of_n", engine=arith_engine,
-                                              scorer="steps", seeds=(0,), concurrency=4, n=4)]
+                                              scorer="steps", seeds=(0,), concurrency=4, n=4,
+                                              select="weighted_vote")]
     assert SCHED.stats.peak_kv_bytes > SCHED.stats.largest  # several calls held KV at once
     SCHED.stats = SchedStats()
     capped = search.solve_many(probs, "best_of_n", engine=arith_engine, scorer="steps",
-                               seeds=(0,), concurrency=4, max_kv_bytes=1, n=4)
+                               seeds=(0,), concurrency=4, max_kv_bytes=1, n=4,
+                               select="weighted_vote")
     # one call holding KV at a time (calls that hold none, like retain, still go beside it)
     assert SCHED.stats.peak_kv_bytes == SCHED.stats.largest > 0
     assert [dump(r) for r in capped] == ref
@@ -325,12 +339,13 @@ def test_concurrency_needs_per_thread_meters(arith_engine):
 
     with pytest.raises(ValueError, match="per thread"):
         search.solve_many(arith_problems(2), "best_of_n", engine=arith_engine, scorer=Plain(),
-                          concurrency=2, n=2)
+                          concurrency=2, n=2, select="weighted_vote")
     with pytest.raises(ValueError, match="concurrency"):
         search.solve_many(arith_problems(2), engine=arith_engine, concurrency=0)
     # one at a time, any scorer works
     assert len(search.solve_many(arith_problems(2), "best_of_n", engine=arith_engine,
-                                 scorer=Plain(), concurrency=1, n=2)) == 2
+                                 scorer=Plain(), concurrency=1, n=2,
+                                 select="weighted_vote")) == 2
 
 
 def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
