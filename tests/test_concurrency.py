@@ -151,7 +151,7 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model):
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=4)
     passes = _passes(eng)
     assert passes[1].cache.prefix is not None and passes[0].cache.prefix is None
-    assert hasattr(eng.forward, "forward_many")
+    assert eng.forward.row_invariant  # packed linears: the Passes share one forward
     alone = [_clone(p) for p in passes]
     together = [_clone(p) for p in passes]
     with torch.inference_mode():
@@ -171,6 +171,20 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model):
             r = eng.model(input_ids=p.input_ids, attention_mask=p.mask, position_ids=p.position_ids,
                       past_key_values=p.cache, use_cache=True, logits_to_keep=p.keep)
             assert torch.allclose(r.logits, o.logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{"pack": False}, {"dtype": "int8"}], ids=["unpacked", "int8"])
+def test_linears_that_are_not_row_invariant_run_each_pass_alone(tiny_model, kw):
+    """MKL's F.linear (unpacked) computes a lone row apart, int8 scales activations per call:
+    such engines run every Pass alone, so results still do not depend on the batch."""
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", **kw)
+    assert not getattr(eng.forward, "row_invariant", False)
+    probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=")]
+    kn = dict(n=3, step_tokens=5, max_steps=2)
+    alone = [dump(search.solve(p, "best_of_n", engine=eng, seed=2, **kn)) for p in probs]
+    many = search.solve_many(probs, "best_of_n", engine=eng, seeds=(2,), concurrency=3, **kn)
+    assert [dump(r) for r in many] == alone
 
 
 def test_a_failing_pass_fails_alone(tiny_model):

@@ -123,6 +123,12 @@ class LeanLlama:
                        for b in body.layers]
         self.cos = self.sin = torch.empty(0)
         self._table(TABLE_MIN)
+        # Passes of several calls share one forward only where every projection is a packed
+        # GEMM, which computes a row the same way whatever rows are beside it (MKL's F.linear
+        # and int8's per-call activation scale do not): else each Pass runs alone
+        projs = [self.lm_head] + [pr for la in self.layers
+                                  for pr in (la.qkv, la.o, la.gate_up, la.down)]
+        self.row_invariant = all(pr.packed is not None for pr in projs)
 
     def _table(self, n: int) -> None:
         """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module."""

@@ -88,8 +88,9 @@ Job = Generator[Pass, Any, T]
 
 def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS) -> list[Any]:
     """Each Pass's output (or the exception it raised), merged into one forward per model
-    where the model can (forward_many), in chunks of at most `limit` tokens; then the draws
-    of the Passes that ask for them, all at once."""
+    where the model can (a row-invariant forward_many: lean.LeanLlama on packed linears), in
+    chunks of at most `limit` tokens; then the draws of the Passes that ask for them, all at
+    once."""
     out = _forwards(passes, limit)
     todo = [i for i, p in enumerate(passes)
             if p.draw is not None and not isinstance(out[i], BaseException)]
@@ -115,8 +116,7 @@ def _forwards(passes: Sequence[Pass], limit: int) -> list[Any]:
     out: list[Any] = [None] * len(passes)
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(passes):
-        many = getattr(p.forward, "forward_many", None)
-        if many is not None and p.forward.handles(p.cache, p.mask):
+        if getattr(p.forward, "row_invariant", False) and p.forward.handles(p.cache, p.mask):
             groups.setdefault(id(p.forward), []).append(i)
         else:
             out[i] = _alone(p)
