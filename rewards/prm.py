@@ -27,7 +27,9 @@ from typing import Any
 import torch
 
 from search.budget import Meter, PerThread
+from search.engines import attention, packed
 from search.engines.kvtree import KVTree
+from search.engines.lean import lean_forward
 from search.engines.sched import SCHED, Job
 from search.types import Node, Problem
 
@@ -74,7 +76,7 @@ class HFPRM:
     meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, fast: bool = True) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
@@ -82,6 +84,15 @@ class HFPRM:
         self.meter = Meter()
         self.path_agg = self.fmt.path_agg
         self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
+        # fast: run the model as the generator engine does (search.engines.hf): packed
+        # linears on CPU (a second copy of the linear weights) and, for Llama-family causal
+        # LMs (Math-Shepherd's Mistral), the lean forward, through which concurrent
+        # searches' scoring forwards share one batched forward (search.engines.sched)
+        if fast:
+            attention.use_sdpa_gqa(self.model)
+            if self.device.type == "cpu":
+                packed.pack_linears(self.model)
+            self.kv.forward = lean_forward(self.model) or self.model
         self._ids: weakref.WeakKeyDictionary[Node, tuple[int, ...]] = weakref.WeakKeyDictionary()
         self._pair: tuple[int, int] | None = None
         if self.fmt.good is not None:

@@ -389,3 +389,24 @@ def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
     one = rows(1)
     assert rows(4) == one
     assert rows(16) == one
+
+
+@pytest.mark.parametrize("family", ["math_shepherd", "qwen_prm"])
+def test_prm_scores_identical_at_any_concurrency(tiny_model, family):
+    """A PRM shared by concurrent searches: its scoring forwards join the scheduler's ticks
+    (merged for a Llama-family causal LM: Math-Shepherd's Mistral; one by one for a reward
+    head), each search's scores and PRM tokens what they are alone."""
+    from test_prm import qwen_prm, shepherd_prm
+
+    prm = shepherd_prm() if family == "math_shepherd" else qwen_prm()
+    assert getattr(prm.kv.forward, "row_invariant", False) == (family == "math_shepherd")
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
+    kw = dict(n=4, m=2, step_tokens=6, max_depth=3)
+    alone = [dump(search.solve(p, "beam", engine=eng, scorer=prm, seed=3, **kw)) for p in probs]
+    SCHED.stats = SchedStats()
+    many = search.solve_many(probs, "beam", engine=eng, scorer=prm, seeds=(3,), concurrency=4,
+                             **kw)
+    assert [dump(r) for r in many] == alone
+    assert all(r.usage.scorer_tokens > 0 for r in many)

@@ -82,11 +82,19 @@ class _Layer:
     down: _Proj
 
 
+# the same block as Llama's (Qwen2: with q/k/v biases), where every layer attends to all
+# positions (no sliding window)
+FAMILY = ("llama", "mistral", "qwen2")
+
+
 def why_not(model: Any) -> str | None:
     """Why LeanLlama cannot stand in for this model's forward (None: it can)."""
     cfg = getattr(model, "config", None)
-    if cfg is None or getattr(cfg, "model_type", None) != "llama":
-        return "not a Llama-family model (config.model_type != 'llama')"
+    if cfg is None or getattr(cfg, "model_type", None) not in FAMILY:
+        return f"not a Llama-family model (config.model_type not in {FAMILY})"
+    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or (
+            getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True)):
+        return "sliding-window attention"
     body = getattr(model, "model", None)
     if body is None or not hasattr(model, "lm_head") or not hasattr(body, "layers"):
         return "not a LlamaForCausalLM layout (model.model.layers, lm_head)"
