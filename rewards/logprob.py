@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from search.budget import Meter, PerThread
+from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
 
 
-class LogprobScorer:
+class LogprobScorer(PerThreadMeter):
     """Step score = the geometric-mean token probability of the node's latest step,
     exp(mean logprob), in (0, 1]. It costs no forward pass (the engine recorded the
     logprobs while sampling) but is still charged as scorer calls, one per node.
@@ -21,7 +21,6 @@ class LogprobScorer:
 
     name = "logprob"
     path_agg = "mean"
-    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, *, implicit: bool = False) -> None:
         self.meter = Meter()

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter, PerThread
+from search.budget import Meter, PerThreadMeter
 from search.engines import attention, packed
 from search.engines.kvtree import KVTree
 from search.engines.lean import lean_forward
@@ -69,11 +69,10 @@ def detect_format(model: Any) -> PRMFormat:
     return QWEN_PRM if ("RewardModel" in archs or "TokenClassification" in archs) else MATH_SHEPHERD
 
 
-class HFPRM:
+class HFPRM(PerThreadMeter):
     """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
 
     name = "prm"
-    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
                  device: str | torch.device | None = None, fast: bool = True) -> None:

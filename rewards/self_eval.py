@@ -12,19 +12,18 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from search.budget import Meter, PerThread
+from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
 
 QUESTION = "\n\nIs the last step above correct? Answer Yes or No.\nAnswer:"
 
 
-class SelfEvalScorer:
+class SelfEvalScorer(PerThreadMeter):
     """A path's score is the product of its steps' (path_agg "prod"), as Xie et al. score
     a reasoning chain by the product of its steps' self-evaluated confidences."""
 
     name = "self_eval"
     path_agg = "prod"
-    meter = PerThread()  # each search's own when searches share it (solve_many)
 
     def __init__(self, engine: Any, *, question: str = QUESTION, yes: str = " Yes",
                  no: str = " No") -> None:

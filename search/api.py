@@ -192,8 +192,8 @@ def check_concurrent(concurrency: int, *parts: Any) -> None:
                              "concurrency=1")
         if hasattr(part, "meter") and not per_thread_meter(part):
             raise ValueError(f"{name}.meter is not per thread, so concurrent searches would "
-                             "charge each other's meters; declare `meter = "
-                             "search.budget.PerThread()` in the class, or use concurrency=1")
+                             "charge each other's meters; derive the class from "
+                             "search.budget.PerThreadMeter, or use concurrency=1")
 
 
 def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,

@@ -11,8 +11,8 @@ them), and the other limits up to the limits themselves. `reached()` is the plai
 "is any limit itself reached?".
 
 Several searches may share one engine and scorer, each in its own thread (search.solve_many):
-their `meter` is then a `PerThread` attribute, which `metered` sets for the calling thread
-only, and the engine's scheduler runs a search's model work under that search's thread state
+their `meter` is then per thread (PerThreadMeter), which `metered` sets for the calling
+thread only, and the engine's scheduler runs a search's model work under that search's thread state
 (`as_thread`), so each Meter is charged exactly what its own search cost.
 """
 
@@ -126,7 +126,7 @@ class Meter:
 
 # -- per-thread attributes ----------------------------------------------------------------
 class ThreadState:
-    """What one thread has set of PerThread attributes: values[(id(obj), name)]. It also
+    """What one thread has set of per-thread attributes: values[(id(obj), name)]. It also
     names the thread's searches (an engine frees the KV of its own trees only)."""
 
     __slots__ = ("values", "__weakref__")
@@ -158,40 +158,33 @@ def as_thread(state: ThreadState) -> Iterator[None]:
         _local.state = saved
 
 
-class PerThread:
-    """A class attribute (`meter = PerThread()`) whose value a thread may override for itself:
-    plain assignment sets the value every thread sees; `override` (what `metered` uses) sets
-    the calling thread's own for a block."""
+class PerThreadMeter:
+    """Base class of engines and scorers that several searches share (search.solve_many):
+    their `meter` is per thread. Plain assignment sets the meter every thread sees;
+    `metered` sets the calling thread's own for a block."""
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+    @property
+    def meter(self) -> Meter:
+        value = thread_state().values.get((id(self), "meter"), _UNSET)
+        return self.__dict__["_meter"] if value is _UNSET else value
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        value = thread_state().values.get((id(obj), self.name), _UNSET)
-        if value is not _UNSET:
-            return value
-        try:
-            return obj.__dict__[self.name]
-        except KeyError:
-            raise AttributeError(self.name) from None
+    @meter.setter
+    def meter(self, value: Meter) -> None:
+        self.__dict__["_meter"] = value
 
-    def __set__(self, obj: Any, value: Any) -> None:
-        obj.__dict__[self.name] = value
 
-    @contextmanager
-    def override(self, obj: Any, value: Any) -> Iterator[None]:
-        values, key = thread_state().values, (id(obj), self.name)
-        saved = values.get(key, _UNSET)
-        values[key] = value
-        try:
-            yield
-        finally:
-            if saved is _UNSET:
-                values.pop(key, None)
-            else:
-                values[key] = saved
+@contextmanager
+def _override(part: PerThreadMeter, meter: Meter) -> Iterator[None]:
+    values, key = thread_state().values, (id(part), "meter")
+    saved = values.get(key, _UNSET)
+    values[key] = meter
+    try:
+        yield
+    finally:
+        if saved is _UNSET:
+            values.pop(key, None)
+        else:
+            values[key] = saved
 
 
 _UNSET = object()
@@ -199,20 +192,19 @@ _UNSET = object()
 
 def per_thread_meter(part: Any) -> bool:
     """Whether `part.meter` is per thread (safe for several searches at once)."""
-    return isinstance(getattr(type(part), "meter", None), PerThread)
+    return isinstance(part, PerThreadMeter)
 
 
 @contextmanager
 def metered(meter: Meter, *parts: Any) -> Iterator[Meter]:
     """Point every part's `meter` attribute (engine, scorer) at `meter` for the block: for
-    the calling thread only where the attribute is PerThread, else for everyone."""
+    the calling thread only where it is per thread (PerThreadMeter), else for everyone."""
     with ExitStack() as stack:
         for p in parts:
             if p is None or not hasattr(p, "meter"):
                 continue
-            slot = getattr(type(p), "meter", None)
-            if isinstance(slot, PerThread):
-                stack.enter_context(slot.override(p, meter))
+            if isinstance(p, PerThreadMeter):
+                stack.enter_context(_override(p, meter))
             else:
                 stack.callback(setattr, p, "meter", p.meter)
                 p.meter = meter

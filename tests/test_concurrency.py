@@ -8,6 +8,7 @@ import copy
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ import torch
 import search
 from search import registry
 from search.api import SolveManyError, concurrently
-from search.budget import Meter, PerThread, metered, thread_state
+from search.budget import Meter, PerThreadMeter, metered, thread_state
 from search.engines import sched
 from search.engines.hf import HFEngine
 from search.engines.kv import SlabCache
@@ -101,7 +102,7 @@ def test_extend_and_next_logprobs_identical_at_any_concurrency(tiny_model):
     model, tok = tiny_model
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
     probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
-    kw = dict(n=4, m=2, step_tokens=6, max_depth=3)
+    kw: dict[str, Any] = dict(n=4, m=2, step_tokens=6, max_depth=3)
     alone = [dump(search.solve(p, "beam", engine=eng, scorer="self_eval", seed=1, **kw))
              for p in probs]
     many = search.solve_many(probs, "beam", engine=eng, scorer="self_eval", seeds=(1,),
@@ -181,7 +182,7 @@ def test_linears_that_are_not_row_invariant_run_each_pass_alone(tiny_model, kw):
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", **kw)
     assert not getattr(eng.forward, "row_invariant", False)
     probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=")]
-    kn = dict(n=3, step_tokens=5, max_steps=2)
+    kn: dict[str, Any] = dict(n=3, step_tokens=5, max_steps=2)
     alone = [dump(search.solve(p, "best_of_n", engine=eng, seed=2, **kn)) for p in probs]
     many = search.solve_many(probs, "best_of_n", engine=eng, seeds=(2,), concurrency=3, **kn)
     assert [dump(r) for r in many] == alone
@@ -296,9 +297,7 @@ def test_retain_frees_only_the_calling_threads_trees(tiny_engine):
 
 
 def test_meters_are_per_thread():
-    class Part:
-        meter = PerThread()
-
+    class Part(PerThreadMeter):
         def __init__(self) -> None:
             self.meter = Meter()
 
@@ -368,7 +367,7 @@ def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
     is the order runs finished)."""
     from reports.eval import run_grid
 
-    grid = dict(algos=["best_of_n", "beam", "particle_filter"], budgets=[4], seeds=[0, 1],
+    grid: dict[str, Any] = dict(algos=["best_of_n", "beam", "particle_filter"], budgets=[4], seeds=[0, 1],
                 engine=arith_engine, scorer="steps", dataset="arith", model="tiny-arith",
                 quiet=True)
     probs = arith_problems(4)
@@ -403,7 +402,7 @@ def test_prm_scores_identical_at_any_concurrency(tiny_model, family):
     model, tok = tiny_model
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
     probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
-    kw = dict(n=4, m=2, step_tokens=6, max_depth=3)
+    kw: dict[str, Any] = dict(n=4, m=2, step_tokens=6, max_depth=3)
     alone = [dump(search.solve(p, "beam", engine=eng, scorer=prm, seed=3, **kw)) for p in probs]
     SCHED.stats = SchedStats()
     many = search.solve_many(probs, "beam", engine=eng, scorer=prm, seeds=(3,), concurrency=4,

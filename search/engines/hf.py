@@ -17,7 +17,7 @@ How a call runs (B rows = nodes x n samples):
 Each call is a job (search.engines.sched) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
-per thread (search.budget.PerThread) and `retain` frees the calling thread's trees only.
+per thread (search.budget.PerThreadMeter) and `retain` frees the calling thread's trees only.
 Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter, PerThread
+from search.budget import Meter, PerThreadMeter
 from search.engines import attention, packed
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
@@ -45,10 +45,9 @@ from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
 
 
-class HFEngine:
+class HFEngine(PerThreadMeter):
     """A transformers causal LM behind the Engine protocol."""
 
-    meter = PerThread()  # each search's own, when several share the engine (solve_many)
     concurrent = True  # safe to share between searches in threads (see the module doc)
 
     def __init__(self, model: Any, tokenizer: Any, *, device: str | torch.device | None = None,

@@ -56,7 +56,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter, PerThread
+from search.budget import Meter, PerThreadMeter
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
@@ -88,7 +88,7 @@ def subseed(seed: int, *index: int) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") >> 1
 
 
-class OpenAIEngine:
+class OpenAIEngine(PerThreadMeter):
     """The Engine protocol over an OpenAI-compatible completions server (see module doc).
 
     extra_body: fields added to every request, e.g. {"top_k": 0, "min_p": 0.0} to turn off a
@@ -96,7 +96,6 @@ class OpenAIEngine:
     n_mode: "auto" (ask for n, fall back when the server ignores it), "native", "separate".
     """
 
-    meter = PerThread()  # each search's own when searches share it (solve_many)
     concurrent = True  # safe to share between searches in threads
 
     def __init__(self, base_url: str, model: str | None = None, *, tokenizer: Any = None,
