@@ -34,9 +34,12 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     search.solve, width knobs included), budget {width, tokens}, seed, answer, gold, correct,
     status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
     grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
-    [{answer, score (null if not finite), finished, correct, verified}], time (ISO, UTC).
+    [{answer, score (null if not finite), finished, correct, verified, text (--keep-text)}],
+    text (the chosen solution, --keep-text), time (ISO, UTC), reused_from_seed (copies only).
     verified: what a search could check without the gold (reports.grade): the public tests on
-    code, the arithmetic step checker on math; reports.flaws reads it.
+    code, the arithmetic step checker on math; reports.flaws reads it. A deterministic
+    algorithm (greedy, pgtd: the seed cannot change their result) runs with the first seed;
+    the rows of the other seeds are copies marked reused_from_seed, which pass@k skips.
 Re-running the same command skips every run whose key is in the file; an incomplete last
 line (a process killed mid-write) is cut off first, so the file stays valid JSONL and a
 killed run, restarted, ends with exactly one row per run. Error rows count as done: drop them
@@ -181,8 +184,11 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
             error=None if chosen.error is None else f"grading: {chosen.error}",
             usage=result.usage.as_dict(),
             candidates=[{"answer": c.answer, "score": _finite(c.score), "finished": c.finished,
-                         "correct": g.correct, "verified": g.verified}
+                         "correct": g.correct, "verified": g.verified,
+                         **({"text": c.text} if cell.keep_text else {})}
                         for c, g in zip(result.candidates, graded)])
+        if cell.keep_text:
+            row["text"] = result.text
     row["time"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return row
 
@@ -197,7 +203,7 @@ def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None
         scorer = None
     try:
         return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
-                            seed=cell.seed, **cell.knobs), None
+                            seed=cell.seed, progress=False, **cell.knobs), None
     except Exception as err:  # one failing run is recorded; the grid goes on
         return None, f"{type(err).__name__}: {err}"
 
@@ -211,21 +217,7 @@ class EvalRun:
     resumed: int  # runs found already done in the file
     ran: int  # runs done now
     errors: int  # rows (of the grid) with status "error"
-
-
-def _scorer_name(scorer: Scorer | str) -> str:
-    from rewards.base import name
-
-    return scorer if isinstance(scorer, str) else name(scorer)
-
-
-def _check_scorer(name: str) -> None:
-    from rewards.registry import SCORERS
-
-    if name not in SCORERS and not name.startswith("prm:") and "/" not in name:
-        from rewards.registry import load
-
-        load(name)  # raises the registry's "unknown scorer ... did you mean" error
+    reused: int = 0  # rows written now as copies of a deterministic algorithm's run
 
 
 def _scorer_factory(scorer: Scorer | str | None, engine: Engine
@@ -253,7 +245,7 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
              knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
              sample_tokens: int = SAMPLE_TOKENS, engine_kwargs: Mapping[str, Any] | None = None,
              quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None,
-             concurrency: int = 1) -> EvalRun:
+             concurrency: int = 1, keep_text: bool = False) -> EvalRun:
     """Run every cell of the grid not yet in `out`, appending one row per run.
     runner: runs the pending cells elsewhere (reports.ray_eval.RayRunner), rows by key.
     concurrency: runs in flight at once on the engine (per worker with a runner).
@@ -261,21 +253,23 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
     scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
-    (logprob; unit_tests for a pgtd-only grid). knobs: {algo: {knob: value}}. Everything is checked before a model loads.
+    (logprob; unit_tests for a pgtd-only grid). knobs: {algo: {knob: value}}. Everything is
+    checked before a model loads. keep_text: rows keep the candidates' texts. A deterministic
+    algorithm runs once per grid point; its other seeds' rows are copies marked
+    "reused_from_seed" (written after the row they copy, so a killed run resumes cleanly).
     """
-    from search.api import check_concurrent, default_model, get_engine
+    from search.api import check_concurrent, check_engine, check_scorer, get_engine
 
     check_concurrent(concurrency)
     cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
-                      sample_tokens=sample_tokens)
+                      sample_tokens=sample_tokens, keep_text=keep_text)
     # rows name the default when none is given; the runs get None, so solve's default
-    scorer_name = _scorer_name(scorer) if scorer is not None else \
-        _default_scorer(algos, problems)
-    if isinstance(scorer, str):
-        _check_scorer(scorer)
+    scorer_name = check_scorer(scorer) if scorer is not None else \
+        _default_scorer(algos, problems)  # names checked here; nothing loads yet
+    engine_name = check_engine(engine) if runner is None or not isinstance(engine, str) \
+        else engine  # a runner's workers load (and check) it themselves
     if model is None:
-        model = (engine or default_model()) if isinstance(engine, str) or engine is None else \
-            str(getattr(engine, "name", "") or type(engine).__name__)
+        model = engine_name
     names = {"dataset": dataset, "model": model, "scorer": scorer_name}
     keys = [c.key(**names) for c in cells]
     path = Path(out)
@@ -295,21 +289,43 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
                 if isinstance(r, dict) and r.get("key") in wanted}
         pending = [(c, k) for c, k in zip(cells, keys) if k not in done]
         resumed = len(cells) - len(pending)
-        if pending and runner is not None:  # the engines load on the runner's workers
-            done |= runner(pending, list(done.values()), engine=engine,
+        runs = [(c, k) for c, k in pending if c.reuse_from is None]
+        total = len(cells) - (len(pending) - len(runs))  # copies are not runs
+        if runs and runner is not None:  # the engines load on the runner's workers
+            done |= runner(runs, list(done.values()), engine=engine,
                            engine_kwargs=dict(engine_kwargs or {}), scorer=scorer, names=names,
-                           fd=fd, quiet=quiet, total=len(cells), concurrency=concurrency)
-        elif pending:
+                           fd=fd, quiet=quiet, total=total, concurrency=concurrency)
+        elif runs:
             eng = get_engine(engine, **dict(engine_kwargs or {}))
             make_scorer = _scorer_factory(scorer, eng)
             check_concurrent(concurrency, eng, getattr(make_scorer, "shared", None))
-            done |= _run_pending(pending, list(done.values()), eng, make_scorer, names, fd,
-                                 quiet=quiet, total=len(cells), concurrency=concurrency)
+            done |= _run_pending(runs, list(done.values()), eng, make_scorer, names, fd,
+                                 quiet=quiet, total=total, concurrency=concurrency)
+        copies = _reuse([(c, k) for c, k in pending if c.reuse_from is not None], done, names,
+                        fd)
+        done |= copies
     finally:
         os.close(fd)  # releases the lock
-    rows = tuple(done[k] for k in keys)
-    return EvalRun(path, rows, resumed, len(pending),
-                   sum(r["status"] == "error" for r in rows))
+    rows = tuple(done[k] for k in keys if k in done)
+    return EvalRun(path, rows, resumed, len(runs), sum(r["status"] == "error" for r in rows),
+                   len(copies))
+
+
+def _reuse(cells: Sequence[tuple[Cell, str]], done: Mapping[str, dict[str, Any]],
+           names: Mapping[str, str], fd: int) -> dict[str, dict[str, Any]]:
+    """Rows for the cells of a deterministic algorithm's other seeds: copies of the row of
+    the seed that ran, with their own key and seed, marked reused_from_seed (pass@k and
+    coverage do not count them as samples). A cell whose source row is missing is left to
+    the next run."""
+    new: dict[str, dict[str, Any]] = {}
+    for cell, key in cells:
+        source = done.get(cell.source.key(**names))
+        if source is None:
+            continue
+        row = {**source, "key": key, "seed": cell.seed, "reused_from_seed": cell.reuse_from}
+        _append(fd, row)
+        new[key] = row
+    return new
 
 
 def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
@@ -407,6 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS,
                     help="compute_optimal's budget N means N * this many tokens")
     ap.add_argument("--out", default="runs.jsonl", help="the JSONL file (appended)")
+    ap.add_argument("--keep-text", action="store_true", help="rows keep each candidate's text "
+                    "(and the chosen solution's)")
     ap.add_argument("--dry-run", action="store_true", help="check and count; run nothing")
     ap.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     ap.add_argument("--concurrency", type=int, default=1, metavar="N",
@@ -448,13 +466,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                        else args.dataset,
                        knobs=knobs, tokens=args.tokens, sample_tokens=args.sample_tokens,
                        engine_kwargs={"device": args.device} if args.device else None,
-                       quiet=args.quiet, runner=runner, concurrency=args.concurrency)
+                       quiet=args.quiet, runner=runner, concurrency=args.concurrency,
+                       keep_text=args.keep_text)
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(f"{run.out}: {len(run.rows)} runs ({run.resumed} resumed, {run.ran} new, "
-              f"{run.errors} errors)")
+              f"{run.reused} reused from a deterministic run, {run.errors} errors)")
         for s in summarize(run.rows):
             print(f"  {s['algo']:>16} width={s['width']!s:>4} tokens={s['tokens']!s:>6}  "
                   f"acc {s['accuracy']:.3f}  gen tokens {s['generated_tokens']:9.1f}  "

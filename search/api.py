@@ -7,11 +7,13 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from search import registry
 from search.budget import Meter, metered, per_thread_meter
 from search.engines.base import Engine
+from search.progress import Progress
 from search.types import Budget, Problem, Result
 
 if TYPE_CHECKING:  # rewards imports search; a runtime import here would be circular
@@ -82,9 +84,67 @@ def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = 
     return sc
 
 
+# -- checks that load nothing ---------------------------------------------------------------------
+def check_engine(engine: Engine | str | None) -> str:
+    """The engine's name, after checking (without loading) that it can load here: an
+    openai:URL#MODEL spec that parses, vllm: with vLLM installed, an embedded model that is
+    fetched, an existing model folder, a hub id (see search.models.check_model)."""
+    if engine is None:
+        engine = default_model()
+    if not isinstance(engine, str):
+        if not all(callable(getattr(engine, m, None)) for m in ("root", "expand")):
+            raise TypeError(f"engine must be an Engine, a model name or None, got "
+                            f"{type(engine).__name__}")
+        return str(getattr(engine, "name", "") or type(engine).__name__)
+    if engine in _ENGINES:
+        return engine
+    if engine.startswith("openai:"):
+        from search.engines.openai import parse_spec
+
+        parse_spec(engine)
+    elif engine.startswith("vllm:"):
+        import importlib.util
+
+        from search.engines.vllm import VLLMUnavailable
+
+        if importlib.util.find_spec("vllm") is None:
+            raise VLLMUnavailable(f"{engine}: the vLLM engine needs vLLM, which is not "
+                                  "installed here (`pip install 'tts-search[vllm]'` on a "
+                                  "machine with a CUDA GPU)")
+    else:
+        from search.models import check_model
+
+        check_model(engine)
+    return engine
+
+
+def check_scorer(scorer: Scorer | str | None) -> str:
+    """The scorer's name, after checking (without loading) that a name is a registered
+    scorer or a PRM folder/hub id that can load here."""
+    if scorer is None:
+        return "logprob"
+    if not isinstance(scorer, str):
+        if not callable(getattr(scorer, "score", None)):
+            raise TypeError(f"scorer must be a Scorer, a scorer name or None, got "
+                            f"{type(scorer).__name__}")
+        return str(getattr(scorer, "name", "") or type(scorer).__name__)
+    from rewards.registry import SCORERS, load
+
+    path = scorer.removeprefix("prm:")
+    if scorer in SCORERS:
+        return scorer
+    if scorer.startswith("prm:") or "/" in path:
+        from search.models import check_model
+
+        check_model(path)
+        return scorer
+    load(scorer)  # an unknown name: the registry's "unknown scorer ... did you mean" error
+    return scorer
+
+
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
-          **knobs: Any) -> Result:
+          progress: bool | Progress = True, **knobs: Any) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`.
 
     engine: an Engine, a model name/path, or None for the default model.
@@ -92,21 +152,43 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         log-probability scorer, or for pgtd the public tests ("unit_tests") of a code problem.
         A named scorer is always used: a search that would not consult it is refused
         (registry.check_scorer); with none named, best_of_n votes (see its docs).
+    progress: a line on stderr, when it is a terminal, once the solve runs for a few seconds
+        (tokens, candidates, best score); False silences it. It never changes the result.
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
-    Result.selected_by says what chose the answer.
+    Every name, knob and text is checked before any model loads. The Result names the model
+    and scorer that produced it (Result.selected_by says what chose the answer);
+    stats["server"] holds this solve's server counts (engines that talk to a server).
     """
-    problem = Problem.of(problem)
+    problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
     scorer = _check(problem, algo, budget, seed, scorer, knobs)
+    model_name, scorer_name = check_engine(engine), check_scorer(scorer)
     fn = registry.get(algo)
     eng = get_engine(engine)
     sc = get_scorer(scorer, eng, implicit=not named)
     meter = Meter(budget)
+    before = _server_stats(eng)
+    watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
     try:
-        with metered(meter, eng, sc):
-            return fn(problem, eng, sc, meter, seed=seed, **knobs)
+        with metered(meter, eng, sc), watch.watching(meter, eng, f"{algo} on {model_name}"):
+            result = fn(problem, eng, sc, meter, seed=seed, **knobs)
     finally:
         eng.retain([])  # the tree stays in the Result; its KV cache is freed
+    stats = dict(result.stats)
+    if (after := _server_stats(eng)) is not None:
+        stats["server"] = {k: v - (before or {}).get(k, 0) for k, v in dict(after).items()}
+    consulted = registry.uses_scorer(algo, result.knobs)  # as eval rows: none if unused
+    return replace(result, model=model_name, scorer=scorer_name if consulted else "",
+                   stats=stats)
+
+
+def _server_stats(eng: Engine) -> dict[str, int] | None:
+    """The server counts of this thread's requests so far (concurrent searches each read
+    their own), for engines that talk to a server; None for the others."""
+    counts = getattr(eng, "thread_server_stats", None)
+    if counts is None:
+        counts = getattr(eng, "server_stats", None)
+    return None if counts is None else dict(counts)
 
 
 def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
@@ -165,7 +247,8 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     errors: list[BaseException | None] = [None] * len(runs)
 
     def one(run: tuple[Problem, int]) -> Result:
-        return solve(run[0], algo, budget, engine=eng, scorer=scorer, seed=run[1], **knobs)
+        return solve(run[0], algo, budget, engine=eng, scorer=scorer, seed=run[1],
+                     progress=False, **knobs)  # one line per search would interleave
 
     for i, out in concurrently(one, runs, concurrency=concurrency, max_kv_bytes=max_kv_bytes):
         if isinstance(out, BaseException):

@@ -46,6 +46,11 @@ class Meter:
         self.flops = 0.0
         self.clock = clock
         self._start = clock()
+        self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
+
+    def _charged(self) -> None:
+        for watch in self.watchers:
+            watch(self)
 
     # -- charging ----------------------------------------------------------------------
     def charge_model(self, *, generated: int = 0, prefill: int = 0, processed: int = 0,
@@ -56,11 +61,13 @@ class Meter:
         self.forward_passes += passes
         self.flops += flops
         del processed  # folded into flops; kept as a named argument for readable call sites
+        self._charged()
 
     def charge_scorer(self, *, calls: int, tokens: int = 0, flops: float = 0.0) -> None:
         self.scorer_calls += calls
         self.scorer_tokens += tokens
         self.flops += flops
+        self._charged()
 
     # -- reading -----------------------------------------------------------------------
     @property

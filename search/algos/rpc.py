@@ -44,6 +44,7 @@ from search.algos._weibull import prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import at_least, rules
 from search.select import candidates, pack
 from search.types import Node, Problem, Result
 
@@ -91,13 +92,12 @@ def perplexity_consistency(problem: Problem, paths: Sequence[Node], answers: Seq
     return {k: v / mass for k, v in total.items()} if mass > 0 else total
 
 
+@rules(at_least(1, "n", "live_after"))
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, temperature: float = 1.0,
         top_p: float = 1.0, step_tokens: int = 256, max_steps: int = 40,
-        stop: Sequence[str] = DEFAULT_STOP) -> Result:
+        stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     del scorer  # RPC ranks answers by the model's own probabilities only
-    if n < 1 or live_after < 1:
-        raise ValueError(f"rpc needs n >= 1 and live_after >= 1, got n={n}, live_after={live_after}")
     root = engine.root(problem)
 
     def prune_live(depth: int, done: list[Node], frontier: list[Node]) -> list[Node]:
