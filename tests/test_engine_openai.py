@@ -451,4 +451,8 @@ def test_concurrent_searches_send_concurrent_requests(stub):
         assert [(c.text, c.score) for c in a.candidates] == [(c.text, c.score) for c in b.candidates]
         assert {k: v for k, v in a.usage.as_dict().items() if k != "seconds"} == \
             {k: v for k, v in b.usage.as_dict().items() if k != "seconds"}
+        # the server counts of its own requests, not of the searches that ran beside it
+        assert a.stats["server"] == b.stats["server"] and b.stats["server"]["requests"] > 0
+        assert b.stats["server"]["completion_tokens"] == b.usage.generated_tokens
     assert sum(r.usage.generated_tokens for r in many) * 2 == stub.usage["completion_tokens"]
+    assert sum(r.stats["server"]["requests"] for r in many) * 2 == eng.server_stats["requests"]
