@@ -46,6 +46,10 @@ killed run, restarted, ends with exactly one row per run. Error rows count as do
 (e.g. `jq -c 'select(.status != "error")'`) to retry. A lock keeps two runners off one file.
 --ray [ADDRESS] runs the cells on Ray workers, one engine each, rows streamed back into the
 same file (reports/ray_eval.py; `pip install 'tts-search[ray]'`).
+--concurrency N keeps up to N runs in flight on the one engine (search.api.concurrently: a
+thread each, their model calls batched into shared forwards), rows written as each finishes
+(the file's order is then the order they finished; every row is what it is at --concurrency
+1, timings aside). With --ray, each worker keeps N in flight.
 """
 
 from __future__ import annotations
@@ -226,7 +230,12 @@ def _scorer_factory(scorer: Scorer | str | None, engine: Engine
     if isinstance(scorer, str) and scorer in SCORERS:  # cheap: a fresh one per run
         return lambda: get_scorer(scorer, engine)
     loaded = get_scorer(scorer, engine)  # a PRM loads once; a Scorer object is used as given
-    return lambda: loaded
+
+    def shared() -> Scorer:
+        return loaded
+
+    shared.shared = loaded  # type: ignore[attr-defined]  # what concurrent runs share
+    return shared
 
 
 def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequence[int],
@@ -236,9 +245,10 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
              knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
              sample_tokens: int = SAMPLE_TOKENS, engine_kwargs: Mapping[str, Any] | None = None,
              quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None,
-             keep_text: bool = False) -> EvalRun:
+             concurrency: int = 1, keep_text: bool = False) -> EvalRun:
     """Run every cell of the grid not yet in `out`, appending one row per run.
     runner: runs the pending cells elsewhere (reports.ray_eval.RayRunner), rows by key.
+    concurrency: runs in flight at once on the engine (per worker with a runner).
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
@@ -248,8 +258,9 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     algorithm runs once per grid point; its other seeds' rows are copies marked
     "reused_from_seed" (written after the row they copy, so a killed run resumes cleanly).
     """
-    from search.api import check_engine, check_scorer, get_engine
+    from search.api import check_concurrent, check_engine, check_scorer, get_engine
 
+    check_concurrent(concurrency)
     cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
                       sample_tokens=sample_tokens, keep_text=keep_text)
     # rows name the default when none is given; the runs get None, so solve's default
@@ -283,12 +294,13 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
         if runs and runner is not None:  # the engines load on the runner's workers
             done |= runner(runs, list(done.values()), engine=engine,
                            engine_kwargs=dict(engine_kwargs or {}), scorer=scorer, names=names,
-                           fd=fd, quiet=quiet, total=total)
+                           fd=fd, quiet=quiet, total=total, concurrency=concurrency)
         elif runs:
             eng = get_engine(engine, **dict(engine_kwargs or {}))
-            done |= _run_pending(runs, list(done.values()), eng,
-                                 _scorer_factory(scorer, eng), names, fd, quiet=quiet,
-                                 total=total)
+            make_scorer = _scorer_factory(scorer, eng)
+            check_concurrent(concurrency, eng, getattr(make_scorer, "shared", None))
+            done |= _run_pending(runs, list(done.values()), eng, make_scorer, names, fd,
+                                 quiet=quiet, total=total, concurrency=concurrency)
         copies = _reuse([(c, k) for c, k in pending if c.reuse_from is not None], done, names,
                         fd)
         done |= copies
@@ -331,24 +343,35 @@ def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
 
 def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
                  engine: Engine, scorer: Callable[[], Scorer | None], names: Mapping[str, str],
-                 fd: int, *, quiet: bool, total: int) -> dict[str, dict[str, Any]]:
-    """Run the pending cells in order, appending each row; returns them by key."""
-    from tqdm import tqdm
+                 fd: int, *, quiet: bool, total: int, concurrency: int = 1
+                 ) -> dict[str, dict[str, Any]]:
+    """Run the pending cells (in grid order, up to `concurrency` at once), appending each
+    row as its run ends; returns them by key."""
+    from reports.progress import GridProgress
+    from search.api import concurrently
 
     grader = Grader()
-    right, seen = sum(bool(r["correct"]) for r in prior), len(prior)  # running accuracy
     new: dict[str, dict[str, Any]] = {}
-    with tqdm(total=len(pending), disable=quiet, file=sys.stderr, unit="run", dynamic_ncols=True,
-              desc=f"{names['dataset']} ({total - len(pending)}/{total} done before)") as bar:
-        for cell, key in pending:
-            result, error = run_cell(cell, engine, scorer())
-            row = make_row(cell, key, names, result, error, grader)
+    with GridProgress(pending=len(pending), total=total, desc=names["dataset"], quiet=quiet,
+                      prior_right=sum(bool(r["correct"]) for r in prior),
+                      prior_seen=len(prior)) as bar:
+        def one(item: tuple[Cell, str]) -> dict[str, Any]:
+            bar.started()
+            try:
+                cell, key = item
+                result, error = run_cell(cell, engine, scorer())
+                return make_row(cell, key, names, result, error, grader)
+            finally:
+                bar.stopped()
+
+        for i, row in concurrently(one, pending, concurrency=concurrency):
+            cell, key = pending[i]
+            if isinstance(row, BaseException):  # run_cell and grading catch a run's errors:
+                # this is a bug in making the row, recorded rather than losing the grid
+                row = make_row(cell, key, names, None, f"{type(row).__name__}: {row}", grader)
             _append(fd, row)
             new[key] = row
-            right += bool(row["correct"])
-            seen += 1
-            bar.set_postfix_str(f"acc {right}/{seen} = {right / seen:.3f}", refresh=False)
-            bar.update(1)
+            bar.finished(row)
     return new
 
 
@@ -404,6 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(and the chosen solution's)")
     ap.add_argument("--dry-run", action="store_true", help="check and count; run nothing")
     ap.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    ap.add_argument("--concurrency", type=int, default=1, metavar="N",
+                    help="runs in flight at once on the engine, their model calls batched "
+                    "(per Ray worker with --ray); rows are the same at any N")
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run the grid on Ray workers (reports.ray_eval): a local cluster, or "
                     "the cluster at ADDRESS (auto, ray://host:port)")
@@ -440,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        else args.dataset,
                        knobs=knobs, tokens=args.tokens, sample_tokens=args.sample_tokens,
                        engine_kwargs={"device": args.device} if args.device else None,
-                       quiet=args.quiet, runner=runner, keep_text=args.keep_text)
+                       quiet=args.quiet, runner=runner, concurrency=args.concurrency,
+                       keep_text=args.keep_text)
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

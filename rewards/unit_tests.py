@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
 from verifiers.grade import program_of
 
 
-class UnitTestScorer:
+class UnitTestScorer(PerThreadMeter):
     """Scorer: public-test pass rate of each finished node's program (0 if unfinished)."""
+
 
     def __init__(self, *, timeout: float = 5.0) -> None:
         self.timeout = timeout

@@ -429,3 +429,30 @@ def test_solve_through_the_stub(stub, algo):
     assert result.usage.prefill_tokens == stub.usage["prompt_tokens"]
     again = search.solve(PROBLEM, algo, Budget(tokens=500), engine=engine_for(stub), seed=1, n=4)
     assert (again.answer, again.text) == (result.answer, result.text)
+
+
+def test_concurrent_searches_send_concurrent_requests(stub):
+    """solve_many on the OpenAI engine: the searches' requests overlap at the server (what
+    lets vLLM, SGLang or llama.cpp batch them), and each Result and its usage (the server's
+    own counts) is what the search gets alone."""
+    eng = engine_for(stub)
+    probs = [Problem(prompt=f"What is {i} + {i} ?", id=f"p{i}", answer=str(2 * i))
+             for i in range(6)]
+    kw: dict[str, Any] = dict(n=2, select="weighted_vote")
+    stub.delay = 0.02
+    alone = [search.solve(p, "best_of_n", engine=eng, scorer="logprob", seed=1, **kw)
+             for p in probs]
+    one, stub.peak = stub.peak, 0  # a search alone: at most its own nodes' requests at once
+    many = search.solve_many(probs, "best_of_n", engine=eng, scorer="logprob", seeds=(1,),
+                             concurrency=6, **kw)
+    assert stub.peak > one
+    for a, b in zip(alone, many):
+        assert (a.answer, a.text, a.status) == (b.answer, b.text, b.status)
+        assert [(c.text, c.score) for c in a.candidates] == [(c.text, c.score) for c in b.candidates]
+        assert {k: v for k, v in a.usage.as_dict().items() if k != "seconds"} == \
+            {k: v for k, v in b.usage.as_dict().items() if k != "seconds"}
+        # the server counts of its own requests, not of the searches that ran beside it
+        assert a.stats["server"] == b.stats["server"] and b.stats["server"]["requests"] > 0
+        assert b.stats["server"]["completion_tokens"] == b.usage.generated_tokens
+    assert sum(r.usage.generated_tokens for r in many) * 2 == stub.usage["completion_tokens"]
+    assert sum(r.stats["server"]["requests"] for r in many) * 2 == eng.server_stats["requests"]

@@ -26,7 +26,8 @@ server_stats["prompt_cache_unreported"]. Forward passes: one prefill pass plus o
 the longest answer of a call. FLOPs: 2 * n_params per evaluated token, n_params as given, else
 the server's (llama-server's meta.n_params), else from a local config of the tokenizer's or the
 served model; unknown, FLOPs stay 0 (server_stats["flops_uncounted_tokens"]). server_stats are
-totals since the engine was made; search.solve puts each solve's own in Result.stats["server"].
+totals since the engine was made; search.solve puts each solve's own in Result.stats["server"]
+(its own thread's requests: concurrent searches on one engine keep their counts apart).
 
 Steps need per-token logprobs (requested as logprobs=1): a step's probability and length come
 from them (llama-cpp-python serves them with --logits_all true); a choice without them is an
@@ -51,12 +52,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter, thread_state
 from search.engines import server_usage as usage_of
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
@@ -89,13 +91,15 @@ def subseed(seed: int, *index: int) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") >> 1
 
 
-class OpenAIEngine:
+class OpenAIEngine(PerThreadMeter):
     """The Engine protocol over an OpenAI-compatible completions server (see module doc).
 
     extra_body: fields added to every request, e.g. {"top_k": 0, "min_p": 0.0} to turn off a
     llama.cpp server's default truncation, so samples follow temperature and top_p alone.
     n_mode: "auto" (ask for n, fall back when the server ignores it), "native", "separate".
     """
+
+    concurrent = True  # safe to share between searches in threads
 
     def __init__(self, base_url: str, model: str | None = None, *, tokenizer: Any = None,
                  prompt: PromptFormat = PLAIN, api_key: str | None = None,
@@ -118,6 +122,7 @@ class OpenAIEngine:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self.pool = HTTPPool(concurrency=concurrency, policy=retry, headers=headers)
         self.server_stats: Counter[str] = Counter()
+        self._lock = threading.Lock()  # token ids and server_stats, shared by search threads
         self._pieces: dict[str, int] = {}  # token string -> engine-local id
         self._texts: list[str] = []  # engine-local id -> token string
         self._prompts: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
@@ -147,10 +152,11 @@ class OpenAIEngine:
         return self._prompts[root] + node.text
 
     def _id(self, piece: str) -> int:
-        if piece not in self._pieces:
-            self._pieces[piece] = len(self._texts)
-            self._texts.append(piece)
-        return self._pieces[piece]
+        with self._lock:
+            if piece not in self._pieces:
+                self._pieces[piece] = len(self._texts)
+                self._texts.append(piece)
+            return self._pieces[piece]
 
     def decode(self, token_ids: Sequence[int]) -> str:
         try:
@@ -199,12 +205,26 @@ class OpenAIEngine:
                 self.n_params, self.n_params_source = count, f"config of {name}"
                 return
 
+    def _count(self, **counts: int) -> None:
+        """Add to server_stats (every search's) and to the calling search's own counts, which
+        concurrent searches keep apart (solve reports them in Result.stats["server"])."""
+        with self._lock:
+            self.server_stats.update(counts)
+        mine = thread_state().values.setdefault((id(self), "server_stats"), Counter())
+        mine.update(counts)
+
+    @property
+    def thread_server_stats(self) -> Counter[str]:
+        """server_stats of the requests the calling thread's searches sent (no retries: the
+        connection pool retries for every thread at once)."""
+        return Counter(thread_state().values.get((id(self), "server_stats"), Counter()))
+
     def _send(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """POST every body; charge the meter from each answer's usage; raise if any failed
         (after charging the answers that came back: nothing computed goes uncounted)."""
         answers = self.pool.post_many(f"{self.base_url}/completions", bodies)
         good = [a for a in answers if not isinstance(a, ServerError)]
-        prompt = evaluated = completion = longest = unreported = 0
+        prompt = evaluated = completion = longest = unreported = without = 0
         for data in good:
             usage = data.get("usage") or {}
             choices = data.get("choices") or []
@@ -216,15 +236,14 @@ class OpenAIEngine:
             evaluated += total if done is None else done
             unreported += done is None
             longest = max([longest, *lengths])
-            self.server_stats["responses_without_usage"] += "usage" not in data
+            without += "usage" not in data
         processed = evaluated + completion
-        self.server_stats.update(requests=len(good), prompt_tokens=prompt,
-                                 prompt_tokens_evaluated=evaluated,
-                                 cached_prompt_tokens=prompt - evaluated,
-                                 completion_tokens=completion,
-                                 prompt_cache_unreported=unreported,
-                                 flops_uncounted_tokens=0 if self.n_params else processed)
-        self.server_stats["retries"] = self.pool.retried
+        self._count(requests=len(good), prompt_tokens=prompt, prompt_tokens_evaluated=evaluated,
+                    cached_prompt_tokens=prompt - evaluated, completion_tokens=completion,
+                    prompt_cache_unreported=unreported, responses_without_usage=without,
+                    flops_uncounted_tokens=0 if self.n_params else processed)
+        with self._lock:
+            self.server_stats["retries"] = self.pool.retried  # the pool's, for every thread
         if good:
             self.meter.charge_model(generated=completion, prefill=evaluated,
                                     processed=processed, passes=1 + longest,
@@ -285,7 +304,7 @@ class OpenAIEngine:
                 if self.native_n is not None or n == 1 or "HTTP 400" not in str(err):
                     raise
                 self.native_n = False
-                self.server_stats["n_refused"] += 1
+                self._count(n_refused=1)
                 wave = [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
                 continue
             more = []
@@ -293,7 +312,7 @@ class OpenAIEngine:
                 choices = self._choices(data, b["n"])
                 if len(choices) < b["n"]:  # the server ignored n: ask for the rest one by one
                     self.native_n = False
-                    self.server_stats["n_ignored"] += 1
+                    self._count(n_ignored=1)
                     more += [(i, k, body(i, k, 1)) for k in range(1, b["n"])]
                 got[i].update((j + k, c) for k, c in enumerate(choices))
             wave = more
