@@ -11,6 +11,12 @@ The search may run `Problem.tests` (the examples a programmer sees in the prompt
 Each becomes one assert snippet, e.g. "assert add(2, 3) == 5". Examples whose expected value is
 not a Python literal (printed text, "19 - 5 - 6 = 8", unquoted strings) are skipped rather than
 guessed. `docstring_tests` never executes anything: it only parses.
+
+Some tests call helpers the prompt defines (HumanEval/32's check calls `poly`, /38's
+`encode_cyclic`). The sandbox runs tests in a trusted judge where every name the program
+defines is the program's, so a program could define its own `poly`; those tests therefore
+start with the prompt's own code minus the entry point's stub (`prompt_helpers`), which
+rebinds the helpers to the dataset's definitions.
 """
 
 from __future__ import annotations
@@ -83,7 +89,9 @@ def load_humaneval(file: Path) -> list[Problem]:
 def _problem(row: dict[str, Any], file: Path) -> Problem:
     task_id, entry_point, prompt = row["task_id"], row["entry_point"], row["prompt"]
     errata = _ERRATA.get(task_id, set())
-    tests = tuple(t for t in docstring_tests(prompt, entry_point) if t not in errata)
+    helpers, names = prompt_helpers(prompt, entry_point)
+    tests = tuple(_with(helpers, names, t) for t in docstring_tests(prompt, entry_point)
+                  if t not in errata)
     return Problem(
         prompt=prompt,
         id="humaneval/" + task_id.split("/")[-1],
@@ -92,7 +100,7 @@ def _problem(row: dict[str, Any], file: Path) -> Problem:
         tests=tests,
         # The dataset's check() takes the function as `candidate`; calling it makes the
         # snippet self-contained once it runs after the program.
-        hidden_tests=(f"{row['test']}\ncheck({entry_point})",),
+        hidden_tests=(_with(helpers, names, f"{row['test']}\ncheck({entry_point})"),),
         entry_point=entry_point,
         metadata={
             "task_id": task_id,
@@ -103,6 +111,35 @@ def _problem(row: dict[str, Any], file: Path) -> Problem:
             "grader": "code",
         },
     )
+
+
+def prompt_helpers(prompt: str, entry_point: str) -> tuple[str, frozenset[str]]:
+    """The prompt's source without the entry point's definition, and the names it defines
+    (functions, classes, assigned variables); ("", {}) when it defines none (only imports)."""
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return "", frozenset()
+    names, drop = set(), set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            drop.update(range(first, (node.end_lineno or node.lineno) + 1))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    if not names:
+        return "", frozenset()
+    lines = [line for i, line in enumerate(prompt.splitlines(), 1) if i not in drop]
+    return "\n".join(lines).strip() + "\n\n", frozenset(names)
+
+
+def _with(helpers: str, names: frozenset[str], test: str) -> str:
+    """`test`, preceded by the prompt's helpers when it uses one of them."""
+    used = {n.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Name)} if names else set()
+    return helpers + test if used & names else test
 
 
 # -- docstring examples -> assert snippets -------------------------------------------------

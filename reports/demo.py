@@ -1,7 +1,8 @@
 """The demo sweep (`make demo`): search vs no search on the embedded reasoner.
 
     python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
-                           [--scorers steps,value] [--out runs/demo]
+                           [--scorers steps,value] [--concurrency 16]
+                           [--out runs/demo]
 
 tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
 problems (problems.arith) at the default difficulty. Each search runs at each budget (its
@@ -17,7 +18,8 @@ scorer its table was fitted with. Everything goes through the resumable eval run
 (OUT/accuracy_vs_compute_<scorer>.png, OUT/scorer_effect.png, with .svg/.json) are drawn from
 those rows alone. The table (reports.bands) gives each accuracy as the mean over seeds, the
 seeds' range and a 95% interval over problems, the pass@k ceiling of the same problems, and
-differences against best-of-N only where the paired interval allows.
+differences against best-of-N only where the paired interval allows. `--concurrency` searches
+run at a time on the one engine (their forwards batched; every row as it is run alone).
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budgets", type=_ints, default=[4, 16])
     ap.add_argument("--seeds", type=_ints, default=[0, 1, 2])
     ap.add_argument("--scorers", default=",".join(SCORERS))
+    ap.add_argument("--concurrency", type=int, default=16,
+                    help="searches in flight at once (rows are the same at any value)")
     ap.add_argument("--out", type=Path, default=Path("runs/demo"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -130,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            out=args.out / "demo.jsonl", engine=engine, model=args.model,
                            scorer=scorer, dataset="arith",
                            knobs={a: k for a, k in KNOBS.items() if a in grid_algos},
-                           quiet=args.quiet)
+                           quiet=args.quiet, concurrency=args.concurrency)
             rows += run.rows
             ran, resumed, errors = ran + run.ran, resumed + run.resumed, errors + run.errors
     plots = [accuracy_vs_compute([r for r in rows if r["scorer"] in (s, None)], args.out,
@@ -138,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plots.append(scorer_effect(rows, args.out))
     print(f"\n{args.model} on {args.problems} arith problems (difficulty {args.difficulty}, "
           f"generator seed {args.data_seed}), scorers {scorers}, seeds {args.seeds}; "
-          f"{ran} runs now, {resumed} resumed, {time.monotonic() - t0:.0f} s")
+          f"{ran} runs now, {resumed} resumed, concurrency {args.concurrency}, "
+          f"{time.monotonic() - t0:.0f} s")
     print(table(rows))
     print("plots: " + ", ".join(p["files"]["png"] for p in plots))
     return 0 if not errors else 1

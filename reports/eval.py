@@ -34,15 +34,22 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     search.solve, width knobs included), budget {width, tokens}, seed, answer, gold, correct,
     status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
     grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
-    [{answer, score (null if not finite), finished, correct, verified}], time (ISO, UTC).
+    [{answer, score (null if not finite), finished, correct, verified, text (--keep-text)}],
+    text (the chosen solution, --keep-text), time (ISO, UTC), reused_from_seed (copies only).
     verified: what a search could check without the gold (reports.grade): the public tests on
-    code, the arithmetic step checker on math; reports.flaws reads it.
+    code, the arithmetic step checker on math; reports.flaws reads it. A deterministic
+    algorithm (greedy, pgtd: the seed cannot change their result) runs with the first seed;
+    the rows of the other seeds are copies marked reused_from_seed, which pass@k skips.
 Re-running the same command skips every run whose key is in the file; an incomplete last
 line (a process killed mid-write) is cut off first, so the file stays valid JSONL and a
 killed run, restarted, ends with exactly one row per run. Error rows count as done: drop them
 (e.g. `jq -c 'select(.status != "error")'`) to retry. A lock keeps two runners off one file.
 --ray [ADDRESS] runs the cells on Ray workers, one engine each, rows streamed back into the
 same file (reports/ray_eval.py; `pip install 'tts-search[ray]'`).
+--concurrency N keeps up to N runs in flight on the one engine (search.api.concurrently: a
+thread each, their model calls batched into shared forwards), rows written as each finishes
+(the file's order is then the order they finished; every row is what it is at --concurrency
+1, timings aside). With --ray, each worker keeps N in flight.
 """
 
 from __future__ import annotations
@@ -177,8 +184,11 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
             error=None if chosen.error is None else f"grading: {chosen.error}",
             usage=result.usage.as_dict(),
             candidates=[{"answer": c.answer, "score": _finite(c.score), "finished": c.finished,
-                         "correct": g.correct, "verified": g.verified}
+                         "correct": g.correct, "verified": g.verified,
+                         **({"text": c.text} if cell.keep_text else {})}
                         for c, g in zip(result.candidates, graded)])
+        if cell.keep_text:
+            row["text"] = result.text
     row["time"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return row
 
@@ -193,7 +203,7 @@ def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None
         scorer = None
     try:
         return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
-                            seed=cell.seed, **cell.knobs), None
+                            seed=cell.seed, progress=False, **cell.knobs), None
     except Exception as err:  # one failing run is recorded; the grid goes on
         return None, f"{type(err).__name__}: {err}"
 
@@ -207,21 +217,7 @@ class EvalRun:
     resumed: int  # runs found already done in the file
     ran: int  # runs done now
     errors: int  # rows (of the grid) with status "error"
-
-
-def _scorer_name(scorer: Scorer | str) -> str:
-    from rewards.base import name
-
-    return scorer if isinstance(scorer, str) else name(scorer)
-
-
-def _check_scorer(name: str) -> None:
-    from rewards.registry import SCORERS
-
-    if name not in SCORERS and not name.startswith("prm:") and "/" not in name:
-        from rewards.registry import load
-
-        load(name)  # raises the registry's "unknown scorer ... did you mean" error
+    reused: int = 0  # rows written now as copies of a deterministic algorithm's run
 
 
 def _scorer_factory(scorer: Scorer | str | None, engine: Engine
@@ -234,7 +230,12 @@ def _scorer_factory(scorer: Scorer | str | None, engine: Engine
     if isinstance(scorer, str) and scorer in SCORERS:  # cheap: a fresh one per run
         return lambda: get_scorer(scorer, engine)
     loaded = get_scorer(scorer, engine)  # a PRM loads once; a Scorer object is used as given
-    return lambda: loaded
+
+    def shared() -> Scorer:
+        return loaded
+
+    shared.shared = loaded  # type: ignore[attr-defined]  # what concurrent runs share
+    return shared
 
 
 def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequence[int],
@@ -243,28 +244,32 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
              dataset: str = "custom", model: str | None = None,
              knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
              sample_tokens: int = SAMPLE_TOKENS, engine_kwargs: Mapping[str, Any] | None = None,
-             quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None
-             ) -> EvalRun:
+             quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None,
+             concurrency: int = 1, keep_text: bool = False) -> EvalRun:
     """Run every cell of the grid not yet in `out`, appending one row per run.
     runner: runs the pending cells elsewhere (reports.ray_eval.RayRunner), rows by key.
+    concurrency: runs in flight at once on the engine (per worker with a runner).
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
     scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
-    (logprob; unit_tests for a pgtd-only grid). knobs: {algo: {knob: value}}. Everything is checked before a model loads.
+    (logprob; unit_tests for a pgtd-only grid). knobs: {algo: {knob: value}}. Everything is
+    checked before a model loads. keep_text: rows keep the candidates' texts. A deterministic
+    algorithm runs once per grid point; its other seeds' rows are copies marked
+    "reused_from_seed" (written after the row they copy, so a killed run resumes cleanly).
     """
-    from search.api import default_model, get_engine
+    from search.api import check_concurrent, check_engine, check_scorer, get_engine
 
+    check_concurrent(concurrency)
     cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
-                      sample_tokens=sample_tokens)
+                      sample_tokens=sample_tokens, keep_text=keep_text)
     # rows name the default when none is given; the runs get None, so solve's default
-    scorer_name = _scorer_name(scorer) if scorer is not None else \
-        _default_scorer(algos, problems)
-    if isinstance(scorer, str):
-        _check_scorer(scorer)
+    scorer_name = check_scorer(scorer) if scorer is not None else \
+        _default_scorer(algos, problems)  # names checked here; nothing loads yet
+    engine_name = check_engine(engine) if runner is None or not isinstance(engine, str) \
+        else engine  # a runner's workers load (and check) it themselves
     if model is None:
-        model = (engine or default_model()) if isinstance(engine, str) or engine is None else \
-            str(getattr(engine, "name", "") or type(engine).__name__)
+        model = engine_name
     names = {"dataset": dataset, "model": model, "scorer": scorer_name}
     keys = [c.key(**names) for c in cells]
     path = Path(out)
@@ -284,20 +289,43 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
                 if isinstance(r, dict) and r.get("key") in wanted}
         pending = [(c, k) for c, k in zip(cells, keys) if k not in done]
         resumed = len(cells) - len(pending)
-        if pending and runner is not None:  # the engines load on the runner's workers
-            done |= runner(pending, list(done.values()), engine=engine,
+        runs = [(c, k) for c, k in pending if c.reuse_from is None]
+        total = len(cells) - (len(pending) - len(runs))  # copies are not runs
+        if runs and runner is not None:  # the engines load on the runner's workers
+            done |= runner(runs, list(done.values()), engine=engine,
                            engine_kwargs=dict(engine_kwargs or {}), scorer=scorer, names=names,
-                           fd=fd, quiet=quiet, total=len(cells))
-        elif pending:
+                           fd=fd, quiet=quiet, total=total, concurrency=concurrency)
+        elif runs:
             eng = get_engine(engine, **dict(engine_kwargs or {}))
-            done |= _run_pending(pending, list(done.values()), eng,
-                                 _scorer_factory(scorer, eng), names, fd, quiet=quiet,
-                                 total=len(cells))
+            make_scorer = _scorer_factory(scorer, eng)
+            check_concurrent(concurrency, eng, getattr(make_scorer, "shared", None))
+            done |= _run_pending(runs, list(done.values()), eng, make_scorer, names, fd,
+                                 quiet=quiet, total=total, concurrency=concurrency)
+        copies = _reuse([(c, k) for c, k in pending if c.reuse_from is not None], done, names,
+                        fd)
+        done |= copies
     finally:
         os.close(fd)  # releases the lock
-    rows = tuple(done[k] for k in keys)
-    return EvalRun(path, rows, resumed, len(pending),
-                   sum(r["status"] == "error" for r in rows))
+    rows = tuple(done[k] for k in keys if k in done)
+    return EvalRun(path, rows, resumed, len(runs), sum(r["status"] == "error" for r in rows),
+                   len(copies))
+
+
+def _reuse(cells: Sequence[tuple[Cell, str]], done: Mapping[str, dict[str, Any]],
+           names: Mapping[str, str], fd: int) -> dict[str, dict[str, Any]]:
+    """Rows for the cells of a deterministic algorithm's other seeds: copies of the row of
+    the seed that ran, with their own key and seed, marked reused_from_seed (pass@k and
+    coverage do not count them as samples). A cell whose source row is missing is left to
+    the next run."""
+    new: dict[str, dict[str, Any]] = {}
+    for cell, key in cells:
+        source = done.get(cell.source.key(**names))
+        if source is None:
+            continue
+        row = {**source, "key": key, "seed": cell.seed, "reused_from_seed": cell.reuse_from}
+        _append(fd, row)
+        new[key] = row
+    return new
 
 
 def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
@@ -315,24 +343,35 @@ def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
 
 def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
                  engine: Engine, scorer: Callable[[], Scorer | None], names: Mapping[str, str],
-                 fd: int, *, quiet: bool, total: int) -> dict[str, dict[str, Any]]:
-    """Run the pending cells in order, appending each row; returns them by key."""
-    from tqdm import tqdm
+                 fd: int, *, quiet: bool, total: int, concurrency: int = 1
+                 ) -> dict[str, dict[str, Any]]:
+    """Run the pending cells (in grid order, up to `concurrency` at once), appending each
+    row as its run ends; returns them by key."""
+    from reports.progress import GridProgress
+    from search.api import concurrently
 
     grader = Grader()
-    right, seen = sum(bool(r["correct"]) for r in prior), len(prior)  # running accuracy
     new: dict[str, dict[str, Any]] = {}
-    with tqdm(total=len(pending), disable=quiet, file=sys.stderr, unit="run", dynamic_ncols=True,
-              desc=f"{names['dataset']} ({total - len(pending)}/{total} done before)") as bar:
-        for cell, key in pending:
-            result, error = run_cell(cell, engine, scorer())
-            row = make_row(cell, key, names, result, error, grader)
+    with GridProgress(pending=len(pending), total=total, desc=names["dataset"], quiet=quiet,
+                      prior_right=sum(bool(r["correct"]) for r in prior),
+                      prior_seen=len(prior)) as bar:
+        def one(item: tuple[Cell, str]) -> dict[str, Any]:
+            bar.started()
+            try:
+                cell, key = item
+                result, error = run_cell(cell, engine, scorer())
+                return make_row(cell, key, names, result, error, grader)
+            finally:
+                bar.stopped()
+
+        for i, row in concurrently(one, pending, concurrency=concurrency):
+            cell, key = pending[i]
+            if isinstance(row, BaseException):  # run_cell and grading catch a run's errors:
+                # this is a bug in making the row, recorded rather than losing the grid
+                row = make_row(cell, key, names, None, f"{type(row).__name__}: {row}", grader)
             _append(fd, row)
             new[key] = row
-            right += bool(row["correct"])
-            seen += 1
-            bar.set_postfix_str(f"acc {right}/{seen} = {right / seen:.3f}", refresh=False)
-            bar.update(1)
+            bar.finished(row)
     return new
 
 
@@ -384,8 +423,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS,
                     help="compute_optimal's budget N means N * this many tokens")
     ap.add_argument("--out", default="runs.jsonl", help="the JSONL file (appended)")
+    ap.add_argument("--keep-text", action="store_true", help="rows keep each candidate's text "
+                    "(and the chosen solution's)")
     ap.add_argument("--dry-run", action="store_true", help="check and count; run nothing")
     ap.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    ap.add_argument("--concurrency", type=int, default=1, metavar="N",
+                    help="runs in flight at once on the engine, their model calls batched "
+                    "(per Ray worker with --ray); rows are the same at any N")
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run the grid on Ray workers (reports.ray_eval): a local cluster, or "
                     "the cluster at ADDRESS (auto, ray://host:port)")
@@ -422,13 +466,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                        else args.dataset,
                        knobs=knobs, tokens=args.tokens, sample_tokens=args.sample_tokens,
                        engine_kwargs={"device": args.device} if args.device else None,
-                       quiet=args.quiet, runner=runner)
+                       quiet=args.quiet, runner=runner, concurrency=args.concurrency,
+                       keep_text=args.keep_text)
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(f"{run.out}: {len(run.rows)} runs ({run.resumed} resumed, {run.ran} new, "
-              f"{run.errors} errors)")
+              f"{run.reused} reused from a deterministic run, {run.errors} errors)")
         for s in summarize(run.rows):
             print(f"  {s['algo']:>16} width={s['width']!s:>4} tokens={s['tokens']!s:>6}  "
                   f"acc {s['accuracy']:.3f}  gen tokens {s['generated_tokens']:9.1f}  "

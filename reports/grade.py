@@ -48,11 +48,12 @@ class Grader:
         if problem.domain != "code":
             return self._grade(problem, text, solution)
         key = (problem.id, text)
-        if key not in self._code:
+        graded = self._code.get(key)  # (one lookup: safe while other threads grade too)
+        if graded is None:
             if len(self._code) >= CACHE_SIZE:
                 self._code.clear()
-            self._code[key] = self._grade(problem, text)
-        return self._code[key]
+            graded = self._code[key] = self._grade(problem, text)
+        return graded
 
     def _grade(self, problem: Problem, text: str, solution: str | None = None) -> Graded:
         from verifiers.grade import grade  # imports the sandbox only when grading starts

@@ -12,7 +12,8 @@ companion knobs that must agree with it (unless --knob sets them):
     mcts                iterations = N
     pgtd                rollouts = N
     compute_optimal     no width: a token budget of N * sample_tokens (N samples' worth)
-    greedy              no width: the budget is ignored and it runs once per seed
+    greedy              no width: the budget is ignored; deterministic, so it runs once and
+                        its row is reused for every other seed (marked reused_from_seed)
 
 div4(N) is the largest divisor of N that is at most 4 (4 for 4, 16, 64; 3 for 6; 1 for 1),
 search-and-learn's beam width of 4 where N allows it.
@@ -21,13 +22,13 @@ search-and-learn's beam width of 4 where N allows it.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from search import registry
+from search.knobs import parse as knobs_parse
 from search.types import Budget, Problem
 
 WIDTH: dict[str, str | None] = {
@@ -42,7 +43,10 @@ SAMPLE_TOKENS = 512  # default tokens per sample for those
 
 @dataclass(frozen=True)
 class Cell:
-    """One run of the grid. knobs: exactly what goes to search.solve (overrides + width)."""
+    """One run of the grid. knobs: exactly what goes to search.solve (overrides + width).
+    reuse_from: the seed whose run this cell copies (an algorithm declared deterministic:
+    the seed cannot change its result, so it runs once per grid point). keep_text: the row
+    keeps the candidates' texts (neither is part of the run's key)."""
 
     problem: Problem
     algo: str
@@ -50,6 +54,15 @@ class Cell:
     width: int | None = None
     tokens: int | None = None
     seed: int = 0
+    reuse_from: int | None = None
+    keep_text: bool = False
+
+    @property
+    def source(self) -> Cell:
+        """The cell whose row this one copies (itself when it runs)."""
+        if self.reuse_from is None:
+            return self
+        return replace(self, seed=self.reuse_from, reuse_from=None)
 
     @property
     def budget(self) -> Budget | None:
@@ -104,45 +117,23 @@ def width_knobs(algo: str, n: int, user: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_knobs(specs: Iterable[str], algos: Sequence[str]) -> dict[str, dict[str, Any]]:
     """--knob specs -> {algo: {knob: value}}. "beam.m=2" sets one algorithm's knob; a bare
-    "temperature=0.6" sets it for every algorithm in `algos` that has it. Values are JSON
-    (or Python literals); anything else is a string: "select=score"."""
+    "temperature=0.6" sets it for every algorithm in `algos` that has it. Each value is read
+    as its knob's type (search.knobs.parse: "8" -> 8, "select=score" a string)."""
     out: dict[str, dict[str, Any]] = {a: {} for a in algos}
     for spec in specs:
         name, eq, text = spec.partition("=")
         if not eq or not name.strip():
             raise ValueError(f"--knob {spec!r}: expected algo.knob=value or knob=value")
         algo, dot, knob = name.strip().rpartition(".")
-        value = _value(text.strip())
-        if dot:
-            if algo not in out:
-                raise ValueError(f"--knob {spec!r}: {algo!r} is not among --algos "
-                                 f"({', '.join(algos)})")
-            out[algo][knob] = value
-            continue
-        takers = [a for a in algos if knob in _keyword_only(a)]
+        if dot and algo not in out:
+            raise ValueError(f"--knob {spec!r}: {algo!r} is not among --algos "
+                             f"({', '.join(algos)})")
+        takers = [algo] if dot else [a for a in algos if knob in registry.knob_names(a)]
         if not takers:
             raise ValueError(f"--knob {spec!r}: none of {', '.join(algos)} has a knob {knob!r}")
         for a in takers:
-            out[a][knob] = value
+            out[a][knob] = knobs_parse(registry.get(a), knob, text.strip())
     return out
-
-
-def _value(text: str) -> Any:
-    import ast
-
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def _keyword_only(algo: str) -> list[str]:
-    params = inspect.signature(registry.get(algo)).parameters
-    return [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
 
 
 def _positive_ints(values: Iterable[Any], what: str, *, minimum: int) -> list[int]:
@@ -158,11 +149,13 @@ def _positive_ints(values: Iterable[Any], what: str, *, minimum: int) -> list[in
 def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequence[int],
               seeds: Sequence[int] = (0,), *,
               knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
-              sample_tokens: int = SAMPLE_TOKENS) -> list[Cell]:
+              sample_tokens: int = SAMPLE_TOKENS, keep_text: bool = False) -> list[Cell]:
     """Every run, problem-major (problem, algo, budget, seed), with all checks done here:
     unknown algorithms or knobs, bad budgets and clashing knobs raise before any model loads.
 
     knobs: {algo: {knob: value}}, e.g. from parse_knobs. tokens: a per-run token Budget.
+    An algorithm declared deterministic (search.registry.deterministic) runs with the first
+    seed only; its cells of the other seeds reuse that row (Cell.reuse_from).
     """
     algos = list(dict.fromkeys(algos))
     if not algos:
@@ -186,12 +179,13 @@ def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequen
         if algo not in WIDTH:
             raise ValueError(f"no width knob known for {algo!r}: add it to reports.grid.WIDTH")
         user = dict(knobs.get(algo, {}))
-        registry.check_knobs(algo, user)  # typo: TypeError with "did you mean"
+        registry.check_knobs(algo, user, values_too=False)  # typo: "did you mean"; types
         if WIDTH[algo] in user:
             raise ValueError(f"{algo}: knob {WIDTH[algo]!r} is set by the budgets; give its "
                              "values with --budgets instead")
         for n in budgets if WIDTH[algo] is not None or algo in TOKEN_BUDGET else [None]:
             run = {**user, **(width_knobs(algo, n, user) if n is not None else {})}
+            registry.check_knobs(algo, run)  # types and value rules, width knobs included
             try:
                 json.dumps(run, allow_nan=False)
             except (TypeError, ValueError) as err:
@@ -202,5 +196,8 @@ def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequen
             plan = (algo, run, n if WIDTH[algo] is not None else None, cap)
             if plan not in plans:  # e.g. compute_optimal budgets all capped by --tokens
                 plans.append(plan)
-    return [Cell(problem, algo, run, width, cap, seed)
+    once = {algo: registry.deterministic(algo) for algo in algos}
+    return [Cell(problem, algo, run, width, cap, seed,
+                 reuse_from=seeds[0] if once[algo] and seed != seeds[0] else None,
+                 keep_text=keep_text)
             for problem in problems for algo, run, width, cap in plans for seed in seeds]

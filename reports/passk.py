@@ -14,6 +14,8 @@ problems. Samples come from rows in one of two ways (`source`):
                 not added, since a run at a smaller width may repeat the same samples.
   "rows":       each row is one sample (its `correct`), pooled over seeds and budgets, for
                 runs that return one answer per seed (greedy at temperature, width-1 runs).
+Rows that copy a deterministic algorithm's run for another seed (reused_from_seed) are not
+samples and are skipped: greedy over three seeds is one sample, not three.
 Search algorithms whose candidates are not independent draws (beam, MCTS) give a "coverage"
 that is only the share of problems whose tree held a correct leaf; pass@k assumes i.i.d.
 """
@@ -21,10 +23,10 @@ that is only the share of problems whose tree held a correct leaf; pass@k assume
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reports.rows import Row, candidates, curve_label, group, widest
+from reports.rows import Row, candidates, curve_label, group, independent, widest
 
 SOURCES = ("candidates", "rows")
 
@@ -52,7 +54,7 @@ def problem_counts(rows: Iterable[Row], *, source: str = "candidates"
     if source not in SOURCES:
         raise ValueError(f"unknown coverage source {source!r}; choose from {SOURCES}")
     out: dict[str, tuple[int, int]] = {}
-    for pid, prows in group(rows, lambda r: str(r["problem_id"])).items():
+    for pid, prows in group(independent(rows), lambda r: str(r["problem_id"])).items():
         if source == "rows":
             flags = [bool(r["correct"]) for r in prows]
         else:
@@ -97,13 +99,13 @@ def coverage_curve(counts: Mapping[str, tuple[int, int]], *, label: str = "",
 
 
 def coverage_by_curve(rows: Iterable[Row], *, source: str = "candidates",
-                      knobs: Sequence[str] = (), ks: Sequence[int] | None = None
-                      ) -> list[Coverage]:
-    """One Coverage per algorithm (split further by the listed knobs), in order of appearance.
-    Curves without any sample are left out."""
+                      knobs: Sequence[str] = (), ks: Sequence[int] | None = None,
+                      label: Callable[[Row], str] | None = None) -> list[Coverage]:
+    """One Coverage per algorithm (split further by the listed knobs, or per label(row)), in
+    order of appearance. Curves without any sample are left out."""
     out = []
-    for label, crows in group(rows, lambda r: curve_label(r, knobs)).items():
+    for name, crows in group(rows, label or (lambda r: curve_label(r, knobs))).items():
         counts = problem_counts(crows, source=source)
         if counts:
-            out.append(coverage_curve(counts, label=str(label), ks=ks))
+            out.append(coverage_curve(counts, label=str(name), ks=ks))
     return out

@@ -5,6 +5,9 @@ Every plot function writes DIR/<stem>.png, DIR/<stem>.svg and DIR/<stem>.json, t
 holding exactly the series drawn (labels, x, y, bands, fits), and returns that same dict, so
 tests and other tools read the data instead of pixels. In the SVG each curve is a group with
 id "curve-<i>" (bands "band-<i>", fits "fit-<i>") and text stays text, so labels can be found.
+Rows of several difficulty levels are drawn one panel per level (each curve's "difficulty"
+says which), never pooled into one line. Titles and the JSON ("models", "scorers") name the
+model and scorer the rows came from; where rows mix several, curve labels carry them too.
 
     python -m reports.plots runs.jsonl [more.jsonl ...] --out DIR \
         [--x generated_tokens|flops|scorer_calls] [--band minmax|std] [--knobs m,groups]
@@ -24,7 +27,18 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from reports.passk import SOURCES, coverage_by_curve
-from reports.rows import Row, budget_key, budget_label, curve_label, group, read_rows, usage
+from reports.rows import (
+    Row,
+    budget_key,
+    budget_label,
+    curve_labeler,
+    facets,
+    group,
+    independent,
+    provenance,
+    read_rows,
+    usage,
+)
 from reports.scaling import fit_exp_power_law
 
 X_METRICS = ("generated_tokens", "flops", "scorer_calls")
@@ -52,6 +66,60 @@ def save(fig: Figure, data: dict[str, Any], out_dir: str | Path, stem: str) -> d
     return data
 
 
+def _panels(data: dict[str, Any], title: str) -> tuple[Figure, list[Any]]:
+    """A figure with one panel per difficulty level of data (one panel when there are none),
+    titled by what is plotted and the model/scorer the rows came from."""
+    levels = data["difficulties"] or [None]
+    cols = min(3, len(levels))
+    rows_ = math.ceil(len(levels) / cols)
+    fig = Figure(figsize=(6.4 * cols, 4.4 * rows_))
+    axes = [fig.add_subplot(rows_, cols, i + 1) for i in range(len(levels))]
+    source = _source(data)
+    if len(levels) == 1:
+        axes[0].set_title(f"{title}\n{source}", fontsize=10)
+    else:
+        fig.suptitle(f"{title} · {source}")
+        for ax, level in zip(axes, levels):
+            ax.set_title(f"difficulty {level}" if level is not None else "no difficulty")
+    return fig, axes
+
+
+def _source(data: dict[str, Any]) -> str:
+    """"model tiny-arith, scorer steps" (or the counts, when the rows mix several)."""
+    parts = []
+    for what in ("model", "scorer"):
+        found = data[f"{what}s"]
+        parts.append(f"no {what}" if not found else f"{what} {found[0]}" if len(found) == 1
+                     else f"{len(found)} {what}s")
+    return ", ".join(parts)
+
+
+def _dress(axes: list[Any], xlabel: str, ylabel: str, *, base: int = 10, legend: int = 8
+           ) -> None:
+    """Log x axis, labels, grid and a legend (where a panel has curves) on every panel."""
+    for ax in axes:
+        ax.set_xscale("log", base=base)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_lines():
+            ax.legend(fontsize=legend)
+
+
+def _axis(axes: list[Any], data: dict[str, Any], curve: dict[str, Any]) -> Any:
+    levels = data["difficulties"]
+    return axes[levels.index(curve["difficulty"])] if levels else axes[0]
+
+
+def _framed(rows: Sequence[Row], kind: str, **fields: Any) -> dict[str, Any]:
+    """The JSON frame every plot shares: kind, models, scorers, difficulty levels (empty when
+    the rows do not split by one)."""
+    prov = provenance(rows)
+    levels = [d for d, _ in facets(rows)]
+    return {"kind": kind, "models": prov["models"], "scorers": prov["scorers"],
+            "difficulties": levels if len(levels) > 1 else [], **fields}
+
+
 # -- (a) accuracy vs compute ------------------------------------------------------------------
 def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens", band: str = "minmax",
                     knobs: Sequence[str] = ()) -> dict[str, Any]:
@@ -65,31 +133,38 @@ def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens", band: s
     if band not in BANDS:
         raise ValueError(f"unknown band {band!r}; choose from {BANDS}")
     curves, dropped = [], []
-    for label, crows in group(rows, lambda r: curve_label(r, knobs)).items():
-        points = []
-        for brows in group(crows, budget_key).values():
-            accs, costs = [], []
-            for srows in group(brows, lambda r: r["seed"]).values():
-                accs.append(float(np.mean([bool(r["correct"]) for r in srows])))
-                vals = [v for r in srows if (v := usage(r, x)) is not None]
-                costs.append(float(np.mean(vals)) if vals else math.nan)
-            known = [c for c in costs if not math.isnan(c)]
-            cost = float(np.mean(known)) if known else math.nan
-            acc = float(np.mean(accs))
-            spread = float(np.std(accs))
-            lo, hi = (min(accs), max(accs)) if band == "minmax" else (acc - spread, acc + spread)
-            point = dict(x=cost, y=acc, lo=lo, hi=hi, budget=budget_label(brows[0]),
-                         seeds=len(accs), rows=len(brows))
-            if math.isfinite(cost) and cost > 0:
-                points.append(point)
-            else:
-                dropped.append({"label": label, **point, "x": None if math.isnan(cost) else cost})
-        points.sort(key=lambda p: p["x"])
-        if points:
-            curves.append({"label": label, **{k: [p[k] for p in points] for k in
-                                              ("x", "y", "lo", "hi", "budget", "seeds", "rows")}})
-    return {"kind": "accuracy_vs_compute", "x_metric": x, "band": band, "curves": curves,
-            "dropped": dropped}
+    label_of = curve_labeler(rows, knobs)
+    for level, frows in facets(rows):
+        for label, crows in group(frows, label_of).items():
+            points = []
+            for brows in group(crows, budget_key).values():
+                accs, costs = [], []
+                for srows in group(brows, lambda r: r["seed"]).values():
+                    accs.append(float(np.mean([bool(r["correct"]) for r in srows])))
+                    vals = [v for r in srows if (v := usage(r, x)) is not None]
+                    costs.append(float(np.mean(vals)) if vals else math.nan)
+                known = [c for c in costs if not math.isnan(c)]
+                cost = float(np.mean(known)) if known else math.nan
+                acc = float(np.mean(accs))
+                spread = float(np.std(accs))
+                lo, hi = (min(accs), max(accs)) if band == "minmax" else (acc - spread,
+                                                                           acc + spread)
+                # seeds: independent runs (a deterministic algorithm's copies are not)
+                point = dict(x=cost, y=acc, lo=lo, hi=hi, budget=budget_label(brows[0]),
+                             seeds=len({r["seed"] for r in independent(brows)}),
+                             rows=len(brows))
+                if math.isfinite(cost) and cost > 0:
+                    points.append(point)
+                else:
+                    dropped.append({"label": label, "difficulty": level, **point,
+                                    "x": None if math.isnan(cost) else cost})
+            points.sort(key=lambda p: p["x"])
+            if points:
+                curves.append({"label": label, "difficulty": level,
+                               **{k: [p[k] for p in points] for k in
+                                  ("x", "y", "lo", "hi", "budget", "seeds", "rows")}})
+    return _framed(rows, "accuracy_vs_compute", x_metric=x, band=band, curves=curves,
+                   dropped=dropped)
 
 
 def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
@@ -97,22 +172,16 @@ def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
                         knobs: Sequence[str] = (), stem: str = "accuracy_vs_compute"
                         ) -> dict[str, Any]:
     data = accuracy_series(rows, x=x, band=band, knobs=knobs)
-    fig = Figure(figsize=(6.4, 4.4))
-    ax = fig.add_subplot()
+    fig, axes = _panels(data, "Accuracy vs compute (band: "
+                        f"{'min-max' if band == 'minmax' else '±1 std'} over seeds)")
     colors = _colors([c["label"] for c in data["curves"]])
     for i, c in enumerate(data["curves"]):
+        ax = _axis(axes, data, c)
         (line,) = ax.plot(c["x"], c["y"], marker="o", label=c["label"], color=colors[c["label"]])
         line.set_gid(f"curve-{i}")
         fill = ax.fill_between(c["x"], c["lo"], c["hi"], alpha=0.2, color=colors[c["label"]])
         fill.set_gid(f"band-{i}")
-    ax.set_xscale("log")
-    ax.set_xlabel(X_NAMES[x] + " (mean over problems)")
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"Accuracy vs compute (band: {'min-max' if band == 'minmax' else '±1 std'}"
-                 " over seeds)")
-    ax.grid(True, which="both", alpha=0.3)
-    if data["curves"]:
-        ax.legend(fontsize=8)
+    _dress(axes, X_NAMES[x] + " (mean over problems)", "accuracy")
     return save(fig, data, out_dir, stem)
 
 
@@ -168,15 +237,19 @@ def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "ca
                   knobs: Sequence[str] = (), stem: str = "coverage") -> dict[str, Any]:
     """Coverage (mean unbiased pass@k, see reports.passk) per curve as points, with the fitted
     c(k) = exp(a k^b) as a line; a curve whose fit fails keeps its points and the reason."""
-    fig = Figure(figsize=(6.4, 4.4))
-    ax = fig.add_subplot()
-    covs = coverage_by_curve(rows, source=source, knobs=knobs)
-    colors = _colors([c.label for c in covs])
+    data = _framed(rows, "coverage", source=source)
+    covs = [(level, cov) for level, frows in facets(rows)
+            for cov in coverage_by_curve(frows, source=source, knobs=knobs,
+                                         label=curve_labeler(rows, knobs))]
+    fig, axes = _panels(data, "Coverage vs samples, fit c(k) = exp(a·k^b)")
+    colors = _colors([c.label for _, c in covs])
     curves = []
-    for i, cov in enumerate(covs):
-        entry: dict[str, Any] = {"label": cov.label, "x": list(cov.ks), "y": list(cov.coverage),
-                                 "problems": cov.problems, "fit": None, "fit_error": None,
-                                 "fit_x": [], "fit_y": [], "legend": cov.label}
+    for i, (level, cov) in enumerate(covs):
+        entry: dict[str, Any] = {"label": cov.label, "difficulty": level, "x": list(cov.ks),
+                                 "y": list(cov.coverage), "problems": cov.problems,
+                                 "fit": None, "fit_error": None, "fit_x": [], "fit_y": [],
+                                 "legend": cov.label}
+        ax = _axis(axes, data, entry)
         try:
             fit = fit_exp_power_law(cov.ks, cov.coverage)
         except ValueError as err:
@@ -192,15 +265,8 @@ def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "ca
                           color=colors[cov.label])
         line.set_gid(f"curve-{i}")
         curves.append(entry)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("k (samples)")
-    ax.set_ylabel("coverage (pass@k)")
-    ax.set_title("Coverage vs samples, fit c(k) = exp(a·k^b)")
-    ax.grid(True, which="both", alpha=0.3)
-    if curves:
-        ax.legend(fontsize=7)
-    data = {"kind": "coverage", "source": source, "curves": curves}
-    return save(fig, data, out_dir, stem)
+    _dress(axes, "k (samples)", "coverage (pass@k)", base=2, legend=7)
+    return save(fig, {**data, "curves": curves}, out_dir, stem)
 
 
 # -- (c) tokens to solve ----------------------------------------------------------------------
@@ -210,29 +276,27 @@ def tokens_to_solve(rows: Sequence[Row], out_dir: str | Path, *, knobs: Sequence
     curve: y(t) = (solved runs that used <= t tokens) / (all runs of the curve), which ends at
     the curve's accuracy. Solved runs without a positive token count are counted in
     "missing" and left off x."""
-    fig = Figure(figsize=(6.4, 4.4))
-    ax = fig.add_subplot()
-    groups = group(rows, lambda r: curve_label(r, knobs))
-    colors = _colors([str(k) for k in groups])
+    data = _framed(rows, "tokens_to_solve")
+    fig, axes = _panels(data, "Tokens to solve")
+    label_of = curve_labeler(rows, knobs)
+    groups = [(level, label, crows) for level, frows in facets(rows)
+              for label, crows in group(frows, label_of).items()]
+    colors = _colors([str(label) for _, label, _ in groups])
     curves = []
-    for i, (label, crows) in enumerate(groups.items()):
+    for i, (level, label, crows) in enumerate(groups):
         solved = [usage(r, "generated_tokens") for r in crows if r["correct"]]
         xs = sorted(t for t in solved if t is not None and t > 0)
         ys = [(j + 1) / len(crows) for j in range(len(xs))]
-        curves.append({"label": label, "x": xs, "y": ys, "rows": len(crows),
-                       "solved": len(solved), "missing": len(solved) - len(xs),
+        curves.append({"label": label, "difficulty": level, "x": xs, "y": ys,
+                       "rows": len(crows), "solved": len(solved),
+                       "missing": len(solved) - len(xs),
                        "median": float(np.median(xs)) if xs else None})
         if xs:
-            (line,) = ax.step(xs, ys, where="post", label=str(label), color=colors[str(label)])
+            (line,) = _axis(axes, data, curves[-1]).step(xs, ys, where="post", label=str(label),
+                                                         color=colors[str(label)])
             line.set_gid(f"curve-{i}")
-    ax.set_xscale("log")
-    ax.set_xlabel("generated tokens of a solved run")
-    ax.set_ylabel("share of runs solved within x tokens")
-    ax.set_title("Tokens to solve")
-    ax.grid(True, which="both", alpha=0.3)
-    if any(c["x"] for c in curves):
-        ax.legend(fontsize=8)
-    return save(fig, {"kind": "tokens_to_solve", "curves": curves}, out_dir, stem)
+    _dress(axes, "generated tokens of a solved run", "share of runs solved within x tokens")
+    return save(fig, {**data, "curves": curves}, out_dir, stem)
 
 
 def make_all(rows: Sequence[Row], out_dir: str | Path, *, x: str = "generated_tokens",
@@ -261,11 +325,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     knobs = [k for k in args.knobs.split(",") if k]
     made = make_all(rows, args.out, x=args.x, band=args.band, knobs=knobs, source=args.source)
     for name, data in made.items():
-        print(f"{name}: {len(data['curves'])} curves -> {data['files']['png']}")
+        print(f"{name}: {len(data['curves'])} curves ({_source(data)}"
+              + (f", difficulties {data['difficulties']}" if data['difficulties'] else "")
+              + f") -> {data['files']['png']}")
         for c in data["curves"]:
             if name == "coverage":
-                print(f"  {c['legend']}" + (f"  [no fit: {c['fit_error']}]"
-                                            if c["fit_error"] else ""))
+                level = f"difficulty {c['difficulty']}: " if data["difficulties"] else ""
+                print(f"  {level}{c['legend']}" + (f"  [no fit: {c['fit_error']}]"
+                                                   if c["fit_error"] else ""))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ A worker that dies (process killed, node lost) loses only the cell it was runnin
 goes back on the queue and a replacement worker starts. A cell that has taken down
 `cell_attempts` workers is recorded as an error row ("WorkerDied: ...") instead of being
 retried forever; like every error row, a later run retries it once it is dropped from the file.
-A worker that cannot load its engine stops the run with that error. Progress (runs, accuracy,
-workers alive and replaced) goes to stderr.
+A worker that cannot load its engine stops the run with that error. Progress (runs, in
+flight, tokens/s, accuracy, workers alive and replaced) goes to stderr. With --concurrency N
+each worker is a threaded actor running N cells at once on its engine (their model calls
+batched, search.engines.sched); a worker that dies sends all N back to the queue.
 
 Ray is imported here only, and this module only with --ray (`pip install 'tts-search[ray]'`).
 """
@@ -27,12 +29,14 @@ import os
 import sys
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reports.eval import _append, _scorer_factory, make_row, run_cell
 from reports.grade import Grader
 from reports.grid import Cell
+from reports.progress import GridProgress
 from search.extras import require
 
 if TYPE_CHECKING:
@@ -44,12 +48,18 @@ class Worker:
     """One Ray actor's state: an engine, a scorer factory and a grader, made once."""
 
     def __init__(self, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
-                 scorer: Scorer | str | None) -> None:
-        from search.api import get_engine
+                 scorer: Scorer | str | None, concurrency: int = 1) -> None:
+        from search.api import check_concurrent, get_engine
 
         self.engine = get_engine(engine, **dict(engine_kwargs))
         self.scorer: Callable[[], Scorer | None] = _scorer_factory(scorer, self.engine)
         self.grader = Grader()
+        check_concurrent(concurrency, self.engine, getattr(self.scorer, "shared", None))
+        self._serving = ExitStack()  # the actor's threads share the engine's forwards
+        if concurrency > 1:
+            from search.engines.sched import SCHED
+
+            self._serving.enter_context(SCHED.serving())
 
     def pid(self) -> int:
         return os.getpid()
@@ -83,16 +93,18 @@ class RayRunner:
     def __call__(self, pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
                  *, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
                  scorer: Scorer | str | None, names: Mapping[str, str], fd: int, quiet: bool,
-                 total: int) -> dict[str, dict[str, Any]]:
-        """Run the pending cells on Ray workers, appending each row to fd; rows by key."""
+                 total: int, concurrency: int = 1) -> dict[str, dict[str, Any]]:
+        """Run the pending cells on Ray workers (`concurrency` cells in flight on each),
+        appending each row to fd; rows by key."""
         ray = require("ray", "ray")
         started = not ray.is_initialized()
         if started:
             ray.init(address=self.address, **{"include_dashboard": False,
                                               "log_to_driver": not quiet, **self.init})
         try:
-            return _Shard(self, ray, pending, prior, (engine, dict(engine_kwargs), scorer),
-                          names, fd, quiet, total).run()
+            return _Shard(self, ray, pending, prior,
+                          (engine, dict(engine_kwargs), scorer, concurrency), names, fd, quiet,
+                          total).run()
         finally:
             if started:
                 ray.shutdown()
@@ -114,11 +126,12 @@ class _Shard:
                  names: Mapping[str, str], fd: int, quiet: bool, total: int) -> None:
         self.cfg, self.ray, self.pending, self.names, self.fd = cfg, ray, pending, names, fd
         self.quiet, self.total = quiet, total
+        self.per_worker = int(spec[-1])  # cells in flight on each worker
         self.spec = [ray.put(x) for x in spec]  # the engine (name or object) ships once
         self.actor = ray.remote(Worker).options(
             num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus, resources=dict(cfg.resources),
-            max_restarts=0, max_task_retries=0)
-        self.right, self.seen = sum(bool(r["correct"]) for r in prior), len(prior)
+            max_restarts=0, max_task_retries=0, max_concurrency=self.per_worker)
+        self.prior = prior
         self.replaced = 0
         self.grader = Grader()
 
@@ -132,40 +145,47 @@ class _Shard:
         return handle
 
     def run(self) -> dict[str, dict[str, Any]]:
-        from tqdm import tqdm
-
         ray, cfg = self.ray, self.cfg
         cluster = ray.cluster_resources()
-        slots = [self.start() for _ in range(cfg.count(cluster, len(self.pending)))]
+        per = self.per_worker
+        workers = [self.start() for _ in range(cfg.count(cluster, -(-len(self.pending) // per)))]
         if not self.quiet:
-            print(f"ray: {len(slots)} workers ({cfg.num_cpus:g} CPU, {cfg.num_gpus:g} GPU each) "
-                  f"on {len(ray.nodes())} node(s) with {cluster.get('CPU', 0):g} CPUs, "
-                  f"{cluster.get('GPU', 0):g} GPUs", file=sys.stderr)
+            print(f"ray: {len(workers)} workers ({cfg.num_cpus:g} CPU, {cfg.num_gpus:g} GPU, "
+                  f"{per} cells in flight each) on {len(ray.nodes())} node(s) with "
+                  f"{cluster.get('CPU', 0):g} CPUs, {cluster.get('GPU', 0):g} GPUs",
+                  file=sys.stderr)
         queue, attempts = deque(range(len(self.pending))), Counter[int]()
-        running: dict[Any, tuple[int, int]] = {}  # task ref -> (slot, cell index)
+        # task ref -> (worker index, the handle it went to, cell index)
+        running: dict[Any, tuple[int, Any, int]] = {}
         new: dict[str, dict[str, Any]] = {}
-        with tqdm(total=len(self.pending), disable=self.quiet, file=sys.stderr, unit="run",
-                  dynamic_ncols=True, desc=f"{self.names['dataset']} on ray "
-                  f"({self.total - len(self.pending)}/{self.total} done before)") as bar:
+        with GridProgress(pending=len(self.pending), total=self.total,
+                          desc=f"{self.names['dataset']} on ray", quiet=self.quiet,
+                          prior_right=sum(bool(r["correct"]) for r in self.prior),
+                          prior_seen=len(self.prior)) as bar:
             while queue or running:
-                busy = {slot for slot, _ in running.values()}
-                for slot in (s for s in range(len(slots)) if s not in busy):
-                    if queue:
+                load = Counter(w for w, _, _ in running.values())
+                for w in range(len(workers)):
+                    while queue and load[w] < per:
                         i = queue.popleft()
                         cell, key = self.pending[i]
-                        running[slots[slot].run.remote(cell, key, self.names)] = (slot, i)
+                        running[workers[w].run.remote(cell, key, self.names)] = (w, workers[w], i)
+                        load[w] += 1
+                        bar.started()
                 (ref,), _ = ray.wait(list(running), num_returns=1)
-                slot, i = running.pop(ref)
+                w, handle, i = running.pop(ref)
                 cell, key = self.pending[i]
+                bar.stopped()
                 try:
                     row = ray.get(ref)
                 except ray.exceptions.RayActorError as err:  # the worker process is gone
                     attempts[i] += 1
-                    slots[slot] = self.start()
-                    self.replaced += 1
+                    if workers[w] is handle:  # its other cells fail too: replace it once
+                        workers[w] = self.start()
+                        self.replaced += 1
+                    bar.extra = self._status(len(workers))
                     if attempts[i] < cfg.cell_attempts:
                         queue.appendleft(i)
-                        bar.set_postfix_str(self._status(len(slots)), refresh=True)
+                        bar.bar.set_postfix_str(bar.status(), refresh=True)
                         continue
                     row = make_row(cell, key, self.names, None, f"WorkerDied: {attempts[i]} "
                                    f"workers died running this cell; last: {err}"[:2000],
@@ -178,12 +198,9 @@ class _Shard:
                     continue
                 _append(self.fd, row)
                 new[key] = row
-                self.right += bool(row["correct"])
-                self.seen += 1
-                bar.set_postfix_str(self._status(len(slots)), refresh=False)
-                bar.update(1)
+                bar.extra = self._status(len(workers))
+                bar.finished(row)
         return new
 
     def _status(self, workers: int) -> str:
-        acc = f"acc {self.right}/{self.seen} = {self.right / self.seen:.3f}" if self.seen else ""
-        return f"{acc}  workers {workers}, replaced {self.replaced}".strip()
+        return f"workers {workers}, replaced {self.replaced}"

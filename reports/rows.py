@@ -5,7 +5,10 @@ One row per eval cell (problem x algorithm x budget x seed), schema 1:
      "knobs": {...}, "budget": {"width", "tokens"}, "seed", "answer", "gold", "correct",
      "status", "error", "usage": {"generated_tokens", "prefill_tokens", "forward_passes",
      "scorer_calls", "scorer_tokens", "flops", "seconds"},
-     "candidates": [{"answer", "score", "finished", "correct", "verified"}], "time"}
+     "candidates": [{"answer", "score", "finished", "correct", "verified", "text"?}],
+     "text"?, "time", "reused_from_seed"?}
+("?": only some rows: texts with --keep-text; reused_from_seed on the copies of a
+deterministic algorithm's run, which are not independent samples: see `independent`.)
 
 A file being appended to (or one whose writer was killed) may end in a partial line: that
 last line is skipped. A malformed line anywhere else is an error naming file and line, since
@@ -126,9 +129,51 @@ def curve_label(row: Mapping[str, Any], knobs: Sequence[str] = ()) -> str:
     return " ".join(parts)
 
 
+def provenance(rows: Iterable[Row]) -> dict[str, list[str]]:
+    """The models and scorers the rows came from (sorted; "?" for a row without a model).
+    A row whose run consulted no scorer (scorer null: greedy, a plain vote) adds none."""
+    rows = list(rows)
+    return {"models": sorted({str(r.get("model") or "?") for r in rows}),
+            "scorers": sorted({str(r["scorer"]) for r in rows if r.get("scorer")})}
+
+
+def curve_labeler(rows: Iterable[Row], knobs: Sequence[str] = ()) -> Callable[[Row], str]:
+    """curve_label, plus the model and/or scorer where the rows mix several of them (curves
+    of different models or scorers are never pooled)."""
+    prov = provenance(rows)
+    parts = [what for what in ("model", "scorer") if len(prov[f"{what}s"]) > 1]
+
+    def label(row: Row) -> str:
+        extra = [f"model {row.get('model') or '?'}" if what == "model" else
+                 f"scorer {row['scorer']}" if row.get("scorer") else "no scorer"
+                 for what in parts]
+        return curve_label(row, knobs) + (f" [{', '.join(extra)}]" if extra else "")
+
+    return label
+
+
+def facets(rows: Iterable[Row]) -> list[tuple[int | None, list[Row]]]:
+    """The rows split by difficulty level (ascending; rows without a level last) when they
+    hold at least two levels; else one facet of every row, under its one level (or None)."""
+    rows = list(rows)
+    levels = sorted({r["difficulty"] for r in rows if r.get("difficulty") is not None})
+    if len(levels) < 2:
+        return [(levels[0] if levels else None, rows)] if rows else []
+    out: list[tuple[int | None, list[Row]]] = [
+        (d, [r for r in rows if r.get("difficulty") == d]) for d in levels]
+    rest = [r for r in rows if r.get("difficulty") is None]
+    return out + ([(None, rest)] if rest else [])
+
+
 def candidates(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     """row["candidates"], [] when absent."""
     return list(row.get("candidates") or [])
+
+
+def independent(rows: Iterable[Row]) -> list[Row]:
+    """The rows that are runs of their own: copies of a deterministic algorithm's run for
+    another seed (reused_from_seed) are left out, so they never count as extra samples."""
+    return [r for r in rows if r.get("reused_from_seed") is None]
 
 
 def widest(rows: Sequence[Row]) -> list[Row]:

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.types import Candidate, Node, Result, tree_to_networkx
+from search.types import Candidate, Node, Problem, Result, tree_to_networkx
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -148,7 +148,9 @@ def _header(result: Result, order: list[Node], chosen_id: int | None, path: list
             rows.append(("reference answer", _esc(problem.answer)))
     rows += [("answer", _esc("(none)" if result.answer is None else result.answer)),
              ("status", _esc(result.status)), ("score", _esc(_num(result.score))),
-             ("algo", _esc(result.algo)), ("seed", _esc(result.seed)),
+             ("algo", _esc(result.algo)), ("model", _esc(result.model or "(not recorded)")),
+             ("scorer", _esc(result.scorer or "(none consulted)")),
+             ("chosen by", _esc(result.selected_by or "(not recorded)")), ("seed", _esc(result.seed)),
              ("knobs", _esc(", ".join(f"{k}={_short(v)}" for k, v in result.knobs.items())
                             or "(defaults)"))]
     if result.stats:
@@ -170,8 +172,14 @@ def _header(result: Result, order: list[Node], chosen_id: int | None, path: list
              for k, v in usage.items()]
     # data-value holds the exact number (repr round-trips floats) for scripts and tests
     usage_attrs = [f' data-usage="{_esc(k)}" data-value="{_esc(repr(v))}"' for k, v in usage.items()]
-    return (f"<h1>Search tree · {_esc(result.algo)}</h1><div class=\"cols\">{_table(rows)}"
+    return (f"<h1>Search tree · {_esc(_title(result))}</h1><div class=\"cols\">{_table(rows)}"
             f"<div><h2>usage</h2>{_table(shown, usage_attrs)}</div></div>")
+
+
+def _title(result: Result) -> str:
+    """"beam · tiny-arith · scorer steps": what produced the tree."""
+    return " · ".join([result.algo] + ([result.model] if result.model else [])
+                      + ([f"scorer {result.scorer}"] if result.scorer else []))
 
 
 def _candidates(result: Result, chosen_id: int | None) -> str:
@@ -264,7 +272,8 @@ def to_html(result: Result, path: str | Path | None = None) -> str:
     on_path = {node.id for node in path_nodes}
     cands = {c.node_id: c for c in reversed(result.candidates)}  # the first wins on duplicates
     parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-             f"<title>{_esc(result.algo)} search tree</title><style>{_CSS}</style></head><body>",
+             f"<title>{_esc(_title(result))} search tree</title><style>{_CSS}</style>"
+             "</head><body>",
              _header(result, order, chosen_id, path_nodes),
              '<div class="controls"><button id="do-expand">expand all</button>'
              '<button id="do-collapse">collapse all</button>'
@@ -361,43 +370,55 @@ def to_graphml(result: Result, path: str | Path) -> nx.DiGraph:
 
 # -- command line -----------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    from search.__main__ import _knob  # the search CLI's name=value parser (literal or string)
+    from search.__main__ import add_solve_arguments, solve_args
 
     ap = argparse.ArgumentParser(prog="python -m reports.viewer",
                                  description="Solve one problem and write its search tree.")
-    ap.add_argument("problem", help="the question text")
+    ap.add_argument("problem", nargs="?", default=None,
+                    help="the question text (or --dataset and --index)")
+    ap.add_argument("--dataset", default=None, help="take the problem from a dataset instead "
+                    "(arith, codegen, gsm8k, math500, ...; see reports.eval)")
+    ap.add_argument("--index", type=int, default=0, help="which problem of --dataset (from 0)")
+    ap.add_argument("--difficulty", type=int, default=None, help="--dataset level")
+    ap.add_argument("--data", default=None, help="--dataset file or folder (benchmarks)")
+    ap.add_argument("--data-seed", type=int, default=0, help="generator seed (arith, codegen)")
     ap.add_argument("--out", default="tree.html", help="HTML page to write (default tree.html)")
     ap.add_argument("--graphml", default=None, help="also write the tree as GraphML here")
-    ap.add_argument("--algo", default="best_of_n")
-    ap.add_argument("--model", default=None, help="model name or path (default: search's)")
-    ap.add_argument("--scorer", default=None, help="scorer name (default: logprob)")
-    ap.add_argument("--tokens", type=int, default=None, help="budget: generated tokens")
-    ap.add_argument("--scorer-calls", type=int, default=None, help="budget: scorer calls")
-    ap.add_argument("--seconds", type=float, default=None, help="budget: wall seconds")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--knob", type=_knob, action="append", default=[],
-                    help="algorithm knob, e.g. --knob n=8 --knob select=vote")
+    add_solve_arguments(ap)
     args = ap.parse_args(argv)
-
-    import search
-
     try:
-        budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,
-                               seconds=args.seconds)
-        result = search.solve(args.problem, algo=args.algo, budget=budget, engine=args.model,
-                              scorer=args.scorer, seed=args.seed, **dict(args.knob))
-    except (ValueError, TypeError, FileNotFoundError, KeyError) as err:
+        args.problem = _problem(args)
+        result = solve_args(args)
+    except (ValueError, TypeError, FileNotFoundError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     to_html(result, args.out)
     nodes = sum(1 for _ in result.tree.walk()) if result.tree is not None else 0
-    print(f"answer: {result.answer} ({result.status}); {nodes} nodes -> {args.out}")
+    gold = "" if args.problem.answer is None else f", reference {args.problem.answer}"
+    print(f"answer: {result.answer} ({result.status}{gold}); {nodes} nodes -> {args.out}")
+    print(f"by: {_title(result)}")
     if args.graphml:
         to_graphml(result, args.graphml)
         print(f"graphml -> {args.graphml}")
     print("usage: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                 for k, v in result.usage.as_dict().items()))
     return 0
+
+
+def _problem(args: argparse.Namespace) -> Problem:
+    """The question text as a Problem, or problem --index of --dataset."""
+    if (args.problem is None) == (args.dataset is None):
+        raise ValueError("give the question text or --dataset (with --index), not both")
+    if args.dataset is None:
+        return Problem.of(args.problem)
+    from reports.eval import load_problems
+
+    found = load_problems(args.dataset, path=args.data, data_seed=args.data_seed,
+                          limit=args.index + 1,
+                          difficulty=None if args.difficulty is None else [args.difficulty])
+    if args.index < 0 or args.index >= len(found):
+        raise ValueError(f"--index {args.index}: {args.dataset} has {len(found)} problems here")
+    return found[args.index]
 
 
 if __name__ == "__main__":

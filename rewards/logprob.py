@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
 
 
-class LogprobScorer:
+class LogprobScorer(PerThreadMeter):
     """Step score = the geometric-mean token probability of the node's latest step,
     exp(mean logprob), in (0, 1]. It costs no forward pass (the engine recorded the
     logprobs while sampling) but is still charged as scorer calls, one per node.

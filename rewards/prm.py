@@ -12,7 +12,9 @@ Each node adds its own step's tokens (step text + tag), so scoring a child after
 runs only the child's tokens through the PRM. Steps are tokenised one by one (not the joined
 text), which can differ from whole-text tokenisation at step boundaries.
 Memory: after each call the PRM keeps only the paths it just scored (what a search expands
-next); anything else is recomputed on demand and charged.
+next) of the calling search's trees; anything else is recomputed on demand and charged.
+Concurrent searches (search.solve_many) share the PRM: their scoring forwards are batched
+like the generator's (search.engines.sched), each score what it is alone.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
+from search.engines import attention, packed
 from search.engines.kvtree import KVTree
+from search.engines.lean import lean_forward
+from search.engines.sched import SCHED, Job
 from search.types import Node, Problem
 
 
@@ -64,13 +69,13 @@ def detect_format(model: Any) -> PRMFormat:
     return QWEN_PRM if ("RewardModel" in archs or "TokenClassification" in archs) else MATH_SHEPHERD
 
 
-class HFPRM:
+class HFPRM(PerThreadMeter):
     """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
 
     name = "prm"
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, fast: bool = True) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
@@ -78,6 +83,15 @@ class HFPRM:
         self.meter = Meter()
         self.path_agg = self.fmt.path_agg
         self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
+        # fast: run the model as the generator engine does (search.engines.hf): packed
+        # linears on CPU (a second copy of the linear weights) and, for Llama-family causal
+        # LMs (Math-Shepherd's Mistral), the lean forward, through which concurrent
+        # searches' scoring forwards share one batched forward (search.engines.sched)
+        if fast:
+            attention.use_sdpa_gqa(self.model)
+            if self.device.type == "cpu":
+                packed.pack_linears(self.model)
+            self.kv.forward = lean_forward(self.model) or self.model
         self._ids: weakref.WeakKeyDictionary[Node, tuple[int, ...]] = weakref.WeakKeyDictionary()
         self._pair: tuple[int, int] | None = None
         if self.fmt.good is not None:
@@ -142,7 +156,11 @@ class HFPRM:
         if any(node.step is None for node in nodes):
             raise ValueError("a PRM scores steps; the root has none")
         self.meter.charge_scorer(calls=len(nodes))
-        self.kv.ensure(list({n.id: n for n in nodes}.values()), self.meter)
+        # one job (search.engines.sched): concurrent searches' PRM forwards are batched
+        return SCHED.run(self._score(list(nodes)))
+
+    def _score(self, nodes: list[Node]) -> Job[list[float]]:
+        yield from self.kv.ensure_job(list({n.id: n for n in nodes}.values()), self.meter)
         values = []
         for node in nodes:
             seg = self.kv.get(node)

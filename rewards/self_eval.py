@@ -12,13 +12,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
 
 QUESTION = "\n\nIs the last step above correct? Answer Yes or No.\nAnswer:"
 
 
-class SelfEvalScorer:
+class SelfEvalScorer(PerThreadMeter):
     """A path's score is the product of its steps' (path_agg "prod"), as Xie et al. score
     a reasoning chain by the product of its steps' self-evaluated confidences."""
 

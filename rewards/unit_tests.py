@@ -5,7 +5,7 @@
 
 Only `problem.tests` (the public tests) are run, never `problem.hidden_tests`: those are for
 grading. Programs run in the sandbox of verifiers.code (a subprocess with namespaces, seccomp
-and rlimits), never in this process. Each program actually run costs one scorer call; a
+and rlimits) and the tests in its trusted judge (another subprocess), never in this process. Each program actually run costs one scorer call; a
 program already run for the same problem and tests is answered from a cache without a call.
 
 Which program a solution text means: verifiers.grade.program_of.
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
 from verifiers.grade import program_of
 
 
-class UnitTestScorer:
+class UnitTestScorer(PerThreadMeter):
     """Scorer: public-test pass rate of each finished node's program (0 if unfinished)."""
+
 
     def __init__(self, *, timeout: float = 5.0) -> None:
         self.timeout = timeout

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.engines.base import DEFAULT_STOP
 from search.types import Node, Problem
 
@@ -157,13 +157,14 @@ def value_scorer(engine: Any) -> ValueHeadScorer:
     return ValueHeadScorer(engine, head)
 
 
-class ValueHeadScorer:
+class ValueHeadScorer(PerThreadMeter):
     """Scorer: the head applied to each node's recorded step features. Its labels are
     Math-Shepherd's (the share of completions from a step that grade correct), so the
     newest step's value already estimates the whole path's chance: path_agg "last"."""
 
     name = "value"
     path_agg = "last"
+
 
     def __init__(self, engine: Any, head: ValueHead) -> None:
         if not engine.kv.keep_hidden:

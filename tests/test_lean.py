@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -12,9 +13,29 @@ from search.engines.kv import KVLayout, SlabCache, batch_cache
 from search.testing import tiny_llama
 
 
-def prepared(seed: int = 0, **kw):
-    """A tiny Llama as the engine runs it: sdpa_gqa attention, packed (fused) linears."""
-    model, tok = tiny_llama(seed=seed, **kw)
+def family(arch: str):
+    """A tiny random Mistral (no sliding window) or Qwen2 (random q/k/v biases): the
+    Llama-family blocks the lean forward also runs."""
+    from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    llama, tok = tiny_llama()
+    kw: dict[str, Any] = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+              tie_word_embeddings=False)
+    torch.manual_seed(0)
+    if arch == "mistral":
+        return MistralForCausalLM(MistralConfig(**kw, sliding_window=None)).eval(), tok
+    model = Qwen2ForCausalLM(Qwen2Config(**kw, use_sliding_window=False)).eval()
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and m.bias is not None:
+            torch.nn.init.normal_(m.bias, std=0.2)
+    return model, tok
+
+
+def prepared(seed: int = 0, arch: str = "llama", **kw):
+    """A tiny Llama (or Llama-family model) as the engine runs it: sdpa_gqa attention, packed
+    (fused) linears."""
+    model, tok = tiny_llama(seed=seed, **kw) if arch == "llama" else family(arch)
     attention.use_sdpa_gqa(model)
     packed.pack_linears(model)
     return model, tok
@@ -44,14 +65,16 @@ def tree_mask(cache, q: int) -> torch.Tensor:
     return mask
 
 
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2"])
 @pytest.mark.parametrize("shared", [0, 7])
 @pytest.mark.parametrize("q,keep,tree", [(1, 1, False), (3, 0, False), (4, 4, True),
                                          (2, 1, False)])
-def test_matches_transformers_on_slab_batches(shared, q, keep, tree):
+def test_matches_transformers_on_slab_batches(shared, q, keep, tree, arch):
     """Logits, final hidden states and the KV columns written: the lean forward equals the
     model's own forward over an identical cache (rows of different lengths: left padding;
-    with and without a shared prefix; one and several query tokens; a tree mask)."""
-    model, _ = prepared()
+    with and without a shared prefix; one and several query tokens; a tree mask), for Llama
+    and the Mistral and Qwen2 blocks."""
+    model, _ = prepared(arch=arch)
     fast = lean.LeanLlama(model)
     mine, ref = caches(model, 3, [5, 2, 4], shared, room=q)
     assert isinstance(mine, SlabCache) and isinstance(ref, SlabCache)
@@ -119,6 +142,10 @@ def test_says_why_it_cannot_run_a_model():
     other = copy.deepcopy(model)
     other.config.model_type = "gpt2"
     assert "Llama" in (lean.why_not(other) or "")
+    windowed, _ = family("mistral")
+    windowed.config.sliding_window = 16
+    attention.use_sdpa_gqa(windowed)
+    assert "sliding" in (lean.why_not(windowed) or "")
 
 
 def test_engine_with_and_without_it_decodes_the_same(tiny_model):

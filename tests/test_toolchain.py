@@ -71,7 +71,10 @@ def test_make_setup_on_a_fresh_clone_gives_a_clean_venv(tmp_path):
     # the machine's python3, not this venv's: drop the running venv from PATH
     path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(sys.prefix)]
     env = {**os.environ, "PATH": os.pathsep.join(path)}
-    env.pop("VIRTUAL_ENV", None)
+    # a make above us (CI's `make VENV=.venv-ci test-slow`) passes its command-line variables
+    # down through MAKEFLAGS: the clone must get the defaults a newcomer gets
+    for name in ("VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VENV"):
+        env.pop(name, None)
     subprocess.run(["make", "-C", str(clone), "setup"], check=True, env=env,
                    capture_output=True, timeout=1200)
     python = clone / ".venv" / "bin" / "python"

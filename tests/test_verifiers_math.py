@@ -20,7 +20,8 @@ TABLE: list[tuple[str, str, bool]] = [
     # fractions: \frac, \dfrac, \tfrac, shorthand, decimals, tolerance (rel_tol=1e-4)
     (r"\frac{1}{2}", r"\dfrac{1}{2}", T), (r"\frac12", "1/2", T), (r"\tfrac{1}{2}", "0.5", T),
     (r"\frac{3}{4}", "0.75", T), (r"\frac{2}{3}", "0.67", F), (r"\frac{2}{3}", "0.6666667", T),
-    (r"\frac{2}{3}", "0.667", F), (r"\frac{2}{4}", r"\frac{1}{2}", T), (r"\frac{1}{3}", "0.33333", T),
+    (r"\frac{2}{3}", "0.667", F), (r"\frac{2}{4}", r"\frac{1}{2}", T), (r"\frac{1}{3}", "0.33333", F),
+    (r"\frac{1}{3}", "0.333333", T), (r"\frac{1}{3}", "0.333334", F), ("0.333333", r"\frac{1}{3}", T),
     (r"-\frac{35}{9}", r"\frac{-35}{9}", T), (r"-\frac{35}{9}", r"\frac{35}{9}", F),
     (r"\frac 59", r"\frac{5}{9}", T), (r"\frac9{19}", "9/19", T), (r"\frac{1}{2}", r"\frac{2}{1}", F),
     (r"\frac{270}7\text{ degrees}", r"\frac{270}{7}", T), (r"1\frac{4}{5}", r"\frac{9}{5}", T),
@@ -30,9 +31,9 @@ TABLE: list[tuple[str, str, bool]] = [
     (r"11,\! 111,\! 111,\! 100", "11111111100", T), ("100000", "100001", F), ("025", "25", T),
     ("25", "250", F), ("-10", "10", F), ("0", "-0", T), ("3", "3.0", T), ("3", "3.01", F),
     ("27.0", "27", T), ("2", "12", F), ("12", "2", F), ("5", "-5", F), ("1,600", "1600.00", T),
-    # currency, percent (the % sign is dropped: MATH convention), degrees, units
+    # currency, percent (10% is 10 and is 0.1, as math-verify reads it), degrees, units
     (r"\$32,\!348", "32348", T), (r"\$18.90", "18.9", T), (r"\$36", r"\$36.00", T), ("18", "$18", T),
-    (r"10\%", "10", T), (r"10\%", "0.1", F), ("25", r"25\%", T), ("12.5%", "12.5", T),
+    (r"10\%", "10", T), (r"10\%", "0.1", T), (r"10\%", "0.2", F), ("25", r"25\%", T), ("12.5%", "12.5", T),
     ("0.15", "15", F), (r"90^\circ", "90", T), ("30", r"30^{\circ}", T), (r"145^\circ", "145°", T),
     (r"90^\circ", r"\frac{\pi}{2}", F), (r"5.4 \text{ cents}", "5.4", T),
     (r"864 \mbox{ inches}^2", "864", T), (r"15\mbox{ cm}^2", "15 cm^2", T), ("12", "12 apples", T),
@@ -42,7 +43,7 @@ TABLE: list[tuple[str, str, bool]] = [
     (r"2\sqrt{5}", r"\sqrt{20}", T), (r"\frac{\sqrt{3}}{3}", r"\frac{1}{\sqrt{3}}", T),
     (r"\sqrt{3}", "1.7320508", T), (r"\sqrt{3}", "1.73", F), (r"\sqrt[3]{8}", "2", T),
     (r"3\sqrt{2}", r"2\sqrt{3}", F), (r"\frac{3\sqrt{3}}{4}", r"\frac{3}{4}\sqrt3", T),
-    (r"\pi", "pi", T), (r"288 \pi", r"288\pi", T), (r"7\pi", "22", F), (r"\pi", "3.14159", T),
+    (r"\pi", "pi", T), (r"288 \pi", r"288\pi", T), (r"7\pi", "22", F), (r"\pi", "3.14159", F), (r"\pi", "3.141593", T),
     (r"\pi", "3.14", F), (r"\frac{20000}{\pi}", r"20000/\pi", T), (r"18+2\pi", r"2\pi + 18", T),
     (r"-\frac{\pi}{6}", r"-\pi/6", T), (r"-\frac{\pi}{6}", r"\frac{11\pi}{6}", F), (r"\pi", "3", F),
     (r"\log_2 8", "3", T), (r"\ln 2", r"\ln(2)", T), (r"\infty", r"-\infty", F), (r"\infty", "oo", T),
@@ -51,7 +52,7 @@ TABLE: list[tuple[str, str, bool]] = [
     ("0.0000672", "6.72e-5", T), (".0000672", "0.0000672", T), ("120000", "1.2e4", F),
     # complex numbers
     ("6 - 5i", "6-5i", T), ("1+2i", "2i+1", T), ("1+2i", "1-2i", F), ("-2 + 7i", "7i - 2", T),
-    ("1", "i^4", T), ("1 - 12i", "1-12 i", T),
+    ("1 - 12i", "1-12 i", T),
     # intervals and tuples: brackets matter, "(1,2)" is the same tuple however it is spaced
     ("(1,2)", "[1,2]", F), ("(1,2)", "(1, 2)", T), ("(3,4]", "(3, 4]", T), ("(3,4]", "[3,4]", F),
     (r"(2,\infty)", r"(2, \infty)", T), (r"(-\infty, 0]", r"(-\infty,0]", T),
@@ -62,10 +63,12 @@ TABLE: list[tuple[str, str, bool]] = [
     (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})", T),
     (r"\left( 3, \frac{\pi}{2} \right)", r"(3, 90^\circ)", F), ("(6,31,-1)", "(6, 31, -1)", T),
     ("(6,31,-1)", "(31,6,-1)", F), ("(6,31,-1)", "(6,31)", F), ("(15,-29)", r"\left(15,-29\right)", T),
-    (r"\left(\frac{3}{5},\frac{8}{3}\right]", "(0.6, 8/3]", T), ("(1,2)", "1,2", F),
-    # inequalities against intervals; "a=2, b=3" against a tuple
-    (r"(2,\infty)", "x > 2", T), (r"(2,\infty)", r"x \ge 2", F), (r"(1,3]", r"3 \geq x > 1", T),
-    (r"(-\infty, 0]", r"x \le 0", T), (r"(1,3]", "1 < x < 3", F), (r"(-\infty,\infty)", r"\mathbb{R}", T),
+    (r"\left(\frac{3}{5},\frac{8}{3}\right]", "(0.6, 8/3]", T), ("(1,2)", "1,2", T),  # a pair may be a point
+    # inequalities: against each other, and as a gold against an interval (not the reverse,
+    # as math-verify: a question asking for interval notation wants one); "a=2, b=3" vs a tuple
+    ("x<1", "-x>-1", T), (r"x \le 1", r"-x \ge -1", T), ("x<1", "x>1", F), ("x > 2", r"(2,\infty)", T),
+    (r"(2,\infty)", "x > 2", F), (r"(2,\infty)", r"x \ge 2", F), (r"(1,3]", r"3 \geq x > 1", F),
+    (r"(1,3]", "1 < x < 3", F), (r"(-\infty,\infty)", r"\mathbb{R}", T),
     ("(2,3)", "a=2, b=3", T), ("(2,3)", "a=3, b=2", F), ("5", "x > 5", F),
     # sets and lists of solutions: unordered; \pm is both values
     ("3, 5, 7", "7, 5, 3", T), ("3, 5, 7", "3, 5", F), ("1,-2", "-2, 1", T),
@@ -73,13 +76,16 @@ TABLE: list[tuple[str, str, bool]] = [
     (r"x=2 \text{ or } x=3", "3, 2", T), ("2,3", r"2 \text{ and } 3", T),
     (r"\{1\pm\sqrt{5},-2\}", r"-2, 1+\sqrt5, 1-\sqrt5", T),
     (r"1 \pm \sqrt{19}", r"1+\sqrt{19}, 1-\sqrt{19}", T), (r"1 \pm \sqrt{19}", r"1+\sqrt{19}", F),
-    (r"3 \pm 2 \sqrt{2}", r"3+2\sqrt2,3-2\sqrt2", T), ("1, 2", "1, 2, 2", F),
+    (r"3 \pm 2 \sqrt{2}", r"3+2\sqrt2,3-2\sqrt2", T), ("1, 2", "1, 2, 2", T),  # sets
+    (r"\{1,3\}", r"\{1,3,3\}", T), ("1;2", "1, 2", T), ("2 or 3", "2or3", T), ("2, 3", "2; 4", F),
     # matrices and vectors
     (r"\begin{pmatrix} -1/3 \\ 2/3 \\ 5/3 \end{pmatrix}",
      r"\begin{pmatrix} -\frac13 \\ \frac23 \\ \frac53 \end{pmatrix}", T),
     (r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}", r"\begin{bmatrix} -1 & 0 \\ 0 & -1 \end{bmatrix}", T),
     (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"\begin{pmatrix} 1 & 3 \\ 2 & 4 \end{pmatrix}", F),
-    (r"\begin{pmatrix} -2 \\ -14 \\ -7 \end{pmatrix}", "(-2,-14,-7)", T),
+    (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}",
+     r"\left[\begin{array}{cc} 1 & 2 \\ 3 & 4 \end{array}\right]", T),
+    (r"\begin{pmatrix} -2 \\ -14 \\ -7 \end{pmatrix}", "(-2,-14,-7)", F),  # math-verify's call
     (r"\begin{pmatrix} -2 \\ -14 \\ -7 \end{pmatrix}", r"\begin{pmatrix} -2 \\ -14 \\ 7 \end{pmatrix}", F),
     (r"\begin{pmatrix} 1/5 \\ -18/5 \end{pmatrix}", r"\begin{pmatrix} 0.2 \\ -3.6 \end{pmatrix}", T),
     (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix} 1 & 2 \end{pmatrix}", F),
@@ -98,15 +104,17 @@ TABLE: list[tuple[str, str, bool]] = [
     # symbolic expressions
     ("p - q", "-q + p", T), ("x^5 - x^4 + x^3 - x^2 + x - 1", "(x-1)(x^4+x^2+1)", T),
     ("(a+5)(b+2)", "(b+2)(a+5)", T), ("(a+5)(b+2)", "ab+2a+5b+10", T), ("2k+2", "2(k+1)", T),
-    ("6r^2-4r-24", "2(3r^2-2r-12)", T), ("6r^2-4r-24", "6r^2-4r+24", F), ("3R^2", "3r^2", F),
+    ("6r^2-4r-24", "2(3r^2-2r-12)", T), ("6r^2-4r-24", "6r^2-4r+24", F), ("3R^2", "3r^2", T),  # math-verify
     (r"\cot x", r"\frac{\cos x}{\sin x}", T), ("x^3+3x-6", "x^3+3x+6", F), ("2", "2x", F),
     (r"\frac{11+9a}{20}", r"\frac{9a+11}{20}", T), ("x^2+1", "(x+1)^2", F),
     # real-looking model outputs: the answer is extracted first
     (r"\frac{3}{4}", r"Let's compute... so the answer is $\boxed{\frac{3}{4}}$.", T),
     ("18", "Janet sells 16 - 3 - 4 = 9 eggs.\nShe makes 9 * 2 = $18.\n#### 18", T),
     ("18", "She makes $18 every day. The answer is 18.", T), ("18", "The answer is $18.00.", T),
-    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}.", T),
-    ("3", r"I get \boxed{5}. Hmm, maybe the answer is 3.", F),  # the last box wins
+    # two different boxes are a hedge, never correct against one value (issue 18)
+    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}.", F),
+    ("3", r"I get \boxed{5}. Hmm, maybe the answer is 3.", F),  # a box beats a later "answer is"
+    ("10455", r"so $\boxed{200}$, then $\boxed{255}$. Final Answer: The final answer is $10,455$.", T),
     ("7", "The final answer is: 7", T), ("7", "**Final Answer:** 7", T),
     ("10", "So 2 + 3 = 5, and 5 * 2 = 10 apples.", T),
     (r"\frac{1}{2}", r"The probability is $\frac{1}{2}$, i.e. $\boxed{\dfrac12}$", T),
@@ -143,9 +151,17 @@ def test_table_is_large_and_balanced() -> None:
 @pytest.mark.parametrize(
     "text, answer",
     [
-        (r"a \boxed{1} b \boxed{\frac{a}{\sqrt{b}}} c", r"\frac{a}{\sqrt{b}}"),
+        # boxes that disagree are all kept (a hedge); the same answer boxed twice is one answer
+        (r"a \boxed{1} b \boxed{\frac{a}{\sqrt{b}}} c", r"1, \frac{a}{\sqrt{b}}"),
+        (r"$\boxed{\textbf{(113) }}$ ... so $\boxed{113}$", "113"),
+        (r"<think>It is \boxed{3}.</think> So \boxed{5}.", "5"), (r"<think>It is \boxed{3}.", None),
+        (r"\boxed{200}, \boxed{255}. Final Answer: The final answer is $10,455$.", "10,455"),
+        ("Final Answer: The largest $n$ is 34.", "34"), ("Answer $9$", "9"), ("Result 5", "5"),
+        ("The roots are $2$ and $3$.", "2, 3"), ("AZYUK2A", None), ("1 000 people", "1 000"),
+        (r"The answer is: \"$12$ and $13$\".", "12, 13"), ("Answer:\n\\[\n9\n\\]", "9"),
         (r"\fbox{7}", "7"), (r"\boxed 5$", "5"), ("The final answer is $x^2$. Done", "x^2"),
-        ("the answer is 12 because", "12 because"), ("x\n#### 1,234\n", "1,234"),
+        ("the answer is 12 because", "12"), ("The answer is 12 because x = 5.", "12"),
+        (r"The answer is \text{Evelyn} and she wins", r"\text{Evelyn}"), ("x\n#### 1,234\n", "1,234"),
         ("I have 3 apples and -4.5 pears", "-4.5"), ("no digits", None), ("", None),
         ("The answer is 5. The final answer is 6.", "6"), ("3/4 of them", "3/4"),
         # a repeated GSM8K marker is never part of the answer (found by the slow fuzz test)
@@ -206,11 +222,13 @@ def test_random_text_never_raises() -> None:
         "1" * 100_000, "(" * 50_000 + ")" * 50_000, r"\boxed{" * 20_000, "x" * 100_000,
         "(x+1)^{5000}",  # accepted by the size check, too slow to expand: the worker is killed
         "{" * 400 + "x" + "}" * 400, "1+" * 499 + "1", "100000!", r"\frac{" * 500,
+        r"\boxed{1}" * 20_000, "".join(rf"\boxed{{{k}}}" for k in range(5000)),
+        "Step: $x_1$ is 3 and 4. " * 5000, "$$" * 30_000,
     ],
     ids=lambda p: p[:20],
 )  # fmt: skip
 def test_pathological_inputs_return_within_the_timeout(prediction: str) -> None:
-    assert verify("x", "x+0").correct  # a warm sympy worker: startup is not in the timeout
+    assert verify("x^2+1", "1+x^2").correct  # a warm sympy worker: startup is not in the timeout
     start = time.monotonic()
     verdict = verify("x^2+1", prediction, timeout=1.0)
     elapsed = time.monotonic() - start
@@ -270,19 +288,15 @@ def _gold_cases() -> list[tuple[str, str, str, str]]:
     return cases
 
 
-# Dataset rows whose reference solution does not verify against the gold answer, with the
-# reason. Empty today: every row of the four datasets passes. It must never grow.
-ALLOWED_FAILURES: dict[str, str] = {}
-
-
 def test_every_gold_answer_verifies_against_itself_and_its_reference_solution() -> None:
+    """Every row of the four datasets: the gold against itself (and its integer form for AMC's
+    floats), and against the reference solution it came with; no exceptions to this list."""
     cases = _gold_cases()
     with ThreadPoolExecutor(4) as pool:
         verdicts = list(pool.map(lambda c: verify(c[1], c[2]), cases))
     failures = {f"{c[0]}:{c[3]}": v for c, v in zip(cases, verdicts) if not v.correct}
     assert len(cases) == 4 * 500 + 2 * (30 + 40 + 1319)
-    assert set(failures) <= set(ALLOWED_FAILURES), failures
-    assert len(ALLOWED_FAILURES) <= 0
+    assert failures == {}
 
 
 def test_different_gold_answers_do_not_verify() -> None:
@@ -301,49 +315,31 @@ def test_different_gold_answers_do_not_verify() -> None:
 
 # --------------------------------------------------------------- agreement with math-verify
 
-# Rows of TABLE where the `math-verify` package (0.9.0) gives the other verdict, and why we
-# keep ours. Everywhere else the two agree; a new disagreement fails the test below.
+# Rows of TABLE where the `math-verify` package (0.9.0, called as reports.grader_corpus calls
+# it) gives the other verdict, and why we keep ours: each is a convention documented in
+# verifiers.math. Everywhere else the two agree; a new disagreement fails the test below.
 MATH_VERIFY_DIFFERENCES: dict[tuple[str, str], str] = {
-    (r"10\%", "0.1"): "percent: math-verify reads % as /100; we drop it (MATH convention)",
-    ("12.5%", "12.5"): "percent, as above",
-    (r"\frac{1}{3}", "0.33333"): "math-verify rounds to the digits given; we use rel_tol",
-    (r"\pi", "3.14159"): "rounding, as above",
+    (r"\$32,\!348", "32348"): "currency: math-verify cannot parse \\$ inside math",
+    (r"\$18.90", "18.9"): "currency, as above",
+    (r"\$36", r"\$36.00"): "currency, as above",
+    ("12.5%", "12.5"): "percent: 12.5% is 12.5 as 10% is 10 (math-verify: only for integers)",
     (r"15\mbox{ cm}^2", "15 cm^2"): "plain-text units: math-verify reads c*m**2",
     (r"\sqrt{51}", r"\sqrt51"): "math-verify follows TeX (sqrt(5)*1); we read what was meant",
     (r"\pi", "pi"): "plain-text constants: math-verify reads p*i",
     (r"\infty", "oo"): "plain-text constants: math-verify reads o*o",
     ("0.0000672", "6.72e-5"): "e-notation: math-verify reads 6.72*e - 5",
-    ("1", "i^4"): "math-verify keeps i as a symbol without \\mathrm{i} or \\imath",
     ("1 - 12i", "1-12 i"): "math-verify: a space in \"12 i\" changes the verdict",
-    ("(1,2)", "1,2"): "math-verify reads the bare list as a set equal to the interval",
-    ("1, 2", "1, 2, 2"): "math-verify compares lists as sets; we count repeated roots",
-    (r"(2,\infty)", "x > 2"): "inequalities: we turn them into intervals",
-    (r"(1,3]", r"3 \geq x > 1"): "inequalities, as above",
-    (r"(-\infty, 0]", r"x \le 0"): "inequalities, as above",
-    (r"\begin{pmatrix} -2 \\ -14 \\ -7 \end{pmatrix}", "(-2,-14,-7)"):
-        "we accept a tuple for a column vector",
     (r"\text{(C)}", r"\textbf{(C) } 12"): "choice letter followed by its value",
     (r"\text{(C)}", r"so the answer is $\boxed{\textbf{(C)}\ 12}$"): "as above",
-    ("3R^2", "3r^2"): "math-verify lower-cases symbols; we keep R and r apart",
-    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}."):
-        "math-verify collects every box into a set; we take the last box",
-    ("12", r"We conclude \boxed{12"): "unclosed box: we fall back to the last number",
+    ("12", r"We conclude \boxed{12"): "unclosed box (a cut-off output): its number is the answer",
     ("204", r"... or $\framebox{204}$ minutes"): "math-verify does not read \\framebox",
 }  # fmt: skip
 
 
-def _as_math_verify_input(text: str) -> str:
-    """math-verify's parse wants math delimiters around a bare answer."""
-    solution = any(k in text for k in ("\\boxed", "\\fbox", "\\framebox", "answer", "####", "\n"))
-    return text if solution else f"${text}$"
-
-
 def test_agrees_with_math_verify_on_the_table() -> None:
-    mv = pytest.importorskip("math_verify", reason="optional: pip install math-verify")
-    disagreements = {}
-    for gold, prediction, expected in TABLE:
-        parsed = [mv.parse(_as_math_verify_input(x)) for x in (gold, prediction)]
-        if mv.verify(*parsed, timeout_seconds=5) != expected:
-            disagreements[(gold, prediction)] = expected
-    assert set(disagreements) <= set(MATH_VERIFY_DIFFERENCES), disagreements
-    assert len(disagreements) <= 0.15 * len(TABLE)
+    pytest.importorskip("math_verify", reason="optional: pip install math-verify")
+    from reports.grader_corpus import reference_verdict
+
+    disagreements = {(g, p) for g, p, expected in TABLE if reference_verdict(g, p) != expected}
+    assert disagreements == set(MATH_VERIFY_DIFFERENCES)
+    assert len(disagreements) <= 0.1 * len(TABLE)

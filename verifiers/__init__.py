@@ -1,7 +1,7 @@
 """Verifiers: math answers (`verify`), arithmetic in reasoning steps (`check_step`).
 
-Importing this package is cheap: sympy is only imported inside the worker processes that
-`verify` starts on first need.
+Importing this package is cheap: sympy and math-verify are only imported inside the worker
+processes that `verify` starts on first need.
 """
 
 from verifiers.math import Verdict, extract_answer, normalize, verify

@@ -1,10 +1,12 @@
 """LaTeX answer -> canonical plain string ("\\dfrac{1}{2}" -> "1/2", "3\\sqrt{13}" -> "3*sqrt(13)").
 
-The plain form is what `normalize` returns and what the sympy worker parses: python syntax
-(`**`, explicit `*`, function calls), plus a few structure marks the worker understands:
-`,` lists, `(..)`/`[..)` tuples and intervals, `{..}` sets, `∪` unions, `±`, `=` equations,
-`Matrix([[..],[..]])`, base subscripts (`52_8`). Text answers become lower-case words.
-Everything here is plain string work, linear in the input, and never needs sympy.
+The plain form is what `normalize` returns (majority-vote keys, and the cases verifiers.math
+decides in-process: identical forms, plain numbers, numerals in a base): python syntax
+(`**`, explicit `*`, function calls) plus structure marks: `,` lists, `(..)`/`[..)` tuples
+and intervals, `{..}` sets, `∪` unions, `±`, `=` equations, `Matrix([[..],[..]])`, base
+subscripts (`52_8`); two numbers side by side stay apart ("2 3", no product). Text answers
+become lower-case words. Plain string work after verifiers._spelling.clean, linear in the
+input; it never needs sympy (math-verify, in the worker, reads the LaTeX itself).
 """
 
 from __future__ import annotations
@@ -13,19 +15,7 @@ import re
 from fractions import Fraction
 
 from verifiers._arith import eval_rational
-
-FUNCTIONS = {
-    "sqrt", "root", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan",
-    "sinh", "cosh", "tanh", "log", "exp", "binomial", "Abs", "Matrix", "gcd", "lcm", "det",
-}  # fmt: skip
-GREEK = {
-    "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta",
-    "vartheta", "iota", "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon",
-    "phi", "varphi", "chi", "psi", "omega", "Gamma", "Delta", "Theta", "Lambda", "Sigma", "Phi",
-    "Psi", "Omega",
-}  # fmt: skip
-# Names the plain form may contain besides single letters; anything else is text or a product.
-KNOWN_NAMES = FUNCTIONS | GREEK | {"pi", "oo"}
+from verifiers._spelling import FUNCTIONS, KNOWN_NAMES, WRAPPERS, clean
 
 _SYMBOLS = {
     "cdot": "*", "times": "*", "ast": "*", "div": "/", "pm": "±", "mp": "∓", "cup": "∪",
@@ -35,37 +25,30 @@ _SYMBOLS = {
     "circ": "", "degree": "", ",": "", "!": "", ";": "", ":": "", " ": "", "quad": "",
     "qquad": "",
 }  # fmt: skip
-_WRAPPERS = {
-    "text", "textbf", "textit", "textrm", "textnormal", "mathrm", "mathbf", "mathit", "mbox",
-    "operatorname", "boxed", "fbox", "framebox", "mathbb", "mathcal", "overline", "hbox",
-    "displaystyle", "textstyle", "bf", "rm",
-}  # fmt: skip
 _FRACS = {"frac", "dfrac", "tfrac", "cfrac"}
 _BINOMS = {"binom", "dbinom", "tbinom"}
-_UNICODE = {"−": "-", "×": "*", "÷": "/", "·": "*", "π": "\\pi ", "∞": "\\infty ", "°": "",
-            "≤": "<=", "≥": ">=", "√": "\\sqrt", "∪": "\\cup "}  # fmt: skip
-
-# A LaTeX "word" that is really a unit or noun after a number: "5 \text{ cm}^2", "12 apples".
-_TRAILING_TEXT_UNIT = re.compile(
-    r"\\(?:text|mbox|textrm|mathrm|textnormal)\s*\{\s*[A-Za-z][A-Za-z .]*\}\s*(\^\s*\{?\d\}?)?\s*$"
-)
-_TRAILING_WORDS = re.compile(r"(?<=[\d}])((?:\s+[A-Za-z]{2,}\.?(?:\^\{?\d\}?)?)+)\s*$")
-_THOUSANDS = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?:,\d{3})+(?![\d,])")
 _MIXED = re.compile(r"(?<![\d.}^_{])(\d+)\s*\\[dt]?frac\s*(\{\s*\d+\s*\}|\d)\s*(\{\s*\d+\s*\}|\d)")
 _PLAIN_TOKEN = re.compile(r"\d+(?:\.\d*)?(?:_\w+)?|\.\d+|[A-Za-z]+(?:_\w+)?|\*\*|<=|>=|!=|\S")
 
 
-def to_plain(answer: str) -> str:
-    """Canonical plain form of one (already extracted) answer. Never raises on odd input."""
-    s = _clean(answer)
+def to_plain(answer: str, *, fold: bool = True) -> str:
+    """Canonical plain form of one (already extracted) answer. Never raises on odd input.
+
+    fold: numbers become their exact value ("6.72e-5" -> "0.0000672", "0.50" -> "0.5");
+    without it they stay as written ("6.72*10**(-5)", "0.50"), so their precision shows.
+    """
+    s = clean(answer)
     choice = re.fullmatch(r"\(?([A-E])\)(?:\s.*)?|([A-E])", s, flags=re.S)
     if choice:  # multiple choice: "(C)", "\textbf{(C) }12", "C" -> "C"
         return choice.group(1) or choice.group(2)
     if _is_words(s):
         return " ".join(s.lower().replace("-", " ").split())
     s = _MIXED.sub(_mixed_number, s)
-    plain = _tidy(_Translator(s).run())
-    return _fold_numbers(plain)
+    plain = _tidy(_Translator(s).run(), keep_zeros=not fold)
+    bracketed = re.fullmatch(r"[\[(](Matrix\(\[.*\]\))[\])]", plain)
+    if bracketed:  # "\left[\begin{array}..\end{array}\right]": the brackets are the matrix's
+        plain = bracketed.group(1)
+    return _fold_numbers(plain) if fold else plain
 
 
 def is_text(plain: str) -> bool:
@@ -76,73 +59,6 @@ def is_text(plain: str) -> bool:
 def _is_words(s: str) -> bool:
     words = re.fullmatch(r"[A-Za-z][A-Za-z' \-]*", s) and re.findall(r"[A-Za-z]+", s)
     return bool(words) and any(len(w) >= 3 and w not in KNOWN_NAMES for w in words)
-
-
-def _clean(s: str) -> str:
-    """Strip delimiters, spacing, units, degrees, percent, currency and text wrappers."""
-    for a, b in _UNICODE.items():
-        s = s.replace(a, b)
-    s = s.replace("\\\\", "⏎")  # matrix row break, kept apart from the \, \! spacing below
-    s = re.sub(r",\\!\s*", ",", s)  # "10,\!080": LaTeX's thousands separator
-    s = re.sub(r"\\(?:left|right|[bB]igg?[lr]?)(?![A-Za-z])\s*\.?", "", s)  # \left. is a null delim
-    s = s.replace("\\$", "").replace("$", "")
-    s = re.sub(r"\\[()\[\]]", "", s)  # \( \) \[ \] math-mode delimiters (\left[ is gone by now)
-    s = re.sub(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~", " ", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", "", s)  # degrees: 90^\circ -> 90
-    s = re.sub(r"\\?%", "", s)  # percent: "10%" -> "10" (MATH convention; see verify's doc)
-    s = re.sub(r"\\[dt](frac|binom)", r"\\\1", s)
-    if re.search(r"\d", s):
-        for _ in range(2):  # "5.4 \text{ cents}", "864 \mbox{ inches}^2"; two for "\text{ft}^2"
-            s = _TRAILING_TEXT_UNIT.sub("", s).strip()
-    s = re.sub(r"\\mathbb\s*\{?R\}?", lambda _: "(-\\infty,\\infty)", s)  # all reals
-    s = _unwrap(s)
-    s = re.sub(r"\s+(?:and|or)\s+", ", ", s)  # "x=2 \text{ or } x=3" lists two solutions
-    s = re.sub(r"^[A-Za-z]\s*(?:\\in|∈)\s*", "", s)  # "x \in [-2,7]" -> "[-2,7]"
-    s = _TRAILING_WORDS.sub(_drop_words, s)
-    s = s.strip().rstrip(".;:").strip()
-    if not re.search(r"[(\[{]", s):  # "1,000" is a thousand unless it is inside a tuple
-        s = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
-    return s
-
-
-def _drop_words(m: re.Match[str]) -> str:
-    words = re.findall(r"[A-Za-z]+", m.group(1))
-    return "" if all(w not in KNOWN_NAMES for w in words) else m.group(0)
-
-
-def _unwrap(s: str) -> str:
-    """\\text{abc} -> abc (and \\textbf, \\mbox, \\boxed...), respecting nested braces."""
-    out, i = [], 0
-    pattern = re.compile(r"\\(" + "|".join(sorted(_WRAPPERS, key=len, reverse=True)) + r")\b\s*")
-    while True:
-        m = pattern.search(s, i)
-        if not m:
-            out.append(s[i:])
-            return "".join(out)
-        out.append(s[i : m.start()])
-        j = m.end()
-        if j < len(s) and s[j] == "{":
-            close = matching_brace(s, j)
-            if close < 0:
-                out.append(s[j:])
-                return "".join(out)
-            out.append(_unwrap(s[j + 1 : close]))
-            i = close + 1
-        else:
-            i = j
-
-
-def matching_brace(s: str, start: int) -> int:
-    """Index of the `}` closing the `{` at `start`, or -1 when unbalanced."""
-    depth = 0
-    for k in range(start, len(s)):
-        if s[k] == "{" and (k == 0 or s[k - 1] != "\\"):
-            depth += 1
-        elif s[k] == "}" and (k == 0 or s[k - 1] != "\\"):
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
 
 
 def _mixed_number(m: re.Match[str]) -> str:
@@ -202,7 +118,7 @@ class _Translator:
             return _SYMBOLS[name]
         if name in FUNCTIONS or name == "ln":
             return self._function("log" if name == "ln" else name)  # natural log, as in sympy
-        if name in _WRAPPERS:
+        if name in WRAPPERS:
             return self._arg()
         return name  # a Greek letter, or an unknown command kept as a symbol name
 
@@ -235,7 +151,9 @@ class _Translator:
         env = m.group(1)
         end = self.s.find("\\end{" + env + "}", m.end())
         body = self.s[m.end() : end if end >= 0 else len(self.s)]
-        self.i = end + len(env) + 6 if end >= 0 else len(self.s)
+        if env == "array":  # \begin{array}{cc}: the column spec is no content; a matrix
+            body, env = re.sub(r"^\s*\{[^{}]*\}", "", body), "array matrix"
+        self.i = end + len(m.group(1)) + 6 if end >= 0 else len(self.s)
         if "matrix" not in env:
             return _Translator(body).run()
         rows = [r for r in body.split("⏎") if r.strip()]
@@ -296,7 +214,7 @@ def _paren(s: str, ops: str = "+-*/=,<>± ") -> str:
     return s
 
 
-def _tidy(s: str) -> str:
+def _tidy(s: str, keep_zeros: bool = False) -> str:
     """Token pass: explicit `*` for implicit products, canonical literals, no spaces."""
     s = re.sub(r"(\d(?:\.\d+)?)[eE]([+-]?\d+)\b", r"\1*10**(\2)", s)  # 1.2e5 -> 1.2*10**(5)
     tokens: list[str] = []
@@ -304,10 +222,12 @@ def _tidy(s: str) -> str:
         if tok[0].isalpha() and "_" not in tok and len(tok) > 1 and tok not in KNOWN_NAMES:
             parts = list(tok)  # "xy" is x*y; real words never reach here (text answers)
         else:
-            parts = [_canonical_literal(tok) if tok[0].isdigit() or tok[0] == "." else tok]
+            literal = tok[0].isdigit() or tok[0] == "."
+            parts = [_canonical_literal(tok, keep_zeros) if literal else tok]
         for part in parts:
             if tokens and _is_operand_end(tokens[-1]) and _is_operand_start(part, tokens[-1]):
-                tokens.append("*")
+                # two numbers side by side ("2 3") are no product: a space keeps them unreadable
+                tokens.append(" " if _is_literal(tokens[-1]) and _is_literal(part) else "*")
             tokens.append(part)
     out = "".join(tokens)
     for _ in range(3):  # "(2)" -> "2", "((x))" -> "(x)", but never "sqrt(2)" -> "sqrt2"
@@ -339,6 +259,10 @@ def _top_level(s: str, char: str) -> bool:
     return False
 
 
+def _is_literal(tok: str) -> bool:
+    return tok[0].isdigit() or tok[0] == "."
+
+
 def _is_operand_end(tok: str) -> bool:
     return tok == ")" or tok[0].isdigit() or (tok[0].isalpha() and tok not in FUNCTIONS)
 
@@ -349,12 +273,12 @@ def _is_operand_start(tok: str, prev: str) -> bool:
     return tok[0].isdigit() or tok[0].isalpha() or tok[0] == "."
 
 
-def _canonical_literal(tok: str) -> str:
+def _canonical_literal(tok: str, keep_zeros: bool = False) -> str:
     """ "025" -> "25", ".50" -> "0.5", "27.0" -> "27"; base subscripts like "52_8" are kept."""
     number, sep, base = tok.partition("_")
     whole, dot, frac = number.partition(".")
     whole = whole.lstrip("0") or "0"
-    frac = frac.rstrip("0")
+    frac = frac if keep_zeros else frac.rstrip("0")  # "0.001990": its precision shows
     return whole + ("." + frac if dot and frac else "") + sep + base
 
 

@@ -1,353 +1,188 @@
-"""Trusted harness that runs inside the sandbox process (marker: tts-sandbox-runner).
+"""The untrusted side of the sandbox (marker: tts-sandbox-runner): run the program, answer calls.
 
-`verifiers.code` starts it as `python -I -S -B -c <this source> PAYLOAD_FD RESULT_FD PARENT_PID`
-(under bubblewrap, or alone). Everything before step 5 runs before any untrusted code:
+`verifiers.code` starts it, under bubblewrap or alone, through _sandbox_host's bootstrap:
 
-1. read the payload (program, tests, limits, per-run MAC key) from an fd and close it, so the
-   program can read neither the hidden tests nor the key from a file, argv or the environment;
-2. `unshare` mode only: build the namespaces and read-only mounts bwrap would have built; then
-   the seccomp filter and resource limits (`_sandbox_os.py`, sent along in the payload);
-3. snapshot builtins and a few stdlib modules, then install an audit hook (irremovable) that
-   blocks frame/gc introspection, ctypes and process creation at the Python level;
-4. compile the tests; report "ready";
-5. run the program, then each test in a fresh namespace, reporting one MAC'd record per test
-   over RESULT_FD. A record exists only if the harness itself got there: exiting early, crashing
-   or being killed leaves records missing, and the parent counts missing records as failures.
+    python -I -S -B -c BOOT PAYLOAD_FD REQUEST_FD RESPONSE_FD INFO_FD PARENT_PID
 
-From step 5 on, the harness calls only function objects captured earlier (never module
-attributes) and resolves builtins through a private copy, so patching `os`, `builtins` or this
-module cannot change what it reports. The MAC key lives only in `main`'s frame, which the audit
-hook keeps out of reach (no sys._getframe, tb_frame, gc.get_objects, settrace, ctypes).
+1. the bootstrap reads the payload (the program, limits, the sources of this file,
+   _sandbox_os and _sandbox_wire) from an fd, closes it and calls `main`. The tests are not
+   in it: they never enter this process;
+2. confine: "unshare" builds the namespaces and new root bwrap would have built (and moves this
+   code into a pid namespace, two forks down); every mode then drops capabilities, installs
+   the seccomp filter and the resource limits, and under "rlimits" Landlock where it exists;
+3. say "ready", run the program, say how it went and which names it defines;
+4. answer calls: each request names a global of the program and carries plain arguments; the
+   answer is the plain return value (and the new contents of list/dict/set arguments), the
+   builtin exception it raised, or why its result is not plain data.
+
+Nothing here is a security boundary. The program may rewrite any of it (frames, bytecode,
+ctypes): it can then only make its own answers wrong, because the judge, another process,
+checks every test on the plain data it gets back. The OS layers of step 2 keep the program
+from touching anything else.
 """
 
 import builtins
+import os
+import sys
 
-# Functions defined below look builtins up in this private copy, not in the live module that
-# the program may patch (e.g. `builtins.type = ...`).
-globals()["__builtins__"] = dict(vars(builtins))
-
-import gc  # noqa: E402 - must come after the builtins swap above
-import os  # noqa: E402
-import sys  # noqa: E402
-import types  # noqa: E402
-from _blake2 import blake2b as _blake2b  # noqa: E402 - hashlib's C type, cheaper to import
-
-_write, _exit, _close = os.write, os._exit, os.close
-_gc_disable, _gc_enable = gc.disable, gc.enable
-_FunctionType, _ModuleType = types.FunctionType, types.ModuleType
-_real_import = builtins.__import__
-_modules = sys.modules  # the interpreter's own dict, even if the program rebinds sys.modules
-
-# Modules that tests commonly use: imported before the program runs, handed to tests as private
-# copies, and checked for tampering. Modules the program imports later are not protected.
-PROTECTED_MODULES = ("math", "cmath", "string", "re", "collections", "itertools", "functools",
-                     "heapq", "bisect", "operator", "random", "fractions", "decimal", "copy",
-                     "typing")
-# Exact types whose comparison and arithmetic are C code a program cannot patch.
-_SCALARS = frozenset(map(id, (type(None), bool, int, float, complex, str, bytes)))
-_CONTAINERS = frozenset(map(id, (tuple, list, set, frozenset, dict)))
-_MUTABLE = frozenset(map(id, (list, set, dict)))
-_TYPE_NAME = vars(type)["__name__"].__get__
-_REASON_MAX = 600
+_write, _exit = os.write, os._exit
+_VALUE_MAX = 1 << 16  # bytes: larger plain globals are not offered to the tests
 
 
-class _Violation(BaseException):
-    """Raised into the test when a program function breaks a rule; BaseException so that a test's
-    `except Exception` cannot swallow it (the harness records the violation anyway)."""
-
-
-def _is_plain(value):
-    """True if value is built only from exact builtin scalars and containers (no subclasses, no
-    user objects), so `==`, `<`, `abs` on it run trusted C code. Iterative, cycle-safe."""
-    stack, seen, budget = [value], set(), 1_000_000
-    while stack:
-        item = stack.pop()
-        kind = id(type(item))  # id, not `in`: a metaclass __eq__ could claim to equal `int`
-        if kind in _SCALARS:
-            continue
-        if kind not in _CONTAINERS:
-            return False
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        budget -= 1
-        if budget < 0:
-            return False
-        if kind == id(dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        else:
-            stack.extend(item)
-    return True
-
-
-def _type_name(cls):
-    try:  # type's own __name__ getter: a metaclass property cannot run here
-        return str(_TYPE_NAME(cls))
-    except BaseException:
-        return "?"
+def _send(wire, fd, message):
+    try:
+        frame = wire["dumps"](message)
+    except Exception as exc:  # too large
+        frame = wire["dumps"]({"bad": _describe(exc)})
+    wire["write_frame"](fd, frame)
 
 
 def _describe(exc):
-    """'Type: message', capped. May run program code (__str__); the verdict is already fixed."""
+    """'Type: message', capped; runs program code (__str__), so it only shapes this side's
+    answers."""
     try:
-        name, message = _type_name(type(exc)), str(exc)
+        name, message = type(exc).__name__, str(exc)
         text = f"{name}: {message}" if message else name
-        return text if len(text) <= _REASON_MAX else text[:_REASON_MAX] + "..."
+        return text[:600]
     except BaseException:
         return "<unprintable exception>"
 
 
 def _flush(streams):
-    """Flush the original stdout/stderr objects: a replaced sys.stdout runs no code here."""
     for stream in streams:
-        try:  # noqa: SIM105 - contextlib is Python code the program may have patched
+        try:  # noqa: SIM105 - contextlib would be one more import at every start
             stream.flush()
         except BaseException:
             pass
 
 
-def _snapshot():
-    """Pristine copies of builtins and the protected modules, grouped by module name: for each,
-    (label, live mapping, pristine copy) for the module dict and its mutable classes' dicts."""
-    groups = {"builtins": [("builtins", vars(builtins), dict(vars(builtins)))]}
-    copies, protected = {}, set()
-    for name in PROTECTED_MODULES:
-        module = _real_import(name)
-        protected.add(id(module))
-        copy = _ModuleType(name)
-        vars(copy).update(vars(module))
-        copies[name] = (module, copy)
-        groups[name] = [(name, vars(module), dict(vars(module)))]
-        for attr, value in vars(module).items():
-            protected.add(id(value))
-            if isinstance(value, type) and not value.__flags__ & (1 << 8):  # heap type: mutable
-                groups[name].append((f"{name}.{attr}", vars(value), dict(vars(value))))
-    return groups, copies, frozenset(protected)
+def _builtin_base(exc):
+    """The name of the nearest builtin class of an exception: what the judge re-raises."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == "builtins":
+            return cls.__name__
+    return "Exception"
 
 
-def _tampered(groups, copies, names):
-    """Which of the named modules (or builtins) the program changed, else ''."""
-    missing = object()
-    for name in names:
-        if name in copies and _modules.get(name) is not copies[name][0]:
-            return f"sys.modules[{name!r}] was replaced"
-        for label, live, pristine in groups[name]:
-            for key, value in pristine.items():
-                if live.get(key, missing) is not value:
-                    return f"{label}.{key} was replaced"
-    return ""
-
-
-def _audit_hook(protected):
-    """Deny introspection that could reach the harness's frame (and its key), native code,
-    process creation and signals. PEP 578 hooks are not a sandbox on their own; the OS layers
-    are the boundary, this keeps the *verdict* honest against Python-level tricks."""
-    denied = frozenset({
-        "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents", "os.fork", "os.forkpty",
-        "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "os.kill",
-        "os.killpg", "signal.pthread_kill", "resource.prlimit", "os.unshare", "os.setns"})
-    frame_attrs = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-    code_attrs = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__"})
-    native = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_testcapi",
-                        "_testinternalcapi", "_xxsubinterpreters", "_xxinterpchannels"})
-
-    def hook(event, args):
-        if event == "sys._getframe":  # ValueError: what namedtuple/typing/logging tolerate
-            raise ValueError("sandbox: sys._getframe is blocked")
-        if event == "object.__getattr__" and args[1] in frame_attrs:
-            raise AttributeError(f"sandbox: {args[1]} is blocked")
-        if event in ("object.__setattr__", "object.__delattr__") and (
-                args[1] in code_attrs and id(args[0]) in protected):
-            raise AttributeError(f"sandbox: setting {args[1]} is blocked")
-        if event == "import" and str(args[0]).partition(".")[0] in native:
-            raise ImportError(f"sandbox: import of {args[0]} is blocked")
-        if event == "sys.addaudithook":
-            raise RuntimeError("sandbox: audit hooks are fixed")  # RuntimeError: silently ignored
-        if event in denied or event.startswith(("ctypes.", "socket.")):
-            raise PermissionError(f"sandbox: {event} is blocked")
-
-    return hook
-
-
-def _setup(config):
+def _setup(config, fds):
     """Step 2. Returns the isolation layers in force, for the report."""
+    import ctypes
     import resource
 
-    layers = [config["mode"]]
-    helpers = {"__builtins__": globals()["__builtins__"], "__name__": "_sandbox_os"}
-    exec(config["os_source"], helpers)  # verifiers/_sandbox_os.py, sent by the parent
-    native = None
-    if sys.platform == "linux":
-        import ctypes
-
-        native = (ctypes.CDLL(None, use_errno=True), ctypes)
-    if config["mode"] == "unshare":
-        if native is None:
-            raise OSError("unshare mode needs Linux")
-        helpers["unshare_setup"](*native, config["hidden"], config["disk_bytes"])
-    for name in PROTECTED_MODULES:  # import before the limits and the hook
-        _real_import(name)
+    helpers: dict = {"__name__": "_sandbox_os"}
+    exec(config["os_source"], helpers)
+    native = (ctypes.CDLL(None, use_errno=True), ctypes)
+    mode, layers = config["mode"], [config["mode"]]
+    helpers["die_with_parent"](*native, config["parent"])
+    if mode == "bwrap":  # pid 1 of bwrap's pid namespace (--as-pid-1)
+        helpers["fork_init"](*native)
+    elif mode == "unshare":
+        helpers["enter_unshare"](*native, config["layout"], config["disk_bytes"], fds["info"])
+    elif mode == "rlimits":
+        helpers["drop_capabilities"](*native)
+        if helpers["landlock"](*native, config["readable"], [os.getcwd()]):
+            layers.append("landlock")
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     cpu_limit = int(cpu.ru_utime + cpu.ru_stime + config["timeout"]) + 1
     limits = {resource.RLIMIT_CPU: cpu_limit, resource.RLIMIT_AS: config["memory_bytes"],
               resource.RLIMIT_FSIZE: config["disk_bytes"], resource.RLIMIT_NOFILE: 64,
-              resource.RLIMIT_CORE: 0}
-    seccomp = native is not None and helpers["install_seccomp"](*native)
+              resource.RLIMIT_CORE: 0, resource.RLIMIT_MEMLOCK: 0}
+    seccomp = helpers["install_seccomp"](*native)
     if not seccomp:  # only effective for a non-root uid, hence second choice
         limits[resource.RLIMIT_NPROC] = 0
     for which, value in limits.items():
         hard = value + 1 if which == resource.RLIMIT_CPU else value  # SIGXCPU, then SIGKILL
         resource.setrlimit(which, (value, hard))
-    layers += ["seccomp"] * seccomp + ["audit"] + ["rlimits"] * (config["mode"] != "rlimits")
-    for name in [m for m in _modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
-        del _modules[name]  # re-importing them is blocked by the audit hook
-    return ",".join(layers)
+    layers += ["pidns"] * (mode != "rlimits") + ["seccomp"] * seccomp
+    return ",".join(layers + ["rlimits"] * (mode != "rlimits"))
 
 
-def main():
-    payload_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
-    chunks = []
-    while chunk := os.read(payload_fd, 1 << 16):
-        chunks.append(chunk)
-    _close(payload_fd)
-    import marshal  # built in, and parent and child are the same interpreter
+def _manifest(namespace, wire):
+    """What the judge may bind for the tests: every global of the program that is callable
+    (reached through calls), a module (the judge imports its own copy) or plain data (copied)."""
+    names = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__"):
+            continue
+        if type(value).__name__ == "module":
+            names[name] = {"module": str(getattr(value, "__name__", ""))}
+        elif callable(value):
+            names[name] = "call"
+        else:
+            try:
+                names[name] = {"value": wire["encode"](value)}
+                if len(wire["dumps"](names[name])) > _VALUE_MAX:
+                    del names[name]
+            except Exception:
+                names.pop(name, None)  # not plain: the tests do without it
+    return names
 
-    config = marshal.loads(b"".join(chunks))
-    key = bytes.fromhex(config.pop("key"))
-    program, tests, entry_point = config["program"], config["tests"], config["entry_point"]
-    seq = [0]
-    streams = (sys.stdout, sys.stderr)
 
-    def report(kind, index, status, reason=""):
-        body = f"{seq[0]} {kind} {index} {status} {reason.encode('utf-8', 'replace').hex()}"
-        line = f"{body} {_blake2b(body.encode(), key=key, digest_size=16).hexdigest()}\n"
-        data = line.encode()
-        while data:
-            data = data[_write(result_fd, data):]
-        seq[0] += 1
-
+def _answer(namespace, request, wire, lenient):
+    """The answer to one call request (a JSON-ready dict)."""
+    decode, encode = wire["decode"], wire["encode"]
+    name = request["call"]
+    args, kwargs = decode(request["args"]), decode(request["kwargs"])
+    if name not in namespace:
+        return {"raise": ["NameError", f"name {name!r} is not defined"]}
     try:
-        layers = _setup(config)
-        os.set_inheritable(result_fd, False)
-        groups, copies, protected = _snapshot()
-        pristine = dict(vars(builtins))
-        sys.addaudithook(_audit_hook(protected))
+        result = namespace[name](*args, **kwargs)
+    except BaseException as exc:
+        try:
+            message = str(exc)[:600]
+        except BaseException:
+            message = "<unprintable exception>"
+        return {"raise": [_builtin_base(exc), message]}
+    try:
+        mutated = [[i, encode(a, lenient)] for i, a in enumerate(args)
+                   if type(a) in (list, dict, set)]
+        mutated += [[k, encode(a, lenient)] for k, a in kwargs.items()
+                    if type(a) in (list, dict, set)]
+        return {"ok": encode(result, lenient), "mutated": mutated}
+    except BaseException as exc:  # NotPlain, RecursionError, a raising __iter__ ...
+        return {"bad": f"{name}() returned {_describe(exc)}"}
+
+
+def main(config, wire, fds):
+    """Steps 2-4 (the bootstrap did step 1). fds: request, response, info (-1: none)."""
+    request_fd, response_fd, info_fd, _parent = fds
+    streams = (sys.stdout, sys.stderr)
+    try:
+        layers = _setup(config, {"info": info_fd})
     except BaseException as exc:
         sys.stderr.write(f"sandbox setup failed: {_describe(exc)}\n")
         sys.stderr.flush()
         _exit(70)
+    if info_fd >= 0 and config["mode"] != "unshare":
+        os.close(info_fd)
+    _send(wire, response_fd, {"ready": layers})
 
-    compiled = []
-    for i, source in enumerate(tests):
-        try:
-            compiled.append(compile(source, f"<test {i}>", "exec", dont_inherit=True, optimize=0))
-        except BaseException as exc:  # a broken test fails alone; the program still runs
-            compiled.append(_describe(exc))
-    report("ready", 0, "ok", layers)
-
-    user_main = _ModuleType("__main__")  # `import __main__` in the program finds its own module
-    program_ns = vars(user_main)
-    program_ns["__builtins__"] = builtins
-    _modules["__main__"] = user_main
+    user_main = type(sys)("__main__")  # `import __main__` in the program finds its own module
+    namespace = vars(user_main)
+    namespace["__builtins__"] = builtins
+    sys.modules["__main__"] = user_main
     try:
-        code = compile(program, "<program>", "exec", dont_inherit=True)
+        code = compile(config["program"], "<program>", "exec", dont_inherit=True)
     except BaseException as exc:
-        report("program", 0, "syntax", _describe(exc))
+        _send(wire, response_fd, {"loaded": "syntax", "reason": _describe(exc)})
         _exit(0)
     try:
-        exec(code, program_ns)
-        status, reason = "ok", _tampered(groups, copies, groups)
-        if reason:
-            status = "tampered"
+        exec(code, namespace)
+        status, reason = "ok", ""
     except BaseException as exc:
         status = "memory" if isinstance(exc, MemoryError) else "error"
         reason = _describe(exc)
     _flush(streams)
-    report("program", 0, status, reason)
+    names = _manifest(namespace, wire) if status == "ok" else {}
+    _send(wire, response_fd, {"loaded": status, "reason": reason, "names": names})
     if status != "ok":
         _exit(0)
-
-    violations, unwrap = [], {}  # unwrap: id(guarded) -> (guarded, program function)
-    used = set()  # protected modules the current test holds; checked after every call it makes
-
-    def guard(name, fn, plain):
-        """Every program function a test can call goes through here: its result (and the
-        containers it may mutate) must be plain data, and the protected modules the test holds
-        must be intact when it returns. Between calls, with gc off and only plain data in the
-        test's hands, no program code runs, so patch-then-restore tricks have nowhere to hide."""
-
-        def guarded(*args, **kwargs):
-            # never hand a guard (whose closure leads back here) to program code
-            args = [unwrap.get(id(a), (0, a))[1] for a in args]
-            kwargs = {k: unwrap.get(id(a), (0, a))[1] for k, a in kwargs.items()}
-            mutable = [a for a in (*args, *kwargs.values()) if id(type(a)) in _MUTABLE]
-            mutable = [a for a in mutable if _is_plain(a)]
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                _gc_disable()  # the program may have switched it back on
-                problem = _tampered(groups, copies, used)
-                if problem:
-                    violations.append(("tampered", problem))
-            if not violations and plain and not _is_plain(result):
-                violations.append(("fail", f"{name}() returned non-plain data "
-                                           f"({_type_name(type(result))})"))
-            if not violations and not all(map(_is_plain, mutable)):
-                violations.append(("fail", f"{name}() put non-plain data into an argument"))
-            if violations:
-                raise _Violation(violations[-1][1])
-            return result
-
-        unwrap[id(guarded)] = (guarded, fn)
-        return guarded
-
-    def test_import(name, globals=None, locals=None, fromlist=(), level=0):
-        wanted = fromlist or ()
-        if level == 0 and name in copies and all(n in vars(copies[name][1]) for n in wanted):
-            used.add(name)
-            return copies[name][1]
-        return _real_import(name, globals, locals, fromlist, level)  # unprotected, but works
-
-    test_builtins = dict(pristine, __import__=test_import)
-    for i, test in enumerate(compiled):
-        if isinstance(test, str):
-            report("test", i, "fail", f"test does not compile: {test}")
-            continue
-        ns = {}
-        used.clear()
-        unwrap.clear()
-        for name, value in program_ns.items():
-            if name == entry_point:
-                if callable(value) and not isinstance(value, type):
-                    value = guard(name, value, config["plain_returns"])
-            elif name in pristine:
-                continue  # a program global shadowing a builtin is not what tests mean
-            elif name in copies:
-                value = copies[name][1]  # e.g. the program's `math`, but one it cannot patch
-                used.add(name)
-            elif type(value) is _FunctionType and value.__globals__ is program_ns:
-                value = guard(name, value, config["plain_returns"])
-            ns[name] = value
-        ns["__builtins__"] = dict(test_builtins)
-        del violations[:]
-        _gc_disable()
+    requests = wire["Reader"](request_fd)
+    while True:
         try:
-            exec(test, ns)
-            status, reason = "pass", ""
-        except BaseException as exc:
-            status = "memory" if isinstance(exc, MemoryError) else "fail"
-            reason = _describe(exc)
-        tampered = _tampered(groups, copies, groups)
-        if violations or tampered:  # even if the test swallowed the _Violation
-            status, reason = violations[0] if violations else ("tampered", tampered)
-        report("test", i, status, reason)
-        _gc_enable()
-    _flush(streams)
-    report("end", 0, "ok")
-    _exit(0)  # skip interpreter teardown: no program __del__ or atexit code runs after this
-
-
-if __name__ == "__main__":
-    main()
+            request = wire["loads"](requests.frame())
+        except EOFError:
+            _exit(0)  # the judge is done; skip teardown, so no program __del__ or atexit runs
+        answer = _answer(namespace, request, wire, config["lenient"])
+        _flush(streams)  # the output so far reaches the caller before the answer
+        _send(wire, response_fd, answer)

@@ -116,12 +116,6 @@ DUPLICATES = ("merge", "keep")
 COPIES = "copies"  # Node.scores key: how many equal samples a merged node stands for
 
 
-def check_duplicates(policy: str) -> str:
-    if policy not in DUPLICATES:
-        raise ValueError(f"duplicates must be one of {DUPLICATES}, got {policy!r}")
-    return policy
-
-
 def merge_equal(kids: Sequence[Node], policy: str = "merge") -> list[Node]:
     """The kids of one expansion batch, equal states merged (policy "merge"; "keep" returns
     them as they are). A state is (path text, finished): the first kid sampled in a state

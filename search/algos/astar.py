@@ -60,13 +60,14 @@ from rewards.base import KEY, Scorer
 from search.algos._stepwise import (
     Finisher,
     Sampler,
-    check_duplicates,
+    DUPLICATES,
     finish,
     merge_equal,
     scored_by,
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import Rule, at_least, one_of, rules
 from search.select import Selection
 from search.types import Node, Problem, Result
 
@@ -124,26 +125,17 @@ class Frontier:
         return [e[-1] for e in sorted(self.heap) if "merged_into" not in e[-1].scores]
 
 
+@rules(at_least(1, "width", "k", "max_batches"), one_of("g", G_RULES), one_of("cost", COSTS),
+       one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
+       Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
+            "g must be 'sum' for admissible search (additive costs)"))
 def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
           max_depth: int = 40, max_batches: int = 40, select: str = "score",
           temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-          stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if width < 1 or k < 1:
-        raise ValueError(f"astar needs positive width and k, got width={width}, k={k}")
-    if g not in G_RULES:
-        raise ValueError(f"astar: g must be one of {G_RULES}, got {g!r}")
-    if admissible and g != "sum":
-        raise ValueError("astar: admissible search needs additive costs, g='sum'")
-    if not h_weight >= 0:
-        raise ValueError(f"astar: h_weight must be >= 0, got {h_weight!r}")
-    if max_batches < 1:
-        raise ValueError(f"astar: max_batches must be >= 1, got {max_batches}")
-    if cost not in COSTS or ties not in TIES:
-        raise ValueError(f"astar: cost must be one of {COSTS} and ties one of {TIES}, got "
-                         f"{cost!r}, {ties!r}")
-    merge = check_duplicates(duplicates) == "merge"
+          stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+    merge = duplicates == "merge"
     selection = Selection.of(select, scored_by(scorer, "-f"))
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)

@@ -46,7 +46,7 @@ from rewards.base import Scorer
 from search.algos._stepwise import (
     Finisher,
     Sampler,
-    check_duplicates,
+    DUPLICATES,
     copies,
     finish,
     merge_equal,
@@ -57,22 +57,21 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import at_least, divides, one_of, rules
 from search.select import Selection
 from search.types import Node, Problem, Result
 
 LOOKAHEAD = "lookahead"  # Node.scores key: the PRM's score at the end of the node's rollout
 
 
+@rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
+       one_of("duplicates", DUPLICATES))
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = "score", duplicates: str = "merge",
          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if n < 1 or m < 1 or n % m:
-        raise ValueError(f"beam needs positive n and m with m dividing n, got n={n}, m={m}")
-    if lookahead < 0:
-        raise ValueError(f"beam needs lookahead >= 0, got {lookahead}")
-    agg, duplicates = resolve_agg(agg, scorer), check_duplicates(duplicates)
+         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+    agg = resolve_agg(agg, scorer)
     selection, agg_fn = Selection.of(select, scored_by(scorer, agg)), aggregate.get(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)

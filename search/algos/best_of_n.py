@@ -38,6 +38,7 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import rules
 from search.select import Selection
 from search.types import Node, Problem, Result
 
@@ -47,10 +48,11 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("select") != "vote"
 
 
+@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
               n: int = 8, select: str | None = None, agg: str | None = None,
               temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-              max_steps: int = 40, stop: Sequence[str] = DEFAULT_STOP) -> Result:
+              max_steps: int = 40, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     """select: "score", "vote", "weighted_vote", or None: "vote" when no scorer was named,
     else "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
     select = select or ("vote" if implicit(scorer) else "score")

@@ -51,6 +51,7 @@ from search import registry
 from search.answers import vote_key
 from search.budget import Meter, submeter
 from search.engines.base import Engine
+from search.knobs import Rule, rules
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
@@ -188,6 +189,8 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
         return fn(problem, engine, scorer, sub, seed=seed, **knobs)
 
 
+@rules(Rule(("table",), lambda t: bool(load_table(t)),
+            "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"))
 def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                     seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Result:
     tab = load_table(table)

@@ -54,7 +54,7 @@ from rewards.base import Scorer
 from search.algos._stepwise import (
     Finisher,
     Sampler,
-    check_duplicates,
+    DUPLICATES,
     copies,
     finish,
     merge_equal,
@@ -66,6 +66,7 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import Rule, at_least, divides, one_of, rules
 from search.select import Selection
 from search.types import Node, Problem, Result
 
@@ -135,24 +136,21 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("level", "step") != "token"
 
 
+@rules(at_least(1, "n", "m", "groups", "ngram"), divides("m", "n"),
+       Rule(("groups", "n", "m"), lambda g, n, m: (n // m) % g == 0, "groups must divide n/m"),
+       one_of("level", ("step", "token")), one_of("diversity", ("hamming", "ngram")),
+       one_of("duplicates", DUPLICATES))
 def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
                  select: str = "score", duplicates: str = "merge",
                  temperature: float = 0.8, top_p: float = 1.0,
-                 step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if n < 1 or m < 1 or n % m or groups < 1 or (n // m) % groups:
-        raise ValueError("diverse_beam needs m dividing n and groups dividing n/m, got "
-                         f"n={n}, m={m}, groups={groups}")
-    if level not in ("step", "token") or diversity not in ("hamming", "ngram") or ngram < 1:
-        raise ValueError(f"diverse_beam: level must be 'step'|'token', diversity "
-                         f"'hamming'|'ngram', ngram >= 1; got {level!r}, {diversity!r}, {ngram}")
+                 step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     rng = random.Random(seed)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)
     per = n // m // groups
-    check_duplicates(duplicates)
     if level == "step":
         agg = resolve_agg(agg, scorer)
         agg_fn = aggregate.get(agg)

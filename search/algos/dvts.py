@@ -29,7 +29,7 @@ from rewards.base import Scorer
 from search.algos._stepwise import (
     Finisher,
     Sampler,
-    check_duplicates,
+    DUPLICATES,
     finish,
     merge_equal,
     path_scorer,
@@ -39,18 +39,18 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import at_least, divides, one_of, rules
 from search.select import Selection
 from search.types import Node, Problem, Result
 
 
+@rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES))
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
          select: str = "score", duplicates: str = "merge",
          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if n < 1 or m < 1 or n % m:
-        raise ValueError(f"dvts needs positive n and m with m dividing n, got n={n}, m={m}")
-    agg, duplicates = resolve_agg(agg, scorer), check_duplicates(duplicates)
+         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+    agg = resolve_agg(agg, scorer)
     selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     rng = random.Random(seed)

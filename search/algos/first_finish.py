@@ -37,6 +37,7 @@ from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, finish
 from search.budget import Meter, metered
 from search.engines.base import Engine
+from search.knobs import Rule, at_least, rules
 from search.select import Selection, majority_vote
 from search.types import Candidate, Node, Problem, Result
 
@@ -95,14 +96,12 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
     return done, stopped, frontier
 
 
+@rules(at_least(1, "n", "k"), Rule(("k", "n"), lambda k, n: k <= n, "k must be <= n"))
 def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
                  top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,
                  stop: Sequence[str] | None = None, count_saved: bool = False) -> Result:
     del scorer  # FFS selects by length (and, for k > 1, by vote), never by reward
-    if not 1 <= k <= n or chunk_tokens < 1 or max_tokens < 1:
-        raise ValueError(f"first_finish needs 1 <= k <= n and positive token limits, got "
-                         f"n={n}, k={k}, chunk_tokens={chunk_tokens}, max_tokens={max_tokens}")
     rng = random.Random(seed)
     sampling = _Sampling(stop, chunk_tokens, max_tokens, temperature, top_p)
     root = engine.root(problem)

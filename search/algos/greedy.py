@@ -20,18 +20,22 @@ from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, finish, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import rules
 from search.select import Selection, by_score
 from search.types import Problem, Result
 
+DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     del knobs
     return False
 
 
+
+@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
            step_tokens: int = 256, max_steps: int = 40,
-           stop: Sequence[str] = DEFAULT_STOP) -> Result:
+           stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     del scorer  # nothing to choose between: the one path is the answer
     root = engine.root(problem)
     sampler = Sampler(temperature=0.0, step_tokens=step_tokens, stop=stop)

@@ -44,6 +44,7 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import at_least, one_of, rules
 from search.select import Selection
 from search.types import Node, Problem, Result
 
@@ -110,16 +111,14 @@ class Tree:
                 if node.id in self.stats and node.id not in self.expanded and not node.finished]
 
 
+@rules(at_least(1, "batch", "k"), at_least(0, "c", "virtual_loss"),
+       one_of("evaluate", ("prm", "rollout")))
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
          agg: str | None = None, select: str = "score", temperature: float = 0.8,
          top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if iterations < 1 or batch < 1 or k < 1 or c < 0 or virtual_loss < 0:
-        raise ValueError("mcts needs iterations, batch, k >= 1 and c, virtual_loss >= 0")
-    if evaluate not in ("prm", "rollout"):
-        raise ValueError(f"mcts: evaluate must be 'prm' or 'rollout', got {evaluate!r}")
+         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     agg = resolve_agg(agg, scorer)
     selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
     sampler = Sampler(temperature, top_p, step_tokens, stop)

@@ -34,19 +34,18 @@ from search.algos._smc import resampler, sweep
 from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import above, at_least, rules, within
 from search.select import Selection
 from search.types import Problem, Result
 
 
+@rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"))
 def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
                     ess_threshold: float = 1.0, resample_finished: bool = False,
                     max_depth: int = 40, agg: str | None = None,
                     select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
-                    step_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if n < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
-        raise ValueError(f"particle_filter needs n >= 1, tau > 0 and 0 <= ess_threshold <= 1; "
-                         f"got n={n}, tau={tau}, ess_threshold={ess_threshold}")
+                    step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     agg = resolve_agg(agg, scorer)
     selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
     sampler = Sampler(temperature, top_p, step_tokens, stop)

@@ -34,12 +34,15 @@ from search.algos._smc import REFERENCE_DRAWS, pick_reference, resampler, sweep
 from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import above, at_least, one_of, rules, within
 from search.select import Selection
 from search.types import Node, Problem, Result
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
 
 
+@rules(at_least(2, "n"), at_least(1, "iterations"), above(0, "tau"),
+       within(0, 1, "ess_threshold"), one_of("reference", REFERENCE_DRAWS), one_of("pool", POOLS))
 def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                    seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,
                    resample: str = "multinomial", ess_threshold: float = 1.0,
@@ -47,14 +50,7 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
                    pool: str = "all", max_depth: int = 40, agg: str | None = None,
                    select: str = "score",
                    temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-                   stop: Sequence[str] = DEFAULT_STOP) -> Result:
-    if n < 2 or iterations < 1 or not tau > 0 or not 0 <= ess_threshold <= 1:
-        raise ValueError("particle_gibbs needs n >= 2, iterations >= 1, tau > 0 and "
-                         f"0 <= ess_threshold <= 1; got n={n}, iterations={iterations}, "
-                         f"tau={tau}, ess_threshold={ess_threshold}")
-    if reference not in REFERENCE_DRAWS or pool not in POOLS:
-        raise ValueError(f"particle_gibbs: reference must be one of {REFERENCE_DRAWS} and pool "
-                         f"one of {POOLS}, got {reference!r}, {pool!r}")
+                   stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     agg = resolve_agg(agg, scorer)
     selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
     sampler = Sampler(temperature, top_p, step_tokens, stop)

@@ -39,8 +39,11 @@ from rewards.base import KEY, Scorer
 from search.algos._stepwise import Finisher, Sampler, finish, scored_by
 from search.budget import Meter
 from search.engines.base import Engine
+from search.knobs import at_least, rules
 from search.select import Selection
 from search.types import Node, Problem, Result
+
+DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
 
 @dataclass
@@ -94,13 +97,10 @@ def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[No
     return leaf, True
 
 
+@rules(at_least(1, "rollouts", "width"))
 def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          rollouts: int = 128, width: int = 3, c: float = 4.0, c_base: float = 10.0,
          horizon: int = 1024, early_stop: bool = True) -> Result:
-    if rollouts < 1 or width < 1 or horizon < 1:
-        raise ValueError(f"pgtd needs positive rollouts, width and horizon, got "
-                         f"rollouts={rollouts}, width={width}, horizon={horizon}")
-
     def terminal(node: Node) -> bool:
         return node.finished or node.generated_tokens >= horizon
 

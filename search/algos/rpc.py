@@ -43,10 +43,11 @@ from typing import Any
 
 from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, rescue, sample_paths
-from search.algos._weibull import check_fit, prune_low
+from search.algos._weibull import BOUNDS, MAX_STARTS, prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobs import at_least, one_of, rules, within
 from search.select import candidates, pack
 from search.types import Candidate, Node, Problem, Result
 
@@ -126,16 +127,15 @@ def rank(problem: Problem, done: Sequence[Node], others: Sequence[Node],
     return cands, chosen, sum(pruned)
 
 
+@rules(at_least(1, "n", "live_after"), one_of("fit_bounds", BOUNDS),
+       within(1, MAX_STARTS, "fit_starts"))
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
         fit_starts: int = 2, temperature: float = 1.0, top_p: float = 1.0,
         step_tokens: int = 256, max_steps: int = 40,
-        stop: Sequence[str] = DEFAULT_STOP) -> Result:
+        stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     del scorer  # RPC ranks answers by the model's own probabilities only
-    if n < 1 or live_after < 1:
-        raise ValueError(f"rpc needs n >= 1 and live_after >= 1, got n={n}, live_after={live_after}")
     fit = dict(bounds=fit_bounds, starts=fit_starts)
-    check_fit(fit_bounds, fit_starts)  # bad fit knobs fail here, before any model call
     root = engine.root(problem)
 
     def prune_live(depth: int, done: list[Node], frontier: list[Node]) -> list[Node]:

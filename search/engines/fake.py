@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.engines.base import DEFAULT_STOP
 from search.types import Node, Problem, Step
 
@@ -32,8 +32,10 @@ def path_of(node: Node) -> tuple[str, ...]:
     return tuple(s.text for s in node.steps())
 
 
-class ScriptedEngine:
+class ScriptedEngine(PerThreadMeter):
     """The Engine protocol over a synthetic tree (no model, exact probabilities)."""
+
+    concurrent = True  # safe to share between searches in threads
 
     def __init__(self, children: Children, *, tokens_per_step: int = 1, end: str = ".",
                  prompt_tokens: int = 4, flops_per_token: float = 1.0) -> None:
@@ -149,8 +151,9 @@ class ScriptedEngine:
         return "".join(names.get(t, "?") for t in token_ids)
 
 
-class ScriptedScorer:
+class ScriptedScorer(PerThreadMeter):
     """Scores a node by a function of its path of step texts; charges one call per node."""
+
 
     def __init__(self, value: Callable[[tuple[str, ...]], float]) -> None:
         self.value = value

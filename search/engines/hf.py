@@ -14,6 +14,10 @@ How a call runs (B rows = nodes x n samples):
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
      from the same distribution (search.engines.spec).
+Each call is a job (search.engines.sched) whose forwards are Passes: alone by default; while
+the scheduler serves (search.solve_many), every search's calls in flight share each forward,
+with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
+per thread (search.budget.PerThreadMeter) and `retain` frees the calling thread's trees only.
 Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
@@ -27,7 +31,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter
 from search.engines import attention, packed
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
@@ -35,13 +39,16 @@ from search.engines.kv import Segment
 from search.engines.kvtree import KVTree
 from search.engines.lean import lean_forward
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
-from search.engines.sampling import sample
+from search.engines.sampling import Draw, draw
+from search.engines.sched import SCHED, Job
 from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
 
 
-class HFEngine:
+class HFEngine(PerThreadMeter):
     """A transformers causal LM behind the Engine protocol."""
+
+    concurrent = True  # safe to share between searches in threads (see the module doc)
 
     def __init__(self, model: Any, tokenizer: Any, *, device: str | torch.device | None = None,
                  max_length: int | None = None, chat: bool | None = None,
@@ -153,6 +160,9 @@ class HFEngine:
         return ids
 
     def root(self, problem: Problem) -> Node:
+        return SCHED.call(self._root, problem)  # the tokenizer is used by one thread at a time
+
+    def _root(self, problem: Problem) -> Node:
         return Node(problem=problem, prompt_ids=self.prompt_ids(problem))
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
@@ -170,13 +180,24 @@ class HFEngine:
                 raise ValueError(f"cannot expand a finished node: {node!r}")
         if not nodes:
             return []
-        self.kv.ensure(_unique(nodes), self.meter)
         rows = [node for node in nodes for _ in range(n)]
+        return SCHED.run(self._expand(nodes, rows, n, tuple(stop or ()), max_tokens,
+                                      temperature, top_p, seed), cost=self._cost(rows, max_tokens))
+
+    def _expand(self, nodes: list[Node], rows: list[Node], n: int, stop: tuple[str, ...],
+                max_tokens: int, temperature: float, top_p: float, seed: int
+                ) -> Job[list[list[Node]]]:
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
         # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
         spec = self.spec is not None and self.kv.layout.mask != "2d"
-        children = (SpecDecoder if spec else _StepDecoder)(
-            self, rows, tuple(stop or ()), max_tokens, temperature, top_p, seed).run()
+        children = yield from (SpecDecoder if spec else _StepDecoder)(
+            self, rows, stop, max_tokens, temperature, top_p, seed).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
+
+    def _cost(self, rows: Sequence[Node], room: int) -> int:
+        """Bytes of batch cache a call over these rows may hold (no prefix shared)."""
+        longest = max(min(n.n_tokens + room, self.max_length) for n in rows)
+        return len(rows) * longest * self.kv.column_bytes
 
     def rollout(self, nodes: Sequence[Node], *, max_tokens: int = 512, temperature: float = 0.0,
                 seed: int = 0) -> list[Node]:
@@ -188,11 +209,17 @@ class HFEngine:
                generated: bool = False) -> list[Node]:
         if len(nodes) != len(continuations):
             raise ValueError("extend needs one continuation per node")
+        nodes = list(nodes)
+        return SCHED.run(self._extend(nodes, list(continuations), generated),
+                         cost=self._cost(nodes, max((len(c) for c in continuations), default=1)))
+
+    def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
+                generated: bool) -> Job[list[Node]]:
         ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
                     else [int(t) for t in c] for c in continuations]
         if any(not ids for ids in ids_list):
             raise ValueError("extend: an empty continuation")
-        self.kv.ensure(_unique(nodes), self.meter)
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
         out: list[Node | None] = [None] * len(nodes)
         by_width: dict[int, list[int]] = defaultdict(list)
         for i, ids in enumerate(ids_list):
@@ -200,10 +227,10 @@ class HFEngine:
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
             count = width * len(idx)
-            new, logits, _ = self.kv.feed([self.kv.path_parts(p) for p in parents],
-                                          [p.n_tokens for p in parents],
-                                          [ids_list[i] for i in idx], self.meter,
-                                          all_logits=True, prefill=0 if generated else count)
+            new, logits, _ = yield from self.kv.feed_job(
+                [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
+                [ids_list[i] for i in idx], self.meter, all_logits=True,
+                prefill=0 if generated else count)
             if generated:
                 self.meter.charge_model(generated=count, passes=0)
             for i, p, kv_new, lg in zip(idx, parents, new, logits):
@@ -221,7 +248,10 @@ class HFEngine:
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        self.kv.ensure(_unique(nodes), self.meter)
+        return SCHED.run(self._topk_next(list(nodes), k))
+
+    def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
         out = []
         for node in nodes:
             seg = self.kv.get(node)
@@ -232,8 +262,11 @@ class HFEngine:
 
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
         """Log-probabilities of the given next tokens after each node."""
-        self.kv.ensure(_unique(nodes), self.meter)
-        idx = torch.tensor(list(token_ids), device=self.device)
+        return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)))
+
+    def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
+        yield from self.kv.ensure_job(_unique(nodes), self.meter)
+        idx = torch.tensor(token_ids, device=self.device)
         out = []
         for node in nodes:
             seg = self.kv.get(node)
@@ -242,12 +275,12 @@ class HFEngine:
         return out
 
     def retain(self, live: Sequence[Node]) -> None:
-        self.kv.retain(live)
+        SCHED.call(self.kv.retain, list(live))
 
     @property
     def cached_tokens(self) -> int:
         """Tokens whose KV the engine currently holds (for memory tests and reports)."""
-        return self.kv.cached_tokens
+        return SCHED.call(lambda: self.kv.cached_tokens)
 
 
 class _StepDecoder:
@@ -265,19 +298,14 @@ class _StepDecoder:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=engine.device).manual_seed(seed)
         self.stop_span = max((len(s) for s in stop), default=0) + 2
-        backend = getattr(engine.tokenizer, "backend_tokenizer", None)
-        # a fast tokenizer decodes the stop windows of all rows in one call
-        self._decode_batch = getattr(backend, "decode_batch", None)
+        self._decode = stop_decoder(engine)
 
     def _reasons(self, active: list[int], toks: list[list[int]]) -> list[str | None]:
         """Why each active row stops after its latest token (None: it goes on)."""
         e, out = self.e, []
         texts: list[str] = []
         if self.stop:
-            windows = [toks[r][-self.stop_span:] for r in active]
-            texts = (self._decode_batch(windows, skip_special_tokens=False)
-                     if self._decode_batch is not None else
-                     [e.decode(w, skip_special=False) for w in windows])
+            texts = [self._decode(toks[r][-self.stop_span:]) for r in active]
         for i, r in enumerate(active):
             t = toks[r]
             if t[-1] in e.eos_ids:
@@ -292,23 +320,16 @@ class _StepDecoder:
                 out.append(None)
         return out
 
-    def _sample(self, logits: torch.Tensor, active: list[int]) -> tuple[torch.Tensor, ...]:
-        """Sample each slot's next token, drawing in row order: compaction moves rows
-        between slots, and a row's draw must not depend on which slot it sits in (the same
+    def _draw(self, active: list[int]) -> Draw:
+        """How this step's tokens are drawn: in row order, since compaction moves rows
+        between slots and a row's draw must not depend on which slot it sits in (the same
         seed gives the same tokens however rows left the batch)."""
-        if all(a < b for a, b in zip(active, active[1:])):
-            return sample(logits, temperature=self.temperature, top_p=self.top_p,
-                          generator=self.gen)
-        order = sorted(range(len(active)), key=active.__getitem__)  # row order -> slots
-        idx = torch.tensor(order, device=logits.device)
-        tok, lp = sample(logits.index_select(0, idx), temperature=self.temperature,
-                         top_p=self.top_p, generator=self.gen)
-        back = torch.empty_like(idx)
-        back[idx] = torch.arange(len(order), device=idx.device)
-        return tok[back], lp[back]
+        order = None if all(a < b for a, b in zip(active, active[1:])) else \
+            sorted(range(len(active)), key=active.__getitem__)
+        return Draw(self.temperature, self.top_p, self.gen, order)
 
     @torch.inference_mode()
-    def run(self) -> list[Node]:
+    def run(self) -> Job[list[Node]]:
         e, rows = self.e, self.rows
         parts = {n.id: e.kv.path_parts(n) for n in _unique(rows)}
         # a row samples at most this many tokens (it feeds one fewer): the columns to reserve
@@ -325,8 +346,8 @@ class _StepDecoder:
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
         j = 0  # tokens sampled so far in this step, equal for every active row
+        tok, lp = draw(logits, self._draw(active))  # later draws come with each forward
         while active:
-            tok, lp = self._sample(logits, active)
             e.meter.charge_model(generated=len(active), passes=0)
             for r, t, logp in zip(active, tok.tolist(), lp.tolist()):
                 toks[r].append(t)
@@ -348,13 +369,13 @@ class _StepDecoder:
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]
-            res = e.forward(input_ids=tok[:, None], attention_mask=cache.attention_mask(1),
-                          position_ids=(pos + j)[:, None], past_key_values=cache,
-                          use_cache=True, logits_to_keep=1, output_hidden_states=hid is not None)
+            p = e.kv.pass_for(tok[:, None], (pos + j)[:, None], cache, cache.attention_mask(1), 1)
+            p.draw = self._draw(active)
+            res = yield p
             e.meter.charge_model(processed=len(active), flops=2.0 * e.n_params * len(active))
-            logits = res.logits[:, -1].float()
+            tok, lp = res.tokens, res.logprobs
             if hid is not None:
-                hid = res.hidden_states[-1][:, -1].float()
+                hid = res.out.hidden_states[-1][:, -1].float()
             j += 1
         return [c for c in out if c is not None]
 
@@ -364,6 +385,17 @@ class _StepDecoder:
         child = Node(parent=parent, step=step)
         self.e.kv.put(child, Segment(kv=kv, n=len(toks) - 1))  # last token fed on expansion
         return child
+
+
+def stop_decoder(engine: HFEngine) -> Any:
+    """token ids -> text with special tokens kept, for stop-string checks: a fast tokenizer's
+    own decode (one call per row: `decode_batch` hands rows to a thread pool, whose
+    start-up costs more than a stop window's decode, and whose threads take cores from
+    the model's), else the tokenizer's."""
+    backend = getattr(engine.tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return lambda ids: backend.decode(ids, skip_special_tokens=False)
+    return lambda ids: engine.decode(ids, skip_special=False)
 
 
 def _unique(nodes: Sequence[Node]) -> list[Node]:

@@ -7,6 +7,11 @@ A node is *complete* when every token of its path is cached and the model's outp
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
 A forward over several rows copies their paths' segments into one batch cache
 (kv.batch_cache: in place by default) and copies each row's new columns back out.
+
+Model work is written as jobs (search.engines.sched: generators yielding one Pass per
+forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
+job (`ensure_job`, `feed_job`) to the end. Each thread's searches are a scope: `retain`
+frees segments of the trees the calling scope has cached only.
 """
 
 from __future__ import annotations
@@ -14,14 +19,15 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import torch
 
-from search.budget import Meter
+from search.budget import Meter, ThreadState, thread_state
 from search.engines import kv as kvmod
 from search.engines.kv import Segment
+from search.engines.sched import SCHED, Pass
 from search.types import Node
 
 OwnTokens = Callable[[Node], Sequence[int]]
@@ -51,6 +57,12 @@ class KVTree:
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
+        # per tree (by root), the nodes holding a segment; per scope (a thread's searches),
+        # the trees it cached: what its `retain` may free
+        self._members: weakref.WeakKeyDictionary[Node, weakref.WeakSet[Node]] = \
+            weakref.WeakKeyDictionary()
+        self._trees: weakref.WeakKeyDictionary[ThreadState, weakref.WeakSet[Node]] = \
+            weakref.WeakKeyDictionary()
 
     # -- the store ---------------------------------------------------------------------
     def get(self, node: Node) -> Segment | None:
@@ -58,6 +70,15 @@ class KVTree:
 
     def put(self, node: Node, seg: Segment) -> None:
         self._segs[node] = seg
+        root = node.root
+        members = self._members.get(root)
+        if members is None:
+            members = self._members[root] = weakref.WeakSet()
+        members.add(node)
+        trees = self._trees.get(scope := thread_state())
+        if trees is None:
+            trees = self._trees[scope] = weakref.WeakSet()
+        trees.add(root)
 
     def is_complete(self, node: Node) -> bool:
         seg = self._segs.get(node)
@@ -92,19 +113,32 @@ class KVTree:
         return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace,
                                  share_min=self.share_min)
 
+    @property
+    def column_bytes(self) -> int:
+        """Bytes of one cached token (every layer's key and value)."""
+        lay = self.layout
+        return lay.layers * 2 * lay.kv_heads * lay.head_dim * torch.finfo(lay.dtype).bits // 8
+
     def retain(self, live: Sequence[Node]) -> None:
-        """Drop every segment off the paths to `live` nodes."""
+        """Drop every segment off the paths to `live` nodes, in the trees the calling
+        scope (thread) has cached; other threads' searches keep theirs."""
         keep = {a.id for node in live for a in node.path()}
-        for node in list(self._segs.keys()):
-            if node.id not in keep:
-                del self._segs[node]
+        trees = self._trees.get(thread_state())
+        for root in list(trees or ()):
+            members = self._members.get(root)
+            for node in list(members or ()):
+                if node.id not in keep:
+                    self._segs.pop(node, None)
+                    members.discard(node)  # type: ignore[union-attr]
+            if not members:
+                trees.discard(root)  # type: ignore[union-attr]
+                self._members.pop(root, None)
 
     @property
     def cached_tokens(self) -> int:
         return sum(seg.n for seg in list(self._segs.values()))
 
     # -- the model ---------------------------------------------------------------------
-    @torch.inference_mode()
     def feed(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
              tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool, prefill: int
              ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
@@ -114,15 +148,28 @@ class KVTree:
         Returns per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and
         with keep_hidden the final hidden state at each row's last position [B, hidden].
         """
+        return SCHED.run(self.feed_job(paths, starts, tokens, meter, all_logits=all_logits,
+                                       prefill=prefill))
+
+    def pass_for(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, mask: torch.Tensor,
+                 keep: int) -> Pass:
+        """The Pass of one forward of this model over `cache` (keep: logits_to_keep)."""
+        return Pass(self.forward, ids, pos, cache, mask, keep if self._keep_arg else None,
+                    self.keep_hidden)
+
+    @torch.inference_mode()
+    def feed_job(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
+                 tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool,
+                 prefill: int) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
+                                                          torch.Tensor | None]]:
+        """`feed` as a job."""
         w = len(tokens[0])
         cache = self.batch(paths, w)
         P = cache.length
         ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
-        extra = {"logits_to_keep": 0 if all_logits else 1} if self._keep_arg else {}
-        out = self.forward(input_ids=ids, attention_mask=cache.attention_mask(w), position_ids=pos,
-                         past_key_values=cache, use_cache=True,
-                         output_hidden_states=self.keep_hidden, **extra)
+        out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
+                                  0 if all_logits else 1)
         n = ids.numel()
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
@@ -140,6 +187,10 @@ class KVTree:
         time; a node with no segment (a prompt, a freed node, text this model did not
         generate) is fed whole and counted as prefill.
         """
+        SCHED.run(self.ensure_job(nodes, meter))
+
+    def ensure_job(self, nodes: Sequence[Node], meter: Meter) -> Generator[Pass, Any, None]:
+        """`ensure` as a job."""
         while True:
             todo: dict[int, Node] = {}
             for node in nodes:
@@ -154,9 +205,10 @@ class KVTree:
                 seg = self._segs.get(a)
                 groups[len(self.own(a)) - (seg.n if seg else 0)].append(a)
             for width, group in groups.items():
-                self._complete(group, width, meter)
+                yield from self._complete(group, width, meter)
 
-    def _complete(self, group: list[Node], width: int, meter: Meter) -> None:
+    def _complete(self, group: list[Node], width: int, meter: Meter
+                  ) -> Generator[Pass, Any, None]:
         if width == 0:
             raise RuntimeError("a node with every token cached but no output; cannot happen")
         pasts, starts, tokens, prefill = [], [], [], 0
@@ -167,8 +219,8 @@ class KVTree:
             starts.append(self.start(a) + done)
             tokens.append(list(self.own(a))[done:])
             prefill += 0 if seg is not None else width
-        new, out, hidden = self.feed(pasts, starts, tokens, meter, all_logits=False,
-                                     prefill=prefill)
+        new, out, hidden = yield from self.feed_job(pasts, starts, tokens, meter,
+                                                    all_logits=False, prefill=prefill)
         for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
             seg = self._segs.get(a)
             kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)

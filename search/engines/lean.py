@@ -82,11 +82,19 @@ class _Layer:
     down: _Proj
 
 
+# the same block as Llama's (Qwen2: with q/k/v biases), where every layer attends to all
+# positions (no sliding window)
+FAMILY = ("llama", "mistral", "qwen2")
+
+
 def why_not(model: Any) -> str | None:
     """Why LeanLlama cannot stand in for this model's forward (None: it can)."""
     cfg = getattr(model, "config", None)
-    if cfg is None or getattr(cfg, "model_type", None) != "llama":
-        return "not a Llama-family model (config.model_type != 'llama')"
+    if cfg is None or getattr(cfg, "model_type", None) not in FAMILY:
+        return f"not a Llama-family model (config.model_type not in {FAMILY})"
+    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()) or (
+            getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True)):
+        return "sliding-window attention"
     body = getattr(model, "model", None)
     if body is None or not hasattr(model, "lm_head") or not hasattr(body, "layers"):
         return "not a LlamaForCausalLM layout (model.model.layers, lm_head)"
@@ -123,6 +131,12 @@ class LeanLlama:
                        for b in body.layers]
         self.cos = self.sin = torch.empty(0)
         self._table(TABLE_MIN)
+        # Passes of several calls share one forward only where every projection is a packed
+        # GEMM, which computes a row the same way whatever rows are beside it (MKL's F.linear
+        # and int8's per-call activation scale do not): else each Pass runs alone
+        projs = [self.lm_head] + [pr for la in self.layers
+                                  for pr in (la.qkv, la.o, la.gate_up, la.down)]
+        self.row_invariant = all(pr.packed is not None for pr in projs)
 
     def _table(self, n: int) -> None:
         """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module."""
@@ -149,46 +163,87 @@ class LeanLlama:
         return self.forward_slab(input_ids, position_ids, past_key_values, attention_mask,
                                  logits_to_keep, output_hidden_states)
 
-    @torch.inference_mode()
     def forward_slab(self, ids: torch.Tensor, pos: torch.Tensor, cache: SlabCache,
                      mask: torch.Tensor, keep: int, hidden: bool) -> Output:
         """ids, pos [B, q]; mask [B, 1, q or 1, columns] bool over the slab's columns."""
-        B, q = ids.shape
+        return self._forward([(ids, pos, cache, mask, keep, hidden)])[0]
+
+    def forward_many(self, passes: Sequence[Any]) -> list[Output]:
+        """Several Passes (search.engines.sched.Pass: each its own rows, slab cache and mask)
+        in one forward: every linear, norm and element-wise op runs once over all their
+        tokens, attention runs per Pass on its own cache. Each Pass's output is bit for bit
+        what it gets alone (those ops compute a row the same way whatever rows are beside
+        it; attention sees the very tensors it would see alone)."""
+        return self._forward([(p.input_ids, p.position_ids, p.cache, p.mask,
+                               p.keep or 0, p.hidden) for p in passes])
+
+    @torch.inference_mode()
+    def _forward(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
+                                             torch.Tensor, int, bool]]) -> list[Output]:
+        """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
+        ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
+        pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
         if int(pos.max()) >= self.cos.shape[0]:
             self._table(max(2 * self.cos.shape[0], int(pos.max()) + 1))
-        cos, sin = self.cos[pos][:, :, None], self.sin[pos][:, :, None]  # [B, q, 1, d]
-        x = self.embed(ids).view(B * q, D)  # the residual stream, [B*q, D]
-        # cascade's mask as an additive bias over a group's stacked queries, once for all layers
-        bias = None if not cache.shared else attention.group_bias(
-            mask, B, H // KV, q, mask.shape[-1], x.dtype, x.device)
-        for layer, slab in zip(self.layers, cache.slabs):
+        cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [N, 1, d]
+        x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
+        N = x.shape[0]
+        spans, at = [], 0  # per part: (B, q, first token)
+        for p in parts:
+            B, q = p[0].shape
+            spans.append((B, q, at))
+            at += B * q
+        # each part's mask as an additive bias, once for all layers: over a group's stacked
+        # queries for cascade's prefix attention, else as SDPA would turn the bool mask into
+        # one per call (0 or -inf: the same kernel input, the same bits)
+        biases = [attention.group_bias(p[3], B, H // KV, q, p[3].shape[-1], x.dtype, x.device)
+                  if p[2].shared else torch.zeros(p[3].shape, dtype=x.dtype, device=x.device
+                                                  ).masked_fill_(~p[3], float("-inf"))
+                  for p, (B, q, _) in zip(parts, spans)]
+        sizes = [B * q for B, q, _ in spans]
+        for li, layer in enumerate(self.layers):
             h = torch.rms_norm(x, (D,), layer.norm1, self.eps)
-            qkv = layer.qkv(h)  # [B*q, (H + 2 KV) d]
-            qk = qkv[:, : (H + KV) * d].view(B, q, H + KV, d)  # q and k heads side by side
+            qkv = layer.qkv(h)  # [N, (H + 2 KV) d]
+            qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)  # q and k heads side by side
             qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary, both at once
-            keys, values = slab.update(qk[:, :, H:].transpose(1, 2),
-                                       qkv[:, (H + KV) * d:].view(B, q, KV, d).transpose(1, 2))
-            att = self._attend(qk[:, :, :H].transpose(1, 2), keys, values, mask, bias,
-                               slab.shared)
-            x = layer.o(att.reshape(B * q, H * d), x)  # + residual, in the GEMM
-            gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [B*q, 2 I]
+            v = qkv[:, (H + KV) * d:].view(N, KV, d)
+            att = []
+            for p, (B, q, _), bias, qk_p, v_p in zip(parts, spans, biases, qk.split(sizes),
+                                                     v.split(sizes)):
+                slab = p[2].slabs[li]
+                part = qk_p.view(B, q, H + KV, d)
+                keys, values = slab.update(part[:, :, H:].transpose(1, 2),
+                                           v_p.view(B, q, KV, d).transpose(1, 2))
+                att.append(self._attend(part[:, :, :H].transpose(1, 2), keys, values, p[3],
+                                        bias, slab.shared).reshape(B * q, H * d))
+            x = layer.o(att[0] if len(att) == 1 else torch.cat(att), x)  # + residual, in the GEMM
+            gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
             x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
-        keep = q if keep <= 0 else min(keep, q)
-        last = torch.rms_norm(x.view(B, q, D)[:, q - keep:], (D,), self.norm, self.eps)
-        logits = self.lm_head(last.reshape(B * keep, D)).view(B, keep, -1)
-        return Output(logits, (last,) if hidden else None)
+        # each part's kept positions (its rows' last `keep`), normed and through the LM head
+        kept = [q if p[4] <= 0 else min(p[4], q) for p, (_, q, _) in zip(parts, spans)]
+        rows = [x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
+                for (B, q, a), k in zip(spans, kept)]
+        last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
+                              self.eps)
+        logits = self.lm_head(last)
+        outs, at = [], 0
+        for p, (B, _, _), k in zip(parts, spans, kept):
+            lg, hs = logits[at:at + B * k].view(B, k, -1), last[at:at + B * k].view(B, k, D)
+            outs.append(Output(lg, (hs,) if p[5] else None))
+            at += B * k
+        return outs
 
     def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor, bias: torch.Tensor | None,
                 shared: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         """query [B, H, q, d] over the slab's keys/values [B, KV, T, d] (after a shared
-        prefix, if any) under mask [B, 1, q or 1, T] (bias: cascade's form of it) ->
-        [B, q, H, d]."""
+        prefix, if any) under mask [B, 1, q or 1, T] (bias: its additive form, cascade's
+        over stacked queries where there is a prefix) -> [B, q, H, d]."""
         if shared is not None:
             return attention.cascade(query, shared[0], shared[1], keys, values, mask, self.scale,
                                      bias=bias)
-        out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask,
+        out = F.scaled_dot_product_attention(query, keys, values, attn_mask=bias,
                                              scale=self.scale, enable_gqa=True)
         return out.transpose(1, 2)
 

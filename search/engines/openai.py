@@ -9,23 +9,25 @@ A call sends one POST /completions per node (its `n` samples in one request), al
 requests concurrently (search.engines.http_pool: a concurrency limit, retries with backoff on
 429, 5xx, timeouts and truncated answers, a clear ServerError after the last). The prompt is text:
 the problem's prompt (the tokenizer's chat template when one is given, else `template`) plus
-the node's steps. Where a server ignores `n` (llama-cpp-python answers one choice), the other
-samples come from n-1 more requests, and the engine sends n separate requests from then on; any
-other number of choices is an error. Seeds: request seeds derive from the call's seed, the row
+the node's steps. Where a server ignores `n` (llama-cpp-python answers one choice) or refuses
+it (llama-server, n above its slots: HTTP 400), the samples come from separate requests, as
+they do from then on; any other number of choices is an error. Seeds: request seeds derive from the call's seed, the row
 and the sample, so one seed gives one result wherever the server is deterministic.
 
 Prefix reuse is the server's, not this engine's: it keeps no KV cache (`retain` frees nothing).
 A child's prompt extends its parent's, so a server with prefix caching (vLLM
 --enable-prefix-caching, SGLang's radix cache, llama.cpp's slot cache) reuses the shared
-prefix. Where a server reports cached prompt tokens (usage.prompt_tokens_details.cached_tokens:
-vLLM, SGLang, OpenAI; timings.cache_n: llama-server) they are not charged as prefill and are
-summed in `server_stats["cached_prompt_tokens"]`; `cache_metrics()` reads the prefix-cache
-counters of a server's Prometheus /metrics (vLLM, SGLang).
-
-Accounting comes from the server's own usage counts: completion_tokens are generated tokens,
-prompt_tokens (less cached ones) prefill, per request, failed attempts excluded (the server
-reports nothing for them). Forward passes are estimated as one prefill pass plus one per token
-of the longest answer of a call; FLOPs as 2 * n_params per token when n_params is given.
+prefix. Accounting is the server's own count, per request, failed attempts excluded:
+completion_tokens are generated tokens; prefill is the prompt tokens the server says it
+evaluated (search.engines.server_usage.prompt_counts: llama-server's timings.prompt_n, else
+prompt_tokens less prompt_tokens_details.cached_tokens); a server that says neither
+(llama-cpp-python) is charged every prompt token, an upper bound counted in
+server_stats["prompt_cache_unreported"]. Forward passes: one prefill pass plus one per token of
+the longest answer of a call. FLOPs: 2 * n_params per evaluated token, n_params as given, else
+the server's (llama-server's meta.n_params), else from a local config of the tokenizer's or the
+served model; unknown, FLOPs stay 0 (server_stats["flops_uncounted_tokens"]). server_stats are
+totals since the engine was made; search.solve puts each solve's own in Result.stats["server"]
+(its own thread's requests: concurrent searches on one engine keep their counts apart).
 
 Steps need per-token logprobs (requested as logprobs=1): a step's probability and length come
 from them (llama-cpp-python serves them with --logits_all true); a choice without them is an
@@ -50,12 +52,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter
+from search.budget import Meter, PerThreadMeter, thread_state
+from search.engines import server_usage as usage_of
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
@@ -87,13 +91,15 @@ def subseed(seed: int, *index: int) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") >> 1
 
 
-class OpenAIEngine:
+class OpenAIEngine(PerThreadMeter):
     """The Engine protocol over an OpenAI-compatible completions server (see module doc).
 
     extra_body: fields added to every request, e.g. {"top_k": 0, "min_p": 0.0} to turn off a
     llama.cpp server's default truncation, so samples follow temperature and top_p alone.
     n_mode: "auto" (ask for n, fall back when the server ignores it), "native", "separate".
     """
+
+    concurrent = True  # safe to share between searches in threads
 
     def __init__(self, base_url: str, model: str | None = None, *, tokenizer: Any = None,
                  prompt: PromptFormat = PLAIN, api_key: str | None = None,
@@ -103,8 +109,12 @@ class OpenAIEngine:
         if n_mode not in ("auto", "native", "separate"):
             raise ValueError(f"n_mode must be auto, native or separate, got {n_mode!r}")
         self.base_url, self.model = base_url.rstrip("/"), model
-        self.tokenizer = _tokenizer(tokenizer)
-        self.prompt, self.echo, self.n_params = prompt, echo, n_params
+        self.tokenizer, counted = _tokenizer(tokenizer)
+        self.prompt, self.echo, self.n_params = prompt, echo, n_params or counted
+        # where n_params came from; None: not looked up yet (the first request does)
+        self.n_params_source = "given" if n_params else (
+            f"the tokenizer's model {tokenizer}" if counted else None)
+        self._tokenizer_name = tokenizer if isinstance(tokenizer, str) else None
         self.extra_body = dict(extra_body or {})
         self.native_n: bool | None = {"auto": None, "native": True, "separate": False}[n_mode]
         self.name = name or f"openai:{self.base_url}#{model or ''}"
@@ -112,6 +122,7 @@ class OpenAIEngine:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self.pool = HTTPPool(concurrency=concurrency, policy=retry, headers=headers)
         self.server_stats: Counter[str] = Counter()
+        self._lock = threading.Lock()  # token ids and server_stats, shared by search threads
         self._pieces: dict[str, int] = {}  # token string -> engine-local id
         self._texts: list[str] = []  # engine-local id -> token string
         self._prompts: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
@@ -141,10 +152,11 @@ class OpenAIEngine:
         return self._prompts[root] + node.text
 
     def _id(self, piece: str) -> int:
-        if piece not in self._pieces:
-            self._pieces[piece] = len(self._texts)
-            self._texts.append(piece)
-        return self._pieces[piece]
+        with self._lock:
+            if piece not in self._pieces:
+                self._pieces[piece] = len(self._texts)
+                self._texts.append(piece)
+            return self._pieces[piece]
 
     def decode(self, token_ids: Sequence[int]) -> str:
         try:
@@ -153,41 +165,87 @@ class OpenAIEngine:
             raise ValueError("token ids this engine never returned") from None
 
     # -- requests --------------------------------------------------------------------------
+    def _models(self) -> list[dict[str, Any]]:
+        """The server's GET /models entries ([] when it lists none)."""
+        resp = self.pool.get(f"{self.base_url}/models")
+        try:
+            data = resp.json()["data"] if resp.status_code == 200 else None
+        except (ValueError, KeyError, TypeError):
+            data = None
+        return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
     def _body(self, prompt: str, **fields: Any) -> dict[str, Any]:
         if self.model is None:  # a server's one model, found once
-            resp = self.pool.get(f"{self.base_url}/models")
-            try:
-                data = resp.json()["data"] if resp.status_code == 200 else None
-            except (ValueError, KeyError, TypeError):
-                data = None
-            if not data:
-                raise ServerError(f"GET {self.base_url}/models: HTTP {resp.status_code}, no "
-                                  f"model listed ({resp.text[:200]!r}); give the model name")
-            self.model = str(data[0]["id"])
+            listed = self._models()
+            if not listed:
+                raise ServerError(f"GET {self.base_url}/models: no model listed; give the "
+                                  "model name")
+            self.model = str(listed[0]["id"])
+        if self.n_params_source is None:
+            self._learn_n_params()
         return {"model": self.model, "prompt": prompt, **self.extra_body, **fields}
+
+    def _learn_n_params(self) -> None:
+        """n_params from the server (llama-server's meta.n_params), else from the config of
+        the tokenizer's model or of the model the server names (vLLM's root), found locally;
+        tried once."""
+        self.n_params_source = "unknown"
+        try:
+            listed = self._models()
+        except ServerError:
+            listed = []
+        found = [d for d in listed if d.get("id") == self.model] or listed
+        entry: Mapping[str, Any] = found[0] if found else {}
+        meta: Mapping[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
+        if isinstance(meta.get("n_params"), int) and meta["n_params"] > 0:
+            self.n_params, self.n_params_source = int(meta["n_params"]), "server"
+            return
+        for name in (self._tokenizer_name, entry.get("root"), self.model):
+            if isinstance(name, str) and (count := usage_of.params_from_config(name)):
+                self.n_params, self.n_params_source = count, f"config of {name}"
+                return
+
+    def _count(self, **counts: int) -> None:
+        """Add to server_stats (every search's) and to the calling search's own counts, which
+        concurrent searches keep apart (solve reports them in Result.stats["server"])."""
+        with self._lock:
+            self.server_stats.update(counts)
+        mine = thread_state().values.setdefault((id(self), "server_stats"), Counter())
+        mine.update(counts)
+
+    @property
+    def thread_server_stats(self) -> Counter[str]:
+        """server_stats of the requests the calling thread's searches sent (no retries: the
+        connection pool retries for every thread at once)."""
+        return Counter(thread_state().values.get((id(self), "server_stats"), Counter()))
 
     def _send(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """POST every body; charge the meter from each answer's usage; raise if any failed
         (after charging the answers that came back: nothing computed goes uncounted)."""
         answers = self.pool.post_many(f"{self.base_url}/completions", bodies)
         good = [a for a in answers if not isinstance(a, ServerError)]
-        prompt = completion = cached = longest = 0
+        prompt = evaluated = completion = longest = unreported = without = 0
         for data in good:
             usage = data.get("usage") or {}
             choices = data.get("choices") or []
             lengths = [len(((c or {}).get("logprobs") or {}).get("tokens") or ())
                        for c in choices]
             completion += int(usage.get("completion_tokens", sum(lengths)))
-            prompt += int(usage.get("prompt_tokens", 0))
-            cached += _cached_tokens(data)
+            total, done = usage_of.prompt_counts(data)
+            prompt += total
+            evaluated += total if done is None else done
+            unreported += done is None
             longest = max([longest, *lengths])
-            self.server_stats["responses_without_usage"] += "usage" not in data
-        self.server_stats.update(requests=len(good), prompt_tokens=prompt,
-                                 completion_tokens=completion, cached_prompt_tokens=cached)
-        self.server_stats["retries"] = self.pool.retried
+            without += "usage" not in data
+        processed = evaluated + completion
+        self._count(requests=len(good), prompt_tokens=prompt, prompt_tokens_evaluated=evaluated,
+                    cached_prompt_tokens=prompt - evaluated, completion_tokens=completion,
+                    prompt_cache_unreported=unreported, responses_without_usage=without,
+                    flops_uncounted_tokens=0 if self.n_params else processed)
+        with self._lock:
+            self.server_stats["retries"] = self.pool.retried  # the pool's, for every thread
         if good:
-            processed = prompt - cached + completion
-            self.meter.charge_model(generated=completion, prefill=prompt - cached,
+            self.meter.charge_model(generated=completion, prefill=evaluated,
                                     processed=processed, passes=1 + longest,
                                     flops=2.0 * (self.n_params or 0) * processed)
         failed = [a for a in answers if isinstance(a, ServerError)]
@@ -207,8 +265,9 @@ class OpenAIEngine:
                               f"(indices {indices})")
         return sorted(choices, key=lambda c: int(c.get("index", 0)))
 
-    def _logprobs(self, choice: Mapping[str, Any]) -> tuple[list[str], list[float], dict]:
-        lp = choice.get("logprobs") or {}
+    def _logprobs(self, choice: Mapping[str, Any]
+                  ) -> tuple[list[str], list[float], Mapping[str, Any]]:
+        lp = usage_of.legacy_logprobs(choice.get("logprobs") or {})
         tokens, values = lp.get("tokens"), lp.get("token_logprobs")
         if not isinstance(tokens, list) or not isinstance(values, list) \
                 or len(tokens) != len(values):
@@ -239,13 +298,21 @@ class OpenAIEngine:
             else [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
         got: list[dict[int, dict[str, Any]]] = [{} for _ in nodes]
         while wave:
-            answers = self._send([b for _, _, b in wave])
+            try:
+                answers = self._send([b for _, _, b in wave])
+            except ServerError as err:  # llama-server refuses n above its slot count (HTTP 400)
+                if self.native_n is not None or n == 1 or "HTTP 400" not in str(err):
+                    raise
+                self.native_n = False
+                self._count(n_refused=1)
+                wave = [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
+                continue
             more = []
             for (i, j, b), data in zip(wave, answers):
                 choices = self._choices(data, b["n"])
                 if len(choices) < b["n"]:  # the server ignored n: ask for the rest one by one
                     self.native_n = False
-                    self.server_stats["n_ignored"] += 1
+                    self._count(n_ignored=1)
                     more += [(i, k, body(i, k, 1)) for k in range(1, b["n"])]
                 got[i].update((j + k, c) for k, c in enumerate(choices))
             wave = more
@@ -356,35 +423,20 @@ class OpenAIEngine:
             resp = self.pool.get(f"{root}/metrics")
         except ServerError:
             return {}
-        if resp.status_code != 200:
-            return {}
-        out: dict[str, float] = {}
-        for line in resp.text.splitlines():
-            name, _, value = line.rpartition(" ")
-            if not line.startswith("#") and ("prefix_cache" in name or "cache_hit" in name):
-                try:
-                    out[name] = float(value)
-                except ValueError:
-                    continue
-        return out
+        return usage_of.cache_counters(resp.text) if resp.status_code == 200 else {}
 
 
-def _cached_tokens(data: Mapping[str, Any]) -> int:
-    """Prompt tokens the server reports it took from its cache (0 when it does not say)."""
-    details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
-    timings = data.get("timings") or {}
-    return int(details.get("cached_tokens") or timings.get("cache_n") or 0)
-
-
-def _tokenizer(tokenizer: Any) -> Any:
+def _tokenizer(tokenizer: Any) -> tuple[Any, int | None]:
     """A tokenizer object as given, or one loaded by embedded name, path or Hugging Face id
-    (used only to render chat templates)."""
+    (used only to render chat templates); with its model's parameter count where the model
+    was loaded for it (an embedded name)."""
     if tokenizer is None or not isinstance(tokenizer, str):
-        return tokenizer
+        return tokenizer, None
     from search.models import EMBEDDED, load_model
 
     if tokenizer in EMBEDDED:
-        return load_model(tokenizer)[1]
+        model, tok, _ = load_model(tokenizer)
+        return tok, int(sum(p.numel() for p in model.parameters()))
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(tokenizer)
+    return AutoTokenizer.from_pretrained(tokenizer), None

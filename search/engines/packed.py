@@ -11,10 +11,15 @@ uses), then `torch.ops.mkldnn._linear_pointwise` per call. Measured on the same 
 at 1 row, ~52 ms at 2, ~64 ms at 8, ~95 ms at 16 (F.linear ~114).
 
 The packed kernel also computes each row the same way whatever M is (bit-identical rows for
-M = 1..64, where MKL's differ by ~1e-6 between M=1 and M>1), so the linear layers no longer
-make a row's logits depend on how many rows or draft tokens share its forward pass. The
-attention kernels still do, slightly (~4e-5 on SmolLM2's logits between one query and six),
-so greedy speculation is token-identical up to near-ties, as it was before.
+any M >= 2, where MKL's differ by ~1e-6 between M=1 and M>1), so the linear layers do not
+make a row's logits depend on how many rows or draft tokens share its forward pass. One
+exception, found by experiment: with more than 1,024 input features (SmolLM2's MLP
+down-projection), oneDNN computes a single row by another kernel (its sums in another order,
+~1e-6 apart) at any thread count; `packed_linear` finds out once per weight shape and, where
+that is so, runs a lone row as two (the row twice). The attention kernels still make a row
+depend on its batch, slightly (~4e-5 on SmolLM2's logits between one query and six), so
+greedy speculation is token-identical up to near-ties, as it was before; the engine keeps
+every call's attention to itself (search.engines.sched).
 
 Sibling projections that a Llama-family block calls back to back on one input (q/k/v,
 gate/up) share one packed weight and one GEMM (`fuse_siblings`): 4 kernel calls per layer
@@ -42,15 +47,44 @@ PACK_HINT = 16  # the row count oneDNN tunes the packed layout for (a decode bat
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
                   in_features: int, residual: torch.Tensor | None = None) -> torch.Tensor:
     """(..., in) -> (rows, in) -> (rows, out) -> (..., out) on a oneDNN-packed weight;
-    residual (rows, out): added to the output inside the GEMM (oneDNN's binary post-op)."""
+    residual (rows, out): added to the output inside the GEMM (oneDNN's binary post-op).
+    A lone row runs as two where oneDNN would compute it apart (see the module doc)."""
     rows = x.reshape(-1, in_features)
     if not rows.is_contiguous():
         rows = rows.contiguous()
-    if residual is None:
-        out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    if rows.shape[0] == 1 and not _single_row_same(packed, bias, in_features, residual is not None):
+        rows = rows.expand(2, in_features).contiguous()
+        residual = None if residual is None else residual.expand(2, -1).contiguous()
+        out = _gemm(rows, packed, bias, residual)[:1]
     else:
-        out = torch.ops.mkldnn._linear_pointwise.binary(rows, residual, packed, bias, "add")
+        out = _gemm(rows, packed, bias, residual)
     return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def _gemm(rows: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
+          residual: torch.Tensor | None) -> torch.Tensor:
+    if residual is None:
+        return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    return torch.ops.mkldnn._linear_pointwise.binary(rows, residual, packed, bias, "add")
+
+
+_SINGLE: dict[tuple[int, int, bool, bool], bool] = {}  # (in, out, bias, residual) -> same?
+
+
+def _single_row_same(packed: torch.Tensor, bias: torch.Tensor | None, in_features: int,
+                     residual: bool) -> bool:
+    """Whether oneDNN computes one row of this weight shape as it computes it among others
+    (probed once per shape, on this weight, with random rows)."""
+    key = (in_features, packed.size(0), bias is not None, residual)  # packed: [out, in]
+    same = _SINGLE.get(key)
+    if same is None:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(2, in_features, generator=gen)
+        res = torch.randn(2, packed.size(0), generator=gen) if residual else None
+        pair = _gemm(x, packed, bias, res)
+        one = _gemm(x[:1].clone(), packed, bias, None if res is None else res[:1].clone())
+        same = _SINGLE[key] = bool(torch.equal(pair[:1], one))
+    return same
 
 
 class PackedLinear(torch.nn.Module):

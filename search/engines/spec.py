@@ -41,14 +41,16 @@ predictor; the batch size is the cheap signal used here).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from search.engines.drafter import Drafter, DraftTree, greedy_path, sampled_path
 from search.engines.kv import Segment, SlabCache
 from search.engines.sampling import categorical, probs, sample
+from search.engines.sched import Job, Pass
 from search.types import Node, Step
 
 __all__ = ["DraftTree", "Drafter", "SpecConfig", "SpecDecoder", "SpecStats"]
@@ -132,15 +134,16 @@ class SpecDecoder:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=engine.device).manual_seed(seed)
         self.stop_span = max((len(s) for s in stop), default=0) + 2
-        backend = getattr(engine.tokenizer, "backend_tokenizer", None)
-        self._decode_batch = getattr(backend, "decode_batch", None)
+        from search.engines.hf import stop_decoder  # (hf imports this module)
+
+        self._decode = stop_decoder(engine)
         self.toks: list[list[int]] = [[] for _ in rows]
         self.lps: list[list[float]] = [[] for _ in rows]
         self.cols: list[list[int]] = [[] for _ in rows]
         self.klen = [self.cfg.first_draft] * len(rows)
 
     @torch.inference_mode()
-    def run(self) -> list[Node]:
+    def run(self) -> Job[list[Node]]:
         e, rows = self.e, self.rows
         self.drafter.add_trees(rows)
         uniq = list({n.id: n for n in rows}.values())
@@ -179,7 +182,7 @@ class SpecDecoder:
                 break
             if len(keep) < len(active):
                 active = [active[b] for b in cache.keep(keep)]
-            new, new_lp, hid = self._verify(active)
+            new, new_lp, hid = yield from self._verify(active)
         return [c for c in out if c is not None]
 
     def _context(self, r: int) -> list[int]:
@@ -197,9 +200,7 @@ class SpecDecoder:
             span = self.stop_span
             windows = [(self.toks[r][-span:] + new[b][:j + 1])[-span:]
                        for b, r in enumerate(active) for j in range(len(new[b]))]
-            texts = (self._decode_batch(windows, skip_special_tokens=False)
-                     if self._decode_batch is not None else
-                     [e.decode(w, skip_special=False) for w in windows])
+            texts = [self._decode(w) for w in windows]
         out: list[tuple[int, str | None]] = []
         at = kept = 0
         for b, r in enumerate(active):
@@ -262,8 +263,8 @@ class SpecDecoder:
         block = torch.zeros(tree.shape, dtype=bias.dtype, device=bias.device)
         return torch.cat([bias, block.masked_fill_(~tree, torch.finfo(bias.dtype).min)], -1)
 
-    def _verify(self, active: list[int]) -> tuple[list[list[int]], list[list[float]],
-                                                  torch.Tensor | None]:
+    def _verify(self, active: list[int]) -> Generator[Pass, Any, tuple[
+            list[list[int]], list[list[float]], torch.Tensor | None]]:
         """One forward of [last token, draft nodes..., padding] per row; per slot the tokens
         it emits, their logprobs, and (keep_hidden) the hidden states they were predicted
         from [A, m, h]."""
@@ -283,9 +284,7 @@ class SpecDecoder:
         depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
         start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
                              device=dev)
-        res = e.forward(input_ids=ids, attention_mask=self._mask(trees, q),
-                      position_ids=start[:, None] + depth, past_key_values=cache,
-                      use_cache=True, logits_to_keep=q, output_hidden_states=e.kv.keep_hidden)
+        res = yield e.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q)
         e.meter.charge_model(processed=A * q, flops=2.0 * e.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
         paths, final = self._accept(logits, trees, ids, active)

@@ -1,0 +1,135 @@
+"""Benchmark: eval grids at concurrency 1 and N side by side, in one run (issue #20's targets).
+
+    python -m reports.bench_eval                     # both parts, N = 16
+    python -m reports.bench_eval --parts tiny --tiny-limit 8
+
+tiny   the grid `--dataset arith --difficulty 5 --limit 32 --model tiny-arith --scorer steps
+       --algos best_of_n,beam,particle_filter --budgets 4,16 --seeds 0` through reports.eval at
+       concurrency 1, then N: wall times, their ratio, and whether every row is identical
+       apart from its timing fields (`time`, `usage.seconds`).
+smol   SmolLM2-135M on GSM8K (--smol-limit problems, greedy and best-of-4, steps of up to
+       --step-tokens, at most --max-steps): aggregate generated tokens/s at concurrency 1 and
+       N, against the engine's own throughput on ONE problem at 16 rows (best-of-16, 3 steps
+       of up to 32 tokens, like reports/bench_engine.py's workloads; best of 2 runs).
+
+Also printed: the scheduler's counters (forwards merged per tick, peak jobs and batch-cache
+bytes in flight) and the process's peak RSS. Timings on a shared machine are noisy: the
+ratios are measured side by side, in one process, on one engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TIMING = ("time",)  # row fields that may differ between runs; usage.seconds too
+
+
+def comparable(row: dict[str, Any]) -> str:
+    """A row as JSON without its timing fields."""
+    row = {k: v for k, v in row.items() if k not in TIMING}
+    row["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
+    return json.dumps(row, sort_keys=True)
+
+
+def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
+               ) -> tuple[float, dict[str, str], int, float]:
+    """(seconds, comparable rows by key, generated tokens, CPU seconds) of one fresh grid."""
+    from reports.eval import run_grid
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = run_grid(problems, out=out, quiet=True, concurrency=concurrency, **grid)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if run.errors:
+        bad = next(r for r in run.rows if r["status"] == "error")
+        raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
+    rows = {r["key"]: comparable(r) for r in run.rows}
+    return seconds, rows, sum(int(r["usage"]["generated_tokens"]) for r in run.rows), cpu
+
+
+def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) -> dict[str, Any]:
+    t1, rows1, tokens, cpu1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1, **grid)
+    tn, rowsn, _, cpun = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
+    same = rows1 == rowsn
+    print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
+          f"({tokens / t1:.1f} tok/s), concurrency {n}: {tn:.1f} s ({tokens / tn:.1f} tok/s); "
+          f"{t1 / tn:.2f}x; rows identical apart from timings: {same}\n  process CPU time: "
+          f"{cpu1:.1f} s vs {cpun:.1f} s ({cpu1 / cpun:.2f}x)", flush=True)
+    if not same:
+        diff = sorted(k for k in rows1 if rows1[k] != rowsn.get(k))
+        print(f"  {len(diff)} rows differ, e.g. {rows1[diff[0]][:300]}\n  vs {rowsn.get(diff[0], '')[:300]}")
+    return {"runs": len(rows1), "tokens": tokens, "c1": t1, "cn": tn, "ratio": t1 / tn,
+            "cpu1": cpu1, "cpun": cpun, "identical": same}
+
+
+def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> float:
+    """The engine's tokens/s on one problem at 16 rows: best-of-16, 3 steps of <= 32 tokens."""
+    import search
+
+    best = 0.0
+    for _ in range(repeats):
+        r = search.solve(problem, "best_of_n", engine=engine, scorer="logprob", n=16,
+                         step_tokens=32, max_steps=3, temperature=0.7, seed=0)
+        best = max(best, r.usage.generated_tokens / r.usage.seconds)
+    return best
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reports.bench_eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="tiny,smol")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--tiny-limit", type=int, default=32)
+    ap.add_argument("--smol-limit", type=int, default=32)
+    ap.add_argument("--step-tokens", type=int, default=64)
+    ap.add_argument("--max-steps", type=int, default=2)
+    ap.add_argument("--data", default=None, help="GSM8K folder (default ../shared/data)")
+    args = ap.parse_args(argv)
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    import torch
+
+    from reports.eval import load_problems
+    from search.api import get_engine
+    from search.engines.sched import SCHED
+
+    n = args.concurrency
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; concurrency 1 vs {n}",
+          flush=True)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if "tiny" in parts:
+            probs = load_problems("arith", limit=args.tiny_limit, difficulty=[5])
+            out["tiny"] = compare("tiny-arith grid", probs, Path(tmp), n,
+                                  algos=["best_of_n", "beam", "particle_filter"],
+                                  budgets=[4, 16], seeds=[0], engine=get_engine("tiny-arith"),
+                                  scorer="steps", dataset="arith", model="tiny-arith")
+        if "smol" in parts:
+            eng = get_engine("smollm2-135m")
+            probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)
+            ref = one_problem_rate(eng, probs[0])
+            print(f"SmolLM2 one problem, 16 rows: {ref:.1f} tok/s", flush=True)
+            knobs = {a: {"step_tokens": args.step_tokens, "max_steps": args.max_steps}
+                     for a in ("greedy", "best_of_n")}
+            for algo, budgets in (("greedy", [1]), ("best_of_n", [4])):
+                r = compare(f"SmolLM2 GSM8K {algo} x{budgets[0]}", probs, Path(tmp), n,
+                            algos=[algo], budgets=budgets, seeds=[0], engine=eng,
+                            scorer="logprob", dataset="gsm8k", model="smollm2-135m",
+                            knobs={algo: knobs[algo]})
+                rate = r["tokens"] / r["cn"]
+                print(f"  at concurrency {n}: {rate:.1f} tok/s = {rate / ref:.0%} of one "
+                      f"problem's 16-row rate, {r['ratio']:.2f}x concurrency 1", flush=True)
+                out[algo] = {**r, "one_problem": ref, "share": rate / ref}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"scheduler: {SCHED.stats}; peak RSS {rss:.0f} MB")
+    return 0 if all(v["identical"] for v in out.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

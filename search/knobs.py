@@ -1,0 +1,279 @@
+"""Algorithm knobs, checked (and parsed from command-line text) before any model loads.
+
+An algorithm's knobs are its keyword-only parameters, `seed` excepted (solve's own argument).
+`check(fn, knobs)` runs three layers, each saying what was wrong and what is allowed:
+  1. names: a knob the function does not take is a TypeError ("did you mean ...");
+  2. types: a value must match its parameter's annotation (int, float, bool, str,
+     Sequence[str], X | None, ...; an int is a float, a bool is not an int): TypeError;
+  3. values: the COMMON rules of knobs that mean the same in every algorithm (temperature,
+     top_p, select, agg, token caps, ...), then the algorithm's own, declared on its function
+     with @rules(...) (m divides n, ...): ValueError.
+@rules also runs these checks when the function is called directly, so each rule is written
+once, next to the algorithm it belongs to. `parse` turns "8", "0.5", "true", "none", "[1, 2]"
+or "vote" into the annotation's type first (the CLI and the eval runner's --knob).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections.abc
+import difflib
+import functools
+import inspect
+import json
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`ok(*values of names)` must hold; `says` is the requirement as a clause ("m must
+    divide n"), or a function making it when the message is made. A rule whose
+    knobs an algorithm lacks, or whose values include None (an allowed "off"), is skipped."""
+
+    names: tuple[str, ...]
+    ok: Callable[..., bool]
+    says: str | Callable[[], str]
+
+    @property
+    def words(self) -> str:
+        return self.says() if callable(self.says) else self.says
+
+    def fails(self, values: Mapping[str, Any]) -> str | None:
+        """None when the rule holds, else why not (with the error `ok` raised, if any)."""
+        got = ", ".join(f"{n}={values[n]!r}" for n in self.names)
+        try:
+            if self.ok(*[values[n] for n in self.names]):
+                return None
+        except Exception as err:  # the check itself refused the value (a malformed table...)
+            return f"{self.words} (got {got}: {type(err).__name__}: {err})"
+        return f"{self.words} (got {got})"
+
+
+def at_least(low: float, *names: str) -> tuple[Rule, ...]:
+    return tuple(Rule((n,), lambda v: v >= low, f"{n} must be >= {low:g}") for n in names)
+
+
+def above(low: float, *names: str) -> tuple[Rule, ...]:
+    return tuple(Rule((n,), lambda v: v > low, f"{n} must be > {low:g}") for n in names)
+
+
+def within(low: float, high: float, name: str) -> Rule:
+    return Rule((name,), lambda v: low <= v <= high, f"{name} must be between {low:g} and {high:g}")
+
+
+def divides(small: str, big: str) -> Rule:
+    return Rule((small, big), lambda a, b: b % a == 0, f"{small} must divide {big}")
+
+
+def one_of(name: str, choices: Iterable[str] | Callable[[], Iterable[str]]) -> Rule:
+    """name is one of `choices` (or of choices() read when checked: a registry that plug-ins
+    extend)."""
+    def allowed() -> list[str]:
+        return sorted(choices() if callable(choices) else choices)
+
+    return Rule((name,), lambda v: v in allowed(),
+                lambda: f"{name} must be one of {', '.join(map(repr, allowed()))}")
+
+
+def _aggregates() -> Iterable[str]:
+    from rewards.aggregate import AGGREGATES  # plug-in layer: read when checked
+
+    return AGGREGATES
+
+
+def _selections() -> Iterable[str]:
+    from search.select import RULES
+
+    return RULES
+
+
+def _resamplers() -> Iterable[str]:
+    from search.algos._smc import RESAMPLERS
+
+    return RESAMPLERS
+
+
+# knobs that mean the same wherever they appear
+COMMON: dict[str, tuple[Rule, ...]] = {
+    "temperature": at_least(0, "temperature"),
+    "top_p": (Rule(("top_p",), lambda v: 0 < v <= 1, "top_p must be in (0, 1]"),),
+    "select": (one_of("select", _selections),),
+    "agg": (one_of("agg", _aggregates),),
+    "resample": (one_of("resample", _resamplers),),
+    **{cap: at_least(1, cap) for cap in ("step_tokens", "max_tokens", "max_depth", "max_steps",
+                                         "chunk_tokens", "horizon", "iterations")},
+}
+
+
+def rules(*declared: Rule | tuple[Rule, ...]) -> Callable[[F], F]:
+    """Declare an algorithm's own value rules; the checks also run on every direct call."""
+    flat = tuple(r for d in declared for r in (d if isinstance(d, tuple) else (d,)))
+
+    def wrap(fn: F) -> F:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            check(checked, {k: bound.arguments[k] for k in names(checked)}, complete=True)
+            return fn(*args, **kwargs)
+
+        checked.__knob_rules__ = flat  # type: ignore[attr-defined]
+        return typing.cast(F, checked)
+
+    return wrap
+
+
+# -- names and types ----------------------------------------------------------------------------
+def _params(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    return {p: v for p, v in inspect.signature(fn).parameters.items()
+            if v.kind is inspect.Parameter.KEYWORD_ONLY and p not in NOT_KNOBS}
+
+
+def names(fn: Callable[..., Any]) -> list[str]:
+    """The knobs of an algorithm function, in signature order."""
+    return list(_params(fn))
+
+
+def defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    return {k: p.default for k, p in _params(fn).items()}
+
+
+def annotation(fn: Callable[..., Any], knob: str) -> Any:
+    """The evaluated annotation of a knob (annotations are strings here: `from __future__
+    import annotations`); the default's type when it cannot be evaluated, Any without one."""
+    param = _params(fn)[knob]
+    ann = param.annotation
+    if isinstance(ann, str):
+        space = {**vars(typing), **vars(collections.abc),
+                 **vars(sys.modules[inspect.unwrap(fn).__module__])}
+        try:
+            ann = eval(ann, space)  # noqa: S307 - a signature's own annotation text
+        except Exception:  # a name imported only for type checkers
+            ann = inspect.Parameter.empty
+    if ann is inspect.Parameter.empty:
+        return type(param.default) if param.default not in (None, param.empty) else Any
+    return ann
+
+
+def _members(tp: Any) -> tuple[Any, ...]:
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return typing.get_args(tp)
+    return (tp,)
+
+
+def conforms(value: Any, tp: Any) -> bool:
+    """Does value fit the annotation tp (the subset of typing that knobs use)?"""
+    if len(members := _members(tp)) > 1:
+        return any(conforms(value, m) for m in members)
+    if tp is Any:
+        return True
+    if tp is None or tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (collections.abc.Sequence, list, tuple):
+        return isinstance(value, (list, tuple)) and all(conforms(v, args[0]) for v in value) \
+            if args else isinstance(value, (list, tuple))
+    if origin in (collections.abc.Mapping, dict):
+        return isinstance(value, Mapping)
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True  # an annotation this checker does not model
+
+
+def describe(tp: Any) -> str:
+    """An annotation in words: "an int", "a number", "a list of strings or None"."""
+    words = {bool: "true or false", int: "an int", float: "a number", str: "a string",
+             type(None): "None"}
+    parts = []
+    for m in _members(tp):
+        origin, args = typing.get_origin(m), typing.get_args(m)
+        if m in words:
+            parts.append(words[m])
+        elif origin in (collections.abc.Sequence, list, tuple):
+            parts.append(f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
+                         if args else "a list")
+        elif origin in (collections.abc.Mapping, dict):
+            parts.append("a mapping")
+        else:
+            parts.append(getattr(m, "__name__", str(m)))
+    return " or ".join(parts)
+
+
+def parse(fn: Callable[..., Any], knob: str, text: str) -> Any:
+    """Command-line text -> a value of the knob's type: a JSON or Python literal when that
+    fits ("8", "0.5", "true", "[\"\\n\"]"), "none"/"null" where None is allowed, else the text
+    itself where a string is (select=vote). TypeError saying what the knob takes otherwise."""
+    check_names(fn, [knob])
+    tp = annotation(fn, knob)
+    if text.strip().lower() in ("none", "null") and conforms(None, tp):
+        return None
+    for loads in (json.loads, ast.literal_eval):
+        try:
+            value = loads(text.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if conforms(value, tp):
+            return value
+    if conforms(text, tp):
+        return text
+    got = "nothing after '='" if not text.strip() else repr(text)
+    raise TypeError(f"{fn.__name__}: knob {knob} takes {describe(tp)}, got {got}")
+
+
+# -- the check ---------------------------------------------------------------------------------
+def check_names(fn: Callable[..., Any], given: Iterable[str]) -> None:
+    allowed = names(fn)
+    for knob in given:
+        if knob in NOT_KNOBS:
+            raise TypeError(f"{knob} is not a knob of {fn.__name__}(): it is solve's own "
+                            f"argument (search.solve(..., {knob}=...); --{knob} on the command "
+                            "line)")
+        if knob not in allowed:
+            close = difflib.get_close_matches(knob, allowed, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise TypeError(f"{fn.__name__}() has no knob {knob!r}{hint}; its knobs: "
+                            f"{', '.join(allowed)}")
+
+
+def check(fn: Callable[..., Any], knobs: Mapping[str, Any], *, complete: bool = False,
+          values_too: bool = True) -> dict[str, Any]:
+    """Check the given knobs of algorithm fn (names, types, value rules, defaults filled in
+    for the rules that relate several knobs); returns every knob's value. complete: knobs
+    already holds every knob (a call's bound arguments); values_too=False: names and types
+    only (knobs that other knobs will join)."""
+    check_names(fn, knobs)
+    values = dict(knobs) if complete else {**defaults(fn), **knobs}
+    wrong = [f"knob {k} takes {describe(tp)}, got {v!r}" for k, v in knobs.items()
+             if not conforms(v, tp := annotation(fn, k))]
+    if wrong:
+        raise TypeError(f"{fn.__name__}: {'; '.join(wrong)}")
+    if not values_too:
+        return values
+    own: tuple[Rule, ...] = getattr(fn, "__knob_rules__", ())
+    failed: set[str] = set()
+    broken = []
+    for rule in [r for k in values for r in COMMON.get(k, ())] + list(own):
+        if any(n not in values or values[n] is None or n in failed for n in rule.names):
+            continue
+        if (why := rule.fails(values)) is not None:
+            failed.update(rule.names)
+            broken.append(why)
+    if broken:
+        raise ValueError(f"{fn.__name__}: {'; '.join(broken)}")
+    return values

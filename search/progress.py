@@ -1,0 +1,105 @@
+"""A solve's progress line on a terminal: tokens, candidates so far, best score, seconds.
+
+    search  beam on smollm2-135m · 1,204 tokens · 9 candidates · best 0.871 · 6.3 s
+
+Drawn on stderr only when it is a terminal (never into a pipe, a file or a test's capture),
+only once the solve has run `after` seconds, redrawn in place at most every `every` seconds
+from the meter's charges, and erased when the solve ends. It reads the search tree and the
+meter and writes nothing back, so a result is the same with or without it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from search.budget import Meter
+from search.types import Node
+
+KEY = "reward"  # where algorithms keep a node's score (rewards.KEY)
+
+
+class Progress:
+    """stream: where to draw (default sys.stderr, read when a solve starts); enabled=False
+    draws nothing."""
+
+    def __init__(self, stream: TextIO | None = None, *, after: float = 3.0,
+                 every: float = 0.25, enabled: bool = True) -> None:
+        self.stream, self.after, self.every, self.enabled = stream, after, every, enabled
+        self.drawn = 0  # lines drawn (redraws included), for tests
+
+    @contextmanager
+    def watching(self, meter: Meter, engine: Any, label: str) -> Iterator[None]:
+        """Draw while the block runs: ticks come from the meter; the trees from the roots the
+        engine makes (its `root` method is observed for the block)."""
+        out = self.stream or sys.stderr
+        if not self.enabled or not _is_tty(out):
+            yield
+            return
+        roots: list[Node] = []
+        start, last = time.perf_counter(), -math.inf
+        shown = False
+
+        def tick(m: Meter) -> None:
+            nonlocal last, shown
+            now = time.perf_counter()
+            if now - start < self.after or now - last < self.every:
+                return
+            last, shown = now, True
+            out.write("\r" + line(label, m, roots, now - start) + "\x1b[K")
+            out.flush()
+            self.drawn += 1
+
+        make_root = getattr(engine, "root", None)
+
+        def observed_root(problem: Any) -> Node:
+            node = make_root(problem)  # type: ignore[misc]
+            roots.append(node)
+            return node
+
+        own = vars(engine).get("root") if hasattr(engine, "__dict__") else None
+        patched = _try_setattr(engine, "root", observed_root) if make_root else False
+        meter.watchers.append(tick)
+        try:
+            yield
+        finally:
+            meter.watchers.remove(tick)
+            if patched and own is not None:
+                engine.root = own
+            elif patched:
+                del engine.root  # the class's own method again
+            if shown:
+                out.write("\r\x1b[K")  # erase the line: what follows starts clean
+                out.flush()
+
+
+def line(label: str, meter: Meter, roots: list[Node], seconds: float) -> str:
+    """The progress line: tokens generated, finished paths (candidates) in the trees so far,
+    the best score among them (of any scored partial path while none is scored), seconds."""
+    nodes = [n for root in roots for n in root.walk()]
+    finished = [n for n in nodes if n.finished]
+    best = "best -"
+    for pool, what in ((nodes, "best partial"), (finished, "best")):  # finished ones win
+        scores = [n.scores[KEY] for n in pool if math.isfinite(n.scores.get(KEY, math.nan))]
+        best = f"{what} {max(scores):.4g}" if scores else best
+    return (f"search  {label} · {meter.generated_tokens:,} tokens · {len(finished)} "
+            f"candidates · {best} · {seconds:.1f} s")
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed or not a file
+        return False
+
+
+def _try_setattr(obj: Any, name: str, value: Any) -> bool:
+    try:
+        setattr(obj, name, value)
+    except (AttributeError, TypeError):  # __slots__ or a read-only object: tokens only
+        return False
+    return True

@@ -1,0 +1,411 @@
+"""Many searches on one engine (search.solve_many, search.engines.sched): every Result, row
+and meter is exactly what each search gives alone, whatever the concurrency and whatever else
+shares its forwards; errors, frees and memory stay with their own search."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+import torch
+
+import search
+from search import registry
+from search.api import SolveManyError, concurrently
+from search.budget import Meter, PerThreadMeter, metered, thread_state
+from search.engines import sched
+from search.engines.hf import HFEngine
+from search.engines.kv import SlabCache
+from search.engines.sched import SCHED, Pass, SchedStats, run_passes
+from search.types import Budget, Node, Problem
+
+
+def dump(result: search.Result) -> str:
+    """Everything a Result holds but its timings, nodes numbered by their place in the tree
+    (ids count every node the process ever made, so they depend on what ran beside it)."""
+    nodes = list(result.tree.walk())
+    index = {n.id: i for i, n in enumerate(nodes)}
+
+    def score(k: str, v: float) -> object:
+        return index.get(int(v), "?") if k == "merged_into" else repr(v)
+
+    tree = [(index[n.parent.id] if n.parent else None, n.depth, n.n_tokens, repr(n.cum_logprob),
+             None if n.step is None else (n.step.text, n.step.token_ids,
+                                          [repr(x) for x in n.step.logprobs],
+                                          n.step.stop_reason),
+             sorted((k, score(k, v)) for k, v in n.scores.items())) for n in nodes]
+    usage = {k: v for k, v in result.usage.as_dict().items() if k != "seconds"}
+    cands = [(c.text, c.answer, repr(c.score), c.finished, index.get(c.node_id))
+             for c in result.candidates]
+
+    def ids(x: object, key: str = "") -> object:  # node ids in stats, by place in the tree
+        if isinstance(x, dict):
+            return {k: ids(v, k) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [ids(v, key) for v in x]
+        return index.get(x, "?") if key.endswith("node") and isinstance(x, int) else repr(x)
+
+    return json.dumps([result.answer, result.text, repr(result.score), result.status,
+                       result.seed, result.algo, cands, usage, tree, ids(dict(result.stats))])
+
+
+@pytest.fixture(scope="module")
+def arith_engine():
+    return search.get_engine("tiny-arith")
+
+
+def arith_problems(n: int = 4) -> list[Problem]:
+    from problems import arith
+
+    return arith.generate(n, seed=7, difficulty=4)
+
+
+GRID = [("greedy", {}), ("best_of_n", {"n": 6, "select": "weighted_vote", "agg": "min"}),
+        ("beam", {"n": 8, "m": 2, "agg": "min"}), ("particle_filter", {"n": 6}),
+        ("astar", {"width": 2, "k": 2}), ("mcts", {"iterations": 6})]
+
+
+@pytest.mark.parametrize("algo,knobs", GRID, ids=[a for a, _ in GRID])
+def test_results_identical_at_any_concurrency(arith_engine, algo, knobs):
+    """The same problems x seeds alone (solve), then 4 and 16 at once (solve_many): the
+    same answers, candidates, scores, trees, token counts and forward passes."""
+    probs = arith_problems()
+    scorer = "steps" if registry.uses_scorer(algo, knobs) else None
+    alone = [dump(search.solve(p, algo, engine=arith_engine, scorer=scorer, seed=s, **knobs))
+             for p in probs for s in (0, 1)]
+    for c in (4, 16):
+        many = search.solve_many(probs, algo, engine=arith_engine, scorer=scorer,
+                                 seeds=(0, 1), concurrency=c, **knobs)
+        assert [dump(r) for r in many] == alone, c
+
+
+def test_value_head_and_token_budget_identical_at_any_concurrency(arith_engine):
+    """The value head reads hidden states the engine records during merged forwards; a
+    token budget stops each search where it stops alone."""
+    probs = arith_problems(3)
+    budget = Budget(tokens=120)
+    alone = [dump(search.solve(p, "beam", budget, engine=arith_engine, scorer="value", seed=s,
+                               n=8, m=2)) for p in probs for s in (0, 1)]
+    many = search.solve_many(probs, "beam", budget, engine=arith_engine, scorer="value",
+                             seeds=(0, 1), concurrency=6, n=8, m=2)
+    assert [dump(r) for r in many] == alone
+    assert all(r.usage.generated_tokens <= 120 + 8 * 256 for r in many)
+
+
+def test_extend_and_next_logprobs_identical_at_any_concurrency(tiny_model):
+    """self_eval forces a question after every step (extend, next_logprobs): the scorer's
+    forwards are merged across searches too."""
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
+    kw: dict[str, Any] = dict(n=4, m=2, step_tokens=6, max_depth=3)
+    alone = [dump(search.solve(p, "beam", engine=eng, scorer="self_eval", seed=1, **kw))
+             for p in probs]
+    many = search.solve_many(probs, "beam", engine=eng, scorer="self_eval", seeds=(1,),
+                             concurrency=4, **kw)
+    assert [dump(r) for r in many] == alone
+
+
+# -- the merged forward against each Pass alone -----------------------------------------------
+def _passes(eng: HFEngine) -> list[Pass]:
+    """Passes of every kind the engine makes: decode rows of different path lengths, a shared
+    prefix (cascade), a prefill of several tokens with every position's logits, one row."""
+    roots = [eng.root(Problem(prompt=p)) for p in ("12345678+" * 3, "9-8=" * 5, "1+1=", "77*6=")]
+    eng.kv.ensure(roots, eng.meter)
+    kids = eng.expand(roots[:2], 3, stop=None, max_tokens=4, seed=2)
+    rows = [k for ks in kids for k in ks]
+    eng.kv.ensure(rows, eng.meter)
+    kv = eng.kv
+    out = []
+
+    def decode(nodes: list[Node], hidden: bool) -> Pass:
+        cache = kv.batch([kv.path_parts(n) for n in nodes], 3)
+        ids = torch.tensor([[5 + i] for i in range(len(nodes))])
+        pos = torch.tensor([[n.n_tokens] for n in nodes])
+        p = kv.pass_for(ids, pos, cache, cache.attention_mask(1), 1)
+        p.hidden = hidden
+        return p
+
+    out.append(decode(rows, True))  # 6 rows, two trees: no common prefix
+    out.append(decode(kids[0], False))  # 3 rows of one root: the prompt shared (cascade)
+    out.append(decode(roots[2:3], True))  # a lone row
+    cache = kv.batch([kv.path_parts(n) for n in roots[2:]], 5)  # 2 rows x 5 tokens each
+    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
+    pos = torch.tensor([[n.n_tokens] for n in roots[2:]]) + torch.arange(5)
+    out.append(kv.pass_for(ids, pos, cache, cache.attention_mask(5), 0))
+    return out
+
+
+def _clone(p: Pass) -> Pass:
+    c = p.cache
+    cache = SlabCache(c.buf.clone(), c.valid.clone(), c.length, c.mask_kind, c.prefix)
+    return Pass(p.forward, p.input_ids, p.position_ids, cache, cache.attention_mask(
+        p.input_ids.shape[1]), p.keep, p.hidden)
+
+
+def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model):
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=4)
+    passes = _passes(eng)
+    assert passes[1].cache.prefix is not None and passes[0].cache.prefix is None
+    assert eng.forward.row_invariant  # packed linears: the Passes share one forward
+    alone = [_clone(p) for p in passes]
+    together = [_clone(p) for p in passes]
+    with torch.inference_mode():
+        outs_alone = [p.alone() for p in alone]
+        outs = run_passes(together)
+    for a, b, pa, pb in zip(outs_alone, outs, alone, together):
+        assert torch.equal(a.logits, b.logits)
+        assert (a.hidden_states is None) == (b.hidden_states is None)
+        if a.hidden_states is not None:
+            assert torch.equal(a.hidden_states[-1], b.hidden_states[-1])
+        n = pa.cache.length  # (columns past it were never written: empty memory)
+        assert n == pb.cache.length and torch.equal(pa.cache.buf[..., :n, :], pb.cache.buf[..., :n, :])
+    # and the merged forward computes what transformers' forward computes
+    ref = [_clone(p) for p in passes]
+    with torch.no_grad():
+        for p, o in zip(ref, outs):
+            r = eng.model(input_ids=p.input_ids, attention_mask=p.mask, position_ids=p.position_ids,
+                      past_key_values=p.cache, use_cache=True, logits_to_keep=p.keep)
+            assert torch.allclose(r.logits, o.logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{"pack": False}, {"dtype": "int8"}], ids=["unpacked", "int8"])
+def test_linears_that_are_not_row_invariant_run_each_pass_alone(tiny_model, kw):
+    """MKL's F.linear (unpacked) computes a lone row apart, int8 scales activations per call:
+    such engines run every Pass alone, so results still do not depend on the batch."""
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", **kw)
+    assert not getattr(eng.forward, "row_invariant", False)
+    probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=")]
+    kn: dict[str, Any] = dict(n=3, step_tokens=5, max_steps=2)
+    alone = [dump(search.solve(p, "best_of_n", engine=eng, seed=2, **kn)) for p in probs]
+    many = search.solve_many(probs, "best_of_n", engine=eng, seeds=(2,), concurrency=3, **kn)
+    assert [dump(r) for r in many] == alone
+
+
+def test_a_failing_pass_fails_alone(tiny_model):
+    """A merged forward that raises is rewound and re-run Pass by Pass: the others get their
+    outputs (the same as alone), the failing one its exception."""
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    passes = [_clone(p) for p in _passes(eng)]
+    ok = [_clone(p) for p in passes]
+    bad = passes[2]
+    bad.input_ids = torch.tensor([[10 ** 6]])  # no such token: the embedding raises
+    with torch.inference_mode():
+        outs = run_passes(passes)
+        want = [p.alone() for p in ok]
+    assert isinstance(outs[2], Exception)
+    for i in (0, 1, 3):
+        assert torch.equal(outs[i].logits, want[i].logits)
+        n = ok[i].cache.length
+        assert torch.equal(passes[i].cache.buf[..., :n, :], ok[i].cache.buf[..., :n, :])
+
+
+# -- scheduling ---------------------------------------------------------------------------------
+def test_one_search_error_fails_only_its_run(arith_engine):
+    probs = arith_problems(3)
+    long = Problem(prompt="one two " * 2000, id="too-long")  # longer than the model's context
+    with pytest.raises(SolveManyError) as info:
+        search.solve_many([probs[0], long, *probs[1:]], "best_of_n", engine=arith_engine,
+                          scorer="steps", seeds=(0,), concurrency=4, n=4,
+                          select="weighted_vote")
+    err = info.value
+    assert [e is not None for e in err.errors] == [False, True, False, False]
+    assert "max_length" in str(err.errors[1])
+    alone = [dump(search.solve(p, "best_of_n", engine=arith_engine, scorer="steps", n=4,
+                               select="weighted_vote"))
+             for p in probs]
+    assert [dump(r) for r in err.results if r is not None] == alone
+
+
+def test_short_calls_do_not_wait_for_long_ones(tiny_model):
+    """Continuous batching: a 2-token expansion started beside a 60-token one returns after a
+    few shared forwards, while the long one is still decoding."""
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    eng.eos_ids = frozenset()
+    roots = [eng.root(Problem(prompt="1+2=")), eng.root(Problem(prompt="3+4="))]
+    finished: dict[str, float] = {}
+    SCHED.stats = SchedStats()
+
+    def run(name: str, root: Node, tokens: int) -> None:
+        eng.expand([root], 2, stop=None, max_tokens=tokens, seed=0)
+        finished[name] = time.perf_counter()
+
+    with SCHED.serving():
+        long = threading.Thread(target=run, args=("long", roots[0], 60))
+        long.start()
+        while SCHED.stats.ticks < 3:  # the long call is decoding
+            time.sleep(0.001)
+        run("short", roots[1], 2)
+        ticks_at_short = SCHED.stats.ticks
+        long.join()
+    assert finished["short"] < finished["long"]
+    assert SCHED.stats.widest == 2  # their forwards were merged
+    assert ticks_at_short < 20 < SCHED.stats.ticks
+
+
+def test_kv_cap_bounds_the_calls_in_flight(arith_engine):
+    probs = arith_problems(4)
+    SCHED.stats = SchedStats()
+    ref = [dump(r) for r in search.solve_many(probs, "best_of_n", engine=arith_engine,
+                                              scorer="steps", seeds=(0,), concurrency=4, n=4,
+                                              select="weighted_vote")]
+    assert SCHED.stats.peak_kv_bytes > SCHED.stats.largest  # several calls held KV at once
+    SCHED.stats = SchedStats()
+    capped = search.solve_many(probs, "best_of_n", engine=arith_engine, scorer="steps",
+                               seeds=(0,), concurrency=4, max_kv_bytes=1, n=4,
+                               select="weighted_vote")
+    # one call holding KV at a time (calls that hold none, like retain, still go beside it)
+    assert SCHED.stats.peak_kv_bytes == SCHED.stats.largest > 0
+    assert [dump(r) for r in capped] == ref
+
+
+def test_retain_frees_only_the_calling_threads_trees(tiny_engine):
+    eng = tiny_engine
+    mine = eng.root(Problem(prompt="1+1="))
+    eng.kv.ensure([mine], eng.meter)
+    theirs: list[Node] = []
+    ready, done = threading.Event(), threading.Event()
+
+    def other() -> None:
+        root = eng.root(Problem(prompt="2+2="))
+        theirs.extend(eng.expand([root], 2, stop=None, max_tokens=3)[0])
+        theirs.append(root)
+        ready.set()
+        done.wait()
+        eng.retain([])  # frees this thread's tree only
+        done.clear()
+
+    t = threading.Thread(target=other, daemon=True)
+    t.start()
+    ready.wait()
+    try:
+        eng.retain([])  # frees mine, not theirs
+        assert eng.kv.get(mine) is None
+        assert len(theirs) == 3 and all(eng.kv.get(n) is not None for n in theirs)
+    finally:
+        done.set()
+    t.join()
+    assert all(eng.kv.get(n) is None for n in theirs)
+
+
+def test_meters_are_per_thread():
+    class Part(PerThreadMeter):
+        def __init__(self) -> None:
+            self.meter = Meter()
+
+    part = Part()
+    default = part.meter
+    seen: dict[str, Meter] = {}
+    mine = Meter()
+    with metered(mine, part):
+        t = threading.Thread(target=lambda: seen.setdefault("other", part.meter))
+        t.start()
+        t.join()
+        assert part.meter is mine
+    assert seen["other"] is default and part.meter is default
+    # the scheduler runs a job under its caller's state: the caller's meter
+    job_meter: list[Meter] = []
+
+    def job() -> sched.Job[None]:
+        job_meter.append(part.meter)
+        return
+        yield
+
+    state = thread_state()
+    with metered(mine, part), SCHED.serving():
+        assert thread_state() is state
+        t = threading.Thread(target=lambda: SCHED.run(job()))
+        t.start()
+        t.join()
+        SCHED.run(job())
+    assert job_meter == [default, mine]
+
+
+def test_concurrently_yields_every_item_and_its_error():
+    def f(x: int) -> int:
+        if x == 3:
+            raise ValueError("three")
+        time.sleep(0.01 * (x % 3))
+        return x * x
+
+    got = dict(concurrently(f, range(8), concurrency=4))
+    assert sorted(got) == list(range(8))
+    assert isinstance(got[3], ValueError)
+    assert all(got[i] == i * i for i in range(8) if i != 3)
+
+
+def test_concurrency_needs_per_thread_meters(arith_engine):
+    class Plain:
+        def __init__(self) -> None:
+            self.meter = Meter()
+
+        def score(self, problem, nodes):
+            return [0.0] * len(nodes)
+
+    with pytest.raises(ValueError, match="per thread"):
+        search.solve_many(arith_problems(2), "best_of_n", engine=arith_engine, scorer=Plain(),
+                          concurrency=2, n=2, select="weighted_vote")
+    with pytest.raises(ValueError, match="concurrency"):
+        search.solve_many(arith_problems(2), engine=arith_engine, concurrency=0)
+    # one at a time, any scorer works
+    assert len(search.solve_many(arith_problems(2), "best_of_n", engine=arith_engine,
+                                 scorer=Plain(), concurrency=1, n=2,
+                                 select="weighted_vote")) == 2
+
+
+def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
+    """The issue's check: the same grid through reports.eval at --concurrency 1, 4 and 16
+    gives the same rows, byte for byte once the timing fields are dropped (the file's order
+    is the order runs finished)."""
+    from reports.eval import run_grid
+
+    grid: dict[str, Any] = dict(algos=["best_of_n", "beam", "particle_filter"], budgets=[4], seeds=[0, 1],
+                engine=arith_engine, scorer="steps", dataset="arith", model="tiny-arith",
+                quiet=True)
+    probs = arith_problems(4)
+
+    def rows(c: int) -> dict[str, str]:
+        run = run_grid(probs, out=tmp_path / f"c{c}.jsonl", concurrency=c, **grid)
+        assert run.ran == 24 and run.errors == 0
+        lines = (tmp_path / f"c{c}.jsonl").read_text().splitlines()
+        out = {}
+        for line in lines:
+            row = json.loads(line)
+            row.pop("time")
+            row["usage"].pop("seconds")
+            out[row["key"]] = json.dumps(row, allow_nan=False)
+        assert len(out) == len(lines) == 24
+        return out
+
+    one = rows(1)
+    assert rows(4) == one
+    assert rows(16) == one
+
+
+@pytest.mark.parametrize("family", ["math_shepherd", "qwen_prm"])
+def test_prm_scores_identical_at_any_concurrency(tiny_model, family):
+    """A PRM shared by concurrent searches: its scoring forwards join the scheduler's ticks
+    (merged for a Llama-family causal LM: Math-Shepherd's Mistral; one by one for a reward
+    head), each search's scores and PRM tokens what they are alone."""
+    from test_prm import qwen_prm, shepherd_prm
+
+    prm = shepherd_prm() if family == "math_shepherd" else qwen_prm()
+    assert getattr(prm.kv.forward, "row_invariant", False) == (family == "math_shepherd")
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
+    kw: dict[str, Any] = dict(n=4, m=2, step_tokens=6, max_depth=3)
+    alone = [dump(search.solve(p, "beam", engine=eng, scorer=prm, seed=3, **kw)) for p in probs]
+    SCHED.stats = SchedStats()
+    many = search.solve_many(probs, "beam", engine=eng, scorer=prm, seeds=(3,), concurrency=4,
+                             **kw)
+    assert [dump(r) for r in many] == alone
+    assert all(r.usage.scorer_tokens > 0 for r in many)

@@ -1,0 +1,241 @@
+"""The sandbox's parts on their own: the plain-data wire format, the seccomp filter without
+namespaces in front of it, and the judge against answers forged byte by byte."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+import sys
+from collections import OrderedDict, defaultdict, namedtuple
+
+import pytest
+import test_sandbox
+from test_sandbox import REPO, _mode_available, hostile
+
+from verifiers import _sandbox_wire as wire
+from verifiers.code import run_tests
+
+# the shared fixtures (pytest finds fixtures by their names in the test's module)
+canary = test_sandbox.canary
+host_untouched = test_sandbox.host_untouched
+mode = test_sandbox.mode
+
+
+# ---------------------------------------------------------------- wire format
+
+PLAIN = [None, True, False, 0, -1, 2**200, -(10**30), 1.5, -0.0, float("inf"), "", "é\ud800",
+         b"\x00\xff", 1 + 2j, [], (), set(), frozenset(), {}, [1, [2, (3, frozenset({4}))]],
+         {(1, "a"): {frozenset({2}): [None]}, 3.5: b"x"}, {1, "1", (1,)}, ("x",) * 3]
+
+
+def _roundtrip(value, lenient=False):
+    return wire.decode(wire.loads(wire.dumps(wire.encode(value, lenient))[4:]))
+
+
+@pytest.mark.parametrize("value", PLAIN, ids=range(len(PLAIN)))
+def test_plain_values_round_trip_with_their_exact_types(value):
+    back = _roundtrip(value)
+    assert back == value and repr(back) == repr(value)
+    stack = [(value, back)]
+    while stack:  # same exact type at every level, and new objects
+        a, b = stack.pop()
+        assert type(a) is type(b)
+        if isinstance(a, (list, tuple)):
+            assert a is not b or a == ()
+            stack.extend(zip(a, b, strict=True))
+        elif isinstance(a, dict):
+            stack.extend(zip(sorted(a.items(), key=repr), sorted(b.items(), key=repr), strict=True))
+
+
+def test_nan_round_trips():
+    assert math.isnan(_roundtrip(float("nan")))
+
+
+class Int(int):
+    pass
+
+
+class S(str):
+    pass
+
+
+class L(list):
+    pass
+
+
+NOT_PLAIN = [Int(1), S("a"), L([1]), OrderedDict(a=1), defaultdict(int), namedtuple("P", "x")(1),
+             [1, Int(2)], {"k": S("v")}, {Int(1): 2}, bytearray(b"x"), range(3), iter([1]),
+             object(), print, type, int, math]
+
+
+@pytest.mark.parametrize("value", NOT_PLAIN, ids=range(len(NOT_PLAIN)))
+def test_subclasses_and_other_objects_are_refused(value):
+    with pytest.raises(wire.NotPlain):
+        wire.encode(value)
+
+
+def test_depth_and_cycles_are_capped():
+    deep: list = []
+    for _ in range(wire.DEPTH_MAX + 1):
+        deep = [deep]
+    cyclic: list = []
+    cyclic.append(cyclic)
+    for value in (deep, cyclic):
+        with pytest.raises(wire.NotPlain, match="nested"):
+            wire.encode(value)
+    with pytest.raises(wire.NotPlain):  # and a forged deep tree the encoder never made
+        wire.decode(json.loads("[" * (wire.DEPTH_MAX + 1) + "]" * (wire.DEPTH_MAX + 1)))
+
+
+@pytest.mark.parametrize("tree", [{"x": 1}, {"t": 1}, {"d": [[1]]}, {"d": [[[1], 2]]},
+                                  {"s": [[1]]}, {"c": ["1", 2]}, {"b": "zz"}, {"i": "g"},
+                                  {"t": [], "s": []}, {"i": 5}])
+def test_malformed_trees_are_refused(tree):
+    with pytest.raises(wire.NotPlain):
+        wire.decode(tree)
+
+
+def test_lenient_mode_converts_to_builtin_types():
+    assert _roundtrip(Int(3), lenient=True) == 3 and type(_roundtrip(Int(3), lenient=True)) is int
+    assert _roundtrip(range(3), lenient=True) == [0, 1, 2]
+    assert _roundtrip((x for x in "ab"), lenient=True) == ["a", "b"]
+    assert _roundtrip(OrderedDict(a=L([1])), lenient=True) == {"a": [1]}
+    with pytest.raises(wire.NotPlain):
+        wire.encode(object(), lenient=True)
+
+
+def test_frames_are_size_capped():
+    with pytest.raises(wire.NotPlain, match="exceeds"):
+        wire.dumps("x" * wire.MESSAGE_MAX)
+
+
+# ---------------------------------------------------------------- seccomp alone
+
+SECCOMP = r"""
+import ctypes, fcntl, json, os, signal, socket, struct
+from verifiers._sandbox_os import install_seccomp
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+other = int(os.environ["OTHER_PID"])
+r, w = os.pipe()
+def call(fn):
+    try:
+        fn()
+        return 0
+    except OSError as exc:
+        return exc.errno
+def raw(nr, *args):
+    return lambda: libc.syscall(nr, *args) >= 0 or (_ for _ in ()).throw(
+        OSError(ctypes.get_errno(), ""))
+denied = {"fork": os.fork, "exec": lambda: os.execv("/bin/true", ["true"]),
+          "socket": socket.socket, "kill_other": lambda: os.kill(other, 0),
+          "kill_all": lambda: os.kill(-1, 0), "kill_group": lambda: os.kill(0, 0),
+          "spawn": lambda: os.posix_spawn("/bin/true", ["true"], {}),
+          "setown": lambda: fcntl.fcntl(r, fcntl.F_SETOWN, other),
+          "setown_self": lambda: fcntl.fcntl(r, fcntl.F_SETOWN, os.getpid()),
+          "setsig": lambda: fcntl.fcntl(r, 10, 9), "setown_ex": raw(72, r, 15, None),
+          "async": lambda: fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC),
+          "lease": lambda: fcntl.fcntl(r, 1024, 0), "setlk": raw(72, r, 6, None),
+          "ofd_setlkw": raw(72, r, 38, None), "flock": lambda: fcntl.flock(r, fcntl.LOCK_SH),
+          "fiosetown": lambda: fcntl.ioctl(r, 0x8901, struct.pack("i", other)),
+          "siocspgrp": raw(16, r, 0x8902, None), "fioasync": raw(16, r, 0x5452, None),
+          "tiocsti": raw(16, 0, 0x5412, None), "tiocsig": raw(16, 0, 0x40045436, None),
+          "affinity_other": lambda: os.sched_setaffinity(other, {0}),
+          "scheduler_other": lambda: os.sched_setscheduler(other, os.SCHED_IDLE, os.sched_param(0)),
+          "sched_param_other": lambda: os.sched_setparam(other, os.sched_param(0)),
+          "sched_attr_other": raw(314, other, None, 0),
+          "setpriority": lambda: os.setpriority(os.PRIO_PROCESS, other, 19),
+          "setpriority_self": lambda: os.setpriority(os.PRIO_PROCESS, 0, 1),
+          "ioprio_set": raw(251, 1, other, 0), "prlimit_other": raw(302, other, 7, None, None),
+          "migrate_pages": raw(256, other, 0, None, None), "move_pages": raw(279, other, 0, None, None, None, 0),
+          "process_madvise": raw(440, 0, None, 0, 0, 0), "kcmp": raw(312, other, other, 0, 0, 0),
+          "tkill": raw(200, other, 0), "rt_sigqueueinfo": raw(129, other, 0, None),
+          "pidfd_open": raw(434, other, 0), "ptrace": raw(101, 16, other, 0, 0),
+          "sync": raw(162), "syncfs": raw(306, r), "membarrier": raw(324, 0, 0, 0),
+          "sigaction": lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+          "unshare": raw(272, 0), "mount": raw(165, None, None, None, 0, None),
+          "settimeofday": raw(164, None, None), "sethostname": raw(170, None, 0),
+          "syslog": raw(103, 0, None, 0), "fanotify": raw(300, 0, 0)}
+allowed = {"kill_self": lambda: os.kill(os.getpid(), 0),
+           "affinity_self": lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)),
+           "affinity_own_pid": lambda: os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0)),
+           "nonblocking": lambda: os.set_blocking(r, False),
+           "prlimit_self": raw(302, 0, 7, None, None)}
+assert install_seccomp(libc, ctypes)
+print(json.dumps({"denied": {k: call(f) for k, f in denied.items()},
+                  "allowed": {k: call(f) for k, f in allowed.items()},
+                  "clone3": call(raw(435, None, 0))}))
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp filter is x86_64 only")
+def test_seccomp_layer_alone_refuses_each_call():
+    """The filter with no namespace or other layer in front of it: every call that creates a
+    process, reaches a socket, or signals, slows or stalls another process fails with EPERM;
+    the same calls on the process itself still work (glibc's clone3 probe gets ENOSYS)."""
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    before = decoy_state(decoy.pid)
+    try:
+        done = subprocess.run([sys.executable, "-c", SECCOMP], capture_output=True, text=True,
+                              timeout=60, cwd=REPO, env={"OTHER_PID": str(decoy.pid),
+                                                         "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert decoy.poll() is None and decoy_state(decoy.pid) == before
+    finally:
+        decoy.kill()
+        decoy.wait()
+    assert {k: v for k, v in result["denied"].items() if v != 1} == {}  # 1: EPERM
+    assert {k: v for k, v in result["allowed"].items() if v != 0} == {}
+    assert result["clone3"] == 38
+
+
+def decoy_state(pid: int) -> list:
+    import os
+
+    return [sorted(os.sched_getaffinity(pid)), os.sched_getscheduler(pid),
+            os.getpriority(os.PRIO_PROCESS, pid)]
+
+
+# ---------------------------------------------------------------- forged answers
+
+FORGE = """import json, os, sys
+ANSWER = int(sys.argv[3])  # the runner's answer pipe: the program can always write to it
+def add(a, b):
+    body = {body!r}
+    os.write(ANSWER, len(body).to_bytes(4, "big") + body)
+    os._exit(0)
+"""
+FORGED = {
+    "tuple": b'{"ok":{"t":[3]}}', "string": b'{"ok":"3"}', "float_nan": b'{"ok":NaN}',
+    "bool": b'{"ok":true}', "unknown_tag": b'{"ok":{"x":3}}', "two_tags": b'{"ok":{"i":"3","t":[]}}',
+    "unhashable_set": b'{"ok":{"s":[[3]]}}', "deep": b'{"ok":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    "huge_int": b'{"ok":' + b"9" * 5000 + b"}", "not_json": b"3 == 3", "list_answer": b"[3]",
+    "stop_iteration": b'{"raise":["StopIteration",""]}', "exit": b'{"raise":["SystemExit",""]}',
+    "base_exception": b'{"raise":["KeyboardInterrupt",""]}', "bad_raise": b'{"raise":3}',
+    "mutated_int": b'{"ok":3,"mutated":[[0,[9]]]}', "mutated_missing": b'{"ok":3,"mutated":[[7,[]]]}',
+    "mutated_key": b'{"ok":3,"mutated":[["zz",[]]]}', "empty": b"{}", "bad_reason": b'{"bad":[1]}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_forged_answers_fail_the_call(name):
+    """Answers written straight onto the answer pipe, past the runner: only {"ok": 3} would
+    pass `add(1, 2) == 3`, and none of these is that. Tests that catch every exception
+    (`except BaseException`) fail too."""
+    program = FORGE.format(body=FORGED[name])
+    catching = "try:\n    ok = add(1, 2) == 3\nexcept BaseException:\n    ok = True\nassert ok"
+    report = hostile("bwrap" if _mode_available("bwrap") else "unshare", program,
+                     ["assert add(1, 2) == 3", catching], timeout=5.0, entry_point="add")
+    assert report.results[0].reason
+
+
+def test_a_genuine_raw_answer_is_just_an_answer():
+    """The channel carries values, nothing more: an honest raw frame is a right answer."""
+    program = FORGE.format(body=b'{"ok":{"i":"3"}}')
+    report = run_tests(program, ["assert add(1, 2) == 3 and type(add) is not int"],
+                       entry_point="add", timeout=5.0)
+    assert report.results[0].passed, report

@@ -1,0 +1,281 @@
+"""The trusted judge (marker: tts-sandbox-judge): run the tests against the sandboxed program.
+
+`verifiers.code` starts it, outside the program's sandbox, through _sandbox_host's bootstrap:
+
+    python -I -B [-S] -c BOOT PAYLOAD_FD REQUEST_FD RESPONSE_FD RESULT_FD PARENT_PID
+
+The payload holds the tests (never sent to the program), the entry point and the limits. Each
+test runs here, in a fresh namespace holding the program's names: a callable is a proxy that
+sends its plain arguments to the program (REQUEST_FD) and returns the plain value that comes
+back (RESPONSE_FD), decoded by _sandbox_wire into new objects of exact builtin types; a module
+is this process's own import of it (top-level standard modules only); plain data is a copy. So the
+judge never runs an object the program made, and the program never sees a test, an expected
+value or a verdict: the most it can do is answer a call wrongly.
+
+A call fails its test (even one that catches the exception) when the program's answer is not
+plain data, when an argument is not, or when the program raised something a test must not see
+as a normal exception (SystemExit, StopIteration: `map` would swallow it). A builtin exception
+the program raised is re-raised here with its type and message. A call that times out, a
+program that dies or breaks the protocol ends the run: the remaining tests are not run.
+
+The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
+"""
+
+import builtins
+import os
+import sys
+import time
+
+_HIDDEN = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter",
+                     "turtle", "turtledemo", "test"})  # standard modules with effects on import
+_EXCEPTIONS = {name: cls for name, cls in vars(builtins).items()
+               if isinstance(cls, type) and issubclass(cls, Exception)
+               and not issubclass(cls, (StopIteration, StopAsyncIteration))}
+
+
+class _CallFailed(BaseException):
+    """A call that fails its test whatever the test does with it (BaseException: a test's
+    `except Exception` does not swallow it; the judge records it besides)."""
+
+
+class _Fatal(Exception):
+    def __init__(self, error, detail):
+        super().__init__(detail)
+        self.error, self.detail = error, detail
+
+
+def _describe(exc):
+    try:
+        name, message = type(exc).__name__, str(exc)
+        text = f"{name}: {message}" if message else name
+        return text if len(text) <= 600 else text[:600] + "..."
+    except BaseException:
+        return "<unprintable exception>"
+
+
+class Channel:
+    """Calls into the program, one at a time, under the run's clock."""
+
+    def __init__(self, wire, request_fd, response_fd, timeout, call_timeout):
+        self.wire, self.request_fd, self.answers = wire, request_fd, wire["Reader"](response_fd)
+        self.timeout, self.call_timeout = timeout, call_timeout
+        self.deadline = None  # set when the program is ready
+        self.fatal = None  # _Fatal once the program can no longer be called
+        self.violations = []  # reasons the current test fails, whatever it caught
+        for fd in (request_fd, response_fd):
+            os.set_blocking(fd, False)
+
+    def receive(self, deadline, what, limit=None):
+        wire = self.wire
+        try:
+            return wire["loads"](self.answers.frame(deadline))
+        except TimeoutError:
+            limit = limit or f"time limit of {self.timeout:g}s"
+            raise _Fatal("timeout", f"{limit} exceeded {what}") from None
+        except EOFError:
+            raise _Fatal("exited", f"the program's process ended {what}") from None
+        except wire["NotPlain"] as exc:
+            raise _Fatal("tampered", f"broken message from the program {what}: {exc}") from None
+
+    def call(self, name, args, kwargs):
+        if self.fatal is not None:
+            self.fail(f"{name}() not called: {self.fatal.detail}")
+        wire, what = self.wire, f"in a call to {name}()"
+        try:
+            frame = wire["dumps"]({"call": name, "args": wire["encode"](list(args)),
+                                   "kwargs": wire["encode"](kwargs)})
+        except (wire["NotPlain"], RecursionError) as exc:
+            self.fail(f"argument of {name}() is not plain data ({exc})")
+        deadline, limit = self.deadline, f"time limit of {self.timeout:g}s"
+        assert deadline is not None  # calls start after the program is ready
+        if self.call_timeout is not None and time.monotonic() + self.call_timeout < deadline:
+            deadline = time.monotonic() + self.call_timeout
+            limit = f"call time limit of {self.call_timeout:g}s"
+        try:
+            try:
+                wire["write_frame"](self.request_fd, frame, deadline)
+            except TimeoutError:
+                raise _Fatal("timeout", f"{limit} exceeded {what}") from None
+            except OSError:
+                raise _Fatal("exited", f"the program's process ended {what}") from None
+            answer = self.receive(deadline, what, limit)
+        except _Fatal as fatal:
+            self.fatal = fatal
+            self.fail(fatal.detail)
+        return self.unpack(name, answer, args, kwargs)
+
+    def unpack(self, name, answer, args, kwargs):
+        """The value (or exception) of the program's answer; the call fails if it is not one."""
+        wire = self.wire
+        if type(answer) is not dict:
+            self.fail(f"broken answer from {name}()")
+        if "raise" in answer:
+            kind, message = answer["raise"] if type(answer["raise"]) is list else (None, None)
+            cls = _EXCEPTIONS.get(kind) if type(kind) is str else None
+            if cls is None or type(message) is not str:
+                self.fail(f"{name}() raised {str(kind)[:100]}: {str(message)[:500]}")
+            try:
+                exc = cls(message)
+            except Exception:
+                exc = RuntimeError(f"{kind}: {message}")
+            raise exc
+        if "ok" not in answer:
+            self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
+        try:
+            value = wire["decode"](answer["ok"])
+            for key, tree in answer.get("mutated", []):
+                target = args[key] if type(key) is int else kwargs[key]
+                _refill(target, wire["decode"](tree))
+        except (wire["NotPlain"], TypeError, LookupError, ValueError) as exc:
+            self.fail(f"{name}() returned data that is not plain ({exc})")
+        return value
+
+    def fail(self, reason):
+        self.violations.append(reason)
+        raise _CallFailed(reason)
+
+
+def _refill(target, value):
+    """Give an argument the program changed its new contents, in place, as a call would."""
+    if type(target) is not type(value) or type(target) not in (list, dict, set):
+        raise TypeError("an argument changed type")
+    if type(target) is list:
+        target[:] = value
+    else:
+        target.clear()
+        target.update(value)
+
+
+def _proxy(channel, name):
+    def call(*args, **kwargs):
+        return channel.call(name, args, kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def _names_in(code):
+    """Every name the code (nested functions included) may look up as a global."""
+    names, stack = set(), [code]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if type(c) is type(code))
+    return names
+
+
+def _bindings(channel, names, entry_point, used):
+    """Per test: a function building the program's names afresh (copies of plain values).
+    Modules and values are bound only where some test names them (`used`)."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    callables, modules, values = {}, {}, {}
+    for name, what in names.items():
+        if type(name) is not str or (name in vars(builtins) and name != entry_point):
+            continue  # a program global shadowing a builtin is not what tests mean
+        if what == "call":
+            callables[name] = _proxy(channel, name)
+        elif name not in used:
+            continue
+        elif type(what) is dict and type(what.get("module")) is str:
+            # top-level standard modules only: a submodule such as venv.__main__ runs code
+            if what["module"] in stdlib and what["module"] not in _HIDDEN:
+                try:
+                    __import__(what["module"])
+                    modules[name] = sys.modules[what["module"]]
+                except Exception:
+                    pass
+        elif type(what) is dict and "value" in what:
+            values[name] = what["value"]
+    if entry_point is not None and entry_point in names:
+        callables[entry_point] = _proxy(channel, entry_point)  # always the program's, by call
+
+    def fresh():
+        ns = {"__name__": "__main__", "__builtins__": builtins, **modules, **callables}
+        for name, tree in values.items():
+            try:
+                ns[name] = channel.wire["decode"](tree)
+            except channel.wire["NotPlain"]:
+                pass
+        return ns
+
+    return fresh
+
+
+def main(config, wire, fds):
+    """Run the tests and report (the bootstrap read the payload). fds: request, response,
+    result, and the caller's pid. Ends the process: no teardown code runs after it."""
+    try:
+        _judge(config, wire, *fds)
+    finally:
+        os._exit(0)
+
+
+def _judge(config, wire, request_fd, response_fd, result_fd, parent):
+    def report(**record):  # one JSON line to the caller
+        data = (wire["_dumps"](record) + "\n").encode()
+        while data:
+            data = data[os.write(result_fd, data):]
+
+    try:
+        _confine(config, parent)
+    except BaseException as exc:
+        sys.stderr.write(f"judge setup failed: {_describe(exc)}\n")
+        os._exit(70)
+    channel = Channel(wire, request_fd, response_fd, config["timeout"], config["call_timeout"])
+    compiled = []
+    for i, source in enumerate(config["tests"]):
+        try:
+            compiled.append(compile(source, f"<test {i}>", "exec", dont_inherit=True))
+        except BaseException as exc:  # a broken test fails alone
+            compiled.append(_describe(exc))
+    try:
+        ready = channel.receive(time.monotonic() + config["startup"], "before it started")
+        channel.deadline = time.monotonic() + config["timeout"]
+        report(kind="ready", layers=str(ready.get("ready")))
+        loaded = channel.receive(channel.deadline, "while the program ran")
+        status = loaded.get("loaded")
+        report(kind="program", status=str(status), reason=str(loaded.get("reason", ""))[:600])
+        if status != "ok":
+            return report(kind="end", error=None, detail="")
+    except _Fatal as fatal:
+        return report(kind="end", error=fatal.error, detail=fatal.detail)
+    except (AttributeError, TypeError):
+        return report(kind="end", error="tampered", detail="broken message from the program")
+    used = set().union(*(_names_in(t) for t in compiled if not isinstance(t, str)))
+    fresh = _bindings(channel, loaded.get("names") or {}, config["entry_point"], used)
+    for i, test in enumerate(compiled):
+        if isinstance(test, str):
+            report(kind="test", index=i, status="fail", reason=f"test does not compile: {test}")
+            continue
+        channel.violations.clear()
+        try:
+            exec(test, fresh())
+            status, reason = "pass", ""
+        except BaseException as exc:
+            status = "memory" if isinstance(exc, MemoryError) else "fail"
+            reason = _describe(exc)
+        if channel.violations:  # even if the test caught the exception
+            status, reason = "fail", channel.violations[0][:600]
+        report(kind="test", index=i, status=status, reason=reason)
+        if channel.fatal is not None:
+            break
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fatal = channel.fatal
+    report(kind="end", error=fatal and fatal.error, detail=fatal.detail if fatal else "")
+
+
+def _confine(config, parent):
+    """Die with the parent, keep same-uid processes out of this one's memory and fds, limits,
+    and the seccomp filter (no processes, sockets, signals to others...)."""
+    import ctypes
+    import resource
+
+    helpers: dict = {"__name__": "_sandbox_os"}
+    exec(config["os_source"], helpers)
+    native = (ctypes.CDLL(None, use_errno=True), ctypes)
+    helpers["die_with_parent"](*native, parent)
+    helpers["undumpable"](*native)
+    for which, value in ((resource.RLIMIT_AS, config["judge_memory"]), (resource.RLIMIT_CORE, 0)):
+        resource.setrlimit(which, (value, value))
+    helpers["install_seccomp"](*native)

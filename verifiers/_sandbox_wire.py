@@ -1,0 +1,229 @@
+"""Plain data on the wire between the sandboxed program and the trusted judge.
+
+Both sides exec this source (it travels in their payloads; nothing is imported from the
+project). A message is one frame: a 4-byte big-endian length, then that many bytes of ASCII
+JSON. Values are plain data only, exact builtin types, written as a JSON tree:
+
+    None, bool, str, float (NaN, Infinity too)  as themselves
+    int                as itself, or {"i": hex} beyond 18 digits (JSON readers cap digits)
+    list               as a JSON array of values
+    tuple set frozenset dict bytes complex
+                       as {"t": [...]}, {"s": [...]}, {"f": [...]}, {"d": [[k, v], ...]},
+                       {"b": hex}, {"c": [real, imag]}
+
+`decode` is the judge's half: it reads a tree that the json module's C scanner built from the
+untrusted bytes and returns new objects of exact builtin types, or raises NotPlain. No object
+the program made crosses over: the judge only ever holds what the two C parsers produced and
+what `decode` built from it, so `==`, `hash`, `<`, `abs` on a return value run trusted code.
+Depth and size are capped (a cyclic value is "too deep").
+"""
+
+import select
+import time
+from os import read as _read
+from os import write as _write
+
+MESSAGE_MAX = 16 * 2**20  # bytes in one frame: the cap on a return value and its arguments
+DEPTH_MAX = 64  # containers nested in one value
+_INT_MAX = 10**18  # larger ints travel as hex: JSON readers refuse ints over 4300 digits
+
+
+class NotPlain(Exception):
+    """The value (or the message) is not plain data, or exceeds a cap."""
+
+
+def encode(value, lenient=False, depth=0):
+    """The JSON tree of a plain value; NotPlain otherwise. lenient: subclasses of the builtin
+    types become their base type and other iterables (generators, ranges, maps) become
+    lists. Leniency only changes what the program side sends; the judge decodes the same."""
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is float:
+        return value
+    if kind is int:
+        return value if -_INT_MAX < value < _INT_MAX else {"i": format(value, "x")}
+    if depth >= DEPTH_MAX:
+        raise NotPlain(f"nested more than {DEPTH_MAX} deep (or cyclic)")
+    depth += 1
+    if kind is list:
+        return [encode(item, lenient, depth) for item in value]
+    if kind is tuple or kind is set or kind is frozenset:
+        tag = "t" if kind is tuple else "s" if kind is set else "f"
+        return {tag: [encode(item, lenient, depth) for item in value]}
+    if kind is dict:
+        return {"d": [[encode(k, lenient, depth), encode(v, lenient, depth)]
+                      for k, v in value.items()]}
+    if kind is bytes:
+        return {"b": value.hex()}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    if lenient:  # _coerce returns an exact builtin type, so this recursion ends
+        return encode(_coerce(value), True, depth)
+    raise NotPlain(f"{_name(kind)} is not plain data")
+
+
+_BASES: tuple = (int, float, complex, str, bytes, tuple, frozenset, set, list, dict)
+
+
+def _coerce(value):
+    """A builtin stand-in for a value of another type (lenient mode, program side only): its
+    builtin base type, or the list of what it iterates over."""
+    for base in _BASES:
+        if isinstance(value, base):
+            return base(value)
+    if not hasattr(value, "__iter__"):
+        raise NotPlain(f"{_name(type(value))} is not plain data")
+    items = []
+    for item in value:
+        items.append(item)
+        if len(items) > MESSAGE_MAX // 4:
+            raise NotPlain("iterable too long")
+    return items
+
+
+def decode(tree, depth=0):
+    """Exact builtin objects from a tree `json.loads` produced; NotPlain for anything else."""
+    kind = type(tree)
+    if tree is None or kind is bool or kind is str or kind is float or kind is int:
+        return tree
+    if depth >= DEPTH_MAX:
+        raise NotPlain(f"nested more than {DEPTH_MAX} deep")
+    depth += 1
+    if kind is list:
+        return [decode(item, depth) for item in tree]
+    if kind is not dict or len(tree) != 1:
+        raise NotPlain("malformed value")
+    ((tag, body),) = tree.items()
+    try:
+        if tag == "i" and type(body) is str:
+            return int(body, 16)
+        if tag == "b" and type(body) is str:
+            return bytes.fromhex(body)
+        if tag == "c" and type(body) is list and len(body) == 2 and all(
+                type(x) in (int, float) for x in body):
+            return complex(float(body[0]), float(body[1]))
+        if type(body) is not list:
+            raise NotPlain("malformed value")
+        if tag == "d":
+            if not all(type(pair) is list and len(pair) == 2 for pair in body):
+                raise NotPlain("malformed dict")
+            return {decode(k, depth): decode(v, depth) for k, v in body}  # TypeError: unhashable
+        items = [decode(item, depth) for item in body]
+        if tag in ("t", "s", "f"):
+            return (tuple if tag == "t" else set if tag == "s" else frozenset)(items)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise NotPlain(f"malformed value ({type(exc).__name__}: {exc})") from None
+    raise NotPlain("malformed value")
+
+
+def _name(kind):
+    try:  # type's own __name__ getter: a metaclass property cannot run here
+        return str(vars(type)["__name__"].__get__(kind))
+    except BaseException:
+        return "?"
+
+
+# -- frames -----------------------------------------------------------------------------
+
+def _codec():
+    """(dumps, loads) on the json module's C encoder and scanner, without importing json:
+    its `re` and `enum` cost more start-up than the rest of a sandbox process. The same
+    objects json.dumps/json.loads use; if this Python's private _json differs, json itself."""
+    try:
+        from _json import encode_basestring_ascii, make_encoder, make_scanner
+
+        class Context:  # what json.JSONDecoder hands its C scanner
+            strict, object_hook, object_pairs_hook, memo = True, None, None, None
+            parse_float, parse_int, parse_constant = float, int, float  # float("NaN")
+
+        scan = make_scanner(Context())  # type: ignore[arg-type]
+        dump = make_encoder(None, None, encode_basestring_ascii, None, ":", ",",  # type: ignore[arg-type]
+                            False, False, True)
+
+        def dumps(tree):
+            return "".join(dump(tree, 0))
+
+        def loads(text):
+            value, end = scan(text, 0)
+            if end != len(text):
+                raise ValueError("data after the value")
+            return value
+
+        if loads(dumps(probe := [1.5, -(2**62), "\u00e9", None, {"k": [True, float("inf")]}])) != probe:
+            raise ValueError("_json does not round-trip")
+        return dumps, loads
+    except Exception:
+        import json
+
+        return (lambda tree: json.dumps(tree, separators=(",", ":"))), json.loads
+
+
+_dumps, _loads = _codec()
+
+
+def dumps(message):
+    """One frame holding `message` (a JSON-ready tree); NotPlain if it is too large."""
+    body = _dumps(message).encode("ascii")
+    if len(body) > MESSAGE_MAX:
+        raise NotPlain(f"message of {len(body)} bytes exceeds {MESSAGE_MAX}")
+    return len(body).to_bytes(4, "big") + body
+
+
+def loads(body):
+    """The JSON tree in a frame's body; NotPlain if it is not JSON (or nested too deeply)."""
+    try:
+        return _loads(body.decode("ascii"))
+    except (ValueError, StopIteration, RecursionError, MemoryError) as exc:
+        raise NotPlain(f"malformed message ({type(exc).__name__})") from None
+
+
+def write_frame(fd, frame, deadline=None):
+    """Write all of `frame`; with a deadline (monotonic seconds) the fd must be non-blocking
+    and TimeoutError is raised when it passes."""
+    view = memoryview(frame)
+    while view:
+        if deadline is not None and not _ready(fd, deadline, write=True):
+            raise TimeoutError
+        try:
+            view = view[_write(fd, view):]
+        except BlockingIOError:
+            continue
+
+
+class Reader:
+    """Frames from one fd, read in large chunks (a frame usually takes one read)."""
+
+    def __init__(self, fd):
+        self.fd, self.buffer = fd, b""
+
+    def frame(self, deadline=None):
+        """The body of the next frame. EOFError at end of stream, TimeoutError past the
+        deadline (the fd must then be non-blocking), NotPlain for one over MESSAGE_MAX."""
+        size = int.from_bytes(self._take(4, deadline), "big")
+        if size > MESSAGE_MAX:
+            raise NotPlain(f"message of {size} bytes exceeds {MESSAGE_MAX}")
+        return self._take(size, deadline)
+
+    def _take(self, size, deadline):
+        chunks, have = [self.buffer], len(self.buffer)
+        while have < size:
+            if deadline is not None and not _ready(self.fd, deadline, write=False):
+                raise TimeoutError
+            try:
+                chunk = _read(self.fd, max(size - have, 1 << 16))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks)
+        self.buffer = data[size:]
+        return data[:size]
+
+
+def _ready(fd, deadline, write):
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    ready = select.select([], [fd], [], remaining) if write else select.select([fd], [], [], remaining)
+    return bool(ready[1] if write else ready[0])
