@@ -61,7 +61,7 @@ def run(problems: Sequence[Any], *, scorers: Sequence[str], seeds: Sequence[int]
     rows: list[Row] = []
     for scorer in scorers:
         path = out / f"{scorer}.jsonl"
-        common = dict(seeds=seeds, out=path, engine=engine, model="tiny-arith", scorer=scorer,
+        common: dict[str, Any] = dict(seeds=seeds, out=path, engine=engine, model="tiny-arith", scorer=scorer,
                       dataset="arith", quiet=quiet)
         rows += run_grid(problems, algos=["best_of_n"], budgets=BON_WIDTHS,
                          knobs={"best_of_n": BON_KNOBS}, **common).rows

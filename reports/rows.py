@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 Row = dict[str, Any]
 SCHEMA = 1
@@ -88,9 +88,12 @@ def dedupe(rows: Iterable[Row]) -> list[Row]:
     return [r for r in out if r is not None]
 
 
-def group(rows: Iterable[Row], by: Callable[[Row], Hashable]) -> dict[Hashable, list[Row]]:
+K = TypeVar("K", bound=Hashable)
+
+
+def group(rows: Iterable[Row], by: Callable[[Row], K]) -> dict[K, list[Row]]:
     """Rows bucketed by by(row), buckets in order of first appearance."""
-    out: dict[Hashable, list[Row]] = {}
+    out: dict[K, list[Row]] = {}
     for row in rows:
         out.setdefault(by(row), []).append(row)
     return out

@@ -182,7 +182,8 @@ def test_beam_merge_keeps_the_brute_force_top_distinct_states(seed):
 def test_beam_merged_samples_keep_their_votes():
     """Four samples of the root that all finish: equal answers are one node, scored once, and
     a vote still counts each sample (the tree says how many there were)."""
-    tree = {(): [("The answer is 3.", 0.6), ("The answer is 7.", 0.4)]}
+    tree: dict[tuple[str, ...], list[tuple[str, float]]] = {
+        (): [("The answer is 3.", 0.6), ("The answer is 7.", 0.4)]}
     for seed in range(6):
         res = search.solve("q", algo="beam", engine=ScriptedEngine(lambda p: tree.get(p, [])),
                            scorer=ScriptedScorer(lambda p: 0.5), seed=seed, n=4, m=2,

@@ -103,7 +103,8 @@ def test_reference_weights_by_hand():
     hot = dict((n.id, w) for n, w in _smc.reference_weights(swarm, "reward", tau=2.0))
     assert hot[x.id] == pytest.approx(math.sqrt(1.5) / (math.sqrt(1.5) + 2))
     assert len(by_reward) == 2  # the live particle is never a reference
-    draws = [_smc.pick_reference(swarm, random.Random(s), "reward").id for s in range(2000)]
+    picks = [_smc.pick_reference(swarm, random.Random(s), "reward") for s in range(2000)]
+    draws = [p.id for p in picks if p is not None]
     assert draws.count(x.id) / 2000 == pytest.approx(1.5 / 5.5, abs=0.03)
 
 

@@ -58,9 +58,9 @@ from collections.abc import Sequence
 from rewards import score_nodes
 from rewards.base import KEY, Scorer
 from search.algos._stepwise import (
+    DUPLICATES,
     Finisher,
     Sampler,
-    DUPLICATES,
     finish,
     merge_equal,
     scored_by,

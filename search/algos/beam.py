@@ -44,9 +44,9 @@ from collections.abc import Sequence
 from rewards import KEY, aggregate, score_nodes
 from rewards.base import Scorer
 from search.algos._stepwise import (
+    DUPLICATES,
     Finisher,
     Sampler,
-    DUPLICATES,
     copies,
     finish,
     merge_equal,

@@ -52,9 +52,9 @@ from typing import Any, TypeVar
 from rewards import aggregate, score_nodes
 from rewards.base import Scorer
 from search.algos._stepwise import (
+    DUPLICATES,
     Finisher,
     Sampler,
-    DUPLICATES,
     copies,
     finish,
     merge_equal,

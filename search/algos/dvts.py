@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from rewards import score_nodes
 from rewards.base import Scorer
 from search.algos._stepwise import (
+    DUPLICATES,
     Finisher,
     Sampler,
-    DUPLICATES,
     finish,
     merge_equal,
     path_scorer,
