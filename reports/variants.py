@@ -183,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              out=grid_file, engine=engine, model="tiny-arith", scorer="steps",
                              dataset="arith", knobs={algo: knobs}, quiet=True,
                              concurrency=args.concurrency)
-        rows = [r for r in read_rows(grid_file) if r["problem_id"] in ids] \
-            if grid_file.exists() else []
+        # the demo's file also holds its value-head rows: the variants ran under the step checker
+        rows = [r for r in read_rows(grid_file) if r["problem_id"] in ids
+                and r["scorer"] == "steps"] if grid_file.exists() else []
         print(grid_table(rows))
     if "rpc" in parts:
         rrows = read_rows(rpc_file) if args.no_run and rpc_file.exists() else [] \
