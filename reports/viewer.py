@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from search.cli import add_solve_arguments, solve_args, usage_line
 from search.types import Candidate, Node, Problem, Result, tree_to_networkx
 
 if TYPE_CHECKING:
@@ -370,8 +371,6 @@ def to_graphml(result: Result, path: str | Path) -> nx.DiGraph:
 
 # -- command line -----------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    from search.__main__ import add_solve_arguments, solve_args
-
     ap = argparse.ArgumentParser(prog="python -m reports.viewer",
                                  description="Solve one problem and write its search tree.")
     ap.add_argument("problem", nargs="?", default=None,
@@ -400,8 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.graphml:
         to_graphml(result, args.graphml)
         print(f"graphml -> {args.graphml}")
-    print("usage: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                for k, v in result.usage.as_dict().items()))
+    print(usage_line(result.usage))
     return 0
 
 

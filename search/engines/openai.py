@@ -432,9 +432,9 @@ def _tokenizer(tokenizer: Any) -> tuple[Any, int | None]:
     was loaded for it (an embedded name)."""
     if tokenizer is None or not isinstance(tokenizer, str):
         return tokenizer, None
-    from search.models import EMBEDDED, load_model
+    from search.models import embedded, load_model
 
-    if tokenizer in EMBEDDED:
+    if tokenizer in embedded():
         model, tok, _ = load_model(tokenizer)
         return tok, int(sum(p.numel() for p in model.parameters()))
     from transformers import AutoTokenizer

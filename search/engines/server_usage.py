@@ -52,9 +52,9 @@ def params_from_config(name: str) -> int | None:
     the local cache) from its config alone (a model built on the meta device: no weights
     are read); None when there is no such config here."""
     try:
-        from search.models import EMBEDDED, check_model
+        from search.models import check_model, embedded
 
-        if name in EMBEDDED:
+        if name in embedded():
             return None  # no config file to read (an embedded tokenizer's model is counted)
         if check_model(name) == "hub":
             from huggingface_hub import try_to_load_from_cache
