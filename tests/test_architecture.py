@@ -201,6 +201,13 @@ def test_no_module_imports_another_modules_private_names():
     assert not bad, "make these public where they are shared:\n" + "\n".join(bad)
 
 
+def test_no_source_module_over_400_lines():
+    """The style's limit: a module is read top to bottom; past ~400 lines it holds two."""
+    long = {str(path.relative_to(ROOT)): n for path in modules(ROOT, PACKAGES).values()
+            if (n := len(path.read_text().splitlines())) > 400}
+    assert not long, f"split these into coherent modules: {long}"
+
+
 def test_every_package_is_scanned():
     """The scan sees the whole tree (a renamed package would make the checks vacuous)."""
     mods = modules(ROOT, PACKAGES)
