@@ -6,9 +6,10 @@ embedded models in search.models). `load()` imports them, once, the first time a
 be resolved ("steps", "tiny-arith", a problem's domain), so `import search` alone loads
 nothing more and `search.solve(..., scorer="steps")` still finds everything.
 
-Which modules: the entry points of the group "tts_search.plugins" (pyproject.toml declares
-this project's; another installed distribution may add its own), or DEFAULT when the
-distribution's metadata is not installed (a source tree on sys.path).
+Which modules: DEFAULT (this project's own, the table pyproject.toml declares in the
+entry-point group "tts_search.plugins") and every installed entry point of that group, so
+another distribution can add its own, and a source tree without installed metadata, or with
+metadata older than pyproject.toml, still loads this project's.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ _loaded: dict[str, str] = {}
 
 
 def entry_modules() -> dict[str, str]:
-    """Plug-in name -> module to import: the installed entry points, else DEFAULT."""
+    """Plug-in name -> module to import: DEFAULT and the installed entry points."""
     found = {ep.name: ep.value.partition(":")[0] for ep in metadata.entry_points(group=GROUP)}
-    return found or dict(DEFAULT)
+    return {**DEFAULT, **found}
 
 
 def load() -> dict[str, str]:

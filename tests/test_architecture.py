@@ -296,8 +296,8 @@ assert "reports" not in sys.modules
 @pytest.mark.parametrize("how", ["entry-points", "no-metadata"])
 def test_names_resolve_through_the_plugins_after_a_bare_import_search(how):
     """`import search` alone loads no plug-in; the first name to resolve loads them all
-    (from the installed entry points, or search.plugins.DEFAULT without metadata), and the
-    plug-ins' re-exports are the core's own objects."""
+    (with the installed entry points, and from search.plugins.DEFAULT without metadata),
+    and the plug-ins' re-exports are the core's own objects."""
     out = subprocess.run([sys.executable, "-c", _FRESH, how], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -314,3 +314,17 @@ def test_the_default_plugin_list_is_pyprojects_entry_point_table():
     from search.plugins import DEFAULT
 
     assert declared == DEFAULT
+
+
+def test_another_distributions_plugin_is_loaded_beside_this_projects(monkeypatch):
+    """An entry point of the group from any installed distribution joins DEFAULT (stale or
+    absent metadata of this project cannot drop its own plug-ins)."""
+    from importlib import metadata
+
+    from search import plugins
+
+    extra = metadata.EntryPoint("extra", "json.decoder", plugins.GROUP)
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda **kw: [extra])
+    assert plugins.entry_modules() == {**plugins.DEFAULT, "extra": "json.decoder"}
+    monkeypatch.setattr(plugins, "_loaded", {})
+    assert plugins.load()["extra"] == "json.decoder"
