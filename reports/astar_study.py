@@ -55,14 +55,15 @@ def label_of(row: Row) -> str:
 
 
 def run(problems: Sequence[Any], *, scorers: Sequence[str], seeds: Sequence[int], out: Path,
-        engine: Any, quiet: bool) -> list[Row]:
+        engine: Any, quiet: bool, concurrency: int = 1) -> list[Row]:
     from reports.eval import run_grid
 
     rows: list[Row] = []
     for scorer in scorers:
         path = out / f"{scorer}.jsonl"
-        common: dict[str, Any] = dict(seeds=seeds, out=path, engine=engine, model="tiny-arith", scorer=scorer,
-                      dataset="arith", quiet=quiet)
+        common: dict[str, Any] = dict(seeds=seeds, out=path, engine=engine, model="tiny-arith",
+                                      scorer=scorer, dataset="arith", quiet=quiet,
+                                      concurrency=concurrency)
         rows += run_grid(problems, algos=["best_of_n"], budgets=BON_WIDTHS,
                          knobs={"best_of_n": BON_KNOBS}, **common).rows
         for _, over, widths in VARIANTS:
@@ -155,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--diagnose", type=int, default=0, help="problems for the tree statistics")
     ap.add_argument("--no-run", action="store_true", help="only tabulate what the files hold")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--concurrency", type=int, default=16,
+                    help="runs in flight at once (rows are the same at any value)")
     args = ap.parse_args(argv)
     if args.data_seed == 2024:
         ap.error("generator seed 2024 is the demo's: choose knobs on other problems")
@@ -168,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           if (args.out / f"{s}.jsonl").exists()])
     else:
         rows = run(problems, scorers=scorers, seeds=args.seeds, out=args.out, engine=engine,
-                   quiet=args.quiet)
+                   quiet=args.quiet, concurrency=args.concurrency)
     print(f"tiny-arith, {args.problems} problems (difficulty {args.difficulty}, generator seed "
           f"{args.data_seed}), seeds {args.seeds}")
     print(table(rows))

@@ -166,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/variants"))
     ap.add_argument("--parts", default="grids,rpc")
     ap.add_argument("--no-run", action="store_true")
+    ap.add_argument("--concurrency", type=int, default=16,
+                    help="runs in flight at once (rows are the same at any value)")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     problems = arith.generate(args.problems, seed=2024, difficulty=arith.DEFAULT_DIFFICULTY)
@@ -180,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for _, knobs in settings:
                     run_grid(problems, algos=[algo], budgets=widths, seeds=args.seeds,
                              out=grid_file, engine=engine, model="tiny-arith", scorer="steps",
-                             dataset="arith", knobs={algo: knobs}, quiet=True)
+                             dataset="arith", knobs={algo: knobs}, quiet=True,
+                             concurrency=args.concurrency)
         rows = [r for r in read_rows(grid_file) if r["problem_id"] in ids] \
             if grid_file.exists() else []
         print(grid_table(rows))
