@@ -5,7 +5,9 @@
 
 Each lives in problems/models/<name>/: config.json, generation_config.json, model.safetensors,
 the character tokenizer (save_pretrained), training.json (config, seed, threads, data) and
-metrics.json (the table printed by `python -m problems.evaluate <name>`).
+metrics.json (the table printed by `python -m problems.evaluate <name>`). Importing this
+module registers them as embedded models of the core (search.models.register); search.plugins
+imports it the first time a model name is resolved.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from search.models import quiet_transformers, register
 
 MODELS_DIR = Path(__file__).parent / "models"
 NAMES = ("tiny-arith", "tiny-code")
@@ -51,3 +55,14 @@ def load(name: str, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     engine_kwargs = {"chat": False, "prompt_template": record["config"]["prompt_template"],
                      "max_length": model.config.max_position_embeddings}
     return model, tok, engine_kwargs
+
+
+def _loader(name: str) -> Any:
+    def load_quietly(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+        return quiet_transformers(lambda: load(name, dtype=dtype))
+
+    return load_quietly
+
+
+for _name in NAMES:  # embedded models of the core: HFEngine.load("tiny-arith") finds them
+    register(_name, _loader(_name))

@@ -4,7 +4,7 @@
     python -m problems.train tiny-code ...
 
 A transformers LlamaForCausalLM over the config's tokenizer (`tokenizer_of`: one token per
-character, search.testing.char_tokenizer, or per word and digit, problems.wordtok) learns `prompt_template.format(prompt) + solution + <eos>` with the loss on the solution and
+character or per word and digit, problems.wordtok) learns `prompt_template.format(prompt) + solution + <eos>` with the loss on the solution and
 <eos> only: for tiny-arith (problems.arith) the worked solution after "prompt\\n"; for
 tiny-code (problems.codegen) the function body that completes the prompt's stub. The
 run is a fixed number of optimizer steps (the config's `steps`), so the same seed and thread
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from problems import arith, codegen
-from search.testing import char_tokenizer
+from problems.wordtok import char_tokenizer, word_tokenizer
 
 PROMPT_TEMPLATE = "{prompt}\n"  # the engine's plain-prompt template; the solution follows
 CODE_ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n"  # printable ASCII; no tabs
@@ -106,8 +106,6 @@ def tokenizer_of(cfg: Config) -> Any:
         return char_tokenizer(cfg.alphabet)
     if cfg.tokenizer != "word":
         raise ValueError(f"unknown tokenizer {cfg.tokenizer!r}: 'char' or 'word'")
-    from problems.wordtok import word_tokenizer
-
     gen = arith if cfg.task == "arith" else codegen
     corpus = [text for level in range(gen.MIN_DIFFICULTY, gen.MAX_DIFFICULTY + 1)
               for p in gen.generate(300, seed=3_000_000_000 + level, difficulty=level)

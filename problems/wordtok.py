@@ -1,4 +1,8 @@
-"""A word-level tokenizer for the embedded reasoners, lossless on any text of its alphabet.
+"""The embedded reasoners' tokenizers (problems.train's "char" and "word"): one token per
+character (char_tokenizer) or per word and digit (word_tokenizer, both committed reasoners'),
+both with the specials SPECIALS.
+
+The word-level tokenizer for the embedded reasoners, lossless on any text of its alphabet.
 
 Text is cut into pieces by PIECE: a word with its leading space (" cookies"), a digit with
 its leading space (" 5", then "8" for " 58": numbers stay digit by digit, so arithmetic is
@@ -19,7 +23,24 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from search.testing import SPECIALS
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+
+def char_tokenizer(alphabet: Iterable[str]) -> Any:
+    """A PreTrainedTokenizerFast with one token per character of `alphabet`."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    chars = sorted(set(alphabet))
+    if any(len(c) != 1 for c in chars):
+        raise ValueError("alphabet must be single characters")
+    vocab = {t: i for i, t in enumerate(list(SPECIALS) + chars)}
+    # BPE with no merges and no pre-tokenizer splits text into single characters
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    core.decoder = decoders.Fuse()  # type: ignore[assignment]
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>",
+                                   eos_token="<eos>", unk_token="<unk>")
+
 
 PIECE = r"    | ?[A-Za-z_]+| ?[0-9]| ?[^A-Za-z0-9_\s]|\s"
 

@@ -142,7 +142,7 @@ def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, wi
 
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
-    from reports.eval import _ints
+    from reports.grid import parse_ints
     from search.api import get_engine
 
     ap = argparse.ArgumentParser(prog="python -m reports.astar_study", description=__doc__,
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--problems", type=int, default=60)
     ap.add_argument("--difficulty", type=int, default=arith.DEFAULT_DIFFICULTY)
     ap.add_argument("--data-seed", type=int, default=7)
-    ap.add_argument("--seeds", type=_ints, default=[0])
+    ap.add_argument("--seeds", type=parse_ints, default=[0])
     ap.add_argument("--scorers", default="steps,value")
     ap.add_argument("--out", type=Path, default=Path("runs/astar-study"))
     ap.add_argument("--diagnose", type=int, default=0, help="problems for the tree statistics")

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reports.grader_corpus import BOXED, PROSE, Row, build, math_verify_verdicts, pick  # noqa: E402
-from reports.grader_styles import _wrong  # noqa: E402
+from reports.grader_rows import last_digit  # noqa: E402
 
 
 def math500_candidates() -> list[tuple[str, str]]:
@@ -42,8 +42,8 @@ def math500_candidates() -> list[tuple[str, str]]:
         kind = pick(p.id + "bench", ["solution", "boxed", "prose", "wrong"])
         if kind == "solution":
             text = str(p.metadata["solution"])
-        elif kind == "wrong" and _wrong(gold):
-            text = pick(p.id, BOXED)(_wrong(gold))  # type: ignore[operator]
+        elif kind == "wrong" and last_digit(gold):
+            text = pick(p.id, BOXED)(last_digit(gold))  # type: ignore[operator]
         else:
             text = pick(p.id, BOXED if kind == "boxed" else PROSE)(gold)  # type: ignore[operator]
         out.append((gold, text))

@@ -91,7 +91,8 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
-    from reports.eval import _ints, run_grid
+    from reports.eval import run_grid
+    from reports.grid import parse_ints
     from reports.plots import accuracy_vs_compute, scorer_effect
     from search.api import get_engine
 
@@ -103,8 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-seed", type=int, default=2024, help="problem generator seed "
                     "(training used seeds >= 1,000,000)")
     ap.add_argument("--algos", default=",".join(ALGOS))
-    ap.add_argument("--budgets", type=_ints, default=[4, 16])
-    ap.add_argument("--seeds", type=_ints, default=[0, 1, 2])
+    ap.add_argument("--budgets", type=parse_ints, default=[4, 16])
+    ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
     ap.add_argument("--scorers", default=",".join(SCORERS))
     ap.add_argument("--concurrency", type=int, default=16,
                     help="searches in flight at once (rows are the same at any value)")

@@ -55,10 +55,6 @@ thread each, their model calls batched into shared forwards), rows written as ea
 from __future__ import annotations
 
 import argparse
-import datetime
-import fcntl
-import json
-import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -66,30 +62,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.grade import Grader
-from reports.grid import SAMPLE_TOKENS, Cell, make_grid, parse_knobs
-from search import registry
-from search.types import Problem, Result, Usage
+from reports.grid import SAMPLE_TOKENS, make_grid, parse_ints, parse_knobs
+from reports.runner import (  # SCHEMA and read_rows: part of this module's API
+    SCHEMA,
+    copy_rows,
+    difficulty_of,
+    locked,
+    read_rows,
+    run_here,
+    scorer_factory,
+)
+from search.types import Problem
 
 if TYPE_CHECKING:
-    from rewards.base import Scorer
     from search.engines.base import Engine
+    from search.scoring import Scorer
 
-SCHEMA = 1
+__all__ = ["SCHEMA", "EvalRun", "load_problems", "main", "read_rows", "run_grid", "summarize"]
+
 PROCEDURAL = ("arith", "codegen")
 PROCEDURAL_LIMIT = 100  # problems per difficulty level when --limit is not given
 
 
 # -- problems --------------------------------------------------------------------------------
-def difficulty_of(problem: Problem) -> int | None:
-    """metadata["difficulty"] (procedural sets), else metadata["level"] (MATH), else None."""
-    for name in ("difficulty", "level"):
-        value = problem.metadata.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def load_problems(dataset: str, *, path: str | os.PathLike[str] | None = None,
                   limit: int | None = None, difficulty: Sequence[int] | None = None,
                   shuffle: bool = False, data_seed: int = 0) -> list[Problem]:
@@ -115,99 +110,6 @@ def load_problems(dataset: str, *, path: str | os.PathLike[str] | None = None,
 
 
 # -- the JSONL file --------------------------------------------------------------------------
-def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The complete rows of a runs file. An incomplete last line (no newline: its writer was
-    killed) is ignored; a corrupt complete line is an error (the file was edited)."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    rows = []
-    lines = p.read_bytes().split(b"\n")
-    for number, line in enumerate(lines[:-1], 1):  # lines[-1]: after the last newline
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError as err:
-                raise ValueError(f"{p}:{number}: not a JSON row ({err})") from None
-    return rows
-
-
-def _trim(fd: int) -> int:
-    """Cut an incomplete last line off the file open at fd; returns the bytes removed."""
-    size = os.lseek(fd, 0, os.SEEK_END)
-    end = size
-    while end > 0:  # scan back for the last newline, a block at a time
-        start = max(0, end - 65536)
-        block = os.pread(fd, end - start, start)
-        cut = block.rfind(b"\n")
-        if cut >= 0:
-            end = start + cut + 1
-            break
-        end = start
-    if end < size:
-        os.ftruncate(fd, end)
-        os.fsync(fd)
-    return size - end
-
-
-def _append(fd: int, row: Mapping[str, Any]) -> None:
-    data = memoryview((json.dumps(row, allow_nan=False) + "\n").encode())
-    while data:  # one write(2) in practice; loop in case it is cut short
-        data = data[os.write(fd, data):]
-    os.fsync(fd)
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
-# -- rows ------------------------------------------------------------------------------------
-def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | None,
-             error: str | None, grader: Grader) -> dict[str, Any]:
-    """The JSON row of one run; result None means the run raised `error`."""
-    problem = cell.problem
-    row: dict[str, Any] = {
-        "schema": SCHEMA, "key": key, "dataset": names["dataset"], "problem_id": problem.id,
-        "difficulty": difficulty_of(problem), "model": names["model"],
-        "scorer": names["scorer"], "selected_by": None, "algo": cell.algo,
-        "knobs": dict(cell.knobs),
-        "budget": {"width": cell.width, "tokens": cell.tokens}, "seed": cell.seed,
-        "answer": None, "gold": problem.answer, "correct": False, "status": "error",
-        "error": error, "usage": Usage().as_dict(), "candidates": []}
-    if result is not None:
-        chosen = grader.result(problem, result)
-        graded = grader.candidates(problem, result)
-        row.update(
-            scorer=names["scorer"] if registry.uses_scorer(cell.algo, result.knobs) else None,
-            selected_by=result.selected_by,
-            answer=result.answer, correct=chosen.correct, status=result.status,
-            error=None if chosen.error is None else f"grading: {chosen.error}",
-            usage=result.usage.as_dict(),
-            candidates=[{"answer": c.answer, "score": _finite(c.score), "finished": c.finished,
-                         "correct": g.correct, "verified": g.verified,
-                         **({"text": c.text} if cell.keep_text else {})}
-                        for c, g in zip(result.candidates, graded)])
-        if cell.keep_text:
-            row["text"] = result.text
-    row["time"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    return row
-
-
-def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None
-             ) -> tuple[Result | None, str | None]:
-    """search.solve on one cell: (result, None), or (None, "Type: message") if it raised.
-    scorer None: search.solve's default; a scorer goes only to a cell that consults one."""
-    import search
-
-    if not registry.uses_scorer(cell.algo, cell.knobs):
-        scorer = None
-    try:
-        return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
-                            seed=cell.seed, progress=False, **cell.knobs), None
-    except Exception as err:  # one failing run is recorded; the grid goes on
-        return None, f"{type(err).__name__}: {err}"
-
-
 @dataclass(frozen=True)
 class EvalRun:
     """What run_grid did. rows: the grid's rows in grid order (resumed ones included)."""
@@ -220,24 +122,6 @@ class EvalRun:
     reused: int = 0  # rows written now as copies of a deterministic algorithm's run
 
 
-def _scorer_factory(scorer: Scorer | str | None, engine: Engine
-                    ) -> Callable[[], Scorer | None]:
-    from rewards.registry import SCORERS
-    from search.api import get_scorer
-
-    if scorer is None:  # none named: each run gets search.solve's default
-        return lambda: None
-    if isinstance(scorer, str) and scorer in SCORERS:  # cheap: a fresh one per run
-        return lambda: get_scorer(scorer, engine)
-    loaded = get_scorer(scorer, engine)  # a PRM loads once; a Scorer object is used as given
-
-    def shared() -> Scorer:
-        return loaded
-
-    shared.shared = loaded  # type: ignore[attr-defined]  # what concurrent runs share
-    return shared
-
-
 def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequence[int],
              seeds: Sequence[int] = (0,), out: str | os.PathLike[str],
              engine: Engine | str | None = None, scorer: Scorer | str | None = None,
@@ -247,7 +131,8 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
              quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None,
              concurrency: int = 1, keep_text: bool = False) -> EvalRun:
     """Run every cell of the grid not yet in `out`, appending one row per run.
-    runner: runs the pending cells elsewhere (reports.ray_eval.RayRunner), rows by key.
+    runner: runs the pending cells elsewhere (reports.ray_eval.RayRunner), rows by key;
+    without one they run here (reports.runner.run_here).
     concurrency: runs in flight at once on the engine (per worker with a runner).
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
@@ -273,17 +158,7 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     names = {"dataset": dataset, "model": model, "scorer": scorer_name}
     keys = [c.key(**names) for c in cells]
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(f"{path} is being written by another eval process") from None
-        trimmed = _trim(fd)
-        if trimmed and not quiet:
-            print(f"eval: cut an incomplete last line ({trimmed} bytes) off {path}",
-                  file=sys.stderr)
+    with locked(path, quiet=quiet) as fd:
         wanted = set(keys)
         done = {r["key"]: r for r in read_rows(path)
                 if isinstance(r, dict) and r.get("key") in wanted}
@@ -297,35 +172,16 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
                            fd=fd, quiet=quiet, total=total, concurrency=concurrency)
         elif runs:
             eng = get_engine(engine, **dict(engine_kwargs or {}))
-            make_scorer = _scorer_factory(scorer, eng)
+            make_scorer = scorer_factory(scorer, eng)
             check_concurrent(concurrency, eng, getattr(make_scorer, "shared", None))
-            done |= _run_pending(runs, list(done.values()), eng, make_scorer, names, fd,
-                                 quiet=quiet, total=total, concurrency=concurrency)
-        copies = _reuse([(c, k) for c, k in pending if c.reuse_from is not None], done, names,
-                        fd)
+            done |= run_here(runs, list(done.values()), eng, make_scorer, names, fd,
+                             quiet=quiet, total=total, concurrency=concurrency)
+        copies = copy_rows([(c, k) for c, k in pending if c.reuse_from is not None], done,
+                           names, fd)
         done |= copies
-    finally:
-        os.close(fd)  # releases the lock
     rows = tuple(done[k] for k in keys if k in done)
     return EvalRun(path, rows, resumed, len(runs), sum(r["status"] == "error" for r in rows),
                    len(copies))
-
-
-def _reuse(cells: Sequence[tuple[Cell, str]], done: Mapping[str, dict[str, Any]],
-           names: Mapping[str, str], fd: int) -> dict[str, dict[str, Any]]:
-    """Rows for the cells of a deterministic algorithm's other seeds: copies of the row of
-    the seed that ran, with their own key and seed, marked reused_from_seed (pass@k and
-    coverage do not count them as samples). A cell whose source row is missing is left to
-    the next run."""
-    new: dict[str, dict[str, Any]] = {}
-    for cell, key in cells:
-        source = done.get(cell.source.key(**names))
-        if source is None:
-            continue
-        row = {**source, "key": key, "seed": cell.seed, "reused_from_seed": cell.reuse_from}
-        _append(fd, row)
-        new[key] = row
-    return new
 
 
 def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
@@ -339,40 +195,6 @@ def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
         raise ValueError(f"the algorithms' default scorers differ ({', '.join(sorted(chosen))}), "
                          "but a grid has one scorer: pass one (e.g. unit_tests)")
     return next(iter(chosen), "logprob")
-
-
-def _run_pending(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
-                 engine: Engine, scorer: Callable[[], Scorer | None], names: Mapping[str, str],
-                 fd: int, *, quiet: bool, total: int, concurrency: int = 1
-                 ) -> dict[str, dict[str, Any]]:
-    """Run the pending cells (in grid order, up to `concurrency` at once), appending each
-    row as its run ends; returns them by key."""
-    from reports.progress import GridProgress
-    from search.api import concurrently
-
-    grader = Grader()
-    new: dict[str, dict[str, Any]] = {}
-    with GridProgress(pending=len(pending), total=total, desc=names["dataset"], quiet=quiet,
-                      prior_right=sum(bool(r["correct"]) for r in prior),
-                      prior_seen=len(prior)) as bar:
-        def one(item: tuple[Cell, str]) -> dict[str, Any]:
-            bar.started()
-            try:
-                cell, key = item
-                result, error = run_cell(cell, engine, scorer())
-                return make_row(cell, key, names, result, error, grader)
-            finally:
-                bar.stopped()
-
-        for i, row in concurrently(one, pending, concurrency=concurrency):
-            cell, key = pending[i]
-            if isinstance(row, BaseException):  # run_cell and grading catch a run's errors:
-                # this is a bug in making the row, recorded rather than losing the grid
-                row = make_row(cell, key, names, None, f"{type(row).__name__}: {row}", grader)
-            _append(fd, row)
-            new[key] = row
-            bar.finished(row)
-    return new
 
 
 # -- summary and command line ----------------------------------------------------------------
@@ -390,14 +212,6 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for (a, w, t), g in groups.items()]
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
-                                         ) from None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reports.eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -406,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", default=None, help="dataset file or directory")
     ap.add_argument("--limit", type=int, default=None, help="at most this many problems "
                     f"(procedural sets: per difficulty level, default {PROCEDURAL_LIMIT})")
-    ap.add_argument("--difficulty", type=_ints, default=None, help="levels, e.g. 3,5")
+    ap.add_argument("--difficulty", type=parse_ints, default=None, help="levels, e.g. 3,5")
     ap.add_argument("--shuffle", action="store_true", help="shuffle a benchmark by --data-seed")
     ap.add_argument("--data-seed", type=int, default=0, help="shuffle / generator seed")
     ap.add_argument("--model", default=None, help="embedded name, local folder or HF id")
@@ -416,8 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "algorithm is pgtd)")
     ap.add_argument("--prm", default=None, help="a PRM id or path (same as --scorer prm:PATH)")
     ap.add_argument("--algos", required=True, help="comma-separated algorithm names")
-    ap.add_argument("--budgets", type=_ints, default=[4], help="widths, e.g. 4,16,64")
-    ap.add_argument("--seeds", type=_ints, default=[0], help="e.g. 0,1,2")
+    ap.add_argument("--budgets", type=parse_ints, default=[4], help="widths, e.g. 4,16,64")
+    ap.add_argument("--seeds", type=parse_ints, default=[0], help="e.g. 0,1,2")
     ap.add_argument("--knob", action="append", default=[], metavar="[ALGO.]KNOB=VALUE")
     ap.add_argument("--tokens", type=int, default=None, help="generated-token budget per run")
     ap.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS,

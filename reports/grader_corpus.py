@@ -25,26 +25,14 @@ import re
 import sys
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-TESTS_DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+from reports.grader_rows import TESTS_DATA, Row, last_digit, pick
+from reports.grader_styles import sample_rows, style_rows
+
 RECORD = TESTS_DATA / "grader_corpus_math_verify.jsonl"
 DATASETS = ("math500", "aime24", "amc23", "gsm8k")
-
-
-@dataclass(frozen=True)
-class Row:
-    id: str
-    gold: str
-    prediction: str
-    expected: bool
-    kind: str  # how the prediction was made: "boxed", "last-digit", "style:think", ...
-
-
-def pick(key: str, options: list) -> object:
-    """A deterministic choice keyed by a string (the same on every machine and run)."""
-    return options[zlib.crc32(key.encode()) % len(options)]
 
 
 # -- (a) golds against their own forms and against perturbations ----------------------------------
@@ -68,21 +56,6 @@ def _own_forms(pid: str, gold: str, solution: str | None) -> Iterable[Row]:
     yield Row(f"{pid}|prose", gold, pick(pid + "p", PROSE)(gold), True, "prose")  # type: ignore[operator]
     if solution:
         yield Row(f"{pid}|solution", gold, solution, True, "solution")
-
-
-def _last_digit(gold: str) -> str | None:
-    """The last digit changed (9 -> 0, else +1); None when that keeps the value (x^1 -> x^2
-    is different, but 1^2 -> 1^3 is not: a digit that is an exponent of 1 or 0 is skipped)."""
-    unit = re.search(r"\\(?:text|mbox)\s*\{[^{}]*\}\s*\^?\s*\{?\d*\}?\s*$", gold)
-    digits = list(re.finditer(r"\d", gold[: unit.start()] if unit else gold))  # not cm^2
-    if not digits:
-        return None
-    k = digits[-1].start()
-    before = gold[:k]
-    if re.search(r"(?<![\d.])[01]\s*\^\s*\{?\s*$", before):  # 1^2, 0^{3}: the same value
-        return None
-    d = int(gold[k])
-    return gold[:k] + str((d + 1) % 10) + gold[k + 1 :]
 
 
 def _sign(gold: str) -> str | None:
@@ -161,7 +134,7 @@ def _factors(n: int) -> list[int]:
 def _perturbations(pid: str, gold: str) -> Iterable[Row]:
     for kind, same in _rewrites(gold):
         yield Row(f"{pid}|{kind}", gold, _wrap(pid + kind, same), True, kind)
-    for kind, make, expected in (("last-digit", _last_digit, False), ("sign", _sign, False),
+    for kind, make, expected in (("last-digit", last_digit, False), ("sign", _sign, False),
                                  ("bracket", _bracket, False)):
         wrong = make(gold)
         if wrong is not None and wrong != gold:
@@ -215,8 +188,6 @@ def dataset_rows(data: Path | None = None) -> list[Row]:
 
 
 def build(data: Path | None = None) -> list[Row]:
-    from reports.grader_styles import sample_rows, style_rows
-
     rows = dataset_rows(data) + style_rows(data) + sample_rows(data)
     ids = [r.id for r in rows]
     assert len(ids) == len(set(ids)), "corpus row ids must be unique"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from reports.grader_corpus import TESTS_DATA, Row, _last_digit
+from reports.grader_rows import TESTS_DATA, Row, last_digit
 
 SAMPLES = TESTS_DATA / "grader_samples.jsonl"
 EVERY = 6  # a style that fits more than COMMON golds is applied to about 1 in EVERY of them
@@ -25,7 +25,7 @@ Style = Callable[[str], "tuple[str, bool] | None"]  # gold -> (prediction, expec
 
 
 def _wrong(a: str) -> str | None:
-    return _last_digit(a)
+    return last_digit(a)
 
 
 def _frac(a: str) -> Fraction | None:

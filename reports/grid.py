@@ -21,6 +21,7 @@ search-and-learn's beam width of 4 where N allows it.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -134,6 +135,15 @@ def parse_knobs(specs: Iterable[str], algos: Sequence[str]) -> dict[str, dict[st
         for a in takers:
             out[a][knob] = knobs_parse(registry.get(a), knob, text.strip())
     return out
+
+
+def parse_ints(text: str) -> list[int]:
+    """A command line's comma-separated integers ("4,16,64"), for argparse `type=`."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
+                                         ) from None
 
 
 def _positive_ints(values: Iterable[Any], what: str, *, minimum: int) -> list[int]:

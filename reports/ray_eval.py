@@ -1,4 +1,5 @@
-"""Ray-sharded evals: reports.eval's grid spread over Ray workers, one engine per worker.
+"""Ray-sharded evals: reports.eval's grid spread over Ray workers, one engine per worker
+(each running cells with reports.runner, as a local run does).
 
     python -m reports.eval --dataset arith --model tiny-arith --algos beam,best_of_n \
         --budgets 4,16 --out runs/arith.jsonl --ray                  # a local Ray cluster
@@ -33,15 +34,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reports.eval import _append, _scorer_factory, make_row, run_cell
 from reports.grade import Grader
 from reports.grid import Cell
 from reports.progress import GridProgress
+from reports.runner import append_row, make_row, run_cell, scorer_factory
 from search.extras import require
 
 if TYPE_CHECKING:
-    from rewards.base import Scorer
     from search.engines.base import Engine
+    from search.scoring import Scorer
 
 
 class Worker:
@@ -52,7 +53,7 @@ class Worker:
         from search.api import check_concurrent, get_engine
 
         self.engine = get_engine(engine, **dict(engine_kwargs))
-        self.scorer: Callable[[], Scorer | None] = _scorer_factory(scorer, self.engine)
+        self.scorer: Callable[[], Scorer | None] = scorer_factory(scorer, self.engine)
         self.grader = Grader()
         check_concurrent(concurrency, self.engine, getattr(self.scorer, "shared", None))
         self._serving = ExitStack()  # the actor's threads share the engine's forwards
@@ -196,7 +197,7 @@ class _Shard:
                                    f"{type(cause).__name__}: {cause}", self.grader)
                 if key in new:  # cannot happen with one task per cell; never write twice
                     continue
-                _append(self.fd, row)
+                append_row(self.fd, row)
                 new[key] = row
                 bar.extra = self._status(len(workers))
                 bar.finished(row)

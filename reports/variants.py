@@ -62,13 +62,13 @@ def authors_prune(p: Sequence[float]) -> np.ndarray:
     one's and its probability below the mean."""
     from scipy.optimize import minimize
 
-    from search.algos._weibull import MIN_POINTS, WeibullMixture, _nll
+    from search.algos._weibull import MIN_POINTS, WeibullMixture, weibull_nll
 
     x = np.asarray(p, dtype=float)
     if len(np.unique(x)) < MIN_POINTS:
         return np.zeros(len(x), dtype=bool)
     with np.errstate(all="ignore"):
-        res = minimize(lambda t: _nll(t, x)[0], np.array([0.5, 1.0, 1.0, 1.5, 2.0]),
+        res = minimize(lambda t: weibull_nll(t, x)[0], np.array([0.5, 1.0, 1.0, 1.5, 2.0]),
                        bounds=[(0.2, 0.8)] + [(0.01, None)] * 4)
         w, k1, l1, k2, l2 = (float(v) for v in res.x)
         mix = WeibullMixture(w, k1, l1, k2, l2)
@@ -154,13 +154,14 @@ def grid_table(rows: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
-    from reports.eval import _ints, run_grid
+    from reports.eval import run_grid
+    from reports.grid import parse_ints
     from search.api import get_engine
 
     ap = argparse.ArgumentParser(prog="python -m reports.variants", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, default=100)
-    ap.add_argument("--seeds", type=_ints, default=[0, 1, 2])
+    ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
     ap.add_argument("--rows", type=Path, default=Path("runs/demo/demo.jsonl"))
     ap.add_argument("--out", type=Path, default=Path("runs/variants"))
     ap.add_argument("--parts", default="grids,rpc")

@@ -6,15 +6,8 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
 
-
-def _knob(text: str) -> tuple[str, str]:
-    """"n=8" -> ("n", "8"); the value is parsed by the knob's type (search.knobs.parse)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"knob {text!r} must look like name=value")
-    return key.strip(), value
+from search.cli import add_solve_arguments, solve_args, usage_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,40 +34,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{result.scorer or '(none consulted)'}, seed {result.seed}; chosen by "
           f"{result.selected_by}")
     print(f"solution:\n{result.text.strip()}\n")
-    print("usage: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                for k, v in usage.items()))
+    print(usage_line(result.usage))
     return 0
-
-
-def add_solve_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of one solve (algo, model, scorer, budget, seed, knobs, quiet), shared by
-    this command and reports.viewer."""
-    from search.api import default_model
-
-    ap.add_argument("--algo", default="best_of_n")
-    ap.add_argument("--model", default=None, help=f"model name or path (default {default_model()})")
-    ap.add_argument("--scorer", default=None, help="scorer name (default: none named: best_of_n votes, pgtd uses the "
-                    "public tests, other searches the free log-probability scorer)")
-    ap.add_argument("--tokens", type=int, default=None, help="budget: generated tokens")
-    ap.add_argument("--scorer-calls", type=int, default=None, help="budget: scorer calls")
-    ap.add_argument("--seconds", type=float, default=None, help="budget: wall seconds")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--knob", type=_knob, action="append", default=[],
-                    help="algorithm knob, e.g. --knob n=8 --knob select=vote")
-    ap.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
-
-
-def solve_args(args: argparse.Namespace) -> Any:
-    """search.solve from parsed arguments (problem, algo, model, scorer, budget, seed, knob,
-    quiet): every name, knob and text is checked before a model loads."""
-    import search
-    from search import registry
-
-    knobs = registry.parse_knobs(args.algo, dict(args.knob))  # typed by each signature
-    budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,
-                           seconds=args.seconds)
-    return search.solve(args.problem, algo=args.algo, budget=budget, engine=args.model,
-                        scorer=args.scorer, seed=args.seed, progress=not args.quiet, **knobs)
 
 
 def _finite(x: float) -> float | None:

@@ -1,46 +1,58 @@
-"""Final answers from solution text, by problem domain."""
+"""Final answers from solution text, by problem domain: what the core needs to vote and to
+choose, read through extractors the plug-ins register (verifiers.answers registers "math"
+and "code"), so the core holds no grader.
+
+    register("math", extract=extract_answer, vote_key=normalize)
+"""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from search.types import Problem
 
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+
+@dataclass(frozen=True)
+class Reader:
+    """How one domain's answers are read: extract(problem, text) -> the answer or None;
+    vote_key(problem, answer) -> the form under which equal answers count together."""
+
+    extract: Callable[[Problem, str], str | None]
+    vote_key: Callable[[Problem, str], str]
 
 
-def extract_code(text: str) -> str | None:
-    """The last fenced code block (an unterminated final fence counts), else None."""
-    blocks = [b.strip("\n") for b in _FENCE.findall(text)]
-    blocks = [b for b in blocks if b.strip()]
-    return blocks[-1] if blocks else None
+READERS: dict[str, Reader] = {}
 
 
-def written_code(problem: Problem, text: str) -> str | None:
-    """Code a solution writes out in full: its last fenced block, or a bare
-    `def <entry_point>` (chat models rewrite the whole function); else None."""
-    code = extract_code(text)
-    if code is None and problem.entry_point and f"def {problem.entry_point}" in text:
-        code = text
-    return code
+def register(domain: str, *, extract: Callable[[Problem, str], str | None],
+             vote_key: Callable[[Problem, str], str]) -> None:
+    """Read the answers of `domain`'s problems with these two functions."""
+    READERS[domain] = Reader(extract, vote_key)
+
+
+def reader(problem: Problem) -> Reader:
+    """The registered reader of the problem's domain (the plug-ins are loaded first); a
+    domain nobody registered reads as "math", Problem's default domain."""
+    if problem.domain not in READERS:
+        from search import plugins
+
+        plugins.load()
+    found = READERS.get(problem.domain) or READERS.get("math")
+    if found is None:
+        raise ValueError(f"no answer reader for domain {problem.domain!r} (problem "
+                         f"{problem.id!r}) and none for 'math'; known: "
+                         f"{', '.join(sorted(READERS)) or 'none'}")
+    return found
 
 
 def extract(problem: Problem, text: str) -> str | None:
     """The answer a solution gives: a math expression, or a program for code problems (the
     code it writes out, or else the prompt's stub completed by the text, as base models and
     the embedded tiny-code continue a function body)."""
-    if problem.domain == "code":
-        code = written_code(problem, text)
-        return code if code is not None or not text.strip() else problem.prompt + text
-    from verifiers.math import extract_answer
-
-    return extract_answer(text)
+    return reader(problem).extract(problem, text)
 
 
 def vote_key(problem: Problem, answer: str) -> str:
     """The form under which equal answers are counted together in a vote."""
-    if problem.domain == "code":
-        return answer.strip()
-    from verifiers.math import normalize
-
-    return normalize(answer)
+    return reader(problem).vote_key(problem, answer)

@@ -8,16 +8,14 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from search import registry
+from search import registry, scoring
 from search.budget import Meter, metered, per_thread_meter
 from search.engines.base import Engine
 from search.progress import Progress
+from search.scoring import Scorer
 from search.types import Budget, Problem, Result
-
-if TYPE_CHECKING:  # rewards imports search; a runtime import here would be circular
-    from rewards.base import Scorer
 
 DEFAULT_MODEL = "smollm2-135m"
 _ENGINES: dict[str, Engine] = {}  # loaded models stay in memory between calls
@@ -74,13 +72,11 @@ def default_scorer(algo: str, problem: Problem) -> str:
 def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = False
                ) -> Scorer:
     """A scorer by name (None: the free logprob scorer), or the one given. implicit: the
-    caller named none (rewards.base.implicit), so a search that can do without one does."""
-    from rewards.registry import load
-
-    sc: Any = load(scorer or "logprob", engine=engine) \
+    caller named none (search.scoring.implicit), so a search that can do without one does."""
+    sc: Any = scoring.load(scorer or "logprob", engine=engine) \
         if scorer is None or isinstance(scorer, str) else scorer
     if implicit:
-        sc.implicit = True  # the Scorer protocol's optional mark (rewards.base.implicit)
+        sc.implicit = True  # the Scorer protocol's optional mark (search.scoring.implicit)
     return sc
 
 
@@ -128,17 +124,15 @@ def check_scorer(scorer: Scorer | str | None) -> str:
             raise TypeError(f"scorer must be a Scorer, a scorer name or None, got "
                             f"{type(scorer).__name__}")
         return str(getattr(scorer, "name", "") or type(scorer).__name__)
-    from rewards.registry import SCORERS, load
-
     path = scorer.removeprefix("prm:")
-    if scorer in SCORERS:
+    if scorer in scoring.known():
         return scorer
     if scorer.startswith("prm:") or "/" in path:
         from search.models import check_model
 
         check_model(path)
         return scorer
-    load(scorer)  # an unknown name: the registry's "unknown scorer ... did you mean" error
+    scoring.load(scorer)  # an unknown name: the registry's "unknown scorer ... did you mean" error
     return scorer
 
 

@@ -84,7 +84,7 @@ def one_of(name: str, choices: Iterable[str] | Callable[[], Iterable[str]]) -> R
 
 
 def _aggregates() -> Iterable[str]:
-    from rewards.aggregate import AGGREGATES  # plug-in layer: read when checked
+    from search.aggregate import AGGREGATES
 
     return AGGREGATES
 

@@ -116,7 +116,8 @@ def _digest(gguf: Path) -> str:
     return digest
 
 
-def _quiet_transformers(load: Callable[[], Any]) -> Any:
+def quiet_transformers(load: Callable[[], Any]) -> Any:
+    """load() with transformers' logging at error level and its progress bars off."""
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -155,18 +156,18 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
         raise ModelNotFoundError(_NOT_FETCHED)
     folder = cache_dir() / "dequantised" / f"smollm2-135m-{_digest(gguf)[:16]}"
     if (folder / "config.json").is_file():
-        tok, model = _quiet_transformers(lambda: (AutoTokenizer.from_pretrained(folder),
+        tok, model = quiet_transformers(lambda: (AutoTokenizer.from_pretrained(folder),
                                                   AutoModelForCausalLM.from_pretrained(folder)))
     else:
         print(f"smollm2-135m: de-quantising {gguf.name} to fp32 once (~30 s); cached at "
               f"{folder}", file=sys.stderr)
-        tok, model = _quiet_transformers(lambda: (
+        tok, model = quiet_transformers(lambda: (
             AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name),
             AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)))
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
         try:
-            _quiet_transformers(lambda: _plain_copy(model).save_pretrained(tmp))
+            quiet_transformers(lambda: _plain_copy(model).save_pretrained(tmp))
             tok.save_pretrained(tmp)
             os.replace(tmp, folder)  # atomic; a concurrent process may have won the race
         except OSError:
@@ -179,25 +180,24 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     return model, tok, {}
 
 
-def _reasoner(name: str) -> Callable[..., tuple[Any, Any, dict[str, Any]]]:
-    def load(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-        from problems import reasoners  # trained here (problems/train.py)
-
-        return _quiet_transformers(lambda: reasoners.load(name, dtype=dtype))
-
-    return load
-
-
+# name -> loader(dtype=None) -> (model, tokenizer, engine keyword defaults); plug-ins add
+# theirs through register (problems.reasoners: tiny-arith, tiny-code), read through embedded()
 EMBEDDED: dict[str, Callable[..., tuple[Any, Any, dict[str, Any]]]] = {
     "smollm2-135m": _smollm2,
-    "tiny-arith": _reasoner("tiny-arith"),  # problems.arith word problems
-    "tiny-code": _reasoner("tiny-code"),  # problems.codegen function bodies
 }
 
 
 def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]]) -> None:
     """Add an embedded model: loader(dtype=None) -> (model, tokenizer, engine defaults)."""
     EMBEDDED[name] = loader
+
+
+def embedded() -> dict[str, Callable[..., tuple[Any, Any, dict[str, Any]]]]:
+    """Every embedded model by name, the plug-ins' included (search.plugins loads them)."""
+    from search import plugins
+
+    plugins.load()
+    return EMBEDDED
 
 
 def check_model(name_or_path: str) -> str:
@@ -207,8 +207,9 @@ def check_model(name_or_path: str) -> str:
     the hub is off (HF_HUB_OFFLINE), a name that is none of these."""
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ModelNotFoundError(f"model must be a non-empty name or path, got {name_or_path!r}")
-    if name_or_path in EMBEDDED:
-        if name_or_path == "smollm2-135m" and EMBEDDED[name_or_path] is _smollm2 \
+    known = embedded()
+    if name_or_path in known:
+        if name_or_path == "smollm2-135m" and known[name_or_path] is _smollm2 \
                 and smollm2_gguf() is None:
             raise ModelNotFoundError(_NOT_FETCHED)
         return "embedded"
@@ -222,10 +223,10 @@ def check_model(name_or_path: str) -> str:
                                      "transformers model")
         return "local"
     if name_or_path.count("/") != 1:
-        close = difflib.get_close_matches(name_or_path, EMBEDDED, n=3)
+        close = difflib.get_close_matches(name_or_path, known, n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         raise ModelNotFoundError(
-            f"unknown model {name_or_path!r}: not an embedded name ({', '.join(sorted(EMBEDDED))}), "
+            f"unknown model {name_or_path!r}: not an embedded name ({', '.join(sorted(known))}), "
             f"not a local directory, not a Hugging Face id of the form org/name{hint}")
     from huggingface_hub import try_to_load_from_cache
 
@@ -267,7 +268,7 @@ def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[
     """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
     kind = check_model(name_or_path)
     if kind == "embedded":
-        return EMBEDDED[name_or_path](dtype=dtype)
+        return EMBEDDED[name_or_path](dtype=dtype)  # check_model loaded the plug-ins
     path = Path(name_or_path).expanduser()
     looks_local = kind == "local"
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -18,9 +18,8 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from search.budget import Meter
+from search.scoring import KEY
 from search.types import Node
-
-KEY = "reward"  # where algorithms keep a node's score (rewards.KEY)
 
 
 class Progress:

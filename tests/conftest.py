@@ -15,8 +15,9 @@ DATA = REPO.parent / "shared" / "data"
 def tiny_model():
     """The plain model: the reference the engine is checked against. An engine packs its
     model's linears in place (search.engines.packed), so engines get a deep copy of it."""
+    from helpers import tiny_llama
+
     from search.engines.packed import is_packed
-    from search.testing import tiny_llama
 
     model, tok = tiny_llama(seed=1)
     yield model, tok

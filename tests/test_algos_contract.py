@@ -9,11 +9,11 @@ reproduce itself for a seed.
 from __future__ import annotations
 
 import pytest
+from helpers import status_from_tree
 
 import search
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import names
-from search.testing import status_from_tree
 from search.types import Budget, Problem
 
 TREE = {

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import status_from_tree
 from scipy.stats import weibull_min
 
 import search
 from search.algos._weibull import fit_weibull_mixture, prune_low
 from search.algos.compute_optimal import bin_of, fit_table, load_table, quantile_edges
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
-from search.testing import status_from_tree
 from search.types import Budget, Node, Problem, Step
 
 HAVE_SANDBOX = importlib.util.find_spec("verifiers.code") is not None

@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable, Mapping
 
 import pytest
+from helpers import status_from_tree
 from scipy.stats import chisquare
 
 import search
@@ -21,7 +22,6 @@ from search.algos import _smc
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
-from search.testing import status_from_tree
 from search.types import Budget, Node, Problem
 
 PROBLEM = Problem(prompt="toy", id="toy")

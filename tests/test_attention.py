@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import cache_columns, tiny_llama
 
 from search.engines.attention import sdpa_gqa, use_sdpa_gqa
-from search.testing import cache_columns, tiny_llama
 
 
 class Module(torch.nn.Module):

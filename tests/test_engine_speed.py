@@ -247,9 +247,10 @@ def test_int8_engine_matches_its_own_full_forward_and_keeps_fp32_flops(tiny_mode
     """dtype="int8": linears (all but INT8_SKIP) become dynamically quantised; the KV-sharing
     engine's greedy tokens equal argmax of a plain full-prefix forward of that same quantised
     model, and FLOPs are still counted from the fp32 parameter count."""
+    from helpers import tiny_llama
+
     from search.engines.dtypes import INT8_SKIP
     from search.engines.packed import PackedLinear
-    from search.testing import tiny_llama
 
     model, tok = tiny_llama(seed=1)
     n_fp32 = sum(p.numel() for p in model.parameters())

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from helpers import char_tokenizer
 
 import search
 from search.engines.openai import subseed
 from search.engines.vllm import VLLMEngine, VLLMUnavailable
-from search.testing import char_tokenizer
 from search.types import Node, Problem, Step
 
 TOK = char_tokenizer(string.ascii_letters + string.digits + "+=.? \n")

@@ -82,7 +82,7 @@ def child(folder: str, out: str) -> None:
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory) -> Path:
-    from search.testing import tiny_llama
+    from helpers import tiny_llama
 
     model, tok = tiny_llama(seed=3)
     folder = tmp_path_factory.mktemp("tiny-llama")

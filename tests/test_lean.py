@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import tiny_llama
 
 from search.engines import attention, lean, packed
 from search.engines.kv import KVLayout, SlabCache, batch_cache
-from search.testing import tiny_llama
 
 
 def family(arch: str):

@@ -7,10 +7,10 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import tiny_llama
 
 from search.engines import packed
 from search.engines.hf import HFEngine
-from search.testing import tiny_llama
 from search.types import Problem
 
 pytestmark = pytest.mark.skipif(not packed.supported(), reason="no oneDNN packed linear here")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import char_tokenizer
 
 from rewards.prm import HFPRM, MATH_SHEPHERD, QWEN_PRM, detect_format
 from search.budget import Meter
-from search.testing import char_tokenizer
 from search.types import Node, Problem, Step
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 +-*=.\nки<>|_/"

@@ -18,7 +18,7 @@ import search
 import search.algos.particle_gibbs as pg_module
 from search.algos import _smc
 from search.algos._stepwise import Sampler
-from search.algos._weibull import _nll, fit_weibull_mixture, prune_low
+from search.algos._weibull import fit_weibull_mixture, prune_low, weibull_nll
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
 from search.types import Problem
@@ -172,7 +172,7 @@ def nll(mix, x):
     s = x.max()
     theta = np.array([mix.weight, mix.k_hi, mix.lam_hi / s, mix.k_lo, mix.lam_lo / s])
     with np.errstate(all="ignore"):
-        return _nll(theta, x / s)[0]
+        return weibull_nll(theta, x / s)[0]
 
 
 def test_authors_bounds_let_a_tight_cluster_take_a_shape_above_the_cap():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import status_from_tree
 
 import search
-from search.testing import status_from_tree
 from search.types import Budget, Problem
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ from typing import Any
 
 import networkx as nx
 import pytest
+from helpers import status_from_tree
 
 import search
 from search.models import ModelNotFoundError
-from search.testing import status_from_tree
 from search.types import Budget, Problem
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search.answers import written_code
 from search.types import Problem
+from verifiers.answers import written_code
 from verifiers.code import TestReport, run_tests
 from verifiers.math import verify
 from verifiers.steps import check_step

@@ -45,11 +45,10 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from rewards import score_nodes
-from rewards.base import KEY, Scorer
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
+from search.scoring import KEY, Scorer, score_nodes
 from search.types import Node, Problem
 
 CLIP = 1e-7

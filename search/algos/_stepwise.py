@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewards import aggregate
-from rewards.base import KEY, Scorer, name, path_agg, score_nodes
+from search import aggregate
 from search.budget import Meter, submeter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.scoring import KEY, Scorer, name, path_agg, score_nodes
 from search.select import Selection, candidates, pack
 from search.types import Candidate, Node, Problem, Result
 

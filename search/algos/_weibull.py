@@ -99,7 +99,7 @@ def _logpdf(y: np.ndarray, k: float, lam: float) -> np.ndarray:
     return math.log(k) - math.log(lam) + (k - 1) * z - np.exp(k * z)
 
 
-def _nll(theta: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def weibull_nll(theta: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Negative log-likelihood of the mixture at theta = (w, k1, lam1, k2, lam2) and its
     gradient [5]. With a_j = log w_j + log f_j(y) (shape [n]) and r_j = exp(a_j - ll):
     d log f / dk = 1/k + z - z e^(kz), d log f / dlam = k (e^(kz) - 1) / lam, z = log(y / lam)."""
@@ -156,9 +156,9 @@ def fit_weibull_mixture(x: Sequence[float] | np.ndarray, *,
     best, best_nll = x0s[-1], math.inf  # the last start stands if no optimum is finite
     for x0 in x0s:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # far tails: inf
-            res = minimize(_nll, x0, args=(y,), jac=True, method="SLSQP", bounds=box)
+            res = minimize(weibull_nll, x0, args=(y,), jac=True, method="SLSQP", bounds=box)
             theta = np.clip(res.x, [lo for lo, _ in box], [hi for _, hi in box])
-            nll = _nll(theta, y)[0]
+            nll = weibull_nll(theta, y)[0]
         if nll < best_nll:  # nan (an overflowing optimum) never wins
             best, best_nll = theta, nll
     w, k1, l1, k2, l2 = (float(v) for v in best)

@@ -55,8 +55,6 @@ import math
 import random
 from collections.abc import Sequence
 
-from rewards import score_nodes
-from rewards.base import KEY, Scorer
 from search.algos._stepwise import (
     DUPLICATES,
     Finisher,
@@ -68,6 +66,7 @@ from search.algos._stepwise import (
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import Rule, at_least, one_of, rules
+from search.scoring import KEY, Scorer, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 

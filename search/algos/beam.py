@@ -41,8 +41,7 @@ import dataclasses
 import random
 from collections.abc import Sequence
 
-from rewards import KEY, aggregate, score_nodes
-from rewards.base import Scorer
+from search import aggregate
 from search.algos._stepwise import (
     DUPLICATES,
     Finisher,
@@ -58,6 +57,7 @@ from search.algos._stepwise import (
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, divides, one_of, rules
+from search.scoring import KEY, Scorer, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 

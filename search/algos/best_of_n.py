@@ -25,8 +25,6 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewards import score_nodes
-from rewards.base import Scorer, implicit
 from search.algos._stepwise import (
     Finisher,
     Sampler,
@@ -39,6 +37,7 @@ from search.algos._stepwise import (
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import rules
+from search.scoring import Scorer, implicit, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 

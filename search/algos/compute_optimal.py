@@ -46,12 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from rewards.base import Scorer
 from search import registry
 from search.answers import vote_key
 from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.knobs import Rule, rules
+from search.scoring import Scorer
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")

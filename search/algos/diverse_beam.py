@@ -49,8 +49,7 @@ import random
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rewards import aggregate, score_nodes
-from rewards.base import Scorer
+from search import aggregate
 from search.algos._stepwise import (
     DUPLICATES,
     Finisher,
@@ -67,6 +66,7 @@ from search.algos._stepwise import (
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import Rule, at_least, divides, one_of, rules
+from search.scoring import Scorer, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from rewards import score_nodes
-from rewards.base import Scorer
 from search.algos._stepwise import (
     DUPLICATES,
     Finisher,
@@ -40,6 +38,7 @@ from search.algos._stepwise import (
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, divides, one_of, rules
+from search.scoring import Scorer, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 

@@ -33,11 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, finish
 from search.budget import Meter, metered
 from search.engines.base import Engine
 from search.knobs import Rule, at_least, rules
+from search.scoring import Scorer
 from search.select import Selection, majority_vote
 from search.types import Candidate, Node, Problem, Result
 

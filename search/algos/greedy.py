@@ -16,11 +16,11 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, finish, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import rules
+from search.scoring import Scorer
 from search.select import Selection, by_score
 from search.types import Problem, Result
 

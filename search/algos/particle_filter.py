@@ -29,12 +29,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from rewards.base import Scorer
 from search.algos._smc import resampler, sweep
 from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import above, at_least, rules, within
+from search.scoring import Scorer
 from search.select import Selection
 from search.types import Problem, Result
 

@@ -34,12 +34,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rewards import score_nodes
-from rewards.base import KEY, Scorer
 from search.algos._stepwise import Finisher, Sampler, finish, scored_by
 from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import at_least, rules
+from search.scoring import KEY, Scorer, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 

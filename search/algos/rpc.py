@@ -41,13 +41,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rewards.base import Scorer
 from search.algos._stepwise import Finisher, Sampler, rescue, sample_paths
 from search.algos._weibull import BOUNDS, MAX_STARTS, prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, one_of, rules, within
+from search.scoring import Scorer
 from search.select import candidates, pack
 from search.types import Candidate, Node, Problem, Result
 

@@ -69,9 +69,6 @@ __all__ = ["OpenAIEngine", "ServerError", "parse_spec"]
 
 
 PLAIN, RETRY = PromptFormat(), RetryPolicy()  # default prompt format and retry policy
-# finish_reason -> how the step ended ("stop" alone leaves stop string vs EOS open)
-FINISH = {"stop": "stop", "length": "length", "eos_token": "eos", "stop_sequence": "stop_sequence",
-          "eos": "eos"}
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -224,23 +221,10 @@ class OpenAIEngine(PerThreadMeter):
         (after charging the answers that came back: nothing computed goes uncounted)."""
         answers = self.pool.post_many(f"{self.base_url}/completions", bodies)
         good = [a for a in answers if not isinstance(a, ServerError)]
-        prompt = evaluated = completion = longest = unreported = without = 0
-        for data in good:
-            usage = data.get("usage") or {}
-            choices = data.get("choices") or []
-            lengths = [len(((c or {}).get("logprobs") or {}).get("tokens") or ())
-                       for c in choices]
-            completion += int(usage.get("completion_tokens", sum(lengths)))
-            total, done = usage_of.prompt_counts(data)
-            prompt += total
-            evaluated += total if done is None else done
-            unreported += done is None
-            longest = max([longest, *lengths])
-            without += "usage" not in data
+        counts, longest = usage_of.tally(good)
+        evaluated, completion = counts["prompt_tokens_evaluated"], counts["completion_tokens"]
         processed = evaluated + completion
-        self._count(requests=len(good), prompt_tokens=prompt, prompt_tokens_evaluated=evaluated,
-                    cached_prompt_tokens=prompt - evaluated, completion_tokens=completion,
-                    prompt_cache_unreported=unreported, responses_without_usage=without,
+        self._count(requests=len(good), **counts,
                     flops_uncounted_tokens=0 if self.n_params else processed)
         with self._lock:
             self.server_stats["retries"] = self.pool.retried  # the pool's, for every thread
@@ -252,29 +236,6 @@ class OpenAIEngine(PerThreadMeter):
         if failed:
             raise ServerError(f"{len(failed)} of {len(bodies)} requests failed: {failed[0]}")
         return good  # type: ignore[return-value]
-
-    def _choices(self, data: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
-        """The answer's choices in index order; one choice for n > 1 means n was ignored."""
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-            raise ServerError(f"the server's answer has no list of choices: {str(data)[:300]}")
-        indices = sorted(int(c.get("index", i)) for i, c in enumerate(choices))
-        ignored = len(choices) == 1 and n > 1 and self.native_n is not True
-        if indices != list(range(len(choices))) or (len(choices) != n and not ignored):
-            raise ServerError(f"asked for n={n} choices, the server returned {len(choices)} "
-                              f"(indices {indices})")
-        return sorted(choices, key=lambda c: int(c.get("index", 0)))
-
-    def _logprobs(self, choice: Mapping[str, Any]
-                  ) -> tuple[list[str], list[float], Mapping[str, Any]]:
-        lp = usage_of.legacy_logprobs(choice.get("logprobs") or {})
-        tokens, values = lp.get("tokens"), lp.get("token_logprobs")
-        if not isinstance(tokens, list) or not isinstance(values, list) \
-                or len(tokens) != len(values):
-            raise ServerError("a choice came back without per-token logprobs, which steps need "
-                              "(their probabilities and lengths); serve them (llama-cpp-python:"
-                              f" --logits_all true): {str(choice)[:300]}")
-        return [str(t) for t in tokens], values, lp
 
     # -- the protocol ----------------------------------------------------------------------
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
@@ -309,7 +270,7 @@ class OpenAIEngine(PerThreadMeter):
                 continue
             more = []
             for (i, j, b), data in zip(wave, answers):
-                choices = self._choices(data, b["n"])
+                choices = usage_of.choices(data, b["n"], may_ignore_n=self.native_n is not True)
                 if len(choices) < b["n"]:  # the server ignored n: ask for the rest one by one
                     self.native_n = False
                     self._count(n_ignored=1)
@@ -320,24 +281,10 @@ class OpenAIEngine(PerThreadMeter):
                  for j in range(n)] for i, node in enumerate(nodes)]
 
     def _step(self, choice: Mapping[str, Any], stops: Sequence[str], max_tokens: int) -> Step:
-        tokens, values, _ = self._logprobs(choice)
+        tokens, values, _ = usage_of.token_logprobs(choice)
         if any(v is None for v in values):
             raise ServerError(f"a generated token has no logprob: {str(choice)[:300]}")
-        text, joined = str(choice.get("text") or ""), "".join(tokens)
-        finish = FINISH.get(str(choice.get("finish_reason")))
-        matched = choice.get("stop_reason", choice.get("matched_stop", ...))
-        if finish is None:
-            raise ServerError(f"unknown finish_reason in {str(choice)[:300]}")
-        if finish == "length":
-            reason = "max_tokens" if len(tokens) >= max_tokens else "length"
-        elif finish != "stop" or matched is not ...:  # the server says which
-            reason = "stop" if finish == "stop_sequence" or isinstance(matched, str) else "eos"
-        else:  # it does not: decoding ends at the first stop string, so any in the tokens is it
-            reason = "stop" if any(s in joined or s in text for s in stops) else "eos"
-        if reason == "stop" and not any(text.endswith(s) or s in text for s in stops):
-            # the server cut the stop string off: the tokens still hold it
-            text = joined if joined.startswith(text) else text + (
-                matched if isinstance(matched, str) else stops[0])
+        text, reason = usage_of.step_end(choice, tokens, stops, max_tokens)
         return Step(text, tuple(self._id(t) for t in tokens), tuple(map(float, values)), reason)
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
@@ -347,8 +294,8 @@ class OpenAIEngine(PerThreadMeter):
                              seed=0) for node in nodes]
         out = []
         for node, data in zip(nodes, self._send(bodies)):
-            choice = self._choices(data, 1)[0]
-            _, _, lp = self._logprobs(choice)
+            choice = usage_of.choices(data, 1, may_ignore_n=False)[0]
+            _, _, lp = usage_of.token_logprobs(choice)
             top = (lp.get("top_logprobs") or [None])[0]
             if not isinstance(top, dict) or not top:
                 raise ServerError(f"no top logprobs in the answer: {str(choice)[:300]}")
@@ -397,8 +344,8 @@ class OpenAIEngine(PerThreadMeter):
         prefix = self._text(node)
         data = self._send([self._body(prefix + text, n=1, max_tokens=1, temperature=0.0,
                                       logprobs=1, echo=True, seed=0)])[0]
-        choice = self._choices(data, 1)[0]
-        tokens, values, _ = self._logprobs(choice)
+        choice = usage_of.choices(data, 1, may_ignore_n=False)[0]
+        tokens, values, _ = usage_of.token_logprobs(choice)
         # drop the generated token(s), then keep the shortest tail of the echoed prompt that
         # covers the continuation (counted from the end: the server may render the prompt's
         # special tokens differently, the continuation's characters it does not)
@@ -432,9 +379,9 @@ def _tokenizer(tokenizer: Any) -> tuple[Any, int | None]:
     was loaded for it (an embedded name)."""
     if tokenizer is None or not isinstance(tokenizer, str):
         return tokenizer, None
-    from search.models import EMBEDDED, load_model
+    from search.models import embedded, load_model
 
-    if tokenizer in EMBEDDED:
+    if tokenizer in embedded():
         model, tok, _ = load_model(tokenizer)
         return tok, int(sum(p.numel() for p in model.parameters()))
     from transformers import AutoTokenizer

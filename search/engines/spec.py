@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from search.engines.decode import stop_decoder
 from search.engines.drafter import Drafter, DraftTree, greedy_path, sampled_path
 from search.engines.kv import Segment, SlabCache
 from search.engines.sampling import categorical, probs, sample
@@ -120,7 +121,7 @@ class SpecStats:
 
 
 class SpecDecoder:
-    """One `expand` call decoded speculatively (hf._StepDecoder's contract, k+1 tokens a pass).
+    """One `expand` call decoded speculatively (decode.StepDecoder's contract, k+1 tokens a pass).
 
     Per row r: toks[r] the step so far; cols[r] the cache columns of its fed step tokens
     (all but the latest, which is fed first in the next pass); klen[r] its draft length.
@@ -134,8 +135,6 @@ class SpecDecoder:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=engine.device).manual_seed(seed)
         self.stop_span = max((len(s) for s in stop), default=0) + 2
-        from search.engines.hf import stop_decoder  # (hf imports this module)
-
         self._decode = stop_decoder(engine)
         self.toks: list[list[int]] = [[] for _ in rows]
         self.lps: list[list[float]] = [[] for _ in rows]

@@ -1,7 +1,8 @@
-"""Small local models for tests and examples: no download, built in a second.
+"""Test helpers: small local models (no download, built in a second) and references read
+independently of the code under test.
 
-`char_tokenizer` is a real transformers tokenizer (one token per character, plus
-<pad>/<bos>/<eos>/<unk>); `tiny_llama` is a randomly initialised LlamaForCausalLM over it.
+`tiny_llama` is a randomly initialised LlamaForCausalLM over problems.wordtok.char_tokenizer
+(a real transformers tokenizer: one token per character, plus <pad>/<bos>/<eos>/<unk>).
 """
 
 from __future__ import annotations
@@ -9,23 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
-
-
-def char_tokenizer(alphabet: Iterable[str]) -> Any:
-    """A PreTrainedTokenizerFast with one token per character of `alphabet`."""
-    from tokenizers import Tokenizer, decoders, models
-    from transformers import PreTrainedTokenizerFast
-
-    chars = sorted(set(alphabet))
-    if any(len(c) != 1 for c in chars):
-        raise ValueError("alphabet must be single characters")
-    vocab = {t: i for i, t in enumerate(list(SPECIALS) + chars)}
-    # BPE with no merges and no pre-tokenizer splits text into single characters
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
-    core.decoder = decoders.Fuse()  # type: ignore[assignment]
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>",
-                                   eos_token="<eos>", unk_token="<unk>")
+from problems.wordtok import char_tokenizer
 
 
 def tiny_llama(alphabet: Iterable[str] = "ab \n0123456789+-*=.", *, seed: int = 0,

@@ -1,0 +1,52 @@
+"""The options of one solve on the command line, shared by `python -m search` and
+`python -m reports.viewer`: parsed, checked, and handed to search.solve."""
+
+from __future__ import annotations
+
+import argparse
+
+from search.types import Result, Usage
+
+
+def _knob(text: str) -> tuple[str, str]:
+    """"n=8" -> ("n", "8"); the value is parsed by the knob's type (search.knobs.parse)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"knob {text!r} must look like name=value")
+    return key.strip(), value
+
+
+def add_solve_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of one solve (algo, model, scorer, budget, seed, knobs, quiet)."""
+    from search.api import default_model
+
+    ap.add_argument("--algo", default="best_of_n")
+    ap.add_argument("--model", default=None, help=f"model name or path (default {default_model()})")
+    ap.add_argument("--scorer", default=None, help="scorer name (default: none named: best_of_n votes, pgtd uses the "
+                    "public tests, other searches the free log-probability scorer)")
+    ap.add_argument("--tokens", type=int, default=None, help="budget: generated tokens")
+    ap.add_argument("--scorer-calls", type=int, default=None, help="budget: scorer calls")
+    ap.add_argument("--seconds", type=float, default=None, help="budget: wall seconds")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--knob", type=_knob, action="append", default=[],
+                    help="algorithm knob, e.g. --knob n=8 --knob select=vote")
+    ap.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+
+
+def solve_args(args: argparse.Namespace) -> Result:
+    """search.solve from parsed arguments (problem, algo, model, scorer, budget, seed, knob,
+    quiet): every name, knob and text is checked before a model loads."""
+    import search
+    from search import registry
+
+    knobs = registry.parse_knobs(args.algo, dict(args.knob))  # typed by each signature
+    budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,
+                           seconds=args.seconds)
+    return search.solve(args.problem, algo=args.algo, budget=budget, engine=args.model,
+                        scorer=args.scorer, seed=args.seed, progress=not args.quiet, **knobs)
+
+
+def usage_line(usage: Usage) -> str:
+    """What a solve cost, on one line: "usage: generated_tokens=120, ..."."""
+    return "usage: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                 for k, v in usage.as_dict().items())

@@ -1,0 +1,121 @@
+"""The scorer contract shared by PRMs, ORMs and verifiers, and scorers by name.
+
+The core holds the contract (Scorer, KEY, score_nodes; aggregation in search.aggregate) and
+an empty registry of scorer factories; the plug-ins that implement scorers (rewards) fill it
+when search.plugins loads them, so the core never imports them. rewards.base re-exports the
+contract.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from search.budget import Meter
+from search.types import Node, Problem
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """score(problem, nodes) -> one float per node, for the node's latest step (a PRM) or,
+    at a finished leaf, for the whole solution (an ORM/verifier). Higher is better.
+    Each scorer charges `meter` (scorer calls, tokens, FLOPs).
+
+    Two optional attributes describe it (read through `path_agg` and `name` below):
+      path_agg  how a path's score is formed from its step scores, a search.aggregate
+                name: the default of every algorithm's `agg` knob. "last" (the default for
+                a scorer that does not say) reads the leaf alone: right for outcome
+                verifiers, which score a finished solution, and for value estimates.
+      name      what records and Result.selected_by call it (default: its class name).
+    """
+
+    meter: Meter
+
+    def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]: ...
+
+
+KEY = "reward"  # where algorithms store a scorer's value in Node.scores
+
+
+def path_agg(scorer: Scorer) -> str:
+    """The aggregation a scorer declares for its paths (see Scorer), "last" if none."""
+    return str(getattr(scorer, "path_agg", "last"))
+
+
+def name(scorer: Scorer) -> str:
+    """The scorer's name (its registry name when it has one)."""
+    return str(getattr(scorer, "name", "") or type(scorer).__name__)
+
+
+def implicit(scorer: Scorer) -> bool:
+    """True for the scorer `search.solve` supplies when the caller names none (the free
+    log-probability scorer, marked so): searches that can do without one (best_of_n's
+    vote) then choose without it."""
+    return bool(getattr(scorer, "implicit", False))
+
+
+def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: str = KEY
+                ) -> list[float]:
+    """Score the nodes that have no `key` yet, store the values, return all nodes' values.
+
+    A scorer returning the wrong count is a bug and raises; a NaN or infinite score is
+    recorded as a failure (scores["invalid"] = 1) and ranks as -inf, so nothing already
+    computed is lost.
+    """
+    todo = [n for n in nodes if key not in n.scores]
+    if todo:
+        values = list(scorer.score(problem, todo))
+        if len(values) != len(todo):
+            raise ValueError(f"{type(scorer).__name__}.score returned {len(values)} scores "
+                             f"for {len(todo)} nodes")
+        for node, v in zip(todo, values):
+            v = float(v)
+            if not math.isfinite(v):
+                node.scores["invalid"] = 1.0
+                v = -math.inf
+            node.scores[key] = v
+    return [n.scores[key] for n in nodes]
+
+
+# -- scorers by name: a registry the plug-ins fill ---------------------------------------------
+# name -> factory(engine=None) -> Scorer; rewards.registry registers logprob, steps, ...
+SCORERS: dict[str, Callable[..., Scorer]] = {}
+# loaders of a scorer given by path (a PRM folder or hub id, optionally prefixed "prm:")
+_PATH_LOADERS: list[Callable[[str], Scorer]] = []
+
+
+def register(name: str, factory: Callable[..., Scorer]) -> None:
+    """Make `factory(engine=None) -> Scorer` the scorer called `name`."""
+    SCORERS[name] = factory
+
+
+def register_path_loader(loader: Callable[[str], Scorer]) -> None:
+    """Make `loader(path)` load scorers named by a path or hub id ("prm:..." or "org/name")."""
+    if loader not in _PATH_LOADERS:
+        _PATH_LOADERS.append(loader)
+
+
+def known() -> dict[str, Callable[..., Scorer]]:
+    """Every registered scorer by name, after loading the plug-ins that register them."""
+    from search import plugins
+
+    plugins.load()
+    return SCORERS
+
+
+def load(name: str, *, engine: Any = None) -> Scorer:
+    """A scorer by registry name or PRM path/id; `engine` goes to scorers that reuse it.
+    The scorer is named by its registry name (Result.selected_by and eval rows say it)."""
+    if name in known():
+        scorer: Any = SCORERS[name](engine=engine)
+        scorer.name = name  # the Scorer protocol's optional name
+        return scorer
+    path = name.removeprefix("prm:")
+    if (name.startswith("prm:") or "/" in path) and _PATH_LOADERS:
+        return _PATH_LOADERS[-1](path)
+    close = difflib.get_close_matches(name, SCORERS, n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise ValueError(f"unknown scorer {name!r}; known: {', '.join(sorted(SCORERS))}, or a PRM "
+                     f"path{hint}")
