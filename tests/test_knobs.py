@@ -64,6 +64,8 @@ RULES = [
     ("astar", {"admissible": True, "g": "mean"}, "g must be 'sum' for admissible search"),
     ("astar", {"h_weight": -0.5}, "h_weight must be >= 0"),
     ("first_finish", {"n": 2, "k": 3}, "k must be <= n"),
+    ("best_of_n", {"n": 0}, "n must be >= 1"),
+    ("diverse_beam", {"lam": float("nan")}, "lam must be >= 0"),
     ("first_finish", {"chunk_tokens": 0}, "chunk_tokens must be >= 1"),
     ("mcts", {"iterations": 0}, "iterations must be >= 1"),
     ("mcts", {"c": -1.0}, "c must be >= 0"),

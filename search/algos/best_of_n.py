@@ -36,7 +36,7 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.knobs import rules
+from search.knobs import at_least, rules
 from search.scoring import Scorer, implicit, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
@@ -47,7 +47,7 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("select") != "vote"
 
 
-@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
+@rules(at_least(1, "n"))  # with the rules every algorithm shares (search.knobs.COMMON)
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
               n: int = 8, select: str | None = None, agg: str | None = None,
               temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,

@@ -136,7 +136,7 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("level", "step") != "token"
 
 
-@rules(at_least(1, "n", "m", "groups", "ngram"), divides("m", "n"),
+@rules(at_least(1, "n", "m", "groups", "ngram"), at_least(0, "lam"), divides("m", "n"),
        Rule(("groups", "n", "m"), lambda g, n, m: (n // m) % g == 0, "groups must divide n/m"),
        one_of("level", ("step", "token")), one_of("diversity", ("hamming", "ngram")),
        one_of("duplicates", DUPLICATES))
