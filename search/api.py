@@ -161,7 +161,6 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     eng = get_engine(engine)
     sc = get_scorer(scorer, eng, implicit=not named)
     meter = Meter(budget)
-    before = _server_stats(eng)
     watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
     try:
         with metered(meter, eng, sc), watch.watching(meter, eng, f"{algo} on {model_name}"):
@@ -169,20 +168,11 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     finally:
         eng.retain([])  # the tree stays in the Result; its KV cache is freed
     stats = dict(result.stats)
-    if (after := _server_stats(eng)) is not None:
-        stats["server"] = {k: v - (before or {}).get(k, 0) for k, v in dict(after).items()}
+    if getattr(eng, "server_stats", None) is not None:  # an engine that talks to a server
+        stats["server"] = dict(meter.server)
     consulted = registry.uses_scorer(algo, result.knobs)  # as eval rows: none if unused
     return replace(result, model=model_name, scorer=scorer_name if consulted else "",
                    stats=stats)
-
-
-def _server_stats(eng: Engine) -> dict[str, int] | None:
-    """The server counts of this thread's requests so far (concurrent searches each read
-    their own), for engines that talk to a server; None for the others."""
-    counts = getattr(eng, "thread_server_stats", None)
-    if counts is None:
-        counts = getattr(eng, "server_stats", None)
-    return None if counts is None else dict(counts)
 
 
 def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -44,6 +45,7 @@ class Meter:
         self.scorer_calls = 0
         self.scorer_tokens = 0
         self.flops = 0.0
+        self.server: Counter[str] = Counter()  # a server's own counts of this run's requests
         self.clock = clock
         self._start = clock()
         self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
@@ -68,6 +70,10 @@ class Meter:
         self.scorer_tokens += tokens
         self.flops += flops
         self._charged()
+
+    def charge_server(self, counts: Mapping[str, int]) -> None:
+        """What a server reported for this run's requests (engines that talk to one)."""
+        self.server.update(counts)
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -230,3 +236,4 @@ def submeter(meter: Meter, budget: Budget, *parts: Any) -> Iterator[Meter]:
         meter.charge_model(generated=sub.generated_tokens, prefill=sub.prefill_tokens,
                            flops=sub.flops, passes=sub.forward_passes)
         meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)
+        meter.charge_server(sub.server)

@@ -496,3 +496,25 @@ def test_reserve_is_validated_and_what_it_leaves_is_hand_computed():
     assert meter.reserve_budget() is None and meter.reached()
     meter.scorer_calls = 20
     assert not meter.scoring_left()
+
+
+def test_submeter_hands_everything_it_was_charged_to_its_parent():
+    """The reserve's sub-meter: what the parts spent under it (model, scorer, a server's own
+    counts) lands on the parent meter too, counted once."""
+    from search.budget import Meter, submeter
+
+    class Part:
+        meter = Meter()
+
+    parent, part = Meter(), Part()
+    parent.charge_server({"requests": 1})
+    with submeter(parent, Budget(tokens=10), part) as sub:
+        part.meter.charge_model(generated=3, prefill=2, flops=5.0, passes=2)
+        part.meter.charge_scorer(calls=1, tokens=4)
+        part.meter.charge_server({"requests": 2, "completion_tokens": 3})
+        assert part.meter is sub and parent.generated_tokens == 0
+    assert part.meter is not sub
+    assert (parent.generated_tokens, parent.prefill_tokens, parent.flops,
+            parent.forward_passes) == (3, 2, 5.0, 2)
+    assert (parent.scorer_calls, parent.scorer_tokens) == (1, 4)
+    assert parent.server == {"requests": 3, "completion_tokens": 3}

@@ -26,8 +26,8 @@ server_stats["prompt_cache_unreported"]. Forward passes: one prefill pass plus o
 the longest answer of a call. FLOPs: 2 * n_params per evaluated token, n_params as given, else
 the server's (llama-server's meta.n_params), else from a local config of the tokenizer's or the
 served model; unknown, FLOPs stay 0 (server_stats["flops_uncounted_tokens"]). server_stats are
-totals since the engine was made; search.solve puts each solve's own in Result.stats["server"]
-(its own thread's requests: concurrent searches on one engine keep their counts apart).
+totals since the engine was made; each solve's own (its Meter's: concurrent searches on one
+engine keep them apart; the pool's retries are in the totals only) are in Result.stats["server"].
 
 Steps need per-token logprobs (requested as logprobs=1): a step's probability and length come
 from them (llama-cpp-python serves them with --logits_all true); a choice without them is an
@@ -58,7 +58,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter, PerThreadMeter, thread_state
+from search.budget import Meter, PerThreadMeter
 from search.engines import server_usage as usage_of
 from search.engines.base import DEFAULT_STOP, check_sampling
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
@@ -203,18 +203,11 @@ class OpenAIEngine(PerThreadMeter):
                 return
 
     def _count(self, **counts: int) -> None:
-        """Add to server_stats (every search's) and to the calling search's own counts, which
-        concurrent searches keep apart (solve reports them in Result.stats["server"])."""
+        """Add to server_stats (every search's) and to the calling search's own meter, which
+        concurrent searches keep apart (solve reports it in Result.stats["server"])."""
         with self._lock:
             self.server_stats.update(counts)
-        mine = thread_state().values.setdefault((id(self), "server_stats"), Counter())
-        mine.update(counts)
-
-    @property
-    def thread_server_stats(self) -> Counter[str]:
-        """server_stats of the requests the calling thread's searches sent (no retries: the
-        connection pool retries for every thread at once)."""
-        return Counter(thread_state().values.get((id(self), "server_stats"), Counter()))
+        self.meter.charge_server(counts)
 
     def _send(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """POST every body; charge the meter from each answer's usage; raise if any failed
