@@ -109,6 +109,14 @@ def test_cached_weights_equal_the_gguf_and_load_without_it(tmp_path, monkeypatch
     for m in (model, cached):
         sd, want = m.state_dict(), ref.state_dict()
         assert sd.keys() == want.keys() and all(torch.equal(sd[k], want[k]) for k in sd)
+    # the cached model is built on the meta device: its computed buffers (rotary frequencies)
+    # and the tied head must be real, and its forward the GGUF model's
+    assert not any(t.is_meta for t in (*cached.parameters(), *cached.buffers()))
+    assert cached.lm_head.weight.data_ptr() == cached.model.embed_tokens.weight.data_ptr()
+    ids = torch.tensor([ref_tok("What is 17 * 23 - 5?")["input_ids"]])
+    with torch.no_grad():
+        assert torch.equal(cached(ids).logits, ref(ids).logits)
+    assert not cached.training and cached.generation_config == ref.generation_config
     text = "Natalia sold clips to 48 of her friends. é 中文\n\nThe answer is"
     assert cached_tok(text)["input_ids"] == ref_tok(text)["input_ids"]
     chat = [{"role": "user", "content": "What is 2+3?"}]

@@ -158,3 +158,23 @@ def test_budget_spent_before_the_first_step_returns_an_honest_empty_result(algo)
                        budget=Budget(seconds=1e-9))
     assert res.answer is None and res.status == "budget_exhausted" and not res.candidates
     assert res.usage.generated_tokens == 0
+
+
+def test_cli_exits_fast_yet_flushes_and_runs_atexit(tmp_path):
+    """`python -m search` ends with os._exit (skipping ~1.2 s of teardown after a SmolLM2
+    solve), so it must flush its output and run atexit handlers (the sandbox pool's) itself:
+    buffered output into a pipe and a handler's file survive, and the code is kept."""
+    import subprocess
+    import sys
+
+    mark = tmp_path / "atexit-ran"
+    code = ("import atexit, sys\n"
+            f"atexit.register(lambda: open({str(mark)!r}, 'w').write('yes'))\n"
+            "from search.__main__ import exit_now\n"
+            "sys.stdout.write('x' * 100000)\n"  # more than a pipe's buffer: must be flushed
+            "exit_now(3)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 3, run.stderr
+    assert run.stdout == "x" * 100000
+    assert mark.read_text() == "yes"
