@@ -28,6 +28,11 @@
      bon_accuracy_at_equal_tokens: best-of-N accuracy at the chosen config's mean tokens,
        interpolated the same way; None outside best-of-N's token range.
 
+5. With --match ALGO:WIDTH (fit_to_match): the token cost is chosen, over a grid (COSTS), as
+   the one whose table reaches ALGO at WIDTH's accuracy on the same problems with the fewest
+   mean tokens (probe included), all measured on these rows: a table fitted to match best-of-16
+   at least cost, not to maximise accuracy.
+
 A config is (algo, knobs, budget tokens). The table's knobs are the row's knobs, so the
 runner must record the knobs the algorithm ran with, its budget width included; rows that
 differ only in budget width would be one config, and are refused.
@@ -35,6 +40,7 @@ differ only in budget width would be one config, and are refused.
     python -m reports.compute_table runs.jsonl [more.jsonl] --out table.json
         [--signal score|agreement|oracle] [--bins 5 | --edges 0.2,0.5] [--token-cost 0]
         [--probe-algo best_of_n] [--probe-width 4] [--runtime-signal score]
+        [--probe-stop] [--match best_of_n:16]
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from search.algos.compute_optimal import (
 )
 
 SIGNALS = ("score", "agreement", "oracle")
+PROBE_KNOBS = ("select", "temperature", "agg", "step_tokens", "max_steps")  # from its rows
 
 
 def _answer_key(row: Row, answer: str) -> str:
@@ -222,13 +229,17 @@ def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
     edges = list(edges) if edges is not None else quantile_edges(diff.values(), n_bins)
     if probe_stop and (probe_width is None or probe_algo != "best_of_n"):
         raise ValueError("probe_stop needs the probe's own rows: best_of_n at --probe-width")
-    probe_rows = [r for r in rows if probe_stop and r["algo"] == probe_algo
-                  and (r.get("budget") or {}).get("width") == probe_width]
+    of_width = [r for r in rows if r["algo"] == probe_algo and probe_width is not None
+                and (r.get("budget") or {}).get("width") == probe_width]
+    probe_rows = of_width if probe_stop else []
     frows = fit_rows(rows, diff, edges, probe=probe_rows)
     probe = {"signal": signal if signal != "oracle" else runtime_signal,
              "n": probe_width if probe_width is not None else PROBE_DEFAULTS["n"]}
-    if probe_rows:  # the probe selects as the rows that stand for it did
-        probe["select"] = probe_rows[0].get("knobs", {}).get("select", "score")
+    if of_width and probe_algo == "best_of_n":  # the run-time probe samples and selects as
+        knobs = of_width[0].get("knobs", {})  # the rows that stand for it did (greedy: t=0)
+        probe.update({k: knobs[k] for k in PROBE_KNOBS if k in knobs})
+        if probe_stop:
+            probe.setdefault("select", "score")
     table = fit_table(frows, edges=edges, probe=probe, token_cost=token_cost)
     load_table(table)  # the run-time checks: edges, signal, knobs against the registry
     gains = bin_gains(frows, table)
@@ -238,6 +249,46 @@ def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
                      "problems": len(diff),
                      "gains": [asdict(g) for g in gains]}}
     return table, gains
+
+
+COSTS = (0.0, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 3e-4, 5e-4, 1e-3, 2e-3)  # fit_to_match's grid
+
+
+def overall(gains: Sequence[BinGain]) -> tuple[float, float]:
+    """(accuracy, mean tokens) of a table's choices over the fit problems: each bin's chosen
+    config weighted by the bin's problems."""
+    total = sum(g.problems for g in gains)
+    return (sum(g.problems * g.accuracy for g in gains) / total,
+            sum(g.problems * g.mean_tokens for g in gains) / total)
+
+
+def fit_to_match(rows: Sequence[Row], *, algo: str, width: int,
+                 costs: Sequence[float] = COSTS, **kw: Any
+                 ) -> tuple[dict[str, Any], list[BinGain], dict[str, float]]:
+    """The table that reaches the reference config's accuracy (algo at width, over the same
+    problems) with the fewest mean tokens, over the token costs in `costs` (the most accurate
+    table if none reaches it), and the comparison: {"token_cost", "accuracy", "tokens",
+    "reference_accuracy", "reference_tokens"}. Everything is measured on the fit rows alone."""
+    diff = difficulties(rows, signal=kw.get("signal", "score"),
+                        probe_algo=kw.get("probe_algo", "best_of_n"),
+                        probe_width=kw.get("probe_width"))
+    ref = [r for r in rows if r["algo"] == algo and (r.get("budget") or {}).get("width") == width
+           and str(r["problem_id"]) in diff]
+    if not ref:
+        raise ValueError(f"no {algo} rows of width {width} to match")
+    ref_acc = float(np.mean([bool(r["correct"]) for r in ref]))
+    ref_tok = float(np.mean([usage(r, "generated_tokens") or 0.0 for r in ref]))
+    fits = []
+    for cost in costs:
+        table, gains = fit(rows, token_cost=cost, **kw)
+        acc, tok = overall(gains)
+        fits.append((acc >= ref_acc - 1e-12, -tok if acc >= ref_acc - 1e-12 else acc, cost,
+                     table, gains, acc, tok))
+    _, _, cost, table, gains, acc, tok = max(fits, key=lambda f: (f[0], f[1], -f[2]))
+    match = {"token_cost": cost, "accuracy": acc, "tokens": tok, "reference_accuracy": ref_acc,
+             "reference_tokens": ref_tok}
+    table["fit"]["match"] = {"algo": algo, "width": width, **match}
+    return table, gains, match
 
 
 def format_gains(gains: Sequence[BinGain], edges: Sequence[float]) -> str:
@@ -273,12 +324,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--runtime-signal", default="score", choices=SIGNALS[:2])
     ap.add_argument("--probe-stop", action="store_true",
                     help="the probe's answer may stand (a 'probe' bin); charge it to the rest")
+    ap.add_argument("--match", default="", metavar="ALGO:WIDTH",
+                    help="choose the token cost: the fewest tokens reaching ALGO at WIDTH's "
+                         "accuracy on these rows (e.g. best_of_n:16); --token-cost is ignored")
     args = ap.parse_args(argv)
     edges = [float(e) for e in args.edges.split(",") if e] or None
-    table, gains = fit(read_rows(args.runs), signal=args.signal, n_bins=args.bins, edges=edges,
-                       token_cost=args.token_cost, probe_algo=args.probe_algo,
-                       probe_width=args.probe_width, runtime_signal=args.runtime_signal,
-                       probe_stop=args.probe_stop)
+    kw: dict[str, Any] = dict(signal=args.signal, n_bins=args.bins, edges=edges,
+                              probe_algo=args.probe_algo, probe_width=args.probe_width,
+                              runtime_signal=args.runtime_signal, probe_stop=args.probe_stop)
+    rows = read_rows(args.runs)
+    if args.match:
+        algo, _, width = args.match.partition(":")
+        table, gains, m = fit_to_match(rows, algo=algo, width=int(width), **kw)
+        print(f"token cost {m['token_cost']:g}: accuracy {m['accuracy']:.3f} at "
+              f"{m['tokens']:.0f} tokens; {args.match}: {m['reference_accuracy']:.3f} at "
+              f"{m['reference_tokens']:.0f} ({m['tokens'] / m['reference_tokens']:.0%} of its "
+              f"tokens)")
+    else:
+        table, gains = fit(rows, token_cost=args.token_cost, **kw)
     Path(args.out).write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     print(format_gains(gains, table["edges"]))
     print(f"wrote {args.out} ({table['fit']['rows']} rows, {table['fit']['problems']} problems)")

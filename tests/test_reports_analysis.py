@@ -401,3 +401,57 @@ def test_compute_table_refuses_configs_differing_only_in_width():
           row("p0", "best_of_n", 0, True, width=8, knobs={}, key="other")]
     with pytest.raises(ValueError, match="record the width in knobs"):
         compute_table.fit(rs, n_bins=1)
+
+
+def test_compute_table_probe_samples_as_its_rows_did():
+    """A greedy probe (best-of-1 at temperature 0, the rows' knobs) gives a table whose
+    run-time probe is best-of-1 at temperature 0 too, not the default best-of-4 at 0.8."""
+    from reports import compute_table
+    from search.algos.compute_optimal import load_table
+
+    greedy = {"n": 1, "temperature": 0.0}
+    rs = table_rows() + [row(f"p{p}", "best_of_n", s, p < 5, width=1, knobs=greedy, tokens=100,
+                             cands=[("7", 1.0 if p < 5 else 0.0, True, p < 5, None)])
+                         for p in range(10) for s in range(4)]
+    table, _ = compute_table.fit(rs, signal="score", edges=[0.5], probe_width=1,
+                                 probe_stop=True, token_cost=1e-4)
+    probe = load_table(table)["probe"]
+    assert (probe["n"], probe["temperature"], probe["select"]) == (1, 0.0, "score")
+    # easy problems: the greedy probe (100 tokens, all right) stands; hard: beam, charged 100
+    assert [(b["algo"], b["mean_tokens"]) for b in table["bins"]] == [("probe", 100),
+                                                                       ("beam", 900)]
+
+
+def test_demo_table_names_the_best_at_width_16_with_its_tokens():
+    """4 problems: greedy right on 2 (50%); best-of-16 right on 3 at 1,000 tokens, one right
+    candidate in each problem's 16 (pass@16 = 100%); particle Gibbs right on all 4 at 4,000
+    tokens: it closes 100% of the gap, at 4.0x best-of-16's tokens."""
+    from reports.demo import table
+
+    right = [("1", 0.5, True, True, None)] + [("2", 0.5, True, False, None)] * 15
+    rs = ([row(f"p{p}", "greedy", 0, p < 2, tokens=100) for p in range(4)]
+          + [row(f"p{p}", "best_of_n", 0, p < 3, width=16, tokens=1000, cands=right)
+             for p in range(4)]
+          + [row(f"p{p}", "particle_gibbs", 0, True, width=16, tokens=4000) for p in range(4)])
+    last = table(rs).splitlines()[-1]
+    assert last == ("best at width 16: particle_gibbs (s) 100.0% at 4000 tokens, 4.0x "
+                    "best-of-16's tokens, closing 100% of the gap from greedy 50.0% to "
+                    "pass@16 100.0%")
+
+
+def test_compute_table_fit_to_match_takes_the_cheapest_table_reaching_the_reference():
+    """Reference best-of-16: (20 + 16) / 40 = .9 at 1,600 tokens. Token cost 0 picks n=4 on
+    the easy bin and n=64 (.9) on the hard one: .95 at (400 + 6400) / 2 = 3,400 tokens; from
+    1e-5 up to 1e-3 the hard bin takes beam (.85): .925 at (400 + 800) / 2 = 600, the
+    cheapest table that still reaches .9 (the smallest such cost is reported); at 2e-3 it
+    takes n=4 (.2): .6, below."""
+    from reports import compute_table
+
+    table, _, m = compute_table.fit_to_match(table_rows(), algo="best_of_n", width=16,
+                                             n_bins=2)
+    assert m == pytest.approx({"token_cost": 1e-5, "accuracy": 0.925, "tokens": 600,
+                               "reference_accuracy": 0.9, "reference_tokens": 1600})
+    assert [b["algo"] for b in table["bins"]] == ["best_of_n", "beam"]
+    assert table["fit"]["match"]["width"] == 16
+    with pytest.raises(ValueError, match="no beam rows of width 64"):
+        compute_table.fit_to_match(table_rows(), algo="beam", width=64, n_bins=2)
