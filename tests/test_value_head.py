@@ -8,9 +8,8 @@ import math
 import pytest
 import torch
 
-from rewards.value_head import (
+from problems.value_head import (
     CONFIDENCE,
-    ValueHeadScorer,
     auc,
     confidence,
     features,
@@ -19,6 +18,7 @@ from rewards.value_head import (
     load,
     save,
 )
+from rewards.value_head import ValueHeadScorer
 from search.engines.hf import HFEngine
 from search.types import Node, Problem, Step
 
@@ -140,11 +140,11 @@ def test_committed_tiny_arith_head_ranks_fresh_steps_above_chance():
     as search's "value" scorer."""
     import search
     from problems import arith, reasoners
-    from rewards.value_head import rollout_labels
+    from problems.value_head import rollout_labels
 
     folder = reasoners.MODELS_DIR / "tiny-arith"
     if not (folder / "value_head.safetensors").is_file():
-        pytest.skip("no value head next to tiny-arith (python -m rewards.value_head)")
+        pytest.skip("no value head next to tiny-arith (python -m problems.value_head)")
     eng = HFEngine.load("tiny-arith", device="cpu", keep_hidden=True)
     head = load(folder)
     problems = [p for lv in (3, 4, 5, 6, 7) for p in arith.generate(8, seed=20_000, difficulty=lv)]
