@@ -263,19 +263,21 @@ def overall(gains: Sequence[BinGain]) -> tuple[float, float]:
 
 
 def fit_to_match(rows: Sequence[Row], *, algo: str, width: int,
-                 costs: Sequence[float] = COSTS, **kw: Any
+                 knobs: dict[str, Any] | None = None, costs: Sequence[float] = COSTS, **kw: Any
                  ) -> tuple[dict[str, Any], list[BinGain], dict[str, float]]:
     """The table that reaches the reference config's accuracy (algo at width, over the same
-    problems) with the fewest mean tokens, over the token costs in `costs` (the most accurate
-    table if none reaches it), and the comparison: {"token_cost", "accuracy", "tokens",
+    problems; `knobs`: only its rows with these knobs) with the fewest mean tokens, over the
+    token costs in `costs` (the most accurate table if none reaches it), and the comparison: {"token_cost", "accuracy", "tokens",
     "reference_accuracy", "reference_tokens"}. Everything is measured on the fit rows alone."""
     diff = difficulties(rows, signal=kw.get("signal", "score"),
                         probe_algo=kw.get("probe_algo", "best_of_n"),
                         probe_width=kw.get("probe_width"))
     ref = [r for r in rows if r["algo"] == algo and (r.get("budget") or {}).get("width") == width
-           and str(r["problem_id"]) in diff]
+           and str(r["problem_id"]) in diff
+           and all(str(r.get("knobs", {}).get(k)) == str(v) for k, v in (knobs or {}).items())]
     if not ref:
-        raise ValueError(f"no {algo} rows of width {width} to match")
+        raise ValueError(f"no {algo} rows of width {width}{f' with {knobs}' if knobs else ''} "
+                         "to match")
     ref_acc = float(np.mean([bool(r["correct"]) for r in ref]))
     ref_tok = float(np.mean([usage(r, "generated_tokens") or 0.0 for r in ref]))
     fits = []
@@ -287,7 +289,7 @@ def fit_to_match(rows: Sequence[Row], *, algo: str, width: int,
     _, _, cost, table, gains, acc, tok = max(fits, key=lambda f: (f[0], f[1], -f[2]))
     match = {"token_cost": cost, "accuracy": acc, "tokens": tok, "reference_accuracy": ref_acc,
              "reference_tokens": ref_tok}
-    table["fit"]["match"] = {"algo": algo, "width": width, **match}
+    table["fit"]["match"] = {"algo": algo, "width": width, "knobs": knobs or {}, **match}
     return table, gains, match
 
 
@@ -324,9 +326,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--runtime-signal", default="score", choices=SIGNALS[:2])
     ap.add_argument("--probe-stop", action="store_true",
                     help="the probe's answer may stand (a 'probe' bin); charge it to the rest")
-    ap.add_argument("--match", default="", metavar="ALGO:WIDTH",
-                    help="choose the token cost: the fewest tokens reaching ALGO at WIDTH's "
-                         "accuracy on these rows (e.g. best_of_n:16); --token-cost is ignored")
+    ap.add_argument("--match", default="", metavar="ALGO:WIDTH[:KNOB=VALUE,...]",
+                    help="choose the token cost: the fewest tokens reaching the accuracy of "
+                         "ALGO at WIDTH (rows with those knobs) on these rows, e.g. "
+                         "best_of_n:16:select=weighted_vote; --token-cost is ignored")
     args = ap.parse_args(argv)
     edges = [float(e) for e in args.edges.split(",") if e] or None
     kw: dict[str, Any] = dict(signal=args.signal, n_bins=args.bins, edges=edges,
@@ -334,8 +337,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                               runtime_signal=args.runtime_signal, probe_stop=args.probe_stop)
     rows = read_rows(args.runs)
     if args.match:
-        algo, _, width = args.match.partition(":")
-        table, gains, m = fit_to_match(rows, algo=algo, width=int(width), **kw)
+        algo, width, *rest = args.match.split(":", 2)
+        knobs = dict(kv.split("=", 1) for kv in rest[0].split(",")) if rest else None
+        table, gains, m = fit_to_match(rows, algo=algo, width=int(width), knobs=knobs, **kw)
         print(f"token cost {m['token_cost']:g}: accuracy {m['accuracy']:.3f} at "
               f"{m['tokens']:.0f} tokens; {args.match}: {m['reference_accuracy']:.3f} at "
               f"{m['reference_tokens']:.0f} ({m['tokens'] / m['reference_tokens']:.0%} of its "

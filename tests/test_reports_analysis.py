@@ -455,3 +455,9 @@ def test_compute_table_fit_to_match_takes_the_cheapest_table_reaching_the_refere
     assert table["fit"]["match"]["width"] == 16
     with pytest.raises(ValueError, match="no beam rows of width 64"):
         compute_table.fit_to_match(table_rows(), algo="beam", width=64, n_bins=2)
+    with pytest.raises(ValueError, match="with {'select': 'vote'}"):  # its rows have no select
+        compute_table.fit_to_match(table_rows(), algo="best_of_n", width=16, n_bins=2,
+                                   knobs={"select": "vote"})
+    _, _, by_knob = compute_table.fit_to_match(table_rows(), algo="best_of_n", width=16,
+                                               n_bins=2, knobs={"n": 16})
+    assert by_knob == m
