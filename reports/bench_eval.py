@@ -40,8 +40,9 @@ def comparable(row: dict[str, Any]) -> str:
 
 
 def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
-               ) -> tuple[float, dict[str, str], int, float]:
-    """(seconds, comparable rows by key, generated tokens, CPU seconds) of one fresh grid."""
+               ) -> tuple[float, dict[str, str], tuple[int, int], float]:
+    """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds) of one
+    fresh grid."""
     from reports.eval import run_grid
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -51,11 +52,13 @@ def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
         bad = next(r for r in run.rows if r["status"] == "error")
         raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
     rows = {r["key"]: comparable(r) for r in run.rows}
-    return seconds, rows, sum(int(r["usage"]["generated_tokens"]) for r in run.rows), cpu
+    return seconds, rows, (sum(int(r["usage"]["generated_tokens"]) for r in run.rows),
+                           sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu
 
 
 def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) -> dict[str, Any]:
-    t1, rows1, tokens, cpu1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1, **grid)
+    t1, rows1, (tokens, prefill), cpu1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1,
+                                                    **grid)
     tn, rowsn, _, cpun = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
     same = rows1 == rowsn
     print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
@@ -65,19 +68,23 @@ def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) 
     if not same:
         diff = sorted(k for k in rows1 if rows1[k] != rowsn.get(k))
         print(f"  {len(diff)} rows differ, e.g. {rows1[diff[0]][:300]}\n  vs {rowsn.get(diff[0], '')[:300]}")
-    return {"runs": len(rows1), "tokens": tokens, "c1": t1, "cn": tn, "ratio": t1 / tn,
+    return {"runs": len(rows1), "tokens": tokens, "prefill": prefill, "c1": t1, "cn": tn,
+            "ratio": t1 / tn,
             "cpu1": cpu1, "cpun": cpun, "identical": same}
 
 
-def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> float:
-    """The engine's tokens/s on one problem at 16 rows: best-of-16, 3 steps of <= 32 tokens."""
+def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> tuple[float, float]:
+    """The engine's tokens/s on one problem at 16 rows (best-of-16, 3 steps of <= 32 tokens):
+    (generated, generated + prefilled) per second, of the fastest of `repeats` runs."""
     import search
 
-    best = 0.0
+    best = (0.0, 0.0)
     for _ in range(repeats):
         r = search.solve(problem, "best_of_n", engine=engine, scorer="logprob", n=16,
                          step_tokens=32, max_steps=3, temperature=0.7, seed=0)
-        best = max(best, r.usage.generated_tokens / r.usage.seconds)
+        u = r.usage
+        best = max(best, (u.generated_tokens / u.seconds,
+                          (u.generated_tokens + u.prefill_tokens) / u.seconds))
     return best
 
 
@@ -113,8 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "smol" in parts:
             eng = get_engine("smollm2-135m")
             probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)
-            ref = one_problem_rate(eng, probs[0])
-            print(f"SmolLM2 one problem, 16 rows: {ref:.1f} tok/s", flush=True)
+            ref, ref_all = one_problem_rate(eng, probs[0])
+            print(f"SmolLM2 one problem, 16 rows: {ref:.1f} generated tok/s, {ref_all:.1f} "
+                  f"tok/s counting its prefill", flush=True)
             knobs = {a: {"step_tokens": args.step_tokens, "max_steps": args.max_steps}
                      for a in ("greedy", "best_of_n")}
             for algo, budgets in (("greedy", [1]), ("best_of_n", [4])):
@@ -122,10 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                             algos=[algo], budgets=budgets, seeds=[0], engine=eng,
                             scorer="logprob", dataset="gsm8k", model="smollm2-135m",
                             knobs={algo: knobs[algo]})
-                rate = r["tokens"] / r["cn"]
-                print(f"  at concurrency {n}: {rate:.1f} tok/s = {rate / ref:.0%} of one "
-                      f"problem's 16-row rate, {r['ratio']:.2f}x concurrency 1", flush=True)
-                out[algo] = {**r, "one_problem": ref, "share": rate / ref}
+                rate, rate_all = r["tokens"] / r["cn"], (r["tokens"] + r["prefill"]) / r["cn"]
+                print(f"  at concurrency {n}: {rate:.1f} generated tok/s = {rate / ref:.0%} of "
+                      f"one problem's 16-row rate, {r['ratio']:.2f}x concurrency 1; counting "
+                      f"prefill ({r['prefill']:,} prompt tokens for {r['tokens']:,} generated: "
+                      f"one prompt per problem): {rate_all:.1f} tok/s = {rate_all / ref_all:.0%}",
+                      flush=True)
+                out[algo] = {**r, "one_problem": ref, "share": rate / ref,
+                             "share_with_prefill": rate_all / ref_all}
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"scheduler: {SCHED.stats}; peak RSS {rss:.0f} MB")
     return 0 if all(v["identical"] for v in out.values()) else 1
