@@ -25,6 +25,7 @@ import re
 import string
 from collections.abc import Callable
 
+from problems.levels import check_request
 from search.types import Problem
 
 STEP_DELIMITER = "\n\n"
@@ -87,11 +88,7 @@ _APPLY: dict[str, Callable[[int, int], int]] = {
 def generate(n: int, *, seed: int = 0, difficulty: int = DEFAULT_DIFFICULTY) -> list[Problem]:
     """n problems of `difficulty` operations each. Problem i depends only on (seed,
     difficulty, i): generate(10) starts with generate(5), and an id regenerates its problem."""
-    if not MIN_DIFFICULTY <= difficulty <= MAX_DIFFICULTY:
-        raise ValueError(f"difficulty must be in [{MIN_DIFFICULTY}, {MAX_DIFFICULTY}] "
-                         f"operations, got {difficulty}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    check_request(n, difficulty, MIN_DIFFICULTY, MAX_DIFFICULTY, "operations")
     return [_problem(seed, difficulty, i) for i in range(n)]
 
 

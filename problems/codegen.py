@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from problems.levels import check_request
 from search.types import Problem
 
 DEFAULT_DIFFICULTY = 3
@@ -198,11 +199,7 @@ def _compile(expr: str) -> Callable[[Any, Any], Any]:
 def generate(n: int, *, seed: int = 0, difficulty: int = DEFAULT_DIFFICULTY) -> list[Problem]:
     """n tasks of `difficulty` composed stages each; task i depends only on (seed,
     difficulty, i)."""
-    if not MIN_DIFFICULTY <= difficulty <= MAX_DIFFICULTY:
-        raise ValueError(f"difficulty must be in [{MIN_DIFFICULTY}, {MAX_DIFFICULTY}] "
-                         f"stages, got {difficulty}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    check_request(n, difficulty, MIN_DIFFICULTY, MAX_DIFFICULTY, "stages")
     return [_problem(seed, difficulty, i) for i in range(n)]
 
 

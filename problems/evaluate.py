@@ -22,7 +22,6 @@ roots at once, whole solutions per call.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import Counter
@@ -34,6 +33,7 @@ from typing import Any
 import torch
 
 from problems import arith, codegen
+from search.cli import command
 from search.engines.hf import HFEngine
 from search.types import Problem
 from verifiers.grade import Grade, grade
@@ -219,21 +219,20 @@ def table(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m problems.evaluate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("name")
-    ap.add_argument("--n", type=int, default=500)
-    ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--levels", type=int, nargs="+", default=None,
-                    help="difficulties (default: the default and a harder one)")
-    ap.add_argument("--samples", type=int, default=16)
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--sampled", type=int, default=None,
-                    help="problems sampled at the first level (default: all n)")
-    ap.add_argument("--hard-sampled", type=int, default=100,
-                    help="problems sampled at levels after the first (default 100)")
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args(argv)
+    args = command("python -m problems.evaluate", __doc__, {
+        "name": {},
+        "--n": dict(type=int, default=500),
+        "--seed": dict(type=int, default=12345),
+        "--levels": dict(type=int, nargs="+", default=None,
+                         help="difficulties (default: the default and a harder one)"),
+        "--samples": dict(type=int, default=16),
+        "--temperature": dict(type=float, default=0.8),
+        "--sampled": dict(type=int, default=None,
+                          help="problems sampled at the first level (default: all n)"),
+        "--hard-sampled": dict(type=int, default=100,
+                               help="problems sampled at levels after the first (default 100)"),
+        "--threads": dict(type=int, default=2),
+    }).parse_args(argv)
     torch.set_num_threads(args.threads)
     evaluate(args.name, n=args.n, seed=args.seed, levels=args.levels, samples=args.samples,
              temperature=args.temperature, sampled=args.sampled,

@@ -95,11 +95,15 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def _at(place: int | None, missing: float = float("inf")) -> float:
+    """A pop or batch index; `missing` for a node never popped."""
+    return missing if place is None else place
+
+
 def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, width: int = 1,
              k: int = 4) -> str:
     """Tree statistics of A* with either tie rule on each scorer (one seed)."""
     import search
-    from rewards.base import KEY
     from search.api import get_scorer
 
     lines = [f"\nA* trees, width={width} k={k}, {len(problems)} problems, seed 0:",
@@ -113,16 +117,17 @@ def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, wi
                 res = search.solve(p, "astar", engine=engine, scorer=get_scorer(scorer, engine),
                                    seed=0, width=width, k=k, **{**BASE, "ties": ties})
                 nodes = list(res.tree.walk())
-                values |= {round(n.scores[KEY], 6) for n in nodes if KEY in n.scores}
-                popped = sorted((n for n in nodes if "pop" in n.scores),
-                                key=lambda n: n.scores["pop"])
+                values |= {round(n.scores.reward, 6) for n in nodes
+                           if n.scores.reward is not None}
+                popped = sorted((n for n in nodes if n.scores.pop is not None),
+                                key=lambda n: _at(n.scores.pop))
                 goal = popped[-1] if popped and popped[-1].finished else None
                 # a pop tied if another state open at that moment had the same f
-                tied = sum(any(q is not p_ and q.scores.get("f") == p_.scores.get("f")
-                               and q.scores.get("pop", float("inf")) > p_.scores["pop"]
-                               and (q.parent is not None and q.parent.scores.get("batch", 1e9)
-                                    < p_.scores["batch"])
-                               for q in nodes if "merged_into" not in q.scores)
+                tied = sum(any(q is not p_ and q.scores.f == p_.scores.f
+                               and _at(q.scores.pop) > _at(p_.scores.pop)
+                               and (q.parent is not None and _at(q.parent.scores.batch, 1e9)
+                                    < _at(p_.scores.batch))
+                               for q in nodes if q.scores.merged_into is None)
                            for p_ in popped[1:])
                 stats.append({"batches": res.stats.get("batches", 0),
                               "capped": float(bool(res.stats.get("capped"))),

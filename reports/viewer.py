@@ -92,7 +92,7 @@ def _row(node: Node, size: int, on_path: bool, cand: Candidate | None, chosen_id
                 f"lp {node.step.logprob:.3f} (cum {node.cum_logprob:.3f}) · "
                 f"{_esc(node.step.stop_reason)}{' · finished' if node.finished else ''}")
     scores = " ".join(f'<span class="s">{_esc(k)}={_esc(_num(v))}</span>'
-                      for k, v in node.scores.items())
+                      for k, v in node.scores.flat().items())
     badge = ""
     if cand is not None:
         tag = "chosen answer" if node.id == chosen_id else "candidate"

@@ -1,11 +1,25 @@
-"""The options of one solve on the command line, shared by `python -m search` and
-`python -m reports.viewer`: parsed, checked, and handed to search.solve."""
+"""The command line: a module's parser (`command`), and the options of one solve, shared by
+`python -m search` and `python -m reports.viewer`: parsed, checked, and handed to
+search.solve."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from typing import Any
 
 from search.types import Result, Usage
+
+
+def command(prog: str, doc: str | None, options: Mapping[str, Mapping[str, Any]] | None = None
+            ) -> argparse.ArgumentParser:
+    """The parser of `prog` ("python -m reports.demo"): its module doc as the description,
+    line breaks kept, and `options`, {name or flag: add_argument's keywords}, in order."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    for flag, kwargs in (options or {}).items():
+        ap.add_argument(flag, **kwargs)
+    return ap
 
 
 def _knob(text: str) -> tuple[str, str]:

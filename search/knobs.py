@@ -9,7 +9,8 @@ An algorithm's knobs are its keyword-only parameters, `seed` excepted (solve's o
      top_p, select, agg, token caps, ...), then the algorithm's own, declared on its function
      with @rules(...) (m divides n, ...): ValueError.
 @rules also runs these checks when the function is called directly, so each rule is written
-once, next to the algorithm it belongs to. `parse` turns "8", "0.5", "true", "none", "[1, 2]"
+once, next to the algorithm it belongs to, and it records the knobs: the Result's knobs are
+every knob's actual value (see `recorded`). `parse` turns "8", "0.5", "true", "none", "[1, 2]"
 or "vote" into the annotation's type first (the CLI and the eval runner's --knob).
 """
 
@@ -25,8 +26,10 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
+
+from search.types import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
@@ -114,7 +117,8 @@ COMMON: dict[str, tuple[Rule, ...]] = {
 
 
 def rules(*declared: Rule | tuple[Rule, ...]) -> Callable[[F], F]:
-    """Declare an algorithm's own value rules; the checks also run on every direct call."""
+    """Declare an algorithm's own value rules; the checks also run on every direct call,
+    and the call's Result records its knobs (`recorded`)."""
     flat = tuple(r for d in declared for r in (d if isinstance(d, tuple) else (d,)))
 
     def wrap(fn: F) -> F:
@@ -124,13 +128,25 @@ def rules(*declared: Rule | tuple[Rule, ...]) -> Callable[[F], F]:
         def checked(*args: Any, **kwargs: Any) -> Any:
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
-            check(checked, {k: bound.arguments[k] for k in names(checked)}, complete=True)
-            return fn(*args, **kwargs)
+            actual = {k: bound.arguments[k] for k in names(checked)}
+            check(checked, actual, complete=True)
+            return recorded(fn(*args, **kwargs), actual)
 
         checked.__knob_rules__ = flat  # type: ignore[attr-defined]
         return typing.cast(F, checked)
 
     return wrap
+
+
+def recorded(result: Any, actual: Mapping[str, Any]) -> Any:
+    """result with knobs = every knob's actual value, in signature order; a knob the search
+    resolved itself (the knobs it put in Result.knobs: agg=None as the scorer's own, ...)
+    as resolved. Sequences are recorded as lists (as JSON writes them)."""
+    if not isinstance(result, Result):
+        return result
+    knobs = {k: result.knobs[k] if k in result.knobs else
+             list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
+    return replace(result, knobs=knobs)
 
 
 # -- names and types ----------------------------------------------------------------------------

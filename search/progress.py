@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from search.budget import Meter
-from search.scoring import KEY
 from search.types import Node
 
 
@@ -83,7 +82,7 @@ def line(label: str, meter: Meter, roots: list[Node], seconds: float) -> str:
     finished = [n for n in nodes if n.finished]
     best = "best -"
     for pool, what in ((nodes, "best partial"), (finished, "best")):  # finished ones win
-        scores = [n.scores[KEY] for n in pool if math.isfinite(n.scores.get(KEY, math.nan))]
+        scores = [r for n in pool if (r := n.scores.reward) is not None and math.isfinite(r)]
         best = f"{what} {max(scores):.4g}" if scores else best
     return (f"search  {label} · {meter.generated_tokens:,} tokens · {len(finished)} "
             f"candidates · {best} · {seconds:.1f} s")

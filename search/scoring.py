@@ -36,7 +36,7 @@ class Scorer(Protocol):
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]: ...
 
 
-KEY = "reward"  # where algorithms store a scorer's value in Node.scores
+KEY = "reward"  # the scorer's value of a node: Node.scores.reward (its name in flat scores)
 
 
 def path_agg(scorer: Scorer) -> str:
@@ -58,13 +58,14 @@ def implicit(scorer: Scorer) -> bool:
 
 def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: str = KEY
                 ) -> list[float]:
-    """Score the nodes that have no `key` yet, store the values, return all nodes' values.
+    """Score the nodes that have no value yet, store the values, return all nodes' values.
 
-    A scorer returning the wrong count is a bug and raises; a NaN or infinite score is
-    recorded as a failure (scores["invalid"] = 1) and ranks as -inf, so nothing already
-    computed is lost.
+    The value is stored as Node.scores.reward (key KEY), or under another `key` in
+    Node.scores.extras. A scorer returning the wrong count is a bug and raises; a NaN or
+    infinite score is recorded as a failure (scores.invalid) and ranks as -inf, so nothing
+    already computed is lost.
     """
-    todo = [n for n in nodes if key not in n.scores]
+    todo = [n for n in nodes if _stored(n, key) is None]
     if todo:
         values = list(scorer.score(problem, todo))
         if len(values) != len(todo):
@@ -73,10 +74,25 @@ def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: st
         for node, v in zip(todo, values):
             v = float(v)
             if not math.isfinite(v):
-                node.scores["invalid"] = 1.0
+                node.scores.invalid = True
                 v = -math.inf
-            node.scores[key] = v
-    return [n.scores[key] for n in nodes]
+            if key == KEY:
+                node.scores.reward = v
+            else:
+                node.scores.extras[key] = v
+    return [reward(n, key) for n in nodes]
+
+
+def _stored(node: Node, key: str) -> float | None:
+    return node.scores.reward if key == KEY else node.scores.extras.get(key)
+
+
+def reward(node: Node, key: str = KEY) -> float:
+    """The node's stored score (KeyError if it was never scored)."""
+    value = _stored(node, key)
+    if value is None:
+        raise KeyError(f"node {node.id} has no {key!r} score")
+    return value
 
 
 # -- scorers by name: a registry the plug-ins fill ---------------------------------------------

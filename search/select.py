@@ -96,8 +96,22 @@ class Selection:
         return cls(rule(select), selected_by(select, scored_by))
 
 
+Rank = Callable[[Problem, Sequence[Node], Sequence[Candidate]],
+                tuple[list[Candidate], Candidate | None, Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A search's own final choice, where candidate scores depend on all the leaves (rpc's
+    perplexity consistency): rank(problem, leaves, their candidates) -> (the candidates as
+    finally scored, the chosen one, stats for Result.stats); label: Result.selected_by."""
+
+    rank: Rank
+    label: str
+
+
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
-         meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any],
+         meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any] | None = None,
          stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Result:
     """The Result of a search; says why when there is no answer (nothing is made up).
     chosen_by: the rule that chose (Result.selected_by)."""
@@ -110,4 +124,4 @@ def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candi
     return Result(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
                   score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
                   tree=root, usage=meter.usage(), seed=seed, algo=algo, status=status,
-                  knobs=dict(knobs), stats=dict(stats or {}), selected_by=chosen_by)
+                  knobs=dict(knobs or {}), stats=dict(stats or {}), selected_by=chosen_by)

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from search.scores import Scores
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -109,7 +111,8 @@ class Node:
     """A partial solution: the path of steps from the problem's root to here.
 
     The root holds the problem and its prompt token ids; every other node holds one Step.
-    `scores` collects per-node values written by scorers/algorithms (e.g. {"reward": 0.8}).
+    `scores` holds the values searches write on the node (search.scores.Scores: the
+    scorer's reward, A*'s g and f, MCTS's visits, ...; scores.flat() as one mapping).
     Engines keep their KV caches beside the tree, keyed weakly by node.
     """
 
@@ -124,7 +127,7 @@ class Node:
         self.parent = parent
         self.step = step
         self.children: list[Node] = []
-        self.scores: dict[str, float] = {}
+        self.scores = Scores()
         if parent is None:
             assert problem is not None
             self.problem: Problem = problem
@@ -181,9 +184,10 @@ class Node:
     def finished(self) -> bool:
         return self.step is not None and self.step.finished
 
-    def step_scores(self, key: str) -> list[float]:
-        """The per-step values under `key` along the path (root excluded, missing skipped)."""
-        return [n.scores[key] for n in self.path()[1:] if key in n.scores]
+    def rewards(self) -> list[float]:
+        """The scorer's rewards of the steps along the path (root excluded, unscored
+        skipped)."""
+        return [n.scores.reward for n in self.path()[1:] if n.scores.reward is not None]
 
     def detach(self) -> None:
         """Remove this node (and its subtree) from its parent's children."""
@@ -211,7 +215,8 @@ def tree_to_networkx(root: Node) -> nx.DiGraph:
     for node in root.walk():
         graph.add_node(node.id, depth=node.depth, text=node.step.text if node.step else "",
                        n_tokens=node.n_tokens, cum_logprob=node.cum_logprob,
-                       finished=node.finished, **{f"score_{k}": v for k, v in node.scores.items()})
+                       finished=node.finished,
+                       **{f"score_{k}": v for k, v in node.scores.flat().items()})
         if node.parent is not None:
             graph.add_edge(node.parent.id, node.id)
     return graph

@@ -96,7 +96,7 @@ def test_rpc_pruning_removes_a_low_probability_crowd():
                        seed=0, n=24)
     nodes = {n.id: n for n in res.tree.walk()}
     pruned = {path_of(nodes[c.node_id])[0] for c in res.candidates
-              if nodes[c.node_id].scores.get("rpc_pruned")}
+              if nodes[c.node_id].scores.rpc_pruned}
     sampled = set(firsts(res))
     assert pruned == {t for t in sampled if t.startswith("l")} and pruned
     unpruned_pc = {a: sum(math.sqrt(q) for t, q in high + low if t in sampled and

@@ -55,7 +55,7 @@ def test_beam_keeps_the_brute_force_top_per_depth(seed, agg):
     for depth, nodes in sorted(by_depth.items()):
         nodes.sort(key=lambda x: x.id)  # generation order
         alive = [x for x in nodes if not x.finished]
-        ranked = sorted(alive, key=lambda x: fn(x.step_scores("reward")), reverse=True)
+        ranked = sorted(alive, key=lambda x: fn(x.rewards()), reverse=True)
         expanded = [x for x in nodes if x.children]
         if depth < max(by_depth):
             assert {x.id for x in expanded} == {x.id for x in ranked[:n // m]}
@@ -91,7 +91,7 @@ def test_beam_lookahead_ranks_by_the_end_of_a_greedy_rollout():
     assert plain.answer in ("3", "5") and ahead.answer == "7"
     first = ahead.tree.children
     # each first step rolled one greedy step on (a -> a-bad, never a-ok) and was scored there
-    assert all(c.scores["lookahead"] == (0.1 if c.text == "a " else 0.95) for c in first)
+    assert all(c.scores.lookahead == (0.1 if c.text == "a " else 0.95) for c in first)
     assert all(c.children[0].text == c.text + ("a-bad " if c.text == "a " else "b-good ")
                for c in first)
     # the kept beam is a candidate ("b ", the first one generated), not its rollout node:
@@ -121,7 +121,7 @@ def test_beam_lookahead_keeps_candidates_as_beams(seed):
                        lookahead=2, duplicates="keep")  # merged, every candidate is kept
     rollout: set[int] = set()  # ids of rollout nodes: a candidate's first child is its rollout
     for node in res.tree.walk():
-        if "lookahead" in node.scores:
+        if node.scores.lookahead is not None:
             x = node.children[0]
             while True:
                 rollout.add(x.id)
@@ -131,7 +131,7 @@ def test_beam_lookahead_keeps_candidates_as_beams(seed):
     assert rollout
     for node in res.tree.walk():
         if node.id in rollout:
-            assert len(node.children) <= 1 and "lookahead" not in node.scores
+            assert len(node.children) <= 1 and node.scores.lookahead is None
     assert res.usage.generated_tokens == sum(1 for x in res.tree.walk() if x.step is not None)
 
 
@@ -166,13 +166,13 @@ def test_beam_merge_keeps_the_brute_force_top_distinct_states(seed):
         kept = [group[0] for group in first.values()]
         kept_total += len(kept)
         for group in first.values():
-            assert group[0].scores["copies"] == len(group) and "merged_into" not in \
-                group[0].scores
+            assert group[0].scores.copies == len(group) and \
+                group[0].scores.merged_into is None
             for x in group[1:]:
-                assert ids[int(x.scores["merged_into"])] is group[0]
-                assert "reward" not in x.scores and not x.children
+                assert ids[int(x.scores.merged_into)] is group[0]
+                assert x.scores.reward is None and not x.children
         alive = sorted((x for x in kept if not x.finished),
-                       key=lambda x: min(x.step_scores("reward")), reverse=True)
+                       key=lambda x: min(x.rewards()), reverse=True)
         expanded = [x for x in nodes if x.children]
         if depth < max(by_depth):
             assert {x.id for x in expanded} == {x.id for x in alive[:n // m]}

@@ -37,7 +37,7 @@ def dump(result: search.Result) -> str:
              None if n.step is None else (n.step.text, n.step.token_ids,
                                           [repr(x) for x in n.step.logprobs],
                                           n.step.stop_reason),
-             sorted((k, score(k, v)) for k, v in n.scores.items())) for n in nodes]
+             sorted((k, score(k, v)) for k, v in n.scores.flat().items())) for n in nodes]
     usage = {k: v for k, v in result.usage.as_dict().items() if k != "seconds"}
     cands = [(c.text, c.answer, repr(c.score), c.finished, index.get(c.node_id))
              for c in result.candidates]

@@ -177,11 +177,11 @@ def test_non_finite_scores_are_recorded_as_failures(algo, bad):
     scorer = ScriptedScorer(lambda path: bad if path[0] == "bad " else 0.5)
     res = search.solve(PROBLEM, algo, Budget(tokens=400), engine=engine(),
                        scorer=named(algo, scorer), seed=1)
-    scored = [n for n in res.tree.walk() if "reward" in n.scores]
+    scored = [n for n in res.tree.walk() if n.scores.reward is not None]
     for node in scored:
         on_bad = node.text.startswith("bad ")
-        assert node.scores.get("invalid") == (1.0 if on_bad else None)
-        assert node.scores["reward"] == (-math.inf if on_bad else 0.5)
+        assert node.scores.invalid == on_bad
+        assert node.scores.reward == (-math.inf if on_bad else 0.5)
     assert res.status == "ok" and res.answer in {"3", "7"}
     assert not any(math.isnan(c.score) for c in res.candidates)
     if algo not in SCORER_FREE:
@@ -193,7 +193,7 @@ def test_a_scorer_that_only_returns_nan(algo):
     res = search.solve(PROBLEM, algo, Budget(tokens=400), engine=engine(),
                        scorer=named(algo, ScriptedScorer(lambda path: math.nan)), seed=1)
     assert res.status == "ok" and res.answer in {"3", "7"}
-    assert all(n.scores.get("invalid") == 1.0 for n in res.tree.walk() if "reward" in n.scores)
+    assert all(n.scores.invalid for n in res.tree.walk() if n.scores.reward is not None)
 
 
 def test_non_finite_scores_reach_the_runs_file_as_valid_json(tmp_path):

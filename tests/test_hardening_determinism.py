@@ -46,7 +46,7 @@ def dump(result: Any) -> dict[str, Any]:
              "ids": list(n.step.token_ids) if n.step else list(n.prompt_ids),
              "logprobs": [_float(x) for x in n.step.logprobs] if n.step else [],
              "stop": n.step.stop_reason if n.step else None,
-             "scores": {k: _float(v) for k, v in sorted(n.scores.items())
+             "scores": {k: _float(v) for k, v in sorted(n.scores.flat().items())
                         if k not in ("merged_into",)}} for n in nodes]
     usage = {k: v for k, v in result.usage.as_dict().items() if k != "seconds"}
     return {"answer": result.answer, "text": result.text, "status": result.status,

@@ -88,7 +88,7 @@ def finished_swarm():
     root = engine.root(PROBLEM)
     kids = {path_of(c)[0]: c for c in engine.expand([root], 30, seed=1)[0]}
     x, y = (engine.expand([kids[s]], 1, seed=0)[0][0] for s in ("x ", "y "))
-    x.scores["reward"], y.scores["reward"] = 0.6, 0.8
+    x.scores.reward, y.scores.reward = 0.6, 0.8
     # accumulated log-weights: logit(.99) + logit(.6) = 5.0 and logit(.5) + logit(.8) = 1.39
     lw = [math.log(99) + math.log(1.5), math.log(1) + math.log(4), 0.0]
     return _smc.Swarm([x, y, kids["z "]], lw), x, y

@@ -119,9 +119,9 @@ def hand_result(*, chosen: int | None, texts=("a ", "b. ", "c. "), **extra) -> R
     a = Node(parent=root, step=Step(texts[0], (1, 2), (-0.5, -0.25), "stop"))
     b = Node(parent=a, step=Step(texts[1], (3,), (-0.1,), "eos"))
     c = Node(parent=a, step=Step(texts[2], (4, 5, 6), (-1.0, -1.0, -1.0), "eos"))
-    a.scores["reward"] = 0.5
-    b.scores.update(reward=0.9, value=-0.125)
-    c.scores.update(reward=0.4)
+    a.scores.reward = 0.5
+    b.scores.reward, b.scores.extras["value"] = 0.9, -0.125
+    c.scores.reward = 0.4
     cands = (Candidate(b.text, "1", 0.9, True, b.id), Candidate(c.text, "2", 0.4, True, c.id))
     pick = None if chosen is None else cands[chosen]
     res = Result(answer=pick.answer if pick else None, text=pick.text if pick else "",
@@ -154,8 +154,8 @@ def test_every_node_has_one_row_with_its_text_scores_and_tokens():
         assert node.step.stop_reason in row["text"]
         assert ("fin" in row["classes"]) == node.finished == ("finished" in row["text"])
         shown = dict(re.findall(r"(\w+)=(-?[\d.e+-]+)", row["text"]))
-        assert set(shown) == set(node.scores)
-        for key, v in node.scores.items():
+        assert set(shown) == set(node.scores.flat())
+        for key, v in node.scores.flat().items():
             assert math.isclose(float(shown[key]), v, rel_tol=1e-3)
 
 
@@ -284,7 +284,8 @@ def test_to_html_writes_the_file_and_rejects_non_results(tmp_path):
 # -- GraphML ------------------------------------------------------------------------------
 def test_graphml_reads_back_with_the_same_tree(tmp_path):
     res = hand_result(chosen=1, texts=("ctl\x00\x1b ", '<img src=x onerror="y"> ', "c & d. "))
-    res.tree.children[0].scores["reward"] = 1  # an int among floats: one GraphML type per key
+    res.tree.children[0].scores.extras["value"] = 1  # an int among floats (b's value): one
+    # GraphML type per key
     viewer.to_graphml(res, tmp_path / "t.graphml")
     back = nx.read_graphml(tmp_path / "t.graphml", node_type=int)
     nodes = list(res.tree.walk())
@@ -298,7 +299,7 @@ def test_graphml_reads_back_with_the_same_tree(tmp_path):
         assert attrs["chosen"] is (node.id in on_path)
         assert attrs["depth"] == node.depth and attrs["n_tokens"] == node.n_tokens
         assert attrs["stop_reason"] == (node.step.stop_reason if node.step else "")
-        for key, v in node.scores.items():
+        for key, v in node.scores.flat().items():
             assert attrs[f"score_{key}"] == float(v) and isinstance(attrs[f"score_{key}"], float)
     assert back.graph["answer"] == "2" and back.graph["chosen_node"] == res.candidates[1].node_id
     for key, v in res.usage.as_dict().items():

@@ -21,7 +21,7 @@ every step, as the paper does.
 Finished particles are never extended. resample_finished=False (the paper's
 `resample_inactive=False`): they are frozen, never resampled (neither copied nor dropped),
 their unnormalised log-weight stays what it was when they finished (recorded as
-scores["log_weight"]), and only the live particles are resampled among themselves.
+scores.log_weight), and only the live particles are resampled among themselves.
 resample_finished=True (the authors' released run script, `--resample-inactive`, and
 its_hub): every slot is in the resampling pool, a finished particle weighed each round by its
 final step's reward as the references do (they re-weigh every particle by its last reward
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
-from search.scoring import KEY, Scorer, score_nodes
+from search.scoring import Scorer, reward, score_nodes
 from search.types import Node, Problem
 
 CLIP = 1e-7
@@ -168,9 +168,9 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
         score_nodes(scorer, problem, [swarm.nodes[i] for i in live])  # the reference's are cached
         # each live particle's newest step, and (resample_finished) each finished one's last
         for i in range(n) if resample_finished else live:
-            swarm.log_weights[i] += potential(swarm.nodes[i].scores[KEY], tau)
+            swarm.log_weights[i] += potential(reward(swarm.nodes[i]), tau)
             if swarm.nodes[i].finished and i in live:
-                swarm.nodes[i].scores["log_weight"] = swarm.log_weights[i]
+                swarm.nodes[i].scores.log_weight = swarm.log_weights[i]
         swarm.history.append(list(swarm.nodes))
         still = swarm.live()
         pool = list(range(n)) if resample_finished else still
@@ -196,7 +196,7 @@ def reference_weights(swarm: Swarm, by: str = "weight", tau: float = 1.0
     if not done:
         return []
     logits = [swarm.log_weights[i] if by == "weight"
-              else potential(swarm.nodes[i].scores[KEY], tau) for i in done]
+              else potential(reward(swarm.nodes[i]), tau) for i in done]
     return list(zip((swarm.nodes[i] for i in done), normalize(logits)))
 
 

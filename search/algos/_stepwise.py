@@ -1,23 +1,24 @@
-"""Helpers shared by the step-level searches: one way to sample a batch of steps, score paths,
-finish the best partial path from the budget's reserve, and pack the Result.
+"""Helpers shared by the step-level searches: one way to sample a batch of steps, to roll
+paths forward, to score paths and to merge duplicate states. How a search ends (finishing a
+partial path from the budget's reserve, the Result) is in search/algos/_run.py.
 
-Only `Sampler.expand` and `Finisher.complete` reach the engine; every algorithm decides which
-nodes go into them.
+Only `Sampler.expand` (and the `step` a caller gives `roll`) reach the engine; every algorithm
+decides which nodes go into them.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from search import aggregate
-from search.budget import Meter, submeter
+from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.scoring import KEY, Scorer, name, path_agg, score_nodes
-from search.select import Selection, candidates, pack
-from search.types import Candidate, Node, Problem, Result
+from search.scoring import Scorer, name, path_agg
+from search.types import Node
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,12 @@ class Sampler:
                              temperature=self.temperature, top_p=self.top_p,
                              seed=rng.getrandbits(32))
 
-    def knobs(self) -> dict[str, Any]:
-        return dict(temperature=self.temperature, top_p=self.top_p, step_tokens=self.step_tokens)
+    def one_step(self, engine: Engine, rng: random.Random) -> Stepper:
+        """`expand` with one sample per node, as `roll` takes a step."""
+        return lambda nodes: [child for (child,) in self.expand(engine, nodes, 1, rng)]
+
+
+Stepper = Callable[[Sequence[Node]], list[Node]]  # one child of each node, in one engine call
 
 
 Prune = Callable[[int, list[Node], list[Node]], list[Node]]  # (depth, done, live) -> cut
@@ -71,6 +76,28 @@ def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Samp
     return done, [f for f in frontier if f is not root], cut
 
 
+def roll(tips: Sequence[Node], step: Stepper, meter: Meter, *, steps: int | None = None,
+         goes_on: Callable[[Node], bool] = lambda tip: not tip.finished,
+         after: Callable[[list[Node]], Any] | None = None) -> tuple[list[Node], bool]:
+    """Rollouts: every tip extended one step at a time. Each round the tips that go on (the
+    unfinished ones, by default) take one step together (`step`: one engine call, one child
+    per tip) and `after` sees their new tips; until no tip goes on, `steps` rounds, or the
+    budget ends while a tip would go on. Returns where each tip got to (in the given order)
+    and whether the budget stopped the rollouts."""
+    tips = list(tips)
+    for _ in range(steps) if steps is not None else itertools.count():
+        live = [i for i, tip in enumerate(tips) if goes_on(tip)]
+        if not live:
+            break
+        if meter.exhausted():
+            return tips, True
+        for i, child in zip(live, step([tips[i] for i in live])):
+            tips[i] = child
+        if after is not None:
+            after([tips[i] for i in live])
+    return tips, False
+
+
 # -- path scores ----------------------------------------------------------------------------
 def resolve_agg(agg: str | None, scorer: Scorer) -> str:
     """The aggregation of step scores a search uses: the caller's `agg`, else the one the
@@ -87,8 +114,8 @@ def scored_by(scorer: Scorer, agg: str) -> str:
 
 def path_score(node: Node, agg: Callable[[Sequence[float]], float]) -> float:
     """agg of the step rewards along node's path (the root has none: -inf)."""
-    scores = node.step_scores(KEY)
-    return agg(scores) if scores else float("-inf")
+    rewards = node.rewards()
+    return agg(rewards) if rewards else float("-inf")
 
 
 def path_scorer(agg: str) -> Callable[[Node], float]:
@@ -113,16 +140,15 @@ def new_siblings(kids: Sequence[Node]) -> list[Node]:
 
 # -- duplicate states ----------------------------------------------------------------------
 DUPLICATES = ("merge", "keep")
-COPIES = "copies"  # Node.scores key: how many equal samples a merged node stands for
 
 
 def merge_equal(kids: Sequence[Node], policy: str = "merge") -> list[Node]:
     """The kids of one expansion batch, equal states merged (policy "merge"; "keep" returns
     them as they are). A state is (path text, finished): the first kid sampled in a state
-    stands for it and records scores["copies"] = how many kids were in it (1 if alone);
-    each other one records scores["merged_into"] = the first one's id and is not returned,
-    so it is never scored nor expanded (its tokens were generated and stay counted).
-    Order is kept. `copies` lets votes count every sample (see with_copies)."""
+    stands for it and records scores.copies = how many kids were in it (1 if alone); each
+    other one records scores.merged_into = the first one's id and is not returned, so it is
+    never scored nor expanded (its tokens were generated and stay counted). Order is kept.
+    `copies` lets votes count every sample (see with_copies)."""
     if policy == "keep":
         return list(kids)
     first: dict[tuple[str, bool], Node] = {}
@@ -130,126 +156,22 @@ def merge_equal(kids: Sequence[Node], policy: str = "merge") -> list[Node]:
     for kid in kids:
         key = (kid.text, kid.finished)
         if key in first:
-            first[key].scores[COPIES] += 1.0
-            kid.scores["merged_into"] = float(first[key].id)
+            first[key].scores.copies = copies(first[key]) + 1
+            kid.scores.merged_into = first[key].id
         else:
             first[key] = kid
-            kid.scores[COPIES] = 1.0
+            kid.scores.copies = 1
             out.append(kid)
     return out
 
 
 def copies(node: Node) -> int:
     """How many sampled paths node stands for (1 unless merge_equal merged some into it)."""
-    return int(node.scores.get(COPIES, 1.0))
+    return 1 if node.scores.copies is None else node.scores.copies
 
 
 def with_copies(leaves: Sequence[Node]) -> list[Node]:
     """Each leaf repeated copies(leaf) times: a vote over the result counts every sample."""
     return [leaf for leaf in leaves for _ in range(copies(leaf))]
 
-
-# -- finishing from the reserve -------------------------------------------------------------
-@dataclass(frozen=True)
-class Finisher:
-    """How a search finishes its best partial path from the budget's reserve (Budget.reserve)
-    when the budget stopped it before any path finished.
-
-    complete(node): greedy steps (temperature 0, the sampler's stop and step size, each step
-    capped at the reserve's tokens left) until the path finishes, max_steps more steps, or
-    the reserve is spent; then its new nodes are scored (every new step, or only the leaf
-    when leaf_only: an outcome scorer or agg "last"), while scorer calls are left. Runs on a
-    sub-meter (search.budget.submeter), so every token is charged to the run's meter.
-    """
-
-    engine: Engine
-    sampler: Sampler
-    scorer: Scorer | None = None  # None: the search scores nothing (greedy, rpc, ...)
-    leaf_only: bool = True
-    max_steps: int = 40
-
-    def complete(self, problem: Problem, meter: Meter, node: Node) -> Node:
-        """node extended greedily from the reserve; returns where it got to (node itself if
-        nothing could be spent)."""
-        budget = meter.reserve_budget()
-        if budget is None:
-            return node
-        tip = node
-        with submeter(meter, budget, self.engine, self.scorer) as sub:
-            for _ in range(self.max_steps):
-                if tip.finished or sub.exhausted():
-                    break
-                left = sub.tokens_left()
-                cap = self.sampler.step_tokens if left is None else min(self.sampler.step_tokens,
-                                                                          left)
-                [[child]] = self.engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
-                                               temperature=0.0, top_p=1.0, seed=0)
-                if child.generated_tokens <= tip.generated_tokens:
-                    child.detach()  # no token added: greedy decoding would only repeat it
-                    break
-                tip = child
-            if self.scorer is not None and tip is not node and meter.scoring_left():
-                new = tip.path()[node.depth + 1:]
-                score_nodes(self.scorer, problem, [tip] if self.leaf_only else new)
-        return tip
-
-
-@dataclass(frozen=True)
-class Rescue:
-    """A partial path finished (or at least extended) from the reserve: start -> tip."""
-
-    start: Node
-    tip: Node
-
-    def stats(self) -> dict[str, Any]:
-        """What Result.stats["reserve"] says about it."""
-        return {"reserve": {"from_node": self.start.id, "node": self.tip.id,
-                            "finished": self.tip.finished,
-                            "tokens": self.tip.generated_tokens - self.start.generated_tokens}}
-
-    def label(self, label: str, chosen: Candidate | None) -> str:
-        """Result.selected_by: the selection's label, saying so when the tip was chosen."""
-        if chosen is not None and chosen.node_id == self.tip.id:
-            return label + ", after finishing the best partial path greedily from the reserve"
-        return label
-
-
-def rescue(problem: Problem, leaves: Sequence[Node], score: Callable[[Node], float],
-           meter: Meter, finisher: Finisher, *, partial: Sequence[Node] | None = None
-           ) -> tuple[list[Node], Rescue | None]:
-    """If the budget stopped the search (meter.exhausted()) before any of `leaves` finished,
-    finish the best partial one (highest `score`, the first of ties; only those in `partial`
-    when given) from the reserve. Returns the leaves, that one replaced by where it got to,
-    and the Rescue (None if nothing was done)."""
-    out = list(leaves)
-    pool = [leaf for leaf in (out if partial is None else partial)
-            if leaf.step is not None and not leaf.finished]
-    if not pool or any(leaf.finished for leaf in out) or not meter.exhausted():
-        return out, None
-    best = max(pool, key=score)
-    tip = finisher.complete(problem, meter, best)
-    if tip is best:
-        return out, None
-    return [tip if leaf is best else leaf for leaf in out], Rescue(best, tip)
-
-
-def finish(problem: Problem, root: Node, leaves: Sequence[Node],
-           score: Callable[[Node], float], meter: Meter, *, selection: Selection, seed: int,
-           algo: str, knobs: Mapping[str, Any], stats: Mapping[str, Any] | None = None,
-           finisher: Finisher | None = None, partial: Sequence[Node] | None = None) -> Result:
-    """Candidates from the leaves (finished ones may answer; with a finisher, the best
-    partial path, of `partial` if given, is first finished from the reserve if the budget
-    stopped the search before any did), the selection, the Result (selected_by: the
-    selection's label)."""
-    saved = None
-    if finisher is not None:
-        leaves, saved = rescue(problem, leaves, score, meter, finisher, partial=partial)
-    cands = candidates(problem, leaves, [score(leaf) for leaf in leaves])
-    chosen = selection.choose(problem, cands)
-    if saved is None:
-        return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=knobs,
-                    stats=stats, chosen_by=selection.label)
-    return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=knobs,
-                stats={**(stats or {}), **saved.stats()},
-                chosen_by=saved.label(selection.label, chosen))
 

@@ -43,8 +43,8 @@ Choices where the paper leaves room:
   search spends ~1,300). At most `max_batches` batches run (default 40: the depth limit
   of a beam search sampling as many steps per batch, so A* never samples more than that
   beam search could); Result.stats says how many ran and whether the cap stopped it.
-Scored nodes record scores["g"] and scores["f"]; popped nodes scores["pop"] (pop order) and
-scores["batch"]; a merged node scores["merged_into"] (the id of the state that replaced it).
+Scored nodes record scores.cost, scores.g and scores.f; popped nodes scores.pop (pop order)
+and scores.batch; a merged node scores.merged_into (the id of the state that replaced it).
 """
 
 from __future__ import annotations
@@ -52,22 +52,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import random
 from collections.abc import Sequence
 
-from search.algos._stepwise import (
-    DUPLICATES,
-    Finisher,
-    Sampler,
-    finish,
-    merge_equal,
-    scored_by,
-)
+from search.algos._run import Run
+from search.algos._stepwise import DUPLICATES, Sampler, merge_equal
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import Rule, at_least, one_of, rules
-from search.scoring import KEY, Scorer, score_nodes
-from search.select import Selection
+from search.scoring import Scorer, reward
 from search.types import Node, Problem, Result
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
@@ -99,16 +91,16 @@ class Frontier:
         key = (node.text, node.finished) if self.merge else node.id
         old = self.states.get(key)
         if old is not None:
-            if old.id in self.closed or old.scores["g"] <= node.scores["g"]:
-                node.scores["merged_into"] = float(old.id)
+            if old.id in self.closed or _g(old) <= _g(node):
+                node.scores.merged_into = old.id
                 return
-            old.scores["merged_into"] = float(node.id)  # its heap entry is now stale
+            old.scores.merged_into = node.id  # its heap entry is now stale
         self.states[key] = node
         tie = -node.depth if self.deep else 0
-        heapq.heappush(self.heap, (node.scores["f"], tie, next(self._order), node))
+        heapq.heappush(self.heap, (_f(node), tie, next(self._order), node))
 
     def peek(self) -> Node | None:
-        while self.heap and "merged_into" in self.heap[0][-1].scores:
+        while self.heap and self.heap[0][-1].scores.merged_into is not None:
             heapq.heappop(self.heap)
         return self.heap[0][-1] if self.heap else None
 
@@ -121,7 +113,17 @@ class Frontier:
 
     def open_nodes(self) -> list[Node]:
         """Live open states in pop order."""
-        return [e[-1] for e in sorted(self.heap) if "merged_into" not in e[-1].scores]
+        return [e[-1] for e in sorted(self.heap) if e[-1].scores.merged_into is None]
+
+
+def _g(node: Node) -> float:
+    assert node.scores.g is not None, "an offered node has been evaluated"
+    return node.scores.g
+
+
+def _f(node: Node) -> float:
+    assert node.scores.f is not None, "an offered node has been evaluated"
+    return node.scores.f
 
 
 @rules(at_least(1, "width", "k", "max_batches"), one_of("g", G_RULES), one_of("cost", COSTS),
@@ -134,13 +136,11 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
           max_depth: int = 40, max_batches: int = 40, select: str = "score",
           temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
           stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    merge = duplicates == "merge"
-    selection = Selection.of(select, scored_by(scorer, "-f"))
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
-    rng = random.Random(seed)
-    root = engine.root(problem)
-    root.scores.update(cost=0.0, g=0.0, f=0.0)
-    frontier = Frontier(ties=ties, merge=merge)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=None, select=select,
+                    scored_as="-f", sampler=Sampler(temperature, top_p, step_tokens, stop))
+    root = run.root
+    root.scores.cost, root.scores.g, root.scores.f = 0.0, 0.0, 0.0
+    frontier = Frontier(ties=ties, merge=duplicates == "merge")
     frontier.offer(root)
     goal: Node | None = None
     pops = batches = 0
@@ -149,17 +149,17 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
     def pop() -> Node:
         nonlocal pops
         node = frontier.pop()
-        node.scores.update(pop=float(pops), batch=float(batches))
+        node.scores.pop, node.scores.batch = pops, batches
         pops += 1
         return node
 
     def evaluate(child: Node) -> None:
-        assert child.parent is not None
-        total = child.parent.scores["cost"] + step_cost(child.scores["reward"], cost)
-        gval = {"sum": total, "mean": total / child.depth,
-                "last": step_cost(child.scores["reward"], cost)}[g]
-        h = 0.0 if admissible or child.finished else h_weight * (1.0 - child.scores["reward"])
-        child.scores.update(cost=total, g=gval, f=gval + h)
+        assert child.parent is not None and child.parent.scores.cost is not None
+        r = reward(child)
+        total = child.parent.scores.cost + step_cost(r, cost)
+        gval = {"sum": total, "mean": total / child.depth, "last": step_cost(r, cost)}[g]
+        h = 0.0 if admissible or child.finished else h_weight * (1.0 - r)
+        child.scores.cost, child.scores.g, child.scores.f = total, gval, gval + h
 
     while True:
         top = frontier.peek()
@@ -182,9 +182,8 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
         n = k * width if batch == [root] else k
         # a node's equal samples are one state (same g); equal states of different parents
         # meet in the frontier, where the lower g wins
-        fresh = [c for cs in sampler.expand(engine, batch, n, rng)
-                 for c in merge_equal(cs, duplicates)]
-        score_nodes(scorer, problem, fresh)
+        fresh = [c for cs in run.expand(batch, n) for c in merge_equal(cs, duplicates)]
+        run.score(fresh)
         for child in fresh:
             evaluate(child)
             frontier.offer(child)
@@ -197,17 +196,11 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
 
     def neg_f(leaf: Node) -> float:  # a path finished from the reserve is evaluated here
         for node in leaf.path()[1:]:
-            if "f" not in node.scores:
-                if KEY not in node.scores:
+            if node.scores.f is None:
+                if node.scores.reward is None:
                     return -math.inf  # its steps could not be scored (no scorer calls left)
                 evaluate(node)
-        return -leaf.scores["f"]
+        return -_f(leaf)
 
-    return finish(problem, root, leaves, neg_f, meter, selection=selection, seed=seed,
-                  algo="astar",
-                  knobs=dict(width=width, k=k, admissible=admissible, h_weight=h_weight, g=g,
-                             cost=cost, ties=ties, duplicates=duplicates, max_depth=max_depth, max_batches=max_batches, select=select,
-                             **sampler.knobs()),
-                  stats=dict(batches=batches, capped=capped),
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
-                                    max_steps=max_depth))
+    return run.finish("astar", leaves, score=neg_f, max_steps=max_depth,
+                      stats=dict(batches=batches, capped=capped))

@@ -18,7 +18,7 @@ Lookahead (Snell et al.'s "lookahead search"; search-and-learn's generate_k_step
 rollouts of all candidates advance together, one batched temperature-0 expand per lookahead
 step. The PRM's score of a rollout's last step stands in for the candidate's own step reward
 when candidates are ranked: a candidate's key is agg(rewards of the steps before it + [score
-at the end of its rollout]), stored as scores["lookahead"]. The kept beam is the candidate
+at the end of its rollout]), stored as scores.lookahead. The kept beam is the candidate
 itself, never a rollout node; rollouts stay in the tree (their tokens are real generation
 and charged like any other) but are neither beams nor candidates, and the final selection
 among finished paths uses their own PRM rewards. Our choices: no lookahead at the last depth,
@@ -29,7 +29,7 @@ Duplicates (knob `duplicates`; search-and-learn's filter_duplicates): a small mo
 samples the same step several times from one beam ("The answer is 135." four times).
 "merge" keeps one node per state (path text, finished) of each depth's candidates: it alone
 is scored, ranked and kept, so the N/M beams are distinct, and it counts as the number of
-samples it stands for (scores["copies"]) toward N finished paths and in a vote. When fewer
+samples it stands for (scores.copies) toward N finished paths and in a vote. When fewer
 distinct beams survive than N/M, fewer steps are sampled at the next depth (unlike
 search-and-learn, which copies beams back up to N rows). "keep" scores and carries every
 sample, identical ones included (the textbook loop).
@@ -38,30 +38,16 @@ sample, identical ones included (the textbook loop).
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Sequence
 
 from search import aggregate
-from search.algos._stepwise import (
-    DUPLICATES,
-    Finisher,
-    Sampler,
-    copies,
-    finish,
-    merge_equal,
-    path_scorer,
-    resolve_agg,
-    scored_by,
-    with_copies,
-)
+from search.algos._run import Run
+from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, roll, with_copies
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, divides, one_of, rules
-from search.scoring import KEY, Scorer, score_nodes
-from search.select import Selection
+from search.scoring import Scorer
 from search.types import Node, Problem, Result
-
-LOOKAHEAD = "lookahead"  # Node.scores key: the PRM's score at the end of the node's rollout
 
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
@@ -71,65 +57,49 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
          agg: str | None = None, select: str = "score", duplicates: str = "merge",
          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    agg = resolve_agg(agg, scorer)
-    selection, agg_fn = Selection.of(select, scored_by(scorer, agg)), aggregate.get(agg)
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
-    rng = random.Random(seed)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+    agg_fn = aggregate.get(run.agg)
     keep = n // m
-    root = engine.root(problem)
-    beams, width = [root], n
+    beams, width = [run.root], n
     done: list[Node] = []
 
     def rank_key(node: Node) -> float:
         # agg of the path's step rewards, the node's own replaced by its lookahead score
-        scores = node.step_scores(KEY)
-        if LOOKAHEAD in node.scores:
-            scores[-1] = node.scores[LOOKAHEAD]
-        return agg_fn(scores)
+        rewards = node.rewards()
+        if node.scores.lookahead is not None:
+            rewards[-1] = node.scores.lookahead
+        return agg_fn(rewards)
 
     for depth in range(max_depth):
         if not beams or sum(map(copies, done)) >= n or meter.exhausted():
             break
-        kids = merge_equal([c for cs in sampler.expand(engine, beams, width, rng) for c in cs],
-                           duplicates)
-        score_nodes(scorer, problem, kids)
+        kids = merge_equal([c for cs in run.expand(beams, width) for c in cs], duplicates)
+        run.score(kids)
         done += [c for c in kids if c.finished]
         alive = [c for c in kids if not c.finished]
         if lookahead and depth < max_depth - 1 and sum(map(copies, done)) < n and \
                 len(alive) > keep:
-            _look_ahead(problem, engine, scorer, meter, sampler, rng, alive, lookahead)
+            _look_ahead(run, alive, lookahead)
         # sorted() is stable: equal scores keep generation order, so runs are reproducible
         alive = sorted(alive, key=rank_key, reverse=True)
         beams, width = alive[:keep], m
         engine.retain(beams)
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
-    leaves = with_copies(done) or [b for b in beams if b is not root]
-    return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
-                  seed=seed, algo="beam",
-                  knobs=dict(n=n, m=m, max_depth=max_depth, lookahead=lookahead, agg=agg,
-                             select=select, duplicates=duplicates, **sampler.knobs()),
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
-                                    max_steps=max_depth))
+    leaves = with_copies(done) or [b for b in beams if b is not run.root]
+    return run.finish("beam", leaves, max_steps=max_depth)
 
 
-def _look_ahead(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
-                sampler: Sampler, rng: random.Random, starts: Sequence[Node], steps: int
-                ) -> None:
+def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:
     """Roll every start up to `steps` steps further at temperature 0 (one batched expand per
     step over all unfinished rollouts; a finished one stops early) and store the PRM's score
-    of each rollout's last node as start.scores["lookahead"]. If the budget runs out first,
+    of each rollout's last node as start.scores.lookahead. If the budget runs out first,
     nothing is stored and the starts are ranked by their own rewards."""
-    greedy = dataclasses.replace(sampler, temperature=0.0)
-    tips = list(starts)  # tips[i]: where start i's rollout has got to, one per start
-    for _ in range(steps):
-        live = [i for i, tip in enumerate(tips) if not tip.finished]
-        if not live:
-            break
-        if meter.exhausted():
-            return
-        for i, (child,) in zip(live, greedy.expand(engine, [tips[i] for i in live], 1, rng)):
-            tips[i] = child
+    greedy = dataclasses.replace(run.sampler, temperature=0.0)
+    tips, cut = roll(starts, greedy.one_step(run.engine, run.rng), run.meter, steps=steps)
+    if cut:
+        return
     # only the ends are scored: the steps in between are never ranked
-    for start, value in zip(starts, score_nodes(scorer, problem, tips)):
-        start.scores[LOOKAHEAD] = value
+    for start, value in zip(starts, run.score(tips)):
+        start.scores.lookahead = value

@@ -25,15 +25,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.algos._stepwise import (
-    Finisher,
-    Sampler,
-    finish,
-    path_scorer,
-    resolve_agg,
-    sample_paths,
-    scored_by,
-)
+from search.algos._run import Finisher, finish
+from search.algos._stepwise import Sampler, path_scorer, resolve_agg, sample_paths, scored_by
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, rules
@@ -60,18 +53,18 @@ def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
     root = engine.root(problem)
     done, live, _ = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
                                  max_steps=max_steps)
-    knobs = dict(n=n, select=select, agg=agg, temperature=temperature, top_p=top_p)
+    resolved = dict(select=select, agg=agg)
     if select == "vote":  # counting answers needs no scorer; ties go to the likelier path
         return finish(problem, root, done + live, _cum_logprob, meter,
                       selection=Selection.of("vote", ""), seed=seed, algo="best_of_n",
-                      knobs=knobs, finisher=Finisher(engine, sampler, max_steps=max_steps))
+                      resolved=resolved, finisher=Finisher(engine, sampler, max_steps=max_steps))
     # rewards of every step, or of the leaf alone when only the last one counts
     leaves = done + live
     score_nodes(scorer, problem, leaves if agg == "last"
                 else [a for leaf in leaves for a in leaf.path()[1:]])
     return finish(problem, root, leaves, path_scorer(agg), meter,
                   selection=Selection.of(select, scored_by(scorer, agg)), seed=seed,
-                  algo="best_of_n", knobs=knobs,
+                  algo="best_of_n", resolved=resolved,
                   finisher=Finisher(engine, sampler, scorer, leaf_only=agg == "last",
                                     max_steps=max_steps))
 

@@ -35,7 +35,7 @@ Diversity (knob `diversity`):
              paper's n-gram diversity).
 A candidate (same parent, same continuation) is taken by one group at most, so groups never
 hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
-root, where every group starts). Chosen nodes record scores["group"].
+root, where every group starts). Chosen nodes record scores.group.
 At level="step", duplicates="merge" keeps one node per state among a beam's M samples
 (siblings only: groups hold different beams), counted as the samples it stands for; "keep"
 carries every sample.
@@ -45,28 +45,15 @@ come from the model's own next-token distribution, so they count as generated to
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from search import aggregate
-from search.algos._stepwise import (
-    DUPLICATES,
-    Finisher,
-    Sampler,
-    copies,
-    finish,
-    merge_equal,
-    path_score,
-    path_scorer,
-    resolve_agg,
-    scored_by,
-    with_copies,
-)
+from search.algos._run import Finisher, Run, finish
+from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import Rule, at_least, divides, one_of, rules
-from search.scoring import Scorer, score_nodes
+from search.scoring import Scorer
 from search.select import Selection
 from search.types import Node, Problem, Result
 
@@ -123,7 +110,7 @@ def tail(node: Node, k: int) -> Tokens:
 def _tag(groups: Sequence[Sequence[Node]]) -> list[Node]:
     for g, beams in enumerate(groups):
         for node in beams:
-            node.scores["group"] = float(g)
+            node.scores.group = g
     return [node for beams in groups for node in beams]
 
 
@@ -147,57 +134,45 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  select: str = "score", duplicates: str = "merge",
                  temperature: float = 0.8, top_p: float = 1.0,
                  step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    rng = random.Random(seed)
     sampler = Sampler(temperature, top_p, step_tokens, stop)
-    root = engine.root(problem)
     per = n // m // groups
-    if level == "step":
-        agg = resolve_agg(agg, scorer)
-        agg_fn = aggregate.get(agg)
-        sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
-        leaves = _by_step(problem, engine, scorer, meter, rng, sampler, root, n=n, m=m,
-                          groups=groups, per=per, lam=lam, sim=sim, agg_fn=agg_fn,
-                          max_depth=max_depth, duplicates=duplicates)
-        score, scored = path_scorer(agg), scored_by(scorer, agg)
-        finisher = Finisher(engine, sampler, scorer, leaf_only=False, max_steps=max_depth)
-    else:  # the scorer is not consulted: paths rank by their log-probability
+    if level == "token":  # the scorer is not consulted: paths rank by their log-probability
+        root = engine.root(problem)
         leaves = _by_token(engine, meter, root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
-        score, scored = (lambda leaf: leaf.cum_logprob), "path logprob"
-        finisher = Finisher(engine, sampler, max_steps=max_depth)
-    return finish(problem, root, leaves, score, meter,
-                  selection=Selection.of(select, scored), seed=seed, algo="diverse_beam",
-                  knobs=dict(n=n, m=m, groups=groups, lam=lam, diversity=diversity,
-                             ngram=ngram, level=level, max_depth=max_depth,
-                             max_tokens=max_tokens, agg=agg, select=select,
-                             duplicates=duplicates, **sampler.knobs()),
-                  finisher=finisher)
+        return finish(problem, root, leaves, lambda leaf: leaf.cum_logprob, meter,
+                      selection=Selection.of(select, "path logprob"), seed=seed,
+                      algo="diverse_beam", finisher=Finisher(engine, sampler, max_steps=max_depth))
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+                    sampler=sampler)
+    sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
+    leaves = _by_step(run, n=n, m=m, groups=groups, per=per, lam=lam, sim=sim,
+                      max_depth=max_depth, duplicates=duplicates)
+    return run.finish("diverse_beam", leaves, max_steps=max_depth)
 
 
-def _by_step(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
-             rng: random.Random, sampler: Sampler, root: Node, *, n: int, m: int, groups: int,
-             per: int, lam: float, sim: Similarity, agg_fn: aggregate.Aggregate,
+def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim: Similarity,
              max_depth: int, duplicates: str) -> list[Node]:
-    beams: list[list[Node]] = [[root] for _ in range(groups)]
+    beams: list[list[Node]] = [[run.root] for _ in range(groups)]
     width, done = n, []
     for _ in range(max_depth):
         flat = _unique(beams)
-        if not flat or sum(map(copies, done)) >= n or meter.exhausted():
+        if not flat or sum(map(copies, done)) >= n or run.meter.exhausted():
             break
         # equal siblings merge (one beam's samples); groups hold different beams, and
         # merging across beams would let one group's candidate absorb another's
-        kids = [merge_equal(cs, duplicates) for cs in sampler.expand(engine, flat, width, rng)]
+        kids = [merge_equal(cs, duplicates) for cs in run.expand(flat, width)]
         children = {node.id: cs for node, cs in zip(flat, kids)}
         new = [c for cs in kids for c in cs]
-        score_nodes(scorer, problem, new)
+        run.score(new)
         done += [c for c in new if c.finished]
         cands = [[c for b in bs for c in children[b.id] if not c.finished] for bs in beams]
-        beams = choose_groups(cands, keep=per, lam=lam, theta=lambda c: path_score(c, agg_fn),
+        beams = choose_groups(cands, keep=per, lam=lam, theta=run.path_score,
                               unit=lambda c: c.step.token_ids if c.step else (),
                               ident=lambda c: c.id, sim=sim)
-        engine.retain(_tag(beams))
+        run.engine.retain(_tag(beams))
         width = m
-    return with_copies(done) or [b for b in _unique(beams) if b is not root]
+    return with_copies(done) or [b for b in _unique(beams) if b is not run.root]
 
 
 def _by_token(engine: Engine, meter: Meter, root: Node, *, groups: int, per: int, lam: float,

@@ -14,32 +14,21 @@ strong prefix take every beam).
         a subtree whose best child is finished stops
     return select(candidates)   (best score by default)
 
-Every node a subtree generates records scores["subtree"] = its index. duplicates="merge"
+Every node a subtree generates records scores.subtree = its index. duplicates="merge"
 (as in `beam`) scores one of a head's equal children, which counts as the samples it stands
 for in a vote; "keep" scores each.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
-from search.algos._stepwise import (
-    DUPLICATES,
-    Finisher,
-    Sampler,
-    finish,
-    merge_equal,
-    path_scorer,
-    resolve_agg,
-    scored_by,
-    with_copies,
-)
+from search.algos._run import Run
+from search.algos._stepwise import DUPLICATES, Sampler, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, divides, one_of, rules
-from search.scoring import Scorer, score_nodes
-from search.select import Selection
+from search.scoring import Scorer
 from search.types import Node, Problem, Result
 
 
@@ -49,32 +38,23 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
          select: str = "score", duplicates: str = "merge",
          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    agg = resolve_agg(agg, scorer)
-    selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
-    rng = random.Random(seed)
-    root = engine.root(problem)
-    heads: list[Node | None] = [root] * (n // m)  # None once a subtree has finished
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+    heads: list[Node | None] = [run.root] * (n // m)  # None once a subtree has finished
     done: list[Node] = []
     for _ in range(max_depth):
         live = [(i, head) for i, head in enumerate(heads) if head is not None]
         if not live or meter.exhausted():
             break
-        kids = [merge_equal(cs, duplicates)
-                for cs in sampler.expand(engine, [head for _, head in live], m, rng)]
-        score_nodes(scorer, problem, [c for cs in kids for c in cs])
+        kids = [merge_equal(cs, duplicates) for cs in run.expand([h for _, h in live], m)]
+        run.score([c for cs in kids for c in cs])
         for (i, _), children in zip(live, kids):
             for child in children:
-                child.scores["subtree"] = float(i)
+                child.scores.subtree = i
             done += [c for c in children if c.finished]
             # max keeps the first of equal scores: ties go to the earlier sample
-            best = max(children, key=score)
+            best = max(children, key=run.path_score)
             heads[i] = None if best.finished else best
         engine.retain([head for head in heads if head is not None])
-    leaves = with_copies(done) + [head for head in heads if head is not None and head is not root]
-    return finish(problem, root, leaves, score, meter, selection=selection, seed=seed,
-                  algo="dvts",
-                  knobs=dict(n=n, m=m, max_depth=max_depth, agg=agg, select=select,
-                             duplicates=duplicates, **sampler.knobs()),
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
-                                    max_steps=max_depth))
+    leaves = with_copies(done) + [h for h in heads if h is not None and h is not run.root]
+    return run.finish("dvts", leaves, max_steps=max_depth)

@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from search.algos._stepwise import Finisher, Sampler, finish
+from search.algos._run import Finisher, finish
+from search.algos._stepwise import Sampler
 from search.budget import Meter, metered
 from search.engines.base import Engine
 from search.knobs import Rule, at_least, rules
@@ -120,9 +121,7 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                   meter, selection=Selection(first_k, "first to finish" if k == 1 else
                                              f"vote(first {k} to finish)"),
                   seed=seed, algo="first_finish",
-                  knobs=dict(n=n, k=k, temperature=temperature, top_p=top_p,
-                             chunk_tokens=chunk_tokens, max_tokens=max_tokens,
-                             stop=list(stop) if stop else None),
+                  resolved=dict(stop=list(stop) if stop else None),  # () is no delimiter
                   stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
                              saved_tokens=saved),
                   finisher=Finisher(engine, Sampler(temperature, top_p, chunk_tokens, stop),

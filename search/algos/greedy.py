@@ -16,7 +16,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.algos._stepwise import Finisher, Sampler, finish, sample_paths
+from search.algos._run import Finisher, finish
+from search.algos._stepwise import Sampler, sample_paths
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import rules
@@ -26,10 +27,10 @@ from search.types import Problem, Result
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
+
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     del knobs
     return False
-
 
 
 @rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
@@ -43,5 +44,5 @@ def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, se
                                  max_steps=max_steps)
     return finish(problem, root, done + live, lambda leaf: leaf.cum_logprob, meter,
                   selection=Selection(by_score, "greedy (the one path)"), seed=seed,
-                  algo="greedy", knobs=dict(step_tokens=step_tokens, max_steps=max_steps),
+                  algo="greedy",
                   finisher=Finisher(engine, sampler, max_steps=max_steps))

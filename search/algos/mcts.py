@@ -20,31 +20,22 @@ Each node keeps a visit count N and a value sum W (Q = W / N).
 
 Values are PRM scores in [0, 1] (a non-finite score counts as 0), the range c_uct = 1.4
 (about sqrt 2) is tuned for. A node is expanded once (no progressive widening): a step that
-none of its K samples produced is never in the tree. After the search every tree node records scores["visits"]
-and scores["q"].
+none of its K samples produced is never in the tree. After the search every tree node records
+scores.visits and scores.q.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from search.algos._stepwise import (
-    Finisher,
-    Sampler,
-    finish,
-    new_siblings,
-    path_scorer,
-    resolve_agg,
-    scored_by,
-)
+from search.algos._run import Run
+from search.algos._stepwise import Sampler, new_siblings, roll
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, one_of, rules
-from search.scoring import KEY, Scorer, score_nodes
-from search.select import Selection
+from search.scoring import Scorer, reward
 from search.types import Node, Problem, Result
 
 
@@ -59,7 +50,7 @@ class Stats:
 
 
 def value_of(node: Node) -> float:
-    v = node.scores[KEY]
+    v = reward(node)
     return v if math.isfinite(v) else 0.0
 
 
@@ -118,11 +109,9 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
          agg: str | None = None, select: str = "score", temperature: float = 0.8,
          top_p: float = 1.0, step_tokens: int = 256,
          stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    agg = resolve_agg(agg, scorer)
-    selection, score = Selection.of(select, scored_by(scorer, agg)), path_scorer(agg)
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
-    rng = random.Random(seed)
-    root = engine.root(problem)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+    root = run.root
     tree = Tree(root, c, virtual_loss)
     finished: dict[int, Node] = {}  # every finished path seen, rollouts included
     for _ in range(iterations):
@@ -137,16 +126,15 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         grow = [leaf for leaf in leaves if not leaf.finished and leaf.depth < max_depth]
         for leaf in leaves:  # terminal (or depth-capped) leaves back up their own score
             if leaf not in grow:
-                tree.backup(leaf, value_of(leaf) if KEY in leaf.scores else 0.0)
-        kids = [new_siblings(cs) for cs in sampler.expand(engine, grow, k, rng)]
+                tree.backup(leaf, value_of(leaf) if leaf.scores.reward is not None else 0.0)
+        kids = [new_siblings(cs) for cs in run.expand(grow, k)]
         for leaf, cs in zip(grow, kids):
             tree.grow(leaf, cs)
         new = [kid for cs in kids for kid in cs]
-        score_nodes(scorer, problem, new)
+        run.score(new)
         values = [value_of(kid) for kid in new]
         if evaluate == "rollout":
-            values = _rollouts(problem, engine, scorer, meter, rng, sampler, new, max_depth,
-                               values, finished, keep=tree.frontier())
+            values = _rollouts(run, new, max_depth, values, finished, keep=tree.frontier())
         for kid, v in zip(new, values):
             tree.backup(kid, v)
         finished.update((kid.id, kid) for kid in new if kid.finished)
@@ -155,40 +143,28 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         engine.retain(tree.frontier())
     for node in root.walk():
         if node.id in tree.stats:
-            node.scores.update(visits=tree.stats[node.id].visits, q=tree.stats[node.id].q)
+            node.scores.visits, node.scores.q = tree.stats[node.id].visits, tree.stats[node.id].q
     # nothing finished: the best-scored open nodes stand in (sorted() keeps walk order on ties)
     leaves = list(finished.values()) or sorted(
-        (node for node in tree.frontier() if node is not root), key=score, reverse=True)[:batch]
-    return finish(problem, root, leaves, score, meter, selection=selection, seed=seed,
-                  algo="mcts",
-                  knobs=dict(iterations=iterations, batch=batch, k=k, c=c,
-                             virtual_loss=virtual_loss, evaluate=evaluate, max_depth=max_depth,
-                             agg=agg, select=select, **sampler.knobs()),
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
-                                    max_steps=max_depth))
+        (node for node in tree.frontier() if node is not root), key=run.path_score,
+        reverse=True)[:batch]
+    return run.finish("mcts", leaves, max_steps=max_depth)
 
 
-def _rollouts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
-              rng: random.Random, sampler: Sampler, starts: Sequence[Node], max_depth: int,
-              values: list[float], finished: dict[int, Node], *, keep: Sequence[Node]
-              ) -> list[float]:
+def _rollouts(run: Run, starts: Sequence[Node], max_depth: int, values: list[float],
+              finished: dict[int, Node], *, keep: Sequence[Node]) -> list[float]:
     """Each unfinished start is continued one sampled step at a time (all of them in one
     batch per step) to the end; its value becomes the PRM score of the rollout's last step.
     A start the budget or depth cuts short keeps its own score. Finished rollouts are
     complete solutions and join `finished`. `keep`: the tree's nodes to keep cached."""
-    out = list(values)
-    ends = {i: node for i, node in enumerate(starts) if not node.finished}
-    while ends and not meter.exhausted():
-        live = [(i, node) for i, node in ends.items() if node.depth < max_depth]
-        if not live:
-            break
-        steps = sampler.expand(engine, [node for _, node in live], 1, rng)
-        ends = {i: child for (i, _), (child,) in zip(live, steps)}
-        score_nodes(scorer, problem, list(ends.values()))
-        for i, child in ends.items():
-            out[i] = value_of(child)
-            if child.finished:
-                finished[child.id] = child
-        ends = {i: child for i, child in ends.items() if not child.finished}
-        engine.retain([*keep, *ends.values()])
-    return out
+
+    def scored(tips: list[Node]) -> None:  # every rollout step is scored as it is taken
+        run.score(tips)
+        finished.update((tip.id, tip) for tip in tips if tip.finished)
+        run.engine.retain([*keep, *(tip for tip in tips if not tip.finished)])
+
+    ends, _ = roll(starts, run.sampler.one_step(run.engine, run.rng), run.meter,
+                   goes_on=lambda tip: not tip.finished and tip.depth < max_depth,
+                   after=scored)
+    return [value if end is start else value_of(end)
+            for start, end, value in zip(starts, ends, values)]

@@ -26,16 +26,15 @@ demo grid (README, "Reference variants").
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
+from search.algos._run import Run
 from search.algos._smc import resampler, sweep
-from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
+from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import above, at_least, rules, within
 from search.scoring import Scorer
-from search.select import Selection
 from search.types import Problem, Result
 
 
@@ -46,19 +45,12 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                     max_depth: int = 40, agg: str | None = None,
                     select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
                     step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    agg = resolve_agg(agg, scorer)
-    selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
-    rng = random.Random(seed)
-    root = engine.root(problem)
-    swarm = sweep(problem, engine, scorer, meter, rng, sampler, root, n=n, draw=draw,
-                  ess_threshold=ess_threshold, tau=tau, max_depth=max_depth,
-                  resample_finished=resample_finished)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+    swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,
+                  run.root, n=n, draw=resampler(resample), ess_threshold=ess_threshold, tau=tau,
+                  max_depth=max_depth, resample_finished=resample_finished)
     # resampled copies share a node: each path is one candidate
-    leaves = [node for node in {node.id: node for node in swarm.nodes}.values() if node is not root]
-    return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
-                  seed=seed, algo="particle_filter",
-                  knobs=dict(n=n, tau=tau, resample=resample, ess_threshold=ess_threshold,
-                             resample_finished=resample_finished, max_depth=max_depth, agg=agg, select=select, **sampler.knobs()),
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
-                                    max_steps=max_depth))
+    leaves = [node for node in {node.id: node for node in swarm.nodes}.values()
+              if node is not run.root]
+    return run.finish("particle_filter", leaves, max_steps=max_depth)

@@ -21,21 +21,20 @@ persist and seed further exploration.
 resample_finished is particle_filter's knob (the authors' run script sets it, its_hub always
 resamples finished particles). The reference's steps are never re-sampled or re-scored
 (their PRM scores are cached on the nodes) and stay in the KV cache between passes. A chosen reference records
-scores["reference"] = the pass after which it was drawn.
+scores.reference = the pass after which it was drawn.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
+from search.algos._run import Run
 from search.algos._smc import REFERENCE_DRAWS, pick_reference, resampler, sweep
-from search.algos._stepwise import Finisher, Sampler, finish, path_scorer, resolve_agg, scored_by
+from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import above, at_least, one_of, rules, within
 from search.scoring import Scorer
-from search.select import Selection
 from search.types import Node, Problem, Result
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
@@ -51,37 +50,28 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
                    select: str = "score",
                    temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
                    stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    agg = resolve_agg(agg, scorer)
-    selection, draw = Selection.of(select, scored_by(scorer, agg)), resampler(resample)
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
-    rng = random.Random(seed)
-    root = engine.root(problem)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+    draw = resampler(resample)
     path: list[Node] = []  # the reference's nodes, depth 1 to its finished leaf
     seen: dict[int, Node] = {}  # every pass's particles; a kept reference counts once
     for it in range(iterations):
         if meter.exhausted():
             break
-        swarm = sweep(problem, engine, scorer, meter, rng, sampler, root, n=n, draw=draw,
-                      ess_threshold=ess_threshold, tau=tau, max_depth=max_depth,
-                      reference=path, resample_finished=resample_finished)
-        found = {node.id: node for node in swarm.nodes if node is not root}
+        swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,
+                      run.root, n=n, draw=draw, ess_threshold=ess_threshold, tau=tau,
+                      max_depth=max_depth, reference=path, resample_finished=resample_finished)
+        found = {node.id: node for node in swarm.nodes if node is not run.root}
         if pool == "all":
             seen.update(found)
         elif not seen or any(node.finished for node in found.values()):
             seen = found  # the last pass that finished a particle (the budget may cut one)
-        ref = pick_reference(swarm, rng, reference, tau)
+        ref = pick_reference(swarm, run.rng, reference, tau)
         if ref is None:  # nothing finished (budget or depth): no reference to condition on
             break
-        ref.scores["reference"] = float(it)
+        ref.scores.reference = it
         path = ref.path()[1:]
         engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
-    return finish(problem, root, leaves, path_scorer(agg), meter, selection=selection,
-                  seed=seed, algo="particle_gibbs",
-                  knobs=dict(n=n, iterations=iterations, tau=tau, resample=resample,
-                             ess_threshold=ess_threshold, resample_finished=resample_finished,
-                             reference=reference, pool=pool, max_depth=max_depth, agg=agg,
-                             select=select, **sampler.knobs()),
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=False,
-                                    max_steps=max_depth))
+    return run.finish("particle_gibbs", leaves, max_steps=max_depth)

@@ -32,13 +32,15 @@ iteration makes one forced-token call and at most one rollout, as in the paper.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from search.algos._stepwise import Finisher, Sampler, finish, scored_by
+from search.algos._run import Finisher, finish
+from search.algos._stepwise import Sampler, roll, scored_by
 from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import at_least, rules
-from search.scoring import KEY, Scorer, score_nodes
+from search.scoring import Scorer, score_nodes
 from search.select import Selection
 from search.types import Node, Problem, Result
 
@@ -81,19 +83,20 @@ def _p_ucb(st: _Stats, a: int, prior: float, c: float, c_base: float) -> float:
 
 def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[Node, bool]:
     """Greedy completion of node to EOS or `horizon` generated tokens: (where it got, False
-    if the budget ran out first). One expand call for a real engine (stop=None); a scripted
-    one takes a call per step. A step that adds no token ends the rollout where it is
-    (greedy decoding would only repeat it, and a token budget would never run out)."""
-    leaf = node
-    while not leaf.finished and leaf.generated_tokens < horizon:
-        if meter.exhausted():
-            return leaf, False
-        before = leaf.generated_tokens
-        ((leaf,),) = engine.expand([leaf], 1, stop=None, temperature=0.0,
-                                   max_tokens=horizon - leaf.generated_tokens)
-        if leaf.generated_tokens <= before:
-            break
-    return leaf, True
+    if the budget ran out first). Each step decodes with no stop string up to the horizon,
+    so an engine gets there in one step. A step that adds no token ends the rollout where
+    it is (greedy decoding would only repeat it, and a token budget would never run out)."""
+
+    def greedy(tips: Sequence[Node]) -> list[Node]:
+        return [child for (child,) in engine.expand(
+            tips, 1, stop=None, temperature=0.0, max_tokens=horizon - tips[0].generated_tokens)]
+
+    def goes_on(tip: Node) -> bool:
+        added = tip is node or (tip.step is not None and len(tip.step.token_ids) > 0)
+        return added and not tip.finished and tip.generated_tokens < horizon
+
+    [leaf], cut = roll([node], greedy, meter, goes_on=goes_on)
+    return leaf, not cut
 
 
 @rules(at_least(1, "rollouts", "width"))
@@ -142,7 +145,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
                 cut.append(leaf)  # budget gone mid-rollout: nothing to score
                 break
             cache.entries.append((len(node.token_ids()), tuple(leaf.token_ids()), leaf))
-        if "reward" not in leaf.scores:
+        if leaf.scores.reward is None:
             programs.append(leaf)
         (reward,) = score_nodes(scorer, problem, [leaf])
         # backpropagation: max return along the path
@@ -157,16 +160,19 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
 
     # no program finished before the budget ran out: the cut rollout goes on from the reserve
     rest = max([horizon - leaf.generated_tokens for leaf in cut] + [1])
-    return finish(problem, root, programs + cut, lambda p: p.scores.get(KEY, -math.inf), meter,
+    return finish(problem, root, programs + cut, _reward, meter,
                   selection=Selection.of("score", scored_by(scorer, "last")), seed=seed,
                   algo="pgtd",
-                  knobs=dict(rollouts=rollouts, width=width, c=c, c_base=c_base,
-                             horizon=horizon, early_stop=early_stop),
                   stats=dict(iterations=iterations, programs=len(programs),
                              cache_hits=cache.hits),
                   finisher=Finisher(engine, Sampler(0.0, 1.0, rest, None), scorer,
                                     max_steps=rest),
                   partial=cut)
+
+
+def _reward(program: Node) -> float:
+    """A program's public-test score (-inf if it was never scored: the budget cut it)."""
+    return -math.inf if program.scores.reward is None else program.scores.reward
 
 
 def _tree_nodes(root: Node, stats: dict[int, _Stats]) -> list[Node]:

@@ -41,14 +41,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from search.algos._stepwise import Finisher, Sampler, rescue, sample_paths
+from search.algos._run import Finisher, finish
+from search.algos._stepwise import Sampler, sample_paths
 from search.algos._weibull import BOUNDS, MAX_STARTS, prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, one_of, rules, within
 from search.scoring import Scorer
-from search.select import candidates, pack
+from search.select import Ranking
 from search.types import Candidate, Node, Problem, Result
 
 
@@ -64,15 +65,15 @@ def path_prob(node: Node) -> float:
 
 def _mark_low(nodes: Sequence[Node], fit: Mapping[str, Any]) -> list[bool]:
     """Fit the mixture (prune_low's keywords `fit`) to the nodes' path probabilities; True
-    where RPC would prune. Writes scores["rpc_p"] and, when fitted, scores["rpc_low"]
-    (posterior of the low part)."""
+    where RPC would prune. Writes scores.rpc_p and, when fitted, scores.rpc_low (posterior
+    of the low part)."""
     probs = [path_prob(n) for n in nodes]
     mask, mix = prune_low(probs, **fit)
     post = mix.posterior_low(probs) if mix is not None else None
     for i, node in enumerate(nodes):
-        node.scores["rpc_p"] = probs[i]
+        node.scores.rpc_p = probs[i]
         if post is not None:
-            node.scores["rpc_low"] = float(post[i])
+            node.scores.rpc_low = float(post[i])
     return [bool(m) for m in mask]
 
 
@@ -96,20 +97,22 @@ def perplexity_consistency(problem: Problem, paths: Sequence[Node], answers: Seq
     return {k: v / mass for k, v in total.items()} if mass > 0 else total
 
 
-def rank(problem: Problem, done: Sequence[Node], others: Sequence[Node],
-         mark: Callable[[Sequence[Node]], list[bool]]) -> tuple[list[Candidate],
-                                                                 Candidate | None, int]:
-    """RPC's choice over finished paths `done`: offline pruning (mark(done): True where a
-    path goes; RPC's is _mark_low with its fit), then perplexity consistency over the
-    kept. Returns the candidates of done + others (others, unfinished, never answer), each
-    scored by its answer's PC (0 if pruned or unanswered), the chosen one (the best answer,
-    then its likeliest path, then the first sampled), and how many paths were pruned."""
+def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
+         mark: Callable[[Sequence[Node]], list[bool]]
+         ) -> tuple[list[Candidate], Candidate | None, dict[str, int]]:
+    """RPC's choice over the finished leaves (their candidates `cands`, scored by path_prob):
+    offline pruning (mark(done): True where a path goes; RPC's is _mark_low with its fit),
+    then perplexity consistency over the kept. Returns the candidates, finished ones first
+    (unfinished ones never answer), each scored by its answer's PC (0 if pruned or
+    unanswered), the chosen one (the best answer, then its likeliest path, then the first
+    sampled), and stats: how many paths were pruned."""
+    order = sorted(range(len(leaves)), key=lambda i: not leaves[i].finished)  # stable
+    leaves, cands = [leaves[i] for i in order], [cands[i] for i in order]
+    done = [leaf for leaf in leaves if leaf.finished]
     pruned = mark(done) if done else []
     for node, cut in zip(done, pruned):
         if cut:
-            node.scores["rpc_pruned"] = 1.0
-    leaves = [*done, *others]
-    cands = candidates(problem, leaves, [path_prob(leaf) for leaf in leaves])
+            node.scores.rpc_pruned = True
     kept = [(leaf, c) for leaf, c, cut in zip(done, cands, pruned) if not cut]
     pc = perplexity_consistency(problem, [leaf for leaf, _ in kept], [c.answer for _, c in kept])
     kept_ids = {leaf.id for leaf, _ in kept}
@@ -124,7 +127,7 @@ def rank(problem: Problem, done: Sequence[Node], others: Sequence[Node],
     pool = [c for c in cands if c.node_id in kept_ids and c.answer is not None]
     # max keeps the first on ties (sampling order)
     chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
-    return cands, chosen, sum(pruned)
+    return cands, chosen, dict(pruned=sum(pruned))
 
 
 @rules(at_least(1, "n", "live_after"), one_of("fit_bounds", BOUNDS),
@@ -146,25 +149,17 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
         low = dict(zip((b.id for b in batch), _mark_low(batch, fit)))
         cut = [node for node in frontier if low[node.id]]
         for node in cut:
-            node.scores["rpc_pruned"] = 1.0
+            node.scores.rpc_pruned = True
         return cut
 
     sampler = Sampler(temperature, top_p, step_tokens, stop)
     done, frontier, stopped = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
                                            max_steps=max_steps, prune=prune_live)
-    saved = None
-    if not done:  # the budget stopped it first: finish the likeliest path from the reserve
-        frontier, saved = rescue(problem, frontier, path_prob, meter,
-                                 Finisher(engine, sampler, max_steps=max_steps))
-    if saved is not None and saved.tip.finished:  # nothing else finished: it is the one
-        done, frontier = [saved.tip], [f for f in frontier if f is not saved.tip]
-
-    cands, chosen, pruned = rank(problem, done, frontier + stopped,
-                                 lambda nodes: _mark_low(nodes, fit))
-    label = "perplexity_consistency(path probabilities)"
-    return pack(problem, root, cands, chosen, meter, seed=seed, algo="rpc",
-                knobs=dict(n=n, live=live, live_after=live_after, fit_bounds=fit_bounds,
-                           fit_starts=fit_starts, temperature=temperature, top_p=top_p),
-                stats=dict(pruned=pruned, live_pruned=len(stopped),
-                           **(saved.stats() if saved else {})),
-                chosen_by=saved.label(label, chosen) if saved else label)
+    # if the budget stopped it before any path finished, the likeliest live one is finished
+    # from the reserve (and, if it finishes, is the one finished path)
+    return finish(problem, root, done + frontier + stopped, path_prob, meter,
+                  selection=Ranking(lambda p, leaves, cands: rank(
+                      p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
+                      "perplexity_consistency(path probabilities)"),
+                  seed=seed, algo="rpc", stats=dict(live_pruned=len(stopped)),
+                  finisher=Finisher(engine, sampler, max_steps=max_steps), partial=frontier)

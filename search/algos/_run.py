@@ -1,0 +1,189 @@
+"""How a search ends, and the set-up every scored step-level search begins with.
+
+Every algorithm ends through `finish`: candidates from its leaves (the best partial path first
+finished from the budget's reserve when the budget stopped the search before any finished),
+the selection, the Result. The knobs a Result records are every knob's actual value, filled in
+by search.knobs.rules from the call's arguments; a search hands `finish` only what it resolved
+itself (agg=None becomes the scorer's own, ...).
+
+`Run` is what the scored step-level searches (beam, dvts, diverse beam, MCTS, A*, the particle
+methods) share: the sampler and its random stream, the root, the path-score aggregation and
+the selection, and `Run.finish`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from search import aggregate
+from search.algos._stepwise import Sampler, path_score, resolve_agg, scored_by
+from search.budget import Meter, submeter
+from search.engines.base import Engine
+from search.scoring import Scorer, score_nodes
+from search.select import Ranking, Selection, candidates, pack
+from search.types import Candidate, Node, Problem, Result
+
+
+# -- finishing from the reserve -------------------------------------------------------------
+@dataclass(frozen=True)
+class Finisher:
+    """How a search finishes its best partial path from the budget's reserve (Budget.reserve)
+    when the budget stopped it before any path finished.
+
+    complete(node): greedy steps (temperature 0, the sampler's stop and step size, each step
+    capped at the reserve's tokens left) until the path finishes, max_steps more steps, or
+    the reserve is spent; then its new nodes are scored (every new step, or only the leaf
+    when leaf_only: an outcome scorer or agg "last"), while scorer calls are left. Runs on a
+    sub-meter (search.budget.submeter), so every token is charged to the run's meter.
+    """
+
+    engine: Engine
+    sampler: Sampler
+    scorer: Scorer | None = None  # None: the search scores nothing (greedy, rpc, ...)
+    leaf_only: bool = True
+    max_steps: int = 40
+
+    def complete(self, problem: Problem, meter: Meter, node: Node) -> Node:
+        """node extended greedily from the reserve; returns where it got to (node itself if
+        nothing could be spent)."""
+        budget = meter.reserve_budget()
+        if budget is None:
+            return node
+        tip = node
+        with submeter(meter, budget, self.engine, self.scorer) as sub:
+            for _ in range(self.max_steps):
+                if tip.finished or sub.exhausted():
+                    break
+                left = sub.tokens_left()
+                cap = self.sampler.step_tokens if left is None else min(self.sampler.step_tokens,
+                                                                          left)
+                [[child]] = self.engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
+                                               temperature=0.0, top_p=1.0, seed=0)
+                if child.generated_tokens <= tip.generated_tokens:
+                    child.detach()  # no token added: greedy decoding would only repeat it
+                    break
+                tip = child
+            if self.scorer is not None and tip is not node and meter.scoring_left():
+                new = tip.path()[node.depth + 1:]
+                score_nodes(self.scorer, problem, [tip] if self.leaf_only else new)
+        return tip
+
+
+@dataclass(frozen=True)
+class Rescue:
+    """A partial path finished (or at least extended) from the reserve: start -> tip."""
+
+    start: Node
+    tip: Node
+
+    def stats(self) -> dict[str, Any]:
+        """What Result.stats["reserve"] says about it."""
+        return {"reserve": {"from_node": self.start.id, "node": self.tip.id,
+                            "finished": self.tip.finished,
+                            "tokens": self.tip.generated_tokens - self.start.generated_tokens}}
+
+    def label(self, label: str, chosen: Candidate | None) -> str:
+        """Result.selected_by: the selection's label, saying so when the tip was chosen."""
+        if chosen is not None and chosen.node_id == self.tip.id:
+            return label + ", after finishing the best partial path greedily from the reserve"
+        return label
+
+
+def rescue(problem: Problem, leaves: Sequence[Node], score: Callable[[Node], float],
+           meter: Meter, finisher: Finisher, *, partial: Sequence[Node] | None = None
+           ) -> tuple[list[Node], Rescue | None]:
+    """If the budget stopped the search (meter.exhausted()) before any of `leaves` finished,
+    finish the best partial one (highest `score`, the first of ties; only those in `partial`
+    when given) from the reserve. Returns the leaves, that one replaced by where it got to,
+    and the Rescue (None if nothing was done)."""
+    out = list(leaves)
+    pool = [leaf for leaf in (out if partial is None else partial)
+            if leaf.step is not None and not leaf.finished]
+    if not pool or any(leaf.finished for leaf in out) or not meter.exhausted():
+        return out, None
+    best = max(pool, key=score)
+    tip = finisher.complete(problem, meter, best)
+    if tip is best:
+        return out, None
+    return [tip if leaf is best else leaf for leaf in out], Rescue(best, tip)
+
+
+def finish(problem: Problem, root: Node, leaves: Sequence[Node],
+           score: Callable[[Node], float], meter: Meter, *, selection: Selection | Ranking,
+           seed: int, algo: str, resolved: Mapping[str, Any] | None = None,
+           stats: Mapping[str, Any] | None = None, finisher: Finisher | None = None,
+           partial: Sequence[Node] | None = None) -> Result:
+    """Candidates from the leaves (finished ones may answer; with a finisher, the best
+    partial path, of `partial` if given, is first finished from the reserve if the budget
+    stopped the search before any did), the selection (or a search's own Ranking, whose
+    stats come first), the Result (selected_by: the selection's label). resolved: the knobs
+    the search resolved itself, as Result.knobs (search.knobs.rules adds the others)."""
+    saved = None
+    if finisher is not None:
+        leaves, saved = rescue(problem, leaves, score, meter, finisher, partial=partial)
+    cands = candidates(problem, leaves, [score(leaf) for leaf in leaves])
+    found: Mapping[str, Any] = {}
+    if isinstance(selection, Ranking):
+        cands, chosen, found = selection.rank(problem, leaves, cands)
+    else:
+        chosen = selection.choose(problem, cands)
+    stats = {**found, **(stats or {}), **(saved.stats() if saved else {})}
+    return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=resolved or {},
+                stats=stats,
+                chosen_by=saved.label(selection.label, chosen) if saved else selection.label)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a scored step-level search: what it was given, its sampler and random
+    stream (seeded once), the tree's root, the aggregation `agg` of step rewards into path
+    scores (the caller's, else the scorer's own) and the selection of the answer."""
+
+    problem: Problem
+    engine: Engine
+    scorer: Scorer
+    meter: Meter
+    seed: int
+    sampler: Sampler
+    rng: random.Random
+    root: Node
+    agg: str
+    selection: Selection
+
+    @classmethod
+    def begin(cls, problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+              seed: int, sampler: Sampler, agg: str | None, select: str,
+              scored_as: str | None = None) -> Run:
+        """The run's set-up; scored_as: what candidate scores are when they are not agg of
+        step rewards (A*'s "-f"), for Result.selected_by."""
+        agg = resolve_agg(agg, scorer)
+        selection = Selection.of(select, scored_by(scorer, scored_as or agg))
+        return cls(problem, engine, scorer, meter, seed, sampler, random.Random(seed),
+                   engine.root(problem), agg, selection)
+
+    def expand(self, nodes: Sequence[Node], n: int) -> list[list[Node]]:
+        """n sampled next steps of every node (one engine batch)."""
+        return self.sampler.expand(self.engine, nodes, n, self.rng)
+
+    def score(self, nodes: Sequence[Node]) -> list[float]:
+        """The scorer's rewards of the nodes (stored on them; scored once)."""
+        return score_nodes(self.scorer, self.problem, nodes)
+
+    def path_score(self, node: Node) -> float:
+        """agg of the step rewards along node's path."""
+        return path_score(node, aggregate.get(self.agg))
+
+    def finish(self, algo: str, leaves: Sequence[Node], *, max_steps: int,
+               score: Callable[[Node], float] | None = None,
+               stats: Mapping[str, Any] | None = None) -> Result:
+        """`finish` with the run's selection, path scores (unless `score`) and a finisher
+        that scores every step it adds, up to max_steps of them."""
+        return finish(self.problem, self.root, leaves, score or self.path_score, self.meter,
+                      selection=self.selection, seed=self.seed, algo=algo,
+                      resolved=dict(agg=self.agg), stats=stats,
+                      finisher=Finisher(self.engine, self.sampler, self.scorer, leaf_only=False,
+                                        max_steps=max_steps))
+
