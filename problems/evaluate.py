@@ -43,6 +43,23 @@ FIXED_SEED, FIXED_N = 777, 50  # the fixed set: generate(50, seed=777), default 
 MAX_ROWS = 256  # rows (problems x samples) decoded together; bounds the KV cache in memory
 
 
+PROG = "python -m problems.evaluate"
+OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
+    "name": {},
+    "--n": dict(type=int, default=500),
+    "--seed": dict(type=int, default=12345),
+    "--levels": dict(type=int, nargs="+", default=None,
+                     help="difficulties (default: the default and a harder one)"),
+    "--samples": dict(type=int, default=16),
+    "--temperature": dict(type=float, default=0.8),
+    "--sampled": dict(type=int, default=None,
+                      help="problems sampled at the first level (default: all n)"),
+    "--hard-sampled": dict(type=int, default=100,
+                           help="problems sampled at levels after the first (default 100)"),
+    "--threads": dict(type=int, default=2),
+}
+
+
 @dataclass(frozen=True)
 class Task:
     """What a reasoner is trained and measured on."""
@@ -219,20 +236,7 @@ def table(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = command("python -m problems.evaluate", __doc__, {
-        "name": {},
-        "--n": dict(type=int, default=500),
-        "--seed": dict(type=int, default=12345),
-        "--levels": dict(type=int, nargs="+", default=None,
-                         help="difficulties (default: the default and a harder one)"),
-        "--samples": dict(type=int, default=16),
-        "--temperature": dict(type=float, default=0.8),
-        "--sampled": dict(type=int, default=None,
-                          help="problems sampled at the first level (default: all n)"),
-        "--hard-sampled": dict(type=int, default=100,
-                               help="problems sampled at levels after the first (default 100)"),
-        "--threads": dict(type=int, default=2),
-    }).parse_args(argv)
+    args = command(PROG, __doc__, OPTIONS).parse_args(argv)
     torch.set_num_threads(args.threads)
     evaluate(args.name, n=args.n, seed=args.seed, levels=args.levels, samples=args.samples,
              temperature=args.temperature, sampled=args.sampled,

@@ -19,14 +19,16 @@ distinct step scores the scorer gave, and the share of pops that tied the best o
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from problems import arith
 from reports.bands import accuracy_at, band, curve_of, tokens_to_match
+from reports.grid import parse_ints
 from reports.rows import Row, group
+from search.cli import command
 
 BASE = {"ties": "deep", "duplicates": "merge", "cost": "neglog", "g": "sum", "h_weight": 1.0}
 # (label, knobs over BASE, widths N: k = min(4, N) samples per pop unless k is given)
@@ -42,6 +44,22 @@ VARIANTS: list[tuple[str, dict[str, Any], list[int]]] = [
 ]
 BON_WIDTHS = [1, 2, 4, 8, 16]
 BON_KNOBS = {"select": "weighted_vote"}  # as the demo
+
+
+PROG = "python -m reports.astar_study"
+OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
+    "--problems": dict(type=int, default=60),
+    "--difficulty": dict(type=int, default=arith.DEFAULT_DIFFICULTY),
+    "--data-seed": dict(type=int, default=7),
+    "--seeds": dict(type=parse_ints, default=[0]),
+    "--scorers": dict(default="steps,value"),
+    "--out": dict(type=Path, default=Path("runs/astar-study")),
+    "--diagnose": dict(type=int, default=0, help="problems for the tree statistics"),
+    "--no-run": dict(action="store_true", help="only tabulate what the files hold"),
+    "--quiet": dict(action="store_true"),
+    "--concurrency": dict(type=int, default=16,
+                          help="runs in flight at once (rows are the same at any value)"),
+}
 
 
 def label_of(row: Row) -> str:
@@ -146,23 +164,9 @@ def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, wi
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from problems import arith
-    from reports.grid import parse_ints
     from search.api import get_engine
 
-    ap = argparse.ArgumentParser(prog="python -m reports.astar_study", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problems", type=int, default=60)
-    ap.add_argument("--difficulty", type=int, default=arith.DEFAULT_DIFFICULTY)
-    ap.add_argument("--data-seed", type=int, default=7)
-    ap.add_argument("--seeds", type=parse_ints, default=[0])
-    ap.add_argument("--scorers", default="steps,value")
-    ap.add_argument("--out", type=Path, default=Path("runs/astar-study"))
-    ap.add_argument("--diagnose", type=int, default=0, help="problems for the tree statistics")
-    ap.add_argument("--no-run", action="store_true", help="only tabulate what the files hold")
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--concurrency", type=int, default=16,
-                    help="runs in flight at once (rows are the same at any value)")
+    ap = command(PROG, __doc__, OPTIONS)
     args = ap.parse_args(argv)
     if args.data_seed == 2024:
         ap.error("generator seed 2024 is the demo's: choose knobs on other problems")

@@ -19,7 +19,6 @@ ratios are measured side by side, in one process, on one engine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
@@ -28,6 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from search.cli import command
 
 TIMING = ("time",)  # row fields that may differ between runs; usage.seconds too
 
@@ -89,15 +90,15 @@ def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> tuple[float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reports.bench_eval", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="tiny,smol")
-    ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--tiny-limit", type=int, default=32)
-    ap.add_argument("--smol-limit", type=int, default=32)
-    ap.add_argument("--step-tokens", type=int, default=64)
-    ap.add_argument("--max-steps", type=int, default=2)
-    ap.add_argument("--data", default=None, help="GSM8K folder (default ../shared/data)")
+    ap = command("python -m reports.bench_eval", __doc__, {
+        "--parts": dict(default="tiny,smol"),
+        "--concurrency": dict(type=int, default=16),
+        "--tiny-limit": dict(type=int, default=32),
+        "--smol-limit": dict(type=int, default=32),
+        "--step-tokens": dict(type=int, default=64),
+        "--max-steps": dict(type=int, default=2),
+        "--data": dict(default=None, help="GSM8K folder (default ../shared/data)"),
+    })
     args = ap.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch

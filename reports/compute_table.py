@@ -45,7 +45,6 @@ differ only in budget width would be one config, and are refused.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections import Counter
@@ -65,9 +64,30 @@ from search.algos.compute_optimal import (
     load_table,
     quantile_edges,
 )
+from search.cli import command
 
 SIGNALS = ("score", "agreement", "oracle")
 PROBE_KNOBS = ("select", "temperature", "agg", "step_tokens", "max_steps")  # from its rows
+
+
+PROG = "python -m reports.compute_table"
+OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
+    "runs": dict(nargs="+", help="JSONL files written by reports.eval"),
+    "--out": dict(required=True, help="table JSON to write"),
+    "--signal": dict(default="score", choices=SIGNALS),
+    "--bins": dict(type=int, default=5, help="equal-count bins (if no --edges)"),
+    "--edges": dict(default="", help="comma-separated difficulty edges"),
+    "--token-cost": dict(type=float, default=0.0),
+    "--probe-algo": dict(default="best_of_n"),
+    "--probe-width": dict(type=int, default=None),
+    "--runtime-signal": dict(default="score", choices=SIGNALS[:2]),
+    "--probe-stop": dict(action="store_true", help="the probe's answer may stand (a "
+                         "'probe' bin); charge it to the rest"),
+    "--match": dict(default="", metavar="ALGO:WIDTH[:KNOB=VALUE,...]",
+                    help="choose the token cost: the fewest tokens reaching the accuracy "
+                         "of ALGO at WIDTH (rows with those knobs) on these rows, e.g. "
+                         "best_of_n:16:select=weighted_vote; --token-cost is ignored"),
+}
 
 
 def _answer_key(row: Row, answer: str) -> str:
@@ -313,23 +333,7 @@ def format_gains(gains: Sequence[BinGain], edges: Sequence[float]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reports.compute_table", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="JSONL files written by reports.eval")
-    ap.add_argument("--out", required=True, help="table JSON to write")
-    ap.add_argument("--signal", default="score", choices=SIGNALS)
-    ap.add_argument("--bins", type=int, default=5, help="equal-count bins (if no --edges)")
-    ap.add_argument("--edges", default="", help="comma-separated difficulty edges")
-    ap.add_argument("--token-cost", type=float, default=0.0)
-    ap.add_argument("--probe-algo", default="best_of_n")
-    ap.add_argument("--probe-width", type=int, default=None)
-    ap.add_argument("--runtime-signal", default="score", choices=SIGNALS[:2])
-    ap.add_argument("--probe-stop", action="store_true",
-                    help="the probe's answer may stand (a 'probe' bin); charge it to the rest")
-    ap.add_argument("--match", default="", metavar="ALGO:WIDTH[:KNOB=VALUE,...]",
-                    help="choose the token cost: the fewest tokens reaching the accuracy of "
-                         "ALGO at WIDTH (rows with those knobs) on these rows, e.g. "
-                         "best_of_n:16:select=weighted_vote; --token-cost is ignored")
+    ap = command(PROG, __doc__, OPTIONS)
     args = ap.parse_args(argv)
     edges = [float(e) for e in args.edges.split(",") if e] or None
     kw: dict[str, Any] = dict(signal=args.signal, n_bins=args.bins, edges=edges,

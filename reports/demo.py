@@ -24,12 +24,15 @@ run at a time on the one engine (their forwards batched; every row as it is run 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from problems import arith
+from reports.grid import parse_ints
+from search.cli import command
 
 ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter", "particle_gibbs",
          "compute_optimal")
@@ -49,6 +52,24 @@ KNOBS: dict[str, dict[str, Any]] = {
     "astar": {"ties": "deep", "duplicates": "merge"},
     "particle_filter": {"resample_finished": False},
     "particle_gibbs": {"reference": "weight", "pool": "all"},
+}
+
+
+PROG = "python -m reports.demo"
+OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
+    "--model": dict(default="tiny-arith"),
+    "--problems": dict(type=int, default=100),
+    "--difficulty": dict(type=int, default=arith.DEFAULT_DIFFICULTY),
+    "--data-seed": dict(type=int, default=2024,
+                        help="problem generator seed (training used seeds >= 1,000,000)"),
+    "--algos": dict(default=",".join(ALGOS)),
+    "--budgets": dict(type=parse_ints, default=[4, 16]),
+    "--seeds": dict(type=parse_ints, default=[0, 1, 2]),
+    "--scorers": dict(default=",".join(SCORERS)),
+    "--concurrency": dict(type=int, default=16, help="searches in flight at once (rows are the "
+                          "same at any value)"),
+    "--out": dict(type=Path, default=Path("runs/demo")),
+    "--quiet": dict(action="store_true"),
 }
 
 
@@ -98,27 +119,11 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from problems import arith
     from reports.eval import run_grid
-    from reports.grid import parse_ints
     from reports.plots import accuracy_vs_compute, scorer_effect
     from search.api import get_engine
 
-    ap = argparse.ArgumentParser(prog="python -m reports.demo", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="tiny-arith")
-    ap.add_argument("--problems", type=int, default=100)
-    ap.add_argument("--difficulty", type=int, default=arith.DEFAULT_DIFFICULTY)
-    ap.add_argument("--data-seed", type=int, default=2024, help="problem generator seed "
-                    "(training used seeds >= 1,000,000)")
-    ap.add_argument("--algos", default=",".join(ALGOS))
-    ap.add_argument("--budgets", type=parse_ints, default=[4, 16])
-    ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
-    ap.add_argument("--scorers", default=",".join(SCORERS))
-    ap.add_argument("--concurrency", type=int, default=16,
-                    help="searches in flight at once (rows are the same at any value)")
-    ap.add_argument("--out", type=Path, default=Path("runs/demo"))
-    ap.add_argument("--quiet", action="store_true")
+    ap = command(PROG, __doc__, OPTIONS)
     args = ap.parse_args(argv)
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]

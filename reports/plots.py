@@ -15,7 +15,6 @@ model and scorer the rows came from; where rows mix several, curve labels carry 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ from reports.rows import (
     usage,
 )
 from reports.scaling import fit_exp_power_law
+from search.cli import command
 
 X_METRICS = ("generated_tokens", "flops", "scorer_calls")
 X_NAMES = {"generated_tokens": "generated tokens per problem", "flops": "FLOPs per problem",
@@ -309,15 +309,15 @@ def make_all(rows: Sequence[Row], out_dir: str | Path, *, x: str = "generated_to
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reports.plots", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="JSONL files written by reports.eval")
-    ap.add_argument("--out", required=True, help="directory for the PNG/SVG/JSON files")
-    ap.add_argument("--x", default="generated_tokens", choices=X_METRICS)
-    ap.add_argument("--band", default="minmax", choices=BANDS)
-    ap.add_argument("--source", default="candidates", choices=SOURCES,
-                    help="coverage samples: each row's candidates, or each row")
-    ap.add_argument("--knobs", default="", help="comma-separated knobs that split curves")
+    ap = command("python -m reports.plots", __doc__, {
+        "runs": dict(nargs="+", help="JSONL files written by reports.eval"),
+        "--out": dict(required=True, help="directory for the PNG/SVG/JSON files"),
+        "--x": dict(default="generated_tokens", choices=X_METRICS),
+        "--band": dict(default="minmax", choices=BANDS),
+        "--source": dict(default="candidates", choices=SOURCES,
+                         help="coverage samples: each row's candidates, or each row"),
+        "--knobs": dict(default="", help="comma-separated knobs that split curves"),
+    })
     args = ap.parse_args(argv)
     rows = read_rows(args.runs)
     if not rows:

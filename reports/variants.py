@@ -21,7 +21,6 @@ scorer calls, and the paired difference against the first setting of its knob.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ import numpy as np
 
 from reports.bands import band, paired_difference, verdict
 from reports.rows import Row, group, read_rows
+from search.cli import command
 
 # (algorithm, widths, [(label, knobs)]): the first setting is the one the others are compared to
 GRIDS: list[tuple[str, list[int], list[tuple[str, dict[str, Any]]]]] = [
@@ -158,16 +158,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from reports.grid import parse_ints
     from search.api import get_engine
 
-    ap = argparse.ArgumentParser(prog="python -m reports.variants", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problems", type=int, default=100)
-    ap.add_argument("--seeds", type=parse_ints, default=[0, 1, 2])
-    ap.add_argument("--rows", type=Path, default=Path("runs/demo/demo.jsonl"))
-    ap.add_argument("--out", type=Path, default=Path("runs/variants"))
-    ap.add_argument("--parts", default="grids,rpc")
-    ap.add_argument("--no-run", action="store_true")
-    ap.add_argument("--concurrency", type=int, default=16,
-                    help="runs in flight at once (rows are the same at any value)")
+    ap = command("python -m reports.variants", __doc__, {
+        "--problems": dict(type=int, default=100),
+        "--seeds": dict(type=parse_ints, default=[0, 1, 2]),
+        "--rows": dict(type=Path, default=Path("runs/demo/demo.jsonl")),
+        "--out": dict(type=Path, default=Path("runs/variants")),
+        "--parts": dict(default="grids,rpc"),
+        "--no-run": dict(action="store_true"),
+        "--concurrency": dict(type=int, default=16,
+                              help="runs in flight at once (rows are the same at any value)"),
+    })
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     problems = arith.generate(args.problems, seed=2024, difficulty=arith.DEFAULT_DIFFICULTY)
