@@ -1,7 +1,7 @@
 """Model-free speculative decoding for the transformers engine: lossless, no draft model.
 
 The paths of one search repeat one another (the prompt's numbers, a sibling's sentence, the
-row's own earlier tokens); search.engines.drafter turns that into drafts from two sources:
+row's own earlier tokens); search.engines.hf.drafter turns that into drafts from two sources:
 n-gram counts over every path of the trees being expanded (STAND: W. Song et al.,
 "Accelerated Test-Time Scaling with Model-Free Speculative Sampling", arXiv:2506.04708) and
 the model's top-k next tokens recycled from earlier forwards (Token Recycling: X. Luo et al.,
@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from search.engines.decode import stop_decoder
-from search.engines.drafter import Drafter, DraftTree, greedy_path, sampled_path
-from search.engines.kv import Segment, SlabCache
+from search.engines.hf.decode import stop_decoder
+from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_path
+from search.engines.hf.kv import Segment, SlabCache
 from search.engines.sampling import categorical, probs, sample
 from search.engines.sched import Job, Pass
 from search.types import Node, Step

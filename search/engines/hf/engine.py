@@ -7,13 +7,13 @@ How a call runs (B rows = nodes x n samples):
      for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
      n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
      and decoded together one token per forward pass (for plain fp32 Llama-family models
-     on CPU, search.engines.lean's forward: the same function in fewer ops),
+     on CPU, search.engines.hf.lean's forward: the same function in fewer ops),
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
-     from the same distribution (search.engines.spec).
+     from the same distribution (search.engines.hf.spec).
 Each call is a job (search.engines.sched) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
@@ -32,16 +32,16 @@ from typing import Any
 import torch
 
 from search.budget import Meter, PerThreadMeter
-from search.engines import attention, packed
 from search.engines.base import DEFAULT_STOP, check_sampling
-from search.engines.decode import StepDecoder, unique
-from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
-from search.engines.kv import Segment
-from search.engines.kvtree import KVTree
-from search.engines.lean import lean_forward
+from search.engines.hf import attention, packed
+from search.engines.hf.decode import StepDecoder, unique
+from search.engines.hf.dtypes import is_int8, quantize_int8, weight_dtype
+from search.engines.hf.kv import Segment
+from search.engines.hf.kvtree import KVTree
+from search.engines.hf.lean import lean_forward
+from search.engines.hf.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.engines.sched import SCHED, Job
-from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
 
 
@@ -90,7 +90,7 @@ class HFEngine(PerThreadMeter):
         if pack is not False and self.device.type == "cpu":
             packed.pack_linears(self.model)
         self.packed = packed.is_packed(self.model)
-        # lean: the engine's forwards over its slab cache run search.engines.lean (the same
+        # lean: the engine's forwards over its slab cache run search.engines.hf.lean (the same
         # function in fewer ops) where the model is a plain fp32 Llama on CPU; False: always
         # transformers' forward
         self.kv.forward = (lean_forward(self.model) if lean else None) or self.model
@@ -104,7 +104,7 @@ class HFEngine(PerThreadMeter):
         self.prompt_template = prompt_template
         self.instructions = dict(instructions)
         self.eos_ids = _eos_ids(model, tokenizer)
-        # speculate: model-free speculative decoding in `expand` (search.engines.spec),
+        # speculate: model-free speculative decoding in `expand` (search.engines.hf.spec),
         # lossless; acceptance counters in spec_stats
         if not isinstance(speculate, (bool, SpecConfig)):
             raise TypeError(f"speculate must be a bool or a SpecConfig, got {speculate!r}")

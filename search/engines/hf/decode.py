@@ -1,6 +1,6 @@
 """One `expand` call's plain decoding loop for the transformers engine (search.engines.hf):
 every row samples one token per forward pass until its step stops. The speculative loop
-(search.engines.spec) keeps the same contract and shares `stop_decoder`."""
+(search.engines.hf.spec) keeps the same contract and shares `stop_decoder`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from search.engines.kv import Segment
+from search.engines.hf.kv import Segment
 from search.engines.sampling import Draw, draw
 from search.engines.sched import Job
 from search.types import Node, Step

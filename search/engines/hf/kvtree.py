@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from search.budget import Meter, ThreadState, thread_state
-from search.engines import kv as kvmod
-from search.engines.kv import Segment
+from search.engines.hf import kv as kvmod
+from search.engines.hf.kv import Segment
 from search.engines.sched import SCHED, Pass
 from search.types import Node
 
