@@ -187,17 +187,17 @@ def test_batch_cache_shares_only_common_leading_segments_of_enough_tokens():
     layout = KVLayout(2, 1, 4, torch.float32, torch.device("cpu"), "bool", cascade=True)
     seg = [torch.randn(2, 2, 1, n, 4) for n in (5, 3, 2, 4)]
     paths = [[seg[0], seg[1], seg[2]], [seg[0], seg[1]], [seg[0], seg[1], seg[3]]]
-    cache = batch_cache(paths, 3, layout, share_min=8)
+    cache = batch_cache(paths, 3, layout, share_prefix=8)
     assert cache.shared == 8 and cache.length == 4  # the slab holds the suffixes, padded
     assert cache.prefix is not None
     torch.testing.assert_close(cache.prefix, torch.cat(seg[:2], 3))
     torch.testing.assert_close(cache.take(2, 0, 4), seg[3])
     assert cache.valid[1, :4].tolist() == [False] * 4  # row 1 has no suffix: all padding
-    assert batch_cache(paths, 3, layout, share_min=9).shared == 0  # too short to pay
-    assert batch_cache(paths[:1], 3, layout, share_min=1).shared == 0  # one row: no sharing
-    assert batch_cache([[seg[1]], [seg[0]]], 3, layout, share_min=1).shared == 0
+    assert batch_cache(paths, 3, layout, share_prefix=9).shared == 0  # too short to pay
+    assert batch_cache(paths[:1], 3, layout, share_prefix=1).shared == 0  # one row: no sharing
+    assert batch_cache([[seg[1]], [seg[0]]], 3, layout, share_prefix=1).shared == 0
     eager = KVLayout(2, 1, 4, torch.float32, torch.device("cpu"), "additive")
-    assert batch_cache(paths, 3, eager, share_min=1).shared == 0  # eager attention: copies
+    assert batch_cache(paths, 3, eager, share_prefix=1).shared == 0  # eager attention: copies
 
 
 @pytest.mark.parametrize("rows, q, shared, own", [(16, 1, 40, 1), (4, 3, 25, 12)])

@@ -49,7 +49,7 @@ def caches(model, rows: int, lengths: list[int], shared: int, room: int):
     shape = (layout.layers, 2, layout.kv_heads)
     common = [torch.randn(*shape, shared, layout.head_dim, generator=gen)] if shared else []
     paths = [common + [torch.randn(*shape, n, layout.head_dim, generator=gen)] for n in lengths]
-    out = [batch_cache(paths, room, layout, share_min=1 if shared else 0) for _ in range(2)]
+    out = [batch_cache(paths, room, layout, share_prefix=1 if shared else 0) for _ in range(2)]
     assert all(isinstance(c, SlabCache) and c.shared == shared for c in out)
     return out
 

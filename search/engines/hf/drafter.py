@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from search.types import Node
 
 if TYPE_CHECKING:
-    from search.engines.hf.spec import SpecConfig
+    from search.engines.hf.config import SpecConfig
 
 # Witten-Bell weight of the unseen: a context seen N times with T distinct next tokens
 # keeps N / (N + WB * T) of its mass on what followed it, passing the rest to shorter
