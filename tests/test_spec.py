@@ -1,8 +1,8 @@
-"""Speculative decoding (search/engines/spec.py) against plain decoding and the model itself.
+"""Speculative decoding (search/engines/hf/spec.py) against plain decoding and the model itself.
 
 Greedy: token-identical to the plain engine. Sampling: the sequences' frequencies fit the
 model's exact distribution. Children's KV: equal to a full-prefix forward. Each with chain
-drafts and with draft trees (search/engines/drafter.py), whose builder and acceptance walks
+drafts and with draft trees (search/engines/hf/drafter.py), whose builder and acceptance walks
 are also checked by hand.
 """
 
