@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 from search.budget import Meter, PerThreadMeter
-from search.engines import attention, packed
-from search.engines.kvtree import KVTree
-from search.engines.lean import lean_forward
+from search.engines.hf import attention, packed
+from search.engines.hf.kvtree import KVTree
+from search.engines.hf.lean import lean_forward
 from search.engines.sched import SCHED, Job
 from search.types import Node, Problem
 

@@ -1,4 +1,4 @@
-"""sdpa_gqa (search.engines.attention) against transformers' own sdpa attention."""
+"""sdpa_gqa (search.engines.hf.attention) against transformers' own sdpa attention."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import cache_columns, tiny_llama
 
-from search.engines.attention import sdpa_gqa, use_sdpa_gqa
+from search.engines.hf.attention import sdpa_gqa, use_sdpa_gqa
 
 
 class Module(torch.nn.Module):
@@ -69,7 +69,7 @@ def test_cascade_equals_attention_over_a_copy_of_the_prefix_per_row(rows, q, sha
     the row's columns], the prefix visible to every query."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from search.engines.attention import cascade
+    from search.engines.hf.attention import cascade
 
     gen = torch.Generator().manual_seed(rows * 100 + q)
     heads, kv_heads, dim = 6, 2, 8
@@ -182,22 +182,22 @@ def test_speculation_over_a_shared_prefix_is_token_identical(tiny_model):
 
 
 def test_batch_cache_shares_only_common_leading_segments_of_enough_tokens():
-    from search.engines.kv import KVLayout, batch_cache
+    from search.engines.hf.kv import KVLayout, batch_cache
 
     layout = KVLayout(2, 1, 4, torch.float32, torch.device("cpu"), "bool", cascade=True)
     seg = [torch.randn(2, 2, 1, n, 4) for n in (5, 3, 2, 4)]
     paths = [[seg[0], seg[1], seg[2]], [seg[0], seg[1]], [seg[0], seg[1], seg[3]]]
-    cache = batch_cache(paths, 3, layout, share_min=8)
+    cache = batch_cache(paths, 3, layout, share_prefix=8)
     assert cache.shared == 8 and cache.length == 4  # the slab holds the suffixes, padded
     assert cache.prefix is not None
     torch.testing.assert_close(cache.prefix, torch.cat(seg[:2], 3))
     torch.testing.assert_close(cache.take(2, 0, 4), seg[3])
     assert cache.valid[1, :4].tolist() == [False] * 4  # row 1 has no suffix: all padding
-    assert batch_cache(paths, 3, layout, share_min=9).shared == 0  # too short to pay
-    assert batch_cache(paths[:1], 3, layout, share_min=1).shared == 0  # one row: no sharing
-    assert batch_cache([[seg[1]], [seg[0]]], 3, layout, share_min=1).shared == 0
+    assert batch_cache(paths, 3, layout, share_prefix=9).shared == 0  # too short to pay
+    assert batch_cache(paths[:1], 3, layout, share_prefix=1).shared == 0  # one row: no sharing
+    assert batch_cache([[seg[1]], [seg[0]]], 3, layout, share_prefix=1).shared == 0
     eager = KVLayout(2, 1, 4, torch.float32, torch.device("cpu"), "additive")
-    assert batch_cache(paths, 3, eager, share_min=1).shared == 0  # eager attention: copies
+    assert batch_cache(paths, 3, eager, share_prefix=1).shared == 0  # eager attention: copies
 
 
 @pytest.mark.parametrize("rows, q, shared, own", [(16, 1, 40, 1), (4, 3, 25, 12)])
@@ -205,7 +205,7 @@ def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shar
                                                                    monkeypatch):
     """The concatenated-softmax form (other devices, or a torch without the CPU flash
     kernel) equals the flash-and-merge form, rows that see none of their own columns too."""
-    from search.engines import attention
+    from search.engines.hf import attention
 
     gen = torch.Generator().manual_seed(rows + q)
     query = torch.randn(rows, 6, q, 8, generator=gen)
@@ -221,7 +221,7 @@ def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shar
 @pytest.mark.parametrize("flash", [True, False])
 def test_cascade_keeps_a_bf16_query_in_bf16(flash, monkeypatch):
     """bf16 in, bf16 out (the next projection's weights are bf16), close to the fp32 result."""
-    from search.engines import attention
+    from search.engines.hf import attention
 
     if not flash:
         monkeypatch.setattr(attention, "_FLASH", None)

@@ -19,7 +19,7 @@ from search.api import SolveManyError, concurrently
 from search.budget import Meter, PerThreadMeter, metered, thread_state
 from search.engines import sched
 from search.engines.hf import HFEngine
-from search.engines.kv import SlabCache
+from search.engines.hf.kv import SlabCache
 from search.engines.sched import SCHED, Pass, SchedStats, run_passes
 from search.types import Budget, Node, Problem
 

@@ -1,4 +1,4 @@
-"""search.engines.lean against transformers' own forward of the same model."""
+"""search.engines.hf.lean against transformers' own forward of the same model."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from helpers import tiny_llama
 
-from search.engines import attention, lean, packed
-from search.engines.kv import KVLayout, SlabCache, batch_cache
+from search.engines.hf import attention, lean, packed
+from search.engines.hf.kv import KVLayout, SlabCache, batch_cache
 
 
 def family(arch: str):
@@ -49,7 +49,7 @@ def caches(model, rows: int, lengths: list[int], shared: int, room: int):
     shape = (layout.layers, 2, layout.kv_heads)
     common = [torch.randn(*shape, shared, layout.head_dim, generator=gen)] if shared else []
     paths = [common + [torch.randn(*shape, n, layout.head_dim, generator=gen)] for n in lengths]
-    out = [batch_cache(paths, room, layout, share_min=1 if shared else 0) for _ in range(2)]
+    out = [batch_cache(paths, room, layout, share_prefix=1 if shared else 0) for _ in range(2)]
     assert all(isinstance(c, SlabCache) and c.shared == shared for c in out)
     return out
 

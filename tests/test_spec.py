@@ -1,8 +1,8 @@
-"""Speculative decoding (search/engines/spec.py) against plain decoding and the model itself.
+"""Speculative decoding (search/engines/hf/spec.py) against plain decoding and the model itself.
 
 Greedy: token-identical to the plain engine. Sampling: the sequences' frequencies fit the
 model's exact distribution. Children's KV: equal to a full-prefix forward. Each with chain
-drafts and with draft trees (search/engines/drafter.py), whose builder and acceptance walks
+drafts and with draft trees (search/engines/hf/drafter.py), whose builder and acceptance walks
 are also checked by hand.
 """
 
@@ -18,10 +18,10 @@ import torch
 from helpers import cache_columns, tiny_llama
 from scipy import stats as sps
 
-from search.engines.drafter import DraftTree, greedy_path, sampled_path
 from search.engines.hf import HFEngine
+from search.engines.hf.drafter import DraftTree, greedy_path, sampled_path
+from search.engines.hf.spec import Drafter, SpecConfig
 from search.engines.sampling import probs
-from search.engines.spec import Drafter, SpecConfig
 from search.types import Problem
 
 PROMPTS = ("12+12+12+12+12+12+", "ab ab ab ab ab ab a", "7*8=56\n\n7*8=5", "9")

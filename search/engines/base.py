@@ -27,6 +27,18 @@ def check_sampling(n: int, max_tokens: int, temperature: float, top_p: float) ->
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
 
+def check_expand(nodes: Sequence[Node], n: int, max_tokens: int, temperature: float,
+                 top_p: float) -> list[Node]:
+    """An `expand` call's nodes as a list, once its arguments pass (check_sampling) and no
+    node is finished; a clear ValueError otherwise."""
+    check_sampling(n, max_tokens, temperature, top_p)
+    nodes = list(nodes)
+    for node in nodes:
+        if node.finished:
+            raise ValueError(f"cannot expand a finished node: {node!r}")
+    return nodes
+
+
 @runtime_checkable
 class Engine(Protocol):
     meter: Meter

@@ -60,7 +60,7 @@ from typing import Any
 
 from search.budget import Meter, PerThreadMeter
 from search.engines import server_usage as usage_of
-from search.engines.base import DEFAULT_STOP, check_sampling
+from search.engines.base import DEFAULT_STOP, check_expand
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
@@ -234,11 +234,7 @@ class OpenAIEngine(PerThreadMeter):
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
-        check_sampling(n, max_tokens, temperature, top_p)
-        nodes, stops = list(nodes), list(stop or ())
-        for node in nodes:
-            if node.finished:
-                raise ValueError(f"cannot expand a finished node: {node!r}")
+        nodes, stops = check_expand(nodes, n, max_tokens, temperature, top_p), list(stop or ())
 
         def body(row: int, j: int, k: int) -> dict[str, Any]:
             # sample j of a row: seed subseed(seed, row), then (seed, row, j) for j > 0, so a

@@ -98,7 +98,7 @@ def inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 def probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """[..., V] -> the distribution `sample` draws from at temperature > 0 (tempered, top-p
-    cut); speculative acceptance (search.engines.spec) uses the very same one."""
+    cut); speculative acceptance (search.engines.hf.spec) uses the very same one."""
     z = logits / temperature
     if top_p < 1.0:
         sorted_z, order = z.sort(dim=-1, descending=True)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, check_sampling
+from search.engines.base import DEFAULT_STOP, check_expand
 from search.engines.openai import subseed
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
@@ -120,11 +120,7 @@ class VLLMEngine:
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
-        check_sampling(n, max_tokens, temperature, top_p)
-        nodes = list(nodes)
-        for node in nodes:
-            if node.finished:
-                raise ValueError(f"cannot expand a finished node: {node!r}")
+        nodes = check_expand(nodes, n, max_tokens, temperature, top_p)
         caps = [max(1, min(max_tokens, self.max_length - node.n_tokens)) for node in nodes]
         params = [self.params(n=n, temperature=temperature, top_p=top_p, max_tokens=cap,
                               stop=list(stop or ()) or None, include_stop_str_in_output=True,

@@ -18,7 +18,7 @@ later draft tokens to verify), writing them at columns [length, length + q).
 
 Shared prefix (cascade attention): when every row's path starts with the same segments (the
 prompt of a best-of-N, a beam search's or a particle filter's batch) and they hold at least
-`share_min` tokens, the slab holds only each row's own suffix and the prefix stays one
+`share_prefix` tokens, the slab holds only each row's own suffix and the prefix stays one
 tensor, never copied per row: attention.sdpa_gqa attends to [prefix || row suffix] with the
 prefix's keys read once for all rows (one GEMM) instead of once per row.
 """
@@ -33,7 +33,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from search.engines import attention
+from search.engines.hf import attention
 
 
 @dataclass
@@ -100,15 +100,15 @@ class BatchKV(Protocol):
 
 
 def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout, *,
-                inplace: bool = True, share_min: int = 0) -> SlabCache | GrowingCache:
+                inplace: bool = True, share_prefix: int = 0) -> SlabCache | GrowingCache:
     """A batch cache holding each row's path (its segments' kv, in order), left-padded,
-    with room for `room` more columns. share_min > 0 (in place, cascade layouts, >= 2 rows):
-    leading segments common to every row, if they hold >= share_min tokens, stay one shared
+    with room for `room` more columns. share_prefix > 0 (in place, cascade layouts, >= 2 rows):
+    leading segments common to every row, if they hold >= share_prefix tokens, stay one shared
     prefix tensor (SlabCache.prefix) instead of a copy per row."""
     if inplace:
-        k = common_parts(paths) if share_min and len(paths) > 1 and layout.cascade else 0
+        k = common_parts(paths) if share_prefix and len(paths) > 1 and layout.cascade else 0
         shared = list(paths[0][:k])
-        if not k or sum(kv.shape[3] for kv in shared) < share_min:
+        if not k or sum(kv.shape[3] for kv in shared) < share_prefix:
             return SlabCache.from_paths(paths, room, layout)
         prefix = shared[0] if k == 1 else torch.cat(shared, dim=3)
         return SlabCache.from_paths([p[k:] for p in paths], room, layout, prefix=prefix)

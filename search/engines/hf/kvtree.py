@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from search.budget import Meter, ThreadState, thread_state
-from search.engines import kv as kvmod
-from search.engines.kv import Segment
+from search.engines.hf import kv as kvmod
+from search.engines.hf.kv import Segment
 from search.engines.sched import SCHED, Pass
 from search.types import Node
 
@@ -43,7 +43,7 @@ class KVTree:
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
                  *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
-                 share_min: int = 0) -> None:
+                 share_prefix: int = 0) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
         self.device = device
@@ -51,7 +51,7 @@ class KVTree:
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
-        self.share_min = share_min  # a common prefix of >= this many tokens is not copied per row
+        self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
         self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
@@ -111,7 +111,7 @@ class KVTree:
               ) -> kvmod.SlabCache | kvmod.GrowingCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
         return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace,
-                                 share_min=self.share_min)
+                                 share_prefix=self.share_prefix)
 
     @property
     def column_bytes(self) -> int:

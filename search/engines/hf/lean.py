@@ -32,9 +32,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from search.engines import attention
-from search.engines.kv import SlabCache
-from search.engines.packed import FusedLinear, PackedLinear, packed_linear
+from search.engines.hf import attention
+from search.engines.hf.kv import SlabCache
+from search.engines.hf.packed import FusedLinear, PackedLinear, packed_linear
 
 # rotary variants whose frequencies do not depend on the sequence length
 STATIC_ROPE = ("default", "linear", "llama3")

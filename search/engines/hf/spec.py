@@ -1,7 +1,7 @@
 """Model-free speculative decoding for the transformers engine: lossless, no draft model.
 
 The paths of one search repeat one another (the prompt's numbers, a sibling's sentence, the
-row's own earlier tokens); search.engines.drafter turns that into drafts from two sources:
+row's own earlier tokens); search.engines.hf.drafter turns that into drafts from two sources:
 n-gram counts over every path of the trees being expanded (STAND: W. Song et al.,
 "Accelerated Test-Time Scaling with Model-Free Speculative Sampling", arXiv:2506.04708) and
 the model's top-k next tokens recycled from earlier forwards (Token Recycling: X. Luo et al.,
@@ -43,57 +43,19 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from search.engines.decode import stop_decoder
-from search.engines.drafter import Drafter, DraftTree, greedy_path, sampled_path
-from search.engines.kv import Segment, SlabCache
+from search.engines.hf.config import SpecConfig
+from search.engines.hf.decode import Decoder, DecodeState, unique
+from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_path
+from search.engines.hf.kv import SlabCache
 from search.engines.sampling import categorical, probs, sample
 from search.engines.sched import Job, Pass
-from search.types import Node, Step
+from search.types import Node
 
-__all__ = ["DraftTree", "Drafter", "SpecConfig", "SpecDecoder", "SpecStats"]
-
-if TYPE_CHECKING:
-    from search.engines.hf import HFEngine
-
-
-@dataclass(frozen=True)
-class SpecConfig:
-    """Knobs of speculative decoding: `HFEngine(..., speculate=SpecConfig(...))`."""
-
-    max_draft: int = 8  # most draft tokens per row and verification (a tree's depth)
-    first_draft: int = 8  # a chain's length when its step starts (then adapted)
-    # context lengths matched, longest first; bigrams (1) and recycled candidates guess
-    # almost everywhere and lose as chains (greedy b1 x1.01 with (4, 3, 2, 1), recycle_k 8,
-    # against x1.13 with (4, 3, 2), before packed linears), but in a tree they are siblings
-    # ranked by estimated probability, nodes only where worth it (min_prob)
-    ngram: tuple[int, ...] = (5, 4, 3, 2, 1)
-    recycle_k: int = 8  # the model's top-k next tokens kept per token (0: no recycling)
-    # draft only while active rows * (1 + draft) <= this: a compute-bound pass pays for
-    # every token (16 rows: x1.8 at q = 2 against q = 1, where chains lost, x0.77)
-    max_batch_tokens: int = 16
-    table_limit: int = 1 << 20  # n-gram contexts held before the table starts afresh
-    # draft trees: most nodes per row (0: a chain of up to max_draft tokens), at most
-    # max_draft deep, none whose estimated path probability is below min_prob (a node costs
-    # ~2 ms of a ~47 ms pass at q = 8-12). SmolLM2-135M, 4 GSM8K prompts x 128 tokens, b1:
-    # greedy, chain (4, 3, 2) x1.41-1.44 at 2.40 tokens per verification (drafts on 42% of
-    # passes), these trees x1.56-1.63 at 2.64 (73%); sampled T = 0.7 x1.12-1.15 and x1.37-1.41
-    tree: int = 12
-    min_prob: float = 0.07
-
-    def __post_init__(self) -> None:
-        if self.max_draft < 1 or not 1 <= self.first_draft <= self.max_draft:
-            raise ValueError(f"need 1 <= first_draft <= max_draft, got {self.first_draft}, "
-                             f"{self.max_draft}")
-        if not self.ngram or min(self.ngram) < 1:
-            raise ValueError(f"ngram must list context lengths >= 1, got {self.ngram!r}")
-        if min(self.recycle_k, self.max_batch_tokens, self.tree) < 0 or self.table_limit < 1:
-            raise ValueError("recycle_k, max_batch_tokens, tree must be >= 0, table_limit >= 1")
-        if not 0.0 <= self.min_prob < 1.0:
-            raise ValueError(f"min_prob must be in [0, 1), got {self.min_prob}")
+__all__ = ["DraftTree", "Drafter", "SpecConfig", "SpecDecoder", "SpecStats", "Speculation"]
 
 
 @dataclass
@@ -120,22 +82,28 @@ class SpecStats:
         return (self.accepted + self.verified) / self.verified if self.verified else 0.0
 
 
-class SpecDecoder:
+@dataclass(frozen=True)
+class Speculation:
+    """What speculation keeps across an engine's calls: its knobs, the drafter (n-gram table
+    and recycled top-k, which grow with every call) and the counters."""
+
+    config: SpecConfig
+    drafter: Drafter
+    stats: SpecStats
+
+
+class SpecDecoder(Decoder):
     """One `expand` call decoded speculatively (decode.StepDecoder's contract, k+1 tokens a pass).
 
     Per row r: toks[r] the step so far; cols[r] the cache columns of its fed step tokens
     (all but the latest, which is fed first in the next pass); klen[r] its draft length.
     """
 
-    def __init__(self, engine: HFEngine, rows: list[Node], stop: tuple[str, ...],
-                 max_tokens: int, temperature: float, top_p: float, seed: int) -> None:
-        assert engine.spec is not None and engine.drafter is not None
-        self.e, self.rows, self.stop = engine, rows, stop
-        self.cfg, self.drafter, self.stats = engine.spec, engine.drafter, engine.spec_stats
-        self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
-        self.gen = torch.Generator(device=engine.device).manual_seed(seed)
-        self.stop_span = max((len(s) for s in stop), default=0) + 2
-        self._decode = stop_decoder(engine)
+    def __init__(self, state: DecodeState, spec: Speculation, rows: list[Node],
+                 stop: tuple[str, ...], max_tokens: int, temperature: float, top_p: float,
+                 seed: int) -> None:
+        super().__init__(state, rows, stop, max_tokens, temperature, top_p, seed)
+        self.cfg, self.drafter, self.stats = spec.config, spec.drafter, spec.stats
         self.toks: list[list[int]] = [[] for _ in rows]
         self.lps: list[list[float]] = [[] for _ in rows]
         self.cols: list[list[int]] = [[] for _ in rows]
@@ -143,22 +111,21 @@ class SpecDecoder:
 
     @torch.inference_mode()
     def run(self) -> Job[list[Node]]:
-        e, rows = self.e, self.rows
+        s, rows = self.s, self.rows
         self.drafter.add_trees(rows)
-        uniq = list({n.id: n for n in rows}.values())
-        parts = {n.id: e.kv.path_parts(n) for n in uniq}
+        uniq = unique(rows)
+        parts = {n.id: s.kv.path_parts(n) for n in uniq}
         self.tails = {n.id: n.token_ids()[-self.drafter.span:] for n in uniq}
-        room = max(1, max(min(self.max_tokens, e.max_length - n.n_tokens) for n in rows))
         # the slack takes one pass of rejected columns; _squeeze reclaims older ones
-        cache = e.kv.batch([parts[n.id] for n in rows],
-                           room + max(self.cfg.max_draft, self.cfg.tree) + 1)
+        cache = s.kv.batch([parts[n.id] for n in rows],
+                           self.room() + max(self.cfg.max_draft, self.cfg.tree) + 1)
         assert isinstance(cache, SlabCache)
         self.cache, self.P = cache, cache.length
-        segs = [e.kv.get(n) for n in rows]
-        logits = torch.stack([s.logits for s in segs])  # type: ignore[union-attr]  # [B, V]
+        segs = [s.kv.get(n) for n in rows]
+        logits = torch.stack([g.logits for g in segs])  # type: ignore[union-attr]  # [B, V]
         # [B, new, hidden]: the state each new token was predicted from (value features)
-        hid = (torch.stack([s.hidden for s in segs])[:, None]  # type: ignore[union-attr,misc]
-               if e.kv.keep_hidden else None)
+        hid = (torch.stack([g.hidden for g in segs])[:, None]  # type: ignore[union-attr,misc]
+               if s.kv.keep_hidden else None)
         if self.cfg.recycle_k:
             self.drafter.recycle([self.tails[n.id][-1] for n in rows],
                                  logits.topk(min(self.cfg.recycle_k, logits.shape[-1])).indices.tolist())
@@ -176,7 +143,7 @@ class SpecDecoder:
                     r = active[b]
                     child = out[r] = self._child(b, r, why)
                     if hid is not None:
-                        e.step_features[child] = hid[b, m - 1].clone()
+                        s.features[child] = hid[b, m - 1].clone()
             if not keep:
                 break
             if len(keep) < len(active):
@@ -193,39 +160,23 @@ class SpecDecoder:
                 ) -> list[tuple[int, str | None]]:
         """Append each row's new tokens up to the first that ends its step, checked one by
         one as plain decoding checks them: per slot (tokens kept, why it ends or None)."""
-        e = self.e
-        texts: list[str] = []
-        if self.stop:
-            span = self.stop_span
-            windows = [(self.toks[r][-span:] + new[b][:j + 1])[-span:]
-                       for b, r in enumerate(active) for j in range(len(new[b]))]
-            texts = [self._decode(w) for w in windows]
-        out: list[tuple[int, str | None]] = []
-        at = kept = 0
+        span, out, kept = self.rule.span, [], 0
         for b, r in enumerate(active):
             t, n0 = self.toks[r], self.rows[r].n_tokens
             why: str | None = None
             m = len(new[b])
-            for j, token in enumerate(new[b]):
-                size = len(t) + j + 1
-                if token in e.eos_ids:
-                    why = "eos"
-                elif texts and any(s in texts[at + j] for s in self.stop):
-                    why = "stop"
-                elif n0 + size >= e.max_length:
-                    why = "length"
-                elif size >= self.max_tokens:
-                    why = "max_tokens"
+            for j in range(m):
+                window = t[-span:] + new[b][:j + 1]  # the step's latest tokens
+                why = self.reason(window, n0, len(t) + j + 1)
                 if why is not None:
                     m = j + 1
                     break
-            at += len(new[b])
             self.drafter.add(self._context(r), new[b][:m])
             t.extend(new[b][:m])
             self.lps[r].extend(new_lp[b][:m])
             kept += m
             out.append((m, why))
-        e.meter.charge_model(generated=kept, passes=0)
+        self.s.meter.charge_model(generated=kept, passes=0)
         self.stats.emitted += kept
         return out
 
@@ -236,7 +187,7 @@ class SpecDecoder:
         afford = cfg.max_batch_tokens // len(active) - 1  # draft tokens per row the batch affords
         out = []
         for r in active:
-            left = min(self.max_tokens, self.e.max_length - self.rows[r].n_tokens) - len(self.toks[r])
+            left = min(self.max_tokens, self.s.max_length - self.rows[r].n_tokens) - len(self.toks[r])
             deep = min(cfg.max_draft, left - 1)  # a pass emits up to depth + 1 tokens
             k = min(cfg.tree, afford) if cfg.tree else min(self.klen[r], afford, deep)
             if k <= 0 or deep <= 0:
@@ -255,7 +206,7 @@ class SpecDecoder:
         if q == 1:
             return cache.attention_mask(1)  # a view
         tree = torch.tensor([t.ancestry(q) for t in trees], dtype=torch.bool,
-                            device=self.e.device)[:, None]  # [A, 1, q, q]
+                            device=self.s.device)[:, None]  # [A, 1, q, q]
         if cache.mask_kind == "bool":
             return torch.cat([cache.valid[:A, None, None, :n].expand(A, 1, q, n), tree], -1)
         bias = cache.bias[:A, None, None, :n].expand(A, 1, q, n)
@@ -267,7 +218,7 @@ class SpecDecoder:
         """One forward of [last token, draft nodes..., padding] per row; per slot the tokens
         it emits, their logprobs, and (keep_hidden) the hidden states they were predicted
         from [A, m, h]."""
-        e, cfg, cache, stats, dev = self.e, self.cfg, self.cache, self.stats, self.e.device
+        s, cfg, cache, stats, dev = self.s, self.cfg, self.cache, self.stats, self.s.device
         A = len(active)
         trees = self._drafts(active)
         q = 1 + max(len(t) for t in trees)
@@ -283,8 +234,8 @@ class SpecDecoder:
         depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
         start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
                              device=dev)
-        res = yield e.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q)
-        e.meter.charge_model(processed=A * q, flops=2.0 * e.n_params * A * q)
+        res = yield s.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q)
+        s.meter.charge_model(processed=A * q, flops=2.0 * s.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
         paths, final = self._accept(logits, trees, ids, active)
         # emitted: the accepted nodes' tokens, then the model's token after the last one
@@ -323,7 +274,7 @@ class SpecDecoder:
         stats.rescued += sum(1 for t, p in zip(trees, paths)  # a first child has no elder
                              if any(t.parents.index(t.parents[c - 1]) < c - 1 for c in p[1:]))
         hid = None
-        if e.kv.keep_hidden:  # hid[b, j]: the state emitted token j was predicted from
+        if s.kv.keep_hidden:  # hid[b, j]: the state emitted token j was predicted from
             h = res.hidden_states[-1].float()  # [A, q, h]
             hid = h.gather(1, cols[..., None].expand(-1, -1, h.shape[-1]))
         return emits, [lp[:len(p)] for lp, p in zip(lps, paths)], hid
@@ -370,7 +321,7 @@ class SpecDecoder:
         for b, r in enumerate(active):
             c = len(self.cols[r])
             if self.cols[r] != list(range(P, P + c)):
-                idx = torch.tensor(self.cols[r], device=self.e.device)
+                idx = torch.tensor(self.cols[r], device=self.s.device)
                 cache.buf[:, :, b, :, P:P + c] = cache.buf[:, :, b].index_select(3, idx)
                 self.cols[r] = list(range(P, P + c))
             cache.valid[b, P:P + c] = True
@@ -382,11 +333,9 @@ class SpecDecoder:
 
     def _child(self, b: int, r: int, reason: str) -> Node:
         toks = self.toks[r]
-        idx = torch.tensor(self.cols[r][:len(toks) - 1], dtype=torch.long, device=self.e.device)
+        idx = torch.tensor(self.cols[r][:len(toks) - 1], dtype=torch.long, device=self.s.device)
         kv = self.cache.buf[:, :, b].index_select(3, idx)  # [L, 2, H, len - 1, D]
-        child = Node(parent=self.rows[r], step=Step(self.e.decode(toks), tuple(toks),
-                                                    tuple(self.lps[r]), reason))
-        self.e.kv.put(child, Segment(kv=kv, n=len(toks) - 1))  # last token fed on expansion
+        child = self.child(self.rows[r], toks, self.lps[r], reason, kv)
         self.drafter.seen.add(child.id)  # its tokens were counted as they came
         return child
 

@@ -7,13 +7,13 @@ How a call runs (B rows = nodes x n samples):
      for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
      n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
      and decoded together one token per forward pass (for plain fp32 Llama-family models
-     on CPU, search.engines.lean's forward: the same function in fewer ops),
+     on CPU, search.engines.hf.lean's forward: the same function in fewer ops),
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
-     from the same distribution (search.engines.spec).
+     from the same distribution (search.engines.hf.spec).
 Each call is a job (search.engines.sched) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
@@ -24,95 +24,78 @@ without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`)
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from search.budget import Meter, PerThreadMeter
-from search.engines import attention, packed
-from search.engines.base import DEFAULT_STOP, check_sampling
-from search.engines.decode import StepDecoder, unique
-from search.engines.dtypes import is_int8, quantize_int8, weight_dtype
-from search.engines.kv import Segment
-from search.engines.kvtree import KVTree
-from search.engines.lean import lean_forward
-from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
+from search.engines.base import DEFAULT_STOP, check_expand
+from search.engines.hf import attention, packed
+from search.engines.hf.config import HFConfig
+from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, unique
+from search.engines.hf.dtypes import is_int8, quantize_int8, weight_dtype
+from search.engines.hf.kv import Segment
+from search.engines.hf.kvtree import KVTree
+from search.engines.hf.lean import lean_forward
+from search.engines.hf.spec import Drafter, SpecDecoder, SpecStats, Speculation
+from search.engines.prompts import PromptFormat
 from search.engines.sched import SCHED, Job
-from search.engines.spec import Drafter, SpecConfig, SpecDecoder, SpecStats
 from search.types import Node, Problem, Step
 
 
 class HFEngine(PerThreadMeter):
-    """A transformers causal LM behind the Engine protocol."""
+    """A transformers causal LM behind the Engine protocol.
+
+    `HFEngine(model, tokenizer, config)` or `HFEngine(model, tokenizer, **options)`, options
+    being HFConfig's fields (search.engines.hf.config: every option and its rules)."""
 
     concurrent = True  # safe to share between searches in threads (see the module doc)
 
-    def __init__(self, model: Any, tokenizer: Any, *, device: str | torch.device | None = None,
-                 max_length: int | None = None, chat: bool | None = None,
-                 system_prompt: str | None = None, prompt_template: str = "{prompt}\n",
-                 instructions: Mapping[str, str] = INSTRUCTIONS, name: str = "",
-                 keep_hidden: bool = False, dtype: torch.dtype | str | None = None,
-                 inplace_kv: bool = True, speculate: bool | SpecConfig = False,
-                 pack: bool | None = None, share_prefix: int = 64, lean: bool = True) -> None:
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        # dtype converts the model in place (like the device move); bf16 needs a CPU with
-        # native bf16 (see bf16_native) to be fast, and changes greedy choices only rarely
-        # dtype="int8": every nn.Linear quantised to int8 weights (per output channel) with
-        # activations quantised per call (torch dynamic quantisation, fbgemm/x86 kernels; CPU
-        # only): ~4x fewer weight bytes streamed per decode step; lossy, and not batch-
-        # invariant (one activation scale per call), so speculation is not token-identical
-        int8 = is_int8(dtype)
-        if int8 and self.device.type != "cpu":
-            raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
-                             f"this engine is on {self.device}")
-        self.model = model.to(device=self.device, dtype=None if int8 else weight_dtype(dtype)).eval()
+    def __init__(self, model: Any, tokenizer: Any, config: HFConfig | None = None,
+                 **options: Any) -> None:
+        self.config = cfg = HFConfig.of(config, **options)
+        self.device = cfg.torch_device
+        int8 = is_int8(cfg.dtype)  # the linears quantised once the model is here (dtypes.py)
+        self.model = model.to(device=self.device,
+                              dtype=None if int8 else weight_dtype(cfg.dtype)).eval()
         attention.use_sdpa_gqa(self.model)  # several query tokens without repeat_kv copies
         self.tokenizer = tokenizer
-        self.name = name or getattr(model.config, "_name_or_path", "model")
+        self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
         self.meter = Meter()
-        # keep_hidden: record, per generated step, the final hidden state its last token was
-        # predicted from (`step_features`), so a value head scores steps with no extra pass.
-        # inplace_kv=False: the DynamicCache decode path (torch.cat per token), for comparison
-        # share_prefix: rows whose paths start with the same >= this many cached tokens (a
-        # prompt sampled n times) attend to one copy of them (kv.SlabCache.prefix); 0: never
-        self.kv = KVTree(self.model, self.device, keep_hidden=keep_hidden, inplace=inplace_kv,
-                         share_min=share_prefix)
+        self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
+                         inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix)
+        # child -> the hidden state its step's last token was predicted from (keep_hidden)
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params  # counted before quantisation: FLOPs stay honest
         if int8:
             quantize_int8(self.model)
-        # pack (default: wherever it runs): fp32 linears on CPU (under int8, those it leaves
-        # in fp32) on oneDNN-prepacked weights, faster at every batch size and batch-invariant
-        if pack is not False and self.device.type == "cpu":
+        if cfg.pack is not False and self.device.type == "cpu":
             packed.pack_linears(self.model)
         self.packed = packed.is_packed(self.model)
-        # lean: the engine's forwards over its slab cache run search.engines.lean (the same
-        # function in fewer ops) where the model is a plain fp32 Llama on CPU; False: always
-        # transformers' forward
-        self.kv.forward = (lean_forward(self.model) if lean else None) or self.model
-        if pack and not self.packed:
+        self.kv.forward = (lean_forward(self.model) if cfg.lean else None) or self.model
+        if cfg.pack and not self.packed:  # the model's own dtype (dtype=None) can forbid it
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
                              "weights on a CPU whose torch has oneDNN")
         cfg_max = getattr(model.config, "max_position_embeddings", None) or 4096
-        self.max_length = int(max_length or min(cfg_max, 8192))
-        self.chat = bool(tokenizer.chat_template) if chat is None else chat
-        self.system_prompt = system_prompt
-        self.prompt_template = prompt_template
-        self.instructions = dict(instructions)
+        self.max_length = int(cfg.max_length or min(cfg_max, 8192))
+        self.prompt = PromptFormat(chat=bool(tokenizer.chat_template) if cfg.chat is None
+                                   else cfg.chat, system_prompt=cfg.system_prompt,
+                                   template=cfg.prompt_template, instructions=cfg.instructions)
         self.eos_ids = _eos_ids(model, tokenizer)
-        # speculate: model-free speculative decoding in `expand` (search.engines.spec),
-        # lossless; acceptance counters in spec_stats
-        if not isinstance(speculate, (bool, SpecConfig)):
-            raise TypeError(f"speculate must be a bool or a SpecConfig, got {speculate!r}")
-        self.spec = SpecConfig() if speculate is True else speculate or None
-        if self.spec is not None and not inplace_kv:
-            raise ValueError("speculate needs the in-place KV cache (inplace_kv=True)")
+        # speculation (spec.py): its knobs, its drafter, acceptance counters in spec_stats
+        self.spec = cfg.spec
         self.drafter = Drafter(self.spec) if self.spec is not None else None
         self.spec_stats = SpecStats()
+
+    @property
+    def chat(self) -> bool:
+        """Whether prompts go through the tokenizer's chat template."""
+        return bool(self.prompt.chat)
 
     @property
     def forward(self) -> Any:
@@ -121,39 +104,30 @@ class HFEngine(PerThreadMeter):
         return self.kv.forward
 
     @classmethod
-    def load(cls, name_or_path: str, **kwargs: Any) -> HFEngine:
+    def load(cls, name_or_path: str, config: HFConfig | None = None, **options: Any) -> HFEngine:
         """Load by embedded name (see search.models), local path or Hugging Face id;
         dtype=torch.bfloat16 (or "bfloat16") loads bf16 weights; "int8" loads fp32 and
-        quantises the linears (see quantize_int8)."""
+        quantises the linears (see quantize_int8). The model's own engine defaults (an
+        embedded reasoner's prompt format) fill what `options` leave out, and with a
+        `config`, the fields it leaves at HFConfig's defaults."""
         from search.models import load_model
 
-        dtype = kwargs.get("dtype")  # the engine converts too (a no-op once loaded so)
+        dtype = config.dtype if config is not None else options.get("dtype")
         load_kw = {} if dtype is None or is_int8(dtype) else {"dtype": weight_dtype(dtype)}
         model, tokenizer, defaults = load_model(name_or_path, **load_kw)
-        return cls(model, tokenizer, **{**defaults, **kwargs, "name": name_or_path})
+        if config is None:
+            return cls(model, tokenizer, **{**defaults, **options, "name": name_or_path})
+        blank = HFConfig()
+        fill = {k: v for k, v in defaults.items() if k not in options
+                and getattr(config, k) == getattr(blank, k)}
+        return cls(model, tokenizer, dataclasses.replace(config, **fill, name=name_or_path),
+                   **options)
 
     # -- prompts -----------------------------------------------------------------------
     def prompt_ids(self, problem: Problem) -> list[int]:
-        """Token ids of the problem's prompt (chat template when the model has one)."""
-        if self.chat:
-            messages = [dict(m) for m in problem.messages]
-            if not messages:
-                template = self.instructions.get(problem.domain, "{prompt}")
-                if self.system_prompt:
-                    messages.append({"role": "system", "content": self.system_prompt})
-                messages.append({"role": "user", "content": template.format(prompt=problem.prompt)})
-            out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                     tokenize=True)
-            ids = out["input_ids"] if isinstance(out, Mapping) else out
-        else:
-            if problem.messages:
-                raise ValueError(f"{self.name}: the problem is given as chat messages but the "
-                                 "tokenizer has no chat template; give a plain prompt instead")
-            text = self.prompt_template.format(prompt=problem.prompt)
-            ids = self.tokenizer(text)["input_ids"]
-        ids = [int(i) for i in ids]
-        if not ids:
-            raise ValueError("the prompt tokenised to nothing")
+        """Token ids of the problem's prompt (PromptFormat: the chat template when the model
+        has one), refused where it leaves no room in the context."""
+        ids = self.prompt.ids(problem, self.tokenizer)
         if len(ids) >= self.max_length:
             raise ValueError(f"prompt of {len(ids)} tokens does not fit the engine's "
                              f"max_length={self.max_length}")
@@ -173,11 +147,7 @@ class HFEngine(PerThreadMeter):
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
-        check_sampling(n, max_tokens, temperature, top_p)
-        nodes = list(nodes)
-        for node in nodes:
-            if node.finished:
-                raise ValueError(f"cannot expand a finished node: {node!r}")
+        nodes = check_expand(nodes, n, max_tokens, temperature, top_p)
         if not nodes:
             return []
         rows = [node for node in nodes for _ in range(n)]
@@ -187,12 +157,27 @@ class HFEngine(PerThreadMeter):
     def _expand(self, nodes: list[Node], rows: list[Node], n: int, stop: tuple[str, ...],
                 max_tokens: int, temperature: float, top_p: float, seed: int
                 ) -> Job[list[list[Node]]]:
-        yield from self.kv.ensure_job(unique(nodes), self.meter)
+        state = self.decode_state()
+        yield from self.kv.ensure_job(unique(nodes), state.meter)
+        args = (rows, stop, max_tokens, temperature, top_p, seed)
         # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
-        spec = self.spec is not None and self.kv.layout.mask != "2d"
-        children = yield from (SpecDecoder if spec else StepDecoder)(
-            self, rows, stop, max_tokens, temperature, top_p, seed).run()
+        spec = self.speculation() if self.kv.layout.mask != "2d" else None
+        decoder = SpecDecoder(state, spec, *args) if spec else StepDecoder(state, *args)
+        children = yield from decoder.run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
+
+    def decode_state(self) -> DecodeState:
+        """What one call's decoding loop reads of the engine (the calling thread's meter)."""
+        return DecodeState(
+            kv=self.kv, meter=self.meter, n_params=self.n_params, eos_ids=self.eos_ids,
+            max_length=self.max_length, decode=self.decode, features=self.step_features,
+            stop_text=stop_decoder(self.tokenizer, lambda ids: self.decode(ids, skip_special=False)))
+
+    def speculation(self) -> Speculation | None:
+        """Speculation's knobs, drafter and counters, None when it is off."""
+        if self.spec is None or self.drafter is None:
+            return None
+        return Speculation(self.spec, self.drafter, self.spec_stats)
 
     def _cost(self, rows: Sequence[Node], room: int) -> int:
         """Bytes of batch cache a call over these rows may hold (no prefix shared)."""

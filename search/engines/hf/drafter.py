@@ -1,4 +1,4 @@
-"""Model-free drafts for speculative decoding (search.engines.spec): chains and trees.
+"""Model-free drafts for speculative decoding (search.engines.hf.spec): chains and trees.
 
 Two sources of candidate next tokens, both free of any draft model:
   n-grams   counts of (n tokens -> next token) over every path of the trees being expanded
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from search.types import Node
 
 if TYPE_CHECKING:
-    from search.engines.spec import SpecConfig
+    from search.engines.hf.config import SpecConfig
 
 # Witten-Bell weight of the unseen: a context seen N times with T distinct next tokens
 # keeps N / (N + WB * T) of its mass on what followed it, passing the rest to shorter

@@ -1,0 +1,154 @@
+"""The transformers engine's options: one frozen HFConfig (and SpecConfig, the knobs of
+speculative decoding), every rule between options checked in __post_init__.
+
+`HFEngine(model, tok, config)` or `HFEngine(model, tok, **options)` (options are HFConfig
+field names); what depends on the model itself (whether a linear could be packed) is checked
+by the engine once the model is converted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import torch
+
+from search.engines.hf.dtypes import is_int8, weight_dtype
+from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Knobs of speculative decoding: `HFEngine(..., speculate=SpecConfig(...))`."""
+
+    max_draft: int = 8  # most draft tokens per row and verification (a tree's depth)
+    first_draft: int = 8  # a chain's length when its step starts (then adapted)
+    # context lengths matched, longest first; bigrams (1) and recycled candidates guess
+    # almost everywhere and lose as chains (greedy b1 x1.01 with (4, 3, 2, 1), recycle_k 8,
+    # against x1.13 with (4, 3, 2), before packed linears), but in a tree they are siblings
+    # ranked by estimated probability, nodes only where worth it (min_prob)
+    ngram: tuple[int, ...] = (5, 4, 3, 2, 1)
+    recycle_k: int = 8  # the model's top-k next tokens kept per token (0: no recycling)
+    # draft only while active rows * (1 + draft) <= this: a compute-bound pass pays for
+    # every token (16 rows: x1.8 at q = 2 against q = 1, where chains lost, x0.77)
+    max_batch_tokens: int = 16
+    table_limit: int = 1 << 20  # n-gram contexts held before the table starts afresh
+    # draft trees: most nodes per row (0: a chain of up to max_draft tokens), at most
+    # max_draft deep, none whose estimated path probability is below min_prob (a node costs
+    # ~2 ms of a ~47 ms pass at q = 8-12). SmolLM2-135M, 4 GSM8K prompts x 128 tokens, b1:
+    # greedy, chain (4, 3, 2) x1.41-1.44 at 2.40 tokens per verification (drafts on 42% of
+    # passes), these trees x1.56-1.63 at 2.64 (73%); sampled T = 0.7 x1.12-1.15 and x1.37-1.41
+    tree: int = 12
+    min_prob: float = 0.07
+
+    def __post_init__(self) -> None:
+        if self.max_draft < 1 or not 1 <= self.first_draft <= self.max_draft:
+            raise ValueError(f"need 1 <= first_draft <= max_draft, got {self.first_draft}, "
+                             f"{self.max_draft}")
+        if not self.ngram or min(self.ngram) < 1:
+            raise ValueError(f"ngram must list context lengths >= 1, got {self.ngram!r}")
+        if min(self.recycle_k, self.max_batch_tokens, self.tree) < 0 or self.table_limit < 1:
+            raise ValueError("recycle_k, max_batch_tokens, tree must be >= 0, table_limit >= 1")
+        if not 0.0 <= self.min_prob < 1.0:
+            raise ValueError(f"min_prob must be in [0, 1), got {self.min_prob}")
+
+
+@dataclass(frozen=True)
+class HFConfig:
+    """Every option of HFEngine; the defaults are the engine's."""
+
+    # where the model runs: "cpu", "cuda", ... (None: CUDA when available, else the CPU)
+    device: str | torch.device | None = None
+    max_length: int | None = None  # context length (None: the model's, at most 8192)
+    # prompts (search.engines.prompts.PromptFormat): the tokenizer's chat template (None:
+    # when it has one), else prompt_template over the plain text; instructions per domain
+    chat: bool | None = None
+    system_prompt: str | None = None
+    prompt_template: str = "{prompt}\n"
+    instructions: Mapping[str, str] = field(default_factory=lambda: INSTRUCTIONS)
+    name: str = ""  # the engine's name in reports (default: the model's name or path)
+    # keep_hidden: record, per generated step, the final hidden state its last token was
+    # predicted from (`step_features`), so a value head scores steps with no extra pass
+    keep_hidden: bool = False
+    # dtype converts the model in place (like the device move); bf16 needs a CPU with
+    # native bf16 (see dtypes.bf16_native) to be fast, and changes greedy choices only
+    # rarely. "int8": every nn.Linear quantised to int8 weights (per output channel) with
+    # activations quantised per call (torch dynamic quantisation, fbgemm/x86 kernels; CPU
+    # only): ~4x fewer weight bytes streamed per decode step; lossy, and not batch-
+    # invariant (one activation scale per call), so speculation is not token-identical
+    dtype: torch.dtype | str | None = None
+    inplace_kv: bool = True  # False: the DynamicCache decode path (torch.cat per token)
+    # model-free speculative decoding in `expand` (spec.py), lossless: True for the
+    # default SpecConfig
+    speculate: bool | SpecConfig = False
+    # fp32 linears on CPU (under int8, those it leaves in fp32) on oneDNN-prepacked
+    # weights, faster at every batch size and batch-invariant (None: wherever it runs)
+    pack: bool | None = None
+    # rows whose paths start with the same >= this many cached tokens (a prompt sampled n
+    # times) attend to one copy of them (kv.SlabCache.prefix); 0: never
+    share_prefix: int = 64
+    # the engine's forwards over its slab cache run lean.py (the same function in fewer
+    # ops) where the model is a plain fp32 Llama on CPU; False: always transformers' forward
+    lean: bool = True
+
+    def __post_init__(self) -> None:
+        # a read-only copy: the config stays what it was when checked
+        object.__setattr__(self, "instructions", MappingProxyType(dict(self.instructions)))
+        if self.max_length is not None and (not isinstance(self.max_length, int)
+                                            or self.max_length < 2):
+            raise ValueError(f"max_length must be an int >= 2 (or None), got {self.max_length!r}")
+        if not isinstance(self.share_prefix, int) or self.share_prefix < 0:
+            raise ValueError(f"share_prefix must be an int >= 0 (0: never share), got "
+                             f"{self.share_prefix!r}")
+        if not isinstance(self.speculate, (bool, SpecConfig)):
+            raise TypeError(f"speculate must be a bool or a SpecConfig, got {self.speculate!r}")
+        if self.speculate is not False and not self.inplace_kv:
+            raise ValueError("speculate needs the in-place KV cache (inplace_kv=True)")
+        int8 = is_int8(self.dtype)
+        if not int8:
+            weight_dtype(self.dtype)  # a clear ValueError for an unknown dtype name
+        if int8 and self.torch_device.type != "cpu":
+            raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
+                             f"this engine is on {self.torch_device}")
+        if self.pack and (self.torch_device.type != "cpu"
+                          or weight_dtype(None if int8 else self.dtype) not in (None, torch.float32)):
+            raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
+                             "weights on a CPU whose torch has oneDNN")
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The device the engine runs on (None resolved: CUDA when available)."""
+        return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    @property
+    def spec(self) -> SpecConfig | None:
+        """Speculation's knobs, None when it is off."""
+        return SpecConfig() if self.speculate is True else self.speculate or None
+
+    @classmethod
+    def of(cls, config: HFConfig | None = None, **options: Any) -> HFConfig:
+        """`config`, or the defaults, with `options` (HFConfig field names) on top; options
+        beside a config must not contradict it."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise TypeError(f"unknown engine option(s) {', '.join(unknown)}; the options are "
+                            f"HFConfig's fields: {', '.join(sorted(names))}")
+        if config is None:
+            return cls(**options)
+        if not isinstance(config, HFConfig):
+            raise TypeError(f"config must be an HFConfig, got {type(config).__name__}")
+        clash = sorted(k for k, v in options.items() if not _same(getattr(config, k), v))
+        if clash:
+            raise ValueError(f"option(s) {', '.join(clash)} given beside a config that says "
+                             f"otherwise; change the config (dataclasses.replace) instead")
+        return config
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return dict(a) == dict(b)
+    return a is b or a == b
