@@ -28,6 +28,12 @@ PROBLEM = Problem(prompt="toy", id="toy")
 Path = tuple[str, ...]
 
 
+
+def num(value: float | None) -> float:
+    """A score the search wrote (typed Optional: None where it wrote none)."""
+    assert value is not None
+    return value
+
 def run(algo: str, tree: Mapping[Path, list], value: Mapping[Path, float] | Callable[[Path], float],
         *, budget=None, seed=0, engine=None, **knobs):
     """Solve on a scripted tree ({path: [(step, prob)]}); value: {path: reward} or a function."""
@@ -118,12 +124,12 @@ def test_astar_default_heuristic_pops_in_f_order(tree_seed):
     tree, reward = random_tree(tree_seed)
     res = run("astar", tree, reward, width=2, k=8, seed=1)
     check_pops_in_f_order(res)
-    goal = max((n for n in nodes(res) if n.scores.pop is not None), key=lambda n: n.scores.pop)
+    goal = max((n for n in nodes(res) if n.scores.pop is not None), key=lambda n: num(n.scores.pop))
     assert goal.finished and res.text == goal.text  # it stopped at the first finished pop
     for n in nodes(res):  # f = g + h: the PRM complement for partial paths, 0 at solutions
         if n.scores.f is not None and n.parent is not None:
-            r, g = n.scores.reward, n.scores.g
-            assert g == pytest.approx(n.parent.scores.g - math.log(r))
+            r, g = num(n.scores.reward), num(n.scores.g)
+            assert g == pytest.approx(num(n.parent.scores.g) - math.log(r))
             assert n.scores.f == pytest.approx(g + (0.0 if n.finished else 1.0 - r))
 
 
@@ -143,7 +149,7 @@ def test_astar_tie_rule_on_a_flat_verifier(ties, pops):
               ties=ties, seed=0)
     popped = [n for n in nodes(res) if n.scores.pop is not None]
     assert len({last(c) for c in res.tree.children}) == 2  # k=16 saw both children
-    assert len(popped) == pops and max(popped, key=lambda n: n.scores.pop).finished
+    assert len(popped) == pops and max(popped, key=lambda n: num(n.scores.pop)).finished
     assert res.answer in {"1", "2"}
 
 
@@ -182,7 +188,7 @@ def test_astar_merges_duplicate_states():
     kept = [n for n in finals if n.scores.merged_into is None]
     merged = [n for n in finals if n.scores.merged_into is not None]
     assert len(kept) == 1 and len(merged) == 1 and path_of(kept[0]) == ("ab", "c.")
-    assert merged[0].scores.g > kept[0].scores.g
+    assert num(merged[0].scores.g) > num(kept[0].scores.g)
     assert [c.text for c in res.candidates if c.finished] == ["abc."]
 
 
@@ -549,7 +555,7 @@ def test_mcts_escapes_the_trap(batch):
     assert {last(c) for c in res.tree.children} == {"a ", "b "}
     assert res.answer == "7"
     top = max((n for n in res.tree.children if n.scores.visits is not None),
-              key=lambda n: n.scores.visits)
+              key=lambda n: num(n.scores.visits))
     assert last(top) == "b "  # visits concentrate where the backed-up value is
 
 
@@ -558,7 +564,7 @@ def test_mcts_rollout_evaluation():
     assert {last(c) for c in res.tree.children} == {"a ", "b "}
     assert res.answer == "7"
     root_kids = [n for n in res.tree.children if n.scores.q is not None]
-    q = {last(n): n.scores.q for n in root_kids}
+    q = {last(n): num(n.scores.q) for n in root_kids}
     assert q["b "] > q["a "]  # rollouts see past the misleading first-step score
 
 

@@ -115,7 +115,8 @@ def test_plain_and_speculative_decoding_match_a_full_prefix_reference(tiny_model
                 want = reference_step(model, tok, node.token_ids(), stop=stop, eos=eos,
                                       max_tokens=max_tokens, max_length=eng.max_length)
                 for kid in pair:
-                    assert (kid.step.token_ids, kid.step.stop_reason) == want, (kind, stop)
+                    assert kid.step is not None and (kid.step.token_ids, kid.step.stop_reason) == want, \
+                        (kind, stop)
                     seen.add(want[1])
             frontier = [pair[0] for pair in kids if not pair[0].finished]
             if not frontier:
@@ -142,5 +143,5 @@ def test_both_loops_stop_through_the_one_rule(tiny_model, monkeypatch):
         eng.eos_ids = frozenset()
         (kid,) = eng.expand([eng.root(Problem(prompt="12+12+12+"))], 1, stop=None,
                             max_tokens=9, temperature=0)[0]
-        assert kid.step.stop_reason == "max_tokens"
+        assert kid.step is not None and kid.step.stop_reason == "max_tokens"
         assert asked == list(range(1, 10))  # once per kept token, in order
