@@ -1,9 +1,10 @@
-"""Serialised search trees are byte-identical to the ones pinned in tests/data/tree_pins.json.
+"""Serialised search trees match the ones pinned in tests/data/tree_pins.json.
 
 The pins were computed on main before node scores were typed (issue [architecture], item 3):
 for every algorithm (and the variants that write different scores: lookahead, merged and kept
 duplicates, rollout values, token-level diverse beam, live pruning, the budget's reserve), a
-seeded solve on the scripted engine (pure Python: no model, no float drift between machines)
+seeded solve on the scripted engine (pure Python, no model; only rpc's Weibull fit runs
+scipy, whose last digits follow the CPU: floats compare to 12 significant digits, see `same`)
 is serialised the ways the project serialises a tree: the viewer's HTML page (its knobs and
 seconds rows aside), the networkx/GraphML attributes of reports.tree_export (the same aside),
 Result's own fields, and every node's scores as a flat mapping. Node ids count from 0 in every
@@ -150,6 +151,38 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Floats the scripted engine and scorer make are exact on every machine; the ones a fit makes
+# (rpc's Weibull mixture: scipy's optimiser, whose last bits follow the CPU's SIMD paths) are
+# not: they are pinned to 12 significant digits, and residues near 0 to 1e-12.
+REL, ABS = 1e-12, 1e-12
+
+
+def _float(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def same(got: Any, want: Any) -> bool:
+    """got == want, where two floats (as _plain writes them) may differ by REL/ABS; NaN
+    equals NaN; every other value, key and length exactly."""
+    if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
+        return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(same(got[k], want[k]) for k in got)
+    if got == want:
+        return True
+    g, w = _float(got), _float(want)
+    if g is None or w is None:
+        return False
+    if math.isnan(g) or math.isnan(w):
+        return math.isnan(g) and math.isnan(w)
+    return math.isclose(g, w, rel_tol=REL, abs_tol=ABS)
+
+
 def serialise(result: Result) -> dict[str, Any]:
     """Every serialisation of the tree, knobs aside (checked by test_knobs_are_recorded)."""
     page = re.sub(r"<tr><th>knobs</th><td>.*?</td></tr>", "", viewer.to_html(result),
@@ -188,6 +221,17 @@ def pins() -> dict[str, Any]:
     return json.loads(PINS.read_text(encoding="utf-8"))
 
 
+def test_pin_comparison_allows_only_last_digit_drift():
+    assert same(["4.832841651445048e-16", "0.25"], ["4.832841651446044e-16", "0.25"])
+    assert same({"a": "nan"}, {"a": "nan"})
+    assert not same(["0.5"], ["0.50000001"])  # a real change of a score
+    assert not same(["1e-09"], ["0.0"])
+    assert not same(["nan"], ["0.0"])
+    assert not same(["The answer is 1."], ["The answer is 2."])
+    assert not same({"a": "1"}, {"b": "1"})
+    assert not same(["1", "2"], ["1"])
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_serialised_tree_is_pinned(case, pins, monkeypatch):
     got = serialise(_run(case, monkeypatch))
@@ -195,8 +239,7 @@ def test_serialised_tree_is_pinned(case, pins, monkeypatch):
         return
     want = pins[case[0]]["tree"]
     for part in want:
-        assert json.dumps(got[part], ensure_ascii=False) == \
-            json.dumps(want[part], ensure_ascii=False), (case[0], part)
+        assert same(got[part], want[part]), (case[0], part, json.dumps(got[part])[:2000])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
