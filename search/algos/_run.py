@@ -2,7 +2,8 @@
 
 Every algorithm ends through `finish`: candidates from its leaves (the best partial path first
 finished from the budget's reserve when the budget stopped the search before any finished),
-the selection, the Result. The knobs a Result records are every knob's actual value, filled in
+the selection, the Result. A search that delegates (compute_optimal) ends through
+`finish_delegated`: the Result its sub-search's `finish` made, under its own name and meter. The knobs a Result records are every knob's actual value, filled in
 by search.knobs.rules from the call's arguments; a search hands `finish` only what it resolved
 itself (agg=None becomes the scorer's own, ...).
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from search import aggregate
@@ -134,6 +135,19 @@ def finish(problem: Problem, root: Node, leaves: Sequence[Node],
     return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=resolved or {},
                 stats=stats,
                 chosen_by=saved.label(selection.label, chosen) if saved else selection.label)
+
+
+def finish_delegated(result: Result, meter: Meter, *, seed: int, algo: str,
+                     resolved: Mapping[str, Any], stats: Mapping[str, Any], selected_by: str
+                     ) -> Result:
+    """`finish` for a search that hands the problem to other searches and keeps one of their
+    Results (compute_optimal: its probe's, or that of the search its table chose). That
+    Result came through `finish`: its answer, text, score, candidates, tree and status stand
+    (the status as the sub-search's own meter saw it). This run records its own algo, seed,
+    knobs (`resolved`, as `finish`'s), stats and selected_by, and the usage of its whole
+    meter, to which every sub-search was charged."""
+    return replace(result, usage=meter.usage(), seed=seed, algo=algo, knobs=dict(resolved),
+                   stats=dict(stats), selected_by=selected_by)
 
 
 @dataclass(frozen=True)
