@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from problems import arith, codegen
-from search.cli import command
+from search.cli import parse, printout
 from search.engines.hf import HFEngine
 from search.types import Problem
 from verifiers.grade import Grade, grade
@@ -216,27 +216,27 @@ def evaluate(name: str, *, n: int = 500, seed: int = 12345, levels: Sequence[int
     return record
 
 
-def table(record: dict[str, Any]) -> str:
+@printout
+def table(record: dict[str, Any]) -> Iterator[str]:
     k = record["samples"]
     extra = ([f"maj@{k}"] if any(f"maj@{k}" in lv for lv in record.get("levels", []))
              else ["verified", "false_positive_share"])
-    lines = [f"{record['model']}: held-out problems (seed {record['eval_seed']}), {k} samples "
-             f"at T={record['temperature']}; greedy over n, sampled columns over n_sampled",
-             " ".join(f"{c:>10}" for c in ["difficulty", "n", "greedy", "n_sampled",
-                                           f"pass@{k}", *extra, "per-sample"])]
+    yield (f"{record['model']}: held-out problems (seed {record['eval_seed']}), {k} samples "
+           f"at T={record['temperature']}; greedy over n, sampled columns over n_sampled")
+    yield " ".join(f"{c:>10}" for c in ["difficulty", "n", "greedy", "n_sampled", f"pass@{k}",
+                                        *extra, "per-sample"])
     for lv in record.get("levels", []):
         cells = [str(lv["difficulty"]), str(lv["n"]), f"{lv['greedy']:.1%}",
                  str(lv["n_sampled"]), f"{lv[f'pass@{k}']:.1%}",
                  *(f"{lv[c]:.1%}" for c in extra), f"{lv['sample_accuracy']:.1%}"]
-        lines.append(" ".join(f"{c:>10}" for c in cells))
-    lines.append(f"fixed 50-problem set greedy: {record['fixed_set']['greedy']:.1%}; load "
-                 f"{record['load_seconds']} s; 1,000 tokens (batch 1) "
-                 f"{record['decode_1000_tokens_seconds']} s")
-    return "\n".join(lines)
+        yield " ".join(f"{c:>10}" for c in cells)
+    yield (f"fixed 50-problem set greedy: {record['fixed_set']['greedy']:.1%}; load "
+           f"{record['load_seconds']} s; 1,000 tokens (batch 1) "
+           f"{record['decode_1000_tokens_seconds']} s")
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = command(PROG, __doc__, OPTIONS).parse_args(argv)
+    args = parse(PROG, __doc__, OPTIONS, argv)
     torch.set_num_threads(args.threads)
     evaluate(args.name, n=args.n, seed=args.seed, levels=args.levels, samples=args.samples,
              temperature=args.temperature, sampled=args.sampled,

@@ -20,7 +20,7 @@ distinct step scores the scorer gave, and the share of pops that tied the best o
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from problems import arith
 from reports.bands import accuracy_at, band, curve_of, tokens_to_match
 from reports.grid import parse_ints
 from reports.rows import Row, group
-from search.cli import command
+from search.cli import parse, printout
 
 BASE = {"ties": "deep", "duplicates": "merge", "cost": "neglog", "g": "sum", "h_weight": 1.0}
 # (label, knobs over BASE, widths N: k = min(4, N) samples per pop unless k is given)
@@ -90,27 +90,26 @@ def run(problems: Sequence[Any], *, scorers: Sequence[str], seeds: Sequence[int]
     return rows
 
 
-def table(rows: Sequence[Row]) -> str:
-    lines = []
+@printout
+def table(rows: Sequence[Row]) -> Iterator[str]:
     for scorer, srows in group(rows, lambda r: r["scorer"]).items():
         curve = curve_of(srows)
-        lines.append(f"\nscorer {scorer}: best-of-N (weighted vote) "
-                     + ", ".join(f"N={w}: {a:.1%} at {t:.0f} tok" for w, (t, a)
-                                 in zip(BON_WIDTHS, curve)))
-        lines.append(f"{'A* variant':<24} {'N':>3} {'k':>3} {'accuracy':>8} {'tokens':>7} "
-                     f"{'scorer':>7} {'BoN acc@tok':>11} {'BoN tok@acc':>11} {'tok ratio':>9}")
+        yield (f"\nscorer {scorer}: best-of-N (weighted vote) "
+               + ", ".join(f"N={w}: {a:.1%} at {t:.0f} tok" for w, (t, a)
+                           in zip(BON_WIDTHS, curve)))
+        yield (f"{'A* variant':<24} {'N':>3} {'k':>3} {'accuracy':>8} {'tokens':>7} "
+               f"{'scorer':>7} {'BoN acc@tok':>11} {'BoN tok@acc':>11} {'tok ratio':>9}")
         astar = [r for r in srows if r["algo"] == "astar"]
         for (lab, width, k), g in group(astar, lambda r: (label_of(r), r["budget"]["width"],
                                                           r["knobs"]["k"])).items():
             b = band(g)
             eq = accuracy_at(curve, b.tokens)
             need = tokens_to_match(curve, b.accuracy)
-            lines.append(
+            yield (
                 f"{lab:<24} {width:>3} {k:>3} {b.accuracy:>8.1%} {b.tokens:>7.0f} "
                 f"{b.scorer_calls:>7.1f} {'-' if eq is None else f'{eq:.1%}':>11} "
                 f"{'never' if need is None else f'{need:.0f}':>11} "
                 f"{'-' if need is None else f'{b.tokens / need:.2f}x':>9}")
-    return "\n".join(lines)
 
 
 def _at(place: int | None, missing: float = float("inf")) -> float:
@@ -118,15 +117,16 @@ def _at(place: int | None, missing: float = float("inf")) -> float:
     return missing if place is None else place
 
 
+@printout
 def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, width: int = 1,
-             k: int = 4) -> str:
+             k: int = 4) -> Iterator[str]:
     """Tree statistics of A* with either tie rule on each scorer (one seed)."""
     import search
     from search.api import get_scorer
 
-    lines = [f"\nA* trees, width={width} k={k}, {len(problems)} problems, seed 0:",
-             f"{'scorer':<7} {'ties':<5} {'batches':>7} {'capped':>7} {'pops/goal depth':>15} "
-             f"{'distinct step scores':>20} {'pops at a tied f':>16} {'tokens':>7}"]
+    yield f"\nA* trees, width={width} k={k}, {len(problems)} problems, seed 0:"
+    yield (f"{'scorer':<7} {'ties':<5} {'batches':>7} {'capped':>7} {'pops/goal depth':>15} "
+           f"{'distinct step scores':>20} {'pops at a tied f':>16} {'tokens':>7}")
     for scorer in scorers:
         for ties in ("fifo", "deep"):
             stats: list[Mapping[str, float]] = []
@@ -157,19 +157,17 @@ def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, wi
                 vals = [s[key] for s in rows if s[key] == s[key]]
                 return sum(vals) / len(vals) if vals else float("nan")
 
-            lines.append(f"{scorer:<7} {ties:<5} {mean('batches'):>7.1f} {mean('capped'):>7.0%} "
-                         f"{mean('breadth'):>15.2f} {len(values):>20} {mean('tied'):>16.0%} "
-                         f"{mean('tokens'):>7.0f}")
-    return "\n".join(lines)
+            yield (f"{scorer:<7} {ties:<5} {mean('batches'):>7.1f} {mean('capped'):>7.0%} "
+                   f"{mean('breadth'):>15.2f} {len(values):>20} {mean('tied'):>16.0%} "
+                   f"{mean('tokens'):>7.0f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from search.api import get_engine
 
-    ap = command(PROG, __doc__, OPTIONS)
-    args = ap.parse_args(argv)
-    if args.data_seed == 2024:
-        ap.error("generator seed 2024 is the demo's: choose knobs on other problems")
+    args = parse(PROG, __doc__, OPTIONS, argv, check=lambda a: (
+        "generator seed 2024 is the demo's: choose knobs on other problems"
+        if a.data_seed == 2024 else None))
     scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]
     problems = arith.generate(args.problems, seed=args.data_seed, difficulty=args.difficulty)
     engine = get_engine("tiny-arith")

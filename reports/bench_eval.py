@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from search.cli import command
+from search.cli import parse
 
 TIMING = ("time",)  # row fields that may differ between runs; usage.seconds too
 
@@ -90,7 +90,7 @@ def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> tuple[float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = command("python -m reports.bench_eval", __doc__, {
+    args = parse("python -m reports.bench_eval", __doc__, {
         "--parts": dict(default="tiny,smol"),
         "--concurrency": dict(type=int, default=16),
         "--tiny-limit": dict(type=int, default=32),
@@ -98,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--step-tokens": dict(type=int, default=64),
         "--max-steps": dict(type=int, default=2),
         "--data": dict(default=None, help="GSM8K folder (default ../shared/data)"),
-    })
-    args = ap.parse_args(argv)
+    }, argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ from search.algos.compute_optimal import (
     load_table,
     quantile_edges,
 )
-from search.cli import command
+from search.cli import parse, printout
 
 SIGNALS = ("score", "agreement", "oracle")
 PROBE_KNOBS = ("select", "temperature", "agg", "step_tokens", "max_steps")  # from its rows
@@ -313,11 +313,12 @@ def fit_to_match(rows: Sequence[Row], *, algo: str, width: int,
     return table, gains, match
 
 
-def format_gains(gains: Sequence[BinGain], edges: Sequence[float]) -> str:
+@printout
+def format_gains(gains: Sequence[BinGain], edges: Sequence[float]) -> Iterator[str]:
     lo = [0.0, *edges]
     hi = [*edges, 1.0]
-    lines = [f"{'bin':>3} {'difficulty':>11} {'probs':>5}  {'chosen config':<34} {'acc':>5} "
-             f"{'tokens':>8} {'BoN tok':>8} {'gain':>6} {'BoN acc@=':>9}"]
+    yield (f"{'bin':>3} {'difficulty':>11} {'probs':>5}  {'chosen config':<34} {'acc':>5} "
+           f"{'tokens':>8} {'BoN tok':>8} {'gain':>6} {'BoN acc@=':>9}")
     for g in gains:
         knobs = ",".join(f"{k}={v}" for k, v in g.knobs.items())
         cfg = f"{g.algo}({knobs})" + (f" cap={g.tokens_cap}" if g.tokens_cap else "")
@@ -326,15 +327,13 @@ def format_gains(gains: Sequence[BinGain], edges: Sequence[float]) -> str:
         gain = "-" if g.gain is None else f"{g.gain:.2f}x"
         eq = "-" if g.bon_accuracy_at_equal_tokens is None else \
             f"{g.bon_accuracy_at_equal_tokens:.3f}"
-        lines.append(f"{g.bin:>3} {lo[g.bin]:>5.2f}-{hi[g.bin]:<5.2f} {g.problems:>5}  "
-                     f"{cfg:<34.34} {g.accuracy:>5.3f} {g.mean_tokens:>8.0f} {need:>8} "
-                     f"{gain:>6} {eq:>9}")
-    return "\n".join(lines)
+        yield (f"{g.bin:>3} {lo[g.bin]:>5.2f}-{hi[g.bin]:<5.2f} {g.problems:>5}  "
+               f"{cfg:<34.34} {g.accuracy:>5.3f} {g.mean_tokens:>8.0f} {need:>8} "
+               f"{gain:>6} {eq:>9}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = command(PROG, __doc__, OPTIONS)
-    args = ap.parse_args(argv)
+    args = parse(PROG, __doc__, OPTIONS, argv)
     edges = [float(e) for e in args.edges.split(",") if e] or None
     kw: dict[str, Any] = dict(signal=args.signal, n_bins=args.bins, edges=edges,
                               probe_algo=args.probe_algo, probe_width=args.probe_width,

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from problems import arith
 from reports.grid import parse_ints
-from search.cli import command
+from search.cli import parse, printout
 
 ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter", "particle_gibbs",
          "compute_optimal")
@@ -73,7 +73,8 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
 }
 
 
-def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> str:
+@printout
+def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
     """The printed tables: the pass@k ceiling, then per scorer one line per (algorithm,
     width) with its bands, and the verdict against best-of-N at the same width."""
     from reports.bands import accuracy_at, band, ceiling, paired_difference, verdict
@@ -82,15 +83,14 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> str:
     bon = [r for r in rows if r["algo"] == "best_of_n"]
     greedy = [r for r in rows if r["algo"] == "greedy"]
     top = ceiling(bon, k) if bon else float("nan")
-    lines = []
     if bon:
-        lines.append("pass@k ceiling of these problems (best-of-N samples pooled over seeds, "
-                     "unbiased estimator): " + ", ".join(
-                         f"pass@{j} {ceiling(bon, j):.1%}" for j in (1, 4, k)))
+        yield ("pass@k ceiling of these problems (best-of-N samples pooled over seeds, "
+               "unbiased estimator): " + ", ".join(
+                   f"pass@{j} {ceiling(bon, j):.1%}" for j in (1, 4, k)))
     base = band(greedy).accuracy if greedy else float("nan")
-    lines.append(f"{'scorer':>6} {'algorithm':>16} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
-                 f"{'gen tokens':>10} {'scorer calls':>12} {'seconds':>7} {'runs':>5}  "
-                 f"vs best-of-N, same width / at equal tokens")
+    yield (f"{'scorer':>6} {'algorithm':>16} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
+           f"{'gen tokens':>10} {'scorer calls':>12} {'seconds':>7} {'runs':>5}  "
+           f"vs best-of-N, same width / at equal tokens")
     by = group(rows, lambda r: (r["scorer"] or "-", r["algo"], r["budget"]["width"]))
     curves = {s: [(band(g).tokens, band(g).accuracy) for (sc, a, _), g in by.items()
                   if sc == s and a == "best_of_n"] for s in {key[0] for key in by}}
@@ -103,19 +103,18 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> str:
             eq = accuracy_at(curves[scorer], b.tokens)
             vs += f"{'; ' if vs else ''}best-of-N at {b.tokens:.0f} tokens: " + \
                 ("-" if eq is None else f"{eq:.1%}")
-        lines.append(f"{scorer:>6} {algo:>16} {width if width is not None else '-':>5} "
-                     f"{b.text():>27} {b.tokens:>10.0f} {b.scorer_calls:>12.1f} "
-                     f"{sum(r['usage']['seconds'] for r in g) / len(g):>7.2f} {b.runs:>5}  "
-                     f"{vs}")
+        yield (f"{scorer:>6} {algo:>16} {width if width is not None else '-':>5} "
+               f"{b.text():>27} {b.tokens:>10.0f} {b.scorer_calls:>12.1f} "
+               f"{sum(r['usage']['seconds'] for r in g) / len(g):>7.2f} {b.runs:>5}  "
+               f"{vs}")
     wide = [(band(g).accuracy, key) for key, g in by.items() if key[2] == k]
     if wide and greedy and top == top:
         acc, key = max(wide)
         tokens, bon = band(by[key]).tokens, by.get((key[0], "best_of_n", k))
         spent = f", {tokens / band(bon).tokens:.1f}x best-of-{k}'s tokens" if bon else ""
-        lines.append(f"best at width {k}: {key[1]} ({key[0]}) {acc:.1%} at {tokens:.0f} tokens"
-                     f"{spent}, closing {(acc - base) / (top - base):.0%} of the gap from "
-                     f"greedy {base:.1%} to pass@{k} {top:.1%}")
-    return "\n".join(lines)
+        yield (f"best at width {k}: {key[1]} ({key[0]}) {acc:.1%} at {tokens:.0f} tokens"
+               f"{spent}, closing {(acc - base) / (top - base):.0%} of the gap from "
+               f"greedy {base:.1%} to pass@{k} {top:.1%}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,8 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from reports.plots import accuracy_vs_compute, scorer_effect
     from search.api import get_engine
 
-    ap = command(PROG, __doc__, OPTIONS)
-    args = ap.parse_args(argv)
+    args = parse(PROG, __doc__, OPTIONS, argv)
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]
     problems = arith.generate(args.problems, seed=args.data_seed, difficulty=args.difficulty)

@@ -39,7 +39,7 @@ from reports.rows import (
     usage,
 )
 from reports.scaling import fit_exp_power_law
-from search.cli import command
+from search.cli import parse
 
 X_METRICS = ("generated_tokens", "flops", "scorer_calls")
 X_NAMES = {"generated_tokens": "generated tokens per problem", "flops": "FLOPs per problem",
@@ -309,7 +309,7 @@ def make_all(rows: Sequence[Row], out_dir: str | Path, *, x: str = "generated_to
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = command("python -m reports.plots", __doc__, {
+    args = parse("python -m reports.plots", __doc__, {
         "runs": dict(nargs="+", help="JSONL files written by reports.eval"),
         "--out": dict(required=True, help="directory for the PNG/SVG/JSON files"),
         "--x": dict(default="generated_tokens", choices=X_METRICS),
@@ -317,8 +317,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--source": dict(default="candidates", choices=SOURCES,
                          help="coverage samples: each row's candidates, or each row"),
         "--knobs": dict(default="", help="comma-separated knobs that split curves"),
-    })
-    args = ap.parse_args(argv)
+    }, argv)
     rows = read_rows(args.runs)
     if not rows:
         raise SystemExit(f"no rows in {', '.join(args.runs)}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 
 from reports.bands import band, paired_difference, verdict
 from reports.rows import Row, group, read_rows
-from search.cli import command
+from search.cli import parse, printout
 
 # (algorithm, widths, [(label, knobs)]): the first setting is the one the others are compared to
 GRIDS: list[tuple[str, list[int], list[tuple[str, dict[str, Any]]]]] = [
@@ -114,28 +114,29 @@ def run_rpc(problems: Sequence[Any], seeds: Sequence[int], out: Path, engine: An
     return read_rows(out)
 
 
-def rpc_table(rows: Sequence[Row]) -> str:
+@printout
+def rpc_table(rows: Sequence[Row]) -> Iterator[str]:
     by = group(rows, lambda r: r["variant"])
     ref = by.get(FITS[-1][0], [])
     first = by.get(FITS[0][0], [])
     agree_key = {(r["problem_id"], r["seed"]): r["answer"] for r in ref}
-    lines = [f"\nRPC n={RPC_WIDTH}: the same sampled paths re-ranked by each Weibull fit",
-             f"{'fit':<32} {'accuracy [seeds] (95% CI)':>27} {'pruned':>6} "
-             f"{'same answer as the reference':>28}  vs {FITS[0][0]}"]
+    yield f"\nRPC n={RPC_WIDTH}: the same sampled paths re-ranked by each Weibull fit"
+    yield (f"{'fit':<32} {'accuracy [seeds] (95% CI)':>27} {'pruned':>6} "
+           f"{'same answer as the reference':>28}  vs {FITS[0][0]}")
     for label, _ in FITS:
         g = by.get(label, [])
         if not g:
             continue
         same = np.mean([agree_key.get((r["problem_id"], r["seed"])) == r["answer"] for r in g])
         vs = verdict(paired_difference(g, first)) if label != FITS[0][0] else ""
-        lines.append(f"{label:<32} {band(g).text():>27} {np.mean([r['pruned'] for r in g]):>6.1f} "
-                     f"{same:>28.1%}  {vs}")
-    return "\n".join(lines)
+        yield (f"{label:<32} {band(g).text():>27} {np.mean([r['pruned'] for r in g]):>6.1f} "
+               f"{same:>28.1%}  {vs}")
 
 
-def grid_table(rows: Sequence[Row]) -> str:
-    lines = [f"{'algorithm':<16} {'variant':<28} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
-             f"{'tokens':>7} {'scorer':>7}  vs the first setting"]
+@printout
+def grid_table(rows: Sequence[Row]) -> Iterator[str]:
+    yield (f"{'algorithm':<16} {'variant':<28} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
+           f"{'tokens':>7} {'scorer':>7}  vs the first setting")
     for algo, widths, settings in GRIDS:
         for width in widths:
             groups = [[r for r in rows if r["algo"] == algo and r["budget"]["width"] == width
@@ -147,9 +148,8 @@ def grid_table(rows: Sequence[Row]) -> str:
                 b = band(g)
                 vs = verdict(paired_difference(g, groups[0])) if g is not groups[0] and \
                     groups[0] else ""
-                lines.append(f"{algo:<16} {label:<28} {width:>5} {b.text():>27} "
-                             f"{b.tokens:>7.0f} {b.scorer_calls:>7.1f}  {vs}")
-    return "\n".join(lines)
+                yield (f"{algo:<16} {label:<28} {width:>5} {b.text():>27} "
+                       f"{b.tokens:>7.0f} {b.scorer_calls:>7.1f}  {vs}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from reports.grid import parse_ints
     from search.api import get_engine
 
-    ap = command("python -m reports.variants", __doc__, {
+    args = parse("python -m reports.variants", __doc__, {
         "--problems": dict(type=int, default=100),
         "--seeds": dict(type=parse_ints, default=[0, 1, 2]),
         "--rows": dict(type=Path, default=Path("runs/demo/demo.jsonl")),
@@ -167,8 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-run": dict(action="store_true"),
         "--concurrency": dict(type=int, default=16,
                               help="runs in flight at once (rows are the same at any value)"),
-    })
-    args = ap.parse_args(argv)
+    }, argv)
     parts = set(args.parts.split(","))
     problems = arith.generate(args.problems, seed=2024, difficulty=arith.DEFAULT_DIFFICULTY)
     ids = {p.id for p in problems}

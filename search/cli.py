@@ -1,14 +1,19 @@
-"""The command line: a module's parser (`command`), and the options of one solve, shared by
-`python -m search` and `python -m reports.viewer`: parsed, checked, and handed to
-search.solve."""
+"""The command line: a module's parser (`command`; `parse` reads the arguments with it, the
+way every reports/ and problems/ command built from a {flag: keywords} table starts), its
+printed tables (`printout`: a formatter written as a generator of lines), and the options of
+one solve, shared by `python -m search` and `python -m reports.viewer`: parsed, checked, and
+handed to search.solve."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec
 
 from search.types import Result, Usage
+
+P = ParamSpec("P")
 
 
 def command(prog: str, doc: str | None, options: Mapping[str, Mapping[str, Any]] | None = None
@@ -20,6 +25,32 @@ def command(prog: str, doc: str | None, options: Mapping[str, Mapping[str, Any]]
     for flag, kwargs in (options or {}).items():
         ap.add_argument(flag, **kwargs)
     return ap
+
+
+def parse(prog: str, doc: str | None, options: Mapping[str, Mapping[str, Any]] | None,
+          argv: Sequence[str] | None, check: Callable[[argparse.Namespace], str | None]
+          | None = None) -> argparse.Namespace:
+    """A module's command line parsed: `command(prog, doc, options)` reads `argv` (None: the
+    process's). `check(args)` names what is wrong with arguments that parse but do not go
+    together (a message, or None); argparse reports it as its own errors (usage, the message,
+    exit status 2)."""
+    ap = command(prog, doc, options)
+    args = ap.parse_args(argv)
+    wrong = check(args) if check is not None else None
+    if wrong:
+        ap.error(wrong)
+    return args
+
+
+def printout(lines: Callable[P, Iterable[str]]) -> Callable[P, str]:
+    """A printed table from its formatter written as a generator of its lines (title, header,
+    rows, footer: each `yield`ed as it is made), returned as one string joined by newlines."""
+
+    @functools.wraps(lines)
+    def joined(*args: P.args, **kwargs: P.kwargs) -> str:
+        return "\n".join(lines(*args, **kwargs))
+
+    return joined
 
 
 def _knob(text: str) -> tuple[str, str]:

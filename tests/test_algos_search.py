@@ -435,9 +435,10 @@ def make_sweep(children, value, *, n=12, seed=0, reference=(), threshold=1.0,
     engine = ScriptedEngine(children)
     scorer = ScriptedScorer(value)
     root = engine.root(PROBLEM) if not reference else reference[0].root
+    plan = _smc.SweepPlan(n=n, draw=_smc.RESAMPLERS[scheme], ess_threshold=threshold, tau=1.0,
+                          max_depth=10)
     swarm = _smc.sweep(PROBLEM, engine, scorer, Meter(), random.Random(seed), Sampler(), root,
-                       n=n, draw=_smc.RESAMPLERS[scheme], ess_threshold=threshold, tau=1.0,
-                       max_depth=10, reference=reference)
+                       plan, reference=reference)
     return swarm, root, scorer
 
 
@@ -498,10 +499,10 @@ def test_conditional_sweep_cut_short_still_holds_the_reference():
     for budget in (12, 30):  # 11 sampled steps per round: stops after 2 or 3 rounds
         engine = ScriptedEngine(early_children)
         engine.meter = Meter(Budget(tokens=budget))
+        plan = _smc.SweepPlan(n=12, draw=_smc.RESAMPLERS["systematic"], ess_threshold=1.0,
+                              tau=1.0, max_depth=10)
         swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(early_value), engine.meter,
-                           random.Random(7), Sampler(), root, n=12,
-                           draw=_smc.RESAMPLERS["systematic"], ess_threshold=1.0, tau=1.0,
-                           max_depth=10, reference=path)
+                           random.Random(7), Sampler(), root, plan, reference=path)
         assert swarm.resamplings >= 1 and len(swarm.history) < len(path)
         assert swarm.nodes[0] is path[len(swarm.history) - 1]
 

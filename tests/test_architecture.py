@@ -1,5 +1,6 @@
 """The layers hold: search/ (the core) imports no plug-in (rewards, verifiers, problems,
-reports) at run time, and the project's modules import each other without a cycle.
+reports) at run time, and the project's modules import each other without a cycle; every
+algorithm ends through the one finish path of search/algos/_run.py.
 
 Imports are read with `ast` from every module, function-level ones included; only those under
 `if TYPE_CHECKING:` are left out (they never run). `import a.b` or `from a.b import c` is an
@@ -208,6 +209,52 @@ def test_no_source_module_over_400_lines():
     assert not long, f"split these into coherent modules: {long}"
 
 
+FINISHES = ("finish", "finish_delegated")  # search/algos/_run.py; Run.finish calls finish
+
+
+def own_returns(node: ast.AST) -> list[ast.Return]:
+    """The return statements of a function, not of the functions defined inside it."""
+    found = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Return):
+            found.append(child)
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+                          | ast.ClassDef):
+            found += own_returns(child)
+    return found
+
+
+def unfinished_algorithms(algos: Path) -> list[str]:
+    """'file:line' of each return of an algorithm (the function `name` of algos/name.py) that
+    does not hand back a call of _run's one finish path: `finish` or `finish_delegated`
+    imported from search.algos._run, or a Run's `.finish(...)`; 'file' alone where the file
+    has no such function."""
+    found = []
+    for path in sorted(algos.glob("[!_]*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        imported = {alias.asname or alias.name for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module == "search.algos._run"
+                    for alias in node.names}
+        fn = next((node for node in tree.body if isinstance(node, ast.FunctionDef)
+                   and node.name == path.stem), None)
+        if fn is None:
+            found.append(path.name)
+            continue
+        for ret in own_returns(fn):
+            call = ret.value.func if isinstance(ret.value, ast.Call) else None
+            ok = (isinstance(call, ast.Name) and call.id in FINISHES and call.id in imported) \
+                or (isinstance(call, ast.Attribute) and call.attr == "finish")
+            if not ok:
+                found.append(f"{path.name}:{ret.lineno}")
+    return found
+
+
+def test_every_algorithm_ends_through_the_one_finish_path():
+    bad = unfinished_algorithms(ROOT / CORE / "algos")
+    assert not bad, "end these through search/algos/_run.py (finish, Run.finish or " \
+        "finish_delegated):\n" + "\n".join(bad)
+
+
 def test_every_package_is_scanned():
     """The scan sees the whole tree (a renamed package would make the checks vacuous)."""
     mods = modules(ROOT, PACKAGES)
@@ -269,6 +316,21 @@ def test_detector_finds_cycles_across_and_within_packages(tmp_path):
     assert cycles(root, ("core", "plug")) == [["core.types", "plug.p"]]
     assert "core/types.py:2: core.types -> plug.p" in _describe(["core.types", "plug.p"], root,
                                                                   ("core", "plug"))
+
+
+def test_detector_names_an_algorithm_that_builds_its_own_result(tmp_path):
+    root = _tree(tmp_path, {
+        "algos/_run.py": "",
+        "algos/good.py": "from search.algos._run import finish\n\ndef good(run):\n"
+                         "    def inner():\n        return 1\n"
+                         "    if run:\n        return run.finish('good', [])\n"
+                         "    return finish(inner())\n",
+        "algos/bad.py": "from dataclasses import replace\n\ndef bad(result):\n"
+                        "    return replace(result, algo='bad')\n",
+        "algos/odd.py": "def finish():\n    pass\n\ndef odd():\n    return finish()\n",
+        "algos/gone.py": "def other():\n    pass\n",
+    })
+    assert unfinished_algorithms(root / "algos") == ["bad.py:4", "gone.py", "odd.py:5"]
 
 
 # -- the plug-ins register themselves; the core finds them through search.plugins only ---------

@@ -34,10 +34,10 @@ REWARD = {"The answer is 1.": 0.9, "a ": 0.5, "The answer is 2.": 0.5}
 
 def two_particles(seed: int, resample_finished: bool) -> list[str]:
     engine = ScriptedEngine(lambda p: EARLY.get(p, []))
+    plan = _smc.SweepPlan(n=2, draw=_smc.multinomial, ess_threshold=1.0, tau=1.0, max_depth=5,
+                          resample_finished=resample_finished)
     swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(lambda p: REWARD[p[-1]]), Meter(),
-                       random.Random(seed), Sampler(), engine.root(PROBLEM), n=2,
-                       draw=_smc.multinomial, ess_threshold=1.0, tau=1.0, max_depth=5,
-                       resample_finished=resample_finished)
+                       random.Random(seed), Sampler(), engine.root(PROBLEM), plan)
     assert all(node.finished for node in swarm.nodes)
     return [node.text for node in swarm.nodes]
 
@@ -56,10 +56,10 @@ def test_finished_particles_in_the_pool_change_the_answer_mix_as_computed_by_han
 
 def test_a_copied_finisher_is_never_extended():
     engine = ScriptedEngine(lambda p: EARLY.get(p, []))
+    plan = _smc.SweepPlan(n=8, draw=_smc.systematic, ess_threshold=1.0, tau=1.0, max_depth=5,
+                          resample_finished=True)
     swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(lambda p: REWARD[p[-1]]), Meter(),
-                       random.Random(3), Sampler(), engine.root(PROBLEM), n=8,
-                       draw=_smc.systematic, ess_threshold=1.0, tau=1.0, max_depth=5,
-                       resample_finished=True)
+                       random.Random(3), Sampler(), engine.root(PROBLEM), plan)
     root = swarm.nodes[0].root
     finishers = [c for c in root.children if c.finished]
     assert finishers and all(not c.children for c in finishers)

@@ -2,7 +2,8 @@
 
 Every algorithm ends through `finish`: candidates from its leaves (the best partial path first
 finished from the budget's reserve when the budget stopped the search before any finished),
-the selection, the Result. The knobs a Result records are every knob's actual value, filled in
+the selection, the Result. A search that delegates (compute_optimal) ends through
+`finish_delegated`: the Result its sub-search's `finish` made, under its own name and meter. The knobs a Result records are every knob's actual value, filled in
 by search.knobs.rules from the call's arguments; a search hands `finish` only what it resolved
 itself (agg=None becomes the scorer's own, ...).
 
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from search import aggregate
-from search.algos._stepwise import Sampler, path_score, resolve_agg, scored_by
+from search.algos._stepwise import Sampler, Stepper, path_score, resolve_agg, roll, scored_by
 from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.scoring import Scorer, score_nodes
@@ -34,10 +35,11 @@ class Finisher:
     when the budget stopped it before any path finished.
 
     complete(node): greedy steps (temperature 0, the sampler's stop and step size, each step
-    capped at the reserve's tokens left) until the path finishes, max_steps more steps, or
-    the reserve is spent; then its new nodes are scored (every new step, or only the leaf
-    when leaf_only: an outcome scorer or agg "last"), while scorer calls are left. Runs on a
-    sub-meter (search.budget.submeter), so every token is charged to the run's meter.
+    capped at the reserve's tokens left; `roll` with one tip) until the path finishes, a step
+    adds no token, max_steps more steps, or the reserve is spent; then its new nodes are
+    scored (every new step, or only the leaf when leaf_only: an outcome scorer or agg
+    "last"), while scorer calls are left. Runs on a sub-meter (search.budget.submeter), so
+    every token is charged to the run's meter.
     """
 
     engine: Engine
@@ -52,24 +54,34 @@ class Finisher:
         budget = meter.reserve_budget()
         if budget is None:
             return node
-        tip = node
+        stalled: list[Node] = []
         with submeter(meter, budget, self.engine, self.scorer) as sub:
-            for _ in range(self.max_steps):
-                if tip.finished or sub.exhausted():
-                    break
-                left = sub.tokens_left()
-                cap = self.sampler.step_tokens if left is None else min(self.sampler.step_tokens,
-                                                                          left)
-                [[child]] = self.engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
-                                               temperature=0.0, top_p=1.0, seed=0)
-                if child.generated_tokens <= tip.generated_tokens:
-                    child.detach()  # no token added: greedy decoding would only repeat it
-                    break
-                tip = child
+            [tip], _ = roll([node], self.greedy_step(sub, stalled), sub, steps=self.max_steps,
+                            goes_on=lambda tip: not tip.finished and not stalled)
             if self.scorer is not None and tip is not node and meter.scoring_left():
                 new = tip.path()[node.depth + 1:]
                 score_nodes(self.scorer, problem, [tip] if self.leaf_only else new)
         return tip
+
+    def greedy_step(self, meter: Meter, stalled: list[Node]) -> Stepper:
+        """`roll`'s step for complete: the one tip's greedy next step, capped at meter's tokens
+        left. A step that adds no token is detached (greedy decoding would only repeat it):
+        the tip stays where it was and is appended to `stalled`."""
+
+        def step(tips: Sequence[Node]) -> list[Node]:
+            [tip] = tips
+            left = meter.tokens_left()
+            cap = self.sampler.step_tokens if left is None else min(self.sampler.step_tokens,
+                                                                      left)
+            [[child]] = self.engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
+                                           temperature=0.0, top_p=1.0, seed=0)
+            if child.generated_tokens <= tip.generated_tokens:
+                child.detach()
+                stalled.append(tip)
+                return [tip]
+            return [child]
+
+        return step
 
 
 @dataclass(frozen=True)
@@ -134,6 +146,19 @@ def finish(problem: Problem, root: Node, leaves: Sequence[Node],
     return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=resolved or {},
                 stats=stats,
                 chosen_by=saved.label(selection.label, chosen) if saved else selection.label)
+
+
+def finish_delegated(result: Result, meter: Meter, *, seed: int, algo: str,
+                     resolved: Mapping[str, Any], stats: Mapping[str, Any], selected_by: str
+                     ) -> Result:
+    """`finish` for a search that hands the problem to other searches and keeps one of their
+    Results (compute_optimal: its probe's, or that of the search its table chose). That
+    Result came through `finish`: its answer, text, score, candidates, tree and status stand
+    (the status as the sub-search's own meter saw it). This run records its own algo, seed,
+    knobs (`resolved`, as `finish`'s), stats and selected_by, and the usage of its whole
+    meter, to which every sub-search was charged."""
+    return replace(result, usage=meter.usage(), seed=seed, algo=algo, knobs=dict(resolved),
+                   stats=dict(stats), selected_by=selected_by)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Puri et al. 2025, "A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using
 Particle-Based Monte Carlo Methods" (arXiv:2502.01618). The math is in plain functions so
-tests can check it by hand; `sweep` is one pass of the (conditional) particle filter.
+tests can check it by hand; `sweep` is one pass of the (conditional) particle filter, run
+by a `SweepPlan` (its fixed settings).
 
 Weights. Every step a particle takes multiplies its weight by exp(phi(r) / tau), where r is
 the PRM score of its newest step and phi(r) = log(r / (1 - r)), r clipped to
@@ -141,20 +142,35 @@ class Swarm:
         self.resamplings += 1
 
 
+@dataclass(frozen=True)
+class SweepPlan:
+    """What every pass of one particle filter (or particle Gibbs) run keeps fixed, built once
+    by the algorithm from its knobs: n slots, the resampling scheme `draw`, resampling when
+    ESS < ess_threshold * the pool's size, the weight temperature tau, at most max_depth
+    rounds, and whether finished particles join the resampling pool."""
+
+    n: int
+    draw: Resampler
+    ess_threshold: float
+    tau: float
+    max_depth: int
+    resample_finished: bool = False
+
+
 def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: random.Random,
-          sampler: Sampler, root: Node, *, n: int, draw: Resampler, ess_threshold: float,
-          tau: float, max_depth: int, reference: Sequence[Node] = (),
-          resample_finished: bool = False) -> Swarm:
+          sampler: Sampler, root: Node, plan: SweepPlan, *, reference: Sequence[Node] = ()
+          ) -> Swarm:
     """One particle-filter pass from root: every live particle takes one sampled step per
     round (one engine batch), is weighted by the PRM, and the pool (the live particles, or
-    every slot with resample_finished) is resampled when its ESS falls below
-    ess_threshold * its size. With `reference` (its nodes from depth 1 to a finished leaf)
-    slot 0 replays that path: conditional SMC."""
+    every slot with plan.resample_finished) is resampled when its ESS falls below
+    plan.ess_threshold * its size. With `reference` (its nodes from depth 1 to a finished
+    leaf) slot 0 replays that path: conditional SMC."""
+    n, tau, resample_finished = plan.n, plan.tau, plan.resample_finished
     ref = list(reference)
     if ref and not ref[-1].finished:
         raise ValueError("a reference path must end in a finished node")
     swarm = Swarm([root] * n, [0.0] * n)
-    for depth in range(max_depth):
+    for depth in range(plan.max_depth):
         live = swarm.live()
         if not live or meter.exhausted():
             break
@@ -175,8 +191,8 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
         still = swarm.live()
         pool = list(range(n)) if resample_finished else still
         if still and ess(normalize([swarm.log_weights[i] for i in pool])) < \
-                ess_threshold * len(pool):
-            swarm.resample(pool, draw, rng, keep_first=bool(ref) and pool[0] == 0)
+                plan.ess_threshold * len(pool):
+            swarm.resample(pool, plan.draw, rng, keep_first=bool(ref) and pool[0] == 0)
         # finished particles stay cached too: particle Gibbs may pick one as its next reference
         engine.retain(swarm.nodes + ref[-1:])
     return swarm

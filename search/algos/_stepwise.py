@@ -58,22 +58,29 @@ def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Samp
 
     prune(depth, done, live) may name live paths to stop early. Returns (finished paths,
     paths still live when the loop ended, pruned paths); the root itself is never a path.
+    The first step samples the root n times in one call; `roll` takes the others.
     """
-    frontier, width = [root], n  # n samples of the root, then one step per live path
     done: list[Node] = []
-    cut: list[Node] = []
-    for depth in range(1, max_steps + 1):
-        if not frontier or meter.exhausted():
-            break
-        new = [c for cs in sampler.expand(engine, frontier, width, rng) for c in cs]
-        done += [c for c in new if c.finished]
-        frontier, width = [c for c in new if not c.finished], 1
-        if prune is not None and frontier:
-            drop = {c.id for c in prune(depth, done, frontier)}
-            cut += [c for c in frontier if c.id in drop]
-            frontier = [c for c in frontier if c.id not in drop]
-        engine.retain(frontier)
-    return done, [f for f in frontier if f is not root], cut
+    cut: dict[int, Node] = {}
+
+    def settle(new: list[Node]) -> None:
+        """After a step (every new tip is one step deeper): the finished ones are done, prune
+        may stop live ones, and the live rest stay cached."""
+        done.extend(c for c in new if c.finished)
+        live = [c for c in new if not c.finished]
+        if prune is not None and live:
+            drop = {c.id for c in prune(new[0].depth - root.depth, done, live)}
+            cut.update((c.id, c) for c in live if c.id in drop)
+        engine.retain([c for c in live if c.id not in cut])
+
+    if max_steps < 1 or meter.exhausted():
+        return [], [], []
+    [first] = sampler.expand(engine, [root], n, rng)
+    settle(first)
+    tips, _ = roll(first, sampler.one_step(engine, rng), meter, steps=max_steps - 1,
+                   goes_on=lambda tip: not tip.finished and tip.id not in cut, after=settle)
+    return done, [tip for tip in tips if not tip.finished and tip.id not in cut], \
+        list(cut.values())
 
 
 def roll(tips: Sequence[Node], step: Stepper, meter: Meter, *, steps: int | None = None,

@@ -46,13 +46,13 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from search import registry
+from search.algos._run import finish_delegated
 from search.answers import vote_key
 from search.budget import Meter, submeter
 from search.engines.base import Engine
@@ -222,10 +222,10 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
         result = probe if fallback else result
     chosen_by = (f"probe best_of_n: {probe.selected_by}" if result is probe
                  else f"{entry['algo']}: {result.selected_by}")
-    return replace(result, usage=meter.usage(), seed=seed, algo="compute_optimal",
-                   selected_by=chosen_by,
-                   knobs=dict(table=table if isinstance(table, str) else
-                              ("default" if table is None else "custom")),
-                   stats=dict(difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,
-                              tokens_cap=entry.get("tokens"), probe_answer=probe.answer,
-                              fallback=fallback, chosen_stats=dict(result.stats)))
+    return finish_delegated(
+        result, meter, seed=seed, algo="compute_optimal", selected_by=chosen_by,
+        resolved=dict(table=table if isinstance(table, str) else
+                      ("default" if table is None else "custom")),
+        stats=dict(difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,
+                   tokens_cap=entry.get("tokens"), probe_answer=probe.answer,
+                   fallback=fallback, chosen_stats=dict(result.stats)))

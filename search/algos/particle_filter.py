@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from search.algos._run import Run
-from search.algos._smc import resampler, sweep
+from search.algos._smc import SweepPlan, resampler, sweep
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
@@ -47,9 +47,9 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                     step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=Sampler(temperature, top_p, step_tokens, stop))
+    plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
     swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,
-                  run.root, n=n, draw=resampler(resample), ess_threshold=ess_threshold, tau=tau,
-                  max_depth=max_depth, resample_finished=resample_finished)
+                  run.root, plan)
     # resampled copies share a node: each path is one candidate
     leaves = [node for node in {node.id: node for node in swarm.nodes}.values()
               if node is not run.root]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from search.algos._run import Run
-from search.algos._smc import REFERENCE_DRAWS, pick_reference, resampler, sweep
+from search.algos._smc import REFERENCE_DRAWS, SweepPlan, pick_reference, resampler, sweep
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
@@ -52,15 +52,14 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
                    stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=Sampler(temperature, top_p, step_tokens, stop))
-    draw = resampler(resample)
+    plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
     path: list[Node] = []  # the reference's nodes, depth 1 to its finished leaf
     seen: dict[int, Node] = {}  # every pass's particles; a kept reference counts once
     for it in range(iterations):
         if meter.exhausted():
             break
         swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,
-                      run.root, n=n, draw=draw, ess_threshold=ess_threshold, tau=tau,
-                      max_depth=max_depth, reference=path, resample_finished=resample_finished)
+                      run.root, plan, reference=path)
         found = {node.id: node for node in swarm.nodes if node is not run.root}
         if pool == "all":
             seen.update(found)
