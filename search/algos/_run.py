@@ -3,9 +3,10 @@
 Every algorithm ends through `finish`: candidates from its leaves (the best partial path first
 finished from the budget's reserve when the budget stopped the search before any finished),
 the selection, the Result. A search that delegates (compute_optimal) ends through
-`finish_delegated`: the Result its sub-search's `finish` made, under its own name and meter. The knobs a Result records are every knob's actual value, filled in
-by search.knobs.rules from the call's arguments; a search hands `finish` only what it resolved
-itself (agg=None becomes the scorer's own, ...).
+`finish_delegated`: the Result its sub-search's `finish` made, under its own name and meter.
+The knobs a Result records are every knob's actual value, filled in by search.knobs.rules
+from the call's arguments; a search hands `finish` only what it resolved itself (agg=None
+becomes the scorer's own, ...).
 
 `Run` is what the scored step-level searches (beam, dvts, diverse beam, MCTS, A*, the particle
 methods) share: the sampler and its random stream, the root, the path-score aggregation and
