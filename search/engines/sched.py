@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import torch
 
 from search.budget import ThreadState, as_thread, thread_state
+from search.engines.omp import release_pool
 from search.engines.sampling import Draw, sample_many
 
 T = TypeVar("T")
@@ -229,7 +230,7 @@ class Scheduler:
         self.lock = threading.RLock()  # models and caches: one job step at a time
         self.max_kv_bytes = DEFAULT_KV_BYTES
         self.stats = SchedStats()
-        self._inbox: queue.SimpleQueue[_Task] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()  # None: serving ended
         self._serving = 0
         self._guard = threading.Lock()  # _serving and _thread
         self._thread: threading.Thread | None = None
@@ -247,6 +248,8 @@ class Scheduler:
             if max_kv_bytes is not None:
                 self.max_kv_bytes = max_kv_bytes
             self._serving += 1
+            if self._serving == 1:  # the owner's OpenMP team should be the only one (omp.py)
+                release_pool()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="tts-engine",
                                                 daemon=True)
@@ -258,6 +261,7 @@ class Scheduler:
                 self._serving -= 1
                 if not self._serving:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
+                    self._inbox.put(None)  # the owner, once idle, releases its OpenMP pool
 
     def run(self, job: Job[T], *, cost: int = 0) -> T:
         """The job's return value (or its exception), computed inline or by the owner."""
@@ -295,9 +299,14 @@ class Scheduler:
             block = not active and not waiting
             while True:
                 try:
-                    waiting.append(self._inbox.get(block=block))
+                    task = self._inbox.get(block=block)
                 except queue.Empty:
                     break
+                if task is not None:
+                    waiting.append(task)
+                elif not self._serving and not active and not waiting:
+                    release_pool()  # the threads that run torch now get the cores' spin
+                    continue
                 block = False
             admitted = []
             while waiting and (not active or held + waiting[0].cost <= self.max_kv_bytes):
