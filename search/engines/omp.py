@@ -14,8 +14,9 @@ serving starts, the caller's pool is released (`release_pool` in that thread); w
 ends, the owner releases its own, and the caller's next parallel region builds a fresh one.
 Releasing is OpenMP 5.0's omp_pause_resource_all (a thread's idle pool threads are joined;
 nothing else changes: the same number of threads run the same partitions of every kernel, so
-no result changes). Where torch's OpenMP runtime cannot be found, or refuses, nothing
-happens (the only cost is speed).
+no result changes). Only GNU libgomp is released (its pause is per thread); with another
+runtime, or where torch's cannot be found (no /proc) or refuses (called inside a parallel
+region), nothing happens: the only cost is speed.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def _runtime() -> Any:
         return None
     for path in sorted(paths):
         name = path.rsplit("/", 1)[-1]
-        if name.startswith(("libgomp", "libomp", "libiomp")):
+        # GNU's runtime only: there a pause joins the calling thread's own pool and nothing
+        # else; LLVM's and Intel's pause the whole runtime, whichever thread is in a region
+        if name.startswith("libgomp"):
             try:
                 lib = ctypes.CDLL(path)  # already loaded: the same handle, nothing new
                 fn = lib.omp_pause_resource_all
