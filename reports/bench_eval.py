@@ -13,18 +13,26 @@ smol   SmolLM2-135M on GSM8K (--smol-limit problems, greedy and best-of-4, steps
        of up to 32 tokens, like reports/bench_engine.py's workloads; best of 2 runs).
 
 Also printed: the scheduler's counters (forwards merged per tick, peak jobs and batch-cache
-bytes in flight) and the process's peak RSS. Timings on a shared machine are noisy: the
-ratios are measured side by side, in one process, on one engine.
+bytes in flight) and the process's peak RSS, and per grid where its time goes (`kernel_clock`):
+seconds inside the forward's packed GEMMs, its attention kernels (cascade's CPU flash calls
+and SDPA) and its norms, rotary and SiLU, at each concurrency, the rest (KV and batch-cache
+copies, sampling, and the Python of the engine, the scheduler and the searches) by
+difference, and the speed-up concurrency N could reach over today's concurrency 1 if it spent
+nothing outside those kernels. Timings on a shared machine are noisy: the ratios are measured
+side by side, in one process, on one engine.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import resource
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,37 +48,95 @@ def comparable(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True)
 
 
+# the forward's kernels by kind: (kind, module, attribute) of each entry point the lean
+# forward (search/engines/hf/lean.py) calls them through
+KERNELS = (("GEMMs", "search.engines.hf.packed", "_gemm"),
+           ("attention", "search.engines.hf.attention", "_FLASH"),
+           ("attention", "torch.nn.functional", "scaled_dot_product_attention"),
+           ("norms, rotary, SiLU", "torch", "rms_norm"),
+           ("norms, rotary, SiLU", "torch", "addcmul"),
+           ("norms, rotary, SiLU", "torch.nn.functional", "silu"))
+
+
+@contextmanager
+def kernel_clock() -> Iterator[Counter[str]]:
+    """Seconds spent inside the KERNELS while the block runs, by kind (whatever thread calls
+    them: the owner while serving, the search's own thread at concurrency 1). Each entry point
+    is wrapped for the block and restored after it; a timer costs well under a microsecond
+    a call."""
+    spent: Counter[str] = Counter()
+    saved: list[tuple[Any, str, Any]] = []
+
+    def timed(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[kind] += time.perf_counter() - t0
+        return run
+
+    try:
+        for kind, module, name in KERNELS:
+            mod = importlib.import_module(module)
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                saved.append((mod, name, fn))
+                setattr(mod, name, timed(fn, kind))
+        yield spent
+    finally:
+        for mod, name, fn in reversed(saved):
+            setattr(mod, name, fn)
+
+
 def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
-               ) -> tuple[float, dict[str, str], tuple[int, int], float]:
-    """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds) of one
-    fresh grid."""
+               ) -> tuple[float, dict[str, str], tuple[int, int], float, Counter[str]]:
+    """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds, seconds
+    in the forward's kernels by kind) of one fresh grid."""
     from reports.eval import run_grid
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    run = run_grid(problems, out=out, quiet=True, concurrency=concurrency, **grid)
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    with kernel_clock() as kernels:
+        t0, c0 = time.perf_counter(), time.process_time()
+        run = run_grid(problems, out=out, quiet=True, concurrency=concurrency, **grid)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if run.errors:
         bad = next(r for r in run.rows if r["status"] == "error")
         raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
     rows = {r["key"]: comparable(r) for r in run.rows}
     return seconds, rows, (sum(int(r["usage"]["generated_tokens"]) for r in run.rows),
-                           sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu
+                           sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu, kernels
+
+
+def where_time_goes(t1: float, k1: Counter[str], tn: float, kn: Counter[str], n: int) -> str:
+    """Seconds in each kind of kernel and in the rest, at concurrency 1 and n, and the most
+    concurrency n could gain over t1 if it spent nothing outside its kernels."""
+    def split(t: float, k: Counter[str]) -> str:
+        kinds = ", ".join(f"{kind} {k[kind]:.1f}" for kind in dict.fromkeys(x[0] for x in KERNELS))
+        return f"{kinds}, the rest {t - sum(k.values()):.1f}"
+    floor = sum(kn.values())
+    if floor <= 0:
+        return f"  no time seen inside the forward's kernels at concurrency {n} (not the lean forward?)"
+    return (f"  seconds inside the forward's kernels: concurrency 1: {split(t1, k1)}; concurrency "
+            f"{n}: {split(tn, kn)}\n  concurrency {n} with the rest free would take {floor:.1f} s: "
+            f"at most {t1 / floor:.2f}x concurrency 1's {t1:.1f} s"
+            + (f"; 4x needs the rest within {t1 / 4 - floor:.1f} s" if t1 / floor >= 4 else ""))
 
 
 def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) -> dict[str, Any]:
-    t1, rows1, (tokens, prefill), cpu1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1,
-                                                    **grid)
-    tn, rowsn, _, cpun = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
+    t1, rows1, (tokens, prefill), cpu1, k1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1,
+                                                        **grid)
+    tn, rowsn, _, cpun, kn = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
     same = rows1 == rowsn
     print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
           f"({tokens / t1:.1f} tok/s), concurrency {n}: {tn:.1f} s ({tokens / tn:.1f} tok/s); "
           f"{t1 / tn:.2f}x; rows identical apart from timings: {same}\n  process CPU time: "
           f"{cpu1:.1f} s vs {cpun:.1f} s ({cpu1 / cpun:.2f}x)", flush=True)
+    print(where_time_goes(t1, k1, tn, kn, n), flush=True)
     if not same:
         diff = sorted(k for k in rows1 if rows1[k] != rowsn.get(k))
         print(f"  {len(diff)} rows differ, e.g. {rows1[diff[0]][:300]}\n  vs {rowsn.get(diff[0], '')[:300]}")
     return {"runs": len(rows1), "tokens": tokens, "prefill": prefill, "c1": t1, "cn": tn,
-            "ratio": t1 / tn,
+            "ratio": t1 / tn, "kernels1": dict(k1), "kernelsn": dict(kn),
             "cpu1": cpu1, "cpun": cpun, "identical": same}
 
 

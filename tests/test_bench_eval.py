@@ -1,0 +1,57 @@
+"""reports/bench_eval.py's kernel clock: it times the forward's kernels by kind while its block
+runs, puts every entry point back after, and the split it prints adds up (hand-computed)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from reports.bench_eval import KERNELS, kernel_clock, where_time_goes
+from search.engines.hf import attention, packed
+
+
+def entry_points() -> list[object]:
+    mods = {"torch": torch, "torch.nn.functional": F, "search.engines.hf.attention": attention,
+            "search.engines.hf.packed": packed}
+    return [getattr(mods[module], name, None) for _, module, name in KERNELS]
+
+
+def test_clock_times_each_kind_and_restores_the_entry_points() -> None:
+    before = entry_points()
+    x = torch.randn(64, 32)
+    with kernel_clock() as spent:
+        assert entry_points() != before  # wrapped for the block
+        for _ in range(50):
+            torch.rms_norm(x, (32,), torch.ones(32), 1e-5)
+        t0 = time.perf_counter()
+        F.scaled_dot_product_attention(torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16),
+                                       torch.randn(2, 4, 8, 16))
+        wall = time.perf_counter() - t0
+    assert entry_points() == before  # and put back
+    assert spent["norms, rotary, SiLU"] > 0
+    assert 0 < spent["attention"] <= wall
+    assert spent["GEMMs"] == 0  # nothing packed ran
+
+
+def test_clock_restores_after_an_error() -> None:
+    before = entry_points()
+    with pytest.raises(ValueError), kernel_clock():
+        raise ValueError("boom")
+    assert entry_points() == before
+
+
+def test_where_time_goes_adds_up() -> None:
+    k1 = Counter({"GEMMs": 4.0, "attention": 2.0, "norms, rotary, SiLU": 1.0})
+    kn = Counter({"GEMMs": 1.0, "attention": 1.5, "norms, rotary, SiLU": 0.5})
+    text = where_time_goes(12.0, k1, 6.0, kn, 16)
+    # concurrency 1: 12 - 7 = 5 s of rest; concurrency 16: 6 - 3 = 3 s; 12 / 3 = 4x at most
+    assert "concurrency 1: GEMMs 4.0, attention 2.0, norms, rotary, SiLU 1.0, the rest 5.0" in text
+    assert "concurrency 16: GEMMs 1.0, attention 1.5, norms, rotary, SiLU 0.5, the rest 3.0" in text
+    assert "would take 3.0 s: at most 4.00x concurrency 1's 12.0 s" in text
+    assert "4x needs the rest within 0.0 s" in text
+    assert "4x needs" not in where_time_goes(12.0, k1, 6.0, Counter({"GEMMs": 4.0}), 16)
+    assert "no time seen" in where_time_goes(12.0, k1, 6.0, Counter(), 16)
