@@ -30,8 +30,8 @@ import resource
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,12 +59,12 @@ KERNELS = (("GEMMs", "search.engines.hf.packed", "_gemm"),
 
 
 @contextmanager
-def kernel_clock() -> Iterator[Counter[str]]:
+def kernel_clock() -> Iterator[defaultdict[str, float]]:
     """Seconds spent inside the KERNELS while the block runs, by kind (whatever thread calls
     them: the owner while serving, the search's own thread at concurrency 1). Each entry point
     is wrapped for the block and restored after it; a timer costs well under a microsecond
     a call."""
-    spent: Counter[str] = Counter()
+    spent: defaultdict[str, float] = defaultdict(float)
     saved: list[tuple[Any, str, Any]] = []
 
     def timed(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
@@ -90,7 +90,7 @@ def kernel_clock() -> Iterator[Counter[str]]:
 
 
 def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
-               ) -> tuple[float, dict[str, str], tuple[int, int], float, Counter[str]]:
+               ) -> tuple[float, dict[str, str], tuple[int, int], float, dict[str, float]]:
     """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds, seconds
     in the forward's kernels by kind) of one fresh grid."""
     from reports.eval import run_grid
@@ -104,14 +104,15 @@ def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
         raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
     rows = {r["key"]: comparable(r) for r in run.rows}
     return seconds, rows, (sum(int(r["usage"]["generated_tokens"]) for r in run.rows),
-                           sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu, kernels
+                           sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu, dict(kernels)
 
 
-def where_time_goes(t1: float, k1: Counter[str], tn: float, kn: Counter[str], n: int) -> str:
+def where_time_goes(t1: float, k1: Mapping[str, float], tn: float, kn: Mapping[str, float],
+                    n: int) -> str:
     """Seconds in each kind of kernel and in the rest, at concurrency 1 and n, and the most
     concurrency n could gain over t1 if it spent nothing outside its kernels."""
-    def split(t: float, k: Counter[str]) -> str:
-        kinds = ", ".join(f"{kind} {k[kind]:.1f}" for kind in dict.fromkeys(x[0] for x in KERNELS))
+    def split(t: float, k: Mapping[str, float]) -> str:
+        kinds = ", ".join(f"{kind} {k.get(kind, 0.0):.1f}" for kind in dict.fromkeys(x[0] for x in KERNELS))
         return f"{kinds}, the rest {t - sum(k.values()):.1f}"
     floor = sum(kn.values())
     if floor <= 0:
@@ -136,7 +137,7 @@ def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) 
         diff = sorted(k for k in rows1 if rows1[k] != rowsn.get(k))
         print(f"  {len(diff)} rows differ, e.g. {rows1[diff[0]][:300]}\n  vs {rowsn.get(diff[0], '')[:300]}")
     return {"runs": len(rows1), "tokens": tokens, "prefill": prefill, "c1": t1, "cn": tn,
-            "ratio": t1 / tn, "kernels1": dict(k1), "kernelsn": dict(kn),
+            "ratio": t1 / tn, "kernels1": k1, "kernelsn": kn,
             "cpu1": cpu1, "cpun": cpun, "identical": same}
 
 
