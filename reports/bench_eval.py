@@ -56,6 +56,7 @@ KERNELS = (("GEMMs", "search.engines.hf.packed", "_gemm"),
            ("norms, rotary, SiLU", "torch", "rms_norm"),
            ("norms, rotary, SiLU", "torch", "addcmul"),
            ("norms, rotary, SiLU", "torch.nn.functional", "silu"))
+KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order
 
 
 @contextmanager
@@ -112,7 +113,7 @@ def where_time_goes(t1: float, k1: Mapping[str, float], tn: float, kn: Mapping[s
     """Seconds in each kind of kernel and in the rest, at concurrency 1 and n, and the most
     concurrency n could gain over t1 if it spent nothing outside its kernels."""
     def split(t: float, k: Mapping[str, float]) -> str:
-        kinds = ", ".join(f"{kind} {k.get(kind, 0.0):.1f}" for kind in dict.fromkeys(x[0] for x in KERNELS))
+        kinds = ", ".join(f"{kind} {k.get(kind, 0.0):.1f}" for kind in KINDS)
         return f"{kinds}, the rest {t - sum(k.values()):.1f}"
     floor = sum(kn.values())
     if floor <= 0:
