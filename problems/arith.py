@@ -170,3 +170,38 @@ def operation(rng: random.Random, a: int) -> tuple[str, int]:
     }
     op = rng.choice([op for op, operands in choices.items() if operands])
     return op, rng.choice(choices[op])
+
+
+_ANSWER = re.compile(r"answer is (-?\d+)")
+
+
+def first_error(problem: Problem, steps: list[str] | tuple[str, ...]) -> int | None:
+    """The index of the first erroneous step of a finished solution to `problem`, or None
+    when no step errs. A step is erroneous when
+      - an equation in it is wrong arithmetic ("37 * 8 = 276"), or
+      - its quantities are not those of a correct derivation: the story's operations form one
+        chain, so the k-th equation of every correct derivation is the gold's k-th one,
+        operands in either order for + and *; a step with no equation and no answer
+        statement, or one more equation than the chain has, errs too, or
+      - it states an answer before the chain is complete, or one other than the gold's.
+    A solution whose every step is right but that ends without stating the answer errs at
+    its last step (it never reaches the conclusion)."""
+    gold: list[tuple[int, str, int, int]] = list(problem.metadata["equations"])
+    done = 0
+    for i, text in enumerate(steps):
+        found = EQUATION.findall(text)
+        stated = _ANSWER.search(text)
+        if not found and stated is None:
+            return i
+        for a, op, b, c in ((int(a), op, int(b), int(c)) for a, op, b, c in found):
+            if c != _APPLY[op](a, b) or done >= len(gold):
+                return i
+            ga, gop, gb, _ = gold[done]
+            if op != gop or ((a, b) != (ga, gb) and not (op in "+*" and (b, a) == (ga, gb))):
+                return i
+            done += 1
+        if stated is not None:
+            if done < len(gold) or stated.group(1) != str(problem.answer):
+                return i
+            return None
+    return len(steps) - 1 if steps else 0

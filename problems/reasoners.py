@@ -33,6 +33,15 @@ def model_dir(name: str) -> Path:
     return folder
 
 
+PRMS = ("tiny-arith-prm",)  # process reward models trained here (rewards/prm_train.py)
+
+
+def prm_folder(name: str) -> Path | None:
+    """The folder of an embedded PRM ("tiny-arith-prm"), None for any other name."""
+    folder = MODELS_DIR / name
+    return folder if name in PRMS and (folder / "config.json").is_file() else None
+
+
 def training_record(name: str) -> dict[str, Any]:
     return json.loads((model_dir(name) / "training.json").read_text())
 
@@ -57,12 +66,30 @@ def load(name: str, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     return model, tok, engine_kwargs
 
 
+def load_prm(name: str, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, tokenizer, {}) of an embedded PRM: a causal LM like any other (its scorer is
+    rewards.prm.HFPRM, `scorer="prm:<name>"`)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = prm_folder(name)
+    if folder is None:
+        raise FileNotFoundError(f"embedded PRM {name!r} has no weights in {MODELS_DIR / name}; "
+                                "train it with `python -m rewards.prm_train`")
+    kw = {"dtype": dtype} if dtype is not None else {}
+    return (AutoModelForCausalLM.from_pretrained(str(folder), **kw).eval(),
+            AutoTokenizer.from_pretrained(str(folder)), {})
+
+
 def _loader(name: str) -> Any:
+    load_one = load_prm if name in PRMS else load
+
     def load_quietly(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-        return quiet_transformers(lambda: load(name, dtype=dtype))
+        return quiet_transformers(lambda: load_one(name, dtype=dtype))
 
     return load_quietly
 
 
-for _name in NAMES:  # embedded models of the core: HFEngine.load("tiny-arith") finds them
+# embedded models of the core: HFEngine.load("tiny-arith") finds them, and the scorer check
+# (search.api.check_scorer) finds "prm:tiny-arith-prm" before anything loads
+for _name in NAMES + PRMS:
     register(_name, _loader(_name))

@@ -69,6 +69,39 @@ def detect_format(model: Any) -> PRMFormat:
     return QWEN_PRM if ("RewardModel" in archs or "TokenClassification" in archs) else MATH_SHEPHERD
 
 
+def prompt_ids(tokenizer: Any, fmt: PRMFormat, prompt: str) -> list[int]:
+    """The question's token ids as a PRM of this format reads them."""
+    if fmt.chat:
+        msgs = ([{"role": "system", "content": fmt.system}] if fmt.system else [])
+        msgs.append({"role": "user", "content": prompt})
+        out = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
+    else:
+        ids = tokenizer(fmt.question_template.format(prompt=prompt))["input_ids"]
+    return [int(i) for i in ids]
+
+
+def step_ids(tokenizer: Any, fmt: PRMFormat, text: str) -> list[int]:
+    """One step's token ids: its text, stripped, and the step tag; the PRM's output after
+    the last of them is the step's reward."""
+    return [int(i) for i in tokenizer(text.strip() + fmt.step_tag,
+                                      add_special_tokens=False)["input_ids"]]
+
+
+def label_ids(tokenizer: Any, fmt: PRMFormat) -> tuple[int, int] | None:
+    """(good, bad) token ids of an LM-type PRM, None for reward-head ones."""
+    if fmt.good is None:
+        return None
+    return (_single_token(tokenizer, fmt.good), _single_token(tokenizer, str(fmt.bad)))
+
+
+def _single_token(tokenizer: Any, text: str) -> int:
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise ValueError(f"PRM label {text!r} is not a single token for this tokenizer: {ids}")
+    return int(ids[0])
+
+
 class HFPRM(PerThreadMeter):
     """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
 
@@ -93,45 +126,32 @@ class HFPRM(PerThreadMeter):
                 packed.pack_linears(self.model)
             self.kv.forward = lean_forward(self.model) or self.model
         self._ids: weakref.WeakKeyDictionary[Node, tuple[int, ...]] = weakref.WeakKeyDictionary()
-        self._pair: tuple[int, int] | None = None
-        if self.fmt.good is not None:
-            self._pair = (self._single_token(self.fmt.good), self._single_token(str(self.fmt.bad)))
+        self._pair = label_ids(tokenizer, self.fmt)
 
     @classmethod
     def load(cls, name_or_path: str, fmt: PRMFormat | str | None = None, **kwargs: Any) -> HFPRM:
-        """Load a PRM by local path or Hugging Face id (reward-head models may need
-        trust_remote_code=True, passed through kwargs)."""
+        """Load a PRM by embedded name (problems.reasoners.PRMS: "tiny-arith-prm"), local
+        path or Hugging Face id (reward-head models may need trust_remote_code=True, passed
+        through kwargs)."""
         from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
+        from problems.reasoners import prm_folder
         from search.models import ModelNotFoundError
 
         trust = kwargs.pop("trust_remote_code", False)
+        where = str(prm_folder(name_or_path) or name_or_path)
         try:
-            tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust)
+            tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust)
             auto = AutoModel if fmt in ("qwen_prm", QWEN_PRM) else AutoModelForCausalLM
-            model = auto.from_pretrained(name_or_path, trust_remote_code=trust)
+            model = auto.from_pretrained(where, trust_remote_code=trust)
         except (OSError, ValueError) as err:
             raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err
         prm = cls(model, tok, fmt, **kwargs)
         prm.name = f"prm:{name_or_path}"
         return prm
 
-    def _single_token(self, text: str) -> int:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(ids) != 1:
-            raise ValueError(f"PRM label {text!r} is not a single token for this tokenizer: {ids}")
-        return int(ids[0])
-
     def prompt_ids(self, problem: Problem) -> list[int]:
-        if self.fmt.chat:
-            msgs = ([{"role": "system", "content": self.fmt.system}] if self.fmt.system else [])
-            msgs.append({"role": "user", "content": problem.prompt})
-            out = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True,
-                                                     tokenize=True)
-            ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
-        else:
-            ids = self.tokenizer(self.fmt.question_template.format(prompt=problem.prompt))["input_ids"]
-        return [int(i) for i in ids]
+        return prompt_ids(self.tokenizer, self.fmt, problem.prompt)
 
     def _own(self, node: Node) -> tuple[int, ...]:
         """This PRM's tokens for a node: the formatted question, or step text + tag."""
@@ -140,8 +160,7 @@ class HFPRM(PerThreadMeter):
             if node.step is None:
                 ids = tuple(self.prompt_ids(node.problem))
             else:
-                text = node.step.text.strip() + self.fmt.step_tag
-                ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+                ids = tuple(step_ids(self.tokenizer, self.fmt, node.step.text))
             self._ids[node] = ids
         return ids
 

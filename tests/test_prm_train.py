@@ -1,0 +1,308 @@
+"""Training a PRM from rollouts: labels against brute force on scripted trees, the first-error
+definition on hand-made solutions, the trained checkpoint read by rewards.prm exactly as
+training read it, resumable labelling and training, and the ProcessBench / best-of-N
+figures of reports.prm_eval on hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from problems import arith
+from problems.prm_labels import LabelConfig, LabelledPath, Labeller, label_problems, read_rows
+from reports.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
+from rewards.prm import HFPRM, MATH_SHEPHERD, label_ids
+from rewards.prm_train import Batches, build, encode, loss_and_scores, train
+from search.engines.fake import ScriptedEngine
+from search.types import Node, Problem, Step
+
+# -- a scripted policy whose rollouts finish: its right answer is 7 --------------------------
+# Every path takes three steps. A path that has taken a step "bad" can only end wrong; one
+# that has not ends right with probability RIGHT. So a step's true hard label is "no bad
+# step so far", and its true soft value is RIGHT then, 0 after a bad step.
+RIGHT = 0.5
+
+
+def children(path: tuple[str, ...]) -> list[tuple[str, float]]:
+    if len(path) < 2:  # two right steps, so completions find paths the samples missed
+        return [("good\n\n", 0.3), ("fine\n\n", 0.3), ("bad\n\n", 0.4)]
+    if len(path) == 2:
+        if "bad\n\n" in path:
+            return [("The answer is 8.", 1.0)]
+        return [("The answer is 7.", RIGHT), ("The answer is 9.", 1 - RIGHT)]
+    return []
+
+
+class Rolling(ScriptedEngine):
+    """The scripted engine with whole-solution rollouts (stop=None), as HFEngine gives
+    them: one child holding every remaining step."""
+
+    def expand(self, nodes, n=1, *, stop=("\n\n",), max_tokens=256, temperature=1.0,
+               top_p=1.0, seed=0):
+        if stop is not None:
+            return super().expand(nodes, n, stop=stop, max_tokens=max_tokens,
+                                  temperature=temperature, seed=seed)
+        out = []
+        for j, node in enumerate(nodes):
+            kids = []
+            for i in range(n):
+                cur = node
+                while not cur.finished:
+                    cur = super().expand([cur], 1, temperature=temperature,
+                                         seed=seed * 7919 + j * 131 + i * 17 + cur.depth)[0][0]
+                text = "".join(s.text for s in cur.steps()[node.depth:])
+                kids.append(Node(parent=node, step=Step(text, (1,), (0.0,), "eos")))
+            out.append(kids)
+        return out
+
+
+PROBLEMS = [Problem(prompt=f"scripted {i}", id=f"s/{i}", answer="7") for i in range(3)]
+
+
+def truth(path: LabelledPath) -> list[float]:
+    seen_bad = False
+    out = []
+    for text in path.steps:
+        seen_bad = seen_bad or text == "bad\n\n" or text.endswith(("8.", "9."))
+        out.append(0.0 if seen_bad else 1.0)
+    return out
+
+
+@pytest.mark.parametrize("search", ["binary", "every"])
+def test_hard_labels_match_the_tree(search):
+    # k = 40 rollouts: a prefix with RIGHT = 1/2 misses every time with odds 2^-40
+    cfg = LabelConfig(search=search, labels="hard", paths=6, completions=40)
+    labeller = Labeller(Rolling(children), cfg, seed=3)
+    paths = labeller.label(PROBLEMS)
+    sampled, reused = paths[:18], paths[18:]
+    assert {len(p.steps) for p in paths} == {3}
+    assert any(p.correct for p in sampled) and any(not p.correct for p in sampled)
+    for p in sampled:
+        assert list(p.labels) == truth(p), p
+        assert p.correct == (p.labels[-1] == 1.0)
+    # completions kept as paths: every label they carry is true, none repeats a path
+    assert reused and any(None in p.labels for p in reused)
+    for p in reused:
+        assert all(lab is None or lab == t for lab, t in zip(p.labels, truth(p))), p
+        assert p.labels[-1] == float(p.correct)
+    keys = [(p.problem_id, p.steps) for p in reused]
+    assert len(set(keys)) == len(keys)
+    assert not set(keys) & {(p.problem_id, p.steps) for p in sampled}
+    off = Labeller(Rolling(children), LabelConfig(search=search, paths=6, completions=40,
+                                                  reuse=False), seed=3).label(PROBLEMS)
+    assert [p.row() for p in off] == [p.row() for p in sampled]
+
+
+def test_binary_search_spends_fewer_rollouts_than_every_step():
+    cfg = dict(labels="hard", paths=6, completions=8)
+    every, binary = (Labeller(Rolling(children), LabelConfig(search=s, **cfg), seed=1)
+                     for s in ("every", "binary"))
+    every.label(PROBLEMS)
+    binary.label(PROBLEMS)
+    assert 0 < binary.cost.rollouts < every.cost.rollouts
+
+
+def test_soft_and_pav_labels_are_the_rollout_shares():
+    k = 10
+    cfg = LabelConfig(search="every", labels="soft", paths=4, completions=k)
+    lab = Labeller(Rolling(children), cfg, seed=5)
+    soft = lab.label(PROBLEMS[:1])
+    for p in soft:
+        for v in p.labels:
+            assert v is not None and (v * k) == pytest.approx(round(v * k))  # a share of k
+        after_bad = [v for i, v in enumerate(p.labels) if "bad\n\n" in p.steps[:i + 1]]
+        assert all(v == 0.0 for v in after_bad)
+        assert p.labels[-1] == float(p.correct)  # a finished step: its own grade
+    pav = Labeller(Rolling(children), LabelConfig(search="every", labels="pav", paths=4,
+                                                  completions=k, alpha=1.0), seed=5)
+    for p in pav.label(PROBLEMS[:1]):
+        assert all(v is not None and 0.0 <= v <= 1.0 for v in p.labels)
+        # a bad step: q = 0, so q + (q - q_parent) <= 0 is clipped to 0
+        for text, v in zip(p.steps, p.labels):
+            if text == "bad\n\n":
+                assert v == 0.0
+
+
+def test_label_config_refuses_what_cannot_work():
+    with pytest.raises(ValueError, match="hard labels only"):
+        LabelConfig(search="binary", labels="soft")
+    with pytest.raises(ValueError, match="labels must be"):
+        LabelConfig(labels="bogus")
+    with pytest.raises(ValueError, match=">= 1"):
+        LabelConfig(completions=0)
+
+
+def test_labelling_resumes_and_drops_a_torn_line(tmp_path):
+    cfg = LabelConfig(paths=2, completions=4)
+    out = tmp_path / "labels.jsonl"
+    whole = tmp_path / "whole.jsonl"
+    label_problems(Rolling(children), PROBLEMS, whole, cfg, seed=9, batch=1, progress=False)
+    label_problems(Rolling(children), PROBLEMS[:2], out, cfg, seed=9, batch=1, progress=False)
+    with out.open("a") as fh:
+        fh.write('{"problem_id": "torn')  # a run killed mid-write
+    assert {r["problem_id"] for r in read_rows(out)} == {"s/0", "s/1"}
+    out.write_text("".join(json.dumps(r) + "\n" for r in read_rows(out)))
+    cost = label_problems(Rolling(children), PROBLEMS, out, cfg, seed=9, batch=1,
+                          progress=False)
+    assert cost.rollouts > 0  # only the third problem was labelled again
+    assert read_rows(out) == read_rows(whole)
+
+
+# -- the first erroneous step of an arith solution -------------------------------------------
+def test_first_error_definition():
+    p = arith.generate(1, seed=5, difficulty=5)[0]
+    gold = p.metadata["solution"].split("\n\n")
+    (a, op, b, c) = p.metadata["equations"][2]
+    assert arith.first_error(p, gold) is None
+    wrong_sum = gold[:2] + [gold[2].replace(f"= {c}", f"= {c + 1}")] + gold[3:]
+    assert arith.first_error(p, wrong_sum) == 2
+    # right arithmetic on a quantity of no correct derivation (an operand off by one)
+    other = gold[:2] + [f"Noah has {a} {op} {b + 1} = {arith.apply(a, op, b + 1)} balloons."]
+    assert arith.first_error(p, other) == 2
+    a0, op0, b0, c0 = p.metadata["equations"][0]
+    assert op0 == "*"  # commuted operands of * are the same quantities
+    assert arith.first_error(p, [f"Noah has {b0} * {a0} = {c0} balloons."] + gold[1:]) is None
+    assert arith.first_error(p, gold[:2] + [f"The answer is {p.answer}."]) == 2  # too early
+    assert arith.first_error(p, gold[:-1]) == len(gold) - 2  # never states the answer
+    assert arith.first_error(p, gold[:-1] + ["The answer is 1."]) == len(gold) - 1
+    assert arith.first_error(p, [gold[0], "Noah thinks hard.", *gold[1:]]) == 1
+
+
+# -- the checkpoint: rewards.prm reads it as training read it --------------------------------
+@pytest.fixture(scope="module")
+def small_prm(tmp_path_factory):
+    model, tok = build("tiny-arith")
+    out = tmp_path_factory.mktemp("prm")
+    paths = [LabelledPath("p", "Tom has 5 apples. Tom buys 3 more apples. How many apples "
+                          "does Tom have now?", "8",
+                          ("Tom now has 5 + 3 = 8 apples.\n\n", "The answer is 8."),
+                          (1.0, 1.0), True),
+             LabelledPath("p", "Tom has 5 apples. Tom buys 3 more apples. How many apples "
+                          "does Tom have now?", "8",
+                          ("Tom now has 5 + 3 = 9 apples.\n\n", "The answer is 9."),
+                          (0.0, None), False)]
+    history = train(model, tok, MATH_SHEPHERD, paths * 4, paths, epochs=3, lr=2e-3,
+                    batch_size=4, progress=False)
+    model.eval().save_pretrained(out)
+    tok.save_pretrained(out)
+    return model, tok, out, paths, history
+
+
+def test_trained_checkpoint_scores_as_in_training(small_prm):
+    model, tok, out, paths, history = small_prm
+    assert history[-1]["loss"] < history[0]["loss"] + 1e-9 or history[0]["loss"] < 0.69
+    prm = HFPRM.load(str(out))
+    assert prm.fmt.family == "math_shepherd"
+    problem = Problem(prompt=paths[0].prompt, id="p", answer="8")
+    root = Node(problem=problem, prompt_ids=(0,))
+    pair = label_ids(tok, MATH_SHEPHERD)
+    assert pair is not None
+    for path in paths:
+        node, nodes = root, []
+        for text in path.steps:
+            node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
+            nodes.append(node)
+        got = prm.score(problem, nodes)
+        # reference: one plain forward over the formatted path, read at each step's end
+        every = LabelledPath(path.problem_id, path.prompt, path.answer, path.steps,
+                             (1.0,) * len(path.steps), path.correct)
+        ids, ends, _, _ = encode(tok, MATH_SHEPHERD, every)
+        assert len(got) == len(path.steps) == len(ends)
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+        want = [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
+        assert got == pytest.approx(want, abs=1e-4)
+
+
+def test_batches_pad_without_moving_positions(small_prm):
+    model, tok, _, paths, _ = small_prm
+    data = Batches(tok, MATH_SHEPHERD, paths)
+    batch = next(data(range(2), 2))
+    loss, scores, labels = loss_and_scores(model, batch, label_ids(tok, MATH_SHEPHERD))
+    assert labels.tolist() == [1.0, 1.0, 0.0]  # the None label is not read
+    one = [loss_and_scores(model, next(data([i], 1)), label_ids(tok, MATH_SHEPHERD))[1]
+           for i in range(2)]
+    assert scores.tolist() == pytest.approx(torch.cat(one).tolist(), abs=1e-5)
+    assert math.isfinite(loss.item())
+    # the LM loss: next-token cross-entropy on the step text (not the tags) of the path
+    # that grades correct, against a plain forward of that path alone
+    pair = label_ids(tok, MATH_SHEPHERD)
+    with_lm = loss_and_scores(model, batch, pair, lm_weight=1.0)[0]
+    ids, _, _, text = encode(tok, MATH_SHEPHERD, paths[0])
+    tag = set(tok(MATH_SHEPHERD.step_tag, add_special_tokens=False)["input_ids"])
+    assert text and not {ids[t] for t in text} & tag
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0], -1)
+    ce = -sum(logp[t - 1, ids[t]].item() for t in text) / len(text)
+    assert (with_lm - loss).item() == pytest.approx(ce, abs=1e-4)
+
+
+def test_training_resumes_from_its_checkpoint(tmp_path, small_prm, monkeypatch):
+    import rewards.prm_train as pt
+
+    _, _, _, paths, _ = small_prm
+    (tmp_path / "whole").mkdir()
+    whole = train(*build("tiny-arith"), MATH_SHEPHERD, paths * 2, paths, epochs=2, lr=1e-3,
+                  batch_size=2, progress=False, work=tmp_path / "whole")
+    assert whole[0]["loss"] != whole[1]["loss"]
+    real, calls = pt.evaluate, []
+
+    def killed_in_epoch_two(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the run dies after epoch 1's checkpoint
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pt, "evaluate", killed_in_epoch_two)
+    (tmp_path / "cut").mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        train(*build("tiny-arith"), MATH_SHEPHERD, paths * 2, paths, epochs=2, lr=1e-3,
+              batch_size=2, progress=False, work=tmp_path / "cut")
+    monkeypatch.setattr(pt, "evaluate", real)
+    resumed = train(*build("tiny-arith"), MATH_SHEPHERD, paths * 2, paths, epochs=2, lr=1e-3,
+                    batch_size=2, progress=False, work=tmp_path / "cut")
+    assert [h["loss"] for h in resumed] == pytest.approx([h["loss"] for h in whole], abs=1e-6)
+
+
+# -- ProcessBench F1, AUC and reranking on hand-made solutions -------------------------------
+def sol(problem, scores, first_error, correct, answer="1"):
+    return Solution(problem, tuple(f"s{i}" for i in range(len(scores))), {"x": tuple(scores)},
+                    answer, correct, True, first_error)
+
+
+def test_first_error_f1_hand_computed():
+    sols = [sol(0, [0.9, 0.2, 0.1], 1, False),   # predicted 1 at tau .5: right
+            sol(0, [0.9, 0.8, 0.3], 1, False),   # predicted 2: wrong
+            sol(0, [0.9, 0.9, 0.9], None, True),  # predicted none: right
+            sol(0, [0.9, 0.4, 0.9], None, True)]  # predicted 1: wrong
+    f = first_error_f1(sols, "x", 0.5)
+    assert (f["erroneous_acc"], f["correct_acc"], f["f1"]) == (0.5, 0.5, 0.5)
+    f = first_error_f1(sols, "x", 0.35)  # [1, 2->2? no: .3 < .35 -> 2], none, none
+    assert (f["erroneous_acc"], f["correct_acc"]) == (0.5, 1.0)
+    assert f["f1"] == pytest.approx(2 * 0.5 * 1.0 / 1.5)
+    assert best_threshold(sols, "x") == pytest.approx(0.35)  # midpoint of .3 and .4
+    # steps before the first error are positive: 4 + 4 + 3 + 3 ... hand count of pairs
+    assert step_auc(sols, "x") == pytest.approx(_auc_by_hand(sols))
+
+
+def _auc_by_hand(sols):
+    pos, neg = [], []
+    for s in sols:
+        bad = len(s.steps) if s.first_error is None else s.first_error
+        for i, v in enumerate(s.scores["x"]):
+            (pos if i < bad else neg).append(v)
+    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def test_rerank_rules_hand_computed():
+    sols = [sol(0, [0.2], 1, False, "5"), sol(0, [0.3], 1, False, "5"),
+            sol(0, [0.9], None, True, "7"), sol(0, [0.1], 1, False, "6")]
+    assert rerank(sols, 4, "oracle") == 1.0
+    assert rerank(sols, 4, "vote") == 0.0  # "5" twice
+    assert rerank(sols, 4, "score", "x") == 1.0
+    assert rerank(sols, 4, "weighted_vote", "x") == 1.0  # 0.9 > 0.2 + 0.3
+    assert rerank(sols, 2, "score", "x") == 0.5  # groups {5, 5} and {7, 6}
+    assert rerank(sols, 1, "oracle") == 0.25
