@@ -76,8 +76,8 @@ def read_jsonl(file: Path) -> list[dict[str, Any]]:
 
 
 def _json(file: Path) -> list[dict[str, Any]]:
-    """A .json file: a list of objects, {"data": [objects]}, or columns {"col": [values]};
-    one object per line is read as JSONL (the `datasets` library reads both)."""
+    """A .json file: a list of objects, {"data": [objects]}, columns {"col": [values]}, or
+    one object (one row); one object per line is read as JSONL (as `datasets` does)."""
     text = "".join(line for _, line in _lines(file))
     try:
         data = json.loads(text)
@@ -91,6 +91,8 @@ def _json(file: Path) -> list[dict[str, Any]]:
         if len({len(v) for v in data.values()}) != 1:
             raise ValueError(f"{file}: columns of different lengths")
         data = [dict(zip(data, values)) for values in zip(*data.values())]
+    if isinstance(data, dict):
+        data = [data]
     if not isinstance(data, list):
         raise ValueError(f"{file}: expected a list of rows, got a {type(data).__name__}")
     for number, row in enumerate(data, 1):
@@ -197,6 +199,7 @@ def read_hub(repo: str, *, config: str | None = None, split: str | None = None,
     or config."""
     try:
         import datasets
+        from datasets import config as settings
     except ImportError:
         raise HubUnavailable("the `datasets` library is not installed (pip install datasets)"
                              ) from None
@@ -204,8 +207,8 @@ def read_hub(repo: str, *, config: str | None = None, split: str | None = None,
                       (("config", config), ("split", split), ("revision", revision)) if v)
     origin = f"{repo} ({where})" if where else repo
     offline = _offline_reason()
-    saved = datasets.config.HF_HUB_OFFLINE
-    datasets.config.HF_HUB_OFFLINE = saved or offline is not None  # cache only
+    saved = settings.HF_HUB_OFFLINE
+    settings.HF_HUB_OFFLINE = saved or offline is not None  # cache only
     try:
         found = datasets.load_dataset(repo, config, split=split, revision=revision,
                                       cache_dir=None if cache_dir is None else str(cache_dir))
@@ -216,5 +219,5 @@ def read_hub(repo: str, *, config: str | None = None, split: str | None = None,
     except ValueError as err:  # a split or config the dataset does not have
         raise ValueError(f"{origin}: {err}".replace("\n", "; ")) from None
     finally:
-        datasets.config.HF_HUB_OFFLINE = saved
+        settings.HF_HUB_OFFLINE = saved
     return Rows(_one_split(found, split, origin), origin)
