@@ -127,7 +127,7 @@ def _benchmark_rows(key: str, bench: Benchmark, path: str | os.PathLike[str] | N
             raise FileNotFoundError(f"{key}: no such file or directory: {path}")
         if given.is_file() or is_saved(given):
             return read_path(given, split=split)
-        return _in_folder(key, bench, given, "the given directory")
+        return _in_folder(key, bench, given) or _absent(key, bench, given, "the given directory")
     try:
         return read_hub(bench.hub, config=config or bench.config, split=split or bench.split,
                         revision=revision, cache_dir=cache_dir)
@@ -135,32 +135,41 @@ def _benchmark_rows(key: str, bench: Benchmark, path: str | os.PathLike[str] | N
         if split or config or revision:  # the local copy is the default split only
             raise
         on_hub = str(err)
-    try:
-        if key == "humaneval":
-            try:
-                return read_path(humaneval_file())
-            except ModuleNotFoundError as missing:
-                raise FileNotFoundError(str(missing)) from None
+    if key == "humaneval":
+        try:
+            return read_path(humaneval_file())
+        except ModuleNotFoundError as err:
+            local = str(err)
+    else:
         where = f"${DATA_ENV}" if os.environ.get(DATA_ENV) else f"the default; ${DATA_ENV} is unset"
-        return _in_folder(key, bench, data_dir(), where)
-    except FileNotFoundError as err:
-        raise FileNotFoundError(
-            f"{key}: no copy found. Hub copy: {on_hub}. Local copy: {err}. Either reach the "
-            "hub once (the `datasets` cache keeps the copy; HF_DATASETS_OFFLINE=1 then reads "
-            f"only the cache), or point at a copy: path= / --data FILE_OR_FOLDER, or "
-            f"{DATA_ENV}=FOLDER holding {bench.files[0]}") from None
+        found = _in_folder(key, bench, data_dir())
+        if found is not None:
+            return found
+        local = _missing(key, bench, data_dir(), where)
+    raise FileNotFoundError(
+        f"{key}: no copy found. The hub copy {on_hub}. The local copy: {local}. Either reach "
+        "the hub once (the `datasets` cache keeps the copy; HF_DATASETS_OFFLINE=1 then reads "
+        f"only the cache), or point at a copy: --data FILE_OR_FOLDER (path=), or "
+        f"{DATA_ENV}=FOLDER holding {bench.files[0]}")
 
 
-def _in_folder(key: str, bench: Benchmark, folder: Path, where: str) -> Rows:
+def _in_folder(key: str, bench: Benchmark, folder: Path) -> Rows | None:
     """The benchmark's file in `folder`: one of bench.files, KEY.parquet, or a saved KEY/."""
     for candidate in (*bench.files, f"{key}.parquet", key):
         found = folder / candidate
         if found.is_file() or (found.is_dir() and is_saved(found)):
             return read_path(found)
-    raise FileNotFoundError(
-        f"{key}: none of {', '.join(bench.files)} (or {key}.parquet, or a saved folder {key}/) "
-        f"in {folder} ({where}); pass path= to the file or set {DATA_ENV} to the directory "
-        "holding it")
+    return None
+
+
+def _missing(key: str, bench: Benchmark, folder: Path, where: str) -> str:
+    return (f"none of {', '.join(bench.files)} (or {key}.parquet, or a saved folder {key}/) in "
+            f"{folder} ({where})")
+
+
+def _absent(key: str, bench: Benchmark, folder: Path, where: str) -> Rows:
+    raise FileNotFoundError(f"{key}: {_missing(key, bench, folder, where)}; pass path= to the "
+                            f"file or set {DATA_ENV} to the directory holding it")
 
 
 # -- command lines ------------------------------------------------------------------------------

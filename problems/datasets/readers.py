@@ -213,9 +213,8 @@ def read_hub(repo: str, *, config: str | None = None, split: str | None = None,
         found = datasets.load_dataset(repo, config, split=split, revision=revision,
                                       cache_dir=None if cache_dir is None else str(cache_dir))
     except (ConnectionError, FileNotFoundError) as err:  # not cached; absent, gated, private
-        reason = offline or "the hub did not answer"
-        raise HubUnavailable(f"{origin}: not in the datasets cache and {reason} ({err})"
-                             ) from None
+        why = f"not in the datasets cache and {offline}" if offline else str(err)
+        raise HubUnavailable(f"{origin}: {why}") from None
     except ValueError as err:  # a split or config the dataset does not have
         raise ValueError(f"{origin}: {err}".replace("\n", "; ")) from None
     finally:
