@@ -102,8 +102,8 @@ def test_own_code_tasks(tmp_path):
              "public_tests": "assert double(0) == 0", "id": "dbl"},
             {"problem": "def neg(x):\n    \"\"\"Minus x.\"\"\"\n", "entry_point": "neg",
              "tests": "assert neg(3) == -3", "id": "neg"}]
-    first, second = problems.load(str(write_jsonl(tmp_path / "code.jsonl", rows)))
-    assert (first.id, first.domain, first.answer) == ("code/dbl", "code", None)
+    first, second = problems.load(str(write_jsonl(tmp_path / "my.code.jsonl", rows)))
+    assert (first.id, first.domain, first.answer) == ("my.code/dbl", "code", None)
     assert first.hidden_tests == ("assert double(2) == 4", "assert double(-1) == -2")
     assert first.tests == ("assert double(0) == 0",) and first.entry_point == "double"
     assert second.hidden_tests == ("assert neg(3) == -3",) and second.tests == ()
@@ -192,7 +192,7 @@ def test_bad_paths_and_names(tmp_path):
     file = write_jsonl(tmp_path / "mine.jsonl", OWN)
     with pytest.raises(ValueError, match="has no splits"):
         problems.load(str(file), split="test", fields={"problem": "question", "answer": "final"})
-    with pytest.raises(ValueError, match="goes with a short name"):
+    with pytest.raises(ValueError, match="is not a short name .path= / --data goes with one"):
         problems.load(str(file), tmp_path)
 
 

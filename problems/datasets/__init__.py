@@ -88,13 +88,16 @@ def _problems(name: str, path: str | os.PathLike[str] | None, hub: dict[str, Any
         bench = BENCHMARKS[key]
         return to_problems(_benchmark_rows(key, bench, path, **hub), bench.convert,
                            bench.needs, fields)
+    close = difflib.get_close_matches(key, names(), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     if path is not None:
-        raise ValueError(f"path= (--data) goes with a short name ({', '.join(names())}); "
-                         f"give {name!r} alone")
+        raise ValueError(f"{name!r} is not a short name{hint} (path= / --data goes with one of "
+                         f"{', '.join(names())}; give a file or hub id alone)")
     if own.exists():
         if hub["config"] or hub["revision"]:
             raise ValueError(f"{name}: a local dataset has no config or revision")
-        source = own.name.split(".")[0] if own.is_file() else own.name
+        suffix = next((x for x in READERS if own.is_file() and own.name.lower().endswith(x)), "")
+        source = own.name[: len(own.name) - len(suffix)]  # my.set.v2.jsonl -> my.set.v2
         return to_problems(read_path(own, split=hub["split"]), generic(source), GENERIC_NEEDS,
                            fields)
     bench = next((b for b in BENCHMARKS.values() if b.hub.lower() == name.lower()), None)
@@ -106,8 +109,6 @@ def _problems(name: str, path: str | os.PathLike[str] | None, hub: dict[str, Any
         return to_problems(read_hub(name, **hub), generic(name), GENERIC_NEEDS, fields)
     if any(name.lower().endswith(s) for s in READERS) or os.sep in name:
         raise FileNotFoundError(f"no such file or directory: {name}")
-    close = difflib.get_close_matches(key, names(), n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     raise ValueError(f"unknown dataset {name!r}{hint} (known: {', '.join(names())}; or a hub "
                      "id owner/name, a file or a saved folder)")
 
