@@ -197,3 +197,18 @@ def test_real_sets_hub_shaped_give_the_same_problems(name, tmp_path):
     local = problems.load(name, file)
     assert [same(p) for p in problems.load(bench.hub, cache_dir=tmp_path)] == [
         same(p) for p in local]
+
+
+def test_viewer_takes_a_problem_from_a_file_of_your_own(tmp_path):
+    """reports.viewer's --dataset: the same options as reports.eval (nothing solved here)."""
+    import argparse
+
+    from reports.viewer import _problem
+
+    file = write_jsonl(tmp_path / "mine.jsonl", [{"q": "One plus one?", "a": "2"},
+                                                 {"q": "Two plus two?", "a": "4"}])
+    args = argparse.Namespace(problem=None, dataset=str(file), data=None, data_seed=0, index=1,
+                              difficulty=None, split=None, config=None, revision=None,
+                              field=["problem=q", "answer=a"])
+    found = _problem(args)
+    assert (found.id, found.prompt, found.answer) == ("mine/1", "Two plus two?", "4")

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +167,8 @@ def _one_split(found: Any, split: str | None, origin: str) -> tuple[dict[str, An
 
 # -- the hub --------------------------------------------------------------------------------
 PROBE_SECONDS = 3.0
+# read_hub switches the library to cache-only for one call; one call at a time does so
+_CACHE_ONLY = threading.Lock()
 
 
 @functools.cache
@@ -207,16 +210,17 @@ def read_hub(repo: str, *, config: str | None = None, split: str | None = None,
                       (("config", config), ("split", split), ("revision", revision)) if v)
     origin = f"{repo} ({where})" if where else repo
     offline = _offline_reason()
-    saved = settings.HF_HUB_OFFLINE
-    settings.HF_HUB_OFFLINE = saved or offline is not None  # cache only
-    try:
-        found = datasets.load_dataset(repo, config, split=split, revision=revision,
-                                      cache_dir=None if cache_dir is None else str(cache_dir))
-    except (ConnectionError, FileNotFoundError) as err:  # not cached; absent, gated, private
-        why = f"not in the datasets cache and {offline}" if offline else str(err)
-        raise HubUnavailable(f"{origin}: {why}") from None
-    except ValueError as err:  # a split or config the dataset does not have
-        raise ValueError(f"{origin}: {err}".replace("\n", "; ")) from None
-    finally:
-        settings.HF_HUB_OFFLINE = saved
+    with _CACHE_ONLY:
+        saved = settings.HF_HUB_OFFLINE
+        settings.HF_HUB_OFFLINE = saved or offline is not None  # cache only
+        try:
+            found = datasets.load_dataset(repo, config, split=split, revision=revision,
+                                          cache_dir=None if cache_dir is None else str(cache_dir))
+        except (ConnectionError, FileNotFoundError) as err:  # not cached; absent, gated, private
+            why = f"not in the datasets cache and {offline}" if offline else str(err)
+            raise HubUnavailable(f"{origin}: {why}") from None
+        except ValueError as err:  # a split or config the dataset does not have
+            raise ValueError(f"{origin}: {err}".replace("\n", "; ")) from None
+        finally:
+            settings.HF_HUB_OFFLINE = saved
     return Rows(_one_split(found, split, origin), origin)
