@@ -22,9 +22,7 @@ rebinds the helpers to the dataset's definitions.
 from __future__ import annotations
 
 import ast
-import gzip
 import importlib.util
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -63,30 +61,16 @@ def humaneval_file() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
 
 
-def read_rows(file: Path) -> list[dict[str, Any]]:
-    """Rows of a .jsonl or .jsonl.gz file (blank lines skipped); a line that is not a JSON
-    object is an error naming the file and line."""
-    opener = gzip.open if file.name.endswith(".gz") else open
-    rows = []
-    with opener(file, "rt", encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as err:
-                raise ValueError(f"{file}:{number}: not a JSON row ({err})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{file}:{number}: not a JSON row (a {type(row).__name__})")
-            rows.append(row)
-    return rows
-
-
 def load_humaneval(file: Path) -> list[Problem]:
-    return [_problem(row, file) for row in read_rows(file)]
+    """The Problems of a HumanEval.jsonl[.gz] file."""
+    from problems.datasets.readers import read_jsonl  # (the package imports this module)
+
+    return [humaneval_problem(row, str(file)) for row in read_jsonl(file)]
 
 
-def _problem(row: dict[str, Any], file: Path) -> Problem:
+def humaneval_problem(row: dict[str, Any], origin: str) -> Problem:
+    """One HumanEval row (task_id, prompt, canonical_solution, test, entry_point) as a
+    Problem; origin: where the row came from (a file, or the hub id)."""
     task_id, entry_point, prompt = row["task_id"], row["entry_point"], row["prompt"]
     errata = _ERRATA.get(task_id, set())
     helpers, names = prompt_helpers(prompt, entry_point)
@@ -107,7 +91,7 @@ def _problem(row: dict[str, Any], file: Path) -> Problem:
             # A complete program: the prompt (imports, helpers, signature) plus the body.
             "solution": prompt + row["canonical_solution"],
             "source": "humaneval",
-            "file": str(file),
+            "origin": origin,
             "grader": "code",
         },
     )

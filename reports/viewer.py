@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from problems import datasets
 from reports.tree_export import chosen_node_id, chosen_path, to_graphml, to_networkx
 from search.cli import add_solve_arguments, solve_args, usage_line
 from search.types import Candidate, Node, Problem, Result
@@ -277,11 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("problem", nargs="?", default=None,
                     help="the question text (or --dataset and --index)")
     ap.add_argument("--dataset", default=None, help="take the problem from a dataset instead "
-                    "(arith, codegen, gsm8k, math500, ...; see reports.eval)")
+                    "(arith, codegen, gsm8k, math500, ..., a hub id, file or saved folder; see "
+                    "reports.eval)")
     ap.add_argument("--index", type=int, default=0, help="which problem of --dataset (from 0)")
     ap.add_argument("--difficulty", type=int, default=None, help="--dataset level")
     ap.add_argument("--data", default=None, help="--dataset file or folder (benchmarks)")
     ap.add_argument("--data-seed", type=int, default=0, help="generator seed (arith, codegen)")
+    datasets.add_arguments(ap)
     ap.add_argument("--out", default="tree.html", help="HTML page to write (default tree.html)")
     ap.add_argument("--graphml", default=None, help="also write the tree as GraphML here")
     add_solve_arguments(ap)
@@ -289,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.problem = _problem(args)
         result = solve_args(args)
-    except (ValueError, TypeError, FileNotFoundError, KeyError, RuntimeError) as err:
+    except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     to_html(result, args.out)
@@ -313,7 +316,7 @@ def _problem(args: argparse.Namespace) -> Problem:
     from reports.eval import load_problems
 
     found = load_problems(args.dataset, path=args.data, data_seed=args.data_seed,
-                          limit=args.index + 1,
+                          limit=args.index + 1, **datasets.options(args),
                           difficulty=None if args.difficulty is None else [args.difficulty])
     if args.index < 0 or args.index >= len(found):
         raise ValueError(f"--index {args.index}: {args.dataset} has {len(found)} problems here")

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
+
+# The `datasets` library never touches the network in tests, and reads an empty cache of
+# its own rather than the user's (where a cached benchmark would change what loads). Set
+# before anything imports the library, which reads both once.
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="tts-datasets-cache-")
+atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
