@@ -1,15 +1,20 @@
 r"""Which part of a text is its final answer: plain string work, linear in the text, no sympy.
 
-`answer_of(text)` reads, in order of trust:
-  1. the boxes (\boxed, \fbox, \framebox) after the last `</think>`; boxes that disagree are
-     all kept, joined as a list ("1, 3"), so a hedge never passes as its last box; only a
-     "final answer: <math>" stated after the last box overrides them;
-  2. the last "final answer is / the answer is / answer:" phrase, up to the end of its sentence;
-  3. GSM8K's "#### X";
-  4. a text with no prose words is the answer itself ("$1$ and $2$", "x \approx 11");
-  5. otherwise the last run of math in the text: a $..$ / \(..\) / \[..\] span or a number,
-     with runs joined by "and" / "or" / "," read as one list ("roots $2$ and $3$").
-A `<think>` block never holds the answer; an unclosed one (a truncated output) holds no answer.
+`answer_of(text)` reads the text after the last `</think>` (an unclosed `<think>` is a cut-off
+output with no answer):
+  1. its stated answers: the boxes (\boxed, \fbox, \framebox), every "final answer is / the
+     answer is / answer: / the answer must be" phrase up to the end of its sentence, GSM8K's
+     "#### X". verifiers/_conclusion.py picks the conclusion among them: the last committed one
+     (not questioned, supposed, quoted or negated), a closing "Final Answer" / "####" over what
+     precedes it, a later answer over an earlier one only across a correction; different boxes
+     with no correction between, or a second value offered beside the conclusion, are a hedge,
+     read as the list of its values (never equal to one gold);
+  2. without any: a text with no prose words is the answer itself ("$1$ and $2$", "x \approx 11");
+  3. otherwise the last run of math asserted in the text: a $..$ / \(..\) / \[..\] span, a
+     compound quantity ("5 hours and 30 minutes") or a number, with runs joined by "and" / "or"
+     / "," read as one list ("roots $2$ and $3$"); a question, a supposition, a value after
+     "not" are skipped; a correction after it ("We get 18. Wait, that's wrong.") withdraws it.
+A number is never read out of LaTeX written without delimiters (the 3 of "\frac{14}{3}").
 """
 
 from __future__ import annotations
@@ -17,14 +22,40 @@ from __future__ import annotations
 import bisect
 import re
 
+from verifiers._conclusion import (
+    CORRECTION,
+    TURN,
+    Candidate,
+    committed,
+    corrected,
+    hedge,
+    replacement,
+    same,
+    turned_at,
+)
 from verifiers._latex import to_plain
+from verifiers._quantity import COMPOUND, parts
 
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
+BOX_OPEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{$")
 _PHRASE = re.compile(
     r"\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
+    r"|answer\s+(?:must|should|would|will|has\s+to|ought\s+to)\s+be\b|answer\s+(?:equals|becomes)\b"
     r"|answer\b(?=\s*[$\\\d(\[{-]))\s*:?(?:\s*\*\*)?",
     re.I,
 )
+# words between "the answer is" and its math ("is therefore $\frac{14}{3}$")
+_FILLER = re.compile(
+    r"(?:(?:therefore|thus|hence|so|then|now|simply|just|indeed|clearly|exactly|precisely|"
+    r"actually|really|still|finally|definitely|certainly|surely|obviously|evidently|in\s+fact|"
+    r"of\s+course|equal\s+to|given\s+by|the\s+(?:value|number|result)|[a-z]+ly)\b[\s,:]*)+",
+    re.I,
+)
+# what "the answer is" may be followed by that is a verdict on it, not an answer
+_VERDICT_WORDS = {"correct", "right", "wrong", "incorrect", "reasonable", "valid", "accurate",
+                  "plausible", "consistent", "clear", "obvious", "below", "above", "as follows",
+                  "the following", "unclear", "unknown", "not clear", "sensible", "confirmed"}
+_READ = 2000  # characters after "the answer is" in which its answer is read
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
 _GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
 # a number as written in prose: signs, thousands separators, decimals, simple fractions
@@ -54,24 +85,70 @@ def answer_of(text: str, *, words: bool = True) -> str | None:
     if after is None:
         return None
     text = after
-    boxed, box_end = _boxed(text)
-    phrase, phrase_start = _phrase(text)
-    # a "final answer" stated after the boxes overrides them ("\\boxed{200} ... Final answer:
-    # $10,455$") when it is math; "maybe the answer is 3" after a box does not
-    final = phrase_start >= 0 and text[phrase_start:].lower().startswith("final")
-    if phrase and phrase_start > box_end and (box_end < 0 or final and re.search(r"[\d\\]", phrase)):
-        return phrase
-    answer = boxed or phrase or _gsm8k(text)
-    if answer:
-        return answer
+    boxes = _boxes(text)
+    phrases = _phrases(text, boxes)  # a phrase that states a box ranks the box instead
+    markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
+    candidates = sorted(boxes + phrases + markers, key=lambda c: c.start)
+    if candidates:
+        return _conclusion(text, candidates)
     bare = _strip_math_delimiters(text.strip()).strip()
     single = "\n" not in bare or "\\begin" in bare
     if bare and single and not _has_prose(bare):
         return bare.rstrip(".").strip() or None
-    math = _last_math(text)
+    math = _last_statement(text, 0)
     if math is None and words and single and 0 < len(bare) <= 100:
         return bare.rstrip(".").strip() or None
     return math
+
+
+def _conclusion(text: str, candidates: list[Candidate]) -> str | None:
+    """The conclusion among the stated answers (see verifiers._conclusion): the last committed
+    one, across corrections; a hedge comes back as the list of its values."""
+    stated = [c for c in candidates if c.committed]
+    strong = [c for c in stated if c.kind != "phrase"]
+    if strong:
+        final = strong[-1]
+        later = [c for c in stated if c.kind == "phrase" and c.start >= final.end]
+        if later and not same(later[-1].value, final.value):
+            if not corrected(text, final.end, later[-1].start):
+                return f"{final.value}, {later[-1].value}"  # "\boxed{5}. Maybe the answer is 3."
+            final = later[-1]
+        elif final.kind != "close":  # boxes that disagree, with no correction between: a hedge
+            since = turned_at(text, final.start)  # boxes before a correction are withdrawn
+            earlier = [c.value for c in strong if since <= c.end <= final.start and c.kind == "box"]
+            distinct = [v for v in dict.fromkeys(earlier) if v != final.value]
+            if len(distinct) > _MAX_BOXES:  # a text boxing dozens of values answers nothing
+                return ", ".join([*distinct, final.value])
+            rivals = {to_plain(v): v for v in [*distinct, final.value] if not same(v, final.value)}
+            if rivals:
+                return ", ".join([*rivals.values(), final.value])
+    elif stated:
+        final = stated[-1]
+    else:  # only supposed, questioned or negated answers: what the text asserts besides them
+        return _last_statement(text, 0)
+    correction = list(CORRECTION.finditer(text, final.end))
+    if correction:  # "\\boxed{16}. Wait, that's wrong ... Redoing it gives 18."
+        found = replacement(text, correction[-1].end(), _math_items, restated=False)
+        if found is None:
+            return None  # withdrawn, and nothing stated instead
+    else:  # "The answer is 16. Actually, it's 18."
+        found = replacement(text, final.end, _math_items, restated=True) if TURN.search(text, final.end) else None
+    if found is not None and not same(found.value, final.value):
+        if not corrected(text, final.end, found.start):
+            return f"{final.value}, {found.value}"  # "16. Hmm, maybe it's 18."
+        final = found
+    return hedge(text, final, _math_items) or final.value
+
+
+def _last_statement(text: str, start: int) -> str | None:
+    """The last run of math asserted in text[start:] (not in a question, a supposition or
+    after "not"), None when a correction follows it; a hedge beside it makes it a list."""
+    found = replacement(text, start, _math_items, restated=False)
+    if found is None or CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
+        return None
+    before = text[start : found.end]
+    final = Candidate(found.start, found.end, _run(before, _math_items(before)), "conclusion")
+    return hedge(text, final, _math_items) or final.value
 
 
 def _after_thinking(text: str) -> str | None:
@@ -83,11 +160,11 @@ def _after_thinking(text: str) -> str | None:
     return text
 
 
-def _boxed(text: str) -> tuple[str | None, int]:
-    """The boxes' contents (one answer if they agree, else all of them as a list) and where
-    the last box ends (-1 without boxes)."""
-    contents: list[str] = []
-    end = last = -1  # a box inside a box ("\boxed{\boxed{2}}") is part of the outer one
+def _boxes(text: str) -> list[Candidate]:
+    """Every box (\\boxed, \\fbox, \\framebox) with its content; a box inside a box is part
+    of the outer one; an unclosed one (a truncated output) holds nothing."""
+    out: list[Candidate] = []
+    end = -1
     closing = _closing_braces(text)
     for m in BOX.finditer(text):
         if m.start() < end:
@@ -97,7 +174,7 @@ def _boxed(text: str) -> tuple[str | None, int]:
             j += 1
         if j < len(text) and text[j] == "{":
             end = closing.get(j, -1)
-            if end < 0:  # unclosed (a truncated output): no answer in it
+            if end < 0:
                 continue
             content = text[j + 1 : end]
         else:  # "\boxed 5"
@@ -105,17 +182,8 @@ def _boxed(text: str) -> tuple[str | None, int]:
             end = j + len(content)
         content = _unbox(re.sub(r"^[#\s]+", "", content).strip())  # "\boxed{#### 5}"
         if content:
-            contents.append(content)
-            last = end
-    if not contents:
-        return None, -1
-    distinct = list(dict.fromkeys(contents))
-    if len(distinct) > _MAX_BOXES:  # a text boxing dozens of values answers nothing
-        return ", ".join(distinct), last
-    by_key = {to_plain(c): c for c in distinct}  # "\\textbf{(113)}" and "113" are one answer
-    if len(by_key) == 1:
-        return contents[-1], last
-    return ", ".join(by_key.values()), last
+            out.append(Candidate(m.start(), end + 1, content, "box"))
+    return out
 
 
 def _unbox(content: str) -> str:
@@ -145,28 +213,53 @@ def _closing_braces(text: str) -> dict[int, int]:
     return pairs
 
 
-def _phrase(text: str) -> tuple[str | None, int]:
-    """The answer after the last "the answer is" (this line, or the next when it ends there),
-    and where that phrase starts (-1 without one)."""
-    marks = list(_PHRASE.finditer(text))
-    if not marks:
-        return None, -1
-    rest = text[marks[-1].end() :].lstrip(" \t*:")
-    display = _MATH_SPAN.match(rest.lstrip())  # "Answer:\n\\[ 9 \\]" spans lines
-    if display and rest.lstrip()[:2] in ("$$", "\\["):
-        return next(g for g in display.groups() if g is not None).strip() or None, marks[-1].start()
-    line, _, after = rest.partition("\n")
-    if not line.strip():  # "**Final Answer**\n$$ 5 $$"
-        line = after.lstrip("\n").split("\n\n", 1)[0]
-    return _sentence_answer(line), marks[-1].start()
+def _phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
+    """Every "the answer is" with the answer it states (this line, or the next when it ends
+    there). A phrase whose answer is a box hands its rank to the box ("Final Answer:
+    \\boxed{5}" is a closing box) and states nothing itself."""
+    out: list[Candidate] = []
+    box_starts = [b.start for b in boxes]
+    for mark in _PHRASE.finditer(text):
+        final = mark.group(0).lower().startswith("final")
+        rest = text[mark.end() : mark.end() + _READ].lstrip(" \t*:")
+        offset = min(len(text), mark.end() + _READ) - len(rest)
+        display = _MATH_SPAN.match(rest.lstrip())  # "Answer:\n\\[ 9 \\]" spans lines
+        if display and rest.lstrip()[:2] in ("$$", "\\["):
+            value: str | None = next(g for g in display.groups() if g is not None).strip()
+            reach = offset + len(rest) - len(rest.lstrip()) + display.end()
+        else:
+            line, _, after = rest.partition("\n")
+            if not line.strip():  # "**Final Answer**\n$$ 5 $$"
+                line = after.lstrip("\n").split("\n\n", 1)[0]
+            value = _sentence_answer(line)
+            reach = text.find(line, offset) + len(line)
+        k = bisect.bisect_left(box_starts, mark.end())
+        if k < len(boxes) and boxes[k].start < reach:  # the phrase states a box
+            if final and boxes[k].kind == "box":
+                boxes[k] = Candidate(boxes[k].start, boxes[k].end, boxes[k].value, "close")
+            continue
+        if not value or value.strip(" .!*").lower() in _VERDICT_WORDS:  # "the answer is correct"
+            continue
+        tail = value.rsplit(",", 1)[-1].strip()[-12:]
+        at = text.find(tail, offset, reach) if tail else -1
+        end = at + len(tail) if at >= 0 else reach
+        end += len(re.match(r"[$\s]*(?:\\[)\]])?\$*", text[end:end + 4]).group(0))  # type: ignore[union-attr]
+        kind = "close" if final and re.search(r"[\d\\]", value) else "phrase"
+        out.append(Candidate(mark.start(), end, value, kind, committed(text, mark.start(), mark.end())))
+    return out
 
 
 def _sentence_answer(sentence: str) -> str | None:
-    """ "$\\frac{3}{4}$. Done" -> "\\frac{3}{4}"; "42 apples." -> "42 apples";
-    "The largest $n$ is 34." -> "34" (a sentence that starts in words: its last math)."""
+    """ "$\\frac{3}{4}$. Done" -> "\\frac{3}{4}"; "42 apples." -> "42 apples"; "therefore
+    $\\frac{14}{3}$." -> "\\frac{14}{3}" (adverbs before the math are skipped); "5 hours and 30
+    minutes" whole; "The largest $n$ is 34." -> "34" (a sentence that starts in words: its
+    last math)."""
     s = sentence.replace("\\$", "").strip().lstrip("*").strip()
     s = re.sub(r"^[#\s]+", "", s)  # "The answer is #### 5": the GSM8K marker is not part of it
     s = re.sub(r'^\\?["\']|\\?["\']\s*\.?$', "", s.strip())  # quoted: "\"$12$ and $13$\""
+    filler = _FILLER.match(s)
+    if filler and re.match(r"[\d$\\(\[{-]", s[filler.end() :]):  # "is simply $\\frac{14}{3}$"
+        s = s[filler.end() :]
     if _MATH_SPAN.match(s):  # "$12$ and $13$.": the spans joined to the first one
         items = _math_items(s)
         run = [items[0]]
@@ -175,12 +268,16 @@ def _sentence_answer(sentence: str) -> str | None:
                 break
             run.append(item)
         return ", ".join(it[2] for it in run)
-    s = re.split(r"\.(?:\s|$)|\*\*", s)[0].strip().strip("$").rstrip(".").strip()
+    compound = COMPOUND.match(s)
+    if compound and parts(compound.group(0)):  # "5 hours and 30 minutes"
+        return compound.group(0)
+    cut = re.split(r"\.(?:\s|$)|\*\*", s)[0].strip()
+    s = cut.strip("$").rstrip(".").strip()
     if not s:
         return None
     head = re.match(r"[A-Za-z]+", s)
     if head and _has_prose(head.group(0)):
-        return _last_math(s) or s  # "The answer is Evelyn."
+        return _last_math(cut) or s  # "The answer is Evelyn."; never a number inside $...$
     return _before_prose(s)
 
 
@@ -197,12 +294,14 @@ def _before_prose(s: str) -> str:
     return s
 
 
-def _gsm8k(text: str) -> str | None:
-    for mark in list(_GSM8K.finditer(text))[::-1]:  # the last marker followed by something
+def _gsm8k(text: str) -> list[Candidate]:
+    """Every GSM8K "#### X" that is followed by something (a closing marker)."""
+    out = []
+    for mark in _GSM8K.finditer(text):
         answer = mark.group(1).strip().rstrip(".").strip()
         if answer:
-            return answer
-    return None
+            out.append(Candidate(mark.start(), mark.end(), answer, "close"))
+    return out
 
 
 def _strip_math_delimiters(text: str) -> str:
@@ -226,25 +325,55 @@ def _last_math(text: str) -> str | None:
     """The last run of math in prose: a math span or a number, with the runs before it that
     are joined to it by "and" / "or" / "," ("$1$, $2$ and $3$" -> "1, 2, 3")."""
     items = _math_items(text)
-    if not items:
-        return None
+    return _run(text, items) if items else None
+
+
+def _run(text: str, items: list[tuple[int, int, str]]) -> str:
+    """The last item with the ones joined to it by connectors, as one list."""
     run = [items[-1]]
     for item in reversed(items[:-1]):
-        gap = text[item[1] : run[0][0]]
-        if not _CONNECTOR.fullmatch(gap):
+        if not _CONNECTOR.fullmatch(text[item[1] : run[0][0]]):
             break
         run.insert(0, item)
     return ", ".join(it[2] for it in run)
 
 
 def _math_items(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, math) of every math span and every number outside them, in order."""
+    """(start, end, math) of every math span, compound quantity ("5 hours and 30 minutes")
+    and number outside them, in order. A number that is part of LaTeX written without its
+    delimiters (the 3 of "\\frac{14}{3}", the 6 of "\\pi/6", an exponent) is no item, nor is
+    one after an unclosed "$\\" (a cut-off span)."""
     items: list[tuple[int, int, str]] = []
     for m in _MATH_SPAN.finditer(text):
         items.append((m.start(), m.end(), next(g for g in m.groups() if g is not None).strip()))
-    starts = [a for a, _, _ in items]  # spans do not overlap: a number is inside at most one
-    for m in NUMBER.finditer(text):
-        k = bisect.bisect_right(starts, m.start()) - 1
-        if k < 0 or m.start() >= items[k][1]:
+    if "$" in text:  # a "$" outside every span that opens LaTeX: nothing after it is prose math
+        stray = re.compile(r"\$(?=\s*[\\{^_])").search(
+            "".join(" " * (b - a) if k % 2 else text[a:b] for k, (a, b) in enumerate(_gaps(text, items))))
+        limit = stray.start() if stray else len(text)
+    else:
+        limit = len(text)
+    for m in COMPOUND.finditer(text, 0, limit):
+        if parts(m.group(0)):
             items.append((m.start(), m.end(), m.group(0)))
+    items.sort()
+    starts = [a for a, _, _ in items]  # items do not overlap: a number is inside at most one
+    for m in NUMBER.finditer(text, 0, limit):
+        k = bisect.bisect_right(starts, m.start()) - 1
+        if k >= 0 and m.start() < items[k][1]:
+            continue
+        before, after = text[m.start() - 1 : m.start()], text[m.end() : m.end() + 1]
+        if before in ("^", "_", "/", "\\") or after in ("}", "^", "_", "\\", "{") or (
+            before == "{" and not BOX_OPEN.search(text, max(0, m.start() - 12), m.start())
+        ):  # inside LaTeX structure; "\\boxed{12" cut off is still its number
+            continue
+        items.append((m.start(), m.end(), m.group(0)))
     return [it for it in sorted(items) if it[2]]
+
+
+def _gaps(text: str, items: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """Alternating (outside, inside) stretches of `text` around the sorted spans `items`."""
+    out, pos = [], 0
+    for a, b, _ in sorted(items):
+        out += [(pos, a), (a, b)]
+        pos = b
+    return out + [(pos, len(text))]

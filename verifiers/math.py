@@ -58,6 +58,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from verifiers import _quantity as quantity
 from verifiers._arith import eval_rational
 from verifiers._extract import answer_of
 from verifiers._latex import is_text, to_plain
@@ -136,6 +137,9 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
 
     if g == p:
         return verdict(True, "identical after normalisation")
+    compound = quantity.compare(g_raw, p_raw, gold_text=gold)  # "5 hours and 30 minutes" against 5.5 or 330 minutes
+    if compound is not None:
+        return verdict(*compound)
     for name, plain in (("gold", g), ("prediction", p)):
         if _SIDE_BY_SIDE.search(plain):  # "2 3": not 6, not 23, not an answer
             return verdict(False, f"{name} has two numbers side by side")
@@ -161,8 +165,11 @@ _CLOSED_AT_INFINITY = re.compile(r"\[-?oo\b|\boo\]")
 
 
 def _numerals_equal(g: str, p: str) -> tuple[bool, str]:
-    """ "52_8" accepts "52_8" and "52" (the base is the question's), nothing else."""
+    """A gold "52_8" accepts "52_8" and "52" (the base is the question's), nothing else; a gold
+    "52" does not accept "52_8" (a base the gold does not name makes another number)."""
     a, b = _NUMERAL.fullmatch(g), _NUMERAL.fullmatch(p)
+    if b and not a:
+        return False, "the prediction names a base the gold does not"
     digits = [m.group(1) if m else s for m, s in ((a, g), (b, p))]
     bases = {m.group(2) for m in (a, b) if m}
     if digits[0] == digits[1] and len(bases) == 1:
@@ -186,7 +193,9 @@ def _numbers_equal(
     if x == y:
         return True, "equal numbers"
     for a, b, pct in ((x, y, "%" in p_raw), (y, x, "%" in g_raw)):
-        if pct and b / 100 == a:  # "10%" is 10 and is also 0.1 (as math-verify reads it)
+        # "10%" is 10 and is also 0.1 (as math-verify reads it), but only against a number
+        # that is no integer: against 25 (a percent question's gold), "2500%" is not 25
+        if pct and b / 100 == a and a.denominator != 1:
             return True, "equal as a percentage"
     g_dec, p_dec = (_DECIMAL.fullmatch(to_plain(raw, fold=False)) for raw in (g_raw, p_raw))
     if bool(g_dec) == bool(p_dec):

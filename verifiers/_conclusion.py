@@ -1,0 +1,197 @@
+r"""Which stated answer is a text's conclusion: commitment, self-correction and hedges.
+
+verifiers/_extract.py finds the candidates (boxes, "the answer is" phrases, GSM8K's "####");
+this module decides among them, in plain string work linear in the text:
+- a statement is committed unless it sits in a question ("Is the answer 16?"), a
+  conditional or supposed clause ("If the answer is 16, ..."), quotes ('"the answer is 16"'),
+  reported or abandoned thinking ("At first I thought the answer is 16"), or is negated ("the
+  answer is not 16");
+- the conclusion is the last committed candidate, with format closers ("Final Answer:", "####")
+  outranking what precedes them; a later answer replaces an earlier one only across a
+  correction ("Wait, that's wrong", "I made an error", "Redoing it gives 18"); otherwise two
+  different boxes, or a box and a later different "the answer is", are a hedge;
+- a hedge (a second, different value offered next to the conclusion: "$X$, but it could also
+  be $Y$", "$X$ (though $Y$ ...)", "\boxed{X} (or $Y$ if ...)") comes back as the list of both,
+  which no single gold equals; a restatement ("or equivalently", "about", "i.e.") is no hedge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from verifiers._arith import eval_rational
+from verifiers._latex import to_plain
+
+
+@dataclass(frozen=True)
+class Candidate:
+    start: int  # where the statement starts (the phrase, the box, the "####")
+    end: int  # where its value ends
+    value: str
+    kind: str  # "box", "close" (a format's closing marker: "Final Answer", "####"), "phrase"
+    committed: bool = True
+
+
+# a sentence ends at . ! ? followed by a space or the end, or at a line break
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+# words that make what follows them (in their clause) a supposition, not a statement
+_SUPPOSED = re.compile(
+    r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|hypothetically|imagine|"
+    r"pretend|might|tempting|mistakenly|wrongly|naively|thought|initially|originally|"
+    r"at\s+first|claims?|claimed|wrote|"
+    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b",
+    re.I,
+)
+# words after which a clause states again ("If x = 3, then the answer is 5")
+_RESUMES = re.compile(
+    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b",
+    re.I,
+)
+# a correction: what came before it is withdrawn
+CORRECTION = re.compile(
+    r"\b(?:wrong|mistakes?|mistaken|errors?|erroneous|incorrect|not\s+(?:right|correct)|oops|"
+    r"miscalculat\w*|miscount\w*|misread\w*|redo\w*|re-do\w*|recalculat\w*|recomput\w*|"
+    r"reconsider\w*|rethink\w*|re-?examin\w*|re-?evaluat\w*|on\s+second\s+thought|corrections?|"
+    r"corrected|scratch\s+that|typo|after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",
+    re.I,
+)
+# a softer turn: a different answer after it replaces the conclusion only when restated
+TURN = re.compile(r"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b", re.I)
+_RESTATED = re.compile(
+    r"\b(?:it'?s|it\s+is|answer|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
+    r"comes?\s+(?:out\s+)?to|is\s+actually|is\s+really|correct\s+(?:value|answer|total|result))\b",
+    re.I,
+)
+# a second value offered beside the conclusion, each pattern ending where that value starts:
+# "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
+# "in which case $Y$" in its sentence or the next
+_OR_NEXT = re.compile(
+    r"[\s,;:()\[\]*—–-]{0,4}\b(?:or|and/or)\s+(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",
+    re.I,
+)
+_OFFERED = re.compile(
+    r"\b(?:(?:could|might|may|would|can)\s+(?:(?:also|even|just|equally|instead|actually|well|"
+    r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
+    r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
+    r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
+    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4})[\s:]*",
+    re.I,
+)
+# a value that is part of a computation or a relation, not one offered as the answer
+_OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
+_RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt)\b")
+_MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b", re.I)
+_NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)\W*$", re.I)
+_TAIL = 400  # characters after the conclusion in which hedges and corrections are looked for
+
+
+def sentence_bounds(text: str, pos: int) -> tuple[int, int, str]:
+    """(start, end, terminator) of the sentence holding `pos`; terminator "?" marks a question."""
+    start = 0
+    for m in SENTENCE_END.finditer(text, max(0, pos - 300), pos):
+        start = m.end()
+    end = SENTENCE_END.search(text, pos)
+    if end is None:
+        return start, len(text), ""
+    return start, end.end(), end.group(0)
+
+
+def committed(text: str, start: int, mark_end: int) -> bool:
+    """Whether the statement starting at `start` (its answer phrase ending at `mark_end`) is
+    asserted: not in a question, a supposition, quotes, nor negated."""
+    s_start, _, terminator = sentence_bounds(text, mark_end)
+    if terminator == "?":
+        return False
+    clause = text[s_start:start]
+    resumed = list(_RESUMES.finditer(clause))
+    if _SUPPOSED.search(clause, resumed[-1].end() if resumed else 0):
+        return False
+    paragraph = text.rfind("\n\n", 0, start) + 1
+    if (text.count('"', paragraph, start) % 2) or text.count("“", paragraph, start) > text.count("”", paragraph, start):
+        return False
+    return not re.match(r"\s*(?:not\b|n't\b|never\b)", text[mark_end : mark_end + 12], re.I)
+
+
+def negated_before(text: str, start: int) -> bool:
+    """ "18, not 16": the value at `start` is one the text rejects."""
+    return bool(_NEGATED_BEFORE.search(text[max(0, start - 16) : start]))
+
+
+def same(a: str, b: str) -> bool:
+    return a == b or to_plain(a) == to_plain(b)
+
+
+def corrected(text: str, start: int, end: int) -> bool:
+    """Whether the answer stated at `end` replaces the one before `start`: a correction or a
+    turn between them, and the later one not itself offered as a maybe ("Hmm, maybe the
+    answer is 3" beside an earlier answer is a hedge, not a correction)."""
+    if not (CORRECTION.search(text, start, end) or TURN.search(text, start, end)):
+        return False
+    return not _MAYBE.search(text, sentence_bounds(text, end)[0], end)
+
+
+def turned_at(text: str, end: int) -> int:
+    """Where the last correction or turn before `end` ends (what precedes it is withdrawn),
+    -1 without one or when the answer at `end` is itself offered as a maybe."""
+    last = -1
+    for pattern in (CORRECTION, TURN):
+        for m in pattern.finditer(text, 0, end):
+            last = max(last, m.end())
+    if last < 0 or _MAYBE.search(text, sentence_bounds(text, end)[0], end):
+        return -1
+    return last
+
+
+def hedge(text: str, final: Candidate, items) -> str | None:
+    """A second, different value offered beside `final` (see _OR_NEXT, _OFFERED), joined to it
+    as a list ("X, Y"); None when there is none. `items(text)` lists the math (start, end,
+    value) of a text, as verifiers._extract reads it."""
+    _, s_end, _ = sentence_bounds(text, final.end)
+    end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
+    tail_end = min(end.end() if end else len(text), final.end + _TAIL)
+    stop = CORRECTION.search(text, final.end, tail_end)
+    tail_end = stop.start() if stop else tail_end
+    cues = [m.end() for m in [_OR_NEXT.match(text, final.end, tail_end)] if m]
+    cues += [m.end() for m in _OFFERED.finditer(text, final.end, tail_end)]
+    for at in cues:
+        window = text[at:tail_end]
+        found = items(window[:160])
+        if not found or found[0][0] > 2:  # the value must follow the cue at once
+            continue
+        a, b, value = found[0]
+        if _OPERATOR_NEXT.match(window, b) or (_RELATION.search(value) and not _RELATION.search(final.value)):
+            continue
+        if not same(value, final.value) and not _rounded(value, final.value):
+            return f"{final.value}, {value}"
+    return None
+
+
+def _rounded(decimal: str, exact: str) -> bool:
+    """ "4.67" beside "\\frac{14}{3}": the exact value rounded where the decimal stops."""
+    m = re.fullmatch(r"-?\d*\.(\d+)", decimal.strip())
+    x = eval_rational(to_plain(exact)) if m and re.fullmatch(r"[\d.+\-*/()]+", to_plain(exact)) else None
+    if m is None or x is None:
+        return False
+    return abs(Fraction(decimal.strip()) - x) <= Fraction(1, 2 * 10 ** len(m.group(1)))
+
+
+def replacement(text: str, after: int, items, *, restated: bool) -> Candidate | None:
+    """The conclusion stated after a correction at `after`: the last asserted math of the last
+    sentence that has some (and, for a soft turn, restates an answer), else None."""
+    pos = len(text)
+    while pos > after:
+        s_start, s_end, terminator = sentence_bounds(text, pos - 1)
+        s_start = max(s_start, after)
+        sentence = text[s_start:s_end]
+        if terminator != "?" and (not restated or _RESTATED.search(sentence)):
+            for a, b, value in reversed(items(sentence)):
+                if negated_before(sentence, a):
+                    continue
+                clause = sentence[:a]
+                resumed = list(_RESUMES.finditer(clause))
+                if not _SUPPOSED.search(clause, resumed[-1].end() if resumed else 0):
+                    return Candidate(s_start + a, s_start + b, value, "conclusion")
+        pos = s_start
+    return None
