@@ -336,6 +336,9 @@ MATH_VERIFY_DIFFERENCES: dict[tuple[str, str], str] = {
     (r"\text{(C)}", r"so the answer is $\boxed{\textbf{(C)}\ 12}$"): "as above",
     ("12", r"We conclude \boxed{12"): "unclosed box (a cut-off output): its number is the answer",
     ("204", r"... or $\framebox{204}$ minutes"): "math-verify does not read \\framebox",
+    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}."):
+        "a correction between two boxes: the later is the answer (math-verify reads {3, 5} "
+        "from boxes without $...$ around them)",
 }  # fmt: skip
 
 

@@ -79,6 +79,12 @@ _OFFERED = re.compile(
     r"could|might|would|may|value|result|becomes|we|get)\s+){0,4})[\s:]*",
     re.I,
 )
+# ... or followed by a word that offers it: "12 is also possible"
+_POSSIBLE_AFTER = re.compile(
+    r"\s*(?:\)\s*)?(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+(?:also\s+|equally\s+|still\s+)?"
+    r"(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|alternative)|valid|correct|right)\b",
+    re.I,
+)
 # a value that is part of a computation or a relation, not one offered as the answer
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
 _RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt)\b")
@@ -155,14 +161,16 @@ def hedge(text: str, final: Candidate, items) -> str | None:
     tail_end = stop.start() if stop else tail_end
     cues = [m.end() for m in [_OR_NEXT.match(text, final.end, tail_end)] if m]
     cues += [m.end() for m in _OFFERED.finditer(text, final.end, tail_end)]
+    tail = text[final.end : tail_end]
+    offered = [(a, b, v) for a, b, v in items(tail) if _POSSIBLE_AFTER.match(tail, b)]  # "12 is also possible"
     for at in cues:
-        window = text[at:tail_end]
-        found = items(window[:160])
-        if not found or found[0][0] > 2:  # the value must follow the cue at once
-            continue
-        a, b, value = found[0]
-        if _OPERATOR_NEXT.match(window, b) or (_RELATION.search(value) and not _RELATION.search(final.value)):
-            continue
+        found = items(text[at : min(tail_end, at + 160)])
+        if found and found[0][0] <= 2:  # the value must follow the cue at once
+            a, b, value = found[0]
+            offered.append((at - final.end + a, at - final.end + b, value))
+    for a, b, value in offered:
+        if _OPERATOR_NEXT.match(tail, b) or (_RELATION.search(value) and not _RELATION.search(final.value)):
+            continue  # part of a computation or a relation
         if not same(value, final.value) and not _rounded(value, final.value):
             return f"{final.value}, {value}"
     return None

@@ -28,6 +28,7 @@ from verifiers._conclusion import (
     Candidate,
     committed,
     corrected,
+    negated_before,
     hedge,
     replacement,
     same,
@@ -37,6 +38,8 @@ from verifiers._latex import to_plain
 from verifiers._quantity import COMPOUND, parts
 
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
+# what makes the number before it part of a LaTeX expression (not "90^\\circ", "40\\%", "5\\text{ cm}")
+_LATEX_AFTER = re.compile(r"\^(?!\s*\{?\s*\\circ)|_|\}|\{|\\(?![%,!;: $]|text|mbox|mathrm|textrm|circ|degree)")
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{$")
 _PHRASE = re.compile(
     r"\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
@@ -48,7 +51,7 @@ _PHRASE = re.compile(
 _FILLER = re.compile(
     r"(?:(?:therefore|thus|hence|so|then|now|simply|just|indeed|clearly|exactly|precisely|"
     r"actually|really|still|finally|definitely|certainly|surely|obviously|evidently|in\s+fact|"
-    r"of\s+course|equal\s+to|given\s+by|the\s+(?:value|number|result)|[a-z]+ly)\b[\s,:]*)+",
+    r"of\s+course|equal\s+to|given\s+by|the\s+(?:value|number|result)|most|very|quite|[a-z]+ly)\b[\s,:]*)+",
     re.I,
 )
 # what "the answer is" may be followed by that is a verdict on it, not an answer
@@ -63,6 +66,9 @@ NUMBER = re.compile(
     r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 )
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)", re.S)
+_CONTRAST = re.compile(
+    r"\b(?:but|or|though|although|alternatively|also|otherwise|maybe|perhaps|possibly|in\s+which\s+case)\b", re.I
+)
 _CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
 # words that make a text prose rather than an answer: English words of three or more letters
 # and the common two-letter ones ("is", "so"); "AB", "cm", "sin" and \text{...} are not prose
@@ -147,7 +153,14 @@ def _last_statement(text: str, start: int) -> str | None:
     if found is None or CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
         return None
     before = text[start : found.end]
-    final = Candidate(found.start, found.end, _run(before, _math_items(before)), "conclusion")
+    items = _math_items(before)
+    final = Candidate(found.start, found.end, _run(before, items), "conclusion")
+    if len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
+        a, b, value = items[-2]
+        if _CONTRAST.search(before, b, items[-1][0]):
+            offered = hedge(text, Candidate(start + a, start + b, value, "conclusion"), _math_items)
+            if offered and offered.endswith(f", {found.value}"):
+                return offered
     return hedge(text, final, _math_items) or final.value
 
 
@@ -276,8 +289,9 @@ def _sentence_answer(sentence: str) -> str | None:
     if not s:
         return None
     head = re.match(r"[A-Za-z]+", s)
-    if head and _has_prose(head.group(0)):
-        return _last_math(cut) or s  # "The answer is Evelyn."; never a number inside $...$
+    if head and _has_prose(head.group(0)):  # "The answer is Evelyn."; "the sum, 10, not 12"
+        items = [it for it in _math_items(cut) if not negated_before(cut, it[0])]
+        return _run(cut, items) if items else s
     return _before_prose(s)
 
 
@@ -361,8 +375,8 @@ def _math_items(text: str) -> list[tuple[int, int, str]]:
         k = bisect.bisect_right(starts, m.start()) - 1
         if k >= 0 and m.start() < items[k][1]:
             continue
-        before, after = text[m.start() - 1 : m.start()], text[m.end() : m.end() + 1]
-        if before in ("^", "_", "/", "\\") or after in ("}", "^", "_", "\\", "{") or (
+        before = text[m.start() - 1 : m.start()]
+        if before in ("^", "_", "/", "\\") or _LATEX_AFTER.match(text, m.end()) or (
             before == "{" and not BOX_OPEN.search(text, max(0, m.start() - 12), m.start())
         ):  # inside LaTeX structure; "\\boxed{12" cut off is still its number
             continue

@@ -40,9 +40,13 @@ for _dim, _units in {
         _SIZES.update({n: (_dim, _size) for n in _names})
 
 _UNIT = "|".join(sorted(_SIZES, key=len, reverse=True))
-_PART = rf"(\d+(?:\.\d+)?)\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b\}}?"
+_PART = rf"(\d+(?:\.\d+)?)\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b(?:\s*\}})?"
+_DOLLARS = r"\\?\$\s*(\d+)"  # "$12 and 75 cents": the dollars' unit is the sign
 # two parts or more, larger unit first (checked in `parts`), joined by "," / "and" / nothing
-COMPOUND = re.compile(rf"(?<![\w.]){_PART}(?:\s*(?:,\s*)?(?:\band\b\s*)?{_PART})+", re.I)
+COMPOUND = re.compile(
+    rf"(?<![\w.])(?:{_PART}|{_DOLLARS})(?:\s*(?:,\s*)?(?:\\(?:text|mbox)\s*\{{\s*)?(?:\band\b\s*)?(?:\}}\s*)?{_PART})+",
+    re.I,
+)
 _ONE_PART = re.compile(_PART, re.I)
 _UNIT_AFTER = re.compile(rf"^\s*(-?\d+(?:\.\d+)?)\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b", re.I)
 
@@ -53,8 +57,9 @@ def parts(text: str) -> list[tuple[Fraction, str, int]] | None:
     m = COMPOUND.fullmatch(text.strip().rstrip("."))
     if not m:
         return None
+    written = re.sub(rf"^{_DOLLARS}", r"\1 dollars", m.group(0))
     out = []
-    for p in _ONE_PART.finditer(m.group(0)):
+    for p in _ONE_PART.finditer(written):
         dim, size = _SIZES[p.group(2).lower()]
         out.append((Fraction(p.group(1)), dim, size))
     if len({d for _, d, _ in out}) != 1 or any(a[2] <= b[2] for a, b in zip(out, out[1:])):
