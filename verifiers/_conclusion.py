@@ -35,7 +35,7 @@ class Candidate:
 
 
 # a sentence ends at . ! ? followed by a space or the end, or at a line break
-SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|\n")  # "\\!" is a TeX space
 # words that make what follows them (in their clause) a supposition, not a statement
 _SUPPOSED = re.compile(
     r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|hypothetically|imagine|"
@@ -51,24 +51,40 @@ _RESUMES = re.compile(
 )
 # a correction: what came before it is withdrawn
 CORRECTION = re.compile(
-    r"\b(?:wrong|mistakes?|mistaken|errors?|erroneous|incorrect|not\s+(?:right|correct)|oops|"
+    r"\b(?:wrong|mistakes?|mistaken|(?:an?|my|this|that|the|made\s+an?|in)\s+(?:\w+\s+)?error|erroneous|"
+    r"incorrect|not\s+(?:right|correct)|oops|"
     r"miscalculat\w*|miscount\w*|misread\w*|redo\w*|re-do\w*|recalculat\w*|recomput\w*|"
     r"reconsider\w*|rethink\w*|re-?examin\w*|re-?evaluat\w*|on\s+second\s+thought|corrections?|"
-    r"corrected|scratch\s+that|typo|after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",
+    r"corrected|scratch\s+that|typo|slip|blunder|(?:over|under|double)[- ]?count\w*|overlooked|"
+    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",
     re.I,
 )
 # a softer turn: a different answer after it replaces the conclusion only when restated
 TURN = re.compile(r"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b", re.I)
-_RESTATED = re.compile(
-    r"\b(?:it'?s|it\s+is|answer|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
-    r"comes?\s+(?:out\s+)?to|is\s+actually|is\s+really|correct\s+(?:value|answer|total|result))\b",
+# what leads to a restated answer after a soft turn ("Actually, it is 18")
+RESTATED = re.compile(
+    r"(?:\b(?:it'?s|it\s+is|answer\s+is|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
+    r"comes?\s+(?:out\s+)?to|there\s+(?:are|is)|we\s+have|total\s+is|is\s+actually|is\s+really)\b"
+    r"|=)[\s$:*]*(?:[A-Za-z]+\s+){0,2}[\s$]*$",
+    re.I,
+)
+# what leads to a concluded value after a correction ("Redoing it gives 18", "3 x 6 = 18")
+CONCLUDING = re.compile(
+    r"(?:\b(?:is|are|was|be|gives?|get|gets|got|obtain\w*|equals?|makes?|yields?|comes?\s+(?:out\s+)?to|"
+    r"totals?|becomes?|answer|so|thus|therefore|hence|results?\s+in|have|has)\b|=|\\approx|≈)"
+    r"[\s$:*]*(?:[A-Za-z]+\s+){0,3}[\s$]*$",
     re.I,
 )
 # a second value offered beside the conclusion, each pattern ending where that value starts:
 # "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
 # "in which case $Y$" in its sentence or the next
 _OR_NEXT = re.compile(
-    r"[\s,;:()\[\]*—–-]{0,4}\b(?:or|and/or)\s+(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",
+    r"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){0,6}\b(?:or|and/or)\s+(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",
+    re.I,
+)
+# cues after which any value later in the sentence is an alternative ("unless ..., then 6")
+_ELSEWISE = re.compile(
+    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending)\b",
     re.I,
 )
 _OFFERED = re.compile(
@@ -81,12 +97,14 @@ _OFFERED = re.compile(
 )
 # ... or followed by a word that offers it: "12 is also possible"
 _POSSIBLE_AFTER = re.compile(
-    r"\s*(?:\)\s*)?(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+(?:also\s+|equally\s+|still\s+)?"
-    r"(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|alternative)|valid|correct|right)\b",
+    r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
+    r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
+    r"alternative)|valid|correct|right)|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply))\b",
     re.I,
 )
 # a value that is part of a computation or a relation, not one offered as the answer
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/^=<>]|\\(?:cdot|times|div))\s*$")
 _RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt)\b")
 _MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b", re.I)
 _NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)\W*$", re.I)
@@ -159,6 +177,17 @@ def hedge(text: str, final: Candidate, items) -> str | None:
     tail_end = min(end.end() if end else len(text), final.end + _TAIL)
     stop = CORRECTION.search(text, final.end, tail_end)
     tail_end = stop.start() if stop else tail_end
+    elsewise = _ELSEWISE.search(text, final.end, tail_end)
+    if elsewise:  # the first value after it in its sentence
+        cut = SENTENCE_END.search(text, elsewise.end(), tail_end)
+        for a, b, value in items(text[elsewise.end() : cut.start() if cut else tail_end]):
+            shift = elsewise.end() - final.end
+            offered_at = (shift + a, shift + b, value)
+            break
+        else:
+            offered_at = None
+    else:
+        offered_at = None
     cues = [m.end() for m in [_OR_NEXT.match(text, final.end, tail_end)] if m]
     cues += [m.end() for m in _OFFERED.finditer(text, final.end, tail_end)]
     tail = text[final.end : tail_end]
@@ -168,8 +197,10 @@ def hedge(text: str, final: Candidate, items) -> str | None:
         if found and found[0][0] <= 2:  # the value must follow the cue at once
             a, b, value = found[0]
             offered.append((at - final.end + a, at - final.end + b, value))
+    offered += [offered_at] if offered_at else []
     for a, b, value in offered:
-        if _OPERATOR_NEXT.match(tail, b) or (_RELATION.search(value) and not _RELATION.search(final.value)):
+        if (_OPERATOR_NEXT.match(tail, b) or _OPERATOR_BEFORE.search(tail, 0, a)
+                or (_RELATION.search(value) and not _RELATION.search(final.value))):
             continue  # part of a computation or a relation
         if not same(value, final.value) and not _rounded(value, final.value):
             return f"{final.value}, {value}"
@@ -185,17 +216,18 @@ def _rounded(decimal: str, exact: str) -> bool:
     return abs(Fraction(decimal.strip()) - x) <= Fraction(1, 2 * 10 ** len(m.group(1)))
 
 
-def replacement(text: str, after: int, items, *, restated: bool) -> Candidate | None:
-    """The conclusion stated after a correction at `after`: the last asserted math of the last
-    sentence that has some (and, for a soft turn, restates an answer), else None."""
+def replacement(text: str, after: int, items, *, cue: re.Pattern[str] | None = None) -> Candidate | None:
+    """The last asserted math in text[after:] (not in a question or a supposition, not after
+    "not"), else None. `cue`: the words that must lead to it in its sentence (RESTATED after
+    a soft turn, CONCLUDING after a correction: "I forgot 2 eggs" states no new answer)."""
     pos = len(text)
     while pos > after:
         s_start, s_end, terminator = sentence_bounds(text, pos - 1)
         s_start = max(s_start, after)
         sentence = text[s_start:s_end]
-        if terminator != "?" and (not restated or _RESTATED.search(sentence)):
+        if terminator != "?":
             for a, b, value in reversed(items(sentence)):
-                if negated_before(sentence, a):
+                if negated_before(sentence, a) or (cue and not cue.search(sentence, max(0, a - 40), a)):
                     continue
                 clause = sentence[:a]
                 resumed = list(_RESUMES.finditer(clause))

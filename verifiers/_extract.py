@@ -23,7 +23,9 @@ import bisect
 import re
 
 from verifiers._conclusion import (
+    CONCLUDING,
     CORRECTION,
+    RESTATED,
     TURN,
     Candidate,
     committed,
@@ -56,8 +58,10 @@ _FILLER = re.compile(
 )
 # what "the answer is" may be followed by that is a verdict on it, not an answer
 _VERDICT_WORDS = {"correct", "right", "wrong", "incorrect", "reasonable", "valid", "accurate",
-                  "plausible", "consistent", "clear", "obvious", "below", "above", "as follows",
-                  "the following", "unclear", "unknown", "not clear", "sensible", "confirmed"}
+                  "plausible", "consistent", "clear", "obvious", "below", "above", "follows",
+                  "unclear", "unknown", "sensible", "confirmed", "verified", "checked", "sound",
+                  "off", "close", "likely", "unlikely", "hopefully", "good", "fine", "ok", "okay"}
+_WITHDRAWN = 200  # characters after an answer in which "that's wrong" withdraws it
 _READ = 2000  # characters after "the answer is" in which its answer is read
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
 _GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
@@ -134,11 +138,12 @@ def _conclusion(text: str, candidates: list[Candidate]) -> str | None:
         return _last_statement(text, 0)
     correction = list(CORRECTION.finditer(text, final.end))
     if correction:  # "\\boxed{16}. Wait, that's wrong ... Redoing it gives 18."
-        found = replacement(text, correction[-1].end(), _math_items, restated=False)
-        if found is None:
-            return None  # withdrawn, and nothing stated instead
+        found = replacement(text, correction[-1].end(), _math_items, cue=CONCLUDING)
+        if found is None and correction[0].start() - final.end < _WITHDRAWN:
+            return None  # withdrawn right after it, and nothing stated instead
     else:  # "The answer is 16. Actually, it's 18."
-        found = replacement(text, final.end, _math_items, restated=True) if TURN.search(text, final.end) else None
+        turned = TURN.search(text, final.end)
+        found = replacement(text, turned.end(), _math_items, cue=RESTATED) if turned else None
     if found is not None and not same(found.value, final.value):
         if not corrected(text, final.end, found.start):
             return f"{final.value}, {found.value}"  # "16. Hmm, maybe it's 18."
@@ -149,7 +154,7 @@ def _conclusion(text: str, candidates: list[Candidate]) -> str | None:
 def _last_statement(text: str, start: int) -> str | None:
     """The last run of math asserted in text[start:] (not in a question, a supposition or
     after "not"), None when a correction follows it; a hedge beside it makes it a list."""
-    found = replacement(text, start, _math_items, restated=False)
+    found = replacement(text, start, _math_items)
     if found is None or CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
         return None
     before = text[start : found.end]
@@ -251,7 +256,8 @@ def _phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
             if final and boxes[k].kind == "box":
                 boxes[k] = Candidate(boxes[k].start, boxes[k].end, boxes[k].value, "close")
             continue
-        if not value or value.strip(" .!*").lower() in _VERDICT_WORDS:  # "the answer is correct"
+        first = re.match(r"[\s*:]*(?:(?:very|quite|probably|definitely|surely|indeed|also)\s+)*([A-Za-z]+)", rest)
+        if not value or (first and first.group(1).lower() in _VERDICT_WORDS):  # "the answer is correct"
             continue
         tail = value.rsplit(",", 1)[-1].strip()[-12:]
         at = text.find(tail, offset, reach) if tail else -1
@@ -302,9 +308,9 @@ def _before_prose(s: str) -> str:
     for k, c in enumerate(s):
         depth += (c == "{") - (c == "}")
         if depth == 0 and c.isspace():
-            word = re.match(r"\s+([A-Za-z]+)\b", s[k:])
+            word = re.match(r"\s+[(—–]?\s*([A-Za-z]+)\b", s[k:])
             if word and _has_prose(word.group(1)) and k > 0:  # "... and she wins": no "and"
-                return re.sub(r"(?:\s*,|\s+(?:and|or))+\s*$", "", s[:k]).strip()
+                return re.sub(r"(?:\s*[,;:(\[—–]|\s+-|\s+(?:and|or))+\s*$", "", s[:k]).strip()
     return s
 
 

@@ -168,11 +168,11 @@ def _numerals_equal(g: str, p: str) -> tuple[bool, str]:
     """A gold "52_8" accepts "52_8" and "52" (the base is the question's), nothing else; a gold
     "52" does not accept "52_8" (a base the gold does not name makes another number)."""
     a, b = _NUMERAL.fullmatch(g), _NUMERAL.fullmatch(p)
-    if b and not a:
+    if b and not a and b.group(2) != "10":  # 52_{10} is 52
         return False, "the prediction names a base the gold does not"
     digits = [m.group(1) if m else s for m, s in ((a, g), (b, p))]
     bases = {m.group(2) for m in (a, b) if m}
-    if digits[0] == digits[1] and len(bases) == 1:
+    if digits[0] == digits[1] and (len(bases) == 1 or bases == {"10"} and not a):
         return True, "same digits in the given base"
     return False, "different numeral"
 
