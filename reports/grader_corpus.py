@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from reports.grader_rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader_families import family_rows
+from reports.grader_rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader_styles import sample_rows, style_rows
 
 RECORD = TESTS_DATA / "grader_corpus_math_verify.jsonl"
