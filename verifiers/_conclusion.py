@@ -53,6 +53,8 @@ _RESUMES = re.compile(
 CORRECTION = re.compile(
     r"\b(?:wrong|mistakes?|mistaken|(?:an?|my|this|that|the|made\s+an?|in)\s+(?:\w+\s+)?error|erroneous|"
     r"incorrect|not\s+(?:right|correct)|oops|"
+    r"(?:can'?t|cannot|doesn'?t|does\s+not|isn'?t|won'?t)\s+(?:\w+\s+)?(?:be\s+)?(?:right|correct|work|make\s+sense)|"
+    r"too\s+(?:small|large|big|high|low)|"
     r"miscalculat\w*|miscount\w*|misread\w*|redo\w*|re-do\w*|recalculat\w*|recomput\w*|"
     r"reconsider\w*|rethink\w*|re-?examin\w*|re-?evaluat\w*|on\s+second\s+thought|corrections?|"
     r"corrected|scratch\s+that|typo|slip|blunder|(?:over|under|double)[- ]?count\w*|overlooked|"
@@ -79,7 +81,8 @@ CONCLUDING = re.compile(
 # "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
 # "in which case $Y$" in its sentence or the next
 _OR_NEXT = re.compile(
-    r"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){0,6}\b(?:or|and/or)\s+(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",
+    r"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){0,6}(?:\b(?:or|and/or)\b|/)\s*"
+    r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",
     re.I,
 )
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
@@ -88,7 +91,7 @@ _ELSEWISE = re.compile(
     re.I,
 )
 _OFFERED = re.compile(
-    r"\b(?:(?:could|might|may|would|can)\s+(?:(?:also|even|just|equally|instead|actually|well|"
+    r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
     r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
     r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
@@ -104,6 +107,11 @@ _POSSIBLE_AFTER = re.compile(
 )
 # a value that is part of a computation or a relation, not one offered as the answer
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
+# words that restate the value before them ("or about 1.414", "i.e. 0.5")
+_SAME_VALUE = re.compile(
+    r"\b(?:about|approximately|approx|roughly|around|nearly|i\.e|that\s+is|equivalently|exactly)\b|\\approx|≈",
+    re.I,
+)
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/^=<>]|\\(?:cdot|times|div))\s*$")
 _RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt)\b")
 _MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b", re.I)
@@ -169,37 +177,33 @@ def turned_at(text: str, end: int) -> int:
 
 
 def hedge(text: str, final: Candidate, items) -> str | None:
-    """A second, different value offered beside `final` (see _OR_NEXT, _OFFERED), joined to it
-    as a list ("X, Y"); None when there is none. `items(text)` lists the math (start, end,
-    value) of a text, as verifiers._extract reads it."""
+    """A second, different value offered beside `final` (see _OR_NEXT, _ELSEWISE, _OFFERED,
+    _POSSIBLE_AFTER) in the rest of its sentence and the next, joined to it as a list ("X,
+    Y"); None when there is none. `items(text)` lists the math (start, end, value) of a text,
+    as verifiers._extract reads it."""
     _, s_end, _ = sentence_bounds(text, final.end)
     end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
     tail_end = min(end.end() if end else len(text), final.end + _TAIL)
     stop = CORRECTION.search(text, final.end, tail_end)
     tail_end = stop.start() if stop else tail_end
-    elsewise = _ELSEWISE.search(text, final.end, tail_end)
-    if elsewise:  # the first value after it in its sentence
-        cut = SENTENCE_END.search(text, elsewise.end(), tail_end)
-        for a, b, value in items(text[elsewise.end() : cut.start() if cut else tail_end]):
-            shift = elsewise.end() - final.end
-            offered_at = (shift + a, shift + b, value)
-            break
-        else:
-            offered_at = None
-    else:
-        offered_at = None
-    cues = [m.end() for m in [_OR_NEXT.match(text, final.end, tail_end)] if m]
-    cues += [m.end() for m in _OFFERED.finditer(text, final.end, tail_end)]
     tail = text[final.end : tail_end]
-    offered = [(a, b, v) for a, b, v in items(tail) if _POSSIBLE_AFTER.match(tail, b)]  # "12 is also possible"
-    for at in cues:
-        found = items(text[at : min(tail_end, at + 160)])
-        if found and found[0][0] <= 2:  # the value must follow the cue at once
-            a, b, value = found[0]
-            offered.append((at - final.end + a, at - final.end + b, value))
-    offered += [offered_at] if offered_at else []
-    for a, b, value in offered:
-        if (_OPERATOR_NEXT.match(tail, b) or _OPERATOR_BEFORE.search(tail, 0, a)
+    # (start, end, value, where its cue ends) of each value offered in the tail
+    offered = [(a, b, v, 0) for a, b, v in items(tail) if _POSSIBLE_AFTER.match(tail, b)]  # "12 is also possible"
+    or_next = _OR_NEXT.match(tail)
+    at_once = [m.end() for m in _OFFERED.finditer(tail)] + ([or_next.end()] if or_next else [])
+    for at in at_once:  # "it could also be $Y$": the value right after the cue
+        found = items(tail[at : at + 160])
+        if found and found[0][0] <= 2:
+            offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
+    elsewise = _ELSEWISE.search(tail) or or_next
+    if elsewise:  # "unless ..., in which case $Y$", "16 or, if ..., 18": any value after it
+        at = elsewise.end()
+        cut = SENTENCE_END.search(tail, at)
+        found = items(tail[at : cut.start() if cut else len(tail)])
+        if found and not _SAME_VALUE.search(tail, at, at + found[0][0]):  # not "or about 1.414"
+            offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
+    for a, b, value, cue_end in offered:
+        if (_OPERATOR_NEXT.match(tail, b) or _OPERATOR_BEFORE.search(tail, cue_end, a)
                 or (_RELATION.search(value) and not _RELATION.search(final.value))):
             continue  # part of a computation or a relation
         if not same(value, final.value) and not _rounded(value, final.value):

@@ -73,6 +73,11 @@ _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)
 _CONTRAST = re.compile(
     r"\b(?:but|or|though|although|alternatively|also|otherwise|maybe|perhaps|possibly|in\s+which\s+case)\b", re.I
 )
+_ABOUT = re.compile(
+    r"\W*(?:or\s+)?(?:about|approximately|approx\.?|roughly|around|nearly|i\.e\.?|that\s+is|"
+    r"equivalently|\\approx|≈)\W*",
+    re.I,
+)
 _CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
 # words that make a text prose rather than an answer: English words of three or more letters
 # and the common two-letter ones ("is", "so"); "AB", "cm", "sin" and \text{...} are not prose
@@ -81,15 +86,17 @@ _MATH_WORDS = {
     "arctan", "sinh", "cosh", "tanh", "pi", "oo", "inf", "gcd", "lcm", "det", "mod", "and", "or",
     "approx", "infty", "infinity",
 }  # fmt: skip
-_SHORT_WORDS = {"is", "so", "we", "to", "of", "be", "it", "in", "at", "on", "by", "an", "if",
+_SHORT_WORDS = {"no", "is", "so", "we", "to", "of", "be", "it", "in", "at", "on", "by", "an", "if",
                 "as", "my", "he", "she", "do", "get", "got", "has", "the", "are", "was"}  # fmt: skip
 
 
-def answer_of(text: str, *, words: bool = True) -> str | None:
+def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | None:
     """The final answer in `text` (a whole solution or already a bare answer), or None.
 
     words: a short line of words with no math in it ("Evelyn") is itself the answer; without
     it such a text has none (what a search's candidate needs: a marked answer or some math).
+    withdraw: an answer followed by "that's wrong" (and no new one) is no answer; a gold's
+    text is read without this (a reference answer is never withdrawn).
     """
     after = _after_thinking(text)
     if after is None:
@@ -100,18 +107,18 @@ def answer_of(text: str, *, words: bool = True) -> str | None:
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
     candidates = sorted(boxes + phrases + markers, key=lambda c: c.start)
     if candidates:
-        return _conclusion(text, candidates)
+        return _conclusion(text, candidates, withdraw)
     bare = _strip_math_delimiters(text.strip()).strip()
     single = "\n" not in bare or "\\begin" in bare
     if bare and single and not _has_prose(bare):
         return bare.rstrip(".").strip() or None
-    math = _last_statement(text, 0)
+    math = _last_statement(text, 0, withdraw)
     if math is None and words and single and 0 < len(bare) <= 100:
         return bare.rstrip(".").strip() or None
     return math
 
 
-def _conclusion(text: str, candidates: list[Candidate]) -> str | None:
+def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str | None:
     """The conclusion among the stated answers (see verifiers._conclusion): the last committed
     one, across corrections; a hedge comes back as the list of its values."""
     stated = [c for c in candidates if c.committed]
@@ -135,11 +142,11 @@ def _conclusion(text: str, candidates: list[Candidate]) -> str | None:
     elif stated:
         final = stated[-1]
     else:  # only supposed, questioned or negated answers: what the text asserts besides them
-        return _last_statement(text, 0)
+        return _last_statement(text, 0, withdraw)
     correction = list(CORRECTION.finditer(text, final.end))
     if correction:  # "\\boxed{16}. Wait, that's wrong ... Redoing it gives 18."
         found = replacement(text, correction[-1].end(), _math_items, cue=CONCLUDING)
-        if found is None and correction[0].start() - final.end < _WITHDRAWN:
+        if found is None and withdraw and correction[0].start() - final.end < _WITHDRAWN:
             return None  # withdrawn right after it, and nothing stated instead
     else:  # "The answer is 16. Actually, it's 18."
         turned = TURN.search(text, final.end)
@@ -151,16 +158,19 @@ def _conclusion(text: str, candidates: list[Candidate]) -> str | None:
     return hedge(text, final, _math_items) or final.value
 
 
-def _last_statement(text: str, start: int) -> str | None:
+def _last_statement(text: str, start: int, withdraw: bool) -> str | None:
     """The last run of math asserted in text[start:] (not in a question, a supposition or
     after "not"), None when a correction follows it; a hedge beside it makes it a list."""
     found = replacement(text, start, _math_items)
-    if found is None or CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
+    if found is None or withdraw and CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
         return None
     before = text[start : found.end]
     items = _math_items(before)
     final = Candidate(found.start, found.end, _run(before, items), "conclusion")
-    if len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
+    if len(items) > 1 and _ABOUT.fullmatch(before, items[-2][1], items[-1][0]):
+        a, b, value = items[-2]  # "$\\sqrt{2}$, or about $1.414$": the exact value
+        final = Candidate(start + a, start + b, value, "conclusion")
+    elif len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
         a, b, value = items[-2]
         if _CONTRAST.search(before, b, items[-1][0]):
             offered = hedge(text, Candidate(start + a, start + b, value, "conclusion"), _math_items)

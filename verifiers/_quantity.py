@@ -42,9 +42,12 @@ for _dim, _units in {
 _UNIT = "|".join(sorted(_SIZES, key=len, reverse=True))
 _PART = rf"(\d+(?:\.\d+)?)\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b(?:\s*\}})?"
 _DOLLARS = r"\\?\$\s*(\d+)"  # "$12 and 75 cents": the dollars' unit is the sign
-# two parts or more, larger unit first (checked in `parts`), joined by "," / "and" / nothing
+_SHARES = {"a half": Fraction(1, 2), "a quarter": Fraction(1, 4), "three quarters": Fraction(3, 4)}
+_SHARE = re.compile(rf"(\d+)\s+and\s+({'|'.join(_SHARES)})\s+({_UNIT})\b", re.I)
+# two parts or more, larger unit first (checked in `parts`), joined by "," / "and" / nothing;
+# or a number and a share of its unit ("4 and a half hours")
 COMPOUND = re.compile(
-    rf"(?<![\w.])(?:{_PART}|{_DOLLARS})(?:\s*(?:,\s*)?(?:\\(?:text|mbox)\s*\{{\s*)?(?:\band\b\s*)?(?:\}}\s*)?{_PART})+",
+    rf"(?<![\w.])(?:{_SHARE.pattern}|(?:{_PART}|{_DOLLARS})(?:\s*(?:,\s*)?(?:\\(?:text|mbox)\s*\{{\s*)?(?:\band\b\s*)?(?:\}}\s*)?{_PART})+)",
     re.I,
 )
 _ONE_PART = re.compile(_PART, re.I)
@@ -58,6 +61,10 @@ def parts(text: str) -> list[tuple[Fraction, str, int]] | None:
     if not m:
         return None
     written = re.sub(rf"^{_DOLLARS}", r"\1 dollars", m.group(0))
+    part = _SHARE.fullmatch(written)
+    if part:  # "4 and a half hours"
+        dim, size = _SIZES[part.group(3).lower()]
+        return [(int(part.group(1)) + _SHARES[part.group(2).lower()], dim, size)]
     out = []
     for p in _ONE_PART.finditer(written):
         dim, size = _SIZES[p.group(2).lower()]

@@ -120,7 +120,7 @@ def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float =
 
 
 def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdict:
-    g_raw, p_raw = answer_of(gold), answer_of(prediction)
+    g_raw, p_raw = answer_of(gold, withdraw=False), answer_of(prediction)
     if g_raw is None:
         return Verdict(False, "no answer found in gold", None, None)
     if p_raw is None:
