@@ -87,7 +87,8 @@ _OR_NEXT = re.compile(
 )
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
 _ELSEWISE = re.compile(
-    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending)\b",
+    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending)\b"
+    r"|\(\s*(?:if|when|for|assuming)\b",
     re.I,
 )
 _OFFERED = re.compile(
@@ -102,7 +103,8 @@ _OFFERED = re.compile(
 _POSSIBLE_AFTER = re.compile(
     r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
-    r"alternative)|valid|correct|right)|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply))\b",
+    r"alternative)|valid|correct|right)|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
+    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b",
     re.I,
 )
 # a value that is part of a computation or a relation, not one offered as the answer
@@ -115,7 +117,11 @@ _SAME_VALUE = re.compile(
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/^=<>]|\\(?:cdot|times|div))\s*$")
 _RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt)\b")
 _MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b", re.I)
-_NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)\W*$", re.I)
+_NEGATED_BEFORE = re.compile(
+    r"(?:\bnot|n't|\bnever|\bcannot|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)"
+    r"(?:\s+(?:be|equal|equals|to|exactly|just|simply|actually|possibly))*\W*$",
+    re.I,
+)
 _TAIL = 400  # characters after the conclusion in which hedges and corrections are looked for
 
 
@@ -148,7 +154,7 @@ def committed(text: str, start: int, mark_end: int) -> bool:
 
 def negated_before(text: str, start: int) -> bool:
     """ "18, not 16": the value at `start` is one the text rejects."""
-    return bool(_NEGATED_BEFORE.search(text[max(0, start - 16) : start]))
+    return bool(_NEGATED_BEFORE.search(text[max(0, start - 32) : start]))
 
 
 def same(a: str, b: str) -> bool:

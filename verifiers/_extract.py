@@ -53,14 +53,14 @@ _PHRASE = re.compile(
 _FILLER = re.compile(
     r"(?:(?:therefore|thus|hence|so|then|now|simply|just|indeed|clearly|exactly|precisely|"
     r"actually|really|still|finally|definitely|certainly|surely|obviously|evidently|in\s+fact|"
-    r"of\s+course|equal\s+to|given\s+by|the\s+(?:value|number|result)|most|very|quite|[a-z]+ly)\b[\s,:]*)+",
+    r"of\s+course|equal\s+to|given\s+by|the\s+(?:value|number|result)|most|very|quite|[a-z]+ly)\b[\s,:*]*)+",
     re.I,
 )
 # what "the answer is" may be followed by that is a verdict on it, not an answer
 _VERDICT_WORDS = {"correct", "right", "wrong", "incorrect", "reasonable", "valid", "accurate",
                   "plausible", "consistent", "clear", "obvious", "below", "above", "follows",
                   "unclear", "unknown", "sensible", "confirmed", "verified", "checked", "sound",
-                  "off", "close", "likely", "unlikely", "hopefully", "good", "fine", "ok", "okay"}
+                  "good", "fine", "ok", "okay"}
 _WITHDRAWN = 200  # characters after an answer in which "that's wrong" withdraws it
 _READ = 2000  # characters after "the answer is" in which its answer is read
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge

@@ -40,7 +40,9 @@ for _dim, _units in {
         _SIZES.update({n: (_dim, _size) for n in _names})
 
 _UNIT = "|".join(sorted(_SIZES, key=len, reverse=True))
-_PART = rf"(\d+(?:\.\d+)?)\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b(?:\s*\}})?"
+_WORDS = {w: k for k, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+_WORDS.update({"a": 1, "an": 1})
+_PART = rf"(\d+(?:\.\d+)?|{'|'.join(_WORDS)})\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b(?:\s*\}})?"
 _DOLLARS = r"\\?\$\s*(\d+)"  # "$12 and 75 cents": the dollars' unit is the sign
 _SHARES = {"a half": Fraction(1, 2), "a quarter": Fraction(1, 4), "three quarters": Fraction(3, 4)}
 _SHARE = re.compile(rf"(\d+)\s+and\s+({'|'.join(_SHARES)})\s+({_UNIT})\b", re.I)
@@ -68,7 +70,8 @@ def parts(text: str) -> list[tuple[Fraction, str, int]] | None:
     out = []
     for p in _ONE_PART.finditer(written):
         dim, size = _SIZES[p.group(2).lower()]
-        out.append((Fraction(p.group(1)), dim, size))
+        number = p.group(1).lower()
+        out.append((Fraction(_WORDS.get(number, 0) or number), dim, size))
     if len({d for _, d, _ in out}) != 1 or any(a[2] <= b[2] for a, b in zip(out, out[1:])):
         return None
     return out
