@@ -40,7 +40,7 @@ for _dim, _units in {
         _SIZES.update({n: (_dim, _size) for n in _names})
 
 _UNIT = "|".join(sorted(_SIZES, key=len, reverse=True))
-_WORDS = {w: k for k, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+_WORDS = {w: k for k, w in enumerate(["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"], 1)}
 _WORDS.update({"a": 1, "an": 1})
 _PART = rf"(\d+(?:\.\d+)?|{'|'.join(_WORDS)})\s*(?:\\(?:text|mbox|mathrm)\s*\{{\s*)?({_UNIT})\b(?:\s*\}})?"
 _DOLLARS = r"\\?\$\s*(\d+)"  # "$12 and 75 cents": the dollars' unit is the sign
