@@ -146,10 +146,14 @@ def committed(text: str, start: int, mark_end: int) -> bool:
     resumed = list(_RESUMES.finditer(clause))
     if _SUPPOSED.search(clause, resumed[-1].end() if resumed else 0):
         return False
-    paragraph = text.rfind("\n\n", 0, start) + 1
-    if (text.count('"', paragraph, start) % 2) or text.count("“", paragraph, start) > text.count("”", paragraph, start):
+    if _quoted(text, s_start, start):  # 'One might say "the answer is 16"'
         return False
     return not re.match(r"\s*(?:not\b|n't\b|never\b)", text[mark_end : mark_end + 12], re.I)
+
+
+def _quoted(text: str, start: int, pos: int) -> bool:
+    """Whether `pos` is inside quotes opened after `start`."""
+    return bool((text.count('"', start, pos) + text.count("“", start, pos) - text.count("”", start, pos)) % 2)
 
 
 def negated_before(text: str, start: int) -> bool:
@@ -237,7 +241,9 @@ def replacement(text: str, after: int, items, *, cue: re.Pattern[str] | None = N
         sentence = text[s_start:s_end]
         if terminator != "?":
             for a, b, value in reversed(items(sentence)):
-                if negated_before(sentence, a) or (cue and not cue.search(sentence, max(0, a - 40), a)):
+                if negated_before(sentence, a) or _quoted(sentence, 0, a) or (
+                    cue and not cue.search(sentence, max(0, a - 40), a)
+                ):
                     continue
                 clause = sentence[:a]
                 resumed = list(_RESUMES.finditer(clause))

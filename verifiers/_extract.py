@@ -26,6 +26,7 @@ from verifiers._conclusion import (
     CONCLUDING,
     CORRECTION,
     RESTATED,
+    SENTENCE_END,
     TURN,
     Candidate,
     committed,
@@ -62,6 +63,8 @@ _VERDICT_WORDS = {"correct", "right", "wrong", "incorrect", "reasonable", "valid
                   "unclear", "unknown", "sensible", "confirmed", "verified", "checked", "sound",
                   "good", "fine", "ok", "okay"}
 _WITHDRAWN = 200  # characters after an answer in which "that's wrong" withdraws it
+_MAX_PHRASES = 50  # "the answer is" phrases read, the last ones
+_LINE = 400  # characters of the sentence after "the answer is" that its answer is read from
 _READ = 2000  # characters after "the answer is" in which its answer is read
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
 _GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
@@ -132,7 +135,7 @@ def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str |
             final = later[-1]
         elif final.kind != "close":  # boxes that disagree, with no correction between: a hedge
             since = turned_at(text, final.start)  # boxes before a correction are withdrawn
-            earlier = [c.value for c in strong if since <= c.end <= final.start and c.kind == "box"]
+            earlier = [c.value for c in strong if since <= c.end <= final.start]
             distinct = [v for v in dict.fromkeys(earlier) if v != final.value]
             if len(distinct) > _MAX_BOXES:  # a text boxing dozens of values answers nothing
                 return ", ".join([*distinct, final.value])
@@ -247,7 +250,7 @@ def _phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
     \\boxed{5}" is a closing box) and states nothing itself."""
     out: list[Candidate] = []
     box_starts = [b.start for b in boxes]
-    for mark in _PHRASE.finditer(text):
+    for mark in list(_PHRASE.finditer(text))[-_MAX_PHRASES:]:  # the conclusion is among the last
         final = mark.group(0).lower().startswith("final")
         rest = text[mark.end() : mark.end() + _READ].lstrip(" \t*:")
         offset = min(len(text), mark.end() + _READ) - len(rest)
@@ -259,7 +262,8 @@ def _phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
             line, _, after = rest.partition("\n")
             if not line.strip():  # "**Final Answer**\n$$ 5 $$"
                 line = after.lstrip("\n").split("\n\n", 1)[0]
-            value = _sentence_answer(line)
+            stop = SENTENCE_END.search(line, 0, _LINE)  # its first sentence, 400 characters at most
+            value = _sentence_answer(line[: stop.end() if stop else _LINE])
             reach = text.find(line, offset) + len(line)
         k = bisect.bisect_left(box_starts, mark.end())
         if k < len(boxes) and boxes[k].start < reach:  # the phrase states a box
