@@ -32,34 +32,51 @@ Family = Callable[[str, str], "tuple[str, str, bool] | None"]  # (gold, w) -> (g
 ADVERBS = ["therefore", "simply", "indeed", "thus", "clearly", "exactly", "then", "precisely"]
 _INTEGER = re.compile(r"[1-9]\d{0,5}")
 
+# name -> (the prediction with {a} the gold and {w} the other value, expected); a name in
+# SWAPPED also makes "<name>-wrong": the same text with the two values swapped, expected wrong
+TEMPLATES: dict[str, tuple[str, bool]] = {
+    # hedges: two final candidates, whichever the gold is
+    "hedge-could-also": ("The answer is ${a}$, but it could also be ${w}$.", False),
+    "hedge-could-also-second": ("The answer is ${w}$, but it could also be ${a}$.", False),
+    "hedge-though": ("Final Answer: ${a}$ (though ${w}$ is also possible)", False),
+    "hedge-or-if": ("$\\boxed{{{a}}}$ (or ${w}$ if we count the other case)", False),
+    "hedge-maybe-after-box": ("So $\\boxed{{{w}}}$. Hmm, maybe the answer is ${a}$.", False),
+    # suppositions, questions, quotes and negations are not the conclusion
+    "conditional": ("If the answer is ${w}$, the check fails, so the answer must be ${a}$.", True),
+    "question": ("Is the answer ${w}$? No. Counting again, the answer is ${a}$.", True),
+    "quoted": ('It is tempting to write "the answer is ${w}$", but the answer is ${a}$.', True),
+    "negated": ("The answer is not ${w}$; it is ${a}$.", True),
+    # corrections: the answer after it; withdrawn with nothing instead: no answer
+    "correction-box": ("So the answer is $\\boxed{{{w}}}$. Wait, that's wrong. "
+                       "Rechecking, the answer is $\\boxed{{{a}}}$.", True),
+    "correction-verb": ("We get ${w}$. Wait, I made an error. Redoing it gives ${a}$.", True),
+    "withdrawn": ("The answer is ${a}$. Wait, that's wrong.", False),
+    # a format's closing marker outranks an earlier heading
+    "closing-marker": ("**Answer:** {w}\n\nRechecking the sum.\n#### {a}", True),
+    "hope-correct": ("The answer is ${a}$. I hope the answer is correct.", True),
+}  # fmt: skip
+SWAPPED = ("conditional", "correction-box", "closing-marker")
+
+
+def _template(text: str, expected: bool) -> Family:
+    return lambda a, w: (a, text.format(a=a, w=w), expected)
+
+
+def _templates() -> dict[str, Family]:
+    """Each template, and after each one in SWAPPED its "-wrong" twin."""
+    out: dict[str, Family] = {}
+    for name, (text, expected) in TEMPLATES.items():
+        out[name] = _template(text, expected)
+        if name in SWAPPED:
+            out[f"{name}-wrong"] = _template(text.replace("{a}", "\0").replace("{w}", "{a}").replace("\0", "{w}"), False)
+    return out
+
 
 FAMILIES: dict[str, Family] = {
     # the whole LaTeX span after "the answer is <adverb>"
     "adverb-span": lambda a, w: (a, f"The answer is {pick(a, ADVERBS)} ${a}$.", True),
     "adverb-span-wrong": lambda a, w: (a, f"So the answer is, {pick(w, ADVERBS)}, ${w}$.", False),
-    # hedges: two final candidates, whichever the gold is
-    "hedge-could-also": lambda a, w: (a, f"The answer is ${a}$, but it could also be ${w}$.", False),
-    "hedge-could-also-second": lambda a, w: (a, f"The answer is ${w}$, but it could also be ${a}$.", False),
-    "hedge-though": lambda a, w: (a, f"Final Answer: ${a}$ (though ${w}$ is also possible)", False),
-    "hedge-or-if": lambda a, w: (a, f"$\\boxed{{{a}}}$ (or ${w}$ if we count the other case)", False),
-    "hedge-maybe-after-box": lambda a, w: (a, f"So $\\boxed{{{w}}}$. Hmm, maybe the answer is ${a}$.", False),
-    # suppositions, questions, quotes and negations are not the conclusion
-    "conditional": lambda a, w: (a, f"If the answer is ${w}$, the check fails, so the answer must be ${a}$.", True),
-    "conditional-wrong": lambda a, w: (a, f"If the answer is ${a}$, the check fails, so the answer must be ${w}$.", False),
-    "question": lambda a, w: (a, f"Is the answer ${w}$? No. Counting again, the answer is ${a}$.", True),
-    "quoted": lambda a, w: (a, f'It is tempting to write "the answer is ${w}$", but the answer is ${a}$.', True),
-    "negated": lambda a, w: (a, f"The answer is not ${w}$; it is ${a}$.", True),
-    # corrections: the answer after it; withdrawn with nothing instead: no answer
-    "correction-box": lambda a, w: (a, f"So the answer is $\\boxed{{{w}}}$. Wait, that's wrong. "
-                                       f"Rechecking, the answer is $\\boxed{{{a}}}$.", True),
-    "correction-box-wrong": lambda a, w: (a, f"So the answer is $\\boxed{{{a}}}$. Wait, that's wrong. "
-                                             f"Rechecking, the answer is $\\boxed{{{w}}}$.", False),
-    "correction-verb": lambda a, w: (a, f"We get ${w}$. Wait, I made an error. Redoing it gives ${a}$.", True),
-    "withdrawn": lambda a, w: (a, f"The answer is ${a}$. Wait, that's wrong.", False),
-    # a format's closing marker outranks an earlier heading
-    "closing-marker": lambda a, w: (a, f"**Answer:** {w}\n\nRechecking the sum.\n#### {a}", True),
-    "closing-marker-wrong": lambda a, w: (a, f"**Answer:** {a}\n\nRechecking the sum.\n#### {w}", False),
-    "hope-correct": lambda a, w: (a, f"The answer is ${a}$. I hope the answer is correct.", True),
+    **_templates(),
     # another number: a base the gold does not name, a percent scaled by 100
     "base-added": lambda a, w: (a, f"The answer is ${a}_{{8}}$.", False) if _INTEGER.fullmatch(a) else None,
     "percent-scaled": lambda a, w: (a, f"The answer is ${int(a) * 100}\\%$.", False) if _INTEGER.fullmatch(a) else None,

@@ -4,10 +4,11 @@ r"""Math answer checking: `extract_answer`, `normalize` and `verify`.
     True
 
 How a verdict is reached. (1) The answer is found in each text (verifiers/_extract.py): the
-boxes after the last </think>, a "final answer" stated after them, "the answer is", GSM8K's
-"####", a bare answer, or the last run of math in prose. (2) Cheap cases are decided here,
-in-process: identical normal forms (`normalize`), text answers, choice letters, plain
-numbers, numerals in a base. (3) Everything else goes to a worker process, killed after
+conclusion among the boxes after the last </think>, the "final answer" / "the answer is"
+phrases and GSM8K's "####" (verifiers/_conclusion.py), else a bare answer, else the last run
+of math asserted in prose. (2) Cheap cases are decided here,
+in-process: identical normal forms (`normalize`), compound quantities, text answers, choice
+letters, plain numbers, numerals in a base. (3) Everything else goes to a worker process, killed after
 `timeout` seconds, where math-verify's LaTeX parser (latex2sympy2-extended) reads each whole
 answer and math-verify's `verify` compares them (verifiers/_compare.py).
 
@@ -29,22 +30,39 @@ costs about twice the time (ANTLR parsing; each worker caches parses, since a pr
 and its candidates' answers repeat), well inside the budget of 10 s for 500 candidates.
 
 Conventions where this grader differs from math-verify, each right for model output and
-tested (tests/test_grader_reproductions.py, tests/test_grader_corpus.py):
-- The answer: two boxes with different values are a hedge (a list), never correct against
-  one value; an unclosed <think> is a cut-off output with no answer; a bare answer after
-  "Final Answer:" needs no $...$; "Answer $9$" and "Result 5" are 9 and 5; \framebox is a
-  box; "\textbf{(C)} 12" is choice C; an unclosed "\boxed{12" falls back to the last number.
+tested (tests/test_grader_reproductions.py, tests/test_grader_corpus.py,
+tests/test_grader_conclusions.py):
+- The answer is the text's conclusion (verifiers/_conclusion.py): answers in questions,
+  suppositions ("If the answer is 16, ..."), quotes or after "not" are not stated; a later
+  answer replaces an earlier one across a correction ("Wait, that's wrong ... \boxed{18}");
+  an answer withdrawn with nothing instead ("The answer is 16. Wait, that's wrong.") is none
+  (a gold is never withdrawn); two different boxes with no correction between, or a second
+  value offered beside the answer ("$X$, but it could also be $Y$", "\boxed{X} (or $Y$ if
+  ...)"), are a hedge (a list), never correct against one value; a closing "####" or "Final
+  Answer" outranks an earlier "**Answer:**"; "I hope the answer is correct" states nothing.
+- An unclosed <think> is a cut-off output with no answer; a bare answer after "Final
+  Answer:" needs no $...$; "Answer $9$" and "Result 5" are 9 and 5; \framebox is a box;
+  "\textbf{(C)} 12" is choice C; an unclosed "\boxed{12" falls back to the last number; no
+  number is read out of LaTeX written without delimiters (the 3 of "\frac{14}{3}").
 - Plain text as models write it: "pi", "oo", "sqrt(2)", "6.72e-5", "\sqrt51" (sqrt(51), as
   meant), units after a number ("15 cm^2", "9 dollars"), currency ("\$36"), digit groups
   ("1 000", "10\,080", "14{,}916"; "2 3" is no number at all); "12.5%" is 12.5 as "10%" is 10.
-- Numerals: "52_8" accepts "52_8" and "52", never "52_9" (math-verify drops subscripts).
-  Intervals are never closed at infinity. Two decimals are equal only when equal.
+- Compound quantities ("5 hours and 30 minutes", "18 feet 6 inches", "16 dollars and 50
+  cents") are one value: in the gold's unit when the gold names one ("330 minutes"), else in
+  their own first unit (5.5), so a bare gold 330 or 5 is wrong (verifiers/_quantity.py).
+- Numerals: a gold "52_8" accepts "52_8" and "52", never "52_9"; a gold "52" never accepts
+  "52_8" (a base the gold does not name makes another number; "52_{10}" is 52). math-verify
+  drops subscripts. Intervals are never closed at infinity. Two decimals are equal only when
+  equal.
+- Percent: "25%" is the gold 25 (the percent is the question's unit), and "10%" is also 0.1,
+  but only against a gold that is no integer: "2500%" is not the gold 25 (math-verify reads
+  any p% as p/100 too).
 - A decimal against an exact number (either side the gold) must be that number rounded at the
   precision written, to 6 decimal places or finer than `rel_tol` of its value: 1/3 matches
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
   sides to 6 places, so it calls 0.0000672 and 0.0000673 equal; inside tuples, sets and
   matrices its rule is the one that applies.)
-Shared with math-verify: "10%" is 10 and also 0.1; "x=5" and 5 match either way round; a gold
+Shared with math-verify: "10%" is 10; "x=5" and 5 match either way round; a gold
 equation's right side is its value ("f(x)=1" accepts 1); sets ignore order and repeats; a
 gold inequality accepts its interval, but an interval gold wants an interval; "^\circ" is
 dropped; "(C)", "\text{(C)}" and "C" are one choice; mixed numbers ("1\frac{4}{5}" is 9/5).
