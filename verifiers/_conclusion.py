@@ -111,7 +111,8 @@ _POSSIBLE_AFTER = re.compile(
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
 # words that restate the value before them ("or about 1.414", "i.e. 0.5")
 _SAME_VALUE = re.compile(
-    r"\b(?:about|approximately|approx|roughly|around|nearly|i\.e|that\s+is|equivalently|exactly)\b|\\approx|≈",
+    r"\b(?:about|approximately|approx|roughly|around|nearly|i\.e|that\s+is|equivalently|exactly|precisely|"
+    r"rather|simplest|simplified|simplifies|lowest|in\s+other\s+words|written|expressed|as\s+an?)\b|\\approx|≈",
     re.I,
 )
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/^=<>]|\\(?:cdot|times|div))\s*$")
@@ -216,18 +217,23 @@ def hedge(text: str, final: Candidate, items) -> str | None:
         if (_OPERATOR_NEXT.match(tail, b) or _OPERATOR_BEFORE.search(tail, cue_end, a)
                 or (_RELATION.search(value) and not _RELATION.search(final.value))):
             continue  # part of a computation or a relation
-        if not same(value, final.value) and not _rounded(value, final.value):
+        if not same(value, final.value) and not restates(value, final.value):
             return f"{final.value}, {value}"
     return None
 
 
-def _rounded(decimal: str, exact: str) -> bool:
-    """ "4.67" beside "\\frac{14}{3}": the exact value rounded where the decimal stops."""
-    m = re.fullmatch(r"-?\d*\.(\d+)", decimal.strip())
-    x = eval_rational(to_plain(exact)) if m and re.fullmatch(r"[\d.+\-*/()]+", to_plain(exact)) else None
-    if m is None or x is None:
+def restates(other: str, exact: str) -> bool:
+    """The same number written another way beside a plain one: "4.67" beside "\\frac{14}{3}"
+    (the exact value rounded where the decimal stops), "50%" beside "1/2"."""
+    plain = to_plain(exact)
+    x = eval_rational(plain) if re.fullmatch(r"[\d.+\-*/()]+", plain) else None
+    written = other.strip()
+    if x is None:
         return False
-    return abs(Fraction(decimal.strip()) - x) <= Fraction(1, 2 * 10 ** len(m.group(1)))
+    if re.fullmatch(r"-?\d+(?:\.\d+)?\s*\\?%", written):
+        return Fraction(written.rstrip("%\\ ")) / 100 == x
+    m = re.fullmatch(r"-?\d*\.(\d+)", written)
+    return bool(m) and abs(Fraction(written) - x) <= Fraction(1, 2 * 10 ** len(m.group(1)))  # type: ignore[union-attr]
 
 
 def replacement(text: str, after: int, items, *, cue: re.Pattern[str] | None = None) -> Candidate | None:

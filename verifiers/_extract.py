@@ -37,13 +37,10 @@ from verifiers._conclusion import (
     same,
     turned_at,
 )
+from verifiers._items import BOX, CONNECTOR, MATH_SPAN, math_items, run
 from verifiers._latex import to_plain
 from verifiers._quantity import COMPOUND, parts
 
-BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
-# what makes the number before it part of a LaTeX expression (not "90^\\circ", "40\\%", "5\\text{ cm}")
-_LATEX_AFTER = re.compile(r"\^(?!\s*\{?\s*\\circ)|_|\}|\{|\\(?![%,!;: $]|text|mbox|mathrm|textrm|circ|degree)")
-BOX_OPEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{$")
 _PHRASE = re.compile(
     r"\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
     r"|answer\s+(?:must|should|would|will|has\s+to|ought\s+to)\s+be\b|answer\s+(?:equals|becomes)\b"
@@ -68,11 +65,6 @@ _LINE = 400  # characters of the sentence after "the answer is" that its answer 
 _READ = 2000  # characters after "the answer is" in which its answer is read
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
 _GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
-# a number as written in prose: signs, thousands separators, decimals, simple fractions
-NUMBER = re.compile(
-    r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
-)
-_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)", re.S)
 _CONTRAST = re.compile(
     r"\b(?:but|or|though|although|alternatively|also|otherwise|maybe|perhaps|possibly|in\s+which\s+case)\b", re.I
 )
@@ -81,7 +73,6 @@ _ABOUT = re.compile(
     r"equivalently|\\approx|≈)\W*",
     re.I,
 )
-_CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
 # words that make a text prose rather than an answer: English words of three or more letters
 # and the common two-letter ones ("is", "so"); "AB", "cm", "sin" and \text{...} are not prose
 _MATH_WORDS = {
@@ -148,38 +139,38 @@ def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str |
         return _last_statement(text, 0, withdraw)
     correction = list(CORRECTION.finditer(text, final.end))
     if correction:  # "\\boxed{16}. Wait, that's wrong ... Redoing it gives 18."
-        found = replacement(text, correction[-1].end(), _math_items, cue=CONCLUDING)
+        found = replacement(text, correction[-1].end(), math_items, cue=CONCLUDING)
         if found is None and withdraw and correction[0].start() - final.end < _WITHDRAWN:
             return None  # withdrawn right after it, and nothing stated instead
     else:  # "The answer is 16. Actually, it's 18."
         turned = TURN.search(text, final.end)
-        found = replacement(text, turned.end(), _math_items, cue=RESTATED) if turned else None
+        found = replacement(text, turned.end(), math_items, cue=RESTATED) if turned else None
     if found is not None and not same(found.value, final.value):
         if not corrected(text, final.end, found.start):
             return f"{final.value}, {found.value}"  # "16. Hmm, maybe it's 18."
         final = found
-    return hedge(text, final, _math_items) or final.value
+    return hedge(text, final, math_items) or final.value
 
 
 def _last_statement(text: str, start: int, withdraw: bool) -> str | None:
     """The last run of math asserted in text[start:] (not in a question, a supposition or
     after "not"), None when a correction follows it; a hedge beside it makes it a list."""
-    found = replacement(text, start, _math_items)
+    found = replacement(text, start, math_items)
     if found is None or withdraw and CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
         return None
     before = text[start : found.end]
-    items = _math_items(before)
-    final = Candidate(found.start, found.end, _run(before, items), "conclusion")
+    items = math_items(before)
+    final = Candidate(found.start, found.end, run(before, items), "conclusion")
     if len(items) > 1 and _ABOUT.fullmatch(before, items[-2][1], items[-1][0]):
         a, b, value = items[-2]  # "$\\sqrt{2}$, or about $1.414$": the exact value
         final = Candidate(start + a, start + b, value, "conclusion")
     elif len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
         a, b, value = items[-2]
         if _CONTRAST.search(before, b, items[-1][0]):
-            offered = hedge(text, Candidate(start + a, start + b, value, "conclusion"), _math_items)
+            offered = hedge(text, Candidate(start + a, start + b, value, "conclusion"), math_items)
             if offered and offered.endswith(f", {found.value}"):
                 return offered
-    return hedge(text, final, _math_items) or final.value
+    return hedge(text, final, math_items) or final.value
 
 
 def _after_thinking(text: str) -> str | None:
@@ -254,7 +245,7 @@ def _phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
         final = mark.group(0).lower().startswith("final")
         rest = text[mark.end() : mark.end() + _READ].lstrip(" \t*:")
         offset = min(len(text), mark.end() + _READ) - len(rest)
-        display = _MATH_SPAN.match(rest.lstrip())  # "Answer:\n\\[ 9 \\]" spans lines
+        display = MATH_SPAN.match(rest.lstrip())  # "Answer:\n\\[ 9 \\]" spans lines
         if display and rest.lstrip()[:2] in ("$$", "\\["):
             value: str | None = next(g for g in display.groups() if g is not None).strip()
             reach = offset + len(rest) - len(rest.lstrip()) + display.end()
@@ -293,14 +284,14 @@ def _sentence_answer(sentence: str) -> str | None:
     filler = _FILLER.match(s)
     if filler and re.match(r"[\d$\\(\[{-]", s[filler.end() :]):  # "is simply $\\frac{14}{3}$"
         s = s[filler.end() :]
-    if _MATH_SPAN.match(s):  # "$12$ and $13$.": the spans joined to the first one
-        items = _math_items(s)
-        run = [items[0]]
+    if MATH_SPAN.match(s):  # "$12$ and $13$.": the spans joined to the first one
+        items = math_items(s)
+        joined = [items[0]]
         for item in items[1:]:
-            if not _CONNECTOR.fullmatch(s[run[-1][1] : item[0]]):
+            if not CONNECTOR.fullmatch(s[joined[-1][1] : item[0]]):
                 break
-            run.append(item)
-        return ", ".join(it[2] for it in run)
+            joined.append(item)
+        return ", ".join(it[2] for it in joined)
     compound = COMPOUND.match(s)
     if compound and parts(compound.group(0)):  # "5 hours and 30 minutes"
         return compound.group(0)
@@ -310,8 +301,8 @@ def _sentence_answer(sentence: str) -> str | None:
         return None
     head = re.match(r"[A-Za-z]+", s)
     if head and _has_prose(head.group(0)):  # "The answer is Evelyn."; "the sum, 10, not 12"
-        items = [it for it in _math_items(cut) if not negated_before(cut, it[0])]
-        return _run(cut, items) if items else s
+        items = [it for it in math_items(cut) if not negated_before(cut, it[0])]
+        return run(cut, items) if items else s
     return _before_prose(s)
 
 
@@ -353,61 +344,3 @@ def _has_prose(text: str) -> bool:
         if len(word) >= 3 or lower in _SHORT_WORDS:
             return True
     return False
-
-
-def _last_math(text: str) -> str | None:
-    """The last run of math in prose: a math span or a number, with the runs before it that
-    are joined to it by "and" / "or" / "," ("$1$, $2$ and $3$" -> "1, 2, 3")."""
-    items = _math_items(text)
-    return _run(text, items) if items else None
-
-
-def _run(text: str, items: list[tuple[int, int, str]]) -> str:
-    """The last item with the ones joined to it by connectors, as one list."""
-    run = [items[-1]]
-    for item in reversed(items[:-1]):
-        if not _CONNECTOR.fullmatch(text[item[1] : run[0][0]]):
-            break
-        run.insert(0, item)
-    return ", ".join(it[2] for it in run)
-
-
-def _math_items(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, math) of every math span, compound quantity ("5 hours and 30 minutes")
-    and number outside them, in order. A number that is part of LaTeX written without its
-    delimiters (the 3 of "\\frac{14}{3}", the 6 of "\\pi/6", an exponent) is no item, nor is
-    one after an unclosed "$\\" (a cut-off span)."""
-    items: list[tuple[int, int, str]] = []
-    for m in _MATH_SPAN.finditer(text):
-        items.append((m.start(), m.end(), next(g for g in m.groups() if g is not None).strip()))
-    if "$" in text:  # a "$" outside every span that opens LaTeX: nothing after it is prose math
-        stray = re.compile(r"\$(?=\s*[\\{^_])").search(
-            "".join(" " * (b - a) if k % 2 else text[a:b] for k, (a, b) in enumerate(_gaps(text, items))))
-        limit = stray.start() if stray else len(text)
-    else:
-        limit = len(text)
-    for m in COMPOUND.finditer(text, 0, limit):
-        if parts(m.group(0)):
-            items.append((m.start(), m.end(), m.group(0)))
-    items.sort()
-    starts = [a for a, _, _ in items]  # items do not overlap: a number is inside at most one
-    for m in NUMBER.finditer(text, 0, limit):
-        k = bisect.bisect_right(starts, m.start()) - 1
-        if k >= 0 and m.start() < items[k][1]:
-            continue
-        before = text[m.start() - 1 : m.start()]
-        if before in ("^", "_", "/", "\\") or _LATEX_AFTER.match(text, m.end()) or (
-            before == "{" and not BOX_OPEN.search(text, max(0, m.start() - 12), m.start())
-        ):  # inside LaTeX structure; "\\boxed{12" cut off is still its number
-            continue
-        items.append((m.start(), m.end(), m.group(0)))
-    return [it for it in sorted(items) if it[2]]
-
-
-def _gaps(text: str, items: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
-    """Alternating (outside, inside) stretches of `text` around the sorted spans `items`."""
-    out, pos = [], 0
-    for a, b, _ in sorted(items):
-        out += [(pos, a), (a, b)]
-        pos = b
-    return out + [(pos, len(text))]
