@@ -72,7 +72,7 @@ RESTATED = re.compile(
 )
 # what leads to a concluded value after a correction ("Redoing it gives 18", "3 x 6 = 18")
 CONCLUDING = re.compile(
-    r"(?:\b(?:is|are|was|be|gives?|get|gets|got|obtain\w*|equals?|makes?|yields?|comes?\s+(?:out\s+)?to|"
+    r"(?:\b(?:is|are|was|be|it'?s|that'?s|gives?|get|gets|got|obtain\w*|equals?|makes?|yields?|comes?\s+(?:out\s+)?to|"
     r"totals?|becomes?|answer|so|thus|therefore|hence|results?\s+in|have|has)\b|=|\\approx|≈)"
     r"[\s$:*]*(?:[A-Za-z]+\s+){0,3}[\s$]*$",
     re.I,
@@ -173,6 +173,16 @@ def corrected(text: str, start: int, end: int) -> bool:
     if not (CORRECTION.search(text, start, end) or TURN.search(text, start, end)):
         return False
     return not _MAYBE.search(text, sentence_bounds(text, end)[0], end)
+
+
+# a correction that looks back at an earlier answer, not at the one just given
+_LOOKS_BACK = re.compile(r"\b(?:earlier|previously|before|above|at\s+first|initially|first)\b", re.I)
+
+
+def about_earlier(text: str, correction: re.Match[str]) -> bool:
+    """ "(Earlier I wrote 16 by mistake.)": the correction's sentence looks back."""
+    start, end, _ = sentence_bounds(text, correction.start())
+    return bool(_LOOKS_BACK.search(text, start, end))
 
 
 def turned_at(text: str, end: int) -> int:

@@ -29,6 +29,7 @@ from verifiers._conclusion import (
     SENTENCE_END,
     TURN,
     Candidate,
+    about_earlier,
     committed,
     corrected,
     hedge,
@@ -137,7 +138,7 @@ def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str |
         final = stated[-1]
     else:  # only supposed, questioned or negated answers: what the text asserts besides them
         return _last_statement(text, 0, withdraw)
-    correction = list(CORRECTION.finditer(text, final.end))
+    correction = [m for m in CORRECTION.finditer(text, final.end) if not about_earlier(text, m)]
     if correction:  # "\\boxed{16}. Wait, that's wrong ... Redoing it gives 18."
         found = replacement(text, correction[-1].end(), math_items, cue=CONCLUDING)
         if found is None and withdraw and correction[0].start() - final.end < _WITHDRAWN:
