@@ -126,9 +126,11 @@ def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str |
                 return f"{final.value}, {later[-1].value}"  # "\boxed{5}. Maybe the answer is 3."
             final = later[-1]
         elif final.kind != "close":  # boxes that disagree, with no correction between: a hedge
-            since = turned_at(text, final.start)  # boxes before a correction are withdrawn
-            earlier = [c.value for c in strong if since <= c.end <= final.start]
-            distinct = [v for v in dict.fromkeys(earlier) if v != final.value]
+            earlier = [c for c in strong if c.end <= final.start and c.value != final.value]
+            if earlier:  # those before a correction are withdrawn
+                since = turned_at(text, final.start)
+                earlier = [c for c in earlier if c.end >= since]
+            distinct = list(dict.fromkeys(c.value for c in earlier))
             if len(distinct) > _MAX_BOXES:  # a text boxing dozens of values answers nothing
                 return ", ".join([*distinct, final.value])
             rivals = {to_plain(v): v for v in [*distinct, final.value] if not same(v, final.value)}
