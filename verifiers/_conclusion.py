@@ -91,6 +91,12 @@ _ELSEWISE = re.compile(
     r"|\(\s*(?:if|when|for|assuming)\b",
     re.I,
 )
+# doubt about the answer: every value in its sentence is a candidate
+_UNSURE = re.compile(
+    r"\b(?:(?:not\s+(?:sure|certain)|unsure|uncertain|don'?t\s+know)\s+(?:if|whether|between|which)|"
+    r"(?:torn|undecided|can'?t\s+decide)\s+between)\b",
+    re.I,
+)
 _OFFERED = re.compile(
     r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
     r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
@@ -223,6 +229,12 @@ def hedge(text: str, final: Candidate, items) -> str | None:
         found = items(tail[at : cut.start() if cut else len(tail)])
         if found and not _SAME_VALUE.search(tail, at, at + found[0][0]):  # not "or about 1.414"
             offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
+    unsure = _UNSURE.search(text, final.end, min(len(text), final.end + _TAIL))
+    if unsure:  # "I'm not sure if it's 18 or 24", a sentence or two later: any other value in it
+        cut = SENTENCE_END.search(text, unsure.end())
+        shift = unsure.end() - final.end
+        offered += [(shift + a, shift + b, v, shift) for a, b, v in items(text[unsure.end() : cut.start() if cut else len(text)])]
+        tail = text[final.end : max(tail_end, cut.start() if cut else len(text))]
     for a, b, value, cue_end in offered:
         if (_OPERATOR_NEXT.match(tail, b) or _OPERATOR_BEFORE.search(tail, cue_end, a)
                 or (_RELATION.search(value) and not _RELATION.search(final.value))):
