@@ -1,7 +1,7 @@
 """Issue 32, held out: phrasings of the conclusion families written after the fix passed the
-families in tests/test_grader_conclusions.py, in five rounds (adverbs, hedges, suppositions,
+families in tests/test_grader_conclusions.py, in six rounds (adverbs, hedges, suppositions,
 corrections, compounds, markers, bases and percents in new words; ordinary outputs that must
-still pass; long reasoning that checks itself). Each round was run against the grader before
+still pass; long reasoning that checks itself; LaTeX without delimiters). Each round was run against the grader before
 any change for it; the rows it got wrong were fixed in the grader, not in the table (two
 contested rows are left out, README "Math grading" names them).
 """
@@ -250,6 +250,21 @@ NEW_PHRASINGS = [
     *judged(LONG_COT + "So the answer is 18, though if she also sold the muffins it could be 24.", None, "18", "24"),
     ("18", LONG_COT + r"\boxed{18} or \boxed{24}", F),
     ("18", LONG_COT + "I'm not sure if it's 18 or 24.", F),
+    # a sixth round: LaTeX written without delimiters, units and signs in plain answers
+    *judged("The answer is 5^{2} = 25.", "25", "5"),
+    (r"\frac{1}{2}", r"Therefore the answer is \frac{1}{2}", T),
+    *judged(r"Therefore the answer is \dfrac{1}{2}.", r"\frac{1}{2}", "2"),
+    *judged(r"So x = \frac{1}{2}.", r"\frac{1}{2}", "2"),
+    *judged(r"Thus the length is 2\sqrt{3}.", r"2\sqrt{3}", "3", "2"),
+    ("90", r"The angle is 90^\circ.", T),
+    ("40", r"The discount is 40\%.", T),
+    ("15", r"The area is 15 \text{ cm}^2.", T),
+    ("1000", "The total is 1,000.", T),
+    *judged("The answer is -3.", "-3", "3"),
+    ("0.5", "The answer is .5", T),
+    *judged("The answer is $x^2+1$.", "x^2+1", "2"),
+    ("10", "There are 10 ways.", T),
+    *judged("So, 4! = 24.", "24", "4"),
 ]
 # fmt: on
 

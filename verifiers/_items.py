@@ -23,6 +23,10 @@ NUMBER = re.compile(
     r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 )
 MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)", re.S)
+# LaTeX written without delimiters: "2\\sqrt{3}", "\\frac{14}{3}", "\\pi/6" (one item, whole)
+BARE_LATEX = re.compile(
+    r"(?<![\w\\$}{])-?\d*(?:\.\d+)?\\(?:[dt]?frac|sqrt|pi|[dt]?binom)(?![A-Za-z])[\w{}\[\]^+\-*/().\\]*"
+)
 CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
 
 
@@ -62,9 +66,15 @@ def math_items(text: str) -> list[tuple[int, int, str]]:
         limit = stray.start() if stray else len(text)
     else:
         limit = len(text)
+    spans = [(a, b) for a, b, _ in items]
+    span_starts = [a for a, _ in spans]
     for m in COMPOUND.finditer(text, 0, limit):
-        if parts(m.group(0)):
+        if parts(m.group(0)) and not _overlaps(spans, span_starts, m.start(), m.end()):
             items.append((m.start(), m.end(), m.group(0)))
+    for m in BARE_LATEX.finditer(text, 0, limit):  # "2\\sqrt{3}" written without $...$
+        latex = m.group(0).rstrip(".,;:")
+        if latex.count("{") == latex.count("}") and not _overlaps(spans, span_starts, m.start(), m.end()):
+            items.append((m.start(), m.start() + len(latex), latex))
     items.sort()
     starts = [a for a, _, _ in items]  # items do not overlap: a number is inside at most one
     for m in NUMBER.finditer(text, 0, limit):
@@ -78,6 +88,12 @@ def math_items(text: str) -> list[tuple[int, int, str]]:
             continue
         items.append((m.start(), m.end(), m.group(0)))
     return [it for it in sorted(items) if it[2]]
+
+
+def _overlaps(spans: list[tuple[int, int]], starts: list[int], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, disjoint `spans` (`starts`: theirs)."""
+    k = bisect.bisect_right(starts, start)  # spans[k - 1] starts at or before it
+    return any(a < end and start < b for a, b in spans[max(0, k - 1) : k + 1])
 
 
 def _gaps(text: str, items: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
