@@ -110,6 +110,15 @@ def corpus() -> None:
     print(f"  math-verify (recorded): {mv_fp} false positives, {mv_fn} false negatives")
     print(f"  agreement with math-verify: {len(both) - len(differ)}/{len(both)} = "
           f"{(len(both) - len(differ)) / max(1, len(both)):.2%}")
+    ordinary = [(r, v) for r, v in both if not r.kind.startswith("family:")]
+    agree = sum(v.correct == record[r.id] for r, v in ordinary)
+    print(f"  on ordinary output (parts a, b): {agree}/{len(ordinary)} = {agree / max(1, len(ordinary)):.2%}")
+    families = [(r, v) for r, v in both if r.kind.startswith("family:")]
+    print(f"  how models conclude (part c, {len(families)} rows): this grader "
+          f"{sum(v.correct and not r.expected for r, v in families)} FP / "
+          f"{sum(not v.correct and r.expected for r, v in families)} FN; math-verify "
+          f"{sum(record[r.id] and not r.expected for r, _ in families)} FP / "
+          f"{sum(not record[r.id] and r.expected for r, _ in families)} FN")
     print("  disagreements by kind (ours):", dict(Counter(f"{r.kind}:{v.correct}" for r, v in differ)))
     for r in fp + fn:
         print("  WRONG", r.id, r.expected, repr(r.prediction[-100:]))

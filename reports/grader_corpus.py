@@ -13,7 +13,11 @@ every row is rebuilt from the data files at run time):
       (reports/grader_styles.py: "Final Answer:", "\[ \boxed{} \]", <think> blocks, repeated
       and hedged boxes, equations, intervals, matrices, sets, decimals) and outputs sampled
       from the embedded reasoner and SmolLM2 (tests/data/grader_samples.jsonl, made and
-      labelled as `python -m reports.grader_samples` describes).
+      labelled as `python -m reports.grader_samples` describes);
+  (c) how models conclude (reports/grader_families.py, issue 32): answers after adverbs,
+      hedges, suppositions, questions, quotes, negations, corrections, withdrawn answers,
+      closing markers after headings, "I hope the answer is correct", base subscripts and
+      percents the gold does not have, compound quantities, over MATH-500 and GSM8K golds.
 `expected` comes from how a row was built, never from a grader.
 """
 
@@ -28,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
+from reports.grader_families import family_rows
 from reports.grader_rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader_styles import sample_rows, style_rows
 
@@ -188,7 +193,7 @@ def dataset_rows(data: Path | None = None) -> list[Row]:
 
 
 def build(data: Path | None = None) -> list[Row]:
-    rows = dataset_rows(data) + style_rows(data) + sample_rows(data)
+    rows = dataset_rows(data) + style_rows(data) + sample_rows(data) + family_rows(data)
     ids = [r.id for r in rows]
     assert len(ids) == len(set(ids)), "corpus row ids must be unique"
     return rows

@@ -26,6 +26,7 @@ from reports.grader_corpus import (
     math_verify_verdicts,
     reference_verdict,
 )
+from verifiers._quantity import COMPOUND
 from verifiers.math import Verdict, verify
 
 
@@ -79,6 +80,22 @@ CONVENTIONS: dict[str, tuple[bool, str, Callable[[Row], bool]]] = {
                      "cannot parse \\textbf{(073)})", lambda r: "\\textbf{(" in r.prediction),
     "gsm8k-marker": (True, "GSM8K's '#### N' is the answer (math-verify takes another number of "
                      "the rationale)", lambda r: "####" in r.prediction),
+    # how models conclude (part (c), issue 32)
+    "hedge-offered": (False, "a second value offered beside the answer ('but it could also be', "
+                      "'(though ...)', '(or ... if ...)') is a hedge (math-verify reads one of them)",
+                      lambda r: bool(re.search(r"(?:could also be|\(though|\(or)\s*\$", r.prediction))),
+    "negated": (True, "'the answer is not X; it is Y' answers Y (math-verify reads X)",
+                lambda r: "answer is not" in r.prediction),
+    "withdrawn": (False, "an answer withdrawn at the end ('Wait, that's wrong.') with nothing stated "
+                  "instead is no answer (math-verify reads it)",
+                  lambda r: bool(re.search(r"(?i)\b(?:wrong|error|mistake)\b[^$\d]*$", r.prediction))),
+    "closing-marker": (False, "GSM8K's closing '#### N' outranks an earlier '**Answer:**' heading "
+                       "(math-verify reads the heading)",
+                       lambda r: "####" in r.prediction and "**Answer:**" in r.prediction),
+    "percent-scaled": (False, "a percent is the gold's own number: 2500% is not 25 (math-verify "
+                       "reads 2500% as 25)", lambda r: bool(re.search(r"\d00\\%", r.prediction))),
+    "compound": (True, "'5 hours and 30 minutes' is 5.5 hours (math-verify reads one of its numbers)",
+                 lambda r: bool(COMPOUND.search(r.prediction))),
 }
 
 
@@ -113,7 +130,9 @@ def test_agreement_with_math_verify_and_every_disagreement_is_a_convention(grade
     assert made_for == fingerprint(rows), "stale record: python -m reports.grader_corpus record"
     record = math_verify_verdicts(rows)
     differ = [(r, v) for r, v in graded if v.correct != record[r.id]]
-    agreement = 1 - len(differ) / len(graded)
+    # on ordinary output (parts (a) and (b)); part (c) is built where math-verify errs
+    ordinary = [(r, v) for r, v in graded if not r.kind.startswith("family:")]
+    agreement = 1 - sum(v.correct != record[r.id] for r, v in ordinary) / len(ordinary)
     assert agreement >= 0.95, agreement
     used: set[str] = set()
     unexplained = []

@@ -111,8 +111,11 @@ TABLE: list[tuple[str, str, bool]] = [
     (r"\frac{3}{4}", r"Let's compute... so the answer is $\boxed{\frac{3}{4}}$.", T),
     ("18", "Janet sells 16 - 3 - 4 = 9 eggs.\nShe makes 9 * 2 = $18.\n#### 18", T),
     ("18", "She makes $18 every day. The answer is 18.", T), ("18", "The answer is $18.00.", T),
-    # two different boxes are a hedge, never correct against one value (issue 18)
-    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}.", F),
+    # two different boxes are a hedge, never correct against one value (issue 18), unless a
+    # correction stands between them: then the later one is the conclusion (issue 32)
+    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}.", T),
+    ("3", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}.", F),
+    ("5", r"First I got \boxed{3}, then \boxed{5}.", F),
     ("3", r"I get \boxed{5}. Hmm, maybe the answer is 3.", F),  # a box beats a later "answer is"
     ("10455", r"so $\boxed{200}$, then $\boxed{255}$. Final Answer: The final answer is $10,455$.", T),
     ("7", "The final answer is: 7", T), ("7", "**Final Answer:** 7", T),
@@ -333,6 +336,9 @@ MATH_VERIFY_DIFFERENCES: dict[tuple[str, str], str] = {
     (r"\text{(C)}", r"so the answer is $\boxed{\textbf{(C)}\ 12}$"): "as above",
     ("12", r"We conclude \boxed{12"): "unclosed box (a cut-off output): its number is the answer",
     ("204", r"... or $\framebox{204}$ minutes"): "math-verify does not read \\framebox",
+    ("5", r"First I got \boxed{3}, but after checking, the final answer is \boxed{5}."):
+        "a correction between two boxes: the later is the answer (math-verify reads {3, 5} "
+        "from boxes without $...$ around them)",
 }  # fmt: skip
 
 

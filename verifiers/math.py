@@ -4,10 +4,11 @@ r"""Math answer checking: `extract_answer`, `normalize` and `verify`.
     True
 
 How a verdict is reached. (1) The answer is found in each text (verifiers/_extract.py): the
-boxes after the last </think>, a "final answer" stated after them, "the answer is", GSM8K's
-"####", a bare answer, or the last run of math in prose. (2) Cheap cases are decided here,
-in-process: identical normal forms (`normalize`), text answers, choice letters, plain
-numbers, numerals in a base. (3) Everything else goes to a worker process, killed after
+conclusion among the boxes after the last </think>, the "final answer" / "the answer is"
+phrases and GSM8K's "####" (verifiers/_conclusion.py), else a bare answer, else the last run
+of math asserted in prose. (2) Cheap cases are decided here,
+in-process: identical normal forms (`normalize`), compound quantities, text answers, choice
+letters, plain numbers, numerals in a base. (3) Everything else goes to a worker process, killed after
 `timeout` seconds, where math-verify's LaTeX parser (latex2sympy2-extended) reads each whole
 answer and math-verify's `verify` compares them (verifiers/_compare.py).
 
@@ -29,22 +30,39 @@ costs about twice the time (ANTLR parsing; each worker caches parses, since a pr
 and its candidates' answers repeat), well inside the budget of 10 s for 500 candidates.
 
 Conventions where this grader differs from math-verify, each right for model output and
-tested (tests/test_grader_reproductions.py, tests/test_grader_corpus.py):
-- The answer: two boxes with different values are a hedge (a list), never correct against
-  one value; an unclosed <think> is a cut-off output with no answer; a bare answer after
-  "Final Answer:" needs no $...$; "Answer $9$" and "Result 5" are 9 and 5; \framebox is a
-  box; "\textbf{(C)} 12" is choice C; an unclosed "\boxed{12" falls back to the last number.
+tested (tests/test_grader_reproductions.py, tests/test_grader_corpus.py,
+tests/test_grader_conclusions.py):
+- The answer is the text's conclusion (verifiers/_conclusion.py): answers in questions,
+  suppositions ("If the answer is 16, ..."), quotes or after "not" are not stated; a later
+  answer replaces an earlier one across a correction ("Wait, that's wrong ... \boxed{18}");
+  an answer withdrawn with nothing instead ("The answer is 16. Wait, that's wrong.") is none
+  (a gold is never withdrawn); two different boxes with no correction between, or a second
+  value offered beside the answer ("$X$, but it could also be $Y$", "\boxed{X} (or $Y$ if
+  ...)"), are a hedge (a list), never correct against one value; a closing "####" or "Final
+  Answer" outranks an earlier "**Answer:**"; "I hope the answer is correct" states nothing.
+- An unclosed <think> is a cut-off output with no answer; a bare answer after "Final
+  Answer:" needs no $...$; "Answer $9$" and "Result 5" are 9 and 5; \framebox is a box;
+  "\textbf{(C)} 12" is choice C; an unclosed "\boxed{12" falls back to the last number; no
+  number is read out of LaTeX written without delimiters (the 3 of "\frac{14}{3}").
 - Plain text as models write it: "pi", "oo", "sqrt(2)", "6.72e-5", "\sqrt51" (sqrt(51), as
   meant), units after a number ("15 cm^2", "9 dollars"), currency ("\$36"), digit groups
   ("1 000", "10\,080", "14{,}916"; "2 3" is no number at all); "12.5%" is 12.5 as "10%" is 10.
-- Numerals: "52_8" accepts "52_8" and "52", never "52_9" (math-verify drops subscripts).
-  Intervals are never closed at infinity. Two decimals are equal only when equal.
+- Compound quantities ("5 hours and 30 minutes", "18 feet 6 inches", "16 dollars and 50
+  cents") are one value: in the gold's unit when the gold names one ("330 minutes"), else in
+  their own first unit (5.5), so a bare gold 330 or 5 is wrong (verifiers/_quantity.py).
+- Numerals: a gold "52_8" accepts "52_8" and "52", never "52_9"; a gold "52" never accepts
+  "52_8" (a base the gold does not name makes another number; "52_{10}" is 52). math-verify
+  drops subscripts. Intervals are never closed at infinity. Two decimals are equal only when
+  equal.
+- Percent: "25%" is the gold 25 (the percent is the question's unit), and "10%" is also 0.1,
+  but only against a gold that is no integer: "2500%" is not the gold 25 (math-verify reads
+  any p% as p/100 too).
 - A decimal against an exact number (either side the gold) must be that number rounded at the
   precision written, to 6 decimal places or finer than `rel_tol` of its value: 1/3 matches
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
   sides to 6 places, so it calls 0.0000672 and 0.0000673 equal; inside tuples, sets and
   matrices its rule is the one that applies.)
-Shared with math-verify: "10%" is 10 and also 0.1; "x=5" and 5 match either way round; a gold
+Shared with math-verify: "10%" is 10; "x=5" and 5 match either way round; a gold
 equation's right side is its value ("f(x)=1" accepts 1); sets ignore order and repeats; a
 gold inequality accepts its interval, but an interval gold wants an interval; "^\circ" is
 dropped; "(C)", "\text{(C)}" and "C" are one choice; mixed numbers ("1\frac{4}{5}" is 9/5).
@@ -58,6 +76,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from verifiers import _quantity as quantity
 from verifiers._arith import eval_rational
 from verifiers._extract import answer_of
 from verifiers._latex import is_text, to_plain
@@ -119,7 +138,7 @@ def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float =
 
 
 def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdict:
-    g_raw, p_raw = answer_of(gold), answer_of(prediction)
+    g_raw, p_raw = answer_of(gold, withdraw=False), answer_of(prediction)
     if g_raw is None:
         return Verdict(False, "no answer found in gold", None, None)
     if p_raw is None:
@@ -136,6 +155,9 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
 
     if g == p:
         return verdict(True, "identical after normalisation")
+    compound = quantity.compare(g_raw, p_raw, gold_text=gold)  # "5 hours and 30 minutes" against 5.5 or 330 minutes
+    if compound is not None:
+        return verdict(*compound)
     for name, plain in (("gold", g), ("prediction", p)):
         if _SIDE_BY_SIDE.search(plain):  # "2 3": not 6, not 23, not an answer
             return verdict(False, f"{name} has two numbers side by side")
@@ -161,11 +183,14 @@ _CLOSED_AT_INFINITY = re.compile(r"\[-?oo\b|\boo\]")
 
 
 def _numerals_equal(g: str, p: str) -> tuple[bool, str]:
-    """ "52_8" accepts "52_8" and "52" (the base is the question's), nothing else."""
+    """A gold "52_8" accepts "52_8" and "52" (the base is the question's), nothing else; a gold
+    "52" does not accept "52_8" (a base the gold does not name makes another number)."""
     a, b = _NUMERAL.fullmatch(g), _NUMERAL.fullmatch(p)
+    if b and not a and b.group(2) != "10":  # 52_{10} is 52
+        return False, "the prediction names a base the gold does not"
     digits = [m.group(1) if m else s for m, s in ((a, g), (b, p))]
     bases = {m.group(2) for m in (a, b) if m}
-    if digits[0] == digits[1] and len(bases) == 1:
+    if digits[0] == digits[1] and (len(bases) == 1 or bases == {"10"} and not a):
         return True, "same digits in the given base"
     return False, "different numeral"
 
@@ -186,7 +211,9 @@ def _numbers_equal(
     if x == y:
         return True, "equal numbers"
     for a, b, pct in ((x, y, "%" in p_raw), (y, x, "%" in g_raw)):
-        if pct and b / 100 == a:  # "10%" is 10 and is also 0.1 (as math-verify reads it)
+        # "10%" is 10 and is also 0.1 (as math-verify reads it), but only against a number
+        # that is no integer: against 25 (a percent question's gold), "2500%" is not 25
+        if pct and b / 100 == a and a.denominator != 1:
             return True, "equal as a percentage"
     g_dec, p_dec = (_DECIMAL.fullmatch(to_plain(raw, fold=False)) for raw in (g_raw, p_raw))
     if bool(g_dec) == bool(p_dec):

@@ -1,0 +1,105 @@
+"""The math in a stretch of prose: spans, compound quantities and numbers, in order.
+
+`math_items(text)` lists (start, end, math) for every $..$ / \\(..\\) / \\[..\\] span, every
+compound quantity ("5 hours and 30 minutes") and every number outside them; `run` joins the
+last item to the ones before it that "and" / "or" / "," connect ("$1$, $2$ and $3$" -> "1, 2,
+3"). Plain string work, linear in the text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from verifiers._conclusion import restates, same
+from verifiers._quantity import COMPOUND, parts
+
+BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
+# what makes the number before it part of a LaTeX expression (not "90^\\circ", "40\\%", "5\\text{ cm}")
+_LATEX_AFTER = re.compile(r"\^(?!\s*\{?\s*\\circ)|_|\}|\{|\\(?![%,!;: $]|text|mbox|mathrm|textrm|circ|degree)")
+BOX_OPEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{$")
+# a number as written in prose: signs, thousands separators, decimals, simple fractions
+NUMBER = re.compile(
+    r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+)
+MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)", re.S)
+# LaTeX written without delimiters: "2\\sqrt{3}", "\\frac{14}{3}", "\\pi/6" (one item, whole)
+BARE_LATEX = re.compile(
+    r"(?<![\w\\$}{])-?\d*(?:\.\d+)?\\(?:[dt]?frac|sqrt|pi|[dt]?binom)(?![A-Za-z])[\w{}\[\]^+\-*/().\\]*"
+)
+CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
+
+
+def last_math(text: str) -> str | None:
+    """The last run of math in prose: a math span or a number, with the runs before it that
+    are joined to it by "and" / "or" / "," ("$1$, $2$ and $3$" -> "1, 2, 3")."""
+    items = math_items(text)
+    return run(text, items) if items else None
+
+
+def run(text: str, items: list[tuple[int, int, str]]) -> str:
+    """The last item with the ones joined to it by connectors, as one list; the same value
+    written twice is one item ("$\\frac{1}{2}$ or $0.5$", "1/2 or 50%")."""
+    joined = [items[-1]]
+    for item in reversed(items[:-1]):
+        if not CONNECTOR.fullmatch(text[item[1] : joined[0][0]]):
+            break
+        joined.insert(0, item)
+    values: list[str] = []
+    for _, _, value in joined:
+        if not any(same(value, v) or restates(value, v) or restates(v, value) for v in values):
+            values.append(value)
+    return ", ".join(values)
+
+
+def math_items(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, math) of every math span, compound quantity ("5 hours and 30 minutes")
+    and number outside them, in order. A number that is part of LaTeX written without its
+    delimiters (the 3 of "\\frac{14}{3}", the 6 of "\\pi/6", an exponent) is no item, nor is
+    one after an unclosed "$\\" (a cut-off span)."""
+    items: list[tuple[int, int, str]] = []
+    for m in MATH_SPAN.finditer(text):
+        items.append((m.start(), m.end(), next(g for g in m.groups() if g is not None).strip()))
+    if "$" in text:  # a "$" outside every span that opens LaTeX: nothing after it is prose math
+        stray = re.compile(r"\$(?=\s*[\\{^_])").search(
+            "".join(" " * (b - a) if k % 2 else text[a:b] for k, (a, b) in enumerate(_gaps(text, items))))
+        limit = stray.start() if stray else len(text)
+    else:
+        limit = len(text)
+    spans = [(a, b) for a, b, _ in items]
+    span_starts = [a for a, _ in spans]
+    for m in COMPOUND.finditer(text, 0, limit):
+        if parts(m.group(0)) and not _overlaps(spans, span_starts, m.start(), m.end()):
+            items.append((m.start(), m.end(), m.group(0)))
+    for m in BARE_LATEX.finditer(text, 0, limit):  # "2\\sqrt{3}" written without $...$
+        latex = m.group(0).rstrip(".,;:")
+        if latex.count("{") == latex.count("}") and not _overlaps(spans, span_starts, m.start(), m.end()):
+            items.append((m.start(), m.start() + len(latex), latex))
+    items.sort()
+    starts = [a for a, _, _ in items]  # items do not overlap: a number is inside at most one
+    for m in NUMBER.finditer(text, 0, limit):
+        k = bisect.bisect_right(starts, m.start()) - 1
+        if k >= 0 and m.start() < items[k][1]:
+            continue
+        before = text[m.start() - 1 : m.start()]
+        if before in ("^", "_", "/", "\\") or _LATEX_AFTER.match(text, m.end()) or (
+            before == "{" and not BOX_OPEN.search(text, max(0, m.start() - 12), m.start())
+        ):  # inside LaTeX structure; "\\boxed{12" cut off is still its number
+            continue
+        items.append((m.start(), m.end(), m.group(0)))
+    return [it for it in sorted(items) if it[2]]
+
+
+def _overlaps(spans: list[tuple[int, int]], starts: list[int], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, disjoint `spans` (`starts`: theirs)."""
+    k = bisect.bisect_right(starts, start)  # spans[k - 1] starts at or before it
+    return any(a < end and start < b for a, b in spans[max(0, k - 1) : k + 1])
+
+
+def _gaps(text: str, items: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """Alternating (outside, inside) stretches of `text` around the sorted spans `items`."""
+    out, pos = [], 0
+    for a, b, _ in sorted(items):
+        out += [(pos, a), (a, b)]
+        pos = b
+    return out + [(pos, len(text))]
