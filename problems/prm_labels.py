@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -275,7 +276,9 @@ def label_problems(engine: Any, problems: Sequence[Problem], out: Path, config: 
     """Label every problem not yet in `out` (JSONL, one LabelledPath a line, appended,
     flushed and fsynced per batch: a killed run resumes where it stopped). Each batch draws
     from its own seed (seed, first problem's index), so a resumed run labels as an
-    uninterrupted one would. Returns the cost of this call's batches."""
+    uninterrupted one would. Each batch's cost and seconds go to `out`.cost.jsonl (see
+    `spent`: the whole labelling's cost across resumed runs). Returns the cost of this
+    call's batches."""
     from tqdm import tqdm
 
     done = {r["problem_id"] for r in read_rows(out)} if out.exists() else set()
@@ -287,16 +290,38 @@ def label_problems(engine: Any, problems: Sequence[Problem], out: Path, config: 
               desc="labelling", unit="problem", disable=not progress) as bar, \
             out.open("a", encoding="utf-8") as fh:
         for index, chunk in todo:
+            t0 = time.perf_counter()
             labeller = Labeller(engine, config, seed=hash_seed(seed, index))
             rows = labeller.label(chunk)
             fh.write("".join(json.dumps(r.row()) + "\n" for r in rows))
             fh.flush()
             os.fsync(fh.fileno())
+            with _cost_file(out).open("a", encoding="utf-8") as log:
+                log.write(json.dumps({"batch": index, "problems": len(chunk),
+                                      "seconds": round(time.perf_counter() - t0, 3),
+                                      **asdict(labeller.cost)}) + "\n")
             total.add(asdict(labeller.cost))
             bar.update(len(chunk))
             bar.set_postfix_str(f"{labeller.cost.generated:,} tok, prefill saved "
                                 f"{saved(labeller.cost):.0%}", refresh=False)
     return total
+
+
+def _cost_file(out: Path) -> Path:
+    return out.with_name(out.name + ".cost.jsonl")
+
+
+def spent(out: Path) -> dict[str, float]:
+    """The labelling of `out` in all: problems, seconds and engine cost summed over every
+    batch of every (resumed) run, and the share of prefill saved."""
+    rows = read_rows(_cost_file(out)) if _cost_file(out).is_file() else []
+    total: dict[str, float] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key != "batch":
+                total[key] = total.get(key, 0) + value
+    cost = Cost(**{k: int(total.get(k, 0)) for k in asdict(Cost())})
+    return {**total, "prefill_saved": round(saved(cost), 4)}
 
 
 def hash_seed(seed: int, index: int) -> int:

@@ -43,6 +43,7 @@ from problems.prm_labels import (
     label_problems,
     read_rows,
     saved,
+    spent,
 )
 from rewards.prm import MATH_SHEPHERD, PRMFormat, label_ids, prompt_ids, step_ids
 from search.types import Problem
@@ -315,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                                     "n": args.val_problems},
             "paths": len(rows), "labelled_steps": len(labels),
             "positive_share": round(sum(v > 0.5 for v in labels) / max(len(labels), 1), 4),
+            "labelling": {name: spent(work / f"{name}.jsonl") for name in ("labels", "val")},
             "cost_this_run": cost, "history": history,
             "minutes": {"labelling_this_run": round(label_minutes, 2),
                         "total_this_run": round((time.perf_counter() - t0) / 60, 2)},

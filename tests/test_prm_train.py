@@ -12,7 +12,14 @@ import pytest
 import torch
 
 from problems import arith
-from problems.prm_labels import LabelConfig, LabelledPath, Labeller, label_problems, read_rows
+from problems.prm_labels import (
+    LabelConfig,
+    LabelledPath,
+    Labeller,
+    label_problems,
+    read_rows,
+    spent,
+)
 from reports.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
 from rewards.prm import HFPRM, MATH_SHEPHERD, label_ids
 from rewards.prm_train import Batches, build, encode, loss_and_scores, train
@@ -149,6 +156,9 @@ def test_labelling_resumes_and_drops_a_torn_line(tmp_path):
                           progress=False)
     assert cost.rollouts > 0  # only the third problem was labelled again
     assert read_rows(out) == read_rows(whole)
+    total = spent(out)  # both runs' batches: every problem once
+    assert total["problems"] == 3 and total["seconds"] > 0
+    assert total["rollouts"] == spent(whole)["rollouts"]
 
 
 # -- the first erroneous step of an arith solution -------------------------------------------

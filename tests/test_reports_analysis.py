@@ -461,3 +461,27 @@ def test_compute_table_fit_to_match_takes_the_cheapest_table_reaching_the_refere
     _, _, by_knob = compute_table.fit_to_match(table_rows(), algo="best_of_n", width=16,
                                                n_bins=2, knobs={"n": 16})
     assert by_knob == m
+
+
+def test_demo_claims_hold_only_where_every_problem_set_makes_the_same_call():
+    """Two sets of 20 problems. Beam at width 4 is right on every problem of both, best-of-4
+    on none: "higher" on both sets, so the claim holds. A* at 4 is right everywhere on set A
+    and nowhere on set B: higher on A, no call on B, so it does not hold. Tokens: beam 200
+    against best-of-4's 400 (0.50x), against best-of-16's 1,600 (0.12x)."""
+    from reports.demo import claims
+
+    def part(seed, astar_right):
+        ids = [f"arith/d5/s{seed}/{p}" for p in range(20)]
+        return ([row(i, "best_of_n", 0, False, width=4, tokens=400) for i in ids]
+                + [row(i, "best_of_n", 0, False, width=16, tokens=1600) for i in ids]
+                + [row(i, "beam", 0, True, width=4, tokens=200) for i in ids]
+                + [row(i, "astar", 0, astar_right, width=4, tokens=300) for i in ids])
+
+    lines = claims({1: part(1, True), 2: part(2, False)}).splitlines()
+    beam = [ln for ln in lines if " beam " in ln]
+    astar = [ln for ln in lines if " astar " in ln]
+    assert len(beam) == len(astar) == 2  # against best-of-N at its width and best-of-16
+    assert all(ln.endswith("-> higher") for ln in beam)
+    assert "at 0.50x tokens" in beam[0] and "at 0.12x tokens" in beam[1]
+    assert all(ln.endswith("-> does not hold on every set") for ln in astar)
+    assert "+100.0 (+100.0..+100.0) at 0.75x tokens | +0.0 (+0.0..+0.0)" in astar[0]
