@@ -114,9 +114,12 @@ def check_engine(engine: Engine | str | None) -> str:
     return engine
 
 
-def check_scorer(scorer: Scorer | str | None) -> str:
+def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
+                 model: str | None = None) -> str:
     """The scorer's name, after checking (without loading) that a name is a registered
-    scorer or a PRM folder/hub id that can load here."""
+    scorer or a PRM folder/hub id that can load here; with the problem and the model's name,
+    also that a registered scorer can work on them (scoring.CHECKS: the oracle's gold
+    answer, the value head next to the model)."""
     if scorer is None:
         return "logprob"
     if not isinstance(scorer, str):
@@ -126,6 +129,9 @@ def check_scorer(scorer: Scorer | str | None) -> str:
         return str(getattr(scorer, "name", "") or type(scorer).__name__)
     path = scorer.removeprefix("prm:")
     if scorer in scoring.known():
+        check = scoring.CHECKS.get(scorer)
+        if check is not None and problem is not None and model is not None:
+            check(problem, model)
         return scorer
     if scorer.startswith("prm:") or "/" in path:
         from search.models import check_model
@@ -156,7 +162,8 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
     scorer = _check(problem, algo, budget, seed, scorer, knobs)
-    model_name, scorer_name = check_engine(engine), check_scorer(scorer)
+    model_name = check_engine(engine)
+    scorer_name = check_scorer(scorer, problem, model_name)
     fn = registry.get(algo)
     eng = get_engine(engine)
     sc = get_scorer(scorer, eng, implicit=not named)
@@ -222,8 +229,10 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     probs = [Problem.of(p) for p in problems]
     seeds = list(seeds)
     runs = [(p, s) for p in probs for s in seeds]
+    check_concurrent(concurrency)  # everything a run needs is checked before any model loads
+    model_name = check_engine(engine)
     for p, s in runs:
-        _check(p, algo, budget, s, scorer, knobs)
+        check_scorer(_check(p, algo, budget, s, scorer, knobs), p, model_name)
     eng = get_engine(engine)
     shared = scorer if scorer is not None and not isinstance(scorer, str) else None
     check_concurrent(concurrency, eng, shared)

@@ -117,7 +117,7 @@ def _forwards(passes: Sequence[Pass], limit: int) -> list[Any]:
     out: list[Any] = [None] * len(passes)
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(passes):
-        if getattr(p.forward, "row_invariant", False) and p.forward.handles(p.cache, p.mask):
+        if _mergeable(p):
             groups.setdefault(id(p.forward), []).append(i)
         else:
             out[i] = _alone(p)
@@ -134,6 +134,15 @@ def _forwards(passes: Sequence[Pass], limit: int) -> list[Any]:
     return out
 
 
+def _mergeable(p: Pass) -> bool:
+    """Whether the Pass can share a forward_many (a malformed one runs alone, and fails alone)."""
+    try:
+        return bool(getattr(p.forward, "row_invariant", False) and
+                    p.forward.handles(p.cache, p.mask))
+    except Exception:  # noqa: BLE001  # its own forward will say what is wrong
+        return False
+
+
 def _alone(p: Pass) -> Any:
     try:
         return p.alone()
@@ -148,12 +157,23 @@ def _merged(passes: list[Pass], idx: list[int], out: list[Any]) -> None:
     lengths = [p.cache.length for p in passes]
     try:
         results = passes[0].forward.forward_many(passes)
+        if len(results) != len(passes):
+            raise RuntimeError(f"forward_many gave {len(results)} outputs for {len(passes)} "
+                               "Passes")
     except Exception:  # find whose Pass it was: rewind every cache, run each alone
-        for p, n in zip(passes, lengths):
-            p.cache.rewind(n)
-        results = [_alone(p) for p in passes]
+        results = [_rewound(p, n) for p, n in zip(passes, lengths)]
     for i, r in zip(idx, results):
         out[i] = r
+
+
+def _rewound(p: Pass, length: int) -> Any:
+    """The Pass run alone after its cache is rewound to `length` (what a failed merged
+    forward may have written is forgotten); the error, where it cannot be."""
+    try:
+        p.cache.rewind(length)
+    except Exception as err:  # noqa: BLE001  # this Pass's job gets it
+        return err
+    return _alone(p)
 
 
 def drive(job: Job[T]) -> T:
@@ -327,13 +347,19 @@ class Scheduler:
                     outs = run_passes([t.pending for t in ready])  # type: ignore[misc]
                     st.ticks += 1
                     st.passes += len(ready)
-                    st.rows += sum(int(t.pending.input_ids.shape[0]) for t in ready)  # type: ignore[union-attr]
+                    st.rows += sum(_rows(t.pending) for t in ready)
                     st.widest = max(st.widest, len(ready))
                     for task, out in zip(ready, outs):
                         task.advance(out)
             for task in [t for t in active if t.done.is_set()]:
                 active.remove(task)
                 held -= task.cost
+
+
+def _rows(p: Pass | None) -> int:
+    """A Pass's rows, for the counters (0 where its input is malformed: its job fails)."""
+    shape = getattr(getattr(p, "input_ids", None), "shape", None)
+    return int(shape[0]) if shape else 0
 
 
 SCHED = Scheduler()
