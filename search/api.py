@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from search import registry, scoring
-from search.budget import Meter, metered, per_thread_meter
+from search.budget import Meter, ThreadState, metered, per_thread_meter, thread_state
 from search.engines.base import Engine
 from search.progress import Progress
 from search.scoring import Scorer
@@ -198,6 +198,7 @@ def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
 # -- many searches at once ---------------------------------------------------------------------
 T = TypeVar("T")
 R = TypeVar("R")
+JOIN_SECONDS = 3.0  # how long an interrupted concurrently() waits for its threads
 
 
 class SolveManyError(RuntimeError):
@@ -277,7 +278,10 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
     """(i, fn(items[i]) or the exception it raised) for every item, as each finishes, up to
     `concurrency` at a time, each in its own thread, while the engines' scheduler batches
     their model calls (concurrency 1: in order, in this thread, nothing shared). Stopping
-    the iteration early starts no more items."""
+    the iteration early (a KeyboardInterrupt in the caller, or leaving the loop) starts no
+    more items and ends the ones in flight: their model work raises
+    search.engines.sched.Interrupted at its next forward (their results are dropped), and
+    their threads are given JOIN_SECONDS to end."""
     from search.engines.sched import SCHED  # torch loads only here
 
     items = list(items)
@@ -291,8 +295,10 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
     done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
     order = iter(range(len(items)))
     take, stop = threading.Lock(), threading.Event()
+    states: list[ThreadState] = []  # the workers' (SCHED.interrupt ends their model work)
 
     def worker() -> None:
+        states.append(thread_state())
         while not stop.is_set():
             with take:
                 i = next(order, None)
@@ -312,7 +318,12 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
         try:
             for _ in items:
                 yield done.get()
-        finally:
+        except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped: end the runs in flight
             stop.set()
+            SCHED.interrupt(states)
+            for t in threads:  # they stop at their next forward; one may be in a scorer
+                t.join(timeout=JOIN_SECONDS)
+            raise
+        stop.set()
         for t in threads:
             t.join()
