@@ -76,6 +76,7 @@ from reports.runner import (  # SCHEMA and read_rows: part of this module's API
     run_here,
     scorer_factory,
 )
+from search.cli import add_threads_argument
 from search.types import Problem
 
 if TYPE_CHECKING:
@@ -249,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=1, metavar="N",
                     help="runs in flight at once on the engine, their model calls batched "
                     "(per Ray worker with --ray); rows are the same at any N")
+    add_threads_argument(ap)
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run the grid on Ray workers (reports.ray_eval): a local cluster, or "
                     "the cluster at ADDRESS (auto, ray://host:port)")
@@ -268,6 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"no {args.dataset} problems selected (check --limit and "
                              "--difficulty)")
         knobs = parse_knobs(args.knob, algos)
+        if args.threads is not None:
+            from search.engines.omp import use_threads
+
+            use_threads(args.threads)
         if args.dry_run:
             cells = make_grid(probs, algos, args.budgets, args.seeds, knobs=knobs,
                               tokens=args.tokens, sample_tokens=args.sample_tokens)

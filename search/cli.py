@@ -81,6 +81,14 @@ def add_solve_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--knob", type=_knob, action="append", default=[],
                     help="algorithm knob, e.g. --knob n=8 --knob select=vote")
     ap.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+    add_threads_argument(ap)
+
+
+def add_threads_argument(ap: argparse.ArgumentParser) -> None:
+    """--threads: torch's CPU threads (search.engines.omp.use_threads)."""
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: "
+                    "torch's, one per core; idle threads sleep, so a busy machine costs little; "
+                    "a different count changes results in the last bits)")
 
 
 def solve_args(args: argparse.Namespace) -> Result:
@@ -90,6 +98,10 @@ def solve_args(args: argparse.Namespace) -> Result:
     from search import registry
 
     knobs = registry.parse_knobs(args.algo, dict(args.knob))  # typed by each signature
+    if args.threads is not None:
+        from search.engines.omp import use_threads
+
+        use_threads(args.threads)
     budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,
                            flops=args.flops, seconds=args.seconds)
     problem = search.Problem.of(args.problem)  # a question's text, or a dataset's Problem

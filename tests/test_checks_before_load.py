@@ -57,3 +57,32 @@ def test_the_cli_passes_a_gold_answer_to_the_oracle(capsys):
 
     out = json.loads(capsys.readouterr().out)
     assert out["scorer"] == "oracle" and out["usage"]["scorer_calls"] > 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_threads_must_be_a_positive_int(bad):
+    from search.engines.omp import use_threads
+
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        use_threads(bad)
+
+
+def test_the_cli_refuses_zero_threads_before_loading(no_loading, capsys):
+    assert main(["What is 2+3?", "--model", "tiny-arith", "--threads", "0"]) == 2
+    assert "threads must be a positive int" in capsys.readouterr().err
+
+
+def test_idle_openmp_threads_sleep_by_default():
+    """`import search` asks OpenMP for the passive wait policy unless the user chose one."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, search; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "PASSIVE"
+    chosen = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert chosen == "ACTIVE"
