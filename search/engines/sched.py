@@ -343,9 +343,7 @@ class Scheduler:
                     break
                 if isinstance(task, _Task):
                     waiting.append(task)
-                elif task is _WAKE:
-                    pass
-                elif not self._serving and not active and not waiting:
+                elif task is None and not self._serving and not active and not waiting:
                     release_pool()  # the threads that run torch now get the cores' spin
                     continue
                 block = False
