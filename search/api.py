@@ -145,7 +145,10 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
           progress: bool | Progress = True, **knobs: Any) -> Result:
-    """Search for an answer to `problem` with algorithm `algo` within `budget`.
+    """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
+    hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
+    forward or scorer call, see search.budget), and a search they cut short returns its best
+    answer so far with status "budget_exhausted".
 
     engine: an Engine, a model name/path, or None for the default model.
     scorer: a Scorer, a scorer name, or None for `default_scorer(algo, problem)`: the free
