@@ -52,12 +52,16 @@ same file (reports/ray_eval.py; `pip install 'tts-search[ray]'`).
 thread each, their model calls batched into shared forwards), rows written as each finishes
 (the file's order is then the order they finished; every row is what it is at --concurrency
 1, timings aside). With --ray, each worker keeps N in flight.
+Ctrl-C or SIGTERM stops a grid within a few seconds: every row written is kept, the runs in
+flight end at their next forward and leave no row (the same command re-runs them), one line
+says so, and the exit status is 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,6 +79,7 @@ from reports.runner import (  # SCHEMA and read_rows: part of this module's API
     run_here,
     scorer_factory,
 )
+from search.cli import add_threads_argument
 from search.types import Problem
 
 if TYPE_CHECKING:
@@ -84,6 +89,7 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA", "EvalRun", "load_problems", "main", "read_rows", "run_grid", "summarize"]
 
 PROCEDURAL = ("arith", "codegen")
+INTERRUPTED = 130  # the exit status of a grid stopped by Ctrl-C or SIGTERM (128 + SIGINT)
 PROCEDURAL_LIMIT = 100  # problems per difficulty level when --limit is not given
 
 
@@ -252,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=1, metavar="N",
                     help="runs in flight at once on the engine, their model calls batched "
                     "(per Ray worker with --ray); rows are the same at any N")
+    add_threads_argument(ap)
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run the grid on Ray workers (reports.ray_eval): a local cluster, or "
                     "the cluster at ADDRESS (auto, ray://host:port)")
@@ -271,6 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"no {args.dataset} problems selected (check --limit and "
                              "--difficulty)")
         knobs = parse_knobs(args.knob, algos)
+        if args.threads is not None:
+            from search.engines.omp import use_threads
+
+            use_threads(args.threads)
         if args.dry_run:
             cells = make_grid(probs, algos, args.budgets, args.seeds, knobs=knobs,
                               tokens=args.tokens, sample_tokens=args.sample_tokens)
@@ -293,6 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every row written is kept (fsynced)
+        kept = len(read_rows(args.out))
+        print(f"\ninterrupted: {kept} rows kept in {args.out}; the runs in flight were not "
+              "written. Run the same command again to resume.", file=sys.stderr)
+        return INTERRUPTED
     if not args.quiet:
         print(f"{run.out}: {len(run.rows)} runs ({run.resumed} resumed, {run.ran} new, "
               f"{run.reused} reused from a deterministic run, {run.errors} errors)")
@@ -303,5 +319,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM stops a grid as Ctrl-C does."""
+    del signum, frame
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from search.__main__ import exit_now
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even where started ignoring it
+    signal.signal(signal.SIGTERM, _terminate)
+    exit_now(main())  # no interpreter teardown: worker threads may still hold torch

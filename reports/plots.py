@@ -24,6 +24,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from reports.passk import SOURCES, coverage_by_curve
 from reports.rows import (
@@ -45,6 +46,7 @@ X_METRICS = ("generated_tokens", "flops", "scorer_calls")
 X_NAMES = {"generated_tokens": "generated tokens per problem", "flops": "FLOPs per problem",
            "scorer_calls": "scorer calls per problem"}
 BANDS = ("minmax", "std")
+INDEPENDENT = frozenset({"best_of_n", "rpc"})  # searches whose candidates are independent samples
 
 
 def _colors(labels: Sequence[str]) -> dict[str, Any]:
@@ -85,13 +87,18 @@ def _panels(data: dict[str, Any], title: str) -> tuple[Figure, list[Any]]:
 
 
 def _source(data: dict[str, Any]) -> str:
-    """"model tiny-arith, scorer steps" (or the counts, when the rows mix several)."""
+    """"arith · 48 problems · model tiny-arith, scorer steps" (or the counts, when the rows
+    mix several datasets, models or scorers)."""
     parts = []
     for what in ("model", "scorer"):
         found = data[f"{what}s"]
         parts.append(f"no {what}" if not found else f"{what} {found[0]}" if len(found) == 1
                      else f"{len(found)} {what}s")
-    return ", ".join(parts)
+    sets = data.get("datasets") or []
+    if not sets:
+        return ", ".join(parts)
+    named = ", ".join(sets) if len(sets) <= 2 else f"{len(sets)} datasets"
+    return f"{named} · {data.get('problems', 0)} problems · " + ", ".join(parts)
 
 
 def _dress(axes: list[Any], xlabel: str, ylabel: str, *, base: int = 10, legend: int = 8
@@ -99,6 +106,13 @@ def _dress(axes: list[Any], xlabel: str, ylabel: str, *, base: int = 10, legend:
     """Log x axis, labels, grid and a legend (where a panel has curves) on every panel."""
     for ax in axes:
         ax.set_xscale("log", base=base)
+        # labelled ticks at 1, 2, 5 x 10^k (powers of 2 in base 2), plain numbers, at most
+        # ~8 of them; no minor labels: they overlapped
+        subs = (1.0, 2.0, 5.0) if base == 10 else (1.0,)
+        ax.xaxis.set_major_locator(LogLocator(base=base, subs=subs, numticks=8))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelsize=8)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
@@ -116,7 +130,9 @@ def _framed(rows: Sequence[Row], kind: str, **fields: Any) -> dict[str, Any]:
     the rows do not split by one)."""
     prov = provenance(rows)
     levels = [d for d, _ in facets(rows)]
-    return {"kind": kind, "models": prov["models"], "scorers": prov["scorers"],
+    return {"kind": kind, "datasets": sorted({str(r.get("dataset") or "?") for r in rows}),
+            "problems": len({(r.get("dataset"), r.get("problem_id")) for r in rows}),
+            "models": prov["models"], "scorers": prov["scorers"],
             "difficulties": levels if len(levels) > 1 else [], **fields}
 
 
@@ -238,17 +254,25 @@ def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "ca
     """Coverage (mean unbiased pass@k, see reports.passk) per curve as points, with the fitted
     c(k) = exp(a k^b) as a line; a curve whose fit fails keeps its points and the reason."""
     data = _framed(rows, "coverage", source=source)
+    labeler = curve_labeler(rows, knobs)
+    algos: dict[str, set[str]] = {}
+    for r in rows:
+        algos.setdefault(labeler(r), set()).add(str(r["algo"]))
     covs = [(level, cov) for level, frows in facets(rows)
-            for cov in coverage_by_curve(frows, source=source, knobs=knobs,
-                                         label=curve_labeler(rows, knobs))]
+            for cov in coverage_by_curve(frows, source=source, knobs=knobs, label=labeler)]
     fig, axes = _panels(data, "Coverage vs samples, fit c(k) = exp(a·k^b)")
     colors = _colors([c.label for _, c in covs])
     curves = []
     for i, (level, cov) in enumerate(covs):
+        # a search's candidates are independent draws only where it samples them apart
+        # (best_of_n, rpc); beam's or a particle filter's share prefixes and resampling
+        independent = source != "candidates" or algos.get(cov.label, set()) <= INDEPENDENT
+        name = cov.label if independent else f"{cov.label} [not independent draws]"
         entry: dict[str, Any] = {"label": cov.label, "difficulty": level, "x": list(cov.ks),
                                  "y": list(cov.coverage), "problems": cov.problems,
+                                 "independent": independent,
                                  "fit": None, "fit_error": None, "fit_x": [], "fit_y": [],
-                                 "legend": cov.label}
+                                 "legend": name}
         ax = _axis(axes, data, entry)
         try:
             fit = fit_exp_power_law(cov.ks, cov.coverage)
@@ -258,7 +282,7 @@ def coverage_plot(rows: Sequence[Row], out_dir: str | Path, *, source: str = "ca
             fx = np.geomspace(1, max(cov.ks), 64)
             entry.update(fit={"a": fit.a, "b": fit.b, "rmse_log": fit.rmse_log},
                          fit_x=fx.tolist(), fit_y=fit.predict(fx).tolist(),
-                         legend=f"{cov.label}: {fit.describe()} (a={fit.a:.3g}, b={fit.b:.3g})")
+                         legend=f"{name}: {fit.describe()} (a={fit.a:.3g}, b={fit.b:.3g})")
             (fl,) = ax.plot(entry["fit_x"], entry["fit_y"], color=colors[cov.label], ls="--")
             fl.set_gid(f"fit-{i}")
         (line,) = ax.plot(entry["x"], entry["y"], marker="o", ls="none", label=entry["legend"],

@@ -140,17 +140,18 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
     return row
 
 
-def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None
+def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None, progress: Any = False
              ) -> tuple[Result | None, str | None]:
     """search.solve on one cell: (result, None), or (None, "Type: message") if it raised.
-    scorer None: search.solve's default; a scorer goes only to a cell that consults one."""
+    scorer None: search.solve's default; a scorer goes only to a cell that consults one.
+    progress: search.solve's (a GridProgress.watch() reports the run's tokens as it goes)."""
     import search
 
     if not registry.uses_scorer(cell.algo, cell.knobs):
         scorer = None
     try:
         return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
-                            seed=cell.seed, progress=False, **cell.knobs), None
+                            seed=cell.seed, progress=progress, **cell.knobs), None
     except Exception as err:  # one failing run is recorded; the grid goes on
         return None, f"{type(err).__name__}: {err}"
 
@@ -212,7 +213,7 @@ def run_here(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, A
             bar.started()
             try:
                 cell, key = item
-                result, error = run_cell(cell, engine, scorer())
+                result, error = run_cell(cell, engine, scorer(), bar.watch())
                 return make_row(cell, key, names, result, error, grader)
             finally:
                 bar.stopped()

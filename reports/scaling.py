@@ -18,11 +18,12 @@ Accuracy vs compute: a plain power law y = s * x^e, fitted as the line log y = l
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import curve_fit
+from scipy.optimize import OptimizeWarning, curve_fit
 
 ArrayLike = float | Sequence[float] | np.ndarray
 
@@ -66,8 +67,10 @@ def fit_exp_power_law(ks: Sequence[float] | np.ndarray,
                          f"(got {np.count_nonzero(inner)}); the law is not identified")
     slope, icept = np.polyfit(np.log(k[inner]), np.log(-np.log(c[inner])), 1)
     p0 = (-math.exp(icept), min(float(slope), -1e-6))  # inside the bounds
-    (a, b), _ = curve_fit(_log_cov, k, np.log(c), p0=p0, bounds=([-np.inf, -np.inf], [0, 0]),
-                          maxfev=20000)
+    with warnings.catch_warnings():  # the parameters' covariance is not used: its warning
+        warnings.simplefilter("ignore", OptimizeWarning)  # (too few points) says nothing here
+        (a, b), _ = curve_fit(_log_cov, k, np.log(c), p0=p0,
+                              bounds=([-np.inf, -np.inf], [0, 0]), maxfev=20000)
     resid = np.log(c) - _log_cov(k, a, b)
     return ExpPowerLaw(float(a), float(b), float(np.sqrt(np.mean(resid ** 2))), int(k.size))
 

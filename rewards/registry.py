@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from search.scoring import SCORERS, Scorer, load, register, register_path_loader
+from search.types import Problem
 
 __all__ = ["SCORERS", "load"]
 
@@ -35,6 +37,29 @@ def _prm(path: str) -> Scorer:
     return HFPRM.load(path)
 
 
+def _needs_answer(problem: Problem, model: str) -> None:
+    del model
+    if problem.answer is None:
+        raise ValueError(f"scorer 'oracle' compares with the gold answer, but problem "
+                         f"{problem.id!r} has none; give Problem(answer=...) (--answer on "
+                         "the command line)")
+
+
+def _needs_value_head(problem: Problem, model: str) -> None:
+    """The value head lives next to an embedded reasoner or a locally saved model."""
+    del problem
+    from problems import reasoners
+    from problems.value_head import HEAD_FILE
+
+    folder = reasoners.MODELS_DIR / model if model in reasoners.NAMES else Path(model)
+    if not (folder / HEAD_FILE).is_file():
+        raise ValueError(f"scorer 'value' needs a value head saved next to the model, and "
+                         f"model {model!r} has none (no {HEAD_FILE} in {folder}); train one "
+                         f"with `python -m problems.value_head --model {model}`")
+
+
+CHECKS = {"oracle": _needs_answer, "value": _needs_value_head}
+
 # the core's registry (search.scoring.SCORERS, the same dict) gets this plug-in's scorers
 for _name, _factory in {
     "logprob": _make("rewards.logprob", "LogprobScorer"),
@@ -44,5 +69,5 @@ for _name, _factory in {
     "unit_tests": _make("rewards.unit_tests", "UnitTestScorer"),
     "value": _make("rewards.value_head", "value_scorer", needs_engine=True),
 }.items():
-    register(_name, _factory)
+    register(_name, _factory, check=CHECKS.get(_name))
 register_path_loader(_prm)

@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
                           "selected_by": result.selected_by, "algo": result.algo,
                           "knobs": dict(result.knobs)}))
         return 0
-    print(f"answer: {result.answer}   ({result.status}, score {result.score:.4g})")
+    # a score only where a scorer's scores chose the answer (a vote or greedy has none)
+    scored = bool(result.scorer) and math.isfinite(result.score)
+    print(f"answer: {result.answer}   ({result.status}"
+          + (f", score {result.score:.4g})" if scored else ")"))
     print(f"by: {result.algo} on model {result.model}, scorer "
           f"{result.scorer or '(none consulted)'}, seed {result.seed}; chosen by "
           f"{result.selected_by}")

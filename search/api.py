@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from search import registry, scoring
-from search.budget import Meter, metered, per_thread_meter
+from search.budget import Meter, ThreadState, metered, per_thread_meter, thread_state
 from search.engines.base import Engine
 from search.progress import Progress
 from search.scoring import Scorer
@@ -114,9 +114,12 @@ def check_engine(engine: Engine | str | None) -> str:
     return engine
 
 
-def check_scorer(scorer: Scorer | str | None) -> str:
+def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
+                 model: str | None = None) -> str:
     """The scorer's name, after checking (without loading) that a name is a registered
-    scorer or a PRM folder/hub id that can load here."""
+    scorer or a PRM folder/hub id that can load here; with the problem and the model's name,
+    also that a registered scorer can work on them (scoring.CHECKS: the oracle's gold
+    answer, the value head next to the model)."""
     if scorer is None:
         return "logprob"
     if not isinstance(scorer, str):
@@ -126,6 +129,9 @@ def check_scorer(scorer: Scorer | str | None) -> str:
         return str(getattr(scorer, "name", "") or type(scorer).__name__)
     path = scorer.removeprefix("prm:")
     if scorer in scoring.known():
+        check = scoring.CHECKS.get(scorer)
+        if check is not None and problem is not None and model is not None:
+            check(problem, model)
         return scorer
     if scorer.startswith("prm:") or "/" in path:
         from search.models import check_model
@@ -139,7 +145,10 @@ def check_scorer(scorer: Scorer | str | None) -> str:
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
           progress: bool | Progress = True, **knobs: Any) -> Result:
-    """Search for an answer to `problem` with algorithm `algo` within `budget`.
+    """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
+    hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
+    forward or scorer call, see search.budget), and a search they cut short returns its best
+    answer so far with status "budget_exhausted".
 
     engine: an Engine, a model name/path, or None for the default model.
     scorer: a Scorer, a scorer name, or None for `default_scorer(algo, problem)`: the free
@@ -156,7 +165,8 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
     scorer = _check(problem, algo, budget, seed, scorer, knobs)
-    model_name, scorer_name = check_engine(engine), check_scorer(scorer)
+    model_name = check_engine(engine)
+    scorer_name = check_scorer(scorer, problem, model_name)
     fn = registry.get(algo)
     eng = get_engine(engine)
     sc = get_scorer(scorer, eng, implicit=not named)
@@ -191,6 +201,7 @@ def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
 # -- many searches at once ---------------------------------------------------------------------
 T = TypeVar("T")
 R = TypeVar("R")
+JOIN_SECONDS = 3.0  # how long an interrupted concurrently() waits for its threads
 
 
 class SolveManyError(RuntimeError):
@@ -222,8 +233,10 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     probs = [Problem.of(p) for p in problems]
     seeds = list(seeds)
     runs = [(p, s) for p in probs for s in seeds]
+    check_concurrent(concurrency)  # everything a run needs is checked before any model loads
+    model_name = check_engine(engine)
     for p, s in runs:
-        _check(p, algo, budget, s, scorer, knobs)
+        check_scorer(_check(p, algo, budget, s, scorer, knobs), p, model_name)
     eng = get_engine(engine)
     shared = scorer if scorer is not None and not isinstance(scorer, str) else None
     check_concurrent(concurrency, eng, shared)
@@ -268,7 +281,10 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
     """(i, fn(items[i]) or the exception it raised) for every item, as each finishes, up to
     `concurrency` at a time, each in its own thread, while the engines' scheduler batches
     their model calls (concurrency 1: in order, in this thread, nothing shared). Stopping
-    the iteration early starts no more items."""
+    the iteration early (a KeyboardInterrupt in the caller, or leaving the loop) starts no
+    more items and ends the ones in flight: their model work raises
+    search.engines.sched.Interrupted at its next forward (their results are dropped), and
+    their threads are given JOIN_SECONDS to end."""
     from search.engines.sched import SCHED  # torch loads only here
 
     items = list(items)
@@ -282,8 +298,10 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
     done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
     order = iter(range(len(items)))
     take, stop = threading.Lock(), threading.Event()
+    states: list[ThreadState] = []  # the workers' (SCHED.interrupt ends their model work)
 
     def worker() -> None:
+        states.append(thread_state())
         while not stop.is_set():
             with take:
                 i = next(order, None)
@@ -303,7 +321,12 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
         try:
             for _ in items:
                 yield done.get()
-        finally:
+        except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped: end the runs in flight
             stop.set()
+            SCHED.interrupt(states)
+            for t in threads:  # they stop at their next forward; one may be in a scorer
+                t.join(timeout=JOIN_SECONDS)
+            raise
+        stop.set()
         for t in threads:
             t.join()

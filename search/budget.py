@@ -1,7 +1,14 @@
 """The meter: one mutable account per solve, charged by the engine and by scorers.
 
-Algorithms ask `meter.exhausted()` before each expansion batch, so a run overshoots its
-budget by at most the batch that was already under way when the limit was crossed.
+Limits are hard: no Usage exceeds its Budget in tokens, scorer calls or FLOPs. Algorithms
+ask `meter.exhausted()` before each expansion batch; the work already under way then meets
+the limits inside the engine and the scorer loop: a decoding loop keeps a token only while
+one is left (`token_room`: the batch in flight stops at the limit itself, token by token),
+a forward runs only if its FLOPs fit and the seconds are not up (`refuses`), and
+search.scoring.score_nodes scores only as many nodes as calls are left (`scorer_room`).
+Where a limit cut work short, `cut` names it (Result.status is then "budget_exhausted").
+Seconds are checked before each forward and each scorer call, so they overshoot by at most
+one forward pass or one scorer call.
 
 A search stops at its budget's stopping points, (1 - reserve) of each limit (Budget.reserve);
 the rest is held back for finishing the best partial path when nothing finished
@@ -30,6 +37,12 @@ from search.types import Budget, Usage
 Clock = Callable[[], float]
 
 
+class BudgetReached(Exception):
+    """A limit leaves no room for the model work about to start (a prefill's FLOPs, the
+    seconds): raised by the engines' and model scorers' forwards before they run, caught
+    where the call can end short (an expand then returns steps cut at the budget)."""
+
+
 class Meter:
     """Counts what a run spends and says when its Budget is reached.
 
@@ -49,6 +62,7 @@ class Meter:
         self.clock = clock
         self._start = clock()
         self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
+        self.cut: str | None = None  # the first limit that cut work short (see `refuse`)
 
     def _charged(self) -> None:
         for watch in self.watchers:
@@ -98,12 +112,14 @@ class Meter:
 
     def exhausted(self) -> bool:
         """True once the search should stop expanding: a limit's stopping point is reached
-        ((1 - reserve) of it; see Budget.reserve)."""
-        return any(self.spent(k) >= self.stop_at(k) for k in self.budget.limits())
+        ((1 - reserve) of it; see Budget.reserve), or a limit already cut work short."""
+        return self.cut is not None or \
+            any(self.spent(k) >= self.stop_at(k) for k in self.budget.limits())
 
     def reached(self) -> bool:
-        """True once any limit itself is reached."""
-        return any(self.spent(k) >= v for k, v in self.budget.limits().items())
+        """True once any limit itself is reached (or cut work short)."""
+        return self.cut is not None or \
+            any(self.spent(k) >= v for k, v in self.budget.limits().items())
 
     def tokens_left(self) -> int | None:
         if self.budget.tokens is None:
@@ -111,25 +127,68 @@ class Meter:
         return max(0, self.budget.tokens - self.generated_tokens)
 
     def reserve_budget(self) -> Budget | None:
-        """The budget for finishing a partial path once the search has stopped: the reserved
-        tokens (or all the tokens left, if more), and what is left of every other limit.
-        None when nothing can be spent (a limit other than scorer calls is used up, or no
-        token is left to generate). Scorer calls that are used up only stop the scoring
-        of the finished path, so they are left out here (see `scoring_left`)."""
+        """The budget for finishing a partial path once the search has stopped: what is left
+        of every limit (the reserved tokens, or fewer where the search's last batch went past
+        its stopping point). None when nothing can be spent (a limit other than scorer calls
+        is used up, or no token is left to generate). Scorer calls that are used up only
+        stop the scoring of the finished path, so they are then left out (see
+        `scoring_left`)."""
         b = self.budget
         left: dict[str, Any] = {"reserve": 0.0}
-        if b.tokens is not None:
-            tokens = max(b.reserve_tokens, b.tokens - self.generated_tokens)
-            if tokens < 1:
+        for k in ("tokens", "flops", "seconds", "scorer_calls"):
+            if getattr(b, k) is None:
+                continue
+            rest = getattr(b, k) - self.spent(k)
+            if rest <= 0 and k != "scorer_calls":
                 return None
-            left["tokens"] = tokens
-        for k in ("flops", "seconds"):
-            if getattr(b, k) is not None:
-                rest = getattr(b, k) - self.spent(k)
-                if rest <= 0:
-                    return None
+            if rest > 0:
                 left[k] = rest
         return Budget(**left)
+
+    # -- hard limits: what work may still start ---------------------------------------------
+    def refuse(self, limit: str) -> None:
+        """Record that `limit` cut work short (the first such limit stays)."""
+        if self.cut is None:
+            self.cut = limit
+
+    def seconds_up(self) -> bool:
+        """True once the seconds limit is reached (recorded as the cut)."""
+        up = self.budget.seconds is not None and self.seconds >= self.budget.seconds
+        if up:
+            self.refuse("seconds")
+        return up
+
+    def token_room(self, want: int) -> int:
+        """How many of `want` tokens may still be generated: all, or the tokens left (0 once
+        the seconds are up). Fewer than `want` records the cut."""
+        if self.seconds_up():
+            return 0
+        left = self.tokens_left()
+        if left is not None and left < want:
+            self.refuse("tokens")
+            return left
+        return want
+
+    def refuses(self, flops: float) -> bool:
+        """Whether a forward costing `flops` may not start: it would pass the FLOPs limit, or
+        the seconds are up (either is recorded as the cut)."""
+        if self.seconds_up():
+            return True
+        if self.budget.flops is not None and self.flops + flops > self.budget.flops:
+            self.refuse("flops")
+            return True
+        return False
+
+    def scorer_room(self, want: int) -> int:
+        """How many of `want` nodes may still be scored: all, or the scorer calls left (0
+        once the seconds are up or the FLOPs are over). Fewer than `want` records the cut."""
+        if want and self.refuses(0.0):
+            return 0
+        b = self.budget
+        if b.scorer_calls is not None and self.scorer_calls + want > b.scorer_calls:
+            self.refuse("scorer_calls")
+            return max(0, b.scorer_calls - self.scorer_calls)
+        return want
 
     def scoring_left(self) -> bool:
         """Whether a scorer call may still start (no scorer-call limit, or below it)."""
@@ -149,6 +208,7 @@ class ThreadState:
 
 
 _local = threading.local()
+_CURRENT = (0, "current meter")  # thread_state().values key of the meter `metered` set last
 
 
 def thread_state() -> ThreadState:
@@ -187,8 +247,9 @@ class PerThreadMeter:
 
 
 @contextmanager
-def _override(part: PerThreadMeter, meter: Meter) -> Iterator[None]:
-    values, key = thread_state().values, (id(part), "meter")
+def _override(key: tuple[int, str], meter: Meter) -> Iterator[None]:
+    """The calling thread's value under `key` is `meter` for the block."""
+    values = thread_state().values
     saved = values.get(key, _UNSET)
     values[key] = meter
     try:
@@ -208,16 +269,24 @@ def per_thread_meter(part: Any) -> bool:
     return isinstance(part, PerThreadMeter)
 
 
+def current_meter() -> Meter | None:
+    """The meter of the search running on the calling thread (the innermost `metered`
+    block's), None outside any: what search.scoring.score_nodes counts scorer calls on."""
+    return thread_state().values.get(_CURRENT)
+
+
 @contextmanager
 def metered(meter: Meter, *parts: Any) -> Iterator[Meter]:
     """Point every part's `meter` attribute (engine, scorer) at `meter` for the block: for
-    the calling thread only where it is per thread (PerThreadMeter), else for everyone."""
+    the calling thread only where it is per thread (PerThreadMeter), else for everyone.
+    `meter` is also the calling thread's current meter (current_meter) for the block."""
     with ExitStack() as stack:
+        stack.enter_context(_override(_CURRENT, meter))
         for p in parts:
             if p is None or not hasattr(p, "meter"):
                 continue
             if isinstance(p, PerThreadMeter):
-                stack.enter_context(_override(p, meter))
+                stack.enter_context(_override((id(p), "meter"), meter))
             else:
                 stack.callback(setattr, p, "meter", p.meter)
                 p.meter = meter
@@ -237,3 +306,5 @@ def submeter(meter: Meter, budget: Budget, *parts: Any) -> Iterator[Meter]:
                            flops=sub.flops, passes=sub.forward_passes)
         meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)
         meter.charge_server(sub.server)
+        if sub.cut is not None:
+            meter.refuse(sub.cut)

@@ -7,6 +7,7 @@ handed to search.solve."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec
@@ -62,32 +63,51 @@ def _knob(text: str) -> tuple[str, str]:
 
 
 def add_solve_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of one solve (algo, model, scorer, budget, seed, knobs, quiet)."""
+    """The options of one solve (algo, model, scorer, gold answer, budget, seed, knobs,
+    quiet)."""
     from search.api import default_model
 
     ap.add_argument("--algo", default="best_of_n")
     ap.add_argument("--model", default=None, help=f"model name or path (default {default_model()})")
     ap.add_argument("--scorer", default=None, help="scorer name (default: none named: best_of_n votes, pgtd uses the "
                     "public tests, other searches the free log-probability scorer)")
+    ap.add_argument("--answer", default=None, help="the gold answer (what --scorer oracle "
+                    "compares with)")
     ap.add_argument("--tokens", type=int, default=None, help="budget: generated tokens")
     ap.add_argument("--scorer-calls", type=int, default=None, help="budget: scorer calls")
+    ap.add_argument("--flops", type=float, default=None, help="budget: model FLOPs")
     ap.add_argument("--seconds", type=float, default=None, help="budget: wall seconds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--knob", type=_knob, action="append", default=[],
                     help="algorithm knob, e.g. --knob n=8 --knob select=vote")
     ap.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+    add_threads_argument(ap)
+
+
+def add_threads_argument(ap: argparse.ArgumentParser) -> None:
+    """--threads: torch's CPU threads (search.engines.omp.use_threads)."""
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: "
+                    "torch's, one per core; idle threads sleep, so a busy machine costs little; "
+                    "a different count changes results in the last bits)")
 
 
 def solve_args(args: argparse.Namespace) -> Result:
-    """search.solve from parsed arguments (problem, algo, model, scorer, budget, seed, knob,
-    quiet): every name, knob and text is checked before a model loads."""
+    """search.solve from parsed arguments (problem, algo, model, scorer, answer, budget,
+    seed, knob, quiet): every name, knob and text is checked before a model loads."""
     import search
     from search import registry
 
     knobs = registry.parse_knobs(args.algo, dict(args.knob))  # typed by each signature
+    if args.threads is not None:
+        from search.engines.omp import use_threads
+
+        use_threads(args.threads)
     budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,
-                           seconds=args.seconds)
-    return search.solve(args.problem, algo=args.algo, budget=budget, engine=args.model,
+                           flops=args.flops, seconds=args.seconds)
+    problem = search.Problem.of(args.problem)  # a question's text, or a dataset's Problem
+    if args.answer is not None:
+        problem = dataclasses.replace(problem, answer=args.answer)
+    return search.solve(problem, algo=args.algo, budget=budget, engine=args.model,
                         scorer=args.scorer, seed=args.seed, progress=not args.quiet, **knobs)
 
 

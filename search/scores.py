@@ -24,6 +24,7 @@ class Scores:
     # search.algos._stepwise.merge_equal: duplicate samples of one state
     copies: int | None = None  # how many equal samples this node stands for (1 if alone)
     invalid: bool = False  # score_nodes: the scorer gave NaN or inf (reward is then -inf)
+    unscored: bool = False  # score_nodes: the budget left no scorer call for it (-inf)
     reward: float | None = None  # score_nodes: the scorer's value of the node
     lookahead: float | None = None  # beam: the scorer's value at the end of its rollout
     subtree: int | None = None  # dvts: the index of the subtree that generated the node

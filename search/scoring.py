@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from search.budget import Meter
+from search.budget import BudgetReached, current_meter
 from search.types import Node, Problem
 
 
@@ -21,7 +21,10 @@ from search.types import Node, Problem
 class Scorer(Protocol):
     """score(problem, nodes) -> one float per node, for the node's latest step (a PRM) or,
     at a finished leaf, for the whole solution (an ORM/verifier). Higher is better.
-    Each scorer charges `meter` (scorer calls, tokens, FLOPs).
+    That is all a scorer needs: the core counts its calls (score_nodes) and keeps it within
+    the budget. A scorer that runs a model may also have a `meter` (search.budget.Meter),
+    which the core points at the running search's (search.budget.metered), to charge the
+    tokens and FLOPs of its forwards.
 
     Two optional attributes describe it (read through `path_agg` and `name` below):
       path_agg  how a path's score is formed from its step scores, a search.aggregate
@@ -30,8 +33,6 @@ class Scorer(Protocol):
                 verifiers, which score a finished solution, and for value estimates.
       name      what records and Result.selected_by call it (default: its class name).
     """
-
-    meter: Meter
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]: ...
 
@@ -64,23 +65,63 @@ def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: st
     Node.scores.extras. A scorer returning the wrong count is a bug and raises; a NaN or
     infinite score is recorded as a failure (scores.invalid) and ranks as -inf, so nothing
     already computed is lost.
+
+    The core counts the calls: one per node scored, charged to the calling search's meter
+    (search.budget.current_meter), so a scorer needs no meter of its own; one that charges
+    calls itself is taken at its word (the sandbox's unit_tests charges a program's run
+    once, however many nodes share it). Its limits hold here: only as
+    many nodes as calls are left are scored (none once the seconds are up or the FLOPs
+    spent; Meter.scorer_room); a node the budget leaves unscored (an empty step the budget
+    cut before its first token is never scored) is marked so (scores.unscored) and reads
+    -inf.
     """
     todo = [n for n in nodes if _stored(n, key) is None]
-    if todo:
-        values = list(scorer.score(problem, todo))
-        if len(values) != len(todo):
-            raise ValueError(f"{type(scorer).__name__}.score returned {len(values)} scores "
-                             f"for {len(todo)} nodes")
-        for node, v in zip(todo, values):
-            v = float(v)
-            if not math.isfinite(v):
-                node.scores.invalid = True
-                v = -math.inf
-            if key == KEY:
-                node.scores.reward = v
-            else:
-                node.scores.extras[key] = v
+    for node in [n for n in todo if _empty(n)]:  # nothing to score: the budget gave it no token
+        node.scores.unscored = True
+        _put(node, key, -math.inf)
+    todo = [n for n in todo if not _empty(n)]
+    meter = current_meter()
+    room = len(todo) if meter is None else meter.scorer_room(len(todo))
+    values = None
+    if room:
+        before = meter.scorer_calls if meter is not None else 0
+        try:
+            values = list(scorer.score(problem, todo[:room]))
+        except BudgetReached:  # a model scorer's forward would pass a limit: none scored
+            pass
+        else:
+            _store(scorer, todo[:room], values, key)
+            if meter is not None and meter.scorer_calls == before:  # it counted nothing itself
+                meter.charge_scorer(calls=room)
+    for node in todo[0 if values is None else room:]:  # what the budget left unscored
+        node.scores.unscored = True
+        _put(node, key, -math.inf)
     return [reward(n, key) for n in nodes]
+
+
+def _store(scorer: Scorer, nodes: Sequence[Node], values: list[Any], key: str) -> None:
+    if len(values) != len(nodes):
+        raise ValueError(f"{type(scorer).__name__}.score returned {len(values)} scores "
+                         f"for {len(nodes)} nodes")
+    for node, v in zip(nodes, values):
+        v = float(v)
+        if not math.isfinite(v):
+            node.scores.invalid = True
+            v = -math.inf
+        _put(node, key, v)
+
+
+def _empty(node: Node) -> bool:
+    """An empty step the budget ended before its first token (stop reason "budget")."""
+    return node.step is not None and not node.step.token_ids and \
+        node.step.stop_reason == "budget"
+
+
+def _put(node: Node, key: str, value: float) -> None:
+    if key == KEY:
+        node.scores.reward = value
+    else:
+        node.scores.extras[key] = value
 
 
 def _stored(node: Node, key: str) -> float | None:
@@ -98,13 +139,20 @@ def reward(node: Node, key: str = KEY) -> float:
 # -- scorers by name: a registry the plug-ins fill ---------------------------------------------
 # name -> factory(engine=None) -> Scorer; rewards.registry registers logprob, steps, ...
 SCORERS: dict[str, Callable[..., Scorer]] = {}
+# name -> check(problem, model name) raising what the scorer needs and lacks (a gold answer,
+# a value head next to the model), run before any model loads (search.api.check_scorer)
+CHECKS: dict[str, Callable[[Problem, str], None]] = {}
 # loaders of a scorer given by path (a PRM folder or hub id, optionally prefixed "prm:")
 _PATH_LOADERS: list[Callable[[str], Scorer]] = []
 
 
-def register(name: str, factory: Callable[..., Scorer]) -> None:
-    """Make `factory(engine=None) -> Scorer` the scorer called `name`."""
+def register(name: str, factory: Callable[..., Scorer], *,
+             check: Callable[[Problem, str], None] | None = None) -> None:
+    """Make `factory(engine=None) -> Scorer` the scorer called `name`; `check(problem,
+    model)` raises a clear error where that scorer cannot work, without loading anything."""
     SCORERS[name] = factory
+    if check is not None:
+        CHECKS[name] = check
 
 
 def register_path_loader(loader: Callable[[str], Scorer]) -> None:

@@ -113,14 +113,19 @@ class Ranking:
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
          meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any] | None = None,
          stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Result:
-    """The Result of a search; says why when there is no answer (nothing is made up).
-    chosen_by: the rule that chose (Result.selected_by)."""
-    if chosen is not None:
+    """The Result of a search; says why when there is no answer (nothing is made up), and
+    which limit cut it short (stats["cut_by"]) when one did. chosen_by: the rule that chose
+    (Result.selected_by)."""
+    if meter.cut is not None:  # a limit cut work short: the answer is the best so far
+        status = "budget_exhausted"
+    elif chosen is not None:
         status = "ok"
     elif any(c.finished for c in cands):
         status = "no_answer"
     else:
         status = "budget_exhausted" if meter.exhausted() else "unfinished"
+    if meter.cut is not None:
+        stats = {**(stats or {}), "cut_by": meter.cut}
     return Result(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
                   score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
                   tree=root, usage=meter.usage(), seed=seed, algo=algo, status=status,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -86,7 +88,8 @@ class Step:
     token_ids[i] was sampled with model log-probability logprobs[i] (temperature 1, before
     any top-p truncation), so sums of logprobs are the model's own path probabilities.
     stop_reason: "stop" (step delimiter), "eos", "max_tokens" (step cut at its token cap),
-    "length" (the model's context is full; the path cannot continue).
+    "length" (the model's context is full; the path cannot continue), "budget" (the
+    budget's limit ended the step early, possibly before its first token: an empty step).
     """
 
     text: str
@@ -222,6 +225,7 @@ def tree_to_networkx(root: Node) -> nx.DiGraph:
     return graph
 
 
+COUNTED = ("tokens", "scorer_calls")  # limits in whole units: ints only
 LIMITS = ("tokens", "scorer_calls", "flops", "seconds")  # Budget's limits, in field order
 DEFAULT_RESERVE = 0.1
 
@@ -235,8 +239,9 @@ class Budget:
     best partial path greedily (temperature 0) from the reserve: up to reserve * tokens more
     tokens (each step capped at what is left of them), and for the other limits until the
     limit itself. Those tokens count in usage like all others. A search's last expansion
-    batch may cross its stopping point, so usage exceeds a limit by at most one batch.
-    reserve=0 turns this off (the search then runs to the limits themselves).
+    batch may cross its stopping point, but never a limit: usage stays within every limit
+    (search.budget: the engine and the scorer loop stop at the limit itself). reserve=0
+    turns this off (the search then runs to the limits themselves).
     """
 
     tokens: int | None = None
@@ -250,11 +255,16 @@ class Budget:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"Budget.{name} must be a number or None, got {value!r}")
+            counted = name in COUNTED  # tokens and scorer calls come whole
+            if isinstance(value, bool) or \
+                    not isinstance(value, numbers.Integral if counted else numbers.Real):
+                what = "an int" if counted else "a number"
+                raise TypeError(f"Budget.{name} must be {what} or None, got {value!r}")
             if math.isnan(value) or value <= 0:
                 raise ValueError(f"Budget.{name} must be positive, got {value!r}; "
                                  "use None for no limit")
+            if counted:  # a plain int, whatever Integral it came as (numpy's, ...)
+                object.__setattr__(self, name, operator.index(value))  # type: ignore[arg-type]
         r = self.reserve
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
             raise ValueError(f"Budget.reserve must be a share in [0, 1), got {r!r}")
@@ -311,9 +321,11 @@ class Candidate:
 class Result:
     """What `search.solve` returns.
 
-    status: "ok" (a finished solution was chosen), "budget_exhausted" (the budget stopped
-    the search before any path finished, and finishing the best partial path from the
-    reserve did not finish one either: answer is None, nothing is made up), "no_answer"
+    status: "ok" (a finished solution was chosen), "budget_exhausted" (a limit of the
+    budget cut the search's work short, in the engine or the scorer loop: answer is the best
+    so far, None if nothing finished; or the budget stopped the search before any path
+    finished, and finishing the best partial path from the reserve did not finish one
+    either: answer is None, nothing is made up), "no_answer"
     (paths finished but none had an extractable answer), "unfinished" (no path finished
     although budget was left: a depth, step or batch limit, or an engine that stopped
     making progress).

@@ -7,6 +7,7 @@ independently of the code under test.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -64,3 +65,32 @@ def status_from_tree(result: Any, budget: Any = None) -> str:
             if spent[name] >= stop:
                 return "budget_exhausted"
     return "unfinished"
+
+
+def dump(result: Any) -> str:
+    """Everything a Result holds but its timings, nodes numbered by their place in the tree
+    (ids count every node the process ever made, so they depend on what ran beside it)."""
+    nodes = list(result.tree.walk())
+    index = {n.id: i for i, n in enumerate(nodes)}
+
+    def score(k: str, v: float) -> object:
+        return index.get(int(v), "?") if k == "merged_into" else repr(v)
+
+    tree = [(index[n.parent.id] if n.parent else None, n.depth, n.n_tokens, repr(n.cum_logprob),
+             None if n.step is None else (n.step.text, n.step.token_ids,
+                                          [repr(x) for x in n.step.logprobs],
+                                          n.step.stop_reason),
+             sorted((k, score(k, v)) for k, v in n.scores.flat().items())) for n in nodes]
+    usage = {k: v for k, v in result.usage.as_dict().items() if k != "seconds"}
+    cands = [(c.text, c.answer, repr(c.score), c.finished, index.get(c.node_id))
+             for c in result.candidates]
+
+    def ids(x: object, key: str = "") -> object:  # node ids in stats, by place in the tree
+        if isinstance(x, dict):
+            return {k: ids(v, k) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [ids(v, key) for v in x]
+        return index.get(x, "?") if key.endswith("node") and isinstance(x, int) else repr(x)
+
+    return json.dumps([result.answer, result.text, repr(result.score), result.status,
+                       result.seed, result.algo, cands, usage, tree, ids(dict(result.stats))])

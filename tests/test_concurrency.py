@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import dump
 
 import search
 from search import registry
@@ -22,35 +23,6 @@ from search.engines.hf import HFEngine
 from search.engines.hf.kv import SlabCache
 from search.engines.sched import SCHED, Pass, SchedStats, run_passes
 from search.types import Budget, Node, Problem
-
-
-def dump(result: search.Result) -> str:
-    """Everything a Result holds but its timings, nodes numbered by their place in the tree
-    (ids count every node the process ever made, so they depend on what ran beside it)."""
-    nodes = list(result.tree.walk())
-    index = {n.id: i for i, n in enumerate(nodes)}
-
-    def score(k: str, v: float) -> object:
-        return index.get(int(v), "?") if k == "merged_into" else repr(v)
-
-    tree = [(index[n.parent.id] if n.parent else None, n.depth, n.n_tokens, repr(n.cum_logprob),
-             None if n.step is None else (n.step.text, n.step.token_ids,
-                                          [repr(x) for x in n.step.logprobs],
-                                          n.step.stop_reason),
-             sorted((k, score(k, v)) for k, v in n.scores.flat().items())) for n in nodes]
-    usage = {k: v for k, v in result.usage.as_dict().items() if k != "seconds"}
-    cands = [(c.text, c.answer, repr(c.score), c.finished, index.get(c.node_id))
-             for c in result.candidates]
-
-    def ids(x: object, key: str = "") -> object:  # node ids in stats, by place in the tree
-        if isinstance(x, dict):
-            return {k: ids(v, k) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [ids(v, key) for v in x]
-        return index.get(x, "?") if key.endswith("node") and isinstance(x, int) else repr(x)
-
-    return json.dumps([result.answer, result.text, repr(result.score), result.status,
-                       result.seed, result.algo, cands, usage, tree, ids(dict(result.stats))])
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +98,7 @@ def _passes(eng: HFEngine) -> list[Pass]:
         cache = kv.batch([kv.path_parts(n) for n in nodes], 3)
         ids = torch.tensor([[5 + i] for i in range(len(nodes))])
         pos = torch.tensor([[n.n_tokens] for n in nodes])
-        p = kv.pass_for(ids, pos, cache, cache.attention_mask(1), 1)
+        p = kv.pass_for(ids, pos, cache, cache.attention_mask(1), 1, False)
         p.hidden = hidden
         return p
 
@@ -136,7 +108,7 @@ def _passes(eng: HFEngine) -> list[Pass]:
     cache = kv.batch([kv.path_parts(n) for n in roots[2:]], 5)  # 2 rows x 5 tokens each
     ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
     pos = torch.tensor([[n.n_tokens] for n in roots[2:]]) + torch.arange(5)
-    out.append(kv.pass_for(ids, pos, cache, cache.attention_mask(5), 0))
+    out.append(kv.pass_for(ids, pos, cache, cache.attention_mask(5), 0, False))
     return out
 
 

@@ -141,3 +141,34 @@ def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, c
     assert "<th>scorer</th><td>steps</td>" in page
     assert viewer(["question", "--dataset", "arith", "--out", str(out)]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_the_grid_bar_moves_while_runs_are_in_flight():
+    """The tokens a run generates reach the eval bar as the run charges its meter, before its
+    row is written; the row then adds nothing twice (issue 33)."""
+    from reports.progress import GridProgress
+    from search.budget import Meter
+
+    with GridProgress(pending=2, total=2, desc="t", quiet=True, every=0.0) as bar:
+        bar.started()
+        meter = Meter()
+        with bar.watch().watching(meter, None, "run"):
+            meter.charge_model(generated=7)
+            meter.charge_model(generated=5, prefill=100)
+            assert (bar.tokens, bar.seen, bar.in_flight) == (12, 0, 1)
+            assert "1 in flight" in bar.status() and "tok/s" in bar.status()
+        meter.charge_model(generated=3)  # after the run: not watched any more
+        bar.stopped()
+        bar.finished({"correct": True, "usage": {"generated_tokens": 12}})
+        assert (bar.tokens, bar.seen, bar.in_flight) == (12, 1, 0)
+
+
+def test_the_cli_shows_a_score_only_when_a_scorer_chose(capsys):
+    from search.__main__ import main
+
+    assert main(["What is 2 + 3?", "--model", "tiny-arith", "--quiet", "--knob", "n=3"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "score" not in first and "(none consulted)" not in first  # a vote chose
+    assert main(["What is 2 + 3?", "--model", "tiny-arith", "--quiet", "--algo", "beam",
+                 "--scorer", "steps", "--knob", "n=2", "--knob", "m=1"]) == 0
+    assert ", score " in capsys.readouterr().out.splitlines()[0]

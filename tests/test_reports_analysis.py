@@ -485,3 +485,32 @@ def test_demo_claims_hold_only_where_every_problem_set_makes_the_same_call():
     assert "at 0.50x tokens" in beam[0] and "at 0.12x tokens" in beam[1]
     assert all(ln.endswith("-> does not hold on every set") for ln in astar)
     assert "+100.0 (+100.0..+100.0) at 0.75x tokens | +0.0 (+0.0..+0.0)" in astar[0]
+
+
+def test_coverage_labels_dependent_candidates_and_titles_name_the_data(tmp_path):
+    """Beam's candidates share prefixes: its coverage curve says they are not independent
+    draws; best_of_n's does not. Titles name the dataset and the problem count (issue 33)."""
+    rs = sweep()
+    data = plots.coverage_plot(rs, tmp_path)
+    by_algo = {c["label"].split()[0]: c for c in data["curves"]}
+    assert by_algo["best_of_n"]["independent"] and "[not independent" not in \
+        by_algo["best_of_n"]["legend"]
+    assert not by_algo["beam"]["independent"]
+    assert "[not independent draws]" in by_algo["beam"]["legend"]
+    assert (data["datasets"], data["problems"]) == (["synthetic"], 5)
+    svg = Path(data["files"]["svg"]).read_text()
+    assert "synthetic · 5 problems" in svg
+    rows_ = plots.coverage_plot(rs, tmp_path, source="rows", stem="cov_rows")
+    assert all(c["independent"] for c in rows_["curves"])  # seeds are independent runs
+
+
+def test_the_coverage_fit_leaks_no_warning():
+    """Two points fit two parameters, so scipy cannot estimate their covariance (its
+    OptimizeWarning); that is handled inside the fit, which stands: it goes through both."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = scaling.fit_exp_power_law([1, 2], [0.3, 0.5])
+    assert fit.a < 0 and fit.b < 0
+    assert fit.predict(np.array([1.0, 2.0])) == pytest.approx([0.3, 0.5], rel=1e-4)

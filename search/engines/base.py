@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from search.budget import Meter
-from search.types import Node, Problem
+from search.types import Node, Problem, Step
 
 DEFAULT_STOP: tuple[str, ...] = ("\n\n",)
 
@@ -37,6 +37,25 @@ def check_expand(nodes: Sequence[Node], n: int, max_tokens: int, temperature: fl
         if node.finished:
             raise ValueError(f"cannot expand a finished node: {node!r}")
     return nodes
+
+
+def budget_child(parent: Node) -> Node:
+    """An empty step (stop reason "budget"): a row the budget left no token for."""
+    return Node(parent=parent, step=Step("", (), (), "budget"))
+
+
+def server_cap(meter: Meter, rows: int, max_tokens: int) -> int:
+    """Each row's token cap in an engine that cannot stop a batch mid-way (a server's):
+    the tokens left split evenly among the rows, so the batch stays within the budget;
+    0 when not one token each fits or the seconds are up (recorded as the cut: the rows
+    then get empty steps, budget_child)."""
+    if meter.seconds_up():
+        return 0
+    left = meter.tokens_left()
+    cap = max_tokens if left is None else min(max_tokens, left // rows)
+    if cap < 1:
+        meter.refuse("tokens")
+    return max(cap, 0)
 
 
 @runtime_checkable

@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from search.budget import Meter, PerThreadMeter
-from search.engines.base import DEFAULT_STOP
+from search.engines.base import DEFAULT_STOP, budget_child
 from search.types import Node, Problem, Step
 
 Children = Callable[[tuple[str, ...]], Sequence[tuple[str, float]]]
@@ -88,6 +88,10 @@ class ScriptedEngine(PerThreadMeter):
         del stop, max_tokens, top_p
         if n < 1:
             raise ValueError("n must be positive")
+        rows = len(nodes) * n
+        processed = self._room(nodes, rows * self.tokens_per_step)
+        if not processed:  # nothing fits the budget: empty steps, no model work
+            return [[budget_child(node) for _ in range(n)] for node in nodes]
         rng = random.Random(seed)
         out: list[list[Node]] = []
         for node in nodes:
@@ -104,17 +108,57 @@ class ScriptedEngine(PerThreadMeter):
                     text, prob = rng.choices(opts, weights=[p for _, p in opts])[0]
                 kids.append(self._child(node, text, prob))
             out.append(kids)
-        rows = len(nodes) * n
-        self._prefill(nodes)
-        processed = rows * self.tokens_per_step
+        if processed < rows * self.tokens_per_step:  # the budget ends in this call
+            out = self._cut(out, processed)
         self.meter.charge_model(generated=processed, processed=processed,
                                 flops=self.flops_per_token * processed,
                                 passes=self.tokens_per_step)
         self.expand_calls += 1
         return out
 
+    def _room(self, nodes: Sequence[Node], want: int) -> int:
+        """How many of `want` tokens this call may generate under the budget's hard limits
+        (search.budget.Meter: tokens left, FLOPs left after the prompts' prefill, seconds);
+        the prompts are prefilled (and charged) only where their FLOPs fit."""
+        meter, fpt = self.meter, self.flops_per_token
+        if meter.refuses(fpt * self.prompt_tokens * len({n.root.id for n in nodes}
+                                                         - self._prefilled)):
+            return 0
+        self._prefill(nodes)
+        room = meter.token_room(want)
+        limit = meter.budget.flops
+        if limit is not None and meter.flops + fpt * room > limit:
+            meter.refuse("flops")
+            room = max(0, math.floor((limit - meter.flops) / fpt))
+        return room
+
+    @staticmethod
+    def _cut(out: list[list[Node]], room: int) -> list[list[Node]]:
+        """The children with `room` tokens in all, the first rows first: a row cut short
+        ends its step there (stop reason "budget"; an empty step if it got no token)."""
+        cut = []
+        for kids in out:
+            row = []
+            for kid in kids:
+                step = kid.step
+                assert kid.parent is not None and step is not None
+                keep = min(room, len(step.token_ids))
+                room -= keep
+                if keep == len(step.token_ids):
+                    row.append(kid)
+                    continue
+                kid.detach()
+                row.append(budget_child(kid.parent) if not keep else Node(parent=kid.parent, step=Step(
+                    step.text, step.token_ids[:keep], step.logprobs[:keep], "budget")))
+            cut.append(row)
+        return cut
+
     def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
                generated: bool = False) -> list[Node]:
+        want = len(nodes) * self.tokens_per_step
+        room = self._room(nodes, want) if generated else want
+        if not room:
+            return [budget_child(node) for node in nodes]
         self._prefill(nodes)
         out = []
         names = {v: k for k, v in self._vocab.items()}
@@ -125,13 +169,18 @@ class ScriptedEngine(PerThreadMeter):
             if prob == 0:
                 raise ValueError(f"{text!r} is not a child of {path_of(node)}")
             out.append(self._child(node, text, prob))
-        count = len(out) * self.tokens_per_step
+        if room < want:
+            out = [row[0] for row in self._cut([[c] for c in out], room)]
+        count = room
         self.meter.charge_model(prefill=0 if generated else count,
                                 generated=count if generated else 0, processed=count,
                                 flops=self.flops_per_token * count)
         return out
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
+        if self.meter.refuses(self.flops_per_token * self.prompt_tokens * len(
+                {n.root.id for n in nodes} - self._prefilled)):
+            return [[] for _ in nodes]  # the prompt's prefill does not fit the budget
         self._prefill(nodes)
         return [[(self._ids(t)[0], math.log(p)) for t, p in
                  sorted(self.options(node), key=lambda o: -o[1])[:k]] for node in nodes]

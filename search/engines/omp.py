@@ -1,4 +1,14 @@
-"""One OpenMP thread team at a time: what keeps the scheduler's owner thread at full speed.
+"""One OpenMP thread team at a time: what keeps the scheduler's owner thread at full speed;
+and the thread settings that hold up on a busy machine.
+
+Threads on a shared machine: `import search` sets OMP_WAIT_POLICY=PASSIVE unless the
+environment says otherwise (it must be set before torch loads its OpenMP runtime): libgomp's
+default "active" policy spins each idle worker for a while before it sleeps, and a worker
+whose core a neighbour holds keeps every parallel region waiting. Measured on 2 shared cores
+(reports/bench_threads.py): the passive policy keeps torch's thread count, so every result
+stays bit for bit what it was (a different thread count changes floating-point sums: one
+thread and two give different samples of the same solve), which is why the default does not
+pick its threads from the cores free at start. `use_threads(n)` (--threads) sets the count.
 
 torch's CPU kernels run their parallel regions on OpenMP (GNU libgomp in the Linux wheels).
 Every thread that starts a parallel region gets its own pool of worker threads, which stays
@@ -51,6 +61,16 @@ def _runtime() -> Any:
             fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
             return fn
     return None
+
+
+def use_threads(n: int) -> None:
+    """torch's intra-op threads for this process (--threads). Results then match other runs
+    with the same count only: a different count sums in a different order."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"threads must be a positive int, got {n!r}")
+    import torch
+
+    torch.set_num_threads(n)
 
 
 def release_pool() -> bool:

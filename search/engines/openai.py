@@ -60,7 +60,7 @@ from typing import Any
 
 from search.budget import Meter, PerThreadMeter
 from search.engines import server_usage as usage_of
-from search.engines.base import DEFAULT_STOP, check_expand
+from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap
 from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
@@ -235,6 +235,9 @@ class OpenAIEngine(PerThreadMeter):
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
         nodes, stops = check_expand(nodes, n, max_tokens, temperature, top_p), list(stop or ())
+        max_tokens = server_cap(self.meter, len(nodes) * n, max_tokens)  # within the budget
+        if not max_tokens:
+            return [[budget_child(node) for _ in range(n)] for node in nodes]
 
         def body(row: int, j: int, k: int) -> dict[str, Any]:
             # sample j of a row: seed subseed(seed, row), then (seed, row, j) for j > 0, so a

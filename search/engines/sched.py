@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections import deque
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -43,6 +44,11 @@ from search.engines.omp import release_pool
 from search.engines.sampling import Draw, sample_many
 
 T = TypeVar("T")
+
+
+class Interrupted(RuntimeError):
+    """The run that started this job was interrupted (Ctrl-C, SIGTERM): its model work ends
+    at the next forward, and its later engine calls fail at once (Scheduler.interrupt)."""
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
 PASS_TOKENS = 4096  # most tokens one merged forward takes (bounds its activations)
 
@@ -117,7 +123,7 @@ def _forwards(passes: Sequence[Pass], limit: int) -> list[Any]:
     out: list[Any] = [None] * len(passes)
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(passes):
-        if getattr(p.forward, "row_invariant", False) and p.forward.handles(p.cache, p.mask):
+        if _mergeable(p):
             groups.setdefault(id(p.forward), []).append(i)
         else:
             out[i] = _alone(p)
@@ -134,6 +140,15 @@ def _forwards(passes: Sequence[Pass], limit: int) -> list[Any]:
     return out
 
 
+def _mergeable(p: Pass) -> bool:
+    """Whether the Pass can share a forward_many (a malformed one runs alone, and fails alone)."""
+    try:
+        return bool(getattr(p.forward, "row_invariant", False) and
+                    p.forward.handles(p.cache, p.mask))
+    except Exception:  # noqa: BLE001  # its own forward will say what is wrong
+        return False
+
+
 def _alone(p: Pass) -> Any:
     try:
         return p.alone()
@@ -148,12 +163,23 @@ def _merged(passes: list[Pass], idx: list[int], out: list[Any]) -> None:
     lengths = [p.cache.length for p in passes]
     try:
         results = passes[0].forward.forward_many(passes)
+        if len(results) != len(passes):
+            raise RuntimeError(f"forward_many gave {len(results)} outputs for {len(passes)} "
+                               "Passes")
     except Exception:  # find whose Pass it was: rewind every cache, run each alone
-        for p, n in zip(passes, lengths):
-            p.cache.rewind(n)
-        results = [_alone(p) for p in passes]
+        results = [_rewound(p, n) for p, n in zip(passes, lengths)]
     for i, r in zip(idx, results):
         out[i] = r
+
+
+def _rewound(p: Pass, length: int) -> Any:
+    """The Pass run alone after its cache is rewound to `length` (what a failed merged
+    forward may have written is forgotten); the error, where it cannot be."""
+    try:
+        p.cache.rewind(length)
+    except Exception as err:  # noqa: BLE001  # this Pass's job gets it
+        return err
+    return _alone(p)
 
 
 def drive(job: Job[T]) -> T:
@@ -230,10 +256,13 @@ class Scheduler:
         self.lock = threading.RLock()  # models and caches: one job step at a time
         self.max_kv_bytes = DEFAULT_KV_BYTES
         self.stats = SchedStats()
-        self._inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()  # None: serving ended
+        # a task; None: serving ended; _WAKE: look at the interrupted callers
+        self._inbox: queue.SimpleQueue[_Task | object | None] = queue.SimpleQueue()
         self._serving = 0
         self._guard = threading.Lock()  # _serving and _thread
         self._thread: threading.Thread | None = None
+        # callers whose runs were interrupted: their jobs end with Interrupted
+        self._stopped: weakref.WeakSet[ThreadState] = weakref.WeakSet()
 
     @property
     def is_serving(self) -> bool:
@@ -263,8 +292,18 @@ class Scheduler:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
                     self._inbox.put(None)  # the owner, once idle, releases its OpenMP pool
 
+    def interrupt(self, states: Iterable[ThreadState]) -> None:
+        """End the model work of the searches running under these thread states (the worker
+        threads of an interrupted search.api.concurrently): each job in flight raises
+        Interrupted at its next forward, and their later calls raise it at once."""
+        self._stopped.update(states)
+        self._inbox.put(_WAKE)  # the owner sees it at once, even if idle
+
     def run(self, job: Job[T], *, cost: int = 0) -> T:
         """The job's return value (or its exception), computed inline or by the owner."""
+        if self._stopped and thread_state() in self._stopped:
+            job.close()
+            raise Interrupted("the run was interrupted")
         if not self._serving or threading.current_thread() is self._thread:
             with self.lock:
                 return drive(job)
@@ -302,12 +341,14 @@ class Scheduler:
                     task = self._inbox.get(block=block)
                 except queue.Empty:
                     break
-                if task is not None:
+                if isinstance(task, _Task):
                     waiting.append(task)
-                elif not self._serving and not active and not waiting:
+                elif task is None and not self._serving and not active and not waiting:
                     release_pool()  # the threads that run torch now get the cores' spin
                     continue
                 block = False
+            if self._stopped:
+                self._end_interrupted(active, waiting)
             admitted = []
             while waiting and (not active or held + waiting[0].cost <= self.max_kv_bytes):
                 task = waiting.popleft()
@@ -327,7 +368,7 @@ class Scheduler:
                     outs = run_passes([t.pending for t in ready])  # type: ignore[misc]
                     st.ticks += 1
                     st.passes += len(ready)
-                    st.rows += sum(int(t.pending.input_ids.shape[0]) for t in ready)  # type: ignore[union-attr]
+                    st.rows += sum(_rows(t.pending) for t in ready)
                     st.widest = max(st.widest, len(ready))
                     for task, out in zip(ready, outs):
                         task.advance(out)
@@ -335,5 +376,25 @@ class Scheduler:
                 active.remove(task)
                 held -= task.cost
 
+    def _end_interrupted(self, active: list[_Task], waiting: deque[_Task]) -> None:
+        """The jobs of interrupted callers end with Interrupted: a waiting one before it
+        starts, an active one thrown it where it waits for its forward."""
+        for task in [t for t in waiting if t.state in self._stopped]:
+            waiting.remove(task)
+            task.job.close()
+            task.pending, task.error = None, Interrupted("the run was interrupted")
+            task.done.set()
+        with self.lock, torch.inference_mode():
+            for task in active:
+                if task.state in self._stopped and not task.done.is_set():
+                    task.advance(Interrupted("the run was interrupted"))
 
+
+def _rows(p: Pass | None) -> int:
+    """A Pass's rows, for the counters (0 where its input is malformed: its job fails)."""
+    shape = getattr(getattr(p, "input_ids", None), "shape", None)
+    return int(shape[0]) if shape else 0
+
+
+_WAKE = object()
 SCHED = Scheduler()

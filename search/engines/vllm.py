@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, check_expand
+from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap
 from search.engines.openai import subseed
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
@@ -121,6 +121,9 @@ class VLLMEngine:
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
         nodes = check_expand(nodes, n, max_tokens, temperature, top_p)
+        max_tokens = server_cap(self.meter, len(nodes) * n, max_tokens)  # within the budget
+        if not max_tokens:
+            return [[budget_child(node) for _ in range(n)] for node in nodes]
         caps = [max(1, min(max_tokens, self.max_length - node.n_tokens)) for node in nodes]
         params = [self.params(n=n, temperature=temperature, top_p=top_p, max_tokens=cap,
                               stop=list(stop or ()) or None, include_stop_str_in_output=True,

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from search.budget import Meter
+from search.engines.base import budget_child
 from search.engines.hf.kv import Segment
 from search.engines.hf.kvtree import KVTree
 from search.engines.sampling import Draw, draw
@@ -109,6 +110,24 @@ class Decoder:
         return child
 
 
+    def cut(self, parent: Node, toks: list[int], lps: list[float], kv: torch.Tensor,
+            hid: torch.Tensor | None, seg: Segment | None) -> Node:
+        """The child of a row whose step the budget ends early (stop reason "budget"): its
+        tokens so far (kv: their columns but the last; hid: the state that predicted the
+        last, with keep_hidden). A row that got no token of this step gets an empty step
+        that stands where its parent does (the parent's segment: its logits, its state)."""
+        if toks:
+            child = self.child(parent, toks, lps, "budget", kv)
+        else:
+            assert seg is not None  # the row's parent was made complete before decoding
+            child = budget_child(parent)
+            self.s.kv.put(child, Segment(kv=kv, n=0, logits=seg.logits, hidden=seg.hidden))
+            hid = seg.hidden
+        if hid is not None:
+            self.s.features[child] = hid.clone()
+        return child
+
+
 class StepDecoder(Decoder):
     """The plain loop: all rows step together, one token per pass.
 
@@ -132,22 +151,37 @@ class StepDecoder(Decoder):
         parts = {n.id: s.kv.path_parts(n) for n in unique(rows)}
         cache = s.kv.batch([parts[n.id] for n in rows], self.room())
         P = cache.length
-        segs0 = [s.kv.get(n) for n in rows]
-        logits = torch.stack([g.logits for g in segs0])  # type: ignore[union-attr]
+        segs0: list[Any] = [s.kv.get(n) for n in rows]  # complete: ensured by the caller
+        logits = torch.stack([g.logits for g in segs0])
         # [B, hidden]: the state each row's next token is predicted from (value features)
-        hid = torch.stack([g.hidden for g in segs0]) if s.kv.keep_hidden else None  # type: ignore[union-attr,misc]
+        # (read once: another search may turn keep_hidden on meanwhile, see KVTree.pass_for)
+        hidden = [g.hidden for g in segs0]
+        hid = torch.stack(hidden) if s.kv.keep_hidden and None not in hidden else None
         pos = torch.tensor([n.n_tokens for n in rows], device=s.device)  # [B] next position
         toks: list[list[int]] = [[] for _ in rows]
         lps: list[list[float]] = [[] for _ in rows]
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
         j = 0  # tokens sampled so far in this step, equal for every active row
+        prev = None  # [B, hidden]: hid one token back (the state that predicted the last kept)
         tok, lp = draw(logits, self._draw(active))  # later draws come with each forward
         while active:
-            s.meter.charge_model(generated=len(active), passes=0)
+            room = s.meter.token_room(len(active))  # the budget's tokens left, at most all
+            s.meter.charge_model(generated=room, passes=0)
+            # when the budget ends inside this batch, the first rows (in row order) keep
+            # their token and every row's step ends here
+            got = set(active) if room == len(active) else set(sorted(active)[:room])
             for r, t, logp in zip(active, tok.tolist(), lp.tolist()):
-                toks[r].append(t)
-                lps[r].append(logp)
+                if r in got:
+                    toks[r].append(t)
+                    lps[r].append(logp)
+            if room < len(active):
+                for b, r in enumerate(active):
+                    kv = cache.take(b, P, P + max(0, len(toks[r]) - 1))
+                    state = (hid if r in got else prev)
+                    out[r] = self.cut(rows[r], toks[r], lps[r], kv,
+                                      None if state is None else state[b], segs0[r])
+                break
             reasons = [self.reason(toks[r], rows[r].n_tokens, len(toks[r])) for r in active]
             keep = [b for b, why in enumerate(reasons) if why is None]
             for b, why in enumerate(reasons):
@@ -165,16 +199,21 @@ class StepDecoder(Decoder):
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]
-            p = s.kv.pass_for(tok[:, None], (pos + j)[:, None], cache, cache.attention_mask(1), 1)
+            if s.meter.refuses(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
+                for b, r in enumerate(active):
+                    out[r] = self.cut(rows[r], toks[r], lps[r], cache.take(b, P, P + j),
+                                      None if hid is None else hid[b], segs0[r])
+                break
+            p = s.kv.pass_for(tok[:, None], (pos + j)[:, None], cache, cache.attention_mask(1), 1,
+                              hid is not None)
             p.draw = self._draw(active)
             res = yield p
             s.meter.charge_model(processed=len(active), flops=2.0 * s.n_params * len(active))
             tok, lp = res.tokens, res.logprobs
             if hid is not None:
-                hid = res.out.hidden_states[-1][:, -1].float()
+                prev, hid = hid, res.out.hidden_states[-1][:, -1].float()
             j += 1
         return [c for c in out if c is not None]
-
 
 def stop_decoder(tokenizer: Any, decode: Callable[[Sequence[int]], str]
                  ) -> Callable[[Sequence[int]], str]:

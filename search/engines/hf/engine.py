@@ -25,6 +25,7 @@ without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`)
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
@@ -32,8 +33,8 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter, PerThreadMeter
-from search.engines.base import DEFAULT_STOP, check_expand
+from search.budget import BudgetReached, Meter, PerThreadMeter
+from search.engines.base import DEFAULT_STOP, budget_child, check_expand
 from search.engines.hf import attention, packed
 from search.engines.hf.config import HFConfig
 from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, unique
@@ -158,7 +159,10 @@ class HFEngine(PerThreadMeter):
                 max_tokens: int, temperature: float, top_p: float, seed: int
                 ) -> Job[list[list[Node]]]:
         state = self.decode_state()
-        yield from self.kv.ensure_job(unique(nodes), state.meter)
+        try:
+            yield from self.kv.ensure_job(unique(nodes), state.meter)
+        except BudgetReached:  # no forward fits the budget: every row ends before its first token
+            return [[budget_child(node) for _ in range(n)] for node in nodes]
         args = (rows, stop, max_tokens, temperature, top_p, seed)
         # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
         spec = self.speculation() if self.kv.layout.mask != "2d" else None
@@ -204,18 +208,32 @@ class HFEngine(PerThreadMeter):
                     else [int(t) for t in c] for c in continuations]
         if any(not ids for ids in ids_list):
             raise ValueError("extend: an empty continuation")
-        yield from self.kv.ensure_job(unique(nodes), self.meter)
         out: list[Node | None] = [None] * len(nodes)
+        full = list(map(len, ids_list))
+        if generated:  # generated tokens count against Budget.tokens: the first ones fit
+            ids_list = fit(ids_list, self.meter.token_room(sum(full)))
+        try:
+            yield from self.kv.ensure_job(unique(nodes), self.meter)
+        except BudgetReached:
+            ids_list = [[] for _ in ids_list]
         by_width: dict[int, list[int]] = defaultdict(list)
         for i, ids in enumerate(ids_list):
-            by_width[len(ids)].append(i)
+            if ids:
+                by_width[len(ids)].append(i)
+            else:  # the budget left this row nothing
+                out[i] = budget_child(nodes[i])
         for width, idx in by_width.items():
             parents = [nodes[i] for i in idx]
             count = width * len(idx)
-            new, logits, _ = yield from self.kv.feed_job(
-                [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
-                [ids_list[i] for i in idx], self.meter, all_logits=True,
-                prefill=0 if generated else count)
+            try:
+                new, logits, _ = yield from self.kv.feed_job(
+                    [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
+                    [ids_list[i] for i in idx], self.meter, all_logits=True,
+                    prefill=0 if generated else count)
+            except BudgetReached:
+                for i in idx:
+                    out[i] = budget_child(nodes[i])
+                continue
             if generated:
                 self.meter.charge_model(generated=count, passes=0)
             for i, p, kv_new, lg in zip(idx, parents, new, logits):
@@ -225,7 +243,8 @@ class HFEngine(PerThreadMeter):
                 # token 0 is predicted by the parent's logits, token j by position j-1
                 prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
                 lps = torch.log_softmax(prev, -1).gather(-1, torch.tensor(ids, device=prev.device)[:, None])
-                reason = "eos" if ids[-1] in self.eos_ids else "forced"
+                reason = "budget" if len(ids) < full[i] else \
+                    "eos" if ids[-1] in self.eos_ids else "forced"
                 child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
                                                  tuple(lps.squeeze(-1).tolist()), reason))
                 self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]))
@@ -236,7 +255,12 @@ class HFEngine(PerThreadMeter):
         return SCHED.run(self._topk_next(list(nodes), k))
 
     def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
-        yield from self.kv.ensure_job(unique(nodes), self.meter)
+        """The k likeliest next tokens; none where the budget leaves no forward to compute
+        them."""
+        try:
+            yield from self.kv.ensure_job(unique(nodes), self.meter)
+        except BudgetReached:
+            return [[] for _ in nodes]
         out = []
         for node in nodes:
             seg = self.kv.get(node)
@@ -250,7 +274,11 @@ class HFEngine(PerThreadMeter):
         return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)))
 
     def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
-        yield from self.kv.ensure_job(unique(nodes), self.meter)
+        """Each token's logprob; -inf where the budget leaves no forward to compute them."""
+        try:
+            yield from self.kv.ensure_job(unique(nodes), self.meter)
+        except BudgetReached:
+            return [[-math.inf] * len(token_ids) for _ in nodes]
         idx = torch.tensor(token_ids, device=self.device)
         out = []
         for node in nodes:
@@ -266,6 +294,16 @@ class HFEngine(PerThreadMeter):
     def cached_tokens(self) -> int:
         """Tokens whose KV the engine currently holds (for memory tests and reports)."""
         return SCHED.call(lambda: self.kv.cached_tokens)
+
+
+def fit(rows: list[list[int]], room: int) -> list[list[int]]:
+    """The rows cut to `room` tokens in all, the first rows first (fit([[1, 2], [3]], 2) ==
+    [[1, 2], []])."""
+    out = []
+    for ids in rows:
+        out.append(ids[:room])
+        room -= len(out[-1])
+    return out
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

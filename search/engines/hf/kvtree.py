@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter, ThreadState, thread_state
+from search.budget import BudgetReached, Meter, ThreadState, thread_state
 from search.engines.hf import kv as kvmod
 from search.engines.hf.kv import Segment
 from search.engines.sched import SCHED, Pass
@@ -152,10 +152,13 @@ class KVTree:
                                        prefill=prefill))
 
     def pass_for(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, mask: torch.Tensor,
-                 keep: int) -> Pass:
-        """The Pass of one forward of this model over `cache` (keep: logits_to_keep)."""
+                 keep: int, hidden: bool) -> Pass:
+        """The Pass of one forward of this model over `cache` (keep: logits_to_keep; hidden:
+        also its final hidden states). A job reads keep_hidden once and passes it here:
+        another search may turn it on meanwhile (a value scorer being built), and a job must
+        read its output as it asked for it."""
         return Pass(self.forward, ids, pos, cache, mask, keep if self._keep_arg else None,
-                    self.keep_hidden)
+                    hidden)
 
     @torch.inference_mode()
     def feed_job(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
@@ -163,13 +166,15 @@ class KVTree:
                  prefill: int) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
                                                           torch.Tensor | None]]:
         """`feed` as a job."""
-        w = len(tokens[0])
+        w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
+        if meter.refuses(2.0 * self.n_params * len(tokens) * w):
+            raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
         cache = self.batch(paths, w)
         P = cache.length
         ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
         pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
-                                  0 if all_logits else 1)
+                                  0 if all_logits else 1, hidden)
         n = ids.numel()
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
@@ -177,8 +182,8 @@ class KVTree:
             meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
         new = [cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
-        hidden = out.hidden_states[-1][:, -1].float() if self.keep_hidden else None
-        return new, (logits if all_logits else logits[:, -1:]), hidden
+        last = out.hidden_states[-1][:, -1].float() if hidden else None
+        return new, (logits if all_logits else logits[:, -1:]), last
 
     def ensure(self, nodes: Sequence[Node], meter: Meter) -> None:
         """Make every node complete, computing only what is missing.
@@ -209,8 +214,13 @@ class KVTree:
 
     def _complete(self, group: list[Node], width: int, meter: Meter
                   ) -> Generator[Pass, Any, None]:
-        if width == 0:
-            raise RuntimeError("a node with every token cached but no output; cannot happen")
+        if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
+            for a in group:
+                assert a.parent is not None, "a root always has its prompt"
+                seg = self._segs[a.parent]  # complete: `a` is the first incomplete on its path
+                self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0, logits=seg.logits,
+                                    hidden=seg.hidden))
+            return
         pasts, starts, tokens, prefill = [], [], [], 0
         for a in group:
             seg = self._segs.get(a)

@@ -124,8 +124,9 @@ class SpecDecoder(Decoder):
         segs = [s.kv.get(n) for n in rows]
         logits = torch.stack([g.logits for g in segs])  # type: ignore[union-attr]  # [B, V]
         # [B, new, hidden]: the state each new token was predicted from (value features)
+        self.hidden = s.kv.keep_hidden and all(g.hidden is not None for g in segs)  # type: ignore[union-attr]
         hid = (torch.stack([g.hidden for g in segs])[:, None]  # type: ignore[union-attr,misc]
-               if s.kv.keep_hidden else None)
+               if self.hidden else None)
         if self.cfg.recycle_k:
             self.drafter.recycle([self.tails[n.id][-1] for n in rows],
                                  logits.topk(min(self.cfg.recycle_k, logits.shape[-1])).indices.tolist())
@@ -135,19 +136,31 @@ class SpecDecoder(Decoder):
         new, new_lp = [[t] for t in tok.tolist()], [[x] for x in lp.tolist()]
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
+        last: dict[int, torch.Tensor] = {}  # row -> the state its latest token came from
         while True:
             ends = self._extend(active, new, new_lp)
             keep = [b for b, (_, why) in enumerate(ends) if why is None]
             for b, (m, why) in enumerate(ends):
-                if why is not None:
-                    r = active[b]
+                r = active[b]
+                if hid is not None and m:
+                    last[r] = hid[b, m - 1]
+                if why == "budget" and not self.toks[r]:  # no token of this step fit
+                    out[r] = self.cut(rows[r], [], [], self.cache.buf[:, :, b, :, :0], None,
+                                      segs[r])
+                elif why is not None:
                     child = out[r] = self._child(b, r, why)
-                    if hid is not None:
-                        s.features[child] = hid[b, m - 1].clone()
+                    if r in last:
+                        s.features[child] = last[r].clone()
             if not keep:
                 break
             if len(keep) < len(active):
                 active = [active[b] for b in cache.keep(keep)]
+            if s.meter.refuses(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
+                for b, r in enumerate(active):
+                    child = out[r] = self._child(b, r, "budget")
+                    if r in last:
+                        s.features[child] = last[r].clone()
+                break
             new, new_lp, hid = yield from self._verify(active)
         return [c for c in out if c is not None]
 
@@ -160,7 +173,7 @@ class SpecDecoder(Decoder):
                 ) -> list[tuple[int, str | None]]:
         """Append each row's new tokens up to the first that ends its step, checked one by
         one as plain decoding checks them: per slot (tokens kept, why it ends or None)."""
-        span, out, kept = self.rule.span, [], 0
+        span, ends = self.rule.span, []
         for b, r in enumerate(active):
             t, n0 = self.toks[r], self.rows[r].n_tokens
             why: str | None = None
@@ -171,6 +184,17 @@ class SpecDecoder(Decoder):
                 if why is not None:
                     m = j + 1
                     break
+            ends.append((m, why))
+        want = sum(m for m, _ in ends)
+        room = self.s.meter.token_room(want)
+        if room < want:  # the budget ends in this pass: the first rows (row order) keep theirs
+            for b in sorted(range(len(active)), key=active.__getitem__):
+                m = min(ends[b][0], room)
+                room -= m
+                ends[b] = (m, "budget")
+        out, kept = [], 0
+        for b, r in enumerate(active):
+            t, (m, why) = self.toks[r], ends[b]
             self.drafter.add(self._context(r), new[b][:m])
             t.extend(new[b][:m])
             self.lps[r].extend(new_lp[b][:m])
@@ -234,7 +258,8 @@ class SpecDecoder(Decoder):
         depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
         start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
                              device=dev)
-        res = yield s.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q)
+        res = yield s.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q,
+                                  self.hidden)
         s.meter.charge_model(processed=A * q, flops=2.0 * s.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
         paths, final = self._accept(logits, trees, ids, active)
@@ -274,7 +299,7 @@ class SpecDecoder(Decoder):
         stats.rescued += sum(1 for t, p in zip(trees, paths)  # a first child has no elder
                              if any(t.parents.index(t.parents[c - 1]) < c - 1 for c in p[1:]))
         hid = None
-        if s.kv.keep_hidden:  # hid[b, j]: the state emitted token j was predicted from
+        if self.hidden:  # hid[b, j]: the state emitted token j was predicted from
             h = res.hidden_states[-1].float()  # [A, q, h]
             hid = h.gather(1, cols[..., None].expand(-1, -1, h.shape[-1]))
         return emits, [lp[:len(p)] for lp, p in zip(lps, paths)], hid
