@@ -3,7 +3,8 @@
 One run = the program's sandbox (bwrap / unshare / rlimits around _sandbox_runner) and the
 trusted judge (_sandbox_judge), joined by two pipes the caller creates: requests (judge ->
 program) and answers (program -> judge). The judge reports to the caller on a third pipe;
-both write their output to a fourth, which the caller caps. The caller holds the wall clock
+each writes its output to a pipe of its own (the judge's verdict never waits on a pipe the
+program can fill or make non-blocking), which the caller caps. The caller holds the wall clock
 (the judge enforces it to the call; the caller kills a run still alive a little later) and,
 at the end, kills both processes and waits until every process of the run is gone, pid
 namespaces included, so nothing is left running or unreaped.
@@ -17,6 +18,8 @@ import json
 import marshal
 import os
 import select
+import stat
+import warnings
 import shutil
 import signal
 import subprocess
@@ -31,7 +34,86 @@ STARTUP_GRACE = 10.0  # seconds the processes may take to start before the run's
 JUDGE_SLACK = 1.0  # seconds past the deadline before the caller kills a judge still running
 OUTPUT_KEPT = 16 * 1024  # bytes of output kept in the report
 DISK_BYTES = 64 * 2**20  # size of each tmpfs and RLIMIT_FSIZE
+DISK_INODES = 4096  # files and dirs in each tmpfs (unshare; bwrap 0.8 cannot cap them)
 DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where it has none."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, int(libc.syscall(444, None, 0, 1)))  # landlock_create_ruleset(VERSION)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c not in (0x09, 0x0A)}
+
+
+def clean_text(text: str, cap: int = 2000) -> str:
+    """A string from the program made safe for any caller: valid UTF-8 (lone surrogates
+    escaped), control characters but tab and newline escaped, at most `cap` characters."""
+    text = str(text)[: cap + 1]
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").translate(_CONTROL)
+    return text if len(text) <= cap else text[: cap - 3] + "..."
+
+
+def remove_tree(root: str) -> None:
+    """Remove a directory tree of any depth without recursion and without raising (paths
+    relative to an open dir fd, so no path grows past PATH_MAX); what cannot be removed is
+    reported as a RuntimeWarning."""
+    failed: list[str] = []
+    names: list[str] = []  # the path from root to the current dir
+    skip: set[tuple[str, ...]] = set()  # dirs that could not be emptied
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        fd = os.open(root, flags)
+    except OSError as exc:
+        failed.append(f"{root}: {exc}")
+        fd = -1
+    while fd >= 0:
+        sub = None
+        try:
+            for entry in list(os.scandir(fd)):
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=fd)
+                elif (*names, entry.name) not in skip:
+                    sub = entry.name
+        except OSError as exc:
+            failed.append(f"{os.path.join(root, *names)}: {exc}")
+            skip.add(tuple(names))
+        try:
+            if sub is not None:
+                with contextlib.suppress(OSError):  # a dir it made unreadable
+                    os.chmod(sub, stat.S_IRWXU, dir_fd=fd)
+                child = os.open(sub, flags, dir_fd=fd)
+                os.close(fd)
+                fd, names = child, [*names, sub]
+                continue
+            if not names:
+                os.close(fd)
+                fd = -1
+                os.rmdir(root)
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+        except OSError as exc:  # a subdir that cannot be entered is skipped; else give up
+            failed.append(f"{os.path.join(root, *names, sub or '')}: {exc}")
+            if sub is None:
+                os.close(fd)
+                break
+            skip.add((*names, sub))
+            continue
+        os.close(fd)
+        fd, name = parent, names.pop()
+        try:
+            os.rmdir(name, dir_fd=fd)
+        except OSError as exc:
+            failed.append(f"{os.path.join(root, *names, name)}: {exc}")
+            skip.add((*names, name))
+    if failed:
+        warnings.warn(f"sandbox clean-up left {len(failed)} entries behind, first "
+                      f"{failed[0]}", RuntimeWarning, stacklevel=3)
 
 
 @functools.cache
@@ -54,7 +136,8 @@ def _python_roots(site_packages: bool) -> set[str]:
 def layout(site_packages: bool) -> list[tuple[str, ...]]:
     """The sandbox's file system, for bwrap and unshare alike: the system dirs and the
     interpreter read-only, a few device nodes, capped tmpfs /tmp and /work; nothing else."""
-    entries: list[tuple[str, ...]] = []
+    # the tmpfs first: a bind below /tmp (a venv there) then lands on it, not under it
+    entries: list[tuple[str, ...]] = [("tmpfs", "/tmp"), ("tmpfs", "/work")]
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):  # merged-/usr systems: /lib -> usr/lib
             entries.append(("symlink", os.readlink(top), top))
@@ -63,8 +146,7 @@ def layout(site_packages: bool) -> list[tuple[str, ...]]:
     for root in sorted(_python_roots(site_packages)):
         if root != "/usr" and not root.startswith("/usr/"):
             entries.append(("ro-bind", root, root))
-    return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev"),
-            ("tmpfs", "/tmp"), ("tmpfs", "/work")]
+    return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev")]
 
 
 def _bwrap_args(entries: list[tuple[str, ...]]) -> list[str]:
@@ -127,20 +209,23 @@ class Run:
 
 
 def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: bool,
-          workdir: str | None) -> tuple[int, int]:
-    """Start the judge, then the sandbox; returns the caller's ends (results, output). The
+          workdir: str | None) -> tuple[int, tuple[int, int]]:
+    """Start the judge, then the sandbox; returns the caller's ends (results, (the program's
+    output, the judge's)). The
     command lines end with the fds each process uses and this process's pid."""
     request_r, request_w = os.pipe()
     answer_r, answer_w = os.pipe()
     results_r, results_w = os.pipe()
-    output_r, output_w = os.pipe()
+    output_r, output_w = os.pipe()  # the program's stdout and stderr
+    judge_out_r, judge_out_w = os.pipe()  # the judge's: a pipe the program never holds
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
         judge_payload["main_source"] = source("_sandbox_judge.py")
         program_payload["main_source"] = source("_sandbox_runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
-                           [request_w, answer_r, results_w, parent], output_w, _env("/", "/tmp"), "/")
+                           [request_w, answer_r, results_w, parent], judge_out_w,
+                           _env("/", "/tmp"), "/")
         runner = _interpreter(site_packages, "runner")
         fds = [request_r, answer_w, info_w if run.mode == "unshare" else -1, parent]
         program_payload["parent"] = parent  # the runner dies with it
@@ -163,13 +248,13 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
                              extra=(info_w,) if run.mode == "bwrap" else ())
         started = True
     finally:
-        ours = (request_r, request_w, answer_r, answer_w, results_w, output_w, info_w)
-        for fd in ours if started else (*ours, results_r, output_r, info_r):
+        ours = (request_r, request_w, answer_r, answer_w, results_w, output_w, judge_out_w, info_w)
+        for fd in ours if started else (*ours, results_r, output_r, judge_out_r, info_r):
             if fd >= 0:
                 os.close(fd)
     if info_r >= 0:
         run.inner = _inner_pidfd(info_r)
-    return results_r, output_r
+    return results_r, (output_r, judge_out_r)
 
 
 def _popen(argv: list[str], payload: dict, args: list[int], output: int, env: dict[str, str],
@@ -192,7 +277,7 @@ def _inner_pidfd(info_fd: int) -> int | None:
     to a reused pid."""
     data = b""
     try:
-        while select.select([info_fd], [], [], STARTUP_GRACE)[0]:
+        while _wait([info_fd], STARTUP_GRACE):
             chunk = os.read(info_fd, 4096)
             if not chunk:
                 break
@@ -204,12 +289,24 @@ def _inner_pidfd(info_fd: int) -> int | None:
         os.close(info_fd)
 
 
-def collect(run: Run, results_fd: int, output_fd: int, timeout: float, max_output: int) -> None:
-    """Read the judge's records and both processes' output until the judge is done, a limit
-    is hit or the clock (started when the program is ready) runs out."""
+def _wait(fds: list[int], seconds: float) -> list[int]:
+    """The fds of `fds` ready to read (or closed) within `seconds`; poll, not select: select
+    cannot take an fd over 1023, and the caller may hold more."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll(max(0, int(seconds * 1000 + 0.999)))]
+
+
+def collect(run: Run, results_fd: int, output_fds: tuple[int, int], timeout: float,
+            max_output: int) -> None:
+    """Read the judge's records and both processes' output (the program's, the judge's: two
+    pipes, so the program cannot block or break the judge's) until the judge is done, a
+    limit is hit or the clock (started when the program is ready) runs out."""
     deadline = time.monotonic() + STARTUP_GRACE
     pending, total = b"", 0
-    open_fds = {results_fd, output_fd}
+    kept = {fd: bytearray() for fd in output_fds}
+    open_fds = {results_fd, *output_fds}
     while results_fd in open_fds and run.fault is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -217,12 +314,12 @@ def collect(run: Run, results_fd: int, output_fd: int, timeout: float, max_outpu
             run.fault = ("timeout", f"time limit of {timeout:g}s exceeded" if started else
                          f"sandbox did not start within {STARTUP_GRACE:g}s")
             break
-        for fd in select.select(list(open_fds), [], [], remaining)[0]:
+        for fd in _wait(list(open_fds), remaining):
             data = os.read(fd, 1 << 16)
             if not data:
                 open_fds.discard(fd)
-            elif fd == output_fd:
-                run.output += data[: max(0, OUTPUT_KEPT - len(run.output))]
+            elif fd in kept:
+                kept[fd] += data[: max(0, OUTPUT_KEPT - len(kept[fd]))]
                 total += len(data)
                 if total > max_output:
                     run.fault = ("output_limit", f"more than {max_output} bytes of output")
@@ -233,13 +330,15 @@ def collect(run: Run, results_fd: int, output_fd: int, timeout: float, max_outpu
                     if run.records[-1].get("kind") == "ready":
                         deadline = time.monotonic() + timeout + JUDGE_SLACK
     # what the program printed before its last answer is in the pipe already
-    while output_fd in open_fds and select.select([output_fd], [], [], 0)[0]:
-        data = os.read(output_fd, 1 << 16)
-        run.output += data[: max(0, OUTPUT_KEPT - len(run.output))]
-        if not data:
-            break
-    os.close(results_fd)
-    os.close(output_fd)
+    for fd in output_fds:
+        while fd in open_fds and _wait([fd], 0):
+            data = os.read(fd, 1 << 16)
+            kept[fd] += data[: max(0, OUTPUT_KEPT - len(kept[fd]))]
+            if not data:
+                break
+    run.output = kept[output_fds[0]] + kept[output_fds[1]]
+    for fd in (results_fd, *output_fds):
+        os.close(fd)
 
 
 def finish(run: Run, wait_first: bool) -> None:
@@ -266,7 +365,7 @@ def _stop(proc: subprocess.Popen, inner: int | None) -> int:
             signal.pidfd_send_signal(inner, signal.SIGKILL)
         # a pidfd turns readable when its process exits; both waits take milliseconds, and
         # only a stuck kernel would use up the generous limits of a loaded machine
-        select.select([inner], [], [], 10.0)
+        _wait([inner], 10.0)
         os.close(inner)
         _exited(proc, 10.0)
     proc.kill()  # by pid too: a program that called setsid() has left the group

@@ -278,4 +278,4 @@ def _confine(config, parent):
     helpers["undumpable"](*native)
     for which, value in ((resource.RLIMIT_AS, config["judge_memory"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(which, (value, value))
-    helpers["install_seccomp"](*native)
+    helpers["install_seccomp"](*native, "judge")

@@ -51,8 +51,7 @@ import shutil
 import signal
 import threading
 import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -104,7 +103,8 @@ class TestReport:
 def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = None,
               timeout: float = 5.0, memory_mb: int = 512, max_output_bytes: int = 1 << 20,
               isolation: Isolation = "auto", site_packages: bool = False,
-              plain_returns: bool = True, call_timeout: float | None = None) -> TestReport:
+              plain_returns: bool = True, call_timeout: float | None = None,
+              unisolated: Iterable[str] = ()) -> TestReport:
     """Run `program` in the sandbox and each test snippet in the judge; never raises on bad code.
 
     timeout: wall seconds for the program and all tests, and CPU seconds for the program.
@@ -112,15 +112,24 @@ def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = N
     `timeout`). memory_mb: the program's address-space limit. max_output_bytes: stdout+stderr
     beyond this kills the run. entry_point: the function under test (HumanEval); always
     reached through calls into the program. site_packages: let the program and the tests
-    import installed packages (slower start-up). Raises SandboxUnavailable for
-    isolation="auto" where neither bwrap nor unshare works.
+    import installed packages' code (never their data files; bwrap and unshare only).
+    unisolated: under isolation="rlimits", the caller's acknowledgement of what that mode does
+    not isolate here; it must name every item of `rlimits_gaps()`. Raises SandboxUnavailable
+    for isolation="auto" where neither bwrap nor unshare works, and for "rlimits" without it.
     """
-    if isinstance(tests, str):
-        raise TypeError("tests must be a sequence of snippets, not a single string")
+    if isinstance(tests, str) or isinstance(unisolated, str):
+        raise TypeError("tests and unisolated are sequences (of snippets, of names), not a string")
     if isolation not in ("auto", *_MODES):
         raise ValueError(f"unknown isolation {isolation!r}")
     if isolation == "rlimits":
-        _warn_insecure()
+        missing = rlimits_gaps() - set(unisolated)
+        if missing:
+            raise SandboxUnavailable(
+                f"isolation='rlimits' does not isolate {sorted(missing)} here; to run untrusted "
+                f"code anyway, pass unisolated={sorted(rlimits_gaps())} (see rlimits_gaps)")
+        if site_packages:
+            raise ValueError("site_packages needs isolation 'bwrap' or 'unshare': under "
+                             "'rlimits' Landlock cannot hide the packages' data files")
     mode = available_isolation() if isolation == "auto" else isolation
     return _run(mode, program, list(tests), entry_point, float(timeout),
                 None if call_timeout is None else float(call_timeout), int(memory_mb) << 20,
@@ -164,15 +173,13 @@ def available_isolation() -> Literal["bwrap", "unshare"]:
         return "bwrap" if _resolved[0] == "bwrap" else "unshare"
 
 
-_warned: list[bool] = []
-
-
-def _warn_insecure() -> None:
-    if not _warned:
-        _warned.append(True)
-        warnings.warn("isolation='rlimits': untrusted code runs without namespaces, with your "
-                      "uid (no capabilities) and, where Landlock is missing, your files",
-                      RuntimeWarning, stacklevel=3)
+def rlimits_gaps() -> frozenset[str]:
+    """What isolation="rlimits" does not isolate on this machine, by name: "host_pids" (the
+    program sees host pid numbers and the host name: no pid or uts namespace), and, where the
+    kernel has no Landlock, "file_reads" (it reads every file your uid can: tests and data
+    included). Its file system is read-only to the program either way (seccomp), and IPC,
+    sockets, processes and the page-cache calls are denied as in every mode."""
+    return frozenset({"host_pids", *(() if host.landlock_abi() else ("file_reads",))})
 
 
 def _run(mode: str, program: str, tests: list[str], entry_point: str | None, timeout: float,
@@ -181,10 +188,11 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
     start = time.monotonic()
     entries = host.layout(site_packages)
     workroot, workdir = host.private_workdir() if mode == "rlimits" else (None, None)
-    sources = {"os_source": host.source("_sandbox_os.py"),
+    sources = {"os_source": host.source("_sandbox_filter.py") + host.source("_sandbox_os.py"),
                "wire_source": host.source("_sandbox_wire.py")}
     program_payload = {"program": program, "mode": mode, "timeout": timeout,
                        "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
+                       "disk_inodes": host.DISK_INODES,
                        "lenient": not plain_returns, "layout": entries,
                        "readable": host.readable(entries), **sources}
     judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
@@ -199,14 +207,14 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                        time.monotonic() - start)
     finally:
         if workroot is not None and run.sandbox is None:
-            shutil.rmtree(workroot, ignore_errors=True)
+            host.remove_tree(workroot)
     try:
         host.collect(run, *fds, timeout, max_output)
     finally:
         end = next((r for r in run.records if r.get("kind") == "end"), {})
         host.finish(run, wait_first=end.get("error") == "exited")
         if workroot is not None:
-            shutil.rmtree(workroot, ignore_errors=True)
+            host.remove_tree(workroot)
     return _report(run, tests, run.fault or _run_error(run), time.monotonic() - start)
 
 
@@ -216,12 +224,14 @@ def _report(run: host.Run, tests: list[str], fault: tuple[str | None, str],
     results: list[TestResult | None] = [None] * len(tests)
     for r in run.records:
         if r.get("kind") == "test" and 0 <= r["index"] < len(results):
-            results[r["index"]] = TestResult(r["status"] == "pass", r["reason"])
+            results[r["index"]] = TestResult(r["status"] == "pass", host.clean_text(r["reason"]))
+    detail = host.clean_text(detail)
     not_run = TestResult(False, f"not run: {error}: {detail}".rstrip(": "))
     ready = [str(r["layers"]) for r in run.records if r.get("kind") == "ready"]
     return TestReport(tuple(r or not_run for r in results), error, detail,  # type: ignore[arg-type]
-                      ready[0] if ready else run.mode,
-                      run.output.decode(errors="replace"), seconds)
+                      host.clean_text(ready[0] if ready else run.mode),
+                      host.clean_text(run.output.decode(errors="replace"), host.OUTPUT_KEPT),
+                      seconds)
 
 
 def _run_error(run: host.Run) -> tuple[str | None, str]:
