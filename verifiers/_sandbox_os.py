@@ -134,6 +134,14 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, tmp_inodes, info_fd):
         elif kind == "symlink":
             os.makedirs(os.path.dirname(root + args[1]), exist_ok=True)
             os.symlink(args[0], root + args[1])
+        elif kind == "mask":  # an empty read-only dir over a data dir
+            check(libc.mount(b"tmpfs", (root + args[0]).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                             b"size=4k,nr_inodes=1,mode=0555"), f"mask {args[0]}")
+            read_only(root + args[0], 0)
+        elif kind == "mask-file":  # an empty file over a data file
+            check(libc.mount(b"/dev/null", (root + args[0]).encode(), None, MS_BIND, None),
+                  f"mask {args[0]}")
+            read_only(root + args[0], 0)
         else:  # ro-bind, ro-bind-try, dev
             binds = [(f"/dev/{n}", f"/dev/{n}") for n in DEVICES] if kind == "dev" else [args]
             for src, dst in binds:
