@@ -1,8 +1,10 @@
 """Measure the system calls the sandbox's two processes make once confined (issue 31).
 
 The seccomp allowlist in verifiers/_sandbox_os.py is this measurement: run HumanEval's
-canonical solutions against their hidden tests, and the project's own code tasks
-(problems.codegen, every difficulty) against theirs, under `strace -f`, with the filter
+canonical solutions against their hidden tests, the project's own code tasks
+(problems.codegen, every difficulty) against theirs, and a few honest programs that use the
+standard library as a program may (time, randomness, temp files, big allocations, deep
+recursion, output), under `strace -f`, with the filter
 swapped for one that allows everything and marks the moment it is installed; then list, per
 role (runner: the untrusted program's process; judge), every call made after that mark, with
 the argument forms of the calls the filter inspects. Calls outside ALLOWED (or denied by
@@ -33,6 +35,7 @@ def install_seccomp(libc, ctypes, role):
     return True
 '''
 WORKLOAD = r"""
+EXTRA = {extra!r}
 import sys, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {repo!r})
@@ -47,12 +50,40 @@ runs = [(p.metadata["solution"], p.hidden_tests, p.entry_point)
 for difficulty in range(codegen.MIN_DIFFICULTY, codegen.MAX_DIFFICULTY + 1):
     for p in codegen.generate({tasks} // 6, seed=difficulty, difficulty=difficulty):
         runs.append((p.metadata["solution"], p.hidden_tests, p.entry_point))
-extra = dict(unisolated=code.rlimits_gaps()) if {mode!r} == "rlimits" else {{}}
+for program, tests, writes in EXTRA:
+    if {mode!r} != "rlimits" or not writes:
+        runs.append((program, tests, "f"))
+extra = dict(unisolated=code.rlimits_gaps())
 failed = [i for i, (program, tests, entry) in enumerate(runs)
           if not code.run_tests(program, tests, entry_point=entry, isolation={mode!r},
                                 timeout=20, **extra).passed_all]
 print("FAILED", failed)
 """
+# honest programs using the standard library as a program may: (source, tests, writes files)
+EXTRA = [
+    ("import time\ndef f():\n    time.sleep(0.001)\n"
+     "    return [time.time() > 0, time.perf_counter() > 0, time.process_time() >= 0]",
+     ["assert f() == [True] * 3"], False),
+    ("import os, random, secrets\ndef f():\n    random.seed()\n"
+     "    return len(os.urandom(8)) + len(secrets.token_bytes(4)) + (random.random() < 1)",
+     ["assert f() == 13"], False),
+    ("import os, tempfile\ndef f():\n    d = tempfile.mkdtemp()\n    p = os.path.join(d, 'x')\n"
+     "    open(p, 'w').write('hi')\n    os.rename(p, p + '2')\n    os.chmod(p + '2', 0o600)\n"
+     "    t = open(p + '2').read()\n    os.unlink(p + '2')\n    os.rmdir(d)\n    return t",
+     ["assert f() == 'hi'"], True),
+    ("def f():\n    b = bytearray(200 * 2**20)\n    n = len(b)\n    del b\n"
+     "    return n + len([0] * 10**6)", ["assert f() == 200 * 2**20 + 10**6"], False),
+    ("import sys\nsys.setrecursionlimit(10**5)\ndef g(n):\n    return 0 if n == 0 else 1 + g(n - 1)\n"
+     "def f():\n    return g(20000)", ["assert f() == 20000"], False),
+    ("import bisect, collections, datetime, decimal, fractions, functools, hashlib, heapq, "
+     "itertools, json, math, os, re, statistics, string, resource\ndef f():\n"
+     "    return [os.getcwd() != '', (os.cpu_count() or 1) > 0, len(os.listdir('.')) >= 0,\n"
+     "            datetime.datetime.now().year > 2000, resource.getrlimit(resource.RLIMIT_AS)[0] > 0,\n"
+     "            statistics.mean([1, 2]) == 1.5, os.path.exists('/usr')]",
+     ["import math, random\nassert f() == [True] * 7 and math.isqrt(16) == 4"], False),
+    ("import sys\nprint('x' * 100000)\nprint('e', file=sys.stderr)\ndef f():\n    return 1",
+     ["assert f() == 1"], False),
+]
 CALL = re.compile(r"^(?:\[pid\s+\d+\]\s+)?([a-z_0-9]+)\((.*)")
 # calls whose arguments the filter looks at: which argument forms were seen
 FORMS = {"fcntl": 1, "ioctl": 1, "madvise": 2, "prlimit64": 0, "openat": 2, "mmap": 3,
@@ -82,7 +113,7 @@ def measure(mode: str, problems: int, tasks: int) -> tuple[dict, list[int]]:
     """{role: {call: Counter(argument form)}} over every process that marked itself."""
     with tempfile.TemporaryDirectory() as tmp:
         script = WORKLOAD.format(repo=str(REPO), patch=PATCH, problems=problems, tasks=tasks,
-                                 mode=mode)
+                                 mode=mode, extra=EXTRA)
         out = subprocess.run(["strace", "-ff", "-qq", "-s", "64", "-o", f"{tmp}/trace",
                               sys.executable, "-c", script], capture_output=True, text=True,
                              timeout=3000)
@@ -121,8 +152,9 @@ def main() -> None:
     union: dict = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
     for mode in args.modes.split(","):
         seen, failed = measure(mode, args.problems, args.tasks)
-        print(f"{mode}: {args.problems} HumanEval + {args.tasks // 6 * 6} codegen runs, "
-              f"failed: {failed}")
+        print(f"{mode}: {args.problems} HumanEval + {args.tasks // 6 * 6} codegen + "
+              f"{len(EXTRA)} stdlib runs (those that write files not under rlimits), "
+              f"failed (index): {failed}")
         for role, calls in seen.items():
             for name, forms in calls.items():
                 union[role][name].update(forms)

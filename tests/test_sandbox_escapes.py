@@ -316,3 +316,40 @@ def test_hostile_helper_still_applies(mode):
     """The shared helper on one of this issue's programs (a memfd holding memory)."""
     program = "import os\nfd = os.memfd_create('m')\ndef f():\n    return 1"
     hostile(mode, program, ["assert f() == 1"], {"program_error"})
+
+
+def test_honest_stdlib_programs_pass_under_the_allowlist(mode):
+    """No false fail from the allowlist: the honest programs the syscall measurement adds to
+    HumanEval and codegen (time, randomness, temp files, 200 MiB, deep recursion, output)."""
+    from reports.sandbox_syscalls import EXTRA
+
+    failed = {}
+    for program, tests, writes in EXTRA:
+        report = run_tests(program, tests, entry_point="f", isolation=mode, timeout=10,
+                           unisolated=rlimits_gaps())
+        if report.passed_all == (writes and mode == "rlimits"):  # rlimits: read-only files
+            failed[program[:40]] = report
+    assert failed == {}
+
+
+INODES = r'''
+import os
+def fill():
+    fd = os.open("/tmp", os.O_RDONLY)
+    for n in range(10**6):
+        try:
+            os.symlink("x", str(n), dir_fd=fd)  # no data block: only an inode
+        except OSError as exc:
+            return [n, exc.errno]
+    return [n, 0]
+'''
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+def test_tmpfs_inodes_are_capped(isolation):
+    """Inodes are kernel memory that no size cap counts: each tmpfs stops at DISK_INODES."""
+    if not _mode_available(isolation):
+        pytest.skip(f"{isolation} is not available here")
+    report = run_tests(INODES, [f"assert fill() == [{_sandbox_host.DISK_INODES - 1}, 28]"],
+                       entry_point="fill", isolation=isolation, timeout=20)
+    assert report.passed_all, report  # ENOSPC at the cap (the root dir is one inode)

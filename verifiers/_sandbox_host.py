@@ -271,9 +271,12 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
             bwrap = shutil.which("bwrap")
             if bwrap is None:
                 raise OSError("bwrap is not installed")
+            # --proc: for the uid map of the runner's own namespace (cap_tmpfs), which
+            # then covers it; no --disable-userns for the same reason (seccomp denies
+            # namespaces to the program)
             argv = [bwrap, "--info-fd", str(info_w), "--unshare-all", "--unshare-user",
-                    "--disable-userns", "--die-with-parent", "--as-pid-1", "--uid", "65534",
-                    "--gid", "65534", "--hostname", "sandbox",
+                    "--die-with-parent", "--as-pid-1", "--uid", "65534", "--gid", "65534",
+                    "--hostname", "sandbox", "--proc", "/proc",
                     *_bwrap_args(program_payload["layout"]), "--", *runner]
             env, cwd = _env("/work", "/tmp"), "/"
             program_payload["parent"] = 0  # its parent is bwrap's init; --die-with-parent

@@ -161,6 +161,32 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, tmp_inodes, info_fd):
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
+def cap_tmpfs(libc, ctypes, paths, tmp_bytes, tmp_inodes):
+    """bwrap mode (bwrap 0.8 caps a tmpfs's size, not its inodes, which are kernel memory):
+    in a user and mount namespace of its own, this process mounts tmpfs capped in both over
+    `paths`, covers /proc (bwrap mounted it for the uid map written here) with an empty
+    read-only one, then gives the capabilities up in a nested user namespace."""
+
+    def check(result, what):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), f"bwrap setup: {what}")
+
+    uid, gid = os.geteuid(), os.getegid()
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+    for path in paths:
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                         f"size={tmp_bytes},nr_inodes={tmp_inodes},mode=0700".encode()),
+              f"tmpfs {path}")
+    check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                     b"size=4k,nr_inodes=1,mode=0555"), "cover /proc")
+    os.chdir(paths[-1])
+    check(libc.unshare(CLONE_NEWUSER), "drop capabilities")
+
+
 def _bind(libc, check, src, dst):
     if os.path.isdir(src):
         os.makedirs(dst, exist_ok=True)
