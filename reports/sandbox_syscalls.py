@@ -1,6 +1,6 @@
 """Measure the system calls the sandbox's two processes make once confined (issue 31).
 
-The seccomp allowlist in verifiers/_sandbox_os.py is this measurement: run HumanEval's
+The seccomp allowlist in verifiers/_sandbox_filter.py is this measurement: run HumanEval's
 canonical solutions against their hidden tests, the project's own code tasks
 (problems.codegen, every difficulty) against theirs, and a few honest programs that use the
 standard library as a program may (time, randomness, temp files, big allocations, deep
@@ -19,7 +19,6 @@ import argparse
 import collections
 import glob
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -147,7 +146,7 @@ def main() -> None:
     if shutil.which("strace") is None:
         sys.exit("strace is not installed (apt-get install strace)")
     sys.path.insert(0, str(REPO))
-    from verifiers import _sandbox_os as sos
+    from verifiers import _sandbox_filter as sos
 
     union: dict = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
     for mode in args.modes.split(","):

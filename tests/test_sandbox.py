@@ -21,8 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.code import (Isolation, available_isolation, passes, rlimits_gaps,
-                            run_public_hidden, run_tests)
+from verifiers.code import (
+    Isolation,
+    available_isolation,
+    passes,
+    rlimits_gaps,
+    run_public_hidden,
+    run_tests,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "tts-sandbox-secret-4242"

@@ -57,14 +57,16 @@ SYSCALLS = {  # x86_64 numbers
     "statx": 332, "faccessat2": 439,
 }
 _PLAIN = (  # allowed whatever the arguments (see the module docstring)
-    "mmap munmap mprotect mremap brk read pread64 readv lseek close newfstatat fstat statx "
-    "getdents64 readlink readlinkat faccessat faccessat2 getcwd write writev dup dup2 dup3 "
-    "clock_gettime clock_getres gettimeofday time nanosleep clock_nanosleep getpid gettid "
-    "getppid getuid geteuid getgid getegid getgroups uname getrusage times getrandom "
-    "sched_yield futex rt_sigprocmask rt_sigreturn exit exit_group").split()
-_TMPFS_WRITES = ("pwrite64 ftruncate fsync fdatasync mkdir mkdirat rmdir unlink unlinkat rename "
-                 "renameat renameat2 symlink symlinkat chmod fchmod fchmodat utimensat chdir "
-                 "fchdir").split()
+    "mmap", "munmap", "mprotect", "mremap", "brk", "read", "pread64", "readv", "lseek", "close",
+    "newfstatat", "fstat", "statx", "getdents64", "readlink", "readlinkat", "faccessat",
+    "faccessat2", "getcwd", "write", "writev", "dup", "dup2", "dup3", "clock_gettime",
+    "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "getpid", "gettid",
+    "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "uname", "getrusage",
+    "times", "getrandom", "sched_yield", "futex", "rt_sigprocmask", "rt_sigreturn", "exit",
+    "exit_group")
+_TMPFS_WRITES = ("pwrite64", "ftruncate", "fsync", "fdatasync", "mkdir", "mkdirat", "rmdir",
+                 "unlink", "unlinkat", "rename", "renameat", "renameat2", "symlink", "symlinkat",
+                 "chmod", "fchmod", "fchmodat", "utimensat", "chdir", "fchdir")
 MADVISE_ALLOWED = (0, 1, 2, 4, 8, 14, 15)  # NORMAL RANDOM SEQUENTIAL DONTNEED FREE (NO)HUGEPAGE
 # F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL (checked below), F_DUPFD_CLOEXEC, F_GETPIPE_SZ
 FCNTL_ALLOWED = (0, 1, 2, 3, 1030, 1032)
@@ -110,7 +112,7 @@ def _one_of(arg, values):
 def allowed(role):
     """The syscall numbers allowed with any arguments, for a role: "judge", "runner" (the
     program under bwrap or unshare: its tmpfs is writable) or "runner-readonly" (rlimits)."""
-    names = _PLAIN + (["poll"] if role == "judge" else []) + (_TMPFS_WRITES if role == "runner" else [])
+    names = _PLAIN + (("poll",) if role == "judge" else ()) + (_TMPFS_WRITES if role == "runner" else ())
     return sorted(SYSCALLS[name] for name in names)
 
 

@@ -18,15 +18,15 @@ import json
 import marshal
 import os
 import select
-import stat
-import warnings
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,7 +169,7 @@ def package_masks(root: str) -> tuple[tuple[str, str], ...]:
         if any(map(_is_code, files)) or any(os.path.join(path, d) in code_below for d in dirs):
             code_below.add(path)
     masks: list[tuple[str, str]] = []
-    for path, dirs, files in reversed(walked):  # top-down
+    for path, _dirs, files in reversed(walked):  # top-down
         if path not in code_below:
             if os.path.dirname(path) in code_below or path == root:
                 masks.append(("mask", path))

@@ -283,7 +283,7 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         channel.violations.clear()
         failed = []  # the test's failed asserts, in order: a failed assert does not stop it
         try:
-            exec(test, {**fresh(), FAILED: lambda *message: failed.append(
+            exec(test, {**fresh(), FAILED: lambda *message, record=failed.append: record(
                 _describe(AssertionError(*message)))})
             status, reason = "pass", ""
         except BaseException as exc:
