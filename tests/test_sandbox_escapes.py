@@ -17,7 +17,7 @@ import pytest
 import test_sandbox
 from test_sandbox import REPO, _mode_available, hostile
 
-from verifiers import _sandbox_host
+from verifiers import _sandbox_files, _sandbox_host
 from verifiers.code import rlimits_gaps, run_tests
 
 mode = test_sandbox.mode  # the shared fixture, by name
@@ -262,7 +262,7 @@ def test_a_venv_under_tmp_works_with_site_packages(tmp_path, isolation):
                               capture_output=True, text=True, timeout=120)
         assert done.stdout.split()[:2] == ["True", "None"], done.stdout + done.stderr
     finally:
-        _sandbox_host.remove_tree(venv)
+        _sandbox_files.remove_tree(venv)
 
 
 def test_a_caller_with_many_fds():
@@ -292,11 +292,11 @@ def test_clean_up_of_any_depth_never_raises(tmp_path):
         if depth % 700 == 0:
             os.mkdir("locked", 0, dir_fd=fd)
     os.close(fd)
-    _sandbox_host.remove_tree(str(tmp_path / "d"))
+    _sandbox_files.remove_tree(str(tmp_path / "d"))
     assert list(tmp_path.iterdir()) == []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _sandbox_host.remove_tree(str(tmp_path / "missing"))
+        _sandbox_files.remove_tree(str(tmp_path / "missing"))
     assert any("clean-up left 1" in str(w.message) for w in caught)
 
 
