@@ -7,8 +7,9 @@ standard library as a program may (time, randomness, temp files, big allocations
 recursion, output), under `strace -f`, with the filter
 swapped for one that allows everything and marks the moment it is installed; then list, per
 role (runner: the untrusted program's process; judge), every call made after that mark, with
-the argument forms of the calls the filter inspects. Calls outside ALLOWED (or denied by
-their argument filter) are flagged.
+the argument forms of the calls the filter inspects. Calls the filter allows only in some
+forms are marked (the forms seen are listed: compare with the rules in syscall_filter), calls
+it does not allow at all are flagged.
 
     python -m reports.sandbox_syscalls [--problems 164] [--tasks 60] [--modes bwrap,unshare,rlimits]
 """
@@ -163,7 +164,8 @@ def main() -> None:
         print(f"\n{role}: {len(calls)} distinct calls after the filter point")
         for name in sorted(calls):
             forms = calls[name]
-            flag = "" if name in allowed else "   NOT ALLOWED"
+            flag = ("" if name in allowed else "   (argument filter)" if name in sos.FILTERED
+                    else "   NOT ALLOWED")
             shown = ", ".join(f"{f} x{n}" for f, n in forms.most_common(8)) if name in FORMS else ""
             print(f"  {name:22} {sum(forms.values()):8}{flag}  {shown}")
 

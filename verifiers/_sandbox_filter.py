@@ -112,16 +112,13 @@ def _one_of(arg, values):
 def allowed(role):
     """The syscall numbers allowed with any arguments, for a role: "judge", "runner" (the
     program under bwrap or unshare: its tmpfs is writable) or "runner-readonly" (rlimits)."""
-    names = _PLAIN + (("poll",) if role == "judge" else ()) + (_TMPFS_WRITES if role == "runner" else ())
+    names = (_PLAIN + (("poll",) if role == "judge" else ())
+             + (("openat", *_TMPFS_WRITES) if role == "runner" else ()))
     return sorted(SYSCALLS[name] for name in names)
 
 
-def syscall_filter(own_pid, role):
-    """The seccomp program, as a list of 8-byte BPF instructions (see the module docstring)."""
-    prog = [_op(LD_ABS_W, ARCH), _op(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _op(RET_K, KILL_PROCESS),
-            _op(LD_ABS_W, NR), _op(JGE_K, X32_BIT, 0, 1), _op(RET_K, EPERM)]
-    for nr in allowed(role):
-        prog += [_op(JEQ_K, nr, 0, 1), _op(RET_K, ALLOW)]
+def _rules(own_pid, role):
+    """{call: BPF body} for the calls allowed in some forms only (see _check)."""
     rules = {
         "kill": _one_of(0, (own_pid,)), "tgkill": _one_of(0, (own_pid,)),
         "sched_getaffinity": _one_of(0, (0, own_pid)),
@@ -137,9 +134,19 @@ def syscall_filter(own_pid, role):
     }
     if role != "runner":  # read-only: no flag that writes or creates
         rules["openat"] = [(LD_ABS_W, _arg(2), None, None), (JSET_K, OPEN_WRITING, "deny", "allow")]
-    else:
-        prog += [_op(JEQ_K, SYSCALLS["openat"], 0, 1), _op(RET_K, ALLOW)]
-    for name, body in rules.items():
+    return rules
+
+
+FILTERED = tuple(_rules(0, "judge"))  # the calls allowed in some forms only, in some role
+
+
+def syscall_filter(own_pid, role):
+    """The seccomp program, as a list of 8-byte BPF instructions (see the module docstring)."""
+    prog = [_op(LD_ABS_W, ARCH), _op(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _op(RET_K, KILL_PROCESS),
+            _op(LD_ABS_W, NR), _op(JGE_K, X32_BIT, 0, 1), _op(RET_K, EPERM)]
+    for nr in allowed(role):
+        prog += [_op(JEQ_K, nr, 0, 1), _op(RET_K, ALLOW)]
+    for name, body in _rules(own_pid, role).items():
         prog += _check(SYSCALLS[name], body)
     return prog + [_op(RET_K, EPERM)]
 
