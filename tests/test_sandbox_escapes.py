@@ -244,22 +244,38 @@ VENV_CALLER = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from verifiers.code import run_tests
-report = run_tests("import json\\ndef add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"],
-                   isolation=sys.argv[2], site_packages=True)
-print(report.passed_all, report.error, report.detail)
+report = run_tests(sys.argv[3], ["assert add(1, 2) == 3"], isolation=sys.argv[2],
+                   site_packages=True)
+print(report.passed_all, report.error, report.detail, report.output)
+"""
+# imports a package of the venv's own; would be wrong if the package's data file were visible
+VENV_PROGRAM = """
+import os, tts_probe
+def add(a, b):
+    data = os.path.join(os.path.dirname(tts_probe.__file__), "answers.json")
+    return a + b + tts_probe.OFFSET + len(open(data).read())  # masked: reads as empty
 """
 
 
 @pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
 def test_a_venv_under_tmp_works_with_site_packages(tmp_path, isolation):
+    """The venv under /tmp (where the sandbox mounts its own tmpfs): its packages import, its
+    data files stay hidden."""
     if not _mode_available(isolation):
         pytest.skip(f"{isolation} is not available here")
     venv = tempfile.mkdtemp(prefix="venv-", dir="/tmp")
     try:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True,
                        timeout=120)
-        done = subprocess.run([f"{venv}/bin/python", "-c", VENV_CALLER, str(REPO), isolation],
-                              capture_output=True, text=True, timeout=120)
+        site = subprocess.run([f"{venv}/bin/python", "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        os.makedirs(f"{site}/tts_probe")
+        with open(f"{site}/tts_probe/__init__.py", "w") as f:
+            f.write("OFFSET = 0\n")
+        with open(f"{site}/tts_probe/answers.json", "w") as f:
+            f.write("{}")
+        done = subprocess.run([f"{venv}/bin/python", "-c", VENV_CALLER, str(REPO), isolation,
+                               VENV_PROGRAM], capture_output=True, text=True, timeout=120)
         assert done.stdout.split()[:2] == ["True", "None"], done.stdout + done.stderr
     finally:
         _sandbox_files.remove_tree(venv)

@@ -80,10 +80,8 @@ def _bwrap_args(entries: list[tuple[str, ...]]) -> list[str]:
     for kind, *rest in entries:
         if kind == "tmpfs":
             args += ["--size", str(DISK_BYTES), "--tmpfs", rest[0]]
-        elif kind == "mask":
-            args += ["--size", "4096", "--tmpfs", rest[0], "--remount-ro", rest[0]]
-        elif kind == "mask-file":
-            args += ["--ro-bind", "/dev/null", rest[0]]
+        elif kind in ("mask", "mask-file"):
+            continue  # the runner hides them (_sandbox_os.finish_bwrap)
         else:
             args += [f"--{kind}", *rest]
     return [*args, "--chdir", "/work", "--remount-ro", "/dev", "--remount-ro", "/"]
@@ -168,7 +166,7 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
             bwrap = shutil.which("bwrap")
             if bwrap is None:
                 raise OSError("bwrap is not installed")
-            # --proc: for the uid map of the runner's own namespace (cap_tmpfs), which
+            # --proc: for the uid map of the runner's own namespace (finish_bwrap), which
             # then covers it; no --disable-userns for the same reason (seccomp denies
             # namespaces to the program)
             argv = [bwrap, "--info-fd", str(info_w), "--unshare-all", "--unshare-user",

@@ -85,6 +85,7 @@ def landlock(libc, ctypes, readable, writable):
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x20000, 0x40000000, 0x20000000
 CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP = 0x08000000, 0x04000000, 0x02000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 0x1000, 0x4000, 0x40000
+MS_MOVE = 0x2000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 SYS_PIVOT_ROOT, SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MNT_DETACH = 155, 442, -100, 0x8000, 2
 
@@ -134,14 +135,8 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, tmp_inodes, info_fd):
         elif kind == "symlink":
             os.makedirs(os.path.dirname(root + args[1]), exist_ok=True)
             os.symlink(args[0], root + args[1])
-        elif kind == "mask":  # an empty read-only dir over a data dir
-            check(libc.mount(b"tmpfs", (root + args[0]).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                             b"size=4k,nr_inodes=1,mode=0555"), f"mask {args[0]}")
-            read_only(root + args[0], 0)
-        elif kind == "mask-file":  # an empty file over a data file
-            check(libc.mount(b"/dev/null", (root + args[0]).encode(), None, MS_BIND, None),
-                  f"mask {args[0]}")
-            read_only(root + args[0], 0)
+        elif kind in ("mask", "mask-file"):
+            _mask(libc, check, kind, root + args[0])
         else:  # ro-bind, ro-bind-try, dev
             binds = [(f"/dev/{n}", f"/dev/{n}") for n in DEVICES] if kind == "dev" else [args]
             for src, dst in binds:
@@ -161,11 +156,12 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, tmp_inodes, info_fd):
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def cap_tmpfs(libc, ctypes, paths, tmp_bytes, tmp_inodes):
-    """bwrap mode (bwrap 0.8 caps a tmpfs's size, not its inodes, which are kernel memory):
-    in a user and mount namespace of its own, this process mounts tmpfs capped in both over
-    `paths`, covers /proc (bwrap mounted it for the uid map written here) with an empty
-    read-only one, then gives the capabilities up in a nested user namespace."""
+def finish_bwrap(libc, ctypes, layout, tmp_bytes, tmp_inodes):
+    """bwrap mode: what bwrap 0.8 cannot do, or does slowly. In a user and mount namespace of
+    its own, this process mounts the layout's tmpfs capped in size and inodes (inodes are
+    kernel memory; bwrap caps only the size), hides site-packages' data files (a bind each
+    costs bwrap milliseconds), covers /proc (bwrap mounted it for the uid map written here)
+    with an empty read-only tmpfs, then gives the capabilities up in a nested user namespace."""
 
     def check(result, what):
         if result != 0:
@@ -177,22 +173,55 @@ def cap_tmpfs(libc, ctypes, paths, tmp_bytes, tmp_inodes):
                        ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    paths = [path for kind, path, *_ in layout if kind == "tmpfs"]
+    # binds bwrap made below a tmpfs (a venv under /tmp): moved aside onto a staging tmpfs
+    # over /proc while the capped tmpfs go on, then back on top of them
+    below = [dst for kind, *rest in layout if kind in ("ro-bind", "ro-bind-try")
+             for dst in rest[1:] if any(dst.startswith(p + "/") for p in paths)
+             and os.path.exists(dst)]
+    check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_NOSUID | MS_NODEV,
+                     b"size=64k,mode=0700"), "staging tmpfs")
+    for i, dst in enumerate(below):
+        _target(f"/proc/{i}", os.path.isdir(dst))
+        check(libc.mount(dst.encode(), f"/proc/{i}".encode(), None, MS_BIND | MS_REC, None),
+              f"stage {dst}")
     for path in paths:
         check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                          f"size={tmp_bytes},nr_inodes={tmp_inodes},mode=0700".encode()),
               f"tmpfs {path}")
+    for i, dst in enumerate(below):
+        _target(dst, os.path.isdir(f"/proc/{i}"))
+        check(libc.mount(f"/proc/{i}".encode(), dst.encode(), None, MS_MOVE, None), f"move {dst}")
+    for kind, path, *_ in layout:
+        if kind in ("mask", "mask-file"):
+            _mask(libc, check, kind, path)
     check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
                      b"size=4k,nr_inodes=1,mode=0555"), "cover /proc")
     os.chdir(paths[-1])
     check(libc.unshare(CLONE_NEWUSER), "drop capabilities")
 
 
-def _bind(libc, check, src, dst):
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
+def _mask(libc, check, kind, path):
+    """Hide a data dir under an empty read-only tmpfs, a data file under /dev/null."""
+    if kind == "mask":
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                         b"size=4k,nr_inodes=1,mode=0555"), f"mask {path}")
     else:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        open(dst, "a").close()
+        check(libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None), f"mask {path}")
+
+
+def _target(path, is_dir):
+    """An empty dir or file to mount on, its parents made."""
+    if is_dir:
+        os.makedirs(path, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, "a").close()
+
+
+def _bind(libc, check, src, dst):
+    _target(dst, os.path.isdir(src))
     check(libc.mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src}")
 
 

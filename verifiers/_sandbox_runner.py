@@ -76,9 +76,8 @@ def _setup(config, fds):
     helpers["die_with_parent"](*native, config["parent"])
     if mode == "bwrap":  # pid 1 of bwrap's pid namespace (--as-pid-1)
         helpers["fork_init"](*native)
-        helpers["cap_tmpfs"](*native, [path for kind, path, *_ in config["layout"]
-                                       if kind == "tmpfs"],
-                             config["disk_bytes"], config["disk_inodes"])
+        helpers["finish_bwrap"](*native, config["layout"], config["disk_bytes"],
+                                config["disk_inodes"])
     elif mode == "unshare":
         helpers["enter_unshare"](*native, config["layout"], config["disk_bytes"],
                                   config["disk_inodes"], fds["info"])
