@@ -99,17 +99,10 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, tmp_inodes, info_fd):
     the namespace dies); the grandchild, pid 2, returns from here to run the program, after a
     nested user namespace took every capability over these mounts."""
 
-    def check(result, what):
-        if result != 0:
-            raise OSError(ctypes.get_errno(), f"unshare setup: {what}")
-
+    check = _checker(ctypes, "unshare setup")
     libc.syscall.restype = ctypes.c_long
-    uid, gid = os.geteuid(), os.getegid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
-                       | CLONE_NEWUTS | CLONE_NEWCGROUP), "unshare")
-    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
+    _enter_user_namespace(libc, check, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
+                          | CLONE_NEWUTS | CLONE_NEWCGROUP, as_root=True)
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     # the new root is a tmpfs staged over /proc (not /tmp: a venv there is a source), then
     # pivoted to; each bind is made read-only as it is made, then the root itself
@@ -163,16 +156,9 @@ def finish_bwrap(libc, ctypes, layout, tmp_bytes, tmp_inodes):
     costs bwrap milliseconds), covers /proc (bwrap mounted it for the uid map written here)
     with an empty read-only tmpfs, then gives the capabilities up in a nested user namespace."""
 
-    def check(result, what):
-        if result != 0:
-            raise OSError(ctypes.get_errno(), f"bwrap setup: {what}")
+    check = _checker(ctypes, "bwrap setup")
 
-    uid, gid = os.geteuid(), os.getegid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
+    _enter_user_namespace(libc, check, CLONE_NEWNS, as_root=False)
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     paths = [path for kind, path, *_ in layout if kind == "tmpfs"]
     # binds bwrap made below a tmpfs (a venv under /tmp): moved aside onto a staging tmpfs
@@ -200,6 +186,28 @@ def finish_bwrap(libc, ctypes, layout, tmp_bytes, tmp_inodes):
                      b"size=4k,nr_inodes=1,mode=0555"), "cover /proc")
     os.chdir(paths[-1])
     check(libc.unshare(CLONE_NEWUSER), "drop capabilities")
+
+
+def _enter_user_namespace(libc, check, flags, as_root):
+    """unshare a new user namespace (and `flags`), mapping this process's uid and gid to 0
+    (as_root) or to themselves; /proc must be mounted."""
+    uid, gid = os.geteuid(), os.getegid()
+    check(libc.unshare(CLONE_NEWUSER | flags), "unshare")
+    inside = (0, 0) if as_root else (uid, gid)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inside[0]} {uid} 1"),
+                       ("gid_map", f"{inside[1]} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def _checker(ctypes, stage):
+    """check(result, what): raise OSError (errno, what failed) for a nonzero libc result."""
+
+    def check(result, what):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), f"{stage}: {what}")
+
+    return check
 
 
 def _mask(libc, check, kind, path):
