@@ -369,3 +369,23 @@ def test_tmpfs_inodes_are_capped(isolation):
     report = run_tests(INODES, [f"assert fill() == [{_sandbox_host.DISK_INODES - 1}, 28]"],
                        entry_point="fill", isolation=isolation, timeout=20)
     assert report.passed_all, report  # ENOSPC at the cap (the root dir is one inode)
+
+
+FLOOD_AFTER = r'''
+import os, sys
+def _flood(code=0):
+    while True:
+        os.write(1, b"x" * 65536)
+def f():
+    sys._getframe(1).f_globals["_exit"] = _flood  # the runner's exit at the judge's end
+    return 1
+'''
+
+
+def test_output_after_the_last_answer_does_not_hold_the_caller():
+    """A program that floods its stdout once the judge is done: the caller takes what fits
+    in the report and ends the run (it used to read on while there was data)."""
+    report = run_tests(FLOOD_AFTER, ["assert f() == 1"], entry_point="f", timeout=2,
+                       max_output_bytes=1 << 40)
+    assert report.passed_all and report.seconds < 10, report.detail
+    assert len(report.output) <= _sandbox_host.OUTPUT_KEPT

@@ -260,11 +260,14 @@ def collect(run: Run, results_fd: int, output_fds: tuple[int, int], timeout: flo
                     run.records.append(json.loads(line))  # the judge is trusted
                     if run.records[-1].get("kind") == "ready":
                         deadline = time.monotonic() + timeout + JUDGE_SLACK
-    # what the program printed before its last answer is in the pipe already
+    # what the program printed before its last answer is in the pipe already; a program
+    # still writing is not waited for (bounded reads, only while there is room to keep)
     for fd in output_fds:
-        while fd in open_fds and _wait([fd], 0):
+        reads = 0
+        while fd in open_fds and len(kept[fd]) < OUTPUT_KEPT and reads < 64 and _wait([fd], 0):
             data = os.read(fd, 1 << 16)
             kept[fd] += data[: max(0, OUTPUT_KEPT - len(kept[fd]))]
+            reads += 1
             if not data:
                 break
     run.output = kept[output_fds[0]] + kept[output_fds[1]]
