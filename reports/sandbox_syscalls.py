@@ -123,7 +123,7 @@ def measure(mode: str, problems: int, tasks: int) -> tuple[dict, list[int]]:
             role = None
             for line in Path(path).read_text(errors="replace").splitlines():
                 if role is None:
-                    mark = re.search(r"/tts-syscall-mark-(\w+)", line)
+                    mark = re.search(r"/tts-syscall-mark-([\w-]+)", line)
                     role = mark.group(1) if mark else None
                     continue
                 m = CALL.match(line)
@@ -147,7 +147,7 @@ def main() -> None:
     if shutil.which("strace") is None:
         sys.exit("strace is not installed (apt-get install strace)")
     sys.path.insert(0, str(REPO))
-    from verifiers import _sandbox_filter as sos
+    from verifiers.code import seccomp_allowlist
 
     union: dict = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
     for mode in args.modes.split(","):
@@ -158,13 +158,12 @@ def main() -> None:
         for role, calls in seen.items():
             for name, forms in calls.items():
                 union[role][name].update(forms)
-    names = {nr: name for name, nr in sos.SYSCALLS.items()}
     for role, calls in sorted(union.items()):
-        allowed = {names[nr] for nr in sos.allowed(role)}
+        allowed, filtered = seccomp_allowlist(role)
         print(f"\n{role}: {len(calls)} distinct calls after the filter point")
         for name in sorted(calls):
             forms = calls[name]
-            flag = ("" if name in allowed else "   (argument filter)" if name in sos.FILTERED
+            flag = ("" if name in allowed else "   (argument filter)" if name in filtered
                     else "   NOT ALLOWED")
             shown = ", ".join(f"{f} x{n}" for f, n in forms.most_common(8)) if name in FORMS else ""
             print(f"  {name:22} {sum(forms.values()):8}{flag}  {shown}")

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from verifiers import _sandbox_files as files
+from verifiers import _sandbox_filter as sfilter
 from verifiers import _sandbox_host as host
 
 Isolation = Literal["auto", "bwrap", "unshare", "rlimits"]
@@ -185,6 +186,15 @@ def available_isolation() -> Literal["bwrap", "unshare"]:
         if not _resolved[0]:
             raise SandboxUnavailable(_UNAVAILABLE)
         return "bwrap" if _resolved[0] == "bwrap" else "unshare"
+
+
+def seccomp_allowlist(role: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A sandbox process's seccomp allowlist by syscall name: (allowed with any arguments,
+    allowed in some forms only). role: "runner" (the program under bwrap or unshare),
+    "runner-readonly" (under rlimits) or "judge". Why each is allowed: _sandbox_filter."""
+    names = {nr: name for name, nr in sfilter.SYSCALLS.items()}
+    plain = frozenset(names[nr] for nr in sfilter.allowed(role))
+    return plain, frozenset(sfilter.FILTERED) - plain
 
 
 def rlimits_gaps() -> frozenset[str]:
