@@ -75,14 +75,38 @@ def layout(site_packages: bool) -> list[tuple[str, ...]]:
     return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev")]
 
 
-def _bwrap_args(entries: list[tuple[str, ...]]) -> list[str]:
-    args: list[str] = []
+@functools.cache
+def bwrap_nests() -> bool:
+    """Whether a process inside bwrap may make a user namespace of its own (not under Ubuntu's
+    AppArmor profile for bwrap, for one). Where it may, the runner caps its tmpfs's inodes
+    and hides site-packages' data files itself (_sandbox_os.finish_bwrap); where not, bwrap
+    hides them (a bind each, slower) and the tmpfs are capped in size only."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
+    try:
+        done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--die-with-parent",
+                               "--ro-bind", "/", "/", "--proc", "/proc", "--",
+                               python(False), "-I", "-S", "-c", probe],
+                              capture_output=True, timeout=STARTUP_GRACE)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _bwrap_args(entries: list[tuple[str, ...]], nests: bool) -> list[str]:
+    # nests: the runner mounts the capped tmpfs and the masks (finish_bwrap); it needs /proc
+    # for its uid map, which it then covers
+    args: list[str] = ["--proc", "/proc"] if nests else []
     for kind, *rest in entries:
         if kind == "tmpfs":
             args += ["--size", str(DISK_BYTES), "--tmpfs", rest[0]]
-        elif kind in ("mask", "mask-file"):
-            continue  # the runner hides them (_sandbox_os.finish_bwrap)
-        else:
+        elif kind == "mask" and not nests:
+            args += ["--size", "4096", "--tmpfs", rest[0], "--remount-ro", rest[0]]
+        elif kind == "mask-file" and not nests:
+            args += ["--ro-bind", "/dev/null", rest[0]]
+        elif kind not in ("mask", "mask-file"):
             args += [f"--{kind}", *rest]
     return [*args, "--chdir", "/work", "--remount-ro", "/dev", "--remount-ro", "/"]
 
@@ -166,13 +190,13 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
             bwrap = shutil.which("bwrap")
             if bwrap is None:
                 raise OSError("bwrap is not installed")
-            # --proc: for the uid map of the runner's own namespace (finish_bwrap), which
-            # then covers it; no --disable-userns for the same reason (seccomp denies
-            # namespaces to the program)
+            # no --disable-userns: the runner may need a user namespace (finish_bwrap);
+            # seccomp denies namespaces to the program
             argv = [bwrap, "--info-fd", str(info_w), "--unshare-all", "--unshare-user",
                     "--die-with-parent", "--as-pid-1", "--uid", "65534", "--gid", "65534",
-                    "--hostname", "sandbox", "--proc", "/proc",
-                    *_bwrap_args(program_payload["layout"]), "--", *runner]
+                    "--hostname", "sandbox",
+                    *_bwrap_args(program_payload["layout"], program_payload["bwrap_nests"]),
+                    "--", *runner]
             env, cwd = _env("/work", "/tmp"), "/"
             program_payload["parent"] = 0  # its parent is bwrap's init; --die-with-parent
         run.sandbox = _popen(argv, program_payload, fds, output_w, env, cwd,

@@ -76,6 +76,7 @@ def _setup(config, fds):
     helpers["die_with_parent"](*native, config["parent"])
     if mode == "bwrap":  # pid 1 of bwrap's pid namespace (--as-pid-1)
         helpers["fork_init"](*native)
+    if mode == "bwrap" and config["bwrap_nests"]:
         helpers["finish_bwrap"](*native, config["layout"], config["disk_bytes"],
                                 config["disk_inodes"])
     elif mode == "unshare":

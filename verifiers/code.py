@@ -23,7 +23,9 @@ the program gets do not depend on whether its earlier answers were accepted (a t
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
   the file system is /usr and the Python install read-only, tmpfs /tmp and /work (the working
-  dir) capped in size and inodes, a read-only /dev with null/zero/urandom, an empty /proc.
+  dir) capped in size and inodes (inodes only where the runner may make a user namespace of
+  its own: not under Ubuntu's AppArmor profile for bwrap), a read-only /dev with
+  null/zero/urandom, no /proc (or an empty one).
 - "unshare": the runner builds the same with unshare(2): the same namespaces, a new root with
   the same entries (pivot_root: nothing else of the host exists inside, not its home dirs, the
   project or the data), then forks so that the program is the child of the pid namespace's init.
@@ -218,7 +220,8 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                        "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
                        "disk_inodes": host.DISK_INODES,
                        "lenient": not plain_returns, "layout": entries,
-                       "readable": host.readable(entries), **sources}
+                       "readable": host.readable(entries),
+                       "bwrap_nests": mode == "bwrap" and host.bwrap_nests(), **sources}
     judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
