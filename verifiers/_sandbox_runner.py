@@ -96,7 +96,9 @@ def _setup(config, fds):
     for which, value in limits.items():
         hard = value + 1 if which == resource.RLIMIT_CPU else value  # SIGXCPU, then SIGKILL
         resource.setrlimit(which, (value, hard))
-    role = "runner-readonly" if mode == "rlimits" else "runner"
+    # read-only where no tmpfs capped in inodes is there to write to
+    capped = mode == "unshare" or (mode == "bwrap" and config["bwrap_nests"])
+    role = "runner" if capped else "runner-readonly"
     seccomp = helpers["install_seccomp"](*native, role)  # last: it denies setrlimit
     layers += ["pidns"] * (mode != "rlimits") + ["seccomp"] * seccomp
     return ",".join(layers + ["rlimits"] * (mode != "rlimits"))

@@ -23,9 +23,9 @@ the program gets do not depend on whether its earlier answers were accepted (a t
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
   the file system is /usr and the Python install read-only, tmpfs /tmp and /work (the working
-  dir) capped in size and inodes (inodes only where the runner may make a user namespace of
-  its own: not under Ubuntu's AppArmor profile for bwrap), a read-only /dev with
-  null/zero/urandom, no /proc (or an empty one).
+  dir) capped in size and inodes, a read-only /dev with null/zero/urandom, no /proc (or an
+  empty one). The inode cap needs the runner to make a user namespace of its own, which
+  Ubuntu's AppArmor profile for bwrap forbids: there the file system is read-only to it.
 - "unshare": the runner builds the same with unshare(2): the same namespaces, a new root with
   the same entries (pivot_root: nothing else of the host exists inside, not its home dirs, the
   project or the data), then forks so that the program is the child of the pid namespace's init.
