@@ -61,6 +61,7 @@ the judge sees only the converted data. Classes defined by the program cannot be
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import threading
@@ -203,9 +204,12 @@ def rlimits_gaps() -> frozenset[str]:
     """What isolation="rlimits" does not isolate on this machine, by name: "host_pids" (the
     program sees host pid numbers and the host name: no pid or uts namespace), and, where the
     kernel has no Landlock, "file_reads" (it reads every file your uid can: tests and data
-    included). Its file system is read-only to the program either way (seccomp), and IPC,
-    sockets, processes and the page-cache calls are denied as in every mode."""
-    return frozenset({"host_pids", *(() if files.landlock_abi() else ("file_reads",))})
+    included), and, off x86_64, "no_seccomp" (the filter is x86_64 only: without it nothing
+    keeps the file system read-only or IPC, sockets and the page-cache calls denied). On
+    x86_64 the file system is read-only to the program (seccomp), and IPC, sockets, processes
+    and the page-cache calls are denied as in every mode."""
+    return frozenset({"host_pids", *(() if files.landlock_abi() else ("file_reads",)),
+                      *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 
 
 def _run(mode: str, program: str, tests: list[str], entry_point: str | None, timeout: float,
