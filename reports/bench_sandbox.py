@@ -1,4 +1,4 @@
-"""Code sandbox benchmark: the trusted-judge design against the single-process one it replaced.
+"""Code sandbox benchmark: today's sandbox against an earlier one, read from git.
 
 Per HumanEval problem (its canonical solution against its hidden test, `check(candidate)`),
 in each isolation mode, both implementations run back to back, one run at a time, the order
@@ -7,12 +7,12 @@ per mode: median and mean seconds per problem, old and new, their ratio and the 
 ms. Then the cost of one call: a test that makes `--calls` calls into the program (each a
 round trip over pipes now, a guarded in-process call before).
 
-The old implementation is not kept in the tree: its three files are read from git
-(`git show REF:verifiers/...`, REF defaulting to the last commit with the single-process
-sandbox) into a temporary package. Usage:
+The old implementation is not kept in the tree: its code.py and _sandbox_*.py are read from
+git (`git show REF:verifiers/...`, REF defaulting to main before issue 31; 1c296a1 is the last
+single-process sandbox) into a temporary package. Usage:
 
     python -m reports.bench_sandbox [--problems 164] [--modes bwrap,unshare,rlimits]
-        [--calls 2000] [--old-ref 1c296a1]
+        [--calls 2000] [--old-ref 75a1442]
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ from problems.humaneval import humaneval_file, load_humaneval
 from verifiers import code as new
 
 REPO = Path(__file__).resolve().parents[1]
-OLD_REF = "1c296a1"  # main before issue 24: program and tests in one sandboxed process
-OLD_FILES = ("code.py", "_sandbox_runner.py", "_sandbox_os.py")
+OLD_REF = "75a1442"  # main before issue 31: the deny-list filter, rlimits without refusal
 
 
 def load_old(ref: str, into: Path) -> ModuleType:
@@ -43,10 +42,15 @@ def load_old(ref: str, into: Path) -> ModuleType:
     package = into / "sandbox_old"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    for name in OLD_FILES:
-        text = subprocess.run(["git", "show", f"{ref}:verifiers/{name}"], cwd=REPO, check=True,
-                              capture_output=True, text=True).stdout
-        (package / name).write_text(text)
+    listed = subprocess.run(["git", "ls-tree", "--name-only", ref, "verifiers/"], cwd=REPO,
+                            check=True, capture_output=True, text=True).stdout.split()
+    for path in listed:
+        name = path.removeprefix("verifiers/")
+        if name == "code.py" or name.startswith("_sandbox_"):
+            text = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=REPO, check=True,
+                                  capture_output=True, text=True).stdout
+            # its own helper modules, not today's
+            (package / name).write_text(text.replace("from verifiers import", "from sandbox_old import"))
     sys.path.insert(0, str(into))
     return importlib.import_module("sandbox_old.code")
 
@@ -57,6 +61,11 @@ def _time(run: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, report
 
 
+def _opts(impl: ModuleType) -> dict:
+    """rlimits needs its gaps named since issue 31; the old implementation takes no such knob."""
+    return {"unisolated": impl.rlimits_gaps()} if hasattr(impl, "rlimits_gaps") else {}
+
+
 def per_problem(old: ModuleType, mode: str, problems: list) -> dict[str, list[float]]:
     seconds: dict[str, list[float]] = {"old": [], "new": []}
     failed: dict[str, list[str]] = {"old": [], "new": []}
@@ -64,7 +73,7 @@ def per_problem(old: ModuleType, mode: str, problems: list) -> dict[str, list[fl
         program, tests = p.metadata["solution"], list(p.hidden_tests)
         runs = {name: (lambda impl=impl, program=program, tests=tests, entry=p.entry_point:
                        impl.run_tests(program, tests, isolation=mode, entry_point=entry,
-                                      timeout=10))
+                                      timeout=10, **_opts(impl)))
                 for name, impl in (("old", old), ("new", new))}
         for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
             took, report = _time(runs[name])
@@ -87,7 +96,7 @@ def per_call(old: ModuleType, mode: str, calls: int) -> dict[str, float]:
         best = {}
         for label, tests in (("many", many), ("none", none)):
             best[label] = min(_time(lambda impl=impl, tests=tests: impl.run_tests(
-                program, tests, isolation=mode, entry_point="f", timeout=60))[0]
+                program, tests, isolation=mode, entry_point="f", timeout=60, **_opts(impl)))[0]
                               for _ in range(3))
         out[name] = (best["many"] - best["none"]) / calls
     return out

@@ -21,7 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.code import Isolation, available_isolation, passes, run_public_hidden, run_tests
+from verifiers.code import (
+    Isolation,
+    available_isolation,
+    passes,
+    rlimits_gaps,
+    run_public_hidden,
+    run_tests,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "tts-sandbox-secret-4242"
@@ -31,7 +38,8 @@ _available: dict[Isolation, bool] = {}
 
 def _mode_available(mode: Isolation) -> bool:
     if mode not in _available:
-        _available[mode] = run_tests("x = 1", ["assert x == 1"], isolation=mode).passed_all
+        _available[mode] = run_tests("x = 1", ["assert x == 1"], isolation=mode,
+                                     unisolated=rlimits_gaps()).passed_all
     return _available[mode]
 
 
@@ -64,7 +72,8 @@ def _tree_hash(root: Path) -> str:
 def hostile(mode: Isolation, program: str, tests: list[str], errors: set[str] | None = None,
             timeout: float = 2.0, **kwargs):
     """Run an attack; it must fail with a reason (and the expected run error, if given)."""
-    report = run_tests(program, tests, isolation=mode, timeout=timeout, memory_mb=256, **kwargs)
+    report = run_tests(program, tests, isolation=mode, timeout=timeout, memory_mb=256,
+                       unisolated=rlimits_gaps(), **kwargs)
     assert not report.passed_all and report.num_passed == 0, report
     assert all(r.reason for r in report.results), report
     assert errors is None or report.error in errors, report
@@ -83,6 +92,7 @@ def state():
 before = state()
 program = sys.argv[2].replace("CALLER_PID", str(os.getpid()))
 report = run_tests(program, json.loads(sys.argv[3]), isolation=sys.argv[4], timeout=5,
+                   unisolated=__import__("verifiers.code").code.rlimits_gaps(),
                    memory_mb=256)
 after = state()
 print(json.dumps({"num_passed": report.num_passed, "error": report.error,
@@ -300,7 +310,7 @@ ATTACKS = [
     ("busy_loop_in_test", "def f():" + LOOP.replace("\n", "\n    "), ["f()"], {"timeout"}, False),
     ("sleep", "import time\ntime.sleep(60)", ["pass"], {"timeout"}, False),
     ("blocking_pipe_read", "import os\nr, w = os.pipe()\ndata = os.read(r, 1)",
-     ["assert data"], {"timeout"}, False),
+     ["assert data"], {"program_error"}, False),  # pipes are not on the allowlist
     ("stdin", "import sys\ndata = sys.stdin.read()\nline = input()", ["assert data"],
      {"program_error"}, False),
     ("close_pipes_and_spin", "import os\nfor fd in range(64):\n    try:\n        os.close(fd)\n"

@@ -9,7 +9,7 @@ import pytest
 import test_sandbox
 from test_sandbox import _mode_available
 
-from verifiers.code import Isolation, run_tests
+from verifiers.code import Isolation, rlimits_gaps, run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)
 canary = test_sandbox.canary
@@ -28,7 +28,7 @@ def _humaneval() -> list:
 def _run(problem, body: str | None = None, suffix: str = "", isolation: Isolation = "auto"):
     program = problem.metadata["solution"] if body is None else problem.prompt + body
     return run_tests(program + suffix, problem.hidden_tests, entry_point=problem.entry_point,
-                     timeout=10, isolation=isolation)
+                     timeout=10, isolation=isolation, unisolated=rlimits_gaps())
 
 
 def _parallel(fn, items) -> list:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pytest
 import test_sandbox
 from test_sandbox import REPO, _mode_available
 
-from verifiers import code
+from verifiers import _sandbox_files, _sandbox_host, code
 from verifiers.code import SandboxUnavailable, run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)
@@ -37,8 +36,9 @@ def look():
 
 @pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
 def test_namespaced_modes_show_only_the_system_and_the_interpreter(isolation):
-    """The same root under bwrap and unshare: no /proc, an empty /work as the working dir, no
-    home dirs, checkout or data; the program is pid 2, the child of the namespace's init.
+    """The same root under bwrap and unshare: no /proc (bwrap: an empty one), an empty /work as
+    the working dir, no home dirs, checkout or data; the program is pid 2, the child of the
+    namespace's init.
     The checks run in the judge, on the plain dict the program returns."""
     if not _mode_available(isolation):
         pytest.skip(f"{isolation} isolation is not available here")
@@ -48,22 +48,22 @@ def test_namespaced_modes_show_only_the_system_and_the_interpreter(isolation):
     inside = python_home.relative_to(home).parts[0] if python_home.is_relative_to(home) else None
     checks = [
         "assert (seen['pid'], seen['ppid'], seen['cwd'], seen['/work']) == (2, 1, '/work', [])",
-        f"assert seen['/proc'] == seen['/home'] == seen[{str(REPO)!r}] == 'FileNotFoundError'",
+        f"assert seen['/home'] == seen[{str(REPO)!r}] == 'FileNotFoundError'",
+        "assert seen['/proc'] in ('FileNotFoundError', [])  # bwrap: covered by an empty tmpfs",
         f"assert seen[{data!r}] == 'FileNotFoundError'",
         "assert set(seen['/']) <= {'bin', 'dev', 'etc', 'lib', 'lib32', 'lib64', 'root', 'sbin',"
-        " 'tmp', 'usr', 'work'}",
+        " 'tmp', 'usr', 'work', 'proc'}",
         # of the interpreter's home, only the dir that leads to it
         f"assert {inside is None} or seen[{home!r}] == [{inside!r}], seen[{home!r}]",
     ]
     report = run_tests(program, [f"seen = look()\n{check}" for check in checks],
-                       entry_point="look", isolation=isolation)
+                       entry_point="look", isolation=isolation, unisolated=code.rlimits_gaps())
     assert report.passed_all, report
 
 
 def test_auto_refuses_to_fall_back_to_rlimits(monkeypatch):
     """With no namespace sandbox working, "auto" raises and says how to get one; nothing
-    runs. An explicit isolation="rlimits" still runs, with a warning."""
-    from verifiers import _sandbox_host
+    runs."""
 
     def broken(*args, **kwargs):
         raise OSError("no namespaces here")
@@ -77,12 +77,20 @@ def test_auto_refuses_to_fall_back_to_rlimits(monkeypatch):
     with pytest.raises(SandboxUnavailable):  # remembered, not probed again
         code.available_isolation()
     monkeypatch.undo()
-    monkeypatch.setattr(code, "_warned", [])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert run_tests("x = 1", ["assert x == 1"], isolation="rlimits").passed_all
-    assert any("insecure" in str(w.message) or "without namespaces" in str(w.message)
-               for w in caught)
+
+
+def test_rlimits_refuses_unless_its_gaps_are_named():
+    """isolation="rlimits" runs only when the caller names what it does not isolate here;
+    the refusal names it. Landlock's presence decides "file_reads"."""
+    gaps = code.rlimits_gaps()
+    assert "host_pids" in gaps and ("file_reads" in gaps) == (_sandbox_files.landlock_abi() == 0)
+    for partial in ((), tuple(sorted(gaps))[1:]):
+        with pytest.raises(SandboxUnavailable, match="host_pids|file_reads") as refused:
+            run_tests("x = 1", ["assert x == 1"], isolation="rlimits", unisolated=partial)
+        assert "unisolated=" in str(refused.value)
+    assert run_tests("x = 1", ["assert x == 1"], isolation="rlimits", unisolated=gaps).passed_all
+    with pytest.raises(ValueError, match="site_packages"):
+        run_tests("x = 1", ["pass"], isolation="rlimits", unisolated=gaps, site_packages=True)
 
 
 def test_rlimits_work_dir_has_a_private_parent_removed_after_the_run(tmp_path, monkeypatch):
@@ -91,7 +99,7 @@ def test_rlimits_work_dir_has_a_private_parent_removed_after_the_run(tmp_path, m
     import stat
     import tempfile
 
-    from verifiers._sandbox_host import private_workdir
+    from verifiers._sandbox_files import private_workdir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     root, work = private_workdir()
@@ -100,10 +108,8 @@ def test_rlimits_work_dir_has_a_private_parent_removed_after_the_run(tmp_path, m
     os.rmdir(work)
     os.rmdir(root)
     program = "import os\ndef where():\n    return os.getcwd()"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        report = run_tests(program, ["raise AssertionError(where())"], entry_point="where",
-                           isolation="rlimits")
+    report = run_tests(program, ["raise AssertionError(where())"], entry_point="where",
+                       isolation="rlimits", unisolated=code.rlimits_gaps())
     cwd = Path(report.results[0].reason.removeprefix("AssertionError: "))
     assert cwd.name == "work" and cwd.parent.parent == tmp_path, report
     assert cwd.parent.name.startswith("tts-sandbox-")

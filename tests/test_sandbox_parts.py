@@ -128,7 +128,7 @@ def test_frames_are_size_capped():
 
 SECCOMP = r"""
 import ctypes, fcntl, json, os, signal, socket, struct
-from verifiers._sandbox_os import install_seccomp
+from verifiers._sandbox_filter import install_seccomp
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -171,13 +171,33 @@ denied = {"fork": os.fork, "exec": lambda: os.execv("/bin/true", ["true"]),
           "sigaction": lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
           "unshare": raw(272, 0), "mount": raw(165, None, None, None, 0, None),
           "settimeofday": raw(164, None, None), "sethostname": raw(170, None, 0),
-          "syslog": raw(103, 0, None, 0), "fanotify": raw(300, 0, 0)}
+          "syslog": raw(103, 0, None, 0), "fanotify": raw(300, 0, 0),
+          # issue 31: what escapes the rlimits, what outlives a run, page-cache residency
+          "affinity_self": lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)),
+          "prlimit_set_self": raw(302, 0, 7, struct.pack("QQ", 64, 64), None),
+          "setrlimit": raw(160, 7, struct.pack("QQ", 64, 64)),
+          "memfd_create": lambda: os.memfd_create("x"), "fallocate": raw(285, 0, 1, 0, 4096),
+          "io_setup": raw(206, 1, ctypes.byref(ctypes.c_ulong(0))), "io_uring": raw(425, 1, None),
+          "socketpair": socket.socketpair, "sendmsg": raw(46, 1, None, 0), "pipe": os.pipe,
+          "shmget": raw(29, 0, 4096, 0o1600), "msgget": raw(68, 0, 0o1600),
+          "semget": raw(64, 0, 1, 0o1600), "mq_open": raw(240, b"/q", 0o100, 0o600, None),
+          "mincore": raw(27, 0, 4096, None), "readahead": raw(187, 0, 0, 4096),
+          "fadvise": lambda: os.posix_fadvise(0, 0, 0, os.POSIX_FADV_DONTNEED),
+          "preadv2_nowait": lambda: os.preadv(0, [bytearray(1)], 0, os.RWF_NOWAIT),
+          "cachestat": raw(451, 0, None, None, 0), "madvise_pageout": raw(28, 0, 4096, 21),
+          "madvise_willneed": raw(28, 0, 4096, 3), "madvise_mergeable": raw(28, 0, 4096, 12),
+          "setpipe_size": lambda: fcntl.fcntl(w, 1031, 4096), "notify": raw(72, r, 1026, 0),
+          "add_seals": raw(72, r, 1033, 1), "fionread": raw(16, r, 0x541B, None),
+          "inotify": raw(294, 0), "eventfd": raw(290, 0, 0), "userfaultfd": raw(323, 0),
+          "epoll": raw(291, 0), "keyctl": raw(250, 0, 0), "sysinfo": raw(99, None),
+          "mlock": raw(149, 0, 4096), "prctl": raw(157, 15, 0, 0, 0, 0)}
 allowed = {"kill_self": lambda: os.kill(os.getpid(), 0),
-           "affinity_self": lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)),
-           "affinity_own_pid": lambda: os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0)),
            "nonblocking": lambda: os.set_blocking(r, False),
-           "prlimit_self": raw(302, 0, 7, None, None)}
-assert install_seccomp(libc, ctypes)
+           "getrlimit": raw(302, 0, 7, None, struct.pack("QQ", 0, 0)),
+           "affinity_get": lambda: os.sched_getaffinity(0),
+           "madvise_dontneed": raw(28, 0, 0, 4), "isatty": lambda: os.isatty(r),
+           "random": lambda: os.urandom(8), "sleep": lambda: __import__("time").sleep(0.001)}
+assert install_seccomp(libc, ctypes, "runner")
 print(json.dumps({"denied": {k: call(f) for k, f in denied.items()},
                   "allowed": {k: call(f) for k, f in allowed.items()},
                   "clone3": call(raw(435, None, 0))}))
@@ -186,9 +206,10 @@ print(json.dumps({"denied": {k: call(f) for k, f in denied.items()},
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp filter is x86_64 only")
 def test_seccomp_layer_alone_refuses_each_call():
-    """The filter with no namespace or other layer in front of it: every call that creates a
-    process, reaches a socket, or signals, slows or stalls another process fails with EPERM;
-    the same calls on the process itself still work (glibc's clone3 probe gets ENOSYS)."""
+    """The filter (an allowlist) with no namespace or other layer in front of it: every call
+    that creates a process, reaches a socket, signals, slows or stalls another process, holds
+    memory or quotas past the rlimits (memfd, fallocate, AIO, IPC, pipes, fds in flight) or
+    reads or changes page-cache residency fails with EPERM; reading its own state works."""
     decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     before = decoy_state(decoy.pid)
     try:
@@ -203,7 +224,7 @@ def test_seccomp_layer_alone_refuses_each_call():
         decoy.wait()
     assert {k: v for k, v in result["denied"].items() if v != 1} == {}  # 1: EPERM
     assert {k: v for k, v in result["allowed"].items() if v != 0} == {}
-    assert result["clone3"] == 38
+    assert result["clone3"] == 1
 
 
 def decoy_state(pid: int) -> list:

@@ -13,7 +13,7 @@ import pytest
 import test_sandbox
 from test_sandbox import MARKER, _sandbox_processes, _session_processes, recorded_sessions
 
-from verifiers.code import run_tests
+from verifiers.code import rlimits_gaps, run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)
 canary = test_sandbox.canary
@@ -72,7 +72,8 @@ def test_no_process_or_zombie_outlives_a_run(ending, mode):
     no runner or judge process of this process."""
     with recorded_sessions() as sessions:
         program, tests = ENDINGS[ending]
-        report = run_tests(program, tests, isolation=mode, timeout=1.0)
+        report = run_tests(program, tests, isolation=mode, timeout=1.0,
+                           unisolated=rlimits_gaps())
     assert not report.passed_all or ending == "completes"
     assert len(sessions) == 2  # the judge and the sandbox
     assert _session_processes(sessions) == [] and _sandbox_processes() == []

@@ -3,7 +3,8 @@
 One run = the program's sandbox (bwrap / unshare / rlimits around _sandbox_runner) and the
 trusted judge (_sandbox_judge), joined by two pipes the caller creates: requests (judge ->
 program) and answers (program -> judge). The judge reports to the caller on a third pipe;
-both write their output to a fourth, which the caller caps. The caller holds the wall clock
+each writes its output to a pipe of its own (the judge's verdict never waits on a pipe the
+program can fill or make non-blocking), which the caller caps. The caller holds the wall clock
 (the judge enforces it to the call; the caller kills a run still alive a little later) and,
 at the end, kills both processes and waits until every process of the run is gone, pid
 namespaces included, so nothing is left running or unreaped.
@@ -19,6 +20,7 @@ import os
 import select
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -26,11 +28,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifiers._sandbox_files import package_masks
+
 _HERE = Path(__file__).parent
 STARTUP_GRACE = 10.0  # seconds the processes may take to start before the run's clock runs
 JUDGE_SLACK = 1.0  # seconds past the deadline before the caller kills a judge still running
 OUTPUT_KEPT = 16 * 1024  # bytes of output kept in the report
 DISK_BYTES = 64 * 2**20  # size of each tmpfs and RLIMIT_FSIZE
+DISK_INODES = 4096  # files and dirs in each tmpfs (unshare; bwrap 0.8 cannot cap them)
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
@@ -54,7 +59,8 @@ def _python_roots(site_packages: bool) -> set[str]:
 def layout(site_packages: bool) -> list[tuple[str, ...]]:
     """The sandbox's file system, for bwrap and unshare alike: the system dirs and the
     interpreter read-only, a few device nodes, capped tmpfs /tmp and /work; nothing else."""
-    entries: list[tuple[str, ...]] = []
+    # the tmpfs first: a bind below /tmp (a venv there) then lands on it, not under it
+    entries: list[tuple[str, ...]] = [("tmpfs", "/tmp"), ("tmpfs", "/work")]
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):  # merged-/usr systems: /lib -> usr/lib
             entries.append(("symlink", os.readlink(top), top))
@@ -63,16 +69,44 @@ def layout(site_packages: bool) -> list[tuple[str, ...]]:
     for root in sorted(_python_roots(site_packages)):
         if root != "/usr" and not root.startswith("/usr/"):
             entries.append(("ro-bind", root, root))
-    return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev"),
-            ("tmpfs", "/tmp"), ("tmpfs", "/work")]
+    if site_packages:  # code only: every data file (datasets, tests) hidden
+        for packages in sorted({os.path.realpath(p) for p in site.getsitepackages()}):
+            entries += package_masks(packages) if os.path.isdir(packages) else ()
+    return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev")]
 
 
-def _bwrap_args(entries: list[tuple[str, ...]]) -> list[str]:
-    args: list[str] = []
+@functools.cache
+def bwrap_nests() -> bool:
+    """Whether a process inside bwrap may make a user namespace of its own (not under Ubuntu's
+    AppArmor profile for bwrap, for one). Where it may, the runner caps its tmpfs's inodes
+    and hides site-packages' data files itself (_sandbox_os.finish_bwrap); where not, bwrap
+    hides them (a bind each, slower) and the tmpfs are capped in size only."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
+    try:
+        done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--die-with-parent",
+                               "--ro-bind", "/", "/", "--proc", "/proc", "--",
+                               python(False), "-I", "-S", "-c", probe],
+                              capture_output=True, timeout=STARTUP_GRACE)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _bwrap_args(entries: list[tuple[str, ...]], nests: bool) -> list[str]:
+    # nests: the runner mounts the capped tmpfs and the masks (finish_bwrap); it needs /proc
+    # for its uid map, which it then covers
+    args: list[str] = ["--proc", "/proc"] if nests else []
     for kind, *rest in entries:
         if kind == "tmpfs":
             args += ["--size", str(DISK_BYTES), "--tmpfs", rest[0]]
-        else:
+        elif kind == "mask" and not nests:
+            args += ["--size", "4096", "--tmpfs", rest[0], "--remount-ro", rest[0]]
+        elif kind == "mask-file" and not nests:
+            args += ["--ro-bind", "/dev/null", rest[0]]
+        elif kind not in ("mask", "mask-file"):
             args += [f"--{kind}", *rest]
     return [*args, "--chdir", "/work", "--remount-ro", "/dev", "--remount-ro", "/"]
 
@@ -127,20 +161,23 @@ class Run:
 
 
 def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: bool,
-          workdir: str | None) -> tuple[int, int]:
-    """Start the judge, then the sandbox; returns the caller's ends (results, output). The
+          workdir: str | None) -> tuple[int, tuple[int, int]]:
+    """Start the judge, then the sandbox; returns the caller's ends (results, (the program's
+    output, the judge's)). The
     command lines end with the fds each process uses and this process's pid."""
     request_r, request_w = os.pipe()
     answer_r, answer_w = os.pipe()
     results_r, results_w = os.pipe()
-    output_r, output_w = os.pipe()
+    output_r, output_w = os.pipe()  # the program's stdout and stderr
+    judge_out_r, judge_out_w = os.pipe()  # the judge's: a pipe the program never holds
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
         judge_payload["main_source"] = source("_sandbox_judge.py")
         program_payload["main_source"] = source("_sandbox_runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
-                           [request_w, answer_r, results_w, parent], output_w, _env("/", "/tmp"), "/")
+                           [request_w, answer_r, results_w, parent], judge_out_w,
+                           _env("/", "/tmp"), "/")
         runner = _interpreter(site_packages, "runner")
         fds = [request_r, answer_w, info_w if run.mode == "unshare" else -1, parent]
         program_payload["parent"] = parent  # the runner dies with it
@@ -153,23 +190,26 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
             bwrap = shutil.which("bwrap")
             if bwrap is None:
                 raise OSError("bwrap is not installed")
+            # no --disable-userns: the runner may need a user namespace (finish_bwrap);
+            # seccomp denies namespaces to the program
             argv = [bwrap, "--info-fd", str(info_w), "--unshare-all", "--unshare-user",
-                    "--disable-userns", "--die-with-parent", "--as-pid-1", "--uid", "65534",
-                    "--gid", "65534", "--hostname", "sandbox",
-                    *_bwrap_args(program_payload["layout"]), "--", *runner]
+                    "--die-with-parent", "--as-pid-1", "--uid", "65534", "--gid", "65534",
+                    "--hostname", "sandbox",
+                    *_bwrap_args(program_payload["layout"], program_payload["bwrap_nests"]),
+                    "--", *runner]
             env, cwd = _env("/work", "/tmp"), "/"
             program_payload["parent"] = 0  # its parent is bwrap's init; --die-with-parent
         run.sandbox = _popen(argv, program_payload, fds, output_w, env, cwd,
                              extra=(info_w,) if run.mode == "bwrap" else ())
         started = True
     finally:
-        ours = (request_r, request_w, answer_r, answer_w, results_w, output_w, info_w)
-        for fd in ours if started else (*ours, results_r, output_r, info_r):
+        ours = (request_r, request_w, answer_r, answer_w, results_w, output_w, judge_out_w, info_w)
+        for fd in ours if started else (*ours, results_r, output_r, judge_out_r, info_r):
             if fd >= 0:
                 os.close(fd)
     if info_r >= 0:
         run.inner = _inner_pidfd(info_r)
-    return results_r, output_r
+    return results_r, (output_r, judge_out_r)
 
 
 def _popen(argv: list[str], payload: dict, args: list[int], output: int, env: dict[str, str],
@@ -192,7 +232,7 @@ def _inner_pidfd(info_fd: int) -> int | None:
     to a reused pid."""
     data = b""
     try:
-        while select.select([info_fd], [], [], STARTUP_GRACE)[0]:
+        while _wait([info_fd], STARTUP_GRACE):
             chunk = os.read(info_fd, 4096)
             if not chunk:
                 break
@@ -204,12 +244,24 @@ def _inner_pidfd(info_fd: int) -> int | None:
         os.close(info_fd)
 
 
-def collect(run: Run, results_fd: int, output_fd: int, timeout: float, max_output: int) -> None:
-    """Read the judge's records and both processes' output until the judge is done, a limit
-    is hit or the clock (started when the program is ready) runs out."""
+def _wait(fds: list[int], seconds: float) -> list[int]:
+    """The fds of `fds` ready to read (or closed) within `seconds`; poll, not select: select
+    cannot take an fd over 1023, and the caller may hold more."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll(max(0, int(seconds * 1000 + 0.999)))]
+
+
+def collect(run: Run, results_fd: int, output_fds: tuple[int, int], timeout: float,
+            max_output: int) -> None:
+    """Read the judge's records and both processes' output (the program's, the judge's: two
+    pipes, so the program cannot block or break the judge's) until the judge is done, a
+    limit is hit or the clock (started when the program is ready) runs out."""
     deadline = time.monotonic() + STARTUP_GRACE
     pending, total = b"", 0
-    open_fds = {results_fd, output_fd}
+    kept = {fd: bytearray() for fd in output_fds}
+    open_fds = {results_fd, *output_fds}
     while results_fd in open_fds and run.fault is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -217,12 +269,12 @@ def collect(run: Run, results_fd: int, output_fd: int, timeout: float, max_outpu
             run.fault = ("timeout", f"time limit of {timeout:g}s exceeded" if started else
                          f"sandbox did not start within {STARTUP_GRACE:g}s")
             break
-        for fd in select.select(list(open_fds), [], [], remaining)[0]:
+        for fd in _wait(list(open_fds), remaining):
             data = os.read(fd, 1 << 16)
             if not data:
                 open_fds.discard(fd)
-            elif fd == output_fd:
-                run.output += data[: max(0, OUTPUT_KEPT - len(run.output))]
+            elif fd in kept:
+                kept[fd] += data[: max(0, OUTPUT_KEPT - len(kept[fd]))]
                 total += len(data)
                 if total > max_output:
                     run.fault = ("output_limit", f"more than {max_output} bytes of output")
@@ -232,14 +284,19 @@ def collect(run: Run, results_fd: int, output_fd: int, timeout: float, max_outpu
                     run.records.append(json.loads(line))  # the judge is trusted
                     if run.records[-1].get("kind") == "ready":
                         deadline = time.monotonic() + timeout + JUDGE_SLACK
-    # what the program printed before its last answer is in the pipe already
-    while output_fd in open_fds and select.select([output_fd], [], [], 0)[0]:
-        data = os.read(output_fd, 1 << 16)
-        run.output += data[: max(0, OUTPUT_KEPT - len(run.output))]
-        if not data:
-            break
-    os.close(results_fd)
-    os.close(output_fd)
+    # what the program printed before its last answer is in the pipe already; a program
+    # still writing is not waited for (bounded reads, only while there is room to keep)
+    for fd in output_fds:
+        reads = 0
+        while fd in open_fds and len(kept[fd]) < OUTPUT_KEPT and reads < 64 and _wait([fd], 0):
+            data = os.read(fd, 1 << 16)
+            kept[fd] += data[: max(0, OUTPUT_KEPT - len(kept[fd]))]
+            reads += 1
+            if not data:
+                break
+    run.output = kept[output_fds[0]] + kept[output_fds[1]]
+    for fd in (results_fd, *output_fds):
+        os.close(fd)
 
 
 def finish(run: Run, wait_first: bool) -> None:
@@ -266,7 +323,7 @@ def _stop(proc: subprocess.Popen, inner: int | None) -> int:
             signal.pidfd_send_signal(inner, signal.SIGKILL)
         # a pidfd turns readable when its process exits; both waits take milliseconds, and
         # only a stuck kernel would use up the generous limits of a loaded machine
-        select.select([inner], [], [], 10.0)
+        _wait([inner], 10.0)
         os.close(inner)
         _exited(proc, 10.0)
     proc.kill()  # by pid too: a program that called setsid() has left the group
@@ -286,12 +343,3 @@ def _exited(proc: subprocess.Popen, seconds: float) -> bool:
             return False
         time.sleep(0.002)
     return True
-
-
-def private_workdir() -> tuple[str, str]:
-    """rlimits mode: a fresh work dir inside a fresh private dir (both 0700), so that the
-    program's `..` is the run's own."""
-    root = tempfile.mkdtemp(prefix="tts-sandbox-")
-    work = os.path.join(root, "work")
-    os.mkdir(work, 0o700)
-    return root, work

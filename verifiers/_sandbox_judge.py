@@ -21,6 +21,7 @@ program that dies or breaks the protocol ends the run: the remaining tests are n
 The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
 """
 
+import _ast
 import builtins
 import os
 import sys
@@ -154,6 +155,36 @@ def _proxy(channel, name):
     return call
 
 
+FAILED = "__tts_assert_failed__"
+
+
+def _record_asserts(node):
+    """Rewrite every `assert test, message` in a test's AST as `if not test: FAILED(message)`,
+    so a failed assert is recorded and the test goes on: every call the test makes is made
+    whether an earlier answer was right or not, and the program cannot learn from the calls
+    it gets which of its answers were accepted. (A test's own `and`, `all()` or `if` on an
+    answer still decides what it calls next.) Returns the node."""
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            value = [_assert_as_if(v) if type(v) is _ast.Assert else v for v in value]
+            setattr(node, name, value)
+            for item in value:
+                if isinstance(item, _ast.AST):
+                    _record_asserts(item)
+        elif isinstance(value, _ast.AST):
+            _record_asserts(value)
+    return node
+
+
+def _assert_as_if(node):
+    where = {k: getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
+    call = _ast.Call(func=_ast.Name(id=FAILED, ctx=_ast.Load(), **where),
+                     args=[node.msg] if node.msg is not None else [], keywords=[], **where)
+    return _ast.If(test=_ast.UnaryOp(op=_ast.Not(), operand=node.test, **where),
+                   body=[_ast.Expr(value=call, **where)], orelse=[], **where)
+
+
 def _names_in(code):
     """Every name the code (nested functions included) may look up as a global."""
     names, stack = set(), [code]
@@ -225,7 +256,9 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
     compiled = []
     for i, source in enumerate(config["tests"]):
         try:
-            compiled.append(compile(source, f"<test {i}>", "exec", dont_inherit=True))
+            tree = compile(source, f"<test {i}>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+            compiled.append(compile(_record_asserts(tree), f"<test {i}>", "exec",
+                                    dont_inherit=True))
         except BaseException as exc:  # a broken test fails alone
             compiled.append(_describe(exc))
     try:
@@ -248,12 +281,16 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             report(kind="test", index=i, status="fail", reason=f"test does not compile: {test}")
             continue
         channel.violations.clear()
+        failed = []  # the test's failed asserts, in order: a failed assert does not stop it
         try:
-            exec(test, fresh())
+            exec(test, {**fresh(), FAILED: lambda *message, record=failed.append: record(
+                _describe(AssertionError(*message)))})
             status, reason = "pass", ""
         except BaseException as exc:
             status = "memory" if isinstance(exc, MemoryError) else "fail"
             reason = _describe(exc)
+        if failed:
+            status, reason = "fail", failed[0]
         if channel.violations:  # even if the test caught the exception
             status, reason = "fail", channel.violations[0][:600]
         report(kind="test", index=i, status=status, reason=reason)
@@ -278,4 +315,4 @@ def _confine(config, parent):
     helpers["undumpable"](*native)
     for which, value in ((resource.RLIMIT_AS, config["judge_memory"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(which, (value, value))
-    helpers["install_seccomp"](*native)
+    helpers["install_seccomp"](*native, "judge")

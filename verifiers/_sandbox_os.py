@@ -1,109 +1,12 @@
-"""OS-level confinement for the sandbox's processes: seccomp, namespaces, Landlock, capabilities.
+"""OS-level confinement for the sandbox's processes: namespaces, Landlock, capabilities.
 
-Exec'd by `_sandbox_runner` (the untrusted program's process) and `_sandbox_judge` (the trusted
-judge) before anything else runs; its source travels in their payloads, so nothing needs to be
-importable inside the sandbox. All of it goes through libc with ctypes (x86_64 Linux).
+Exec'd, after _sandbox_filter (the seccomp filter), by `_sandbox_runner` (the untrusted
+program's process) and `_sandbox_judge` (the trusted judge) before anything else runs; its
+source travels in their payloads, so nothing needs to be importable inside the sandbox. All of it goes through libc with ctypes (x86_64 Linux).
 """
 
 import os
 import struct
-
-# -- seccomp ----------------------------------------------------------------------------
-# x86_64 syscall numbers the processes never need. A deny list, because an allow list for
-# CPython and the C extensions it loads is brittle; namespaces and limits do the rest.
-DENIED_SYSCALLS = (
-    56, 57, 58, 59, 322,  # clone (processes and threads), fork, vfork, execve, execveat
-    13, 129, 297, 200, 424, 434, 438,  # rt_sigaction (no handlers), queued signals, tkill, pidfd_*
-    101, 310, 311, 312,  # ptrace, process_vm_readv/writev, kcmp
-    41,  # socket (socketpair stays: it reaches nothing outside)
-    272, 308, 165, 166, 155, 161, 428, 429, 430, 431, 432, 433, 442,  # namespaces and mounts
-    321, 298, 323, 425, 426, 427,  # bpf, perf_event_open, userfaultfd, io_uring (skips seccomp)
-    248, 249, 250,  # kernel keyrings
-    303, 304,  # name_to_handle_at, open_by_handle_at: opens files past mount boundaries
-    141, 251, 256, 279, 440, 448,  # setpriority, ioprio_set, migrate/move_pages, process_madvise/mrelease
-    73, 162, 306, 324, 300,  # flock (blocks others' locks), sync, syncfs, membarrier, fanotify_init
-    159, 164, 227, 305, 170, 171, 172, 173, 103, 153, 163, 179,  # clocks, host names, port I/O, syslog...
-    246, 320, 175, 313, 176, 169, 167, 168,  # kexec, kernel modules, reboot, swap
-)
-KILL, TGKILL, PRLIMIT64, CLONE3 = 62, 234, 302, 435
-SCHED_SETPARAM, SCHED_SETSCHEDULER, SCHED_SETAFFINITY, SCHED_SETATTR = 142, 144, 203, 314
-FCNTL, IOCTL = 72, 16
-# fcntl commands that signal or stall another process: F_SETOWN, F_SETSIG, F_SETOWN_EX (SIGIO
-# and SIGURG to any pid), F_SETLEASE (an opener waits for the lease break), record locks
-FCNTL_DENIED = (8, 10, 15, 1024, 6, 7, 37, 38)
-F_SETFL, O_ASYNC = 4, 0x2000
-# ioctls that do the same: FIOSETOWN, SIOCSPGRP, FIOASYNC; on terminals TIOCSPGRP, TIOCSTI
-# (typing into another's terminal), TIOCSCTTY, TIOCSIG, TIOCCONS, TIOCLINUX
-IOCTL_DENIED = (0x8901, 0x8902, 0x5452, 0x5410, 0x5412, 0x540E, 0x40045436, 0x541D, 0x541C)
-AUDIT_ARCH_X86_64, X32_BIT = 0xC000003E, 0x40000000
-# classic BPF opcodes and seccomp return values
-LD_ABS_W, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
-NR, ARCH = 0, 4  # offsets into struct seccomp_data; argument i's low 32 bits at 16 + 8 i
-ALLOW, KILL_PROCESS = 0x7FFF0000, 0x80000000
-EPERM, ENOSYS = 0x00050000 | 1, 0x00050000 | 38
-
-
-def _op(code, k, jt=0, jf=0):  # jt/jf: instructions to skip if the test is true/false
-    return struct.pack("HBBI", code, jt, jf, k)
-
-
-def _arg(i):
-    return 16 + 8 * i
-
-
-def _check(nr, body, default):
-    """Instructions that, for syscall `nr`, run `body` and return; other syscalls skip them.
-    body: (code, k, jt, jf) with jt/jf None (next instruction), "allow" or "deny"; falling
-    off its end returns `default`."""
-    n = len(body)
-    where = {"allow": n + (default != ALLOW), "deny": n + (default == ALLOW)}
-    prog = [_op(code, k, *(0 if t is None else where[t] - i - 1 for t in (jt, jf)))
-            for i, (code, k, jt, jf) in enumerate(body)]
-    prog += [_op(RET_K, default), _op(RET_K, EPERM if default == ALLOW else ALLOW)]
-    return [_op(JEQ_K, nr, 0, len(prog)), *prog]
-
-
-def syscall_filter(own_pid):
-    """The seccomp program, as a list of 8-byte BPF instructions. Besides the deny list: signals,
-    rlimits and scheduling only for the process itself (pid 0 means "self" where the call allows
-    it); no fcntl/ioctl that makes the kernel signal another process or makes it wait."""
-    prog = [_op(LD_ABS_W, ARCH), _op(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _op(RET_K, KILL_PROCESS),
-            _op(LD_ABS_W, NR), _op(JGE_K, X32_BIT, 0, 1), _op(RET_K, EPERM),
-            _op(JEQ_K, CLONE3, 0, 1), _op(RET_K, ENOSYS)]  # ENOSYS: glibc falls back to clone
-    for nr in DENIED_SYSCALLS:
-        prog += [_op(JEQ_K, nr, 0, 1), _op(RET_K, EPERM)]
-    self_pids: dict = {KILL: (own_pid,), TGKILL: (own_pid,)}
-    for nr in (PRLIMIT64, SCHED_SETPARAM, SCHED_SETSCHEDULER, SCHED_SETAFFINITY, SCHED_SETATTR):
-        self_pids[nr] = (own_pid, 0)
-    for nr, pids in self_pids.items():
-        prog += _check(nr, [(LD_ABS_W, _arg(0), None, None),
-                            *((JEQ_K, pid, "allow", None) for pid in pids)], default=EPERM)
-    prog += _check(FCNTL, [(LD_ABS_W, _arg(1), None, None),
-                           *((JEQ_K, cmd, "deny", None) for cmd in FCNTL_DENIED),
-                           (JEQ_K, F_SETFL, None, "allow"), (LD_ABS_W, _arg(2), None, None),
-                           (JSET_K, O_ASYNC, "deny", None)], default=ALLOW)
-    prog += _check(IOCTL, [(LD_ABS_W, _arg(1), None, None),
-                           *((JEQ_K, cmd, "deny", None) for cmd in IOCTL_DENIED)], default=ALLOW)
-    return prog + [_op(RET_K, ALLOW)]
-
-
-def install_seccomp(libc, ctypes):
-    """Load the filter into this process for good; False where it does not apply (not x86_64).
-    Unlike RLIMIT_NPROC it also holds for uid 0."""
-    if os.uname().machine != "x86_64":
-        return False
-    prog = syscall_filter(os.getpid())
-    code = ctypes.create_string_buffer(b"".join(prog))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(prog), ctypes.addressof(code))
-    # PR_SET_NO_NEW_PRIVS (required for unprivileged filters), then PR_SET_SECCOMP FILTER
-    if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0):
-        raise OSError(ctypes.get_errno(), "seccomp")
-    return True
-
 
 # -- process attributes -----------------------------------------------------------------
 
@@ -182,11 +85,12 @@ def landlock(libc, ctypes, readable, writable):
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x20000, 0x40000000, 0x20000000
 CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP = 0x08000000, 0x04000000, 0x02000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 0x1000, 0x4000, 0x40000
+MS_MOVE = 0x2000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 SYS_PIVOT_ROOT, SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MNT_DETACH = 155, 442, -100, 0x8000, 2
 
 
-def enter_unshare(libc, ctypes, layout, tmp_bytes, info_fd):
+def enter_unshare(libc, ctypes, layout, tmp_bytes, tmp_inodes, info_fd):
     """Own user, mount, pid, net, ipc, uts and cgroup namespaces, and a new root built from
     `layout` (the entries code.py also gives bwrap): read-only binds of the system and the
     interpreter, device nodes, capped tmpfs /tmp and /work, no /proc; nothing else of the
@@ -195,47 +99,48 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, info_fd):
     the namespace dies); the grandchild, pid 2, returns from here to run the program, after a
     nested user namespace took every capability over these mounts."""
 
-    def check(result, what):
-        if result != 0:
-            raise OSError(ctypes.get_errno(), f"unshare setup: {what}")
-
+    check = _checker(ctypes, "unshare setup")
     libc.syscall.restype = ctypes.c_long
-    uid, gid = os.geteuid(), os.getegid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
-                       | CLONE_NEWUTS | CLONE_NEWCGROUP), "unshare")
-    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
+    _enter_user_namespace(libc, check, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
+                          | CLONE_NEWUTS | CLONE_NEWCGROUP, as_root=True)
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-    root, tmpfs = "/tmp", []  # the new root is a tmpfs mounted over /tmp, then pivoted to
+    # the new root is a tmpfs staged over /proc (not /tmp: a venv there is a source), then
+    # pivoted to; each bind is made read-only as it is made, then the root itself
+    root, tmpfs = "/proc", []
     check(libc.mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                      b"size=1m,mode=0755"), "root tmpfs")
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint64) for n in ("set", "clr", "propagation", "userns_fd")]
+
+    def read_only(path, flags):
+        attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
+        check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, ctypes.byref(attr),
+                           ctypes.sizeof(attr)), f"read-only {path}")
+
     for kind, *args in layout:
         if kind == "tmpfs":
             os.makedirs(root + args[0], exist_ok=True)
+            check(libc.mount(b"tmpfs", (root + args[0]).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                             f"size={tmp_bytes},nr_inodes={tmp_inodes},mode=0700".encode()),
+                  f"tmpfs {args[0]}")
             tmpfs.append(args[0])
         elif kind == "symlink":
             os.makedirs(os.path.dirname(root + args[1]), exist_ok=True)
             os.symlink(args[0], root + args[1])
+        elif kind in ("mask", "mask-file"):
+            _mask(libc, check, kind, root + args[0])
         else:  # ro-bind, ro-bind-try, dev
             binds = [(f"/dev/{n}", f"/dev/{n}") for n in DEVICES] if kind == "dev" else [args]
             for src, dst in binds:
                 if kind != "ro-bind-try" or os.path.exists(src):
                     _bind(libc, check, src, root + dst)
+                    read_only(root + dst, AT_RECURSIVE)
     os.chdir(root)
     check(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
     check(libc.umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
-
-    class MountAttr(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in ("set", "clr", "propagation", "userns_fd")]
-
-    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
-    check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr),
-                       ctypes.sizeof(attr)), "read-only /")
-    for path in tmpfs:
-        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                         f"size={tmp_bytes},mode=0700".encode()), f"tmpfs {path}")
+    read_only("/", 0)
     os.chdir(tmpfs[-1] if tmpfs else "/")
     _fork_init(libc, ctypes, info_fd)
     check(libc.unshare(CLONE_NEWUSER), "drop capabilities")
@@ -244,12 +149,87 @@ def enter_unshare(libc, ctypes, layout, tmp_bytes, info_fd):
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def _bind(libc, check, src, dst):
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
+def finish_bwrap(libc, ctypes, layout, tmp_bytes, tmp_inodes):
+    """bwrap mode: what bwrap 0.8 cannot do, or does slowly. In a user and mount namespace of
+    its own, this process mounts the layout's tmpfs capped in size and inodes (inodes are
+    kernel memory; bwrap caps only the size), hides site-packages' data files (a bind each
+    costs bwrap milliseconds), covers /proc (bwrap mounted it for the uid map written here)
+    with an empty read-only tmpfs, then gives the capabilities up in a nested user namespace."""
+
+    check = _checker(ctypes, "bwrap setup")
+
+    _enter_user_namespace(libc, check, CLONE_NEWNS, as_root=False)
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    paths = [path for kind, path, *_ in layout if kind == "tmpfs"]
+    # binds bwrap made below a tmpfs (a venv under /tmp): moved aside onto a staging tmpfs
+    # over /proc while the capped tmpfs go on, then back on top of them
+    below = [dst for kind, *rest in layout if kind in ("ro-bind", "ro-bind-try")
+             for dst in rest[1:] if any(dst.startswith(p + "/") for p in paths)
+             and os.path.exists(dst)]
+    check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_NOSUID | MS_NODEV,
+                     b"size=64k,mode=0700"), "staging tmpfs")
+    for i, dst in enumerate(below):
+        _target(f"/proc/{i}", os.path.isdir(dst))
+        check(libc.mount(dst.encode(), f"/proc/{i}".encode(), None, MS_BIND | MS_REC, None),
+              f"stage {dst}")
+    for path in paths:
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                         f"size={tmp_bytes},nr_inodes={tmp_inodes},mode=0700".encode()),
+              f"tmpfs {path}")
+    for i, dst in enumerate(below):
+        _target(dst, os.path.isdir(f"/proc/{i}"))
+        check(libc.mount(f"/proc/{i}".encode(), dst.encode(), None, MS_MOVE, None), f"move {dst}")
+    for kind, path, *_ in layout:
+        if kind in ("mask", "mask-file"):
+            _mask(libc, check, kind, path)
+    check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                     b"size=4k,nr_inodes=1,mode=0555"), "cover /proc")
+    os.chdir(paths[-1])
+    check(libc.unshare(CLONE_NEWUSER), "drop capabilities")
+
+
+def _enter_user_namespace(libc, check, flags, as_root):
+    """unshare a new user namespace (and `flags`), mapping this process's uid and gid to 0
+    (as_root) or to themselves; /proc must be mounted."""
+    uid, gid = os.geteuid(), os.getegid()
+    check(libc.unshare(CLONE_NEWUSER | flags), "unshare")
+    inside = (0, 0) if as_root else (uid, gid)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inside[0]} {uid} 1"),
+                       ("gid_map", f"{inside[1]} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def _checker(ctypes, stage):
+    """check(result, what): raise OSError (errno, what failed) for a nonzero libc result."""
+
+    def check(result, what):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), f"{stage}: {what}")
+
+    return check
+
+
+def _mask(libc, check, kind, path):
+    """Hide a data dir under an empty read-only tmpfs, a data file under /dev/null."""
+    if kind == "mask":
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                         b"size=4k,nr_inodes=1,mode=0555"), f"mask {path}")
     else:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        open(dst, "a").close()
+        check(libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None), f"mask {path}")
+
+
+def _target(path, is_dir):
+    """An empty dir or file to mount on, its parents made."""
+    if is_dir:
+        os.makedirs(path, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, "a").close()
+
+
+def _bind(libc, check, src, dst):
+    _target(dst, os.path.isdir(src))
     check(libc.mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src}")
 
 

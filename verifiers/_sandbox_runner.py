@@ -76,8 +76,12 @@ def _setup(config, fds):
     helpers["die_with_parent"](*native, config["parent"])
     if mode == "bwrap":  # pid 1 of bwrap's pid namespace (--as-pid-1)
         helpers["fork_init"](*native)
+    if mode == "bwrap" and config["bwrap_nests"]:
+        helpers["finish_bwrap"](*native, config["layout"], config["disk_bytes"],
+                                config["disk_inodes"])
     elif mode == "unshare":
-        helpers["enter_unshare"](*native, config["layout"], config["disk_bytes"], fds["info"])
+        helpers["enter_unshare"](*native, config["layout"], config["disk_bytes"],
+                                  config["disk_inodes"], fds["info"])
     elif mode == "rlimits":
         helpers["drop_capabilities"](*native)
         if helpers["landlock"](*native, config["readable"], [os.getcwd()]):
@@ -87,12 +91,15 @@ def _setup(config, fds):
     limits = {resource.RLIMIT_CPU: cpu_limit, resource.RLIMIT_AS: config["memory_bytes"],
               resource.RLIMIT_FSIZE: config["disk_bytes"], resource.RLIMIT_NOFILE: 64,
               resource.RLIMIT_CORE: 0, resource.RLIMIT_MEMLOCK: 0}
-    seccomp = helpers["install_seccomp"](*native)
-    if not seccomp:  # only effective for a non-root uid, hence second choice
+    if os.uname().machine != "x86_64":  # no filter there: RLIMIT_NPROC, for a non-root uid
         limits[resource.RLIMIT_NPROC] = 0
     for which, value in limits.items():
         hard = value + 1 if which == resource.RLIMIT_CPU else value  # SIGXCPU, then SIGKILL
         resource.setrlimit(which, (value, hard))
+    # read-only where no tmpfs capped in inodes is there to write to
+    capped = mode == "unshare" or (mode == "bwrap" and config["bwrap_nests"])
+    role = "runner" if capped else "runner-readonly"
+    seccomp = helpers["install_seccomp"](*native, role)  # last: it denies setrlimit
     layers += ["pidns"] * (mode != "rlimits") + ["seccomp"] * seccomp
     return ",".join(layers + ["rlimits"] * (mode != "rlimits"))
 

@@ -222,8 +222,11 @@ class Reader:
 
 
 def _ready(fd, deadline, write):
+    """Wait until `fd` can be written (or read) or the deadline passes; poll, not select:
+    select cannot take an fd over 1023."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return False
-    ready = select.select([], [fd], [], remaining) if write else select.select([fd], [], [], remaining)
-    return bool(ready[1] if write else ready[0])
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT if write else select.POLLIN)
+    return bool(poller.poll(max(1, int(remaining * 1000 + 0.999))))

