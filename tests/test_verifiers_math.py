@@ -349,3 +349,16 @@ def test_agrees_with_math_verify_on_the_table() -> None:
     disagreements = {(g, p) for g, p, expected in TABLE if reference_verdict(g, p) != expected}
     assert disagreements == set(MATH_VERIFY_DIFFERENCES)
     assert len(disagreements) <= 0.1 * len(TABLE)
+
+
+def test_a_bare_computation_answers_with_its_value():
+    """A model that ends on a computation ("2 + 3 = 5", SmolLM2's habit) answers with the
+    value it wrote after the last "=" (right or wrong arithmetic alike); an equation with a
+    variable or a list on its left stays whole."""
+    from verifiers.math import extract_answer
+
+    assert extract_answer("2 + 3 = 5") == "5"
+    assert extract_answer("So 17 * 23 - 5 = 343") == "343"
+    assert extract_answer("(2+3)*4 = 20 = 20.0") == "20.0"
+    assert extract_answer("x = 5") == "x = 5"
+    assert extract_answer("1, 2 = 3") == "1, 2 = 3"

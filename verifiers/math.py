@@ -100,9 +100,13 @@ def extract_answer(text: str) -> str | None:
     hedge is never taken for its last box; a text of words alone gives None.
     """
     try:
-        return answer_of(str(text), words=False)
+        answer = answer_of(str(text), words=False)
     except Exception:  # never raise on model output
         return None
+    # a bare computation "17 * 23 - 5 = 386" answers with its value: what follows its last
+    # "=" when everything before is numbers and operators (not "x = 5", not a list)
+    computed = _COMPUTATION.match(answer or "")
+    return computed.group(1).strip() if computed else answer
 
 
 def normalize(answer: str) -> str:
@@ -178,6 +182,7 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
     return verdict(correct, reason)
 
 
+_COMPUTATION = re.compile(r"^\s*[-+*/×÷·^().\d\s=]*\d[-+*/×÷·^().\d\s=]*=\s*(-?[\d.,]+)\s*$")
 _NUMERAL = re.compile(r"(\d+)_(\w+)")  # a numeral with its base as a subscript (plain form)
 _CLOSED_AT_INFINITY = re.compile(r"\[-?oo\b|\boo\]")
 
