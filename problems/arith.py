@@ -205,3 +205,14 @@ def first_error(problem: Problem, steps: list[str] | tuple[str, ...]) -> int | N
                 return i
             return None
     return len(steps) - 1 if steps else 0
+
+
+def problem_of(problem_id: str) -> Problem:
+    """The problem an id names ("arith/d5/s2024/7": difficulty 5, seed 2024, index 7)."""
+    try:
+        kind, d, s, i = problem_id.split("/")
+        if kind != "arith" or d[0] != "d" or s[0] != "s":
+            raise ValueError
+        return _problem(int(s[1:]), int(d[1:]), int(i))
+    except ValueError:
+        raise ValueError(f"not an arith problem id: {problem_id!r}") from None

@@ -247,7 +247,7 @@ class Labeller:
                     good[i] = mid + 1
                 else:
                     bad[i] = mid
-        return [[1.0] * g + [0.0] * (len(p) - g) for p, g in zip(paths, good)]
+        return [[1.0 if j < g else 0.0 for j in range(len(p))] for p, g in zip(paths, good)]
 
 
 def split_steps(text: str, stop: Sequence[str]) -> tuple[str, ...]:

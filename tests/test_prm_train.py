@@ -104,8 +104,8 @@ def test_hard_labels_match_the_tree(search):
 
 
 def test_binary_search_spends_fewer_rollouts_than_every_step():
-    cfg = dict(labels="hard", paths=6, completions=8)
-    every, binary = (Labeller(Rolling(children), LabelConfig(search=s, **cfg), seed=1)
+    every, binary = (Labeller(Rolling(children), LabelConfig(search=s, labels="hard", paths=6,
+                                                             completions=8), seed=1)
                      for s in ("every", "binary"))
     every.label(PROBLEMS)
     binary.label(PROBLEMS)
@@ -231,15 +231,15 @@ def test_batches_pad_without_moving_positions(small_prm):
     model, tok, _, paths, _ = small_prm
     data = Batches(tok, MATH_SHEPHERD, paths)
     batch = next(data(range(2), 2))
-    loss, scores, labels = loss_and_scores(model, batch, label_ids(tok, MATH_SHEPHERD))
+    pair = label_ids(tok, MATH_SHEPHERD)
+    assert pair is not None
+    loss, scores, labels = loss_and_scores(model, batch, pair)
     assert labels.tolist() == [1.0, 1.0, 0.0]  # the None label is not read
-    one = [loss_and_scores(model, next(data([i], 1)), label_ids(tok, MATH_SHEPHERD))[1]
-           for i in range(2)]
+    one = [loss_and_scores(model, next(data([i], 1)), pair)[1] for i in range(2)]
     assert scores.tolist() == pytest.approx(torch.cat(one).tolist(), abs=1e-5)
     assert math.isfinite(loss.item())
     # the LM loss: next-token cross-entropy on the step text (not the tags) of the path
     # that grades correct, against a plain forward of that path alone
-    pair = label_ids(tok, MATH_SHEPHERD)
     with_lm = loss_and_scores(model, batch, pair, lm_weight=1.0)[0]
     ids, _, _, text = encode(tok, MATH_SHEPHERD, paths[0])
     tag = set(tok(MATH_SHEPHERD.step_tag, add_special_tokens=False)["input_ids"])
@@ -316,3 +316,51 @@ def test_rerank_rules_hand_computed():
     assert rerank(sols, 4, "weighted_vote", "x") == 1.0  # 0.9 > 0.2 + 0.3
     assert rerank(sols, 2, "score", "x") == 0.5  # groups {5, 5} and {7, 6}
     assert rerank(sols, 1, "oracle") == 0.25
+
+
+# -- the shipped checkpoint ------------------------------------------------------------------
+def test_shipped_prm_is_found_by_name_before_anything_loads():
+    from problems.reasoners import prm_folder
+    from search.api import check_scorer
+
+    folder = prm_folder("tiny-arith-prm")
+    assert folder is not None and (folder / "model.safetensors").is_file()
+    meta = json.loads((folder / "prm.json").read_text())
+    # its training problems are disjoint from the demo's (2024, 6173) and the fit's (99)
+    seeds = {meta["training_problems"]["generator_seed"], meta["validation_problems"]["generator_seed"]}
+    assert not seeds & {2024, 6173, 99, 12345, 777}
+    assert meta["command"].startswith("python -m rewards.prm_train")
+    assert check_scorer("prm:tiny-arith-prm") == "prm:tiny-arith-prm"
+    assert prm_folder("tiny-arith") is None
+
+
+def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward():
+    """`scorer="prm:tiny-arith-prm"` loads the shipped checkpoint as any hub PRM; its step
+    scores on a held-out gold solution are the plain full-prefix forward's, read at each
+    step's tag."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from problems.reasoners import prm_folder
+    from search.scoring import load
+
+    prm = load("prm:tiny-arith-prm")
+    assert isinstance(prm, HFPRM) and prm.name == "prm:tiny-arith-prm"
+    folder = prm_folder("tiny-arith-prm")
+    assert folder is not None
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    p = arith.generate(1, seed=90_001, difficulty=5)[0]
+    steps = [s + "\n\n" for s in p.metadata["solution"].split("\n\n")]
+    node, nodes = Node(problem=p, prompt_ids=(0,)), []
+    for text in steps:
+        node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
+        nodes.append(node)
+    got = prm.score(p, nodes)
+    ids, ends, _, _ = encode(tok, MATH_SHEPHERD, LabelledPath(
+        p.id, p.prompt, str(p.answer), tuple(steps), (1.0,) * len(steps), True))
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0]
+    pair = label_ids(tok, MATH_SHEPHERD)
+    assert pair is not None
+    want = [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
+    assert got == pytest.approx(want, abs=1e-4)
