@@ -51,24 +51,14 @@ def true_labels(path: LabelledPath) -> LabelledPath:
 
 
 def truth_auc(model: Any, tok: Any, paths: Sequence[LabelledPath]) -> float:
-    """Step AUC of a PRM's scores against the true labels of `paths`."""
-    import torch
-
-    from problems.value_head import auc
+    """Step AUC of a PRM's scores against the true labels of `paths` (rewards.prm_train's
+    validation figure, read on the truth)."""
     from rewards.prm import MATH_SHEPHERD, label_ids
-    from rewards.prm_train import Batches, loss_and_scores
+    from rewards.prm_train import Batches, evaluate
 
     pair = label_ids(tok, MATH_SHEPHERD)
     assert pair is not None
-    model.eval()
-    scores: list[float] = []
-    labels: list[float] = []
-    with torch.no_grad():
-        for batch in Batches(tok, MATH_SHEPHERD, paths)(range(len(paths)), 64):
-            _, s, y = loss_and_scores(model, batch, pair)
-            scores += s.tolist()
-            labels += y.tolist()
-    return auc(scores, [y > 0.5 for y in labels])
+    return evaluate(model, Batches(tok, MATH_SHEPHERD, paths), pair)["auc"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,13 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.prm:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from problems.reasoners import load_prm, prm_folder
+        from problems.reasoners import prm_folder
 
-        where = prm_folder(args.prm)
-        model, tok = (AutoModelForCausalLM.from_pretrained(args.prm),
-                      AutoTokenizer.from_pretrained(args.prm)) if where is None \
-            else load_prm(args.prm)[:2]
-        out[f"PRM {args.prm}"] = truth_auc(model, tok, truth)
+        where = str(prm_folder(args.prm) or args.prm)
+        out[f"PRM {args.prm}"] = truth_auc(AutoModelForCausalLM.from_pretrained(where),
+                                           AutoTokenizer.from_pretrained(where), truth)
     rows = [LabelledPath.of(r) for r in read_rows(args.work / "labels.jsonl")]
     for spec in filter(None, args.variants.split(",")):
         kind, epochs, lr = spec.split(":")
