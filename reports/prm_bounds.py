@@ -8,9 +8,13 @@ from the generator's derivation (problems.arith.first_error: positive while no s
 errs). Printed, each as a step AUC against that truth:
   depth alone          earlier steps score higher (what a PRM learns if it learns nothing);
   the labels           the Monte-Carlo labels themselves, where they label a step;
+  the policy's surprise  no training: a step scores the policy's lowest token log-probability
+                       on the path so far (every token; digits only): how much of the truth
+                       the policy's own beliefs already hold, for a PRM to learn to read;
   --prm                a trained PRM (a name or folder);
-  each --variants      LABELS:EPOCHS:LR, a PRM trained here on WORK/labels.jsonl as
-                       rewards.prm_train trains (tiny-arith init, --lm-weight, one thread),
+  each --variants      LABELS:EPOCHS:LR[:FORMAT], a PRM trained here on WORK/labels.jsonl
+                       as rewards.prm_train trains (tiny-arith init, --lm-weight, one thread,
+                       FORMAT math_shepherd (default) or policy: rewards.prm_train's --format),
                        with LABELS "mc" (the Monte-Carlo labels) or "truth" (the derivation's:
                        what perfect labels would teach the same model in the same time).
 Training on the truth separates the two bounds: label noise (mc falls short of truth) and
@@ -50,23 +54,58 @@ def true_labels(path: LabelledPath) -> LabelledPath:
                         path.correct)
 
 
-def truth_auc(model: Any, tok: Any, paths: Sequence[LabelledPath]) -> float:
+def truth_auc(model: Any, tok: Any, fmt: Any, paths: Sequence[LabelledPath]) -> float:
     """Step AUC of a PRM's scores against the true labels of `paths` (rewards.prm_train's
     validation figure, read on the truth)."""
-    from rewards.prm import MATH_SHEPHERD, label_ids
+    from rewards.prm import label_ids
     from rewards.prm_train import Batches, evaluate
 
-    pair = label_ids(tok, MATH_SHEPHERD)
+    pair = label_ids(tok, fmt)
     assert pair is not None
-    return evaluate(model, Batches(tok, MATH_SHEPHERD, paths), pair)["auc"]
+    return evaluate(model, Batches(tok, fmt, paths), pair)["auc"]
+
+
+def surprise_scores(policy: str, paths: Sequence[LabelledPath]) -> dict[str, list[float]]:
+    """Per step of every path, the policy's lowest token log-probability on the path up to
+    the step's end: over every token of the steps, and over their digits only."""
+    import torch
+
+    from search.engines.hf import HFEngine
+    from search.types import Problem
+
+    engine = HFEngine.load(policy)
+    model, tok = engine.model, engine.tokenizer
+    out: dict[str, list[float]] = {"every token": [], "digits": []}
+    for path in paths:
+        text = engine.prompt.text(Problem(prompt=path.prompt, id=path.problem_id), tok)
+        ids = [int(i) for i in tok(text)["input_ids"]]
+        spans = []
+        for step in path.steps:  # the policy's own text: its prompt, then its steps
+            own = tok(step, add_special_tokens=False)["input_ids"]
+            spans.append(range(len(ids), len(ids) + len(own)))
+            ids += own
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+        pieces = tok.convert_ids_to_tokens(ids)
+        low = {k: 0.0 for k in out}
+        for span in spans:
+            for t in span:  # position t - 1 predicts token t
+                lp = logp[t - 1, ids[t]].item()
+                low["every token"] = min(low["every token"], lp)
+                if pieces[t].strip().isdigit():
+                    low["digits"] = min(low["digits"], lp)
+            for k in out:
+                out[k].append(low[k])
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from problems.value_head import auc
-    from rewards.prm import MATH_SHEPHERD
-    from rewards.prm_train import build, train
+    from rewards.prm import MATH_SHEPHERD, declared_format
+    from rewards.prm_train import build, policy_format, train
+    from search.engines.hf import HFEngine
 
     args = parse(PROG, __doc__, OPTIONS, argv)
     torch.set_num_threads(1)
@@ -79,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             [lab for p in val for lab in p.labels if lab is not None],
             [t is not None and t > 0.5 for p, q in zip(val, truth)
              for lab, t in zip(p.labels, q.labels) if lab is not None])}
+    positive = [y is not None and y > 0.5 for p in truth for y in p.labels]
+    for kind, scores in surprise_scores(args.policy, truth).items():
+        out[f"the policy's surprise ({kind})"] = auc(scores, positive)
     if args.prm:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -86,22 +128,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         where = str(prm_folder(args.prm) or args.prm)
         out[f"PRM {args.prm}"] = truth_auc(AutoModelForCausalLM.from_pretrained(where),
-                                           AutoTokenizer.from_pretrained(where), truth)
+                                           AutoTokenizer.from_pretrained(where),
+                                           declared_format(where) or MATH_SHEPHERD, truth)
     rows = [LabelledPath.of(r) for r in read_rows(args.work / "labels.jsonl")]
     for spec in filter(None, args.variants.split(",")):
-        kind, epochs, lr = spec.split(":")
-        if kind not in ("mc", "truth"):
-            raise SystemExit(f"variant labels must be mc or truth, got {kind!r}")
+        kind, epochs, lr, form = (spec.split(":") + [MATH_SHEPHERD.family])[:4]
+        if kind not in ("mc", "truth") or form not in ("policy", MATH_SHEPHERD.family):
+            raise SystemExit(f"a variant is mc|truth:EPOCHS:LR[:policy|math_shepherd], "
+                             f"got {spec!r}")
         t0 = time.perf_counter()
-        model, tok = build(args.policy, seed=args.seed)
-        train(model, tok, MATH_SHEPHERD, rows if kind == "mc" else [true_labels(p) for p in rows],
+        fmt = policy_format(HFEngine.load(args.policy)) if form == "policy" else MATH_SHEPHERD
+        model, tok = build(args.policy, fmt=fmt, seed=args.seed)
+        train(model, tok, fmt, rows if kind == "mc" else [true_labels(p) for p in rows],
               val, epochs=int(epochs), lr=float(lr), lm_weight=args.lm_weight, seed=args.seed,
               progress=False)
-        out[f"trained on {kind} labels, {epochs} epoch(s), lr {lr}"] = truth_auc(model, tok,
-                                                                                 truth)
+        out[f"trained on {kind} labels, {epochs} epoch(s), lr {lr}, {form} format"] = \
+            truth_auc(model, tok, fmt, truth)
         print(f"{spec}: {(time.perf_counter() - t0) / 60:.1f} min")
     for name, value in out.items():
-        print(f"{name:<48} {value:.3f}")
+        print(f"{name:<60} {value:.3f}")
     (args.work / "bounds.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

@@ -8,6 +8,10 @@ Two families are in use:
                  Mathematical Reasoning", Qwen2.5-Math-PRM): a chat-formatted solution with
                  "<extra_0>" after every step; a two-way reward head's softmax[1] at each
                  separator is the reward.
+A checkpoint may declare its own reading in prm_format.json (a PRMFormat's fields: its step
+tag, question template, good/bad tokens), as rewards.prm_train's PRMs do: they read the
+policy's own text, "question\nstep1\n\nstep2\n\n...", with "+"/"-" read after each step's
+delimiter. It loads as it is declared, with no other path.
 Each node adds its own step's tokens (step text + tag), so scoring a child after its parent
 runs only the child's tokens through the PRM. Steps are tokenised one by one (not the joined
 text), which can differ from whole-text tokenisation at step boundaries.
@@ -19,9 +23,11 @@ like the generator's (search.engines.sched), each score what it is alone.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,6 +67,27 @@ QWEN_PRM = PRMFormat("qwen_prm", step_tag="<extra_0>", chat=True,
                      system="Please reason step by step, and put your final answer within "
                             "\\boxed{}.")
 FORMATS = {f.family: f for f in (MATH_SHEPHERD, QWEN_PRM)}
+
+
+FORMAT_FILE = "prm_format.json"  # a checkpoint's own reading (declared_format)
+
+
+def declared_format(folder: str | Path) -> PRMFormat | None:
+    """The format a checkpoint folder declares in FORMAT_FILE, None where it declares none
+    (a hub id, or a folder without the file)."""
+    path = Path(folder) / FORMAT_FILE
+    if not path.is_file():
+        return None
+    fields = json.loads(path.read_text())
+    try:
+        return PRMFormat(**fields)
+    except TypeError as err:
+        raise ValueError(f"{path}: not a PRM format ({err})") from None
+
+
+def declare_format(folder: str | Path, fmt: PRMFormat) -> None:
+    """Write `fmt` as the format of the checkpoint in `folder` (declared_format reads it)."""
+    (Path(folder) / FORMAT_FILE).write_text(json.dumps(asdict(fmt), indent=1) + "\n")
 
 
 def detect_format(model: Any) -> PRMFormat:
@@ -140,9 +167,11 @@ class HFPRM(PerThreadMeter):
 
         trust = kwargs.pop("trust_remote_code", False)
         where = str(prm_folder(name_or_path) or name_or_path)
+        fmt = fmt if fmt is not None else declared_format(where)
         try:
             tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust)
-            auto = AutoModel if fmt in ("qwen_prm", QWEN_PRM) else AutoModelForCausalLM
+            head = (fmt if isinstance(fmt, str) else fmt.family if fmt else None) == "qwen_prm"
+            auto = AutoModel if head else AutoModelForCausalLM
             model = auto.from_pretrained(where, trust_remote_code=trust)
         except (OSError, ValueError) as err:
             raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err

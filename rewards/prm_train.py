@@ -6,13 +6,17 @@
    label their steps (problems.prm_labels: Math-Shepherd's soft or hard estimate, or PAV's
    progress; OmegaPRM's binary search for hard labels). Rows land in WORK/labels.jsonl (and
    WORK/val.jsonl for the validation problems) and a re-run labels only what is missing.
-2. Train: the PRM is a causal LM in Math-Shepherd's format (rewards.prm.MATH_SHEPHERD): it
-   reads "question step1 ки\\nstep2 ки\\n..." and a step's reward is P("+") / (P("+") +
-   P("-")) after its tag. It starts from the policy's weights (--init policy; the tag's
-   characters join the vocabulary where the tokenizer cannot spell them) or from scratch
-   (--init scratch, the policy's architecture). The loss is the cross-entropy of that
-   two-way softmax against each labelled step's label (soft labels as targets in [0, 1]),
-   every step of a path read in one forward. Each epoch is checkpointed in WORK; the epoch
+2. Train: the PRM is a causal LM read as Math-Shepherd's are: a step's reward is P("+") /
+   (P("+") + P("-")) after its tag. By default (--format math_shepherd) it reads "question
+   step1 ки\\nstep2 ки\\n..." as the hub's Math-Shepherd does; --format policy
+   (policy_format) reads the policy's own text, its prompt and its steps with their
+   delimiter "\\n\\n" as the tag, so the policy's weights meet the text they were trained
+   on. The format is saved with the checkpoint (rewards.prm.declare_format), and
+   rewards.prm reads it from there. The PRM starts from the policy's weights (--init
+   policy; a tag's characters join the vocabulary where the tokenizer cannot spell them)
+   or from scratch (--init scratch, the policy's architecture). The loss is the
+   cross-entropy of that two-way softmax against each labelled step's label (soft labels as
+   targets in [0, 1]), every step of a path read in one forward. Each epoch is checkpointed in WORK; the epoch
    with the best validation loss is kept.
 3. Save: save_pretrained (model and tokenizer) to OUT with prm.json (the command, the
    problems' generator seeds, label counts, labelling cost, the prefill the shared-prefix
@@ -45,8 +49,29 @@ from problems.prm_labels import (
     saved,
     spent,
 )
-from rewards.prm import MATH_SHEPHERD, PRMFormat, label_ids, prompt_ids, step_ids
+from rewards.prm import (
+    MATH_SHEPHERD,
+    PRMFormat,
+    declare_format,
+    label_ids,
+    prompt_ids,
+    step_ids,
+)
+from search.engines.base import DEFAULT_STOP
 from search.types import Problem
+
+
+def policy_format(engine: Any) -> PRMFormat:
+    """The policy's own text as a PRM of Math-Shepherd's kind reads it: the engine's prompt
+    (its plain template, or the chat template with its system prompt) and the steps with
+    their delimiter as the tag, "+"/"-" read after it."""
+    prompt = engine.prompt
+    return PRMFormat("math_shepherd", step_tag=DEFAULT_STOP[0], good="+", bad="-",
+                     chat=engine.chat, system=prompt.system_prompt,
+                     question_template=prompt.template)
+
+
+FORMAT_CHOICES = (MATH_SHEPHERD.family, "policy")
 
 
 def encode(tok: Any, fmt: PRMFormat, path: LabelledPath
@@ -259,6 +284,8 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--completions": dict(type=int, default=8),
     "--temperature": dict(type=float, default=0.8),
     "--alpha": dict(type=float, default=1.0, help="pav: weight of the progress term"),
+    "--format": dict(default=MATH_SHEPHERD.family, choices=FORMAT_CHOICES,
+                     help="the text the PRM reads: the policy's own, or Math-Shepherd's"),
     "--init": dict(default="policy", choices=("policy", "scratch")),
     "--epochs": dict(type=int, default=8),
     "--lr": dict(type=float, default=5e-4),
@@ -286,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                       completions=args.completions, temperature=args.temperature,
                       alpha=args.alpha, reuse=not args.no_reuse)
     engine = HFEngine.load(args.policy)
+    fmt = policy_format(engine) if args.format == "policy" else MATH_SHEPHERD
     cost = {}
     for name, n, seed in (("labels", args.problems, args.data_seed),
                           ("val", args.val_problems, args.val_seed)):
@@ -297,17 +325,18 @@ def main(argv: list[str] | None = None) -> int:
     del engine
     rows = [LabelledPath.of(r) for r in read_rows(work / "labels.jsonl")]
     val = [LabelledPath.of(r) for r in read_rows(work / "val.jsonl")]
-    model, tok = build(args.policy, init=args.init, seed=args.seed)
-    history = train(model, tok, MATH_SHEPHERD, rows, val, epochs=args.epochs, lr=args.lr,
+    model, tok = build(args.policy, init=args.init, fmt=fmt, seed=args.seed)
+    history = train(model, tok, fmt, rows, val, epochs=args.epochs, lr=args.lr,
                     batch_size=args.batch_size, lm_weight=args.lm_weight, seed=args.seed,
                     work=work,
                     progress=not args.quiet)
     args.out.mkdir(parents=True, exist_ok=True)
     model.eval().save_pretrained(args.out)
     tok.save_pretrained(args.out)
+    declare_format(args.out, fmt)
     labels = [lab for r in rows for lab in r.labels if lab is not None]
     meta = {"command": "python -m rewards.prm_train " + shlex.join(argv or sys.argv[1:]),
-            "policy": args.policy, "format": MATH_SHEPHERD.family, "init": args.init,
+            "policy": args.policy, "format": asdict(fmt), "init": args.init,
             "lm_weight": args.lm_weight,
             "label_config": {k: v for k, v in asdict(cfg).items() if k != "stop"},
             "training_problems": {"generator_seed": args.data_seed, "levels": levels,

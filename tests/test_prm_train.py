@@ -318,6 +318,64 @@ def test_rerank_rules_hand_computed():
     assert rerank(sols, 1, "oracle") == 0.25
 
 
+# -- a PRM that reads the policy's own text -------------------------------------------------
+def test_policy_format_reads_the_policys_own_tokens():
+    """--format policy: the PRM's ids for a path are the policy's ids for its prompt and
+    solution as the engine writes them (the step delimiter is the tag), so the policy's
+    weights meet the text they were trained on."""
+    from rewards.prm_train import policy_format
+    from search.engines.hf import HFEngine
+
+    engine = HFEngine.load("tiny-arith")
+    fmt = policy_format(engine)
+    assert (fmt.step_tag, fmt.question_template, fmt.good, fmt.bad) == ("\n\n", "{prompt}\n",
+                                                                          "+", "-")
+    p = arith.generate(1, seed=90_002, difficulty=3)[0]
+    steps = tuple(s + "\n\n" for s in p.metadata["solution"].split("\n\n"))
+    path = LabelledPath(p.id, p.prompt, str(p.answer), steps, (1.0,) * len(steps), True)
+    ids, ends, _, _ = encode(engine.tokenizer, fmt, path)
+    whole = engine.tokenizer(engine.prompt.text(p, engine.tokenizer) + "".join(steps))
+    assert ids == whole["input_ids"]
+    newline = engine.tokenizer("\n", add_special_tokens=False)["input_ids"]
+    assert [ids[e] for e in ends] == newline * len(steps)  # read on each step's delimiter
+
+
+def test_a_declared_format_loads_with_its_checkpoint(tmp_path):
+    """A checkpoint carries its format (rewards.prm.declare_format) and HFPRM.load reads it
+    with no argument: scores are the plain forward's in that format; a malformed
+    declaration is a clear error."""
+    from rewards.prm import PRMFormat, declare_format, declared_format
+
+    fmt = PRMFormat("math_shepherd", step_tag="\n\n", good="+", bad="-",
+                    question_template="{prompt}\n")
+    model, tok = build("tiny-arith", fmt=fmt)
+    model.eval().save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert declared_format(tmp_path) is None
+    declare_format(tmp_path, fmt)
+    assert declared_format(tmp_path) == fmt
+    prm = HFPRM.load(str(tmp_path))
+    assert prm.fmt == fmt
+    p = arith.generate(1, seed=90_003, difficulty=2)[0]
+    steps = tuple(s + "\n\n" for s in p.metadata["solution"].split("\n\n"))
+    node, nodes = Node(problem=p, prompt_ids=(0,)), []
+    for text in steps:
+        node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
+        nodes.append(node)
+    got = prm.score(p, nodes)
+    ids, ends, _, _ = encode(tok, fmt, LabelledPath(p.id, p.prompt, str(p.answer), steps,
+                                                    (1.0,) * len(steps), True))
+    pair = label_ids(tok, fmt)
+    assert pair is not None
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0]
+    assert got == pytest.approx([torch.softmax(logits[e, list(pair)], -1)[0].item()
+                                 for e in ends], abs=1e-4)
+    (tmp_path / "prm_format.json").write_text('{"family": "math_shepherd", "tag": 1}')
+    with pytest.raises(ValueError, match="not a PRM format"):
+        declared_format(tmp_path)
+
+
 # -- the shipped checkpoint ------------------------------------------------------------------
 def test_shipped_prm_is_found_by_name_before_anything_loads():
     from problems.reasoners import prm_folder
@@ -364,3 +422,38 @@ def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward():
     assert pair is not None
     want = [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
     assert got == pytest.approx(want, abs=1e-4)
+
+
+def test_policy_surprise_is_the_engines_own_token_logprobs():
+    """reports.prm_bounds' no-training bound: a step's score is the policy's lowest token
+    log-probability on the path so far. Reference: the model log-probabilities the engine
+    recorded while sampling the path through its KV tree (Step.logprobs)."""
+    from reports.prm_bounds import surprise_scores
+    from search.engines.hf import HFEngine
+
+    engine = HFEngine.load("tiny-arith")
+    leaves = Labeller(engine, LabelConfig(paths=2, temperature=1.0), seed=3).sample(
+        arith.generate(2, seed=90_004, difficulty=3))
+    paths = []
+    want: dict[str, list[float]] = {"every token": [], "digits": []}
+    for leaf in leaves:
+        steps = [n.step for n in leaf.path()[1:] if n.step is not None]
+        paths.append(LabelledPath(leaf.problem.id, leaf.problem.prompt, str(leaf.problem.answer),
+                                  tuple(st.text for st in steps), (1.0,) * len(steps),
+                                  False))
+        low = {k: 0.0 for k in want}
+        for st in steps:
+            pieces = engine.tokenizer.convert_ids_to_tokens(list(st.token_ids))
+            for piece, lp in zip(pieces, st.logprobs):
+                low["every token"] = min(low["every token"], lp)
+                if piece.strip().isdigit():
+                    low["digits"] = min(low["digits"], lp)
+            for k in want:
+                want[k].append(low[k])
+    got = surprise_scores("tiny-arith", paths)
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k] == pytest.approx(want[k], abs=1e-3)
+    # a min over a subset of the tokens: never below the min over all of them
+    assert all(d >= e for d, e in zip(got["digits"], got["every token"]))
+    assert min(want["digits"]) < 0
