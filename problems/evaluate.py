@@ -119,6 +119,25 @@ class Grader:
         return self._seen[key]
 
 
+def first_error(problem: Problem, steps: Sequence[str], check: Grader | None = None
+                ) -> int | None:
+    """The index of the first erroneous step of a finished solution, None when no step errs,
+    as the generator's derivation defines it. Arithmetic: problems.arith.first_error. A
+    program (its steps are the lines of the body): line k errs when the sample's lines up to
+    k, completed by the reference's lines after k (the reference has one line per stage,
+    then its return), fail the hidden tests in the sandbox; so a line that computes what
+    its stage computes in other words is right, and a dropped or extra stage errs where the
+    programs part."""
+    if problem.domain != "code":
+        return arith.first_error(problem, tuple(steps))
+    check = check or Grader()
+    reference = problem.metadata["solution"][len(problem.prompt):].splitlines(keepends=True)
+    for k in range(len(steps)):
+        if not check(problem, "".join(steps[:k + 1]) + "".join(reference[k + 1:])).correct:
+            return k
+    return None
+
+
 def greedy_accuracy(engine: HFEngine, problems: Sequence[Problem]) -> float:
     """Share right at temperature 0, all problems in one batch (so the figure is exact to
     reproduce: the same rows in the same batch give the same floats)."""

@@ -33,7 +33,7 @@ def model_dir(name: str) -> Path:
     return folder
 
 
-PRMS = ("tiny-arith-prm",)  # process reward models trained here (rewards/prm_train.py)
+PRMS = ("tiny-arith-prm", "tiny-code-prm")  # PRMs trained here (rewards/prm_train.py)
 
 
 def prm_folder(name: str) -> Path | None:

@@ -11,8 +11,10 @@ sampler); every scorer scores every step of every solution. Then, per scorer:
       on the erroneous solutions (predicted index = true index) and on the correct ones
       (predicted "none"), F1 their harmonic mean. The threshold is chosen on the validation
       problems (--val-seed) and also reported at 1/2, ProcessBench's choice for PRMs. The
-      true first error comes from the generator's derivation (problems.arith.first_error:
-      wrong arithmetic, or quantities not those of any correct derivation).
+      true first error comes from the generator's derivation (problems.evaluate.first_error:
+      for arithmetic, wrong arithmetic or quantities not those of any correct derivation; for
+      a program, whose steps are its lines, the first line after which the reference's
+      remaining lines no longer pass the hidden tests).
   step AUC: a step is positive when no step up to it errs; AUC of its score against that.
   best-of-N reranking: for N in 1, 2, 4, ... samples, the accuracy of the answer chosen by
       the path score (min, last, product of step scores), by the score-weighted vote, by
@@ -54,12 +56,15 @@ class Solution:
 def collect(engine: Any, scorers: Mapping[str, Any], problems: Sequence[Problem], *,
             samples: int, seed: int, temperature: float = 0.8) -> list[Solution]:
     """`samples` solutions per problem, every step scored by every scorer."""
-    from problems.arith import first_error
-    from problems.evaluate import Grader
+    from problems.evaluate import Grader, first_error
     from problems.prm_labels import LabelConfig, Labeller
+    from rewards.prm_train import CODE_STOP
     from search.answers import extract
+    from search.engines.base import DEFAULT_STOP
 
-    sampler = Labeller(engine, LabelConfig(paths=samples, temperature=temperature), seed=seed)
+    code = bool(problems) and problems[0].domain == "code"  # a program's steps: its lines
+    sampler = Labeller(engine, LabelConfig(paths=samples, temperature=temperature,
+                                           stop=CODE_STOP if code else DEFAULT_STOP), seed=seed)
     grade = Grader()
     out: list[Solution] = []
     for start in range(0, len(problems), 16):  # 16 problems per engine batch
@@ -79,7 +84,7 @@ def collect(engine: Any, scorers: Mapping[str, Any], problems: Sequence[Problem]
                     start + j, steps, {k: tuple(v[n.id] for n in path) for k, v in scored.items()},
                     extract(problem, leaf.text) if leaf.finished else None,
                     leaf.finished and grade(problem, leaf.text).correct, leaf.finished,
-                    first_error(problem, steps) if leaf.finished else None))
+                    first_error(problem, steps, grade) if leaf.finished else None))
         engine.retain([])
     return out
 

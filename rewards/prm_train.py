@@ -61,17 +61,18 @@ from search.engines.base import DEFAULT_STOP
 from search.types import Problem
 
 
-def policy_format(engine: Any) -> PRMFormat:
+def policy_format(engine: Any, stop: Sequence[str] = DEFAULT_STOP) -> PRMFormat:
     """The policy's own text as a PRM of Math-Shepherd's kind reads it: the engine's prompt
     (its plain template, or the chat template with its system prompt) and the steps with
-    their delimiter as the tag, "+"/"-" read after it."""
+    their delimiter (the first of `stop`) as the tag, "+"/"-" read after it."""
     prompt = engine.prompt
-    return PRMFormat("math_shepherd", step_tag=DEFAULT_STOP[0], good="+", bad="-",
+    return PRMFormat("math_shepherd", step_tag=stop[0], good="+", bad="-",
                      chat=engine.chat, system=prompt.system_prompt,
                      question_template=prompt.template)
 
 
 FORMAT_CHOICES = (MATH_SHEPHERD.family, "policy")
+CODE_STOP = ("\n",)  # a program's steps are its lines (as problems.value_head labels them)
 
 
 def encode(tok: Any, fmt: PRMFormat, path: LabelledPath
@@ -309,11 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     work = args.work or Path("runs/prm") / args.out.name
     levels = [int(v) for v in args.levels.split(",")]
+    code = problems_for(args.policy, 1, levels, args.data_seed)[0].domain == "code"
     cfg = LabelConfig(labels=args.labels, search=args.search, paths=args.paths,
                       completions=args.completions, temperature=args.temperature,
-                      alpha=args.alpha, reuse=not args.no_reuse)
+                      alpha=args.alpha, reuse=not args.no_reuse,
+                      stop=CODE_STOP if code else DEFAULT_STOP)
     engine = HFEngine.load(args.policy)
-    fmt = policy_format(engine) if args.format == "policy" else MATH_SHEPHERD
+    fmt = policy_format(engine, cfg.stop) if args.format == "policy" else MATH_SHEPHERD
     cost = {}
     for name, n, seed in (("labels", args.problems, args.data_seed),
                           ("val", args.val_problems, args.val_seed)):
@@ -338,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"command": "python -m rewards.prm_train " + shlex.join(argv or sys.argv[1:]),
             "policy": args.policy, "format": asdict(fmt), "init": args.init,
             "lm_weight": args.lm_weight,
-            "label_config": {k: v for k, v in asdict(cfg).items() if k != "stop"},
+            "label_config": asdict(cfg),
             "training_problems": {"generator_seed": args.data_seed, "levels": levels,
                                   "n": args.problems},
             "validation_problems": {"generator_seed": args.val_seed, "levels": levels,

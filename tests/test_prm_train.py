@@ -182,6 +182,25 @@ def test_first_error_definition():
 
 
 # -- the checkpoint: rewards.prm reads it as training read it --------------------------------
+def test_first_error_of_a_program_is_where_it_parts_from_the_reference():
+    """A program's steps are its lines; line k errs when the sample's lines up to k and the
+    reference's after it fail the hidden tests (run in the sandbox): a line written in other
+    words is right, a wrong, dropped or extra stage errs where it stands."""
+    from problems import codegen
+    from problems.evaluate import Grader, first_error
+
+    p = codegen.generate(1, seed=90_005, difficulty=3)[0]
+    lines = p.metadata["solution"][len(p.prompt):].splitlines(keepends=True)
+    assert len(lines) == 4 and lines[1] == "    s = s.swapcase()\n"
+    check = Grader()
+    assert first_error(p, lines, check) is None
+    same = [lines[0], "    s = ''.join(c.swapcase() for c in s)\n", *lines[2:]]
+    assert first_error(p, same, check) is None
+    assert first_error(p, [lines[0], "    s = s.upper()\n", *lines[2:]], check) == 1
+    assert first_error(p, lines[:1] + lines[2:], check) == 1  # the stage dropped
+    assert first_error(p, [*lines[:3], "    n = n + 1\n", lines[3]], check) == 3
+
+
 @pytest.fixture(scope="module")
 def small_prm(tmp_path_factory):
     model, tok = build("tiny-arith")
@@ -377,48 +396,59 @@ def test_a_declared_format_loads_with_its_checkpoint(tmp_path):
 
 
 # -- the shipped checkpoint ------------------------------------------------------------------
-def test_shipped_prm_is_found_by_name_before_anything_loads():
+@pytest.mark.parametrize("name", ["tiny-arith-prm", "tiny-code-prm"])
+def test_shipped_prm_is_found_by_name_before_anything_loads(name):
     from problems.reasoners import prm_folder
     from search.api import check_scorer
 
-    folder = prm_folder("tiny-arith-prm")
+    folder = prm_folder(name)
     assert folder is not None and (folder / "model.safetensors").is_file()
     meta = json.loads((folder / "prm.json").read_text())
     # its training problems are disjoint from the demo's (2024, 6173) and the fit's (99)
     seeds = {meta["training_problems"]["generator_seed"], meta["validation_problems"]["generator_seed"]}
     assert not seeds & {2024, 6173, 99, 12345, 777}
     assert meta["command"].startswith("python -m rewards.prm_train")
-    assert check_scorer("prm:tiny-arith-prm") == "prm:tiny-arith-prm"
-    assert prm_folder("tiny-arith") is None
+    assert meta["policy"] == name.removesuffix("-prm")
+    assert check_scorer(f"prm:{name}") == f"prm:{name}"
+    assert prm_folder(name.removesuffix("-prm")) is None
 
 
-def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward():
-    """`scorer="prm:tiny-arith-prm"` loads the shipped checkpoint as any hub PRM; its step
-    scores on a held-out gold solution are the plain full-prefix forward's, read at each
-    step's tag."""
+@pytest.mark.parametrize("name", ["tiny-arith-prm", "tiny-code-prm"])
+def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward(name):
+    """`scorer="prm:<name>"` loads the shipped checkpoint as any hub PRM; its step scores on
+    a held-out gold solution (a program: its lines) are the plain full-prefix forward's,
+    read at each step's tag."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from problems import codegen
     from problems.reasoners import prm_folder
+    from rewards.prm import declared_format
     from search.scoring import load
 
-    prm = load("prm:tiny-arith-prm")
-    assert isinstance(prm, HFPRM) and prm.name == "prm:tiny-arith-prm"
-    folder = prm_folder("tiny-arith-prm")
+    prm = load(f"prm:{name}")
+    assert isinstance(prm, HFPRM) and prm.name == f"prm:{name}"
+    folder = prm_folder(name)
     assert folder is not None
+    fmt = declared_format(folder) or MATH_SHEPHERD
+    assert prm.fmt == fmt
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    p = arith.generate(1, seed=90_001, difficulty=5)[0]
-    steps = [s + "\n\n" for s in p.metadata["solution"].split("\n\n")]
+    if name == "tiny-arith-prm":
+        p = arith.generate(1, seed=90_001, difficulty=5)[0]
+        steps = [s + "\n\n" for s in p.metadata["solution"].split("\n\n")]
+    else:
+        p = codegen.generate(1, seed=90_001, difficulty=3)[0]
+        steps = p.metadata["solution"][len(p.prompt):].splitlines(keepends=True)
     node, nodes = Node(problem=p, prompt_ids=(0,)), []
     for text in steps:
         node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
         nodes.append(node)
     got = prm.score(p, nodes)
-    ids, ends, _, _ = encode(tok, MATH_SHEPHERD, LabelledPath(
+    ids, ends, _, _ = encode(tok, fmt, LabelledPath(
         p.id, p.prompt, str(p.answer), tuple(steps), (1.0,) * len(steps), True))
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0]
-    pair = label_ids(tok, MATH_SHEPHERD)
+    pair = label_ids(tok, fmt)
     assert pair is not None
     want = [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
     assert got == pytest.approx(want, abs=1e-4)
@@ -457,3 +487,23 @@ def test_policy_surprise_is_the_engines_own_token_logprobs():
     # a min over a subset of the tokens: never below the min over all of them
     assert all(d >= e for d, e in zip(got["digits"], got["every token"]))
     assert min(want["digits"]) < 0
+
+
+def test_prm_eval_samples_programs_line_by_line():
+    """reports.prm_eval on tiny-code: a program's steps are its lines (as prm_train labels
+    them), and each finished one carries its first error (problems.evaluate.first_error)."""
+    from problems import codegen
+    from reports.prm_eval import collect
+    from search.engines.hf import HFEngine
+
+    engine = HFEngine.load("tiny-code")
+    sols = collect(engine, {}, codegen.generate(2, seed=90_006, difficulty=2), samples=3, seed=0)
+    assert len(sols) == 6
+    for s in sols:
+        assert all(step.count("\n") <= 1 and (step.endswith("\n") or step is s.steps[-1])
+                   for step in s.steps)
+        if s.finished:
+            assert s.first_error is None or 0 <= s.first_error < len(s.steps)
+    assert any(len(s.steps) >= 2 for s in sols)
+    assert any(s.finished and s.first_error is not None for s in sols) or all(
+        s.correct for s in sols)
