@@ -34,6 +34,7 @@ import torch
 
 from problems import arith, codegen
 from search.cli import parse, printout
+from search.engines.base import DEFAULT_STOP
 from search.engines.hf import HFEngine
 from search.types import Problem
 from verifiers.grade import Grade, grade
@@ -117,6 +118,15 @@ class Grader:
         if key not in self._seen:
             self._seen[key] = grade(problem, text)
         return self._seen[key]
+
+
+CODE_STOP = ("\n",)  # a program's steps are its lines
+
+
+def step_stop(problems: Sequence[Problem]) -> tuple[str, ...]:
+    """Where the steps of these problems' solutions end: a program's at each line, any other
+    solution's at DEFAULT_STOP (labels, PRM training and PRM evaluation cut them alike)."""
+    return CODE_STOP if problems and problems[0].domain == "code" else DEFAULT_STOP
 
 
 def first_error(problem: Problem, steps: Sequence[str], check: Grader | None = None

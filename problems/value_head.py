@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="folder of the model (default: its own folder)")
     args = ap.parse_args(argv)
     from problems import reasoners
-    from problems.evaluate import TASKS, task_of
+    from problems.evaluate import TASKS, step_stop, task_of
     from search.engines.hf import HFEngine
 
     engine = HFEngine.load(args.model, keep_hidden=True)
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     probs = [per_level[lv][i // len(levels)]
              for i, lv in zip(range(args.problems), itertools.cycle(levels))]
     split = int(0.8 * len(probs))
-    stop = ("\n",) if probs[0].domain == "code" else DEFAULT_STOP  # a program's steps: lines
+    stop = step_stop(probs)
     train = rollout_labels(engine, probs[:split], seed=args.seed, stop=stop)
     x_te, y_te, g_te = rollout_labels(engine, probs[split:], seed=args.seed + 1, stop=stop)
     test = (x_te, y_te, [probs[split + g].metadata["difficulty"] for g in g_te])

@@ -37,7 +37,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "--work": dict(type=Path, default=Path("runs/prm/b")),
     "--policy": dict(default="tiny-arith"),
     "--prm": dict(default=None, help="a trained PRM to measure too (name or folder)"),
-    "--variants": dict(default="", help="LABELS:EPOCHS:LR,... (LABELS: mc or truth)"),
+    "--variants": dict(default="", help="LABELS:EPOCHS:LR[:FORMAT],... (LABELS: mc or "
+                       "truth; FORMAT: math_shepherd or policy)"),
     "--lm-weight": dict(type=float, default=1.0),
     "--seed": dict(type=int, default=0),
 }
@@ -65,37 +66,34 @@ def truth_auc(model: Any, tok: Any, fmt: Any, paths: Sequence[LabelledPath]) -> 
     return evaluate(model, Batches(tok, fmt, paths), pair)["auc"]
 
 
-def surprise_scores(policy: str, paths: Sequence[LabelledPath]) -> dict[str, list[float]]:
+def surprise_scores(engine: Any, paths: Sequence[LabelledPath]) -> dict[str, list[float]]:
     """Per step of every path, the policy's lowest token log-probability on the path up to
-    the step's end: over every token of the steps, and over their digits only."""
-    import torch
-
-    from search.engines.hf import HFEngine
+    the step's end, over every token of the steps and over their digits only: the
+    log-probabilities the engine gives the path's own tokens when it forces them (extend)."""
     from search.types import Problem
 
-    engine = HFEngine.load(policy)
-    model, tok = engine.model, engine.tokenizer
     out: dict[str, list[float]] = {"every token": [], "digits": []}
-    for path in paths:
-        text = engine.prompt.text(Problem(prompt=path.prompt, id=path.problem_id), tok)
-        ids = [int(i) for i in tok(text)["input_ids"]]
-        spans = []
-        for step in path.steps:  # the policy's own text: its prompt, then its steps
-            own = tok(step, add_special_tokens=False)["input_ids"]
-            spans.append(range(len(ids), len(ids) + len(own)))
-            ids += own
-        with torch.no_grad():
-            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-        pieces = tok.convert_ids_to_tokens(ids)
-        low = {k: 0.0 for k in out}
-        for span in spans:
-            for t in span:  # position t - 1 predicts token t
-                lp = logp[t - 1, ids[t]].item()
-                low["every token"] = min(low["every token"], lp)
-                if pieces[t].strip().isdigit():
-                    low["digits"] = min(low["digits"], lp)
-            for k in out:
-                out[k].append(low[k])
+    for start in range(0, len(paths), 64):  # 64 paths' trees in memory at a time
+        chunk = paths[start:start + 64]
+        nodes = [engine.root(Problem(prompt=p.prompt, id=p.problem_id)) for p in chunk]
+        forced: list[list[Any]] = [[] for _ in chunk]  # each path's steps, as the engine read them
+        for j in range(max(len(p.steps) for p in chunk)):
+            live = [i for i, p in enumerate(chunk) if j < len(p.steps)]
+            kids = engine.extend([nodes[i] for i in live], [chunk[i].steps[j] for i in live])
+            for i, kid in zip(live, kids):
+                nodes[i] = kid
+                forced[i].append(kid.step)
+        engine.retain([])
+        for steps in forced:
+            low = {k: 0.0 for k in out}
+            for step in steps:
+                pieces = engine.tokenizer.convert_ids_to_tokens(list(step.token_ids))
+                for piece, lp in zip(pieces, step.logprobs):
+                    low["every token"] = min(low["every token"], lp)
+                    if piece.strip().isdigit():
+                        low["digits"] = min(low["digits"], lp)
+                for k in out:
+                    out[k].append(low[k])
     return out
 
 
@@ -103,33 +101,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from problems.value_head import auc
-    from rewards.prm import MATH_SHEPHERD, declared_format
+    from rewards.prm import HFPRM, MATH_SHEPHERD
     from rewards.prm_train import build, policy_format, train
     from search.engines.hf import HFEngine
 
     args = parse(PROG, __doc__, OPTIONS, argv)
     torch.set_num_threads(1)
+    engine = HFEngine.load(args.policy)
     val = [LabelledPath.of(r) for r in read_rows(args.work / "val.jsonl")]
     truth = [true_labels(p) for p in val]
+    positive = [y is not None and y > 0.5 for p in truth for y in p.labels]
     out: dict[str, float] = {
-        "depth alone": auc([-j for p in truth for j in range(len(p.steps))],
-                           [y is not None and y > 0.5 for p in truth for y in p.labels]),
+        "depth alone": auc([-j for p in truth for j in range(len(p.steps))], positive),
         "the Monte-Carlo labels": auc(
             [lab for p in val for lab in p.labels if lab is not None],
             [t is not None and t > 0.5 for p, q in zip(val, truth)
              for lab, t in zip(p.labels, q.labels) if lab is not None])}
-    positive = [y is not None and y > 0.5 for p in truth for y in p.labels]
-    for kind, scores in surprise_scores(args.policy, truth).items():
+    for kind, scores in surprise_scores(engine, truth).items():
         out[f"the policy's surprise ({kind})"] = auc(scores, positive)
-    if args.prm:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from problems.reasoners import prm_folder
-
-        where = str(prm_folder(args.prm) or args.prm)
-        out[f"PRM {args.prm}"] = truth_auc(AutoModelForCausalLM.from_pretrained(where),
-                                           AutoTokenizer.from_pretrained(where),
-                                           declared_format(where) or MATH_SHEPHERD, truth)
+    if args.prm:  # loaded as a search loads it: embedded name or folder, declared format
+        prm = HFPRM.load(args.prm, fast=False)
+        out[f"PRM {args.prm}"] = truth_auc(prm.model, prm.tokenizer, prm.fmt, truth)
     rows = [LabelledPath.of(r) for r in read_rows(args.work / "labels.jsonl")]
     for spec in filter(None, args.variants.split(",")):
         kind, epochs, lr, form = (spec.split(":") + [MATH_SHEPHERD.family])[:4]
@@ -137,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"a variant is mc|truth:EPOCHS:LR[:policy|math_shepherd], "
                              f"got {spec!r}")
         t0 = time.perf_counter()
-        fmt = policy_format(HFEngine.load(args.policy)) if form == "policy" else MATH_SHEPHERD
+        fmt = policy_format(engine) if form == "policy" else MATH_SHEPHERD
         model, tok = build(args.policy, fmt=fmt, seed=args.seed)
         train(model, tok, fmt, rows if kind == "mc" else [true_labels(p) for p in rows],
               val, epochs=int(epochs), lr=float(lr), lm_weight=args.lm_weight, seed=args.seed,

@@ -56,15 +56,12 @@ class Solution:
 def collect(engine: Any, scorers: Mapping[str, Any], problems: Sequence[Problem], *,
             samples: int, seed: int, temperature: float = 0.8) -> list[Solution]:
     """`samples` solutions per problem, every step scored by every scorer."""
-    from problems.evaluate import Grader, first_error
+    from problems.evaluate import Grader, first_error, step_stop
     from problems.prm_labels import LabelConfig, Labeller
-    from rewards.prm_train import CODE_STOP
     from search.answers import extract
-    from search.engines.base import DEFAULT_STOP
 
-    code = bool(problems) and problems[0].domain == "code"  # a program's steps: its lines
     sampler = Labeller(engine, LabelConfig(paths=samples, temperature=temperature,
-                                           stop=CODE_STOP if code else DEFAULT_STOP), seed=seed)
+                                           stop=step_stop(problems)), seed=seed)
     grade = Grader()
     out: list[Solution] = []
     for start in range(0, len(problems), 16):  # 16 problems per engine batch

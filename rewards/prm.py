@@ -167,10 +167,10 @@ class HFPRM(PerThreadMeter):
 
         trust = kwargs.pop("trust_remote_code", False)
         where = str(prm_folder(name_or_path) or name_or_path)
-        fmt = fmt if fmt is not None else declared_format(where)
+        fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or declared_format(where)
         try:
             tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust)
-            head = (fmt if isinstance(fmt, str) else fmt.family if fmt else None) == "qwen_prm"
+            head = fmt is not None and fmt.family == QWEN_PRM.family  # a reward head
             auto = AutoModel if head else AutoModelForCausalLM
             model = auto.from_pretrained(where, trust_remote_code=trust)
         except (OSError, ValueError) as err:

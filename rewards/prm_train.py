@@ -16,8 +16,9 @@
    policy; a tag's characters join the vocabulary where the tokenizer cannot spell them)
    or from scratch (--init scratch, the policy's architecture). The loss is the
    cross-entropy of that two-way softmax against each labelled step's label (soft labels as
-   targets in [0, 1]), every step of a path read in one forward. Each epoch is checkpointed in WORK; the epoch
-   with the best validation loss is kept.
+   targets in [0, 1]), every step of a path read in one forward. Each epoch is checkpointed
+   in WORK; the epoch with the best validation loss is kept. A program's steps are its lines
+   (problems.evaluate.step_stop), a worked solution's its paragraphs.
 3. Save: save_pretrained (model and tokenizer) to OUT with prm.json (the command, the
    problems' generator seeds, label counts, labelling cost, the prefill the shared-prefix
    tree saved, validation figures, minutes). `scorer="prm:OUT"` (or the embedded name) loads
@@ -72,7 +73,6 @@ def policy_format(engine: Any, stop: Sequence[str] = DEFAULT_STOP) -> PRMFormat:
 
 
 FORMAT_CHOICES = (MATH_SHEPHERD.family, "policy")
-CODE_STOP = ("\n",)  # a program's steps are its lines (as problems.value_head labels them)
 
 
 def encode(tok: Any, fmt: PRMFormat, path: LabelledPath
@@ -300,6 +300,7 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
 
 
 def main(argv: list[str] | None = None) -> int:
+    from problems.evaluate import step_stop
     from search.cli import parse
 
     args = parse(PROG, __doc__, OPTIONS, argv)
@@ -310,17 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     work = args.work or Path("runs/prm") / args.out.name
     levels = [int(v) for v in args.levels.split(",")]
-    code = problems_for(args.policy, 1, levels, args.data_seed)[0].domain == "code"
+    sets = {"labels": problems_for(args.policy, args.problems, levels, args.data_seed),
+            "val": problems_for(args.policy, args.val_problems, levels, args.val_seed)}
     cfg = LabelConfig(labels=args.labels, search=args.search, paths=args.paths,
                       completions=args.completions, temperature=args.temperature,
-                      alpha=args.alpha, reuse=not args.no_reuse,
-                      stop=CODE_STOP if code else DEFAULT_STOP)
+                      alpha=args.alpha, reuse=not args.no_reuse, stop=step_stop(sets["labels"]))
     engine = HFEngine.load(args.policy)
     fmt = policy_format(engine, cfg.stop) if args.format == "policy" else MATH_SHEPHERD
     cost = {}
-    for name, n, seed in (("labels", args.problems, args.data_seed),
-                          ("val", args.val_problems, args.val_seed)):
-        probs = problems_for(args.policy, n, levels, seed)
+    for name, probs in sets.items():
         c = label_problems(engine, probs, work / f"{name}.jsonl", cfg, seed=args.seed,
                            batch=args.batch, progress=not args.quiet)
         cost[name] = {**asdict(c), "prefill_saved": round(saved(c), 4)}

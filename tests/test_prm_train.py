@@ -201,6 +201,27 @@ def test_first_error_of_a_program_is_where_it_parts_from_the_reference():
     assert first_error(p, [*lines[:3], "    n = n + 1\n", lines[3]], check) == 3
 
 
+def scored_by(prm: HFPRM, problem: Problem, steps) -> list[float]:
+    """The PRM's scores of `steps` as a search asks for them: a chain of nodes."""
+    node, nodes = Node(problem=problem, prompt_ids=(0,)), []
+    for text in steps:
+        node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
+        nodes.append(node)
+    return prm.score(problem, nodes)
+
+
+def plain_forward_scores(model, tok, fmt, problem: Problem, steps) -> list[float]:
+    """The reference: one plain forward over the formatted path, read at each step's tag."""
+    ids, ends, _, _ = encode(tok, fmt, LabelledPath(problem.id, problem.prompt,
+                                                    str(problem.answer), tuple(steps),
+                                                    (1.0,) * len(steps), True))
+    pair = label_ids(tok, fmt)
+    assert pair is not None and len(ends) == len(steps)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0]
+    return [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
+
+
 @pytest.fixture(scope="module")
 def small_prm(tmp_path_factory):
     model, tok = build("tiny-arith")
@@ -226,24 +247,11 @@ def test_trained_checkpoint_scores_as_in_training(small_prm):
     prm = HFPRM.load(str(out))
     assert prm.fmt.family == "math_shepherd"
     problem = Problem(prompt=paths[0].prompt, id="p", answer="8")
-    root = Node(problem=problem, prompt_ids=(0,))
-    pair = label_ids(tok, MATH_SHEPHERD)
-    assert pair is not None
     for path in paths:
-        node, nodes = root, []
-        for text in path.steps:
-            node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
-            nodes.append(node)
-        got = prm.score(problem, nodes)
-        # reference: one plain forward over the formatted path, read at each step's end
-        every = LabelledPath(path.problem_id, path.prompt, path.answer, path.steps,
-                             (1.0,) * len(path.steps), path.correct)
-        ids, ends, _, _ = encode(tok, MATH_SHEPHERD, every)
-        assert len(got) == len(path.steps) == len(ends)
-        with torch.no_grad():
-            logits = model(torch.tensor([ids])).logits[0]
-        want = [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
-        assert got == pytest.approx(want, abs=1e-4)
+        got = scored_by(prm, problem, path.steps)
+        assert len(got) == len(path.steps)
+        assert got == pytest.approx(plain_forward_scores(model, tok, MATH_SHEPHERD, problem,
+                                                         path.steps), abs=1e-4)
 
 
 def test_batches_pad_without_moving_positions(small_prm):
@@ -377,19 +385,8 @@ def test_a_declared_format_loads_with_its_checkpoint(tmp_path):
     assert prm.fmt == fmt
     p = arith.generate(1, seed=90_003, difficulty=2)[0]
     steps = tuple(s + "\n\n" for s in p.metadata["solution"].split("\n\n"))
-    node, nodes = Node(problem=p, prompt_ids=(0,)), []
-    for text in steps:
-        node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
-        nodes.append(node)
-    got = prm.score(p, nodes)
-    ids, ends, _, _ = encode(tok, fmt, LabelledPath(p.id, p.prompt, str(p.answer), steps,
-                                                    (1.0,) * len(steps), True))
-    pair = label_ids(tok, fmt)
-    assert pair is not None
-    with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0]
-    assert got == pytest.approx([torch.softmax(logits[e, list(pair)], -1)[0].item()
-                                 for e in ends], abs=1e-4)
+    assert scored_by(prm, p, steps) == pytest.approx(
+        plain_forward_scores(model, tok, fmt, p, steps), abs=1e-4)
     (tmp_path / "prm_format.json").write_text('{"family": "math_shepherd", "tag": 1}')
     with pytest.raises(ValueError, match="not a PRM format"):
         declared_format(tmp_path)
@@ -439,18 +436,8 @@ def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward(name):
     else:
         p = codegen.generate(1, seed=90_001, difficulty=3)[0]
         steps = p.metadata["solution"][len(p.prompt):].splitlines(keepends=True)
-    node, nodes = Node(problem=p, prompt_ids=(0,)), []
-    for text in steps:
-        node = Node(parent=node, step=Step(text, (0,), (0.0,), "stop"))
-        nodes.append(node)
-    got = prm.score(p, nodes)
-    ids, ends, _, _ = encode(tok, fmt, LabelledPath(
-        p.id, p.prompt, str(p.answer), tuple(steps), (1.0,) * len(steps), True))
-    with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0]
-    pair = label_ids(tok, fmt)
-    assert pair is not None
-    want = [torch.softmax(logits[e, list(pair)], -1)[0].item() for e in ends]
+    got = scored_by(prm, p, steps)
+    want = plain_forward_scores(model, tok, fmt, p, steps)
     assert got == pytest.approx(want, abs=1e-4)
 
 
@@ -480,7 +467,7 @@ def test_policy_surprise_is_the_engines_own_token_logprobs():
                     low["digits"] = min(low["digits"], lp)
             for k in want:
                 want[k].append(low[k])
-    got = surprise_scores("tiny-arith", paths)
+    got = surprise_scores(HFEngine.load("tiny-arith"), paths)  # forced, not sampled
     assert set(got) == set(want)
     for k in want:
         assert got[k] == pytest.approx(want[k], abs=1e-3)
