@@ -144,7 +144,6 @@ STAGES = (
     Stage("word_lengths", "str", "list", "take the length of each word (separated by spaces)",
           "[len(w) for w in {v}.split()]", ("[len(w) for w in {v}.split(' ')]",)),
 )
-BY_NAME = {stage.name: stage for stage in STAGES}
 INTRO = {"list": "Take a list of integers xs.", "str": "Take a string s.",
          "int": "Take an integer n."}
 WORDS = ("apple", "code", "sky", "tree", "data", "moon", "river", "python", "blue", "cat",

@@ -19,17 +19,6 @@ _NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _ALLOWED_CHARS = re.compile(r"[\d.eE+\-*/() ]*")
 
 
-def parse_number(text: str) -> Fraction | None:
-    """One literal ("12", "-0.5", "1.2e3") as an exact Fraction; None if it is not one."""
-    text = text.strip()
-    m = re.fullmatch(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d{1,4}))?", text)
-    if not m:
-        return None
-    # Fraction("1e99999999") would build a gigantic integer: exponents are capped at 4 digits.
-    value = Fraction(m.group(2)) * Fraction(10) ** int(m.group(3) or 0)
-    return -value if m.group(1) == "-" else value
-
-
 def eval_rational(expr: str) -> Fraction | None:
     """Value of an arithmetic expression of + - * / ** and parentheses, or None.
 

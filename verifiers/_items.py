@@ -30,13 +30,6 @@ BARE_LATEX = re.compile(
 CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
 
 
-def last_math(text: str) -> str | None:
-    """The last run of math in prose: a math span or a number, with the runs before it that
-    are joined to it by "and" / "or" / "," ("$1$, $2$ and $3$" -> "1, 2, 3")."""
-    items = math_items(text)
-    return run(text, items) if items else None
-
-
 def run(text: str, items: list[tuple[int, int, str]]) -> str:
     """The last item with the ones joined to it by connectors, as one list; the same value
     written twice is one item ("$\\frac{1}{2}$ or $0.5$", "1/2 or 50%")."""

@@ -89,8 +89,6 @@ class WeibullMixture:
             post = np.exp(lo - both)
         return np.where(np.isfinite(both), post, 0.5)
 
-    def logpdf(self, x: Sequence[float] | np.ndarray) -> np.ndarray:
-        return np.logaddexp(*self._log_parts(x))
 
 
 def _logpdf(y: np.ndarray, k: float, lam: float) -> np.ndarray:

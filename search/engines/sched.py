@@ -264,10 +264,6 @@ class Scheduler:
         # callers whose runs were interrupted: their jobs end with Interrupted
         self._stopped: weakref.WeakSet[ThreadState] = weakref.WeakSet()
 
-    @property
-    def is_serving(self) -> bool:
-        return self._serving > 0
-
     @contextmanager
     def serving(self, max_kv_bytes: int | None = None) -> Iterator[Scheduler]:
         """Route every job to the owner thread for the block (nested blocks share it)."""

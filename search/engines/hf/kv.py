@@ -343,24 +343,3 @@ def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | N
             out[:, :, b, :, P - n:] = kv
             mask[b, P - n:] = 1
     return out, mask
-
-
-def to_cache(stacked: torch.Tensor | None) -> DynamicCache:
-    """[L,2,B,H,P,D] -> a transformers DynamicCache (empty when nothing is cached)."""
-    if stacked is None:
-        return DynamicCache()
-    return DynamicCache(ddp_cache_data=[(stacked[i, 0], stacked[i, 1])
-                                        for i in range(stacked.shape[0])])
-
-
-def rows_from_cache(cache: DynamicCache, rows: Sequence[int], start: int, stop: int
-                    ) -> list[torch.Tensor]:
-    """Per row, a fresh [L,2,H,stop-start,D] copy of cache columns [start, stop)."""
-    kvs: list[tuple[torch.Tensor, torch.Tensor]] = [(layer.keys, layer.values)  # type: ignore[attr-defined]
-                                                    for layer in cache.layers]
-    idx = torch.as_tensor(list(rows), dtype=torch.long, device=kvs[0][0].device)
-    # [L, 2, R, H, T, D] in one gather per layer, then split by row
-    block = torch.stack([torch.stack((k.index_select(0, idx)[:, :, start:stop],
-                                      v.index_select(0, idx)[:, :, start:stop]))
-                         for k, v in kvs])
-    return [block[:, :, r].clone() for r in range(len(rows))]

@@ -94,13 +94,6 @@ class KVTree:
         Callers guarantee that the ancestors are complete, so it is a contiguous prefix."""
         return [seg.kv for a in node.path() if (seg := self._segs.get(a)) is not None and seg.n]
 
-    def path_kv(self, node: Node) -> torch.Tensor | None:
-        """[L, 2, H, P, D]: the cached part of the path in one tensor (None when empty)."""
-        parts = self.path_parts(node)
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=3)
-
     @property
     def layout(self) -> kvmod.KVLayout:
         if self._layout is None:
