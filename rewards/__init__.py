@@ -1,6 +1,6 @@
-"""Scorers: process/outcome reward models, verifier rewards, and their aggregation."""
+"""Scorers: process/outcome reward models, verifier rewards, value head, self-evaluation.
 
-from rewards.aggregate import AGGREGATES, last, mean, min, prod
-from rewards.base import KEY, Scorer, score_nodes
-
-__all__ = ["AGGREGATES", "KEY", "Scorer", "last", "mean", "min", "prod", "score_nodes"]
+The scorer contract (Scorer, KEY, score_nodes) and path aggregation (last/min/prod/mean) are
+the core's: search.scoring and search.aggregate. Importing rewards.registry registers this
+package's scorers there (search.plugins does it on first need).
+"""

@@ -13,10 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from search.scoring import SCORERS, Scorer, load, register, register_path_loader
+from search.scoring import Scorer, register, register_path_loader
 from search.types import Problem
-
-__all__ = ["SCORERS", "load"]
 
 
 def _make(module: str, cls: str, *, needs_engine: bool = False) -> Callable[..., Scorer]:

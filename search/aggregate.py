@@ -1,5 +1,5 @@
 """Aggregating per-step rewards into one path score: plain functions over a list of floats.
-Part of the scorer contract (search.scoring); rewards.aggregate re-exports it."""
+Part of the scorer contract (search.scoring)."""
 
 from __future__ import annotations
 

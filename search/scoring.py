@@ -2,8 +2,7 @@
 
 The core holds the contract (Scorer, KEY, score_nodes; aggregation in search.aggregate) and
 an empty registry of scorer factories; the plug-ins that implement scorers (rewards) fill it
-when search.plugins loads them, so the core never imports them. rewards.base re-exports the
-contract.
+when search.plugins loads them, so the core never imports them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Step-score aggregation (rewards.aggregate) against values worked by hand."""
+"""Step-score aggregation (search.aggregate) against values worked by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rewards import aggregate
+from search import aggregate
 
 SCORES = [0.9, 0.5, 0.8]
 

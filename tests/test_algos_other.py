@@ -223,8 +223,8 @@ def test_unit_test_scorer_runs_public_tests_in_the_sandbox():
 def test_pgtd_scores_by_public_tests_by_default(monkeypatch):
     """With no scorer, solve() gives pgtd on a code problem the unit-test scorer (PG-TD's
     public-test pass rate); other algorithms keep the log-probability scorer."""
-    from rewards import registry as scorers
     from search.api import default_scorer
+    from search.scoring import known
 
     assert default_scorer("pgtd", CODE) == "unit_tests"
     assert {default_scorer(a, CODE) for a in search.algorithms() if a != "pgtd"} == {"logprob"}
@@ -234,7 +234,7 @@ def test_pgtd_scores_by_public_tests_by_default(monkeypatch):
         made.append(ScriptedScorer(passes))
         return made[-1]
 
-    monkeypatch.setitem(scorers.SCORERS, "unit_tests", fake_unit_tests)
+    monkeypatch.setitem(known(), "unit_tests", fake_unit_tests)  # the plug-ins loaded
     res = search.solve(CODE, algo="pgtd", engine=code_engine(), budget=Budget(tokens=200))
     assert len(made) == 1 and res.score == 1.0 and passes((res.text,)) == 1.0
     other = search.solve(CODE, algo="best_of_n", engine=code_engine(), n=2)

@@ -12,7 +12,7 @@ import random
 import pytest
 
 import search
-from rewards import aggregate
+from search import aggregate
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 
 

@@ -14,9 +14,8 @@ import pytest
 import search
 from problems import arith
 from reports.eval import read_rows, run_grid
-from rewards import registry as scorers
 from rewards.verifier import StepCheckScorer
-from search import registry
+from search import registry, scoring
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
 from search.types import Node, Problem, Step
 
@@ -144,9 +143,9 @@ def test_eval_rows_without_a_scorer_record_the_vote(tmp_path):
 
 # -- item 2: path aggregation is the scorer's, and the step checker ranks finished paths -----
 def test_every_scorer_declares_its_path_aggregation():
-    from rewards.base import name, path_agg
+    from search.scoring import name, path_agg
 
-    made = {name: path_agg(scorers.load(name)) for name in ("logprob", "steps", "oracle",
+    made = {name: path_agg(scoring.load(name)) for name in ("logprob", "steps", "oracle",
                                                              "unit_tests")}
     assert made == {"logprob": "mean", "steps": "min", "oracle": "last", "unit_tests": "last"}
     from rewards.prm import FORMATS
@@ -156,7 +155,7 @@ def test_every_scorer_declares_its_path_aggregation():
     assert {f.family: f.path_agg for f in FORMATS.values()} == {"math_shepherd": "min",
                                                                 "qwen_prm": "min"}
     assert (SelfEvalScorer.path_agg, ValueHeadScorer.path_agg) == ("prod", "last")
-    assert name(scorers.load("steps")) == "steps" and name(scorers.load("unit_tests")) == \
+    assert name(scoring.load("steps")) == "steps" and name(scoring.load("unit_tests")) == \
         "unit_tests"
 
 

@@ -113,7 +113,7 @@ def test_scorer_needs_features(tiny_model, tmp_path):
 def test_registry_value_scorer_loads_the_head_next_to_the_model(tiny_model, tmp_path):
     """scorer="value": the head saved in the model's folder, with the engine switched to
     recording step features; no head there is a clear error."""
-    from rewards.registry import load as load_scorer
+    from search.scoring import load as load_scorer
 
     model, tok = tiny_model
     model.save_pretrained(tmp_path)
