@@ -60,12 +60,11 @@ def timed(fn, pairs: list[tuple[str, str]]) -> tuple[float, list[float], list]:
 
 
 def speed(reference: bool) -> None:
-    from verifiers._pool import pool
-    from verifiers.math import verify
+    from verifiers.math import verify, worker_startup_seconds
 
     pairs = math500_candidates()
     total, times, verdicts = timed(verify, pairs)
-    startup = pool().startup_wait
+    startup = worker_startup_seconds()
     print(f"MATH-500: {len(pairs)} candidates graded in {total:.2f} s (fresh process, worker "
           f"start-up included: {startup:.2f} s); median call {statistics.median(times) * 1e3:.2f} "
           f"ms, slowest {max(times):.2f} s (call #{times.index(max(times)) + 1}), next slowest "

@@ -1,6 +1,6 @@
 """Measure the system calls the sandbox's two processes make once confined (issue 31).
 
-The seccomp allowlist in verifiers/_sandbox_filter.py is this measurement: run HumanEval's
+The seccomp allowlist in verifiers/_sandbox/seccomp.py is this measurement: run HumanEval's
 canonical solutions against their hidden tests, the project's own code tasks
 (problems.codegen, every difficulty) against theirs, and a few honest programs that use the
 standard library as a program may (time, randomness, temp files, big allocations, deep
@@ -39,12 +39,12 @@ EXTRA = {extra!r}
 import sys, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {repo!r})
-from verifiers import _sandbox_host as host
+from verifiers._sandbox import host
 from verifiers import code
 from problems import codegen
 from problems.humaneval import humaneval_file, load_humaneval
 original = host.source
-host.source = lambda name: original(name) + ({patch!r} if name == "_sandbox_os.py" else "")
+host.source = lambda name: original(name) + ({patch!r} if name == "confine.py" else "")
 runs = [(p.metadata["solution"], p.hidden_tests, p.entry_point)
         for p in load_humaneval(humaneval_file())[:{problems}]]
 for difficulty in range(codegen.MIN_DIFFICULTY, codegen.MAX_DIFFICULTY + 1):

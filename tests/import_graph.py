@@ -147,7 +147,7 @@ def describe(component: list[str], root: Path, packages: tuple[str, ...]) -> str
 
 def private_imports(root: Path, packages: tuple[str, ...]) -> list[str]:
     """'file:line from M import _name' for each import of another module's private name (a
-    private submodule of the importer's own package is fine: verifiers._sandbox_host)."""
+    private submodule of the importer's own package is fine: verifiers._sandbox.host)."""
     mods = modules(root, packages)
     found = []
     for module, path in mods.items():

@@ -26,7 +26,7 @@ from reports.grader_corpus import (
     math_verify_verdicts,
     reference_verdict,
 )
-from verifiers._quantity import COMPOUND
+from verifiers._math.quantity import COMPOUND
 from verifiers.math import Verdict, verify
 
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from verifiers._pool import STARTUP_TIMEOUT, pool
+from verifiers._math.pool import STARTUP_TIMEOUT, pool
 from verifiers.math import MAX_ANSWER_CHARS, Verdict, extract_answer, normalize, verify
 from verifiers.steps import StepVerdict, check_step
 

@@ -126,21 +126,21 @@ def recorded_sessions():
     """The session ids of the processes run_tests starts meanwhile (each run: the judge and
     the sandbox, each in a session of its own). Patched by hand, not with monkeypatch: a
     test's own monkeypatch (its environment) must be undone before host_untouched checks."""
-    from verifiers import _sandbox_host
+    from verifiers._sandbox import host
 
     sessions: list[int] = []
-    popen = _sandbox_host._popen
+    popen = host._popen
 
     def recording_popen(*args, **kwargs):
         proc = popen(*args, **kwargs)
         sessions.append(proc.pid)  # start_new_session: its session and group id
         return proc
 
-    _sandbox_host._popen = recording_popen
+    host._popen = recording_popen
     try:
         yield sessions
     finally:
-        _sandbox_host._popen = popen
+        host._popen = popen
 
 
 @pytest.fixture(autouse=True)

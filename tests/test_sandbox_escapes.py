@@ -14,7 +14,7 @@ import pytest
 import test_sandbox
 from test_sandbox import _mode_available, hostile
 
-from verifiers import _sandbox_files, _sandbox_host
+from verifiers._sandbox import files, host
 from verifiers.code import rlimits_gaps, run_tests
 
 mode = test_sandbox.mode  # the shared fixture, by name
@@ -199,7 +199,7 @@ def test_program_strings_reach_the_caller_sanitised():
     for text in texts:
         text.encode("utf-8")  # raises on a lone surrogate
         assert not any(ord(c) < 32 and c not in "\n\t" for c in text), repr(text[:80])
-        assert len(text) <= _sandbox_host.OUTPUT_KEPT
+        assert len(text) <= host.OUTPUT_KEPT
     assert "\\ud800\\x07" in report.results[0].reason and len(report.results[0].reason) <= 2000
 
 
@@ -230,11 +230,11 @@ def test_clean_up_of_any_depth_never_raises(tmp_path):
         if depth % 700 == 0:
             os.mkdir("locked", 0, dir_fd=fd)
     os.close(fd)
-    _sandbox_files.remove_tree(str(tmp_path / "d"))
+    files.remove_tree(str(tmp_path / "d"))
     assert list(tmp_path.iterdir()) == []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _sandbox_files.remove_tree(str(tmp_path / "missing"))
+        files.remove_tree(str(tmp_path / "missing"))
     assert any("clean-up left 1" in str(w.message) for w in caught)
 
 
@@ -289,9 +289,9 @@ def test_tmpfs_inodes_are_capped(isolation):
     (under bwrap where its runner may make a user namespace: see bwrap_nests)."""
     if not _mode_available(isolation):
         pytest.skip(f"{isolation} is not available here")
-    if isolation == "bwrap" and not _sandbox_host.bwrap_nests():
+    if isolation == "bwrap" and not host.bwrap_nests():
         pytest.skip("bwrap cannot nest a user namespace here: its tmpfs is capped in size only")
-    report = run_tests(INODES, [f"assert fill() == [{_sandbox_host.DISK_INODES - 1}, 28]"],
+    report = run_tests(INODES, [f"assert fill() == [{host.DISK_INODES - 1}, 28]"],
                        entry_point="fill", isolation=isolation, timeout=20)
     assert report.passed_all, report  # ENOSPC at the cap (the root dir is one inode)
 
@@ -313,4 +313,4 @@ def test_output_after_the_last_answer_does_not_hold_the_caller():
     report = run_tests(FLOOD_AFTER, ["assert f() == 1"], entry_point="f", timeout=2,
                        max_output_bytes=1 << 40)
     assert report.passed_all and report.seconds < 10, report.detail
-    assert len(report.output) <= _sandbox_host.OUTPUT_KEPT
+    assert len(report.output) <= host.OUTPUT_KEPT

@@ -12,7 +12,8 @@ import pytest
 import test_sandbox
 from test_sandbox import REPO, _mode_available
 
-from verifiers import _sandbox_files, _sandbox_host, code
+from verifiers import code
+from verifiers._sandbox import files, host
 from verifiers.code import SandboxUnavailable, run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)
@@ -69,7 +70,7 @@ def test_auto_refuses_to_fall_back_to_rlimits(monkeypatch):
         raise OSError("no namespaces here")
 
     monkeypatch.setattr(code, "_resolved", [])
-    monkeypatch.setattr(_sandbox_host, "start", broken)
+    monkeypatch.setattr(host, "start", broken)
     with pytest.raises(SandboxUnavailable, match="bubblewrap") as refused:
         run_tests("x = 1", ["pass"])
     assert "unprivileged_userns_clone" in str(refused.value)
@@ -83,7 +84,7 @@ def test_rlimits_refuses_unless_its_gaps_are_named():
     """isolation="rlimits" runs only when the caller names what it does not isolate here;
     the refusal names it. Landlock's presence decides "file_reads"."""
     gaps = code.rlimits_gaps()
-    assert "host_pids" in gaps and ("file_reads" in gaps) == (_sandbox_files.landlock_abi() == 0)
+    assert "host_pids" in gaps and ("file_reads" in gaps) == (files.landlock_abi() == 0)
     for partial in ((), tuple(sorted(gaps))[1:]):
         with pytest.raises(SandboxUnavailable, match="host_pids|file_reads") as refused:
             run_tests("x = 1", ["assert x == 1"], isolation="rlimits", unisolated=partial)
@@ -99,7 +100,7 @@ def test_rlimits_work_dir_has_a_private_parent_removed_after_the_run(tmp_path, m
     import stat
     import tempfile
 
-    from verifiers._sandbox_files import private_workdir
+    from verifiers._sandbox.files import private_workdir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     root, work = private_workdir()

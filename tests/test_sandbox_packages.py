@@ -12,7 +12,7 @@ import tempfile
 import pytest
 from test_sandbox import REPO, _mode_available
 
-from verifiers import _sandbox_files, _sandbox_host
+from verifiers._sandbox import files, host
 from verifiers.code import run_tests
 
 LOOKUP = r'''
@@ -87,7 +87,7 @@ def test_a_venv_under_tmp_works_with_site_packages(tmp_path, isolation):
                                VENV_PROGRAM], capture_output=True, text=True, timeout=120)
         assert done.stdout.split()[:2] == ["True", "None"], done.stdout + done.stderr
     finally:
-        _sandbox_files.remove_tree(venv)
+        files.remove_tree(venv)
 
 
 def test_bwrap_where_it_cannot_nest_a_user_namespace(monkeypatch):
@@ -99,7 +99,7 @@ def test_bwrap_where_it_cannot_nest_a_user_namespace(monkeypatch):
         pytest.skip("bwrap is not available here")
     from problems.humaneval import humaneval_file, load_humaneval
 
-    monkeypatch.setattr(_sandbox_host, "bwrap_nests", lambda: False)
+    monkeypatch.setattr(host, "bwrap_nests", lambda: False)
     problem = load_humaneval(humaneval_file())[0]
     for program, passes in ((LOOKUP, False), (problem.metadata["solution"], True)):
         report = run_tests(program, problem.hidden_tests, entry_point=problem.entry_point,

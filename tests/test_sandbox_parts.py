@@ -14,7 +14,7 @@ import pytest
 import test_sandbox
 from test_sandbox import REPO, _mode_available, hostile
 
-from verifiers import _sandbox_wire as wire
+from verifiers._sandbox import wire
 from verifiers.code import run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)
@@ -128,7 +128,7 @@ def test_frames_are_size_capped():
 
 SECCOMP = r"""
 import ctypes, fcntl, json, os, signal, socket, struct
-from verifiers._sandbox_filter import install_seccomp
+from verifiers._sandbox.seccomp import install_seccomp
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

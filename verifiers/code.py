@@ -37,7 +37,7 @@ Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare t
   no open for writing, no call that creates, removes or changes a file); with Landlock it reads
   only the interpreter and system dirs. `site_packages` needs bwrap or unshare.
 All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK
-and a seccomp allowlist (x86_64; _sandbox_filter, measured by reports/sandbox_syscalls): every
+and a seccomp allowlist (x86_64; _sandbox/seccomp.py, measured by reports/sandbox_syscalls): every
 call CPython needs to run a pure-Python program and answer the judge, and nothing else (no
 processes, threads, sockets, pipes, IPC, memfd, fallocate, AIO, page-cache residency calls,
 signal handlers, signals or scheduling aimed at others, mounts, namespaces). So the memory the
@@ -70,9 +70,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from verifiers import _sandbox_files as files
-from verifiers import _sandbox_filter as sfilter
-from verifiers import _sandbox_host as host
+from verifiers._sandbox import files, host, seccomp
 
 Isolation = Literal["auto", "bwrap", "unshare", "rlimits"]
 RunError = Literal["syntax_error", "program_error", "timeout", "memory", "output_limit",
@@ -194,10 +192,10 @@ def available_isolation() -> Literal["bwrap", "unshare"]:
 def seccomp_allowlist(role: str) -> tuple[frozenset[str], frozenset[str]]:
     """A sandbox process's seccomp allowlist by syscall name: (allowed with any arguments,
     allowed in some forms only). role: "runner" (the program under bwrap or unshare),
-    "runner-readonly" (under rlimits) or "judge". Why each is allowed: _sandbox_filter."""
-    names = {nr: name for name, nr in sfilter.SYSCALLS.items()}
-    plain = frozenset(names[nr] for nr in sfilter.allowed(role))
-    return plain, frozenset(sfilter.FILTERED) - plain
+    "runner-readonly" (under rlimits) or "judge". Why each is allowed: _sandbox/seccomp.py."""
+    names = {nr: name for name, nr in seccomp.SYSCALLS.items()}
+    plain = frozenset(names[nr] for nr in seccomp.allowed(role))
+    return plain, frozenset(seccomp.FILTERED) - plain
 
 
 def rlimits_gaps() -> frozenset[str]:
@@ -218,8 +216,8 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
     start = time.monotonic()
     entries = host.layout(site_packages)
     workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
-    sources = {"os_source": host.source("_sandbox_filter.py") + host.source("_sandbox_os.py"),
-               "wire_source": host.source("_sandbox_wire.py")}
+    sources = {"os_source": host.source("seccomp.py") + host.source("confine.py"),
+               "wire_source": host.source("wire.py")}
     program_payload = {"program": program, "mode": mode, "timeout": timeout,
                        "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
                        "disk_inodes": host.DISK_INODES,

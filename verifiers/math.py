@@ -3,19 +3,19 @@ r"""Math answer checking: `extract_answer`, `normalize` and `verify`.
     >>> verify(r"\frac{3}{4}", r"Let's compute... so the answer is $\boxed{\frac{3}{4}}$.").correct
     True
 
-How a verdict is reached. (1) The answer is found in each text (verifiers/_extract.py): the
+How a verdict is reached. (1) The answer is found in each text (verifiers/_math/extract.py): the
 conclusion among the boxes after the last </think>, the "final answer" / "the answer is"
-phrases and GSM8K's "####" (verifiers/_conclusion.py), else a bare answer, else the last run
+phrases and GSM8K's "####" (verifiers/_math/conclusion.py), else a bare answer, else the last run
 of math asserted in prose. (2) Cheap cases are decided here,
 in-process: identical normal forms (`normalize`), compound quantities, text answers, choice
 letters, plain numbers, numerals in a base. (3) Everything else goes to a worker process, killed after
 `timeout` seconds, where math-verify's LaTeX parser (latex2sympy2-extended) reads each whole
-answer and math-verify's `verify` compares them (verifiers/_compare.py).
+answer and math-verify's `verify` compares them (verifiers/_math/compare.py).
 
 Why math-verify decides equivalence (issue 18). Both routes measured side by side with the
 same extraction in front, on one 2-core machine shared with other jobs (load ~10), by
 `python reports/bench_grader.py --reference --math-verify-tests DIR`; the hand-written route
-is commit 8b1ec85's verifiers/_compare.py (sympy over this project's own plain form):
+is commit 8b1ec85's verifiers/_math/compare.py (sympy over this project's own plain form):
                                         hand-written sympy    math-verify (this module)
   differential corpus, 11,204 rows      0 FP, 0 FN            0 FP, 0 FN
   agreement with math-verify on it      96.4%                 96.4%
@@ -32,7 +32,7 @@ and its candidates' answers repeat), well inside the budget of 10 s for 500 cand
 Conventions where this grader differs from math-verify, each right for model output and
 tested (tests/test_grader_reproductions.py, tests/test_grader_corpus.py,
 tests/test_grader_conclusions.py):
-- The answer is the text's conclusion (verifiers/_conclusion.py): answers in questions,
+- The answer is the text's conclusion (verifiers/_math/conclusion.py): answers in questions,
   suppositions ("If the answer is 16, ..."), quotes or after "not" are not stated; a later
   answer replaces an earlier one across a correction ("Wait, that's wrong ... \boxed{18}");
   an answer withdrawn with nothing instead ("The answer is 16. Wait, that's wrong.") is none
@@ -49,7 +49,7 @@ tests/test_grader_conclusions.py):
   ("1 000", "10\,080", "14{,}916"; "2 3" is no number at all); "12.5%" is 12.5 as "10%" is 10.
 - Compound quantities ("5 hours and 30 minutes", "18 feet 6 inches", "16 dollars and 50
   cents") are one value: in the gold's unit when the gold names one ("330 minutes"), else in
-  their own first unit (5.5), so a bare gold 330 or 5 is wrong (verifiers/_quantity.py).
+  their own first unit (5.5), so a bare gold 330 or 5 is wrong (verifiers/_math/quantity.py).
 - Numerals: a gold "52_8" accepts "52_8" and "52", never "52_9"; a gold "52" never accepts
   "52_8" (a base the gold does not name makes another number; "52_{10}" is 52). math-verify
   drops subscripts. Intervals are never closed at infinity. Two decimals are equal only when
@@ -76,10 +76,10 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from verifiers import _quantity as quantity
-from verifiers._arith import eval_rational
-from verifiers._extract import answer_of
-from verifiers._latex import is_text, to_plain
+from verifiers._math import quantity
+from verifiers._math.arith import eval_rational
+from verifiers._math.extract import answer_of
+from verifiers._math.latex import is_text, to_plain
 
 MAX_ANSWER_CHARS = 1000  # a longer "answer" is not an answer; refuse it rather than parse it
 _MAX_NORMALIZE_CHARS = 5000
@@ -94,7 +94,7 @@ class Verdict:
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer of a solution, or None (see verifiers._extract for the order read).
+    """The final answer of a solution, or None (see verifiers._math.extract for the order read).
 
     Boxes that disagree come back as one list ("\\boxed{1} or \\boxed{3}" -> "1, 3"), so a
     hedge is never taken for its last box; a text of words alone gives None.
@@ -176,10 +176,18 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
         return verdict(*_numerals_equal(g, p))
     if bool(_CLOSED_AT_INFINITY.search(p)) != bool(_CLOSED_AT_INFINITY.search(g)):
         return verdict(False, "an interval is never closed at infinity")
-    from verifiers._pool import pool  # lazy: importing verifiers.math starts no process
+    from verifiers._math.pool import pool  # lazy: importing verifiers.math starts no process
 
     correct, reason = pool().run((g_raw, p_raw), timeout)
     return verdict(correct, reason)
+
+
+def worker_startup_seconds() -> float:
+    """Seconds this process has waited so far for verify's sympy workers to start (a
+    benchmark reports it apart from the grading itself)."""
+    from verifiers._math.pool import pool
+
+    return pool().startup_wait
 
 
 _COMPUTATION = re.compile(r"^\s*[-+*/×÷·^().\d\s=]*\d[-+*/×÷·^().\d\s=]*=\s*(-?[\d.,]+)\s*$")

@@ -1,13 +1,13 @@
 """The trusted judge (marker: tts-sandbox-judge): run the tests against the sandboxed program.
 
-`verifiers.code` starts it, outside the program's sandbox, through _sandbox_host's bootstrap:
+`verifiers.code` starts it, outside the program's sandbox, through host.py's bootstrap:
 
     python -I -B [-S] -c BOOT PAYLOAD_FD REQUEST_FD RESPONSE_FD RESULT_FD PARENT_PID
 
 The payload holds the tests (never sent to the program), the entry point and the limits. Each
 test runs here, in a fresh namespace holding the program's names: a callable is a proxy that
 sends its plain arguments to the program (REQUEST_FD) and returns the plain value that comes
-back (RESPONSE_FD), decoded by _sandbox_wire into new objects of exact builtin types; a module
+back (RESPONSE_FD), decoded by wire.py into new objects of exact builtin types; a module
 is this process's own import of it (top-level standard modules only); plain data is a copy. So the
 judge never runs an object the program made, and the program never sees a test, an expected
 value or a verdict: the most it can do is answer a call wrongly.
@@ -308,7 +308,7 @@ def _confine(config, parent):
     import ctypes
     import resource
 
-    helpers: dict = {"__name__": "_sandbox_os"}
+    helpers: dict = {"__name__": "sandbox_confine"}
     exec(config["os_source"], helpers)
     native = (ctypes.CDLL(None, use_errno=True), ctypes)
     helpers["die_with_parent"](*native, parent)

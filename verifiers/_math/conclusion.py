@@ -1,6 +1,6 @@
 r"""Which stated answer is a text's conclusion: commitment, self-correction and hedges.
 
-verifiers/_extract.py finds the candidates (boxes, "the answer is" phrases, GSM8K's "####");
+verifiers/_math/extract.py finds the candidates (boxes, "the answer is" phrases, GSM8K's "####");
 this module decides among them, in plain string work linear in the text:
 - a statement is committed unless it sits in a question ("Is the answer 16?"), a
   conditional or supposed clause ("If the answer is 16, ..."), quotes ('"the answer is 16"'),
@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from verifiers._arith import eval_rational
-from verifiers._latex import to_plain
+from verifiers._math.arith import eval_rational
+from verifiers._math.latex import to_plain
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ def hedge(text: str, final: Candidate, items) -> str | None:
     """A second, different value offered beside `final` (see _OR_NEXT, _ELSEWISE, _OFFERED,
     _POSSIBLE_AFTER) in the rest of its sentence and the next, joined to it as a list ("X,
     Y"); None when there is none. `items(text)` lists the math (start, end, value) of a text,
-    as verifiers._extract reads it."""
+    as verifiers._math.extract reads it."""
     _, s_end, _ = sentence_bounds(text, final.end)
     end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
     tail_end = min(end.end() if end else len(text), final.end + _TAIL)

@@ -26,8 +26,8 @@ from typing import Any
 STARTUP_TIMEOUT = 60.0  # starting python and importing sympy: about a second, more on busy CI
 MEMORY_LIMIT = 2 << 30  # bytes of address space per worker; a bigger answer is not an answer
 
-_ROOT = str(Path(__file__).resolve().parents[1])  # the directory holding the verifiers package
-_BOOT = f"import sys; sys.path.insert(0, {_ROOT!r}); from verifiers._pool import serve; serve()"
+_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding the verifiers package
+_BOOT = f"import sys; sys.path.insert(0, {_ROOT!r}); from verifiers._math.pool import serve; serve()"
 
 
 def serve() -> None:
@@ -42,7 +42,7 @@ def serve() -> None:
             resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     except (ImportError, ValueError, OSError):
         pass  # no resource module (Windows) or not allowed: the timeout still applies
-    from verifiers._compare import compare
+    from verifiers._math.compare import compare
 
     out.write('"ready"\n')
     out.flush()

@@ -1,6 +1,6 @@
 """How an answer is spelled, down to one canonical LaTeX string: plain string work, no sympy.
 
-`clean` is the first half of `normalize` (verifiers._latex.to_plain reads its output):
+`clean` is the first half of `normalize` (verifiers._math.latex.to_plain reads its output):
 delimiters, spacing, units, degrees, percent, currency and text wrappers go; `tidy_latex`
 joins digit groups and turns "or" / "and" / ";" into list commas. `for_math_verify` gives
 math-verify's LaTeX parser (in the worker) the answer as meant: the same tidying, units and

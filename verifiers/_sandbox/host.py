@@ -1,7 +1,7 @@
 """The caller's side of verifiers.code: start the two processes of a run, watch them, reap them.
 
-One run = the program's sandbox (bwrap / unshare / rlimits around _sandbox_runner) and the
-trusted judge (_sandbox_judge), joined by two pipes the caller creates: requests (judge ->
+One run = the program's sandbox (bwrap / unshare / rlimits around runner.py) and the
+trusted judge (judge.py), joined by two pipes the caller creates: requests (judge ->
 program) and answers (program -> judge). The judge reports to the caller on a third pipe;
 each writes its output to a pipe of its own (the judge's verdict never waits on a pipe the
 program can fill or make non-blocking), which the caller caps. The caller holds the wall clock
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifiers._sandbox_files import package_masks
+from verifiers._sandbox.files import package_masks
 
 _HERE = Path(__file__).parent
 STARTUP_GRACE = 10.0  # seconds the processes may take to start before the run's clock runs
@@ -79,7 +79,7 @@ def layout(site_packages: bool) -> list[tuple[str, ...]]:
 def bwrap_nests() -> bool:
     """Whether a process inside bwrap may make a user namespace of its own (not under Ubuntu's
     AppArmor profile for bwrap, for one). Where it may, the runner caps its tmpfs's inodes
-    and hides site-packages' data files itself (_sandbox_os.finish_bwrap); where not, bwrap
+    and hides site-packages' data files itself (confine.finish_bwrap); where not, bwrap
     hides them (a bind each, slower) and the tmpfs are capped in size only."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -126,14 +126,14 @@ def _env(home: str, tmp: str) -> dict[str, str]:
 # Both processes start as this bootstrap: read the payload (an unlinked file's fd, argv[1]),
 # exec the wire format, then the process's own code from the payload, and call its main with
 # the config, the wire format and the other fd arguments. The marker names the role.
-BOOT = """# tts-sandbox-{role} (verifiers/_sandbox_host.py)
+BOOT = """# tts-sandbox-{role} (verifiers/_sandbox/host.py)
 import marshal, os, sys
 chunks, fd = [], int(sys.argv[1])
 while chunk := os.read(fd, 1 << 16):
     chunks.append(chunk)
 os.close(fd)
 config = marshal.loads(b"".join(chunks))
-wire, code = {{"__name__": "_sandbox_wire"}}, {{"__name__": "_sandbox_{role}"}}
+wire, code = {{"__name__": "sandbox_wire"}}, {{"__name__": "sandbox_{role}"}}
 exec(config.pop("wire_source"), wire)
 exec(config.pop("main_source"), code)
 code["main"](config, wire, [int(arg) for arg in sys.argv[2:]])
@@ -173,8 +173,8 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
-        judge_payload["main_source"] = source("_sandbox_judge.py")
-        program_payload["main_source"] = source("_sandbox_runner.py")
+        judge_payload["main_source"] = source("judge.py")
+        program_payload["main_source"] = source("runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
                            [request_w, answer_r, results_w, parent], judge_out_w,
                            _env("/", "/tmp"), "/")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import bisect
 import re
 
-from verifiers._conclusion import restates, same
-from verifiers._quantity import COMPOUND, parts
+from verifiers._math.conclusion import restates, same
+from verifiers._math.quantity import COMPOUND, parts
 
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
 # what makes the number before it part of a LaTeX expression (not "90^\\circ", "40\\%", "5\\text{ cm}")

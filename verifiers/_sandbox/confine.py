@@ -1,7 +1,7 @@
 """OS-level confinement for the sandbox's processes: namespaces, Landlock, capabilities.
 
-Exec'd, after _sandbox_filter (the seccomp filter), by `_sandbox_runner` (the untrusted
-program's process) and `_sandbox_judge` (the trusted judge) before anything else runs; its
+Exec'd, after seccomp.py (the seccomp filter), by `runner.py` (the untrusted
+program's process) and `judge.py` (the trusted judge) before anything else runs; its
 source travels in their payloads, so nothing needs to be importable inside the sandbox. All of it goes through libc with ctypes (x86_64 Linux).
 """
 

@@ -5,7 +5,7 @@ decides in-process: identical forms, plain numbers, numerals in a base): python 
 (`**`, explicit `*`, function calls) plus structure marks: `,` lists, `(..)`/`[..)` tuples
 and intervals, `{..}` sets, `∪` unions, `±`, `=` equations, `Matrix([[..],[..]])`, base
 subscripts (`52_8`); two numbers side by side stay apart ("2 3", no product). Text answers
-become lower-case words. Plain string work after verifiers._spelling.clean, linear in the
+become lower-case words. Plain string work after verifiers._math.spelling.clean, linear in the
 input; it never needs sympy (math-verify, in the worker, reads the LaTeX itself).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from verifiers._arith import eval_rational
-from verifiers._spelling import FUNCTIONS, KNOWN_NAMES, WRAPPERS, clean
+from verifiers._math.arith import eval_rational
+from verifiers._math.spelling import FUNCTIONS, KNOWN_NAMES, WRAPPERS, clean
 
 _SYMBOLS = {
     "cdot": "*", "times": "*", "ast": "*", "div": "/", "pm": "±", "mp": "∓", "cup": "∪",

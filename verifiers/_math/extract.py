@@ -4,7 +4,7 @@ r"""Which part of a text is its final answer: plain string work, linear in the t
 output with no answer):
   1. its stated answers: the boxes (\boxed, \fbox, \framebox), every "final answer is / the
      answer is / answer: / the answer must be" phrase up to the end of its sentence, GSM8K's
-     "#### X". verifiers/_conclusion.py picks the conclusion among them: the last committed one
+     "#### X". verifiers/_math/conclusion.py picks the conclusion among them: the last committed one
      (not questioned, supposed, quoted or negated), a closing "Final Answer" / "####" over what
      precedes it, a later answer over an earlier one only across a correction; different boxes
      with no correction between, or a second value offered beside the conclusion, are a hedge,
@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from verifiers._conclusion import (
+from verifiers._math.conclusion import (
     CONCLUDING,
     CORRECTION,
     RESTATED,
@@ -38,9 +38,9 @@ from verifiers._conclusion import (
     same,
     turned_at,
 )
-from verifiers._items import BOX, CONNECTOR, MATH_SPAN, math_items, run
-from verifiers._latex import to_plain
-from verifiers._quantity import COMPOUND, parts
+from verifiers._math.items import BOX, CONNECTOR, MATH_SPAN, math_items, run
+from verifiers._math.latex import to_plain
+from verifiers._math.quantity import COMPOUND, parts
 
 _PHRASE = re.compile(
     r"\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
@@ -114,7 +114,7 @@ def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | 
 
 
 def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str | None:
-    """The conclusion among the stated answers (see verifiers._conclusion): the last committed
+    """The conclusion among the stated answers (see verifiers._math.conclusion): the last committed
     one, across corrections; a hedge comes back as the list of its values."""
     stated = [c for c in candidates if c.committed]
     strong = [c for c in stated if c.kind != "phrase"]

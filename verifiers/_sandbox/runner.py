@@ -1,11 +1,11 @@
 """The untrusted side of the sandbox (marker: tts-sandbox-runner): run the program, answer calls.
 
-`verifiers.code` starts it, under bubblewrap or alone, through _sandbox_host's bootstrap:
+`verifiers.code` starts it, under bubblewrap or alone, through host.py's bootstrap:
 
     python -I -S -B -c BOOT PAYLOAD_FD REQUEST_FD RESPONSE_FD INFO_FD PARENT_PID
 
 1. the bootstrap reads the payload (the program, limits, the sources of this file,
-   _sandbox_os and _sandbox_wire) from an fd, closes it and calls `main`. The tests are not
+   confine.py and wire.py) from an fd, closes it and calls `main`. The tests are not
    in it: they never enter this process;
 2. confine: "unshare" builds the namespaces and new root bwrap would have built (and moves this
    code into a pid namespace, two forks down); every mode then drops capabilities, installs
@@ -69,7 +69,7 @@ def _setup(config, fds):
     import ctypes
     import resource
 
-    helpers: dict = {"__name__": "_sandbox_os"}
+    helpers: dict = {"__name__": "sandbox_confine"}
     exec(config["os_source"], helpers)
     native = (ctypes.CDLL(None, use_errno=True), ctypes)
     mode, layers = config["mode"], [config["mode"]]

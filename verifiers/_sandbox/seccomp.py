@@ -1,6 +1,6 @@
 """The sandbox's seccomp filter: an allowlist, every other system call fails with EPERM.
 
-Exec'd (its source travels in the payloads, in front of _sandbox_os's) by the untrusted
+Exec'd (its source travels in the payloads, in front of confine.py's) by the untrusted
 program's process (role "runner") and the trusted judge ("judge"); x86_64 only.
 
 The list is a measurement: `python -m reports.sandbox_syscalls` runs HumanEval's canonical

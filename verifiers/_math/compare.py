@@ -1,7 +1,7 @@
 r"""Equivalence of two extracted answers by math-verify. Runs inside the worker process only.
 
-`compare(gold, pred)` takes the answers `verifiers._extract.answer_of` found, rewrites each
-as the LaTeX it means (`verifiers._spelling.for_math_verify`: digit groups, plain-text "pi",
+`compare(gold, pred)` takes the answers `verifiers._math.extract.answer_of` found, rewrites each
+as the LaTeX it means (`verifiers._math.spelling.for_math_verify`: digit groups, plain-text "pi",
 "oo", "6.72e-5", "\sqrt51", units), parses the whole of it with math-verify's LaTeX parser
 (latex2sympy2-extended) and asks math-verify's `verify` whether the two are equal: sets,
 intervals, tuples, matrices, equations and relations, symbolic equality, and numbers
@@ -9,7 +9,7 @@ rounded to 6 decimal places when one side is a decimal. Only the whole answer is
 answer the parser cannot read is not equal to anything (no number is fished out of it).
 
 math-verify's own timeouts use signal.alarm; they are off here, because the caller kills this
-whole process when `timeout` runs out (verifiers._pool), which also stops a runaway sympy.
+whole process when `timeout` runs out (verifiers._math.pool), which also stops a runaway sympy.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from math_verify import LatexExtractionConfig, parse, verify
 
-from verifiers._spelling import for_math_verify
+from verifiers._math.spelling import for_math_verify
 
 # "Timeout is disabled": known, and meant (the pool's kill is the timeout); nothing else is said
 logging.getLogger("math_verify").setLevel(logging.CRITICAL)

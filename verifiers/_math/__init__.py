@@ -1,0 +1,16 @@
+"""The math grader's parts, private to verifiers (its doors are verifiers.math: extract_answer,
+normalize, verify, and verifiers.steps: check_step).
+
+Reading the answer (plain string work, no sympy):
+  extract.py     which part of a text is its final answer (boxes, phrases, GSM8K's "####")
+  conclusion.py  which stated answer is the conclusion: commitment, corrections, hedges
+  items.py       the math in a stretch of prose: spans, quantities, numbers, in order
+  quantity.py    compound quantities ("5 hours and 30 minutes")
+Canonical forms:
+  spelling.py    how an answer is spelled, down to one LaTeX string
+  latex.py       LaTeX -> a canonical plain string
+  arith.py       exact, bounded rational arithmetic on plain strings (shared with the step checker)
+Equivalence, out of process:
+  pool.py        sympy worker processes with a hard per-call timeout
+  compare.py     math-verify's equivalence of two answers, run inside a worker
+"""
