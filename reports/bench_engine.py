@@ -12,9 +12,9 @@ EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
   (i) this engine, packed and sharing the prefix, on transformers' forward (lean=False);
   (d) this engine as it ships: `expand` 16 rows per step, prompt prefilled once, KV shared,
       written in place into one preallocated buffer per call (kv.SlabCache), the common
-      prefix held once and attended by cascade attention (search.engines.hf.attention), linears
-      on oneDNN-prepacked weights (search.engines.hf.packed; fp32 on CPU), the forward
-      itself search.engines.hf.lean's (Llama-family models);
+      prefix held once and attended by cascade attention (search.runtime.attention), linears
+      on oneDNN-prepacked weights (search.runtime.packed; fp32 on CPU), the forward
+      itself search.runtime.lean's (Llama-family models);
   (e) llama.cpp through llama-cpp-python (optional; `pip install 'tts-search[llamacpp]'`),
       batched: one llama_batch per token holds all 16 sequences, the prompt decoded once
       into a unified KV cache shared by them; its own sampler chain (EOS banned); the
@@ -56,7 +56,7 @@ import torch
 from problems import datasets
 from reports.bench_llamacpp import llamacpp, llamacpp_missing
 from search.engines.hf import HFEngine
-from search.engines.hf.dtypes import bf16_native
+from search.runtime.dtypes import bf16_native
 from search.types import Node, Problem
 
 PROMPT = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many "
@@ -90,7 +90,7 @@ def gemm_floor(engine: HFEngine, rows: int, reps: int = 3) -> float | None:
     projections and LM head called back to back on random inputs, best of reps (None
     without the lean forward, whose projections these are). Nothing else of a step is
     counted, so rows / this is a ceiling on the engine's tokens/s."""
-    from search.engines.hf.lean import LeanLlama
+    from search.runtime.lean import LeanLlama
 
     fwd = engine.forward
     if not isinstance(fwd, LeanLlama):
@@ -165,7 +165,7 @@ def ours(engine: HFEngine, ids, branches, steps, step_tokens, seed):
 
 # method -> (label, function, which engine runs it): "plain" is the model as transformers
 # loads it (stock nn.Linear), "old" the engine's DynamicCache path on it, "ours" the engine as
-# it ships (oneDNN-packed linears where they run, search.engines.hf.packed)
+# it ships (oneDNN-packed linears where they run, search.runtime.packed)
 METHODS: dict[str, tuple[str, Callable, str]] = {
     "a": ("naive generate, full prefix", naive, "plain"),
     "b": ("generate num_return_sequences", num_return, "plain"),

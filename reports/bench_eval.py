@@ -49,9 +49,9 @@ def comparable(row: dict[str, Any]) -> str:
 
 
 # the forward's kernels by kind: (kind, module, attribute) of each entry point the lean
-# forward (search/engines/hf/lean.py) calls them through
-KERNELS = (("GEMMs", "search.engines.hf.packed", "_gemm"),
-           ("attention", "search.engines.hf.attention", "_FLASH"),
+# forward (search/runtime/lean.py) calls them through
+KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
+           ("attention", "search.runtime.attention", "_FLASH"),
            ("attention", "torch.nn.functional", "scaled_dot_product_attention"),
            ("norms, rotary, SiLU", "torch", "rms_norm"),
            ("norms, rotary, SiLU", "torch", "addcmul"),
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reports.eval import load_problems
     from search.api import get_engine
-    from search.engines.sched import SCHED
+    from search.runtime.sched import SCHED
 
     n = args.concurrency
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; concurrency 1 vs {n}",

@@ -8,7 +8,7 @@ prefill included in the time, fixed seeds, a fresh draft table per configuration
   sample  b16  best-of-16: 16 rows per prompt, temperature 0.7
 and, at batch 1 greedy, transformers `generate` plain and with prompt-lookup decoding
 (`prompt_lookup_num_tokens`), on their own copy of the weights in stock nn.Linear layers
-(the engines' are oneDNN-packed, search.engines.hf.packed). Printed per run: tokens, seconds, tokens/s, the ratio to the
+(the engines' are oneDNN-packed, search.runtime.packed). Printed per run: tokens, seconds, tokens/s, the ratio to the
 plain engine, a row's tokens per verification (accepted drafts + 1), the acceptance rate.
 First the forward cost per pass for rows x q tokens (a 200-token cache), the measurement
 behind SpecConfig.max_batch_tokens. Usage:
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from search.engines.hf import HFEngine
-from search.engines.hf.kv import SlabCache
-from search.engines.hf.spec import SpecConfig, SpecStats
+from search.engines.hf import HFEngine, SpecConfig
+from search.engines.hf.spec import SpecStats
+from search.runtime.kv import SlabCache
 from search.types import Problem
 
 

@@ -33,7 +33,7 @@ def child(problems: int, repeats: int, threads: int | None) -> float:
     """The fastest of `repeats` timed solves in this process (after one warm-up)."""
     import search
     from problems import arith
-    from search.engines.omp import use_threads
+    from search.runtime.omp import use_threads
 
     if threads is not None:
         use_threads(threads)

@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "--difficulty)")
         knobs = parse_knobs(args.knob, algos)
         if args.threads is not None:
-            from search.engines.omp import use_threads
+            from search.runtime.omp import use_threads
 
             use_threads(args.threads)
         if args.dry_run:

@@ -19,7 +19,7 @@ retried forever; like every error row, a later run retries it once it is dropped
 A worker that cannot load its engine stops the run with that error. Progress (runs, in
 flight, tokens/s, accuracy, workers alive and replaced) goes to stderr. With --concurrency N
 each worker is a threaded actor running N cells at once on its engine (their model calls
-batched, search.engines.sched); a worker that dies sends all N back to the queue.
+batched, search.runtime.sched); a worker that dies sends all N back to the queue.
 
 Ray is imported here only, and this module only with --ray (`pip install 'tts-search[ray]'`).
 """
@@ -58,7 +58,7 @@ class Worker:
         check_concurrent(concurrency, self.engine, getattr(self.scorer, "shared", None))
         self._serving = ExitStack()  # the actor's threads share the engine's forwards
         if concurrency > 1:
-            from search.engines.sched import SCHED
+            from search.runtime.sched import SCHED
 
             self._serving.enter_context(SCHED.serving())
 

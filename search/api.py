@@ -223,7 +223,7 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
                ) -> list[Result]:
     """`solve` for every problem and seed (problem-major: problem 0's seeds first), up to
     `concurrency` searches at once on one engine: each search runs in its own thread, and the
-    engine batches the model calls in flight into shared forwards (search.engines.sched).
+    engine batches the model calls in flight into shared forwards (search.runtime.sched).
     Every Result is what `solve` alone returns (the same answer, candidates, scores, tree and
     token counts; only timings differ). max_kv_bytes caps the batch caches in flight.
 
@@ -283,9 +283,9 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
     their model calls (concurrency 1: in order, in this thread, nothing shared). Stopping
     the iteration early (a KeyboardInterrupt in the caller, or leaving the loop) starts no
     more items and ends the ones in flight: their model work raises
-    search.engines.sched.Interrupted at its next forward (their results are dropped), and
+    search.runtime.sched.Interrupted at its next forward (their results are dropped), and
     their threads are given JOIN_SECONDS to end."""
-    from search.engines.sched import SCHED  # torch loads only here
+    from search.runtime.sched import SCHED  # torch loads only here
 
     items = list(items)
     if concurrency == 1 or len(items) <= 1:

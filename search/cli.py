@@ -85,7 +85,7 @@ def add_solve_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def add_threads_argument(ap: argparse.ArgumentParser) -> None:
-    """--threads: torch's CPU threads (search.engines.omp.use_threads)."""
+    """--threads: torch's CPU threads (search.runtime.omp.use_threads)."""
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: "
                     "torch's, one per core; idle threads sleep, so a busy machine costs little; "
                     "a different count changes results in the last bits)")
@@ -99,7 +99,7 @@ def solve_args(args: argparse.Namespace) -> Result:
 
     knobs = registry.parse_knobs(args.algo, dict(args.knob))  # typed by each signature
     if args.threads is not None:
-        from search.engines.omp import use_threads
+        from search.runtime.omp import use_threads
 
         use_threads(args.threads)
     budget = search.Budget(tokens=args.tokens, scorer_calls=args.scorer_calls,

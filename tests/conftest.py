@@ -25,10 +25,10 @@ atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=Tr
 @pytest.fixture(scope="session")
 def tiny_model():
     """The plain model: the reference the engine is checked against. An engine packs its
-    model's linears in place (search.engines.hf.packed), so engines get a deep copy of it."""
+    model's linears in place (search.runtime.packed), so engines get a deep copy of it."""
     from helpers import tiny_llama
 
-    from search.engines.hf.packed import is_packed
+    from search.runtime.packed import is_packed
 
     model, tok = tiny_llama(seed=1)
     yield model, tok

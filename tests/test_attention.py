@@ -1,4 +1,4 @@
-"""sdpa_gqa (search.engines.hf.attention) against transformers' own sdpa attention."""
+"""sdpa_gqa (search.runtime.attention) against transformers' own sdpa attention."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import cache_columns, tiny_llama
 
-from search.engines.hf.attention import sdpa_gqa, use_sdpa_gqa
+from search.runtime.attention import sdpa_gqa, use_sdpa_gqa
 
 
 class Module(torch.nn.Module):
@@ -69,7 +69,7 @@ def test_cascade_equals_attention_over_a_copy_of_the_prefix_per_row(rows, q, sha
     the row's columns], the prefix visible to every query."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from search.engines.hf.attention import cascade
+    from search.runtime.attention import cascade
 
     gen = torch.Generator().manual_seed(rows * 100 + q)
     heads, kv_heads, dim = 6, 2, 8
@@ -182,7 +182,7 @@ def test_speculation_over_a_shared_prefix_is_token_identical(tiny_model):
 
 
 def test_batch_cache_shares_only_common_leading_segments_of_enough_tokens():
-    from search.engines.hf.kv import KVLayout, batch_cache
+    from search.runtime.kv import KVLayout, batch_cache
 
     layout = KVLayout(2, 1, 4, torch.float32, torch.device("cpu"), "bool", cascade=True)
     seg = [torch.randn(2, 2, 1, n, 4) for n in (5, 3, 2, 4)]
@@ -205,7 +205,7 @@ def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shar
                                                                    monkeypatch):
     """The concatenated-softmax form (other devices, or a torch without the CPU flash
     kernel) equals the flash-and-merge form, rows that see none of their own columns too."""
-    from search.engines.hf import attention
+    from search.runtime import attention
 
     gen = torch.Generator().manual_seed(rows + q)
     query = torch.randn(rows, 6, q, 8, generator=gen)
@@ -221,7 +221,7 @@ def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shar
 @pytest.mark.parametrize("flash", [True, False])
 def test_cascade_keeps_a_bf16_query_in_bf16(flash, monkeypatch):
     """bf16 in, bf16 out (the next projection's weights are bf16), close to the fp32 result."""
-    from search.engines.hf import attention
+    from search.runtime import attention
 
     if not flash:
         monkeypatch.setattr(attention, "_FLASH", None)

@@ -61,7 +61,7 @@ def test_the_cli_passes_a_gold_answer_to_the_oracle(capsys):
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
 def test_threads_must_be_a_positive_int(bad):
-    from search.engines.omp import use_threads
+    from search.runtime.omp import use_threads
 
     with pytest.raises(ValueError, match="threads must be a positive int"):
         use_threads(bad)

@@ -1,4 +1,4 @@
-"""Many searches on one engine (search.solve_many, search.engines.sched): every Result, row
+"""Many searches on one engine (search.solve_many, search.runtime.sched): every Result, row
 and meter is exactly what each search gives alone, whatever the concurrency and whatever else
 shares its forwards; errors, frees and memory stay with their own search."""
 
@@ -18,10 +18,10 @@ import search
 from search import registry
 from search.api import SolveManyError, concurrently
 from search.budget import Meter, PerThreadMeter, metered, thread_state
-from search.engines import sched
 from search.engines.hf import HFEngine
-from search.engines.hf.kv import SlabCache
-from search.engines.sched import SCHED, Pass, SchedStats, run_passes
+from search.runtime import sched
+from search.runtime.kv import SlabCache
+from search.runtime.sched import SCHED, Pass, SchedStats, run_passes
 from search.types import Budget, Node, Problem
 
 

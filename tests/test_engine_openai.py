@@ -21,8 +21,9 @@ import pytest
 
 import search
 from search.api import get_engine
-from search.engines.http_pool import RetryPolicy, ServerError
-from search.engines.openai import OpenAIEngine, parse_spec, subseed
+from search.engines.base import subseed
+from search.engines.openai import OpenAIEngine, parse_spec
+from search.engines.openai.http_pool import RetryPolicy, ServerError
 from search.types import Budget, Node, Problem, Step
 
 FAST = RetryPolicy(retries=2, backoff=0.01, max_backoff=0.02, timeout=0.5)

@@ -18,7 +18,7 @@ from test_engine_openai import FAST, PROBLEM, Stub
 
 import search
 from search.engines.openai import OpenAIEngine
-from search.engines.server_usage import params_from_config, prompt_counts
+from search.engines.openai.server_usage import params_from_config, prompt_counts
 from search.types import Budget
 
 

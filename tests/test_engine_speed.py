@@ -13,8 +13,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from search.engines.hf import HFEngine
-from search.engines.hf import kv as kvmod
-from search.engines.hf.dtypes import weight_dtype as _dtype
+from search.runtime import kv as kvmod
+from search.runtime.dtypes import weight_dtype as _dtype
 from search.types import Node, Problem, Step
 
 PROMPTS = ("1+2=", "123*45-6789=", "7 7", "90-1=a b 5")
@@ -249,8 +249,8 @@ def test_int8_engine_matches_its_own_full_forward_and_keeps_fp32_flops(tiny_mode
     model, and FLOPs are still counted from the fp32 parameter count."""
     from helpers import tiny_llama
 
-    from search.engines.hf.dtypes import INT8_SKIP
-    from search.engines.hf.packed import PackedLinear
+    from search.runtime.dtypes import INT8_SKIP
+    from search.runtime.packed import PackedLinear
 
     model, tok = tiny_llama(seed=1)
     n_fp32 = sum(p.numel() for p in model.parameters())

@@ -14,7 +14,7 @@ import pytest
 from helpers import char_tokenizer
 
 import search
-from search.engines.openai import subseed
+from search.engines.base import subseed
 from search.engines.vllm import VLLMEngine, VLLMUnavailable
 from search.types import Node, Problem, Step
 

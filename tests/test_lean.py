@@ -1,4 +1,4 @@
-"""search.engines.hf.lean against transformers' own forward of the same model."""
+"""search.runtime.lean against transformers' own forward of the same model."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from helpers import tiny_llama
 
-from search.engines.hf import attention, lean, packed
-from search.engines.hf.kv import KVLayout, SlabCache, batch_cache
+from search.runtime import attention, lean, packed
+from search.runtime.kv import KVLayout, SlabCache, batch_cache
 
 
 def family(arch: str):

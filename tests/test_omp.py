@@ -1,5 +1,5 @@
-"""search.engines.omp: releasing a thread's idle OpenMP pool joins its worker threads, and
-serving (search.engines.sched) leaves one pool at a time: the caller's goes when serving
+"""search.runtime.omp: releasing a thread's idle OpenMP pool joins its worker threads, and
+serving (search.runtime.sched) leaves one pool at a time: the caller's goes when serving
 starts, the owner's when it ends. (What that buys is timed in reports/bench_eval.py.)"""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from search.engines import omp
-from search.engines.sched import SCHED, call
+from search.runtime import omp
+from search.runtime.sched import SCHED, call
 
 pytestmark = pytest.mark.skipif(
     omp._runtime() is None or torch.get_num_threads() < 2 or not os.path.isdir("/proc/self/task"),

@@ -1,4 +1,4 @@
-"""oneDNN-packed linear layers (search.engines.hf.packed) against plain nn.Linear / F.linear."""
+"""oneDNN-packed linear layers (search.runtime.packed) against plain nn.Linear / F.linear."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from helpers import tiny_llama
 
-from search.engines.hf import HFEngine, packed
+from search.engines.hf import HFEngine
+from search.runtime import packed
 from search.types import Problem
 
 pytestmark = pytest.mark.skipif(not packed.supported(), reason="no oneDNN packed linear here")

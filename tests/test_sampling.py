@@ -1,4 +1,4 @@
-"""search.engines.sampling.categorical: the inverse-CDF draw every sampled token goes through."""
+"""search.runtime.sampling.categorical: the inverse-CDF draw every sampled token goes through."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import scipy.stats as sps
 import torch
 
-from search.engines.sampling import categorical
+from search.runtime.sampling import categorical
 
 
 def test_draws_follow_the_distribution_and_never_a_zero_mass_token():

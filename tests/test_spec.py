@@ -18,10 +18,9 @@ import torch
 from helpers import cache_columns, tiny_llama
 from scipy import stats as sps
 
-from search.engines.hf import HFEngine
-from search.engines.hf.drafter import DraftTree, greedy_path, sampled_path
-from search.engines.hf.spec import Drafter, SpecConfig
-from search.engines.sampling import probs
+from search.engines.hf import HFEngine, SpecConfig
+from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_path
+from search.runtime.sampling import probs
 from search.types import Problem
 
 PROMPTS = ("12+12+12+12+12+12+", "ab ab ab ab ab ab a", "7*8=56\n\n7*8=5", "9")

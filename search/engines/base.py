@@ -6,6 +6,7 @@ nodes (already attached to the tree), each holding one Step.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -56,6 +57,13 @@ def server_cap(meter: Meter, rows: int, max_tokens: int) -> int:
     if cap < 1:
         meter.refuse("tokens")
     return max(cap, 0)
+
+
+def subseed(seed: int, *index: int) -> int:
+    """A 31-bit request seed derived from the call's seed and a row/sample index (the engines
+    whose server or library draws the tokens: openai, vllm)."""
+    text = "/".join(map(str, (seed, *index))).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") >> 1
 
 
 @runtime_checkable

@@ -31,8 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap
-from search.engines.openai import subseed
+from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap, subseed
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
 

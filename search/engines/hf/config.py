@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from search.engines.hf.dtypes import is_int8, weight_dtype
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
+from search.runtime.dtypes import is_int8, weight_dtype
 
 
 @dataclass(frozen=True)

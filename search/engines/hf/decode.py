@@ -15,10 +15,10 @@ import torch
 
 from search.budget import Meter
 from search.engines.base import budget_child
-from search.engines.hf.kv import Segment
-from search.engines.hf.kvtree import KVTree
-from search.engines.sampling import Draw, draw
-from search.engines.sched import Job
+from search.runtime.kv import Segment
+from search.runtime.kvtree import KVTree
+from search.runtime.sampling import Draw, draw
+from search.runtime.sched import Job
 from search.types import Node, Step
 
 

@@ -7,14 +7,14 @@ How a call runs (B rows = nodes x n samples):
      for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
      n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
      and decoded together one token per forward pass (for plain fp32 Llama-family models
-     on CPU, search.engines.hf.lean's forward: the same function in fewer ops),
+     on CPU, search.runtime.lean's forward: the same function in fewer ops),
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
      from the same distribution (search.engines.hf.spec).
-Each call is a job (search.engines.sched) whose forwards are Passes: alone by default; while
+Each call is a job (search.runtime.sched) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
 per thread (search.budget.PerThreadMeter) and `retain` frees the calling thread's trees only.
@@ -35,16 +35,17 @@ import torch
 
 from search.budget import BudgetReached, Meter, PerThreadMeter
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand
-from search.engines.hf import attention, packed
 from search.engines.hf.config import HFConfig
 from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, unique
-from search.engines.hf.dtypes import is_int8, quantize_int8, weight_dtype
-from search.engines.hf.kv import Segment
-from search.engines.hf.kvtree import KVTree
-from search.engines.hf.lean import lean_forward
-from search.engines.hf.spec import Drafter, SpecDecoder, SpecStats, Speculation
+from search.engines.hf.drafter import Drafter
+from search.engines.hf.spec import SpecDecoder, SpecStats, Speculation
 from search.engines.prompts import PromptFormat
-from search.engines.sched import SCHED, Job
+from search.runtime import attention, packed
+from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
+from search.runtime.kv import Segment
+from search.runtime.kvtree import KVTree
+from search.runtime.lean import lean_forward
+from search.runtime.sched import SCHED, Job
 from search.types import Node, Problem, Step
 
 

@@ -50,12 +50,12 @@ import torch
 from search.engines.hf.config import SpecConfig
 from search.engines.hf.decode import Decoder, DecodeState, unique
 from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_path
-from search.engines.hf.kv import SlabCache
-from search.engines.sampling import categorical, probs, sample
-from search.engines.sched import Job, Pass
+from search.runtime.kv import SlabCache
+from search.runtime.sampling import categorical, probs, sample
+from search.runtime.sched import Job, Pass
 from search.types import Node
 
-__all__ = ["DraftTree", "Drafter", "SpecConfig", "SpecDecoder", "SpecStats", "Speculation"]
+__all__ = ["SpecDecoder", "SpecStats", "Speculation"]
 
 
 @dataclass

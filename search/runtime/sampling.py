@@ -1,6 +1,6 @@
 """Token sampling from a batch of logits: greedy, temperature, nucleus (top-p).
 
-`sample_many` draws for several calls at once (search.engines.sched merges their decode
+`sample_many` draws for several calls at once (search.runtime.sched merges their decode
 steps): every op is row-wise, and each call's uniforms come from its own generator in its own
 row order, so each call's tokens are bit for bit what `sample` gives it alone.
 """

@@ -19,7 +19,7 @@ down-projection), oneDNN computes a single row by another kernel (its sums in an
 that is so, runs a lone row as two (the row twice). The attention kernels still make a row
 depend on its batch, slightly (~4e-5 on SmolLM2's logits between one query and six), so
 greedy speculation is token-identical up to near-ties, as it was before; the engine keeps
-every call's attention to itself (search.engines.sched).
+every call's attention to itself (search.runtime.sched).
 
 Sibling projections that a Llama-family block calls back to back on one input (q/k/v,
 gate/up) share one packed weight and one GEMM (`fuse_siblings`): 4 kernel calls per layer

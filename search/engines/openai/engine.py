@@ -6,8 +6,8 @@ llama-server, llama-cpp-python's server, TGI.
     search.solve(problem, "beam", engine="openai:http://127.0.0.1:8080/v1#my-model")
 
 A call sends one POST /completions per node (its `n` samples in one request), all of a call's
-requests concurrently (search.engines.http_pool: a concurrency limit, retries with backoff on
-429, 5xx, timeouts and truncated answers, a clear ServerError after the last). The prompt is text:
+requests concurrently (http_pool.py: a concurrency limit, retries with backoff on 429, 5xx,
+timeouts and truncated answers, a clear ServerError after the last). The prompt is text:
 the problem's prompt (the tokenizer's chat template when one is given, else `template`) plus
 the node's steps. Where a server ignores `n` (llama-cpp-python answers one choice) or refuses
 it (llama-server, n above its slots: HTTP 400), the samples come from separate requests, as
@@ -19,7 +19,7 @@ A child's prompt extends its parent's, so a server with prefix caching (vLLM
 --enable-prefix-caching, SGLang's radix cache, llama.cpp's slot cache) reuses the shared
 prefix. Accounting is the server's own count, per request, failed attempts excluded:
 completion_tokens are generated tokens; prefill is the prompt tokens the server says it
-evaluated (search.engines.server_usage.prompt_counts: llama-server's timings.prompt_n, else
+evaluated (server_usage.prompt_counts: llama-server's timings.prompt_n, else
 prompt_tokens less prompt_tokens_details.cached_tokens); a server that says neither
 (llama-cpp-python) is charged every prompt token, an upper bound counted in
 server_stats["prompt_cache_unreported"]. Forward passes: one prefill pass plus one per token of
@@ -50,7 +50,6 @@ with --logits_all); without it those calls raise NotImplementedError.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 import weakref
@@ -59,13 +58,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from search.budget import Meter, PerThreadMeter
-from search.engines import server_usage as usage_of
-from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap
-from search.engines.http_pool import HTTPPool, RetryPolicy, ServerError
+from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap, subseed
+from search.engines.openai import server_usage as usage_of
+from search.engines.openai.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
 from search.types import Node, Problem, Step
 
-__all__ = ["OpenAIEngine", "ServerError", "parse_spec"]
+__all__ = ["OpenAIEngine", "parse_spec"]
 
 
 PLAIN, RETRY = PromptFormat(), RetryPolicy()  # default prompt format and retry policy
@@ -80,12 +79,6 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{spec!r}: the server address must start with http:// or https://")
     return url.rstrip("/"), model or None
-
-
-def subseed(seed: int, *index: int) -> int:
-    """A 31-bit request seed derived from the call's seed and a row/sample index."""
-    text = "/".join(map(str, (seed, *index))).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") >> 1
 
 
 class OpenAIEngine(PerThreadMeter):

@@ -40,8 +40,8 @@ from typing import Any, TypeVar
 import torch
 
 from search.budget import ThreadState, as_thread, thread_state
-from search.engines.omp import release_pool
-from search.engines.sampling import Draw, sample_many
+from search.runtime.omp import release_pool
+from search.runtime.sampling import Draw, sample_many
 
 T = TypeVar("T")
 

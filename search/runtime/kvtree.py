@@ -8,7 +8,7 @@ its last token (`Segment.logits`: LM logits, or a reward head's output) is known
 A forward over several rows copies their paths' segments into one batch cache
 (kv.batch_cache: in place by default) and copies each row's new columns back out.
 
-Model work is written as jobs (search.engines.sched: generators yielding one Pass per
+Model work is written as jobs (search.runtime.sched: generators yielding one Pass per
 forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
 job (`ensure_job`, `feed_job`) to the end. Each thread's searches are a scope: `retain`
 frees segments of the trees the calling scope has cached only.
@@ -25,9 +25,9 @@ from typing import Any
 import torch
 
 from search.budget import BudgetReached, Meter, ThreadState, thread_state
-from search.engines.hf import kv as kvmod
-from search.engines.hf.kv import Segment
-from search.engines.sched import SCHED, Pass
+from search.runtime import kv as kvmod
+from search.runtime.kv import Segment
+from search.runtime.sched import SCHED, Pass
 from search.types import Node
 
 OwnTokens = Callable[[Node], Sequence[int]]

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.engines.http_pool import ServerError
+from search.engines.openai.http_pool import ServerError
 
 # finish_reason -> how the step ended ("stop" alone leaves stop string vs EOS open)
 FINISH = {"stop": "stop", "length": "length", "eos_token": "eos", "stop_sequence": "stop_sequence",

@@ -18,7 +18,7 @@ every later region pays for waking them: measured on the 2-core machine, one 128
 16 rows costs 85 us in the only thread that ever ran torch ops, and 180-200 us in a second
 thread once the first has a pool (tiny-arith's whole merged forward: ~1.8x slower).
 
-search.solve_many's model calls run in the scheduler's owner thread (search.engines.sched),
+search.solve_many's model calls run in the scheduler's owner thread (search.runtime.sched),
 while the thread that loaded the models (usually the main one) already has a pool. So when
 serving starts, the caller's pool is released (`release_pool` in that thread); when serving
 ends, the owner releases its own, and the caller's next parallel region builds a fresh one.

@@ -33,7 +33,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from search.engines.hf import attention
+from search.runtime import attention
 
 
 @dataclass

@@ -32,9 +32,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from search.engines.hf import attention
-from search.engines.hf.kv import SlabCache
-from search.engines.hf.packed import FusedLinear, PackedLinear, packed_linear
+from search.runtime import attention
+from search.runtime.kv import SlabCache
+from search.runtime.packed import FusedLinear, PackedLinear, packed_linear
 
 # rotary variants whose frequencies do not depend on the sequence length
 STATIC_ROPE = ("default", "linear", "llama3")
@@ -169,7 +169,7 @@ class LeanLlama:
         return self._forward([(ids, pos, cache, mask, keep, hidden)])[0]
 
     def forward_many(self, passes: Sequence[Any]) -> list[Output]:
-        """Several Passes (search.engines.sched.Pass: each its own rows, slab cache and mask)
+        """Several Passes (search.runtime.sched.Pass: each its own rows, slab cache and mask)
         in one forward: every linear, norm and element-wise op runs once over all their
         tokens, attention runs per Pass on its own cache. Each Pass's output is bit for bit
         what it gets alone (those ops compute a row the same way whatever rows are beside
