@@ -62,7 +62,7 @@ def authors_prune(p: Sequence[float]) -> np.ndarray:
     one's and its probability below the mean."""
     from scipy.optimize import minimize
 
-    from search.algos._weibull import MIN_POINTS, WeibullMixture, weibull_nll
+    from search.weibull import MIN_POINTS, WeibullMixture, weibull_nll
 
     x = np.asarray(p, dtype=float)
     if len(np.unique(x)) < MIN_POINTS:
@@ -81,8 +81,8 @@ def run_rpc(problems: Sequence[Any], seeds: Sequence[int], out: Path, engine: An
     """One RPC sampling per (problem, seed), re-ranked by every fit; rows appended to out."""
     import search
     from reports.grade import Grader
-    from search.algos._weibull import prune_low
     from search.algos.rpc import path_prob, rank
+    from search.weibull import prune_low
 
     done = {(r["problem_id"], r["seed"], r["variant"]) for r in read_rows(out)} \
         if out.exists() else set()

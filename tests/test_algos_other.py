@@ -16,10 +16,10 @@ from helpers import status_from_tree
 from scipy.stats import weibull_min
 
 import search
-from search.algos._weibull import fit_weibull_mixture, prune_low
 from search.algos.compute_optimal import bin_of, fit_table, load_table, quantile_edges
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
 from search.types import Budget, Node, Problem, Step
+from search.weibull import fit_weibull_mixture, prune_low
 
 HAVE_SANDBOX = importlib.util.find_spec("verifiers.code") is not None
 needs_sandbox = pytest.mark.skipif(not HAVE_SANDBOX, reason="verifiers/code.py not present")

@@ -17,6 +17,7 @@ from import_graph import (
     cycles,
     describe,
     edges,
+    foreign_private_imports,
     modules,
     private_imports,
     reexports,
@@ -54,6 +55,13 @@ def test_the_packages_form_layers():
 def test_no_module_imports_another_modules_private_names():
     bad = private_imports(ROOT, PACKAGES)
     assert not bad, "make these public where they are shared:\n" + "\n".join(bad)
+
+
+def test_no_plugin_imports_a_private_module_of_another_package():
+    bad = foreign_private_imports(ROOT, PACKAGES)
+    assert not bad, "a module imports another package's private module (a path component " \
+        "starting with '_'; give the package a public module for what is shared):\n" + \
+        "\n".join(bad)
 
 
 def test_no_module_hands_on_another_packages_objects():
@@ -151,6 +159,35 @@ def test_detector_names_an_algorithm_that_builds_its_own_result(tmp_path):
         "algos/gone.py": "def other():\n    pass\n",
     })
     assert unfinished_algorithms(root / "algos") == ["bad.py:4", "gone.py", "odd.py:5"]
+
+
+def test_detector_names_a_plugin_import_of_a_private_core_module(tmp_path):
+    root = _tree(tmp_path, {
+        "core/__init__.py": "",
+        "core/api.py": "from core._inner import f\n",           # the core's own: fine
+        "core/_inner.py": "def f():\n    pass\n",
+        "core/algos/__init__.py": "",
+        "core/algos/_run.py": "",
+        "core/algos/beam.py": "from core.algos import _run\n",
+        "core/_rt/__init__.py": "",
+        "core/_rt/kv.py": "",
+        "plug/__init__.py": "",
+        "plug/_own.py": "",
+        "plug/ok.py": "from plug import _own\nimport core.api\n",
+        "plug/a.py": "def g():\n    from core._inner import f\n    return f\n",
+        "plug/b.py": "from core.algos import _run\nimport core._rt.kv\n",
+        "plug/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                     "    from core.algos._run import x\n",
+        "other/__init__.py": "",
+        "other/d.py": "from plug._own import y\n",            # another plug-in's private
+    })
+    packages = ("core", "plug", "other")
+    assert foreign_private_imports(root, packages) == [
+        "other/d.py:1 imports plug._own", "plug/a.py:2 imports core._inner",
+        "plug/b.py:1 imports core.algos._run", "plug/b.py:2 imports core._rt.kv"]
+    for name in ("plug/a.py", "plug/b.py", "other/d.py"):
+        (root / name).write_text("import core.api\n")
+    assert foreign_private_imports(root, packages) == []
 
 
 def test_detector_names_a_module_that_hands_on_another_packages_objects(tmp_path):

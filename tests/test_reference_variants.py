@@ -18,10 +18,10 @@ import search
 import search.algos.particle_gibbs as pg_module
 from search.algos import _smc
 from search.algos._stepwise import Sampler
-from search.algos._weibull import fit_weibull_mixture, prune_low, weibull_nll
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
 from search.types import Problem
+from search.weibull import fit_weibull_mixture, prune_low, weibull_nll
 
 PROBLEM = Problem(prompt="toy", id="toy")
 

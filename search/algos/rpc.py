@@ -14,7 +14,7 @@ mixture places in its low-probability component (Reasoning Pruning).
     PC(answer) <- sum of p over distinct kept paths with that answer, normalised to sum 1
     return the answer with the largest PC (its likeliest path's text)
 
-Choices where the paper leaves them open (see also search/algos/_weibull.py):
+Choices where the paper leaves them open (see also search/weibull.py):
   - p is the geometric-mean token probability exp(cum_logprob / tokens), as the authors'
     code feeds exp(mean logprob) to the fit: raw path probabilities of long solutions are
     ~0 and would compare lengths rather than confidence;
@@ -25,7 +25,7 @@ Choices where the paper leaves them open (see also search/algos/_weibull.py):
     the one with the likelier path, then to the one sampled first;
   - live pruning fits on the current batch (live paths' running probabilities and finished
     paths' final ones) and only ever stops live paths; stopped paths never answer;
-  - the mixture fit (knobs fit_bounds, fit_starts; search/algos/_weibull.py): our bounds
+  - the mixture fit (knobs fit_bounds, fit_starts; search/weibull.py): our bounds
     (shapes capped at 100) and 2 starts by default, or the authors' bounds (shapes and
     scales unbounded above) and up to 12 starts (the authors start once).
 The scorer is not used: RPC relies only on the model's own probabilities (search.solve
@@ -43,7 +43,6 @@ from typing import Any
 
 from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler, sample_paths
-from search.algos._weibull import BOUNDS, MAX_STARTS, prune_low
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
@@ -51,6 +50,7 @@ from search.knobs import at_least, one_of, rules, within
 from search.scoring import Scorer
 from search.select import Ranking
 from search.types import Candidate, Node, Problem, Result
+from search.weibull import BOUNDS, MAX_STARTS, prune_low
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
