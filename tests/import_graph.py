@@ -11,6 +11,7 @@ a's __init__."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -262,4 +263,28 @@ def reexports(root: Path, packages: tuple[str, ...]) -> list[str]:
         if foreign and statements and all(isinstance(n, ast.Import | ast.ImportFrom)
                                           for n in statements):
             found.append(f"{where}: only imports ({', '.join(sorted(set(foreign.values())))})")
+    return sorted(found)
+
+
+def layer_of(module: str, layers: Sequence[Sequence[str]]) -> int | None:
+    """The index of the layer holding `module` (a layer lists modules or packages: a name
+    holds itself and everything under it; the longest match wins); None when unlisted."""
+    best: tuple[int, int] | None = None  # (length of the matching name, layer)
+    for index, names in enumerate(layers):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and \
+                    (best is None or len(name) > best[0]):
+                best = (len(name), index)
+    return None if best is None else best[1]
+
+
+def against_layers(root: Path, packages: tuple[str, ...], layers: Sequence[Sequence[str]]
+                   ) -> list[str]:
+    """'file:line imports M' for each runtime import from a layer of one listed below it
+    (layers listed bottom first: a layer may import its own and those before it)."""
+    found = set()
+    for src, dst, where in edges(root, packages):
+        low, high = layer_of(src, layers), layer_of(dst, layers)
+        if low is not None and high is not None and high > low:
+            found.add(f"{where} imports {dst}")
     return sorted(found)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from import_graph import (
+    against_layers,
     core_violations,
     cycles,
     describe,
-    edges,
     foreign_private_imports,
+    layer_of,
     modules,
     private_imports,
     reexports,
@@ -28,6 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = "search"
 PLUGINS = ("rewards", "verifiers", "problems", "reports")
 PACKAGES = (CORE, *PLUGINS)
+PACKAGES_BOTTOM_UP = ("search", "verifiers", "problems", "rewards", "reports")
+CORE_LAYERS = (("search.types", "search.scores", "search.budget"),  # the vocabulary
+               ("search.runtime",),                                   # torch machinery
+               ("search.engines",),
+               ("search.scoring", "search.aggregate"),
+               ("search.algos",),
+               ("search.api", "search.cli", "search.__main__"))      # the wiring
 
 
 # -- the project --------------------------------------------------------------------------------
@@ -46,10 +54,18 @@ def test_no_import_cycle_among_the_projects_modules():
 def test_the_packages_form_layers():
     """Between packages too the imports go one way: search <- verifiers <- problems <- rewards
     <- reports at most (no package reaches back up), and only reports imports reports."""
-    order = {"search": 0, "verifiers": 1, "problems": 2, "rewards": 3, "reports": 4}
-    up = sorted({f"{where} imports {dst}" for src, dst, where in edges(ROOT, PACKAGES)
-                 if order[dst.split(".")[0]] > order[src.split(".")[0]]})
+    up = against_layers(ROOT, PACKAGES, [[p] for p in PACKAGES_BOTTOM_UP])
     assert not up, "an import against the layers:\n" + "\n".join(up)
+
+
+def test_the_cores_layers_import_only_those_below():
+    """The README's map of the core: the vocabulary, the torch runtime, the engines, the scorer
+    contract, the algorithms, the wiring, each importing only the layers listed before it (the
+    runtime no engine, so a scorer that runs a model needs no engine's internals). Helper
+    modules outside the map (knobs, registry, models, select, answers, plugins, ...) are not
+    ranked."""
+    up = against_layers(ROOT, (CORE,), CORE_LAYERS)
+    assert not up, "an import against the core's layers:\n" + "\n".join(up)
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -159,6 +175,28 @@ def test_detector_names_an_algorithm_that_builds_its_own_result(tmp_path):
         "algos/gone.py": "def other():\n    pass\n",
     })
     assert unfinished_algorithms(root / "algos") == ["bad.py:4", "gone.py", "odd.py:5"]
+
+
+def test_detector_names_an_import_against_the_layers(tmp_path):
+    root = _tree(tmp_path, {
+        "core/__init__.py": "",
+        "core/types.py": "",
+        "core/rt/__init__.py": "",
+        "core/rt/kv.py": "import core.types\n",
+        "core/eng/__init__.py": "",
+        "core/eng/hf.py": "from core.rt import kv\nimport core.helper\n",
+        "core/helper.py": "import core.eng.hf\n",                 # unranked: not checked
+        "core/algo.py": "import core.eng.hf\n",
+    })
+    layers = [["core.types"], ["core.rt"], ["core.eng", "core.algo"]]
+    assert layer_of("core.eng.hf", layers) == 2 and layer_of("core.helper", layers) is None
+    assert layer_of("core.rt.kv", [["core"], ["core.rt"]]) == 1  # the longest name wins
+    assert against_layers(root, ("core",), layers) == []
+    (root / "core/rt/kv.py").write_text("import core.types\n\ndef f():\n"
+                                        "    from core.eng import hf\n")
+    (root / "core/types.py").write_text("from core.rt.kv import f\n")
+    assert against_layers(root, ("core",), layers) == ["core/rt/kv.py:4 imports core.eng.hf",
+                                                      "core/types.py:1 imports core.rt.kv"]
 
 
 def test_detector_names_a_plugin_import_of_a_private_core_module(tmp_path):
