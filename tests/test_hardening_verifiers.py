@@ -23,14 +23,21 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from verifiers._math.pool import STARTUP_TIMEOUT, pool
-from verifiers.math import MAX_ANSWER_CHARS, Verdict, extract_answer, normalize, verify
+from verifiers._math.pool import STARTUP_TIMEOUT
+from verifiers.math import (
+    MAX_ANSWER_CHARS,
+    Verdict,
+    extract_answer,
+    normalize,
+    verify,
+    worker_startup_seconds,
+)
 from verifiers.steps import StepVerdict, check_step
 
 TIMEOUT = 1.0
 # A worker killed on timeout is replaced, and the next call may wait for its start-up (sympy
 # import), which the pool bounds by STARTUP_TIMEOUT, not by the call's timeout. The pool counts
-# that wait (Pool.startup_wait), so a call is held to its timeout plus the start-up it actually
+# that wait (verifiers.math.worker_startup_seconds), so a call is held to its timeout plus the start-up it actually
 # waited for plus SLACK (pipes, parsing in this process, a loaded machine).
 SLACK = 2.0
 FAST = 2.0  # extraction, normalisation and the step checker run in-process: bounded, no sympy
@@ -55,9 +62,9 @@ anything = st.one_of(latexish, numeric, st.text(max_size=60))
 
 
 def timed_verify(gold: str, prediction: str) -> Verdict:
-    waited, start = pool().startup_wait, time.monotonic()
+    waited, start = worker_startup_seconds(), time.monotonic()
     verdict = verify(gold, prediction, timeout=TIMEOUT, rel_tol=REL_TOL)
-    elapsed, startup = time.monotonic() - start, pool().startup_wait - waited
+    elapsed, startup = time.monotonic() - start, worker_startup_seconds() - waited
     assert startup <= STARTUP_TIMEOUT + SLACK, (gold, prediction, startup)
     assert elapsed < TIMEOUT + SLACK + startup, (gold, prediction, elapsed, startup, verdict)
     assert isinstance(verdict, Verdict) and isinstance(verdict.correct, bool)
