@@ -7,9 +7,9 @@ per mode: median and mean seconds per problem, old and new, their ratio and the 
 ms. Then the cost of one call: a test that makes `--calls` calls into the program (each a
 round trip over pipes now, a guarded in-process call before).
 
-The old implementation is not kept in the tree: its code.py and _sandbox_*.py are read from
-git (`git show REF:verifiers/...`, REF defaulting to main before issue 31; 1c296a1 is the last
-single-process sandbox) into a temporary package. Usage:
+The old implementation is not kept in the tree: its code.py and _sandbox_*.py (_sandbox/ since
+issue 34) are read from git (`git show REF:verifiers/...`, REF defaulting to main before issue
+31; 1c296a1 is the last single-process sandbox) into a temporary package. Usage:
 
     python -m reports.bench_sandbox [--problems 164] [--modes bwrap,unshare,rlimits]
         [--calls 2000] [--old-ref 75a1442]
@@ -42,15 +42,18 @@ def load_old(ref: str, into: Path) -> ModuleType:
     package = into / "sandbox_old"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    listed = subprocess.run(["git", "ls-tree", "--name-only", ref, "verifiers/"], cwd=REPO,
-                            check=True, capture_output=True, text=True).stdout.split()
+    listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", ref, "verifiers/"],
+                            cwd=REPO, check=True, capture_output=True, text=True).stdout.split()
     for path in listed:
         name = path.removeprefix("verifiers/")
-        if name == "code.py" or name.startswith("_sandbox_"):
+        # the sandbox's parts: _sandbox_*.py before issue 34, the _sandbox/ package since
+        if name == "code.py" or name.startswith(("_sandbox_", "_sandbox/")):
             text = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=REPO, check=True,
                                   capture_output=True, text=True).stdout
             # its own helper modules, not today's
-            (package / name).write_text(text.replace("from verifiers import", "from sandbox_old import"))
+            (package / name).parent.mkdir(exist_ok=True)
+            (package / name).write_text(text.replace("from verifiers import", "from sandbox_old import")
+                                        .replace("verifiers._sandbox", "sandbox_old._sandbox"))
     sys.path.insert(0, str(into))
     return importlib.import_module("sandbox_old.code")
 
