@@ -1,4 +1,5 @@
-"""Weight dtypes of the transformers engine: names, the int8 path, native bf16 on CPU."""
+"""Weight dtypes of the models the runtime runs (the transformers engine's options name them):
+names, the int8 path, native bf16 on CPU."""
 
 from __future__ import annotations
 
