@@ -18,7 +18,7 @@ text), which can differ from whole-text tokenisation at step boundaries.
 Memory: after each call the PRM keeps only the paths it just scored (what a search expands
 next) of the calling search's trees; anything else is recomputed on demand and charged.
 Concurrent searches (search.solve_many) share the PRM: their scoring forwards are batched
-like the generator's (search.engines.sched), each score what it is alone.
+like the generator's (search.runtime.sched), each score what it is alone.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class HFPRM(PerThreadMeter):
         # fast: run the model as the generator engine does (search.engines.hf): packed
         # linears on CPU (a second copy of the linear weights) and, for Llama-family causal
         # LMs (Math-Shepherd's Mistral), the lean forward, through which concurrent
-        # searches' scoring forwards share one batched forward (search.engines.sched)
+        # searches' scoring forwards share one batched forward (search.runtime.sched)
         if fast:
             attention.use_sdpa_gqa(self.model)
             if self.device.type == "cpu":
@@ -204,7 +204,7 @@ class HFPRM(PerThreadMeter):
         if any(node.step is None for node in nodes):
             raise ValueError("a PRM scores steps; the root has none")
         self.meter.charge_scorer(calls=len(nodes))
-        # one job (search.engines.sched): concurrent searches' PRM forwards are batched
+        # one job (search.runtime.sched): concurrent searches' PRM forwards are batched
         return SCHED.run(self._score(list(nodes)))
 
     def _score(self, nodes: list[Node]) -> Job[list[float]]:
