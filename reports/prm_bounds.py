@@ -12,6 +12,10 @@ errs). Printed, each as a step AUC against that truth:
                        on the path so far (every token; digits only): how much of the truth
                        the policy's own beliefs already hold, for a PRM to learn to read;
   --prm                a trained PRM (a name or folder);
+  ..., arithmetic      for the surprise and --prm, the AUC against each step's own
+                       arithmetic instead (equation_holds: is its one equation right?),
+                       over the steps with one equation: does it tell a slip from a right
+                       step, wherever the step stands;
   each --variants      LABELS:EPOCHS:LR[:FORMAT], a PRM trained here on WORK/labels.jsonl
                        as rewards.prm_train trains (tiny-arith init, --lm-weight, one thread,
                        FORMAT math_shepherd (default) or policy: rewards.prm_train's --format),
@@ -55,15 +59,47 @@ def true_labels(path: LabelledPath) -> LabelledPath:
                         path.correct)
 
 
-def truth_auc(model: Any, tok: Any, fmt: Any, paths: Sequence[LabelledPath]) -> float:
-    """Step AUC of a PRM's scores against the true labels of `paths` (rewards.prm_train's
-    validation figure, read on the truth)."""
+def step_scores(model: Any, tok: Any, fmt: Any, paths: Sequence[LabelledPath]) -> list[float]:
+    """A PRM's score of every labelled step of `paths`, in order, read as rewards.prm_train
+    reads them in training."""
+    import torch
+
     from rewards.prm import label_ids
-    from rewards.prm_train import Batches, evaluate
+    from rewards.prm_train import Batches, loss_and_scores
 
     pair = label_ids(tok, fmt)
     assert pair is not None
-    return evaluate(model, Batches(tok, fmt, paths), pair)["auc"]
+    data, out = Batches(tok, fmt, paths), []
+    model.eval()
+    with torch.no_grad():
+        for batch in data(range(len(data.items)), 64):
+            out += loss_and_scores(model, batch, pair)[1].tolist()
+    return out
+
+
+def equation_holds(step: str) -> bool | None:
+    """Whether the one equation of a step is right arithmetic (a division exactly: 58 / 4 =
+    14 is wrong); None for a step with no equation or more than one."""
+    from problems.arith import EQUATION, apply
+
+    found = EQUATION.findall(step)
+    if len(found) != 1:
+        return None
+    a, op, b, c = (int(x) if x.isdigit() else x for x in found[0])
+    if op == "/":
+        return b != 0 and b * c == a
+    return apply(a, op, b) == c
+
+
+def arithmetic_auc(scores: Sequence[float], paths: Sequence[LabelledPath]) -> float:
+    """AUC of per-step scores (one per step of `paths`, in order) against each step's own
+    arithmetic (equation_holds), over the steps with one equation: whether a scorer tells a
+    wrong equation from a right one wherever it stands."""
+    from problems.value_head import auc
+
+    pairs = [(s, ok) for s, ok in zip(scores, (equation_holds(t) for p in paths
+                                                for t in p.steps)) if ok is not None]
+    return auc([s for s, _ in pairs], [ok for _, ok in pairs])
 
 
 def surprise_scores(engine: Any, paths: Sequence[LabelledPath]) -> dict[str, list[float]]:
@@ -119,9 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
              for lab, t in zip(p.labels, q.labels) if lab is not None])}
     for kind, scores in surprise_scores(engine, truth).items():
         out[f"the policy's surprise ({kind})"] = auc(scores, positive)
+        out[f"the policy's surprise ({kind}), arithmetic"] = arithmetic_auc(scores, truth)
     if args.prm:  # loaded as a search loads it: embedded name or folder, declared format
         prm = HFPRM.load(args.prm, fast=False)
-        out[f"PRM {args.prm}"] = truth_auc(prm.model, prm.tokenizer, prm.fmt, truth)
+        scores = step_scores(prm.model, prm.tokenizer, prm.fmt, truth)
+        out[f"PRM {args.prm}"] = auc(scores, positive)
+        out[f"PRM {args.prm}, arithmetic"] = arithmetic_auc(scores, truth)
     rows = [LabelledPath.of(r) for r in read_rows(args.work / "labels.jsonl")]
     for spec in filter(None, args.variants.split(",")):
         kind, epochs, lr, form = (spec.split(":") + [MATH_SHEPHERD.family])[:4]
@@ -135,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               val, epochs=int(epochs), lr=float(lr), lm_weight=args.lm_weight, seed=args.seed,
               progress=False)
         out[f"trained on {kind} labels, {epochs} epoch(s), lr {lr}, {form} format"] = \
-            truth_auc(model, tok, fmt, truth)
+            auc(step_scores(model, tok, fmt, truth), positive)
         print(f"{spec}: {(time.perf_counter() - t0) / 60:.1f} min")
     for name, value in out.items():
         print(f"{name:<60} {value:.3f}")

@@ -18,7 +18,10 @@
    cross-entropy of that two-way softmax against each labelled step's label (soft labels as
    targets in [0, 1]), every step of a path read in one forward. Each epoch is checkpointed
    in WORK; the epoch with the best validation loss is kept. A program's steps are its lines
-   (problems.evaluate.step_stop), a worked solution's its paragraphs.
+   (problems.evaluate.step_stop), a worked solution's its paragraphs. --grow K adds K layers
+   on top of the policy's that start as the identity (rewards.prm_grow); --drills N first
+   trains one epoch on N arithmetic equation drills, each step labelled by its own
+   arithmetic (problems.arith_drills), so the PRM can tell a slip from a right step.
 3. Save: save_pretrained (model and tokenizer) to OUT with prm.json (the command, the
    problems' generator seeds, label counts, labelling cost, the prefill the shared-prefix
    tree saved, validation figures, minutes). `scorer="prm:OUT"` (or the embedded name) loads
@@ -58,6 +61,7 @@ from rewards.prm import (
     prompt_ids,
     step_ids,
 )
+from rewards.prm_grow import FRESH_LR_SCALE, grow_layers
 from search.engines.base import DEFAULT_STOP
 from search.types import Problem
 
@@ -93,11 +97,12 @@ def encode(tok: Any, fmt: PRMFormat, path: LabelledPath
     return ids, positions, labels, text
 
 
-def build(policy: str, *, init: str = "policy", fmt: PRMFormat = MATH_SHEPHERD, seed: int = 0
-          ) -> tuple[Any, Any]:
+def build(policy: str, *, init: str = "policy", fmt: PRMFormat = MATH_SHEPHERD, seed: int = 0,
+          grow: int = 0) -> tuple[Any, Any]:
     """(model, tokenizer) of a new PRM: the policy's weights (init="policy") or its
-    architecture freshly initialised (init="scratch"); the step tag's characters are added to
-    the vocabulary where the tokenizer would spell them as unknown."""
+    architecture freshly initialised (init="scratch"), with `grow` more decoder layers on top
+    (grow_layers); the step tag's characters are added to the vocabulary where the
+    tokenizer would spell them as unknown."""
     from transformers import AutoModelForCausalLM
 
     from search.models import load_model
@@ -114,6 +119,7 @@ def build(policy: str, *, init: str = "policy", fmt: PRMFormat = MATH_SHEPHERD, 
     elif init != "policy":
         raise ValueError(f"init must be 'policy' or 'scratch', got {init!r}")
     label_ids(tok, fmt)  # "+" and "-" must be single tokens: a clear error before training
+    grow_layers(model, grow)
     return model.float().train(), tok
 
 
@@ -197,9 +203,10 @@ def evaluate(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
 
 def train(model: Any, tok: Any, fmt: PRMFormat, paths: Sequence[LabelledPath],
           val: Sequence[LabelledPath], *, epochs: int = 8, lr: float = 5e-4,
-          batch_size: int = 32, lm_weight: float = 0.0, seed: int = 0,
+          batch_size: int = 32, lm_weight: float = 0.0, seed: int = 0, fresh: int = 0,
           work: Path | None = None, progress: bool = True) -> list[dict[str, float]]:
-    """Train in place; returns each epoch's validation figures. With `work`, each epoch is
+    """Train in place; returns each epoch's validation figures. The last `fresh` decoder
+    layers (grown ones) learn at FRESH_LR_SCALE times lr. With `work`, each epoch is
     checkpointed there and a re-run resumes after the last one; the model ends with the
     weights of the epoch of lowest validation loss."""
     from tqdm import tqdm
@@ -209,12 +216,19 @@ def train(model: Any, tok: Any, fmt: PRMFormat, paths: Sequence[LabelledPath],
     data, held = Batches(tok, fmt, paths), Batches(tok, fmt, val)
     if not data.items:
         raise ValueError("no labelled step to train on")
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    grown = {id(p) for layer in model.get_decoder().layers[len(model.get_decoder().layers)
+                                                          - fresh:] for p in layer.parameters()}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in grown], "lr": lr},
+              {"params": [p for p in model.parameters() if id(p) in grown],
+               "lr": lr * FRESH_LR_SCALE}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=0.01)
     steps = max(1, epochs * math.ceil(len(data.items) / batch_size))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: max(0.0, 1 - i / steps))
     history: list[dict[str, float]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
     ckpt = work / "train.pt" if work else None
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
     if ckpt is not None and ckpt.is_file():
         state = torch.load(ckpt, weights_only=False)
         model.load_state_dict(state["model"])
@@ -288,6 +302,12 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--format": dict(default=MATH_SHEPHERD.family, choices=FORMAT_CHOICES,
                      help="the text the PRM reads: the policy's own, or Math-Shepherd's"),
     "--init": dict(default="policy", choices=("policy", "scratch")),
+    "--grow": dict(type=int, default=0, help="decoder layers added on top of the policy's "
+                   "(grow_layers)"),
+    "--drills": dict(type=int, default=0, help="arithmetic: equation drill paths trained on "
+                     "(one epoch) before the labels (problems.arith_drills)"),
+    "--drill-seed": dict(type=int, default=40_010, help="the drills' generator seed"),
+    "--drill-lr": dict(type=float, default=1e-3),
     "--epochs": dict(type=int, default=8),
     "--lr": dict(type=float, default=5e-4),
     "--batch-size": dict(type=int, default=32),
@@ -297,6 +317,25 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--threads": dict(type=int, default=None),
     "--quiet": dict(action="store_true"),
 }
+
+
+def drill(model: Any, tok: Any, fmt: PRMFormat, problems: Sequence[Problem],
+          val: Sequence[LabelledPath], args: Any, common: dict[str, Any], work: Path
+          ) -> dict[str, Any] | None:
+    """With --drills: train one epoch on equation drills (resumable in `work`); what was
+    done, for prm.json."""
+    if not args.drills:
+        return None
+    from problems.arith_drills import LEVELS, equation_drills
+
+    if not all(p.id.startswith("arith/") for p in problems):
+        raise ValueError("--drills needs the arithmetic task (problems.arith_drills)")
+    t0 = time.perf_counter()
+    history = train(model, tok, fmt, equation_drills(args.drills, seed=args.drill_seed), val,
+                    epochs=1, lr=args.drill_lr, work=work, **common)
+    return {"paths": args.drills, "generator_seed": args.drill_seed, "levels": list(LEVELS),
+            "lr": args.drill_lr, "history": history,
+            "minutes_this_run": round((time.perf_counter() - t0) / 60, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,11 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     del engine
     rows = [LabelledPath.of(r) for r in read_rows(work / "labels.jsonl")]
     val = [LabelledPath.of(r) for r in read_rows(work / "val.jsonl")]
-    model, tok = build(args.policy, init=args.init, fmt=fmt, seed=args.seed)
-    history = train(model, tok, fmt, rows, val, epochs=args.epochs, lr=args.lr,
-                    batch_size=args.batch_size, lm_weight=args.lm_weight, seed=args.seed,
-                    work=work,
-                    progress=not args.quiet)
+    model, tok = build(args.policy, init=args.init, fmt=fmt, seed=args.seed, grow=args.grow)
+    common = dict(batch_size=args.batch_size, lm_weight=args.lm_weight, seed=args.seed,
+                  fresh=args.grow, progress=not args.quiet)
+    drilled = drill(model, tok, fmt, sets["labels"], val, args, common, work / "drills")
+    history = train(model, tok, fmt, rows, val, epochs=args.epochs, lr=args.lr, work=work,
+                    **common)
     args.out.mkdir(parents=True, exist_ok=True)
     model.eval().save_pretrained(args.out)
     tok.save_pretrained(args.out)
@@ -339,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = [lab for r in rows for lab in r.labels if lab is not None]
     meta = {"command": "python -m rewards.prm_train " + shlex.join(argv or sys.argv[1:]),
             "policy": args.policy, "format": asdict(fmt), "init": args.init,
-            "lm_weight": args.lm_weight,
+            "lm_weight": args.lm_weight, "grow": args.grow, "drills": drilled,
             "label_config": asdict(cfg),
             "training_problems": {"generator_seed": args.data_seed, "levels": levels,
                                   "n": args.problems},

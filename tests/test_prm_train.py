@@ -294,13 +294,13 @@ def test_training_resumes_from_its_checkpoint(tmp_path, small_prm, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pt, "evaluate", killed_in_epoch_two)
-    (tmp_path / "cut").mkdir()
+    # a work folder that does not exist yet (as prm_train's drills/ under WORK) is made
     with pytest.raises(KeyboardInterrupt):
         train(*build("tiny-arith"), MATH_SHEPHERD, paths * 2, paths, epochs=2, lr=1e-3,
-              batch_size=2, progress=False, work=tmp_path / "cut")
+              batch_size=2, progress=False, work=tmp_path / "cut" / "drills")
     monkeypatch.setattr(pt, "evaluate", real)
     resumed = train(*build("tiny-arith"), MATH_SHEPHERD, paths * 2, paths, epochs=2, lr=1e-3,
-                    batch_size=2, progress=False, work=tmp_path / "cut")
+                    batch_size=2, progress=False, work=tmp_path / "cut" / "drills")
     assert [h["loss"] for h in resumed] == pytest.approx([h["loss"] for h in whole], abs=1e-6)
 
 
