@@ -35,7 +35,7 @@ Diversity (knob `diversity`):
              paper's n-gram diversity).
 A candidate (same parent, same continuation) is taken by one group at most, so groups never
 hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
-root, where every group starts). Chosen nodes record scores.group.
+root, where every group starts). Chosen nodes record their group (DiverseBeamMark.group).
 At level="step", duplicates="merge" keeps one node per state among a beam's M samples
 (siblings only: groups hold different beams), counted as the samples it stands for; "keep"
 carries every sample.
@@ -46,6 +46,7 @@ come from the model's own next-token distribution, so they count as generated to
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from search.algos._run import Finisher, Run, finish
@@ -53,6 +54,7 @@ from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, wit
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import Rule, at_least, divides, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer
 from search.select import Selection
 from search.types import Node, Problem, Result
@@ -61,6 +63,14 @@ C = TypeVar("C")
 Tokens = tuple[int, ...]
 Similarity = Callable[[Tokens, Tokens], float]
 Cand = tuple[Node, int, float]  # token level: (beam, next token id, path logprob with it)
+
+
+@dataclass(slots=True)
+class DiverseBeamMark(Mark):
+    """Diverse beam search's value of a node (None until written)."""
+
+    key = "diverse_beam"
+    group: int | None = None  # the group that chose the node
 
 
 def same(a: Tokens, b: Tokens) -> float:
@@ -110,7 +120,7 @@ def tail(node: Node, k: int) -> Tokens:
 def _tag(groups: Sequence[Sequence[Node]]) -> list[Node]:
     for g, beams in enumerate(groups):
         for node in beams:
-            node.scores.group = g
+            node.scores.of(DiverseBeamMark).group = g
     return [node for beams in groups for node in beams]
 
 

@@ -14,7 +14,7 @@ strong prefix take every beam).
         a subtree whose best child is finished stops
     return select(candidates)   (best score by default)
 
-Every node a subtree generates records scores.subtree = its index. duplicates="merge"
+Every node a subtree generates records its index (DvtsMark.subtree). duplicates="merge"
 (as in `beam`) scores one of a head's equal children, which counts as the samples it stands
 for in a vote; "keep" scores each.
 """
@@ -22,14 +22,24 @@ for in a vote; "keep" scores each.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from search.algos._run import Run
 from search.algos._stepwise import DUPLICATES, Sampler, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, divides, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer
 from search.types import Node, Problem, Result
+
+
+@dataclass(slots=True)
+class DvtsMark(Mark):
+    """DVTS's value of a node (None until written)."""
+
+    key = "dvts"
+    subtree: int | None = None  # the index of the subtree that generated the node
 
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES))
@@ -50,7 +60,7 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         run.score([c for cs in kids for c in cs])
         for (i, _), children in zip(live, kids):
             for child in children:
-                child.scores.subtree = i
+                child.scores.of(DvtsMark).subtree = i
             done += [c for c in children if c.finished]
             # max keeps the first of equal scores: ties go to the earlier sample
             best = max(children, key=run.path_score)

@@ -21,7 +21,7 @@ Each node keeps a visit count N and a value sum W (Q = W / N).
 Values are PRM scores in [0, 1] (a non-finite score counts as 0), the range c_uct = 1.4
 (about sqrt 2) is tuned for. A node is expanded once (no progressive widening): a step that
 none of its K samples produced is never in the tree. After the search every tree node records
-scores.visits and scores.q.
+its visits and Q (MctsMark).
 """
 
 from __future__ import annotations
@@ -35,8 +35,18 @@ from search.algos._stepwise import Sampler, new_siblings, roll
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
 from search.knobs import at_least, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer, reward
 from search.types import Node, Problem, Result
+
+
+@dataclass(slots=True)
+class MctsMark(Mark):
+    """MCTS's values of a tree node after the search (None until written)."""
+
+    key = "mcts"
+    visits: float | None = None  # the visit count N (virtual losses included while live)
+    q: float | None = None  # the mean backed-up value W / N
 
 
 @dataclass
@@ -143,7 +153,8 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         engine.retain(tree.frontier())
     for node in root.walk():
         if node.id in tree.stats:
-            node.scores.visits, node.scores.q = tree.stats[node.id].visits, tree.stats[node.id].q
+            st = tree.stats[node.id]
+            node.scores.marks[MctsMark.key] = MctsMark(visits=st.visits, q=st.q)
     # nothing finished: the best-scored open nodes stand in (sorted() keeps walk order on ties)
     leaves = list(finished.values()) or sorted(
         (node for node in tree.frontier() if node is not root), key=run.path_score,

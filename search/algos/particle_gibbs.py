@@ -20,8 +20,8 @@ persist and seed further exploration.
 
 resample_finished is particle_filter's knob (the authors' run script sets it, its_hub always
 resamples finished particles). The reference's steps are never re-sampled or re-scored
-(their PRM scores are cached on the nodes) and stay in the KV cache between passes. A chosen reference records
-scores.reference = the pass after which it was drawn.
+(their PRM scores are cached on the nodes) and stay in the KV cache between passes. A chosen
+reference records the pass after which it was drawn (ParticleMark.reference).
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from search.algos._run import Run
-from search.algos._smc import REFERENCE_DRAWS, SweepPlan, pick_reference, resampler, sweep
+from search.algos._smc import (
+    REFERENCE_DRAWS,
+    ParticleMark,
+    SweepPlan,
+    pick_reference,
+    resampler,
+    sweep,
+)
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
@@ -68,7 +75,7 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
         ref = pick_reference(swarm, run.rng, reference, tau)
         if ref is None:  # nothing finished (budget or depth): no reference to condition on
             break
-        ref.scores.reference = it
+        ref.scores.of(ParticleMark).reference = it
         path = ref.path()[1:]
         engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
