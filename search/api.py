@@ -164,6 +164,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     """
     problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
+    knobs = registry.upgrade_knobs(algo, knobs, stacklevel=2)  # old names, with a warning
     scorer = _check(problem, algo, budget, seed, scorer, knobs)
     model_name = check_engine(engine)
     scorer_name = check_scorer(scorer, problem, model_name)
@@ -232,6 +233,7 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     all runs (and must keep a per-thread meter, like every scorer in rewards/)."""
     probs = [Problem.of(p) for p in problems]
     seeds = list(seeds)
+    knobs = registry.upgrade_knobs(algo, knobs, stacklevel=2)
     runs = [(p, s) for p in probs for s in seeds]
     check_concurrent(concurrency)  # everything a run needs is checked before any model loads
     model_name = check_engine(engine)

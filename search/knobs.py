@@ -12,6 +12,15 @@ An algorithm's knobs are its keyword-only parameters, `seed` excepted (solve's o
 once, next to the algorithm it belongs to, and it records the knobs: the Result's knobs are
 every knob's actual value (see `recorded`). `parse` turns "8", "0.5", "true", "none", "[1, 2]"
 or "vote" into the annotation's type first (the CLI and the eval runner's --knob).
+
+A knob group (a frozen dataclass deriving from Group: the step sampler, Sampler in
+search/algos/_stepwise.py) is one keyword-only parameter of the function and several knobs
+by their own names: its init fields, at the parameter's place, with the parameter's default
+as their defaults. Callers give them flat (solve(..., temperature=0.5)); the call folds them
+into the group's object (`fold`), and the Result records them flat.
+
+A renamed knob (RENAMED: max_steps is max_depth, the depth limit's one name) is accepted
+under its old name for one release, with a DeprecationWarning (`upgrade`).
 """
 
 from __future__ import annotations
@@ -25,14 +34,24 @@ import json
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from search.types import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
+# a knob's old name -> its name now: the old one is accepted, with a DeprecationWarning, until
+# the next release
+RENAMED = {"max_steps": "max_depth"}
+
+
+class Group:
+    """Base of a knob group: a frozen dataclass whose init fields are knobs (module doc)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,7 @@ COMMON: dict[str, tuple[Rule, ...]] = {
     "select": (one_of("select", _selections),),
     "agg": (one_of("agg", _aggregates),),
     "resample": (one_of("resample", _resamplers),),
-    **{cap: at_least(1, cap) for cap in ("step_tokens", "max_tokens", "max_depth", "max_steps",
+    **{cap: at_least(1, cap) for cap in ("step_tokens", "max_tokens", "max_depth",
                                          "chunk_tokens", "horizon", "iterations")},
 }
 
@@ -126,9 +145,10 @@ def rules(*declared: Rule | tuple[Rule, ...]) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def checked(*args: Any, **kwargs: Any) -> Any:
+            kwargs = fold(checked, upgrade(checked, kwargs))
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
-            actual = {k: bound.arguments[k] for k in names(checked)}
+            actual = flat_values(checked, bound.arguments)
             check(checked, actual, complete=True)
             return recorded(fn(*args, **kwargs), actual)
 
@@ -150,35 +170,99 @@ def recorded(result: Any, actual: Mapping[str, Any]) -> Any:
 
 
 # -- names and types ----------------------------------------------------------------------------
-def _params(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
-    return {p: v for p, v in inspect.signature(fn).parameters.items()
-            if v.kind is inspect.Parameter.KEYWORD_ONLY and p not in NOT_KNOBS}
+@dataclass(frozen=True)
+class Knob:
+    """One knob: its default, its annotation (as written: text under `from __future__ import
+    annotations`), the module whose names the annotation uses, and the group parameter that
+    holds it (None: a parameter of its own)."""
+
+    default: Any
+    annotation: Any
+    home: str
+    group: str | None = None
+
+
+def knobs_of(fn: Callable[..., Any]) -> dict[str, Knob]:
+    """{knob: Knob} of an algorithm function in signature order, groups spread in place."""
+    out: dict[str, Knob] = {}
+    home = inspect.unwrap(fn).__module__
+    for name, p in inspect.signature(fn).parameters.items():
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY or name in NOT_KNOBS:
+            continue
+        if isinstance(p.default, Group):
+            out.update((f.name, Knob(getattr(p.default, f.name), f.type,
+                                     type(p.default).__module__, name))
+                       for f in fields(p.default) if f.init)
+        else:
+            out[name] = Knob(p.default, p.annotation, home)
+    return out
 
 
 def names(fn: Callable[..., Any]) -> list[str]:
     """The knobs of an algorithm function, in signature order."""
-    return list(_params(fn))
+    return list(knobs_of(fn))
 
 
 def defaults(fn: Callable[..., Any]) -> dict[str, Any]:
-    return {k: p.default for k, p in _params(fn).items()}
+    return {k: knob.default for k, knob in knobs_of(fn).items()}
 
 
 def annotation(fn: Callable[..., Any], knob: str) -> Any:
     """The evaluated annotation of a knob (annotations are strings here: `from __future__
     import annotations`); the default's type when it cannot be evaluated, Any without one."""
-    param = _params(fn)[knob]
-    ann = param.annotation
+    spec = knobs_of(fn)[knob]
+    ann = spec.annotation
     if isinstance(ann, str):
-        space = {**vars(typing), **vars(collections.abc),
-                 **vars(sys.modules[inspect.unwrap(fn).__module__])}
+        space = {**vars(typing), **vars(collections.abc), **vars(sys.modules[spec.home])}
         try:
             ann = eval(ann, space)  # noqa: S307 - a signature's own annotation text
         except Exception:  # a name imported only for type checkers
             ann = inspect.Parameter.empty
     if ann is inspect.Parameter.empty:
-        return type(param.default) if param.default not in (None, param.empty) else Any
+        empty = inspect.Parameter.empty
+        return type(spec.default) if spec.default not in (None, empty) else Any
     return ann
+
+
+def fold(fn: Callable[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's keyword arguments from flat knobs: a group's knobs become its object (the one
+    given for its parameter, else the parameter's default, with those fields replaced)."""
+    spec = knobs_of(fn)
+    out = {k: v for k, v in given.items() if k not in spec or spec[k].group is None}
+    grouped: dict[str, dict[str, Any]] = {}
+    for k, v in given.items():
+        if k in spec and (group := spec[k].group) is not None:
+            grouped.setdefault(group, {})[k] = v
+    params = inspect.signature(fn).parameters
+    for group, values in grouped.items():
+        out[group] = replace(given.get(group, params[group].default), **values)
+    return out
+
+
+def flat_values(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Every knob's value from a call's bound arguments (defaults applied): a group's knobs
+    read off its object."""
+    return {k: arguments[k] if spec.group is None else getattr(arguments[spec.group], k)
+            for k, spec in knobs_of(fn).items()}
+
+
+def upgrade(fn: Callable[..., Any], given: Mapping[str, Any], *, stacklevel: int = 2
+            ) -> dict[str, Any]:
+    """given with each old knob name (RENAMED) that fn takes under its new name renamed, in
+    place, with a DeprecationWarning (stacklevel: as warnings.warn's, from the caller)."""
+    have = names(fn)
+    out: dict[str, Any] = {}
+    for knob, value in given.items():
+        new = RENAMED.get(knob)
+        if new is not None and new in have and knob not in have:
+            if new in given:
+                raise TypeError(f"{fn.__name__}: give {new} only ({knob} is its old name)")
+            warnings.warn(f"{fn.__name__}: knob {knob!r} is now {new!r} (the depth limit's one "
+                          f"name); {knob!r} is accepted until the next release",
+                          DeprecationWarning, stacklevel=stacklevel + 1)
+            knob = new
+        out[knob] = value
+    return out
 
 
 def _members(tp: Any) -> tuple[Any, ...]:
@@ -235,6 +319,7 @@ def parse(fn: Callable[..., Any], knob: str, text: str) -> Any:
     """Command-line text -> a value of the knob's type: a JSON or Python literal when that
     fits ("8", "0.5", "true", "[\"\\n\"]"), "none"/"null" where None is allowed, else the text
     itself where a string is (select=vote). TypeError saying what the knob takes otherwise."""
+    [knob] = upgrade(fn, {knob: text}, stacklevel=2)
     check_names(fn, [knob])
     tp = annotation(fn, knob)
     if text.strip().lower() in ("none", "null") and conforms(None, tp):
@@ -272,7 +357,8 @@ def check(fn: Callable[..., Any], knobs: Mapping[str, Any], *, complete: bool = 
     """Check the given knobs of algorithm fn (names, types, value rules, defaults filled in
     for the rules that relate several knobs); returns every knob's value. complete: knobs
     already holds every knob (a call's bound arguments); values_too=False: names and types
-    only (knobs that other knobs will join)."""
+    only (knobs that other knobs will join). Old knob names are read as their new ones."""
+    knobs = upgrade(fn, knobs, stacklevel=2)
     check_names(fn, knobs)
     values = dict(knobs) if complete else {**defaults(fn), **knobs}
     wrong = [f"knob {k} takes {describe(tp)}, got {v!r}" for k, v in knobs.items()

@@ -57,10 +57,17 @@ def check_knobs(name: str, knobs: Mapping[str, Any], *, values_too: bool = True
     return _knobs.check(get(name), knobs, values_too=values_too)
 
 
+def upgrade_knobs(name: str, knobs: Mapping[str, Any], *, stacklevel: int = 2
+                  ) -> dict[str, Any]:
+    """knobs with old names (search.knobs.RENAMED) replaced by their names now, each with a
+    DeprecationWarning (stacklevel as warnings.warn's, counted from the caller)."""
+    return _knobs.upgrade(get(name), knobs, stacklevel=stacklevel + 1)
+
+
 def parse_knobs(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     """Command-line knob texts ({"n": "8", "select": "vote"}) -> checked values."""
     fn = get(name)
-    values = {k: _knobs.parse(fn, k, v) for k, v in texts.items()}
+    values = {k: _knobs.parse(fn, k, v) for k, v in upgrade_knobs(name, texts).items()}
     _knobs.check(fn, values)
     return values
 

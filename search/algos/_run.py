@@ -202,14 +202,14 @@ class Run:
         """agg of the step rewards along node's path."""
         return path_score(node, aggregate.get(self.agg))
 
-    def finish(self, algo: str, leaves: Sequence[Node], *, max_steps: int,
+    def finish(self, algo: str, leaves: Sequence[Node], *, max_depth: int,
                score: Callable[[Node], float] | None = None,
                stats: Mapping[str, Any] | None = None) -> Result:
         """`finish` with the run's selection, path scores (unless `score`) and a finisher
-        that scores every step it adds, up to max_steps of them."""
+        that scores every step it adds, up to max_depth of them."""
         return finish(self.problem, self.root, leaves, score or self.path_score, self.meter,
                       selection=self.selection, seed=self.seed, algo=algo,
                       resolved=dict(agg=self.agg), stats=stats,
                       finisher=Finisher(self.engine, self.sampler, self.scorer, leaf_only=False,
-                                        max_steps=max_steps))
+                                        max_steps=max_depth))
 

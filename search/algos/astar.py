@@ -53,13 +53,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from search.algos._run import Run
-from search.algos._stepwise import DUPLICATES, Sampler, merge_equal
+from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import Rule, at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
@@ -167,10 +166,9 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
           max_depth: int = 40, max_batches: int = 40, select: str = "score",
-          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-          stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+          sampler: Sampler = SAMPLER) -> Result:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=None, select=select,
-                    scored_as="-f", sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    scored_as="-f", sampler=sampler)
     root = run.root
     root.scores.marks[AStarMark.key] = AStarMark(cost=0.0, g=0.0, f=0.0)
     frontier = Frontier(ties=ties, merge=duplicates == "merge")
@@ -235,5 +233,5 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
                 evaluate(node)
         return -_f(leaf)
 
-    return run.finish("astar", leaves, score=neg_f, max_steps=max_depth,
+    return run.finish("astar", leaves, score=neg_f, max_depth=max_depth,
                       stats=dict(batches=batches, capped=capped))

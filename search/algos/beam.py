@@ -43,9 +43,17 @@ from dataclasses import dataclass
 
 from search import aggregate
 from search.algos._run import Run
-from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, roll, with_copies
+from search.algos._stepwise import (
+    DUPLICATES,
+    SAMPLER,
+    Sampler,
+    copies,
+    merge_equal,
+    roll,
+    with_copies,
+)
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
@@ -65,10 +73,9 @@ class BeamMark(Mark):
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = "score", duplicates: str = "merge",
-         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+         sampler: Sampler = SAMPLER) -> Result:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     agg_fn = aggregate.get(run.agg)
     keep = n // m
     beams, width = [run.root], n
@@ -99,7 +106,7 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]
-    return run.finish("beam", leaves, max_steps=max_depth)
+    return run.finish("beam", leaves, max_depth=max_depth)
 
 
 def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:

@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from search.algos._run import Finisher, Run, finish
-from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, with_copies
+from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, copies, merge_equal, with_copies
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import Rule, at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
@@ -142,9 +142,7 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
                  select: str = "score", duplicates: str = "merge",
-                 temperature: float = 0.8, top_p: float = 1.0,
-                 step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
+                 sampler: Sampler = SAMPLER) -> Result:
     per = n // m // groups
     if level == "token":  # the scorer is not consulted: paths rank by their log-probability
         root = engine.root(problem)
@@ -158,7 +156,7 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
     leaves = _by_step(run, n=n, m=m, groups=groups, per=per, lam=lam, sim=sim,
                       max_depth=max_depth, duplicates=duplicates)
-    return run.finish("diverse_beam", leaves, max_steps=max_depth)
+    return run.finish("diverse_beam", leaves, max_depth=max_depth)
 
 
 def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim: Similarity,

@@ -21,13 +21,12 @@ for in a vote; "keep" scores each.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from search.algos._run import Run
-from search.algos._stepwise import DUPLICATES, Sampler, merge_equal, with_copies
+from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal, with_copies
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
@@ -46,10 +45,9 @@ class DvtsMark(Mark):
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
          select: str = "score", duplicates: str = "merge",
-         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+         sampler: Sampler = SAMPLER) -> Result:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     heads: list[Node | None] = [run.root] * (n // m)  # None once a subtree has finished
     done: list[Node] = []
     for _ in range(max_depth):
@@ -67,4 +65,4 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             heads[i] = None if best.finished else best
         engine.retain([head for head in heads if head is not None])
     leaves = with_copies(done) + [h for h in heads if h is not None and h is not run.root]
-    return run.finish("dvts", leaves, max_steps=max_depth)
+    return run.finish("dvts", leaves, max_depth=max_depth)

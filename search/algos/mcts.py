@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from search.algos._run import Run
-from search.algos._stepwise import Sampler, new_siblings, roll
+from search.algos._stepwise import SAMPLER, Sampler, new_siblings, roll
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
@@ -116,11 +116,9 @@ class Tree:
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
-         agg: str | None = None, select: str = "score", temperature: float = 0.8,
-         top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+         agg: str | None = None, select: str = "score", sampler: Sampler = SAMPLER) -> Result:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     root = run.root
     tree = Tree(root, c, virtual_loss)
     finished: dict[int, Node] = {}  # every finished path seen, rollouts included
@@ -159,7 +157,7 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     leaves = list(finished.values()) or sorted(
         (node for node in tree.frontier() if node is not root), key=run.path_score,
         reverse=True)[:batch]
-    return run.finish("mcts", leaves, max_steps=max_depth)
+    return run.finish("mcts", leaves, max_depth=max_depth)
 
 
 def _rollouts(run: Run, starts: Sequence[Node], max_depth: int, values: list[float],

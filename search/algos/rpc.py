@@ -45,7 +45,7 @@ from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler, sample_paths
 from search.answers import vote_key
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, one_of, rules, within
 from search.scores import Mark
 from search.scoring import Scorer
@@ -62,6 +62,9 @@ class RpcMark(Mark):
     rpc_p: float | None = None  # length-normalised path probability
     rpc_low: float | None = None  # posterior of the mixture's low component
     rpc_pruned: bool = False  # pruned (offline, or stopped live)
+
+
+SAMPLER_T1 = Sampler(temperature=1.0)  # the model's own distribution (module doc)
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -146,9 +149,7 @@ def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
        within(1, MAX_STARTS, "fit_starts"))
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
-        fit_starts: int = 2, temperature: float = 1.0, top_p: float = 1.0,
-        step_tokens: int = 256, max_steps: int = 40,
-        stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+        fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Result:
     del scorer  # RPC ranks answers by the model's own probabilities only
     fit = dict(bounds=fit_bounds, starts=fit_starts)
     root = engine.root(problem)
@@ -164,9 +165,8 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
             node.scores.of(RpcMark).rpc_pruned = True
         return cut
 
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
     done, frontier, stopped = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
-                                           max_steps=max_steps, prune=prune_live)
+                                           max_depth=max_depth, prune=prune_live)
     # if the budget stopped it before any path finished, the likeliest live one is finished
     # from the reserve (and, if it finishes, is the one finished path)
     return finish(problem, root, done + frontier + stopped, path_prob, meter,
@@ -174,4 +174,4 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
                       p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
                       "perplexity_consistency(path probabilities)"),
                   seed=seed, algo="rpc", stats=dict(live_pruned=len(stopped)),
-                  finisher=Finisher(engine, sampler, max_steps=max_steps), partial=frontier)
+                  finisher=Finisher(engine, sampler, max_steps=max_depth), partial=frontier)
