@@ -32,26 +32,21 @@ import functools
 import inspect
 import json
 import sys
-import types
 import typing
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, ParamSpec
 
+from search.knobtypes import Group, conforms, describe
+from search.select import Outcome
 from search.types import Result
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
 # a knob's old name -> its name now: the old one is accepted, with a DeprecationWarning, until
 # the next release
 RENAMED = {"max_steps": "max_depth"}
-
-
-class Group:
-    """Base of a knob group: a frozen dataclass whose init fields are knobs (module doc)."""
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -135,38 +130,62 @@ COMMON: dict[str, tuple[Rule, ...]] = {
 }
 
 
-def rules(*declared: Rule | tuple[Rule, ...]) -> Callable[[F], F]:
-    """Declare an algorithm's own value rules; the checks also run on every direct call,
-    and the call's Result records its knobs (`recorded`)."""
+def rules(*declared: Rule | tuple[Rule, ...]
+          ) -> Callable[[Callable[P, Outcome]], Callable[P, Result]]:
+    """Declare an algorithm's own value rules. The algorithm function returns what it found
+    (an Outcome); the decorated one is called like it (`run`: knobs checked, even on a
+    direct call) and returns the Result."""
     flat = tuple(r for d in declared for r in (d if isinstance(d, tuple) else (d,)))
 
-    def wrap(fn: F) -> F:
-        sig = inspect.signature(fn)
-
+    def wrap(fn: Callable[P, Outcome]) -> Callable[P, Result]:
         @functools.wraps(fn)
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            kwargs = fold(checked, upgrade(checked, kwargs))
-            bound = sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            actual = flat_values(checked, bound.arguments)
-            check(checked, actual, complete=True)
-            return recorded(fn(*args, **kwargs), actual)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> Result:
+            return run(checked, args, kwargs)
 
         checked.__knob_rules__ = flat  # type: ignore[attr-defined]
-        return typing.cast(F, checked)
+        return checked
 
     return wrap
 
 
-def recorded(result: Any, actual: Mapping[str, Any]) -> Any:
-    """result with knobs = every knob's actual value, in signature order; a knob the search
-    resolved itself (the knobs it put in Result.knobs: agg=None as the scorer's own, ...)
-    as resolved. Sequences are recorded as lists (as JSON writes them)."""
-    if not isinstance(result, Result):
-        return result
-    knobs = {k: result.knobs[k] if k in result.knobs else
+def _always(knobs: Mapping[str, Any]) -> bool:
+    del knobs
+    return True
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What the caller (search.solve) knows of a run before it starts, for its Result: the
+    model's name, the scorer's (recorded when consulted(the run's knobs), else ""), and
+    whether the engine talks to a server (its counts then go in stats["server"])."""
+
+    model: str = ""
+    scorer: str = ""
+    consulted: Callable[[Mapping[str, Any]], bool] = _always
+    server: bool = False
+
+
+def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
+        labels: Labels = Labels()) -> Result:
+    """Call algorithm fn (a @rules function) on args and keyword arguments (knobs flat or
+    grouped, seed) after checking its knobs, and build its Result once: what the search found
+    (its Outcome), the algorithm's name, seed and meter's usage, every knob's actual value
+    in signature order (a knob the search resolved itself, agg=None as the scorer's own, as
+    resolved; sequences as lists, as JSON writes them), and the labels."""
+    raw = inspect.unwrap(fn)
+    kwargs = fold(fn, upgrade(fn, kwargs, stacklevel=3))
+    bound = inspect.signature(raw).bind(*args, **kwargs)
+    bound.apply_defaults()
+    actual = flat_values(fn, bound.arguments)
+    check(fn, actual, complete=True)
+    found: Outcome = raw(*bound.args, **bound.kwargs)
+    knobs = {k: found.resolved[k] if k in found.resolved else
              list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
-    return replace(result, knobs=knobs)
+    meter = bound.arguments["meter"]
+    stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {})}
+    return found.result(usage=meter.usage(), seed=bound.arguments["seed"], algo=raw.__name__,
+                        knobs=knobs, stats=stats, model=labels.model,
+                        scorer=labels.scorer if labels.consulted(knobs) else "")
 
 
 # -- names and types ----------------------------------------------------------------------------
@@ -189,10 +208,10 @@ def knobs_of(fn: Callable[..., Any]) -> dict[str, Knob]:
     for name, p in inspect.signature(fn).parameters.items():
         if p.kind is not inspect.Parameter.KEYWORD_ONLY or name in NOT_KNOBS:
             continue
-        if isinstance(p.default, Group):
-            out.update((f.name, Knob(getattr(p.default, f.name), f.type,
-                                     type(p.default).__module__, name))
-                       for f in fields(p.default) if f.init)
+        group = p.default
+        if isinstance(group, Group) and is_dataclass(group):
+            out.update((f.name, Knob(getattr(group, f.name), f.type, type(group).__module__,
+                                     name)) for f in fields(group) if f.init)
         else:
             out[name] = Knob(p.default, p.annotation, home)
     return out
@@ -263,56 +282,6 @@ def upgrade(fn: Callable[..., Any], given: Mapping[str, Any], *, stacklevel: int
             knob = new
         out[knob] = value
     return out
-
-
-def _members(tp: Any) -> tuple[Any, ...]:
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        return typing.get_args(tp)
-    return (tp,)
-
-
-def conforms(value: Any, tp: Any) -> bool:
-    """Does value fit the annotation tp (the subset of typing that knobs use)?"""
-    if len(members := _members(tp)) > 1:
-        return any(conforms(value, m) for m in members)
-    if tp is Any:
-        return True
-    if tp is None or tp is type(None):
-        return value is None
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (collections.abc.Sequence, list, tuple):
-        return isinstance(value, (list, tuple)) and all(conforms(v, args[0]) for v in value) \
-            if args else isinstance(value, (list, tuple))
-    if origin in (collections.abc.Mapping, dict):
-        return isinstance(value, Mapping)
-    if isinstance(tp, type):
-        return isinstance(value, tp)
-    return True  # an annotation this checker does not model
-
-
-def describe(tp: Any) -> str:
-    """An annotation in words: "an int", "a number", "a list of strings or None"."""
-    words = {bool: "true or false", int: "an int", float: "a number", str: "a string",
-             type(None): "None"}
-    parts = []
-    for m in _members(tp):
-        origin, args = typing.get_origin(m), typing.get_args(m)
-        if m in words:
-            parts.append(words[m])
-        elif origin in (collections.abc.Sequence, list, tuple):
-            parts.append(f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
-                         if args else "a list")
-        elif origin in (collections.abc.Mapping, dict):
-            parts.append("a mapping")
-        else:
-            parts.append(getattr(m, "__name__", str(m)))
-    return " or ".join(parts)
 
 
 def parse(fn: Callable[..., Any], knob: str, text: str) -> Any:

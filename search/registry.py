@@ -1,9 +1,10 @@
 """Algorithms by name. Entries are import paths, so nothing loads until it is used.
 
 Every algorithm has the signature
-    fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Result
-and lives in search/algos/<name>.py as a function of the same name; adding the file
-registers it. Its knobs are checked by search.knobs (names, types, value rules) before any
+    fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Outcome
+decorated with search.knobs.rules (the decorated function returns the Result, built once from
+the Outcome with every knob's actual value), and lives in search/algos/<name>.py as a function
+of the same name; adding the file registers it. Its knobs are checked by search.knobs (names, types, value rules) before any
 model loads. A module whose algorithm may not consult its scorer says so with
 `uses_scorer(knobs) -> bool` beside it (default: it always does). A module that sets
 DETERMINISTIC = True declares that its result never depends on the seed (the eval runner

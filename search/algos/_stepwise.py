@@ -17,7 +17,7 @@ from typing import Any
 from search import aggregate
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
-from search.knobs import Group
+from search.knobtypes import Group
 from search.scoring import Scorer, name, path_agg
 from search.types import Node
 

@@ -62,7 +62,8 @@ from search.engines.base import Engine
 from search.knobs import Rule, at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
 COSTS = ("neglog", "complement")
@@ -166,7 +167,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
           max_depth: int = 40, max_batches: int = 40, select: str = "score",
-          sampler: Sampler = SAMPLER) -> Result:
+          sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=None, select=select,
                     scored_as="-f", sampler=sampler)
     root = run.root
@@ -233,5 +234,5 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
                 evaluate(node)
         return -_f(leaf)
 
-    return run.finish("astar", leaves, score=neg_f, max_depth=max_depth,
+    return run.finish(leaves, score=neg_f, max_depth=max_depth,
                       stats=dict(batches=batches, capped=capped))

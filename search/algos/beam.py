@@ -57,7 +57,8 @@ from search.engines.base import Engine
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 
 @dataclass(slots=True)
@@ -73,7 +74,7 @@ class BeamMark(Mark):
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = "score", duplicates: str = "merge",
-         sampler: Sampler = SAMPLER) -> Result:
+         sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     agg_fn = aggregate.get(run.agg)
@@ -106,7 +107,7 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]
-    return run.finish("beam", leaves, max_depth=max_depth)
+    return run.finish(leaves, max_depth=max_depth)
 
 
 def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:

@@ -59,6 +59,7 @@ from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.knobs import Rule, rules
 from search.scoring import Scorer
+from search.select import Outcome
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
@@ -204,7 +205,7 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
 @rules(Rule(("table",), lambda t: bool(load_table(t)),
             "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"))
 def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
-                    seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Result:
+                    seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Outcome:
     tab = load_table(table)
     rng = random.Random(seed)
     cfg = tab["probe"]
@@ -229,7 +230,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     chosen_by = (f"probe best_of_n: {probe.selected_by}" if result is probe
                  else f"{entry['algo']}: {result.selected_by}")
     return finish_delegated(
-        result, meter, seed=seed, algo="compute_optimal", selected_by=chosen_by,
+        result, selected_by=chosen_by,
         resolved=dict(table=table if isinstance(table, str) else
                       ("default" if table is None else "custom")),
         stats=dict(difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,

@@ -56,8 +56,8 @@ from search.engines.base import Engine
 from search.knobs import Rule, at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Selection
-from search.types import Node, Problem, Result
+from search.select import Outcome, Selection
+from search.types import Node, Problem
 
 C = TypeVar("C")
 Tokens = tuple[int, ...]
@@ -142,21 +142,20 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
                  select: str = "score", duplicates: str = "merge",
-                 sampler: Sampler = SAMPLER) -> Result:
+                 sampler: Sampler = SAMPLER) -> Outcome:
     per = n // m // groups
     if level == "token":  # the scorer is not consulted: paths rank by their log-probability
         root = engine.root(problem)
         leaves = _by_token(engine, meter, root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
         return finish(problem, root, leaves, lambda leaf: leaf.cum_logprob, meter,
-                      selection=Selection.of(select, "path logprob"), seed=seed,
-                      algo="diverse_beam", finisher=Finisher(engine, sampler, max_steps=max_depth))
+                      selection=Selection.of(select, "path logprob"), finisher=Finisher(engine, sampler, max_steps=max_depth))
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
     leaves = _by_step(run, n=n, m=m, groups=groups, per=per, lam=lam, sim=sim,
                       max_depth=max_depth, duplicates=duplicates)
-    return run.finish("diverse_beam", leaves, max_depth=max_depth)
+    return run.finish(leaves, max_depth=max_depth)
 
 
 def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim: Similarity,

@@ -30,7 +30,8 @@ from search.engines.base import Engine
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 
 @dataclass(slots=True)
@@ -45,7 +46,7 @@ class DvtsMark(Mark):
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
          select: str = "score", duplicates: str = "merge",
-         sampler: Sampler = SAMPLER) -> Result:
+         sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     heads: list[Node | None] = [run.root] * (n // m)  # None once a subtree has finished
@@ -65,4 +66,4 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             heads[i] = None if best.finished else best
         engine.retain([head for head in heads if head is not None])
     leaves = with_copies(done) + [h for h in heads if h is not None and h is not run.root]
-    return run.finish("dvts", leaves, max_depth=max_depth)
+    return run.finish(leaves, max_depth=max_depth)

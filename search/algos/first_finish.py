@@ -39,8 +39,8 @@ from search.budget import Meter, metered
 from search.engines.base import Engine
 from search.knobs import Rule, at_least, rules
 from search.scoring import Scorer
-from search.select import Selection, majority_vote
-from search.types import Candidate, Node, Problem, Result
+from search.select import Outcome, Selection, majority_vote
+from search.types import Candidate, Node, Problem
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -93,7 +93,7 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
 def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
                  top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,
-                 stop: Sequence[str] | None = None, count_saved: bool = False) -> Result:
+                 stop: Sequence[str] | None = None, count_saved: bool = False) -> Outcome:
     del scorer  # FFS selects by length (and, for k > 1, by vote), never by reward
     rng = random.Random(seed)
     chunks = Sampler(temperature, top_p, chunk_tokens, stop)  # one round: a chunk per path
@@ -113,7 +113,6 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     return finish(problem, root, done + stopped + live, lambda p: -float(p.generated_tokens),
                   meter, selection=Selection(first_k, "first to finish" if k == 1 else
                                              f"vote(first {k} to finish)"),
-                  seed=seed, algo="first_finish",
                   resolved=dict(stop=list(stop) if stop else None),  # () is no delimiter
                   stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
                              saved_tokens=saved),

@@ -22,8 +22,8 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import rules
 from search.scoring import Scorer
-from search.select import Selection, by_score
-from search.types import Problem, Result
+from search.select import Outcome, Selection, by_score
+from search.types import Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
@@ -35,12 +35,11 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
 
 @rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-           sampler: Sampler = GREEDY, max_depth: int = 40) -> Result:
+           sampler: Sampler = GREEDY, max_depth: int = 40) -> Outcome:
     del scorer  # nothing to choose between: the one path is the answer
     root = engine.root(problem)
     done, live, _ = sample_paths(engine, root, 1, meter, sampler, random.Random(seed),
                                  max_depth=max_depth)
     return finish(problem, root, done + live, lambda leaf: leaf.cum_logprob, meter,
-                  selection=Selection(by_score, "greedy (the one path)"), seed=seed,
-                  algo="greedy",
+                  selection=Selection(by_score, "greedy (the one path)"),
                   finisher=Finisher(engine, sampler, max_steps=max_depth))

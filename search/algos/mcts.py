@@ -37,7 +37,8 @@ from search.engines.base import Engine
 from search.knobs import at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 
 @dataclass(slots=True)
@@ -116,7 +117,7 @@ class Tree:
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
-         agg: str | None = None, select: str = "score", sampler: Sampler = SAMPLER) -> Result:
+         agg: str | None = None, select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     root = run.root
@@ -157,7 +158,7 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     leaves = list(finished.values()) or sorted(
         (node for node in tree.frontier() if node is not root), key=run.path_score,
         reverse=True)[:batch]
-    return run.finish("mcts", leaves, max_depth=max_depth)
+    return run.finish(leaves, max_depth=max_depth)
 
 
 def _rollouts(run: Run, starts: Sequence[Node], max_depth: int, values: list[float],

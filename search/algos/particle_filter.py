@@ -33,7 +33,8 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import above, at_least, rules, within
 from search.scoring import Scorer
-from search.types import Problem, Result
+from search.select import Outcome
+from search.types import Problem
 
 
 @rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"))
@@ -41,7 +42,7 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
                     ess_threshold: float = 1.0, resample_finished: bool = False,
                     max_depth: int = 40, agg: str | None = None,
-                    select: str = "score", sampler: Sampler = SAMPLER) -> Result:
+                    select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
@@ -50,4 +51,4 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     # resampled copies share a node: each path is one candidate
     leaves = [node for node in {node.id: node for node in swarm.nodes}.values()
               if node is not run.root]
-    return run.finish("particle_filter", leaves, max_depth=max_depth)
+    return run.finish(leaves, max_depth=max_depth)

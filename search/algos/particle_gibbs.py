@@ -40,7 +40,8 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import above, at_least, one_of, rules, within
 from search.scoring import Scorer
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
 
@@ -53,7 +54,7 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
                    resample_finished: bool = False, reference: str = "weight",
                    pool: str = "all", max_depth: int = 40, agg: str | None = None,
                    select: str = "score",
-                   sampler: Sampler = SAMPLER) -> Result:
+                   sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
@@ -77,4 +78,4 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
         engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
-    return run.finish("particle_gibbs", leaves, max_depth=max_depth)
+    return run.finish(leaves, max_depth=max_depth)

@@ -49,8 +49,8 @@ from search.engines.base import Engine
 from search.knobs import at_least, one_of, rules, within
 from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Ranking
-from search.types import Candidate, Node, Problem, Result
+from search.select import Outcome, Ranking
+from search.types import Candidate, Node, Problem
 from search.weibull import BOUNDS, MAX_STARTS, prune_low
 
 
@@ -149,7 +149,7 @@ def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
        within(1, MAX_STARTS, "fit_starts"))
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
-        fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Result:
+        fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Outcome:
     del scorer  # RPC ranks answers by the model's own probabilities only
     fit = dict(bounds=fit_bounds, starts=fit_starts)
     root = engine.root(problem)
@@ -172,6 +172,5 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
     return finish(problem, root, done + frontier + stopped, path_prob, meter,
                   selection=Ranking(lambda p, leaves, cands: rank(
                       p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
-                      "perplexity_consistency(path probabilities)"),
-                  seed=seed, algo="rpc", stats=dict(live_pruned=len(stopped)),
+                      "perplexity_consistency(path probabilities)"), stats=dict(live_pruned=len(stopped)),
                   finisher=Finisher(engine, sampler, max_steps=max_depth), partial=frontier)
