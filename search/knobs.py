@@ -9,9 +9,10 @@ An algorithm's knobs are its keyword-only parameters, `seed` excepted (solve's o
      top_p, select, agg, token caps, ...), then the algorithm's own, declared on its function
      with @rules(...) (m divides n, ...): ValueError.
 @rules also runs these checks when the function is called directly, so each rule is written
-once, next to the algorithm it belongs to, and it records the knobs: the Result's knobs are
-every knob's actual value (see `recorded`). `parse` turns "8", "0.5", "true", "none", "[1, 2]"
-or "vote" into the annotation's type first (the CLI and the eval runner's --knob).
+once, next to the algorithm it belongs to. The algorithm returns what it found (an Outcome);
+`run`, behind every call (@rules, search.solve), builds the Result from it once, with every
+knob's actual value. `parse` turns "8", "0.5", "true", "none", "[1, 2]" or "vote" into the
+annotation's type first (the CLI and the eval runner's --knob).
 
 A knob group (a frozen dataclass deriving from Group: the step sampler, Sampler in
 search/algos/_stepwise.py) is one keyword-only parameter of the function and several knobs
