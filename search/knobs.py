@@ -204,6 +204,11 @@ class Knob:
 
 def knobs_of(fn: Callable[..., Any]) -> dict[str, Knob]:
     """{knob: Knob} of an algorithm function in signature order, groups spread in place."""
+    return dict(_knobs(fn))
+
+
+@functools.cache  # a signature does not change; every call of an algorithm reads it
+def _knobs(fn: Callable[..., Any]) -> tuple[tuple[str, Knob], ...]:
     out: dict[str, Knob] = {}
     home = inspect.unwrap(fn).__module__
     for name, p in inspect.signature(fn).parameters.items():
@@ -215,7 +220,7 @@ def knobs_of(fn: Callable[..., Any]) -> dict[str, Knob]:
                                      name)) for f in fields(group) if f.init)
         else:
             out[name] = Knob(p.default, p.annotation, home)
-    return out
+    return tuple(out.items())
 
 
 def names(fn: Callable[..., Any]) -> list[str]:
