@@ -28,6 +28,7 @@ from problems import arith
 from reports.bands import accuracy_at, band, curve_of, tokens_to_match
 from reports.grid import parse_ints
 from reports.rows import Row, group
+from search.algos.astar import AStarMark
 from search.cli import parse, printout
 
 BASE = {"ties": "deep", "duplicates": "merge", "cost": "neglog", "g": "sum", "h_weight": 1.0}
@@ -137,15 +138,18 @@ def diagnose(problems: Sequence[Any], engine: Any, scorers: Sequence[str], *, wi
                 nodes = list(res.tree.walk())
                 values |= {round(n.scores.reward, 6) for n in nodes
                            if n.scores.reward is not None}
-                popped = sorted((n for n in nodes if n.scores.pop is not None),
-                                key=lambda n: _at(n.scores.pop))
+                marks = {n.id: n.scores.get(AStarMark) or AStarMark() for n in nodes}
+                popped = sorted((n for n in nodes if marks[n.id].pop is not None),
+                                key=lambda n: _at(marks[n.id].pop))
                 goal = popped[-1] if popped and popped[-1].finished else None
                 # a pop tied if another state open at that moment had the same f
-                tied = sum(any(q is not p_ and q.scores.f == p_.scores.f
-                               and _at(q.scores.pop) > _at(p_.scores.pop)
-                               and (q.parent is not None and _at(q.parent.scores.batch, 1e9)
-                                    < _at(p_.scores.batch))
-                               for q in nodes if q.scores.merged_into is None)
+                tied = sum(any(q is not p_ and marks[q.id].f == marks[p_.id].f
+                               and _at(marks[q.id].pop) > _at(marks[p_.id].pop)
+                               and (q.parent is not None
+                                    and _at(marks[q.parent.id].batch, 1e9)
+                                    < _at(marks[p_.id].batch))
+                               for q in nodes
+                               if q.scores.merged_into is None and marks[q.id].merged_into is None)
                            for p_ in popped[1:])
                 stats.append({"batches": res.stats.get("batches", 0),
                               "capped": float(bool(res.stats.get("capped"))),

@@ -182,7 +182,7 @@ METHODS: dict[str, tuple[str, Callable, str]] = {
 # what the targets are stated on: whole searches through search.solve (free logprob
 # scorer, steps end at a blank line or after step_tokens; EOS allowed, so token counts vary)
 WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
-    "best-of-16": ("best_of_n", dict(n=16, step_tokens=32, max_steps=3, select="score")),
+    "best-of-16": ("best_of_n", dict(n=16, step_tokens=32, max_depth=3, select="score")),
     "beam W=4 x 10 steps": ("beam", dict(n=16, m=4, max_depth=10, step_tokens=16)),
     "particle filter 16": ("particle_filter", dict(n=16, max_depth=10, step_tokens=16)),
 }

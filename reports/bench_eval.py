@@ -150,7 +150,7 @@ def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> tuple[float
     best = (0.0, 0.0)
     for _ in range(repeats):
         r = search.solve(problem, "best_of_n", engine=engine, scorer="logprob", n=16,
-                         step_tokens=32, max_steps=3, temperature=0.7, seed=0)
+                         step_tokens=32, max_depth=3, temperature=0.7, seed=0)
         u = r.usage
         best = max(best, (u.generated_tokens / u.seconds,
                           (u.generated_tokens + u.prefill_tokens) / u.seconds))
@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ref, ref_all = one_problem_rate(eng, probs[0])
             print(f"SmolLM2 one problem, 16 rows: {ref:.1f} generated tok/s, {ref_all:.1f} "
                   f"tok/s counting its prefill", flush=True)
-            knobs = {a: {"step_tokens": args.step_tokens, "max_steps": args.max_steps}
+            knobs = {a: {"step_tokens": args.step_tokens, "max_depth": args.max_steps}
                      for a in ("greedy", "best_of_n")}
             for algo, budgets in (("greedy", [1]), ("best_of_n", [4])):
                 r = compare(f"SmolLM2 GSM8K {algo} x{budgets[0]}", probs, Path(tmp), n,

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from reports.rows import Row, candidates, group, read_rows, usage, widest
+from search import registry
 from search.algos.compute_optimal import (
     PROBE,
     PROBE_DEFAULTS,
@@ -67,7 +68,7 @@ from search.algos.compute_optimal import (
 from search.cli import parse, printout
 
 SIGNALS = ("score", "agreement", "oracle")
-PROBE_KNOBS = ("select", "temperature", "agg", "step_tokens", "max_steps")  # from its rows
+PROBE_KNOBS = ("select", "temperature", "agg", "step_tokens", "max_depth")  # from its rows
 
 
 PROG = "python -m reports.compute_table"
@@ -256,7 +257,9 @@ def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
     probe = {"signal": signal if signal != "oracle" else runtime_signal,
              "n": probe_width if probe_width is not None else PROBE_DEFAULTS["n"]}
     if of_width and probe_algo == "best_of_n":  # the run-time probe samples and selects as
-        knobs = of_width[0].get("knobs", {})  # the rows that stand for it did (greedy: t=0)
+        # the rows that stand for it did (greedy: t=0); rows from before max_steps was
+        # max_depth name it by its old name
+        knobs = registry.upgrade_knobs("best_of_n", of_width[0].get("knobs", {}))
         probe.update({k: knobs[k] for k in PROBE_KNOBS if k in knobs})
         if probe_stop:
             probe.setdefault("select", "score")

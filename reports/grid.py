@@ -24,11 +24,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from search import registry
+from search.knobs import RENAMED
 from search.knobs import parse as knobs_parse
 from search.types import Budget, Problem
 
@@ -129,6 +131,10 @@ def parse_knobs(specs: Iterable[str], algos: Sequence[str]) -> dict[str, dict[st
         if dot and algo not in out:
             raise ValueError(f"--knob {spec!r}: {algo!r} is not among --algos "
                              f"({', '.join(algos)})")
+        if knob in RENAMED:  # an old name, accepted for one release
+            warnings.warn(f"--knob {spec!r}: {knob} is now {RENAMED[knob]}; {knob} is accepted "
+                          "until the next release", DeprecationWarning, stacklevel=2)
+            knob = RENAMED[knob]
         takers = [algo] if dot else [a for a in algos if knob in registry.knob_names(a)]
         if not takers:
             raise ValueError(f"--knob {spec!r}: none of {', '.join(algos)} has a knob {knob!r}")
@@ -188,7 +194,7 @@ def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequen
         registry.get(algo)  # unknown name: ValueError with "did you mean"
         if algo not in WIDTH:
             raise ValueError(f"no width knob known for {algo!r}: add it to reports.grid.WIDTH")
-        user = dict(knobs.get(algo, {}))
+        user = registry.upgrade_knobs(algo, knobs.get(algo, {}))  # old names: a warning
         registry.check_knobs(algo, user, values_too=False)  # typo: "did you mean"; types
         if WIDTH[algo] in user:
             raise ValueError(f"{algo}: knob {WIDTH[algo]!r} is set by the budgets; give its "

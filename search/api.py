@@ -3,16 +3,17 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from search import registry, scoring
 from search.budget import Meter, ThreadState, metered, per_thread_meter, thread_state
 from search.engines.base import Engine
+from search.knobs import Labels, run
 from search.progress import Progress
 from search.scoring import Scorer
 from search.types import Budget, Problem, Result
@@ -164,6 +165,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     """
     problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
+    knobs = registry.upgrade_knobs(algo, knobs, stacklevel=2)  # old names, with a warning
     scorer = _check(problem, algo, budget, seed, scorer, knobs)
     model_name = check_engine(engine)
     scorer_name = check_scorer(scorer, problem, model_name)
@@ -172,17 +174,16 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     sc = get_scorer(scorer, eng, implicit=not named)
     meter = Meter(budget)
     watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
+    # the Result names the model, and the scorer only if the run consulted it (as eval rows
+    # do); an engine that talks to a server adds its counts
+    labels = Labels(model=model_name, scorer=scorer_name,
+                    consulted=functools.partial(registry.uses_scorer, algo),
+                    server=getattr(eng, "server_stats", None) is not None)
     try:
         with metered(meter, eng, sc), watch.watching(meter, eng, f"{algo} on {model_name}"):
-            result = fn(problem, eng, sc, meter, seed=seed, **knobs)
+            return run(fn, (problem, eng, sc, meter), dict(seed=seed, **knobs), labels)
     finally:
         eng.retain([])  # the tree stays in the Result; its KV cache is freed
-    stats = dict(result.stats)
-    if getattr(eng, "server_stats", None) is not None:  # an engine that talks to a server
-        stats["server"] = dict(meter.server)
-    consulted = registry.uses_scorer(algo, result.knobs)  # as eval rows: none if unused
-    return replace(result, model=model_name, scorer=scorer_name if consulted else "",
-                   stats=stats)
 
 
 def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
@@ -232,6 +233,7 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     all runs (and must keep a per-thread meter, like every scorer in rewards/)."""
     probs = [Problem.of(p) for p in problems]
     seeds = list(seeds)
+    knobs = registry.upgrade_knobs(algo, knobs, stacklevel=2)
     runs = [(p, s) for p in probs for s in seeds]
     check_concurrent(concurrency)  # everything a run needs is checked before any model loads
     model_name = check_engine(engine)

@@ -9,9 +9,19 @@ An algorithm's knobs are its keyword-only parameters, `seed` excepted (solve's o
      top_p, select, agg, token caps, ...), then the algorithm's own, declared on its function
      with @rules(...) (m divides n, ...): ValueError.
 @rules also runs these checks when the function is called directly, so each rule is written
-once, next to the algorithm it belongs to, and it records the knobs: the Result's knobs are
-every knob's actual value (see `recorded`). `parse` turns "8", "0.5", "true", "none", "[1, 2]"
-or "vote" into the annotation's type first (the CLI and the eval runner's --knob).
+once, next to the algorithm it belongs to. The algorithm returns what it found (an Outcome);
+`run`, behind every call (@rules, search.solve), builds the Result from it once, with every
+knob's actual value. `parse` turns "8", "0.5", "true", "none", "[1, 2]" or "vote" into the
+annotation's type first (the CLI and the eval runner's --knob).
+
+A knob group (a frozen dataclass deriving from Group: the step sampler, Sampler in
+search/algos/_stepwise.py) is one keyword-only parameter of the function and several knobs
+by their own names: its init fields, at the parameter's place, with the parameter's default
+as their defaults. Callers give them flat (solve(..., temperature=0.5)); the call folds them
+into the group's object (`fold`), and the Result records them flat.
+
+A renamed knob (RENAMED: max_steps is max_depth, the depth limit's one name) is accepted
+under its old name for one release, with a DeprecationWarning (`upgrade`).
 """
 
 from __future__ import annotations
@@ -23,16 +33,21 @@ import functools
 import inspect
 import json
 import sys
-import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, ParamSpec
 
+from search.knobtypes import Group, conforms, describe
+from search.select import Outcome
 from search.types import Result
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
+# a knob's old name -> its name now: the old one is accepted, with a DeprecationWarning, until
+# the next release
+RENAMED = {"max_steps": "max_depth"}
 
 
 @dataclass(frozen=True)
@@ -111,130 +126,175 @@ COMMON: dict[str, tuple[Rule, ...]] = {
     "select": (one_of("select", _selections),),
     "agg": (one_of("agg", _aggregates),),
     "resample": (one_of("resample", _resamplers),),
-    **{cap: at_least(1, cap) for cap in ("step_tokens", "max_tokens", "max_depth", "max_steps",
+    **{cap: at_least(1, cap) for cap in ("step_tokens", "max_tokens", "max_depth",
                                          "chunk_tokens", "horizon", "iterations")},
 }
 
 
-def rules(*declared: Rule | tuple[Rule, ...]) -> Callable[[F], F]:
-    """Declare an algorithm's own value rules; the checks also run on every direct call,
-    and the call's Result records its knobs (`recorded`)."""
+def rules(*declared: Rule | tuple[Rule, ...]
+          ) -> Callable[[Callable[P, Outcome]], Callable[P, Result]]:
+    """Declare an algorithm's own value rules. The algorithm function returns what it found
+    (an Outcome); the decorated one is called like it (`run`: knobs checked, even on a
+    direct call) and returns the Result."""
     flat = tuple(r for d in declared for r in (d if isinstance(d, tuple) else (d,)))
 
-    def wrap(fn: F) -> F:
-        sig = inspect.signature(fn)
-
+    def wrap(fn: Callable[P, Outcome]) -> Callable[P, Result]:
         @functools.wraps(fn)
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            bound = sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            actual = {k: bound.arguments[k] for k in names(checked)}
-            check(checked, actual, complete=True)
-            return recorded(fn(*args, **kwargs), actual)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> Result:
+            return run(checked, args, kwargs)
 
         checked.__knob_rules__ = flat  # type: ignore[attr-defined]
-        return typing.cast(F, checked)
+        return checked
 
     return wrap
 
 
-def recorded(result: Any, actual: Mapping[str, Any]) -> Any:
-    """result with knobs = every knob's actual value, in signature order; a knob the search
-    resolved itself (the knobs it put in Result.knobs: agg=None as the scorer's own, ...)
-    as resolved. Sequences are recorded as lists (as JSON writes them)."""
-    if not isinstance(result, Result):
-        return result
-    knobs = {k: result.knobs[k] if k in result.knobs else
+def _always(knobs: Mapping[str, Any]) -> bool:
+    del knobs
+    return True
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What the caller (search.solve) knows of a run before it starts, for its Result: the
+    model's name, the scorer's (recorded when consulted(the run's knobs), else ""), and
+    whether the engine talks to a server (its counts then go in stats["server"])."""
+
+    model: str = ""
+    scorer: str = ""
+    consulted: Callable[[Mapping[str, Any]], bool] = _always
+    server: bool = False
+
+
+def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
+        labels: Labels = Labels()) -> Result:
+    """Call algorithm fn (a @rules function) on args and keyword arguments (knobs flat or
+    grouped, seed) after checking its knobs, and build its Result once: what the search found
+    (its Outcome), the algorithm's name, seed and meter's usage, every knob's actual value
+    in signature order (a knob the search resolved itself, agg=None as the scorer's own, as
+    resolved; sequences as lists, as JSON writes them), and the labels."""
+    raw = inspect.unwrap(fn)
+    kwargs = fold(fn, upgrade(fn, kwargs, stacklevel=3))
+    bound = inspect.signature(raw).bind(*args, **kwargs)
+    bound.apply_defaults()
+    actual = flat_values(fn, bound.arguments)
+    check(fn, actual, complete=True)
+    found: Outcome = raw(*bound.args, **bound.kwargs)
+    knobs = {k: found.resolved[k] if k in found.resolved else
              list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
-    return replace(result, knobs=knobs)
+    meter = bound.arguments["meter"]
+    stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {})}
+    return found.result(usage=meter.usage(), seed=bound.arguments["seed"], algo=raw.__name__,
+                        knobs=knobs, stats=stats, model=labels.model,
+                        scorer=labels.scorer if labels.consulted(knobs) else "")
 
 
 # -- names and types ----------------------------------------------------------------------------
-def _params(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
-    return {p: v for p, v in inspect.signature(fn).parameters.items()
-            if v.kind is inspect.Parameter.KEYWORD_ONLY and p not in NOT_KNOBS}
+@dataclass(frozen=True)
+class Knob:
+    """One knob: its default, its annotation (as written: text under `from __future__ import
+    annotations`), the module whose names the annotation uses, and the group parameter that
+    holds it (None: a parameter of its own)."""
+
+    default: Any
+    annotation: Any
+    home: str
+    group: str | None = None
+
+
+def knobs_of(fn: Callable[..., Any]) -> dict[str, Knob]:
+    """{knob: Knob} of an algorithm function in signature order, groups spread in place."""
+    return dict(_knobs(fn))
+
+
+@functools.cache  # a signature does not change; every call of an algorithm reads it
+def _knobs(fn: Callable[..., Any]) -> tuple[tuple[str, Knob], ...]:
+    out: dict[str, Knob] = {}
+    home = inspect.unwrap(fn).__module__
+    for name, p in inspect.signature(fn).parameters.items():
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY or name in NOT_KNOBS:
+            continue
+        group = p.default
+        if isinstance(group, Group) and is_dataclass(group):
+            out.update((f.name, Knob(getattr(group, f.name), f.type, type(group).__module__,
+                                     name)) for f in fields(group) if f.init)
+        else:
+            out[name] = Knob(p.default, p.annotation, home)
+    return tuple(out.items())
 
 
 def names(fn: Callable[..., Any]) -> list[str]:
     """The knobs of an algorithm function, in signature order."""
-    return list(_params(fn))
+    return list(knobs_of(fn))
 
 
 def defaults(fn: Callable[..., Any]) -> dict[str, Any]:
-    return {k: p.default for k, p in _params(fn).items()}
+    return {k: knob.default for k, knob in knobs_of(fn).items()}
 
 
 def annotation(fn: Callable[..., Any], knob: str) -> Any:
     """The evaluated annotation of a knob (annotations are strings here: `from __future__
     import annotations`); the default's type when it cannot be evaluated, Any without one."""
-    param = _params(fn)[knob]
-    ann = param.annotation
+    spec = knobs_of(fn)[knob]
+    ann = spec.annotation
     if isinstance(ann, str):
-        space = {**vars(typing), **vars(collections.abc),
-                 **vars(sys.modules[inspect.unwrap(fn).__module__])}
+        space = {**vars(typing), **vars(collections.abc), **vars(sys.modules[spec.home])}
         try:
             ann = eval(ann, space)  # noqa: S307 - a signature's own annotation text
         except Exception:  # a name imported only for type checkers
             ann = inspect.Parameter.empty
     if ann is inspect.Parameter.empty:
-        return type(param.default) if param.default not in (None, param.empty) else Any
+        empty = inspect.Parameter.empty
+        return type(spec.default) if spec.default not in (None, empty) else Any
     return ann
 
 
-def _members(tp: Any) -> tuple[Any, ...]:
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        return typing.get_args(tp)
-    return (tp,)
+def fold(fn: Callable[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's keyword arguments from flat knobs: a group's knobs become its object (the one
+    given for its parameter, else the parameter's default, with those fields replaced)."""
+    spec = knobs_of(fn)
+    out = {k: v for k, v in given.items() if k not in spec or spec[k].group is None}
+    grouped: dict[str, dict[str, Any]] = {}
+    for k, v in given.items():
+        if k in spec and (group := spec[k].group) is not None:
+            grouped.setdefault(group, {})[k] = v
+    params = inspect.signature(fn).parameters
+    for group, values in grouped.items():
+        out[group] = replace(given.get(group, params[group].default), **values)
+    return out
 
 
-def conforms(value: Any, tp: Any) -> bool:
-    """Does value fit the annotation tp (the subset of typing that knobs use)?"""
-    if len(members := _members(tp)) > 1:
-        return any(conforms(value, m) for m in members)
-    if tp is Any:
-        return True
-    if tp is None or tp is type(None):
-        return value is None
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (collections.abc.Sequence, list, tuple):
-        return isinstance(value, (list, tuple)) and all(conforms(v, args[0]) for v in value) \
-            if args else isinstance(value, (list, tuple))
-    if origin in (collections.abc.Mapping, dict):
-        return isinstance(value, Mapping)
-    if isinstance(tp, type):
-        return isinstance(value, tp)
-    return True  # an annotation this checker does not model
+def flat_values(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Every knob's value from a call's bound arguments (defaults applied): a group's knobs
+    read off its object."""
+    return {k: arguments[k] if spec.group is None else getattr(arguments[spec.group], k)
+            for k, spec in knobs_of(fn).items()}
 
 
-def describe(tp: Any) -> str:
-    """An annotation in words: "an int", "a number", "a list of strings or None"."""
-    words = {bool: "true or false", int: "an int", float: "a number", str: "a string",
-             type(None): "None"}
-    parts = []
-    for m in _members(tp):
-        origin, args = typing.get_origin(m), typing.get_args(m)
-        if m in words:
-            parts.append(words[m])
-        elif origin in (collections.abc.Sequence, list, tuple):
-            parts.append(f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
-                         if args else "a list")
-        elif origin in (collections.abc.Mapping, dict):
-            parts.append("a mapping")
-        else:
-            parts.append(getattr(m, "__name__", str(m)))
-    return " or ".join(parts)
+def upgrade(fn: Callable[..., Any], given: Mapping[str, Any], *, stacklevel: int = 2
+            ) -> dict[str, Any]:
+    """given with each old knob name (RENAMED) that fn takes under its new name renamed, in
+    place, with a DeprecationWarning (stacklevel: as warnings.warn's, from the caller)."""
+    have = names(fn)
+    out: dict[str, Any] = {}
+    for knob, value in given.items():
+        new = RENAMED.get(knob)
+        if new is not None and new in have and knob not in have:
+            if new in given:
+                raise TypeError(f"{fn.__name__}: give {new} only ({knob} is its old name)")
+            warnings.warn(f"{fn.__name__}: knob {knob!r} is now {new!r} (the depth limit's one "
+                          f"name); {knob!r} is accepted until the next release",
+                          DeprecationWarning, stacklevel=stacklevel + 1)
+            knob = new
+        out[knob] = value
+    return out
 
 
 def parse(fn: Callable[..., Any], knob: str, text: str) -> Any:
     """Command-line text -> a value of the knob's type: a JSON or Python literal when that
     fits ("8", "0.5", "true", "[\"\\n\"]"), "none"/"null" where None is allowed, else the text
     itself where a string is (select=vote). TypeError saying what the knob takes otherwise."""
+    [knob] = upgrade(fn, {knob: text}, stacklevel=2)
     check_names(fn, [knob])
     tp = annotation(fn, knob)
     if text.strip().lower() in ("none", "null") and conforms(None, tp):
@@ -272,7 +332,8 @@ def check(fn: Callable[..., Any], knobs: Mapping[str, Any], *, complete: bool = 
     """Check the given knobs of algorithm fn (names, types, value rules, defaults filled in
     for the rules that relate several knobs); returns every knob's value. complete: knobs
     already holds every knob (a call's bound arguments); values_too=False: names and types
-    only (knobs that other knobs will join)."""
+    only (knobs that other knobs will join). Old knob names are read as their new ones."""
+    knobs = upgrade(fn, knobs, stacklevel=2)
     check_names(fn, knobs)
     values = dict(knobs) if complete else {**defaults(fn), **knobs}
     wrong = [f"knob {k} takes {describe(tp)}, got {v!r}" for k, v in knobs.items()

@@ -1,9 +1,10 @@
 """Algorithms by name. Entries are import paths, so nothing loads until it is used.
 
 Every algorithm has the signature
-    fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Result
-and lives in search/algos/<name>.py as a function of the same name; adding the file
-registers it. Its knobs are checked by search.knobs (names, types, value rules) before any
+    fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Outcome
+decorated with search.knobs.rules (the decorated function returns the Result, built once from
+the Outcome with every knob's actual value), and lives in search/algos/<name>.py as a function
+of the same name; adding the file registers it. Its knobs are checked by search.knobs (names, types, value rules) before any
 model loads. A module whose algorithm may not consult its scorer says so with
 `uses_scorer(knobs) -> bool` beside it (default: it always does). A module that sets
 DETERMINISTIC = True declares that its result never depends on the seed (the eval runner
@@ -57,10 +58,17 @@ def check_knobs(name: str, knobs: Mapping[str, Any], *, values_too: bool = True
     return _knobs.check(get(name), knobs, values_too=values_too)
 
 
+def upgrade_knobs(name: str, knobs: Mapping[str, Any], *, stacklevel: int = 2
+                  ) -> dict[str, Any]:
+    """knobs with old names (search.knobs.RENAMED) replaced by their names now, each with a
+    DeprecationWarning (stacklevel as warnings.warn's, counted from the caller)."""
+    return _knobs.upgrade(get(name), knobs, stacklevel=stacklevel + 1)
+
+
 def parse_knobs(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     """Command-line knob texts ({"n": "8", "select": "vote"}) -> checked values."""
     fn = get(name)
-    values = {k: _knobs.parse(fn, k, v) for k, v in texts.items()}
+    values = {k: _knobs.parse(fn, k, v) for k, v in upgrade_knobs(name, texts).items()}
     _knobs.check(fn, values)
     return values
 

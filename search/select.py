@@ -1,4 +1,4 @@
-"""Choosing the final answer among finished paths, and packing the Result.
+"""Choosing the final answer among finished paths, and packing what a search found (Outcome).
 
 Selection rules are plain functions over candidates:
   by_score       the highest-scoring finished candidate
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from search.answers import extract, vote_key
 from search.budget import Meter
-from search.types import Candidate, Node, Problem, Result
+from search.types import Candidate, Node, Problem, Result, Usage
 
 
 def candidates(problem: Problem, leaves: Sequence[Node], scores: Sequence[float]
@@ -110,12 +110,40 @@ class Ranking:
     label: str
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a search found, before it is a Result: the chosen answer (text, score), the
+    candidates, the tree, the status (as the meter it ran on saw it), its stats, what chose
+    the answer (Result.selected_by), and the knobs it resolved itself (agg=None as the
+    scorer's own, ...). The call that knows every knob's actual value builds the Result from
+    it, once (search.knobs.run)."""
+
+    answer: str | None
+    text: str
+    score: float
+    candidates: tuple[Candidate, ...]
+    tree: Node
+    status: str
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    selected_by: str = ""
+    resolved: Mapping[str, Any] = field(default_factory=dict)
+
+    def result(self, *, usage: Usage, seed: int, algo: str, knobs: Mapping[str, Any],
+               stats: Mapping[str, Any], model: str = "", scorer: str = "") -> Result:
+        """The Result: what was found, with what the call knows (stats: the Outcome's, and
+        any the call adds)."""
+        return Result(answer=self.answer, text=self.text, score=self.score,
+                      candidates=self.candidates, tree=self.tree, usage=usage, seed=seed,
+                      algo=algo, status=self.status, knobs=dict(knobs), stats=dict(stats),
+                      selected_by=self.selected_by, model=model, scorer=scorer)
+
+
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
-         meter: Meter, *, seed: int, algo: str, knobs: Mapping[str, Any] | None = None,
-         stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Result:
-    """The Result of a search; says why when there is no answer (nothing is made up), and
+         meter: Meter, *, resolved: Mapping[str, Any] | None = None,
+         stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Outcome:
+    """The Outcome of a search; says why when there is no answer (nothing is made up), and
     which limit cut it short (stats["cut_by"]) when one did. chosen_by: the rule that chose
-    (Result.selected_by)."""
+    (Result.selected_by); resolved: the knobs the search resolved itself."""
     if meter.cut is not None:  # a limit cut work short: the answer is the best so far
         status = "budget_exhausted"
     elif chosen is not None:
@@ -126,7 +154,7 @@ def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candi
         status = "budget_exhausted" if meter.exhausted() else "unfinished"
     if meter.cut is not None:
         stats = {**(stats or {}), "cut_by": meter.cut}
-    return Result(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
-                  score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
-                  tree=root, usage=meter.usage(), seed=seed, algo=algo, status=status,
-                  knobs=dict(knobs or {}), stats=dict(stats or {}), selected_by=chosen_by)
+    return Outcome(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
+                   score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
+                   tree=root, status=status, stats=dict(stats or {}), selected_by=chosen_by,
+                   resolved=dict(resolved or {}))

@@ -114,8 +114,10 @@ class Node:
     """A partial solution: the path of steps from the problem's root to here.
 
     The root holds the problem and its prompt token ids; every other node holds one Step.
-    `scores` holds the values searches write on the node (search.scores.Scores: the
-    scorer's reward, A*'s g and f, MCTS's visits, ...; scores.flat() as one mapping).
+    `scores` holds the values searches write on the node (search.scores.Scores: what every
+    search shares, the scorer's reward, merged copies, ...; each algorithm's own values, A*'s
+    g and f, MCTS's visits, ..., as a Mark defined in its module; scores.flat() as one
+    mapping).
     Engines keep their KV caches beside the tree, keyed weakly by node.
     """
 

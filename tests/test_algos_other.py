@@ -17,6 +17,7 @@ from scipy.stats import weibull_min
 
 import search
 from search.algos.compute_optimal import bin_of, fit_table, load_table, quantile_edges
+from search.algos.rpc import RpcMark
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
 from search.types import Budget, Node, Problem, Step
 from search.weibull import fit_weibull_mixture, prune_low
@@ -96,7 +97,7 @@ def test_rpc_pruning_removes_a_low_probability_crowd():
                        seed=0, n=24)
     nodes = {n.id: n for n in res.tree.walk()}
     pruned = {path_of(nodes[c.node_id])[0] for c in res.candidates
-              if nodes[c.node_id].scores.rpc_pruned}
+              if (mark := nodes[c.node_id].scores.get(RpcMark)) and mark.rpc_pruned}
     sampled = set(firsts(res))
     assert pruned == {t for t in sampled if t.startswith("l")} and pruned
     unpruned_pc = {a: sum(math.sqrt(q) for t, q in high + low if t in sampled and

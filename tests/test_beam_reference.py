@@ -13,7 +13,15 @@ import pytest
 
 import search
 from search import aggregate
+from search.algos.beam import BeamMark
 from search.engines.fake import ScriptedEngine, ScriptedScorer
+from search.types import Node
+
+
+def lookahead(node: Node) -> float | None:
+    """The score at the end of the node's lookahead rollout (None: it had none)."""
+    mark = node.scores.get(BeamMark)
+    return None if mark is None else mark.lookahead
 
 
 def random_tree(seed: int):
@@ -91,7 +99,7 @@ def test_beam_lookahead_ranks_by_the_end_of_a_greedy_rollout():
     assert plain.answer in ("3", "5") and ahead.answer == "7"
     first = ahead.tree.children
     # each first step rolled one greedy step on (a -> a-bad, never a-ok) and was scored there
-    assert all(c.scores.lookahead == (0.1 if c.text == "a " else 0.95) for c in first)
+    assert all(lookahead(c) == (0.1 if c.text == "a " else 0.95) for c in first)
     assert all(c.children[0].text == c.text + ("a-bad " if c.text == "a " else "b-good ")
                for c in first)
     # the kept beam is a candidate ("b ", the first one generated), not its rollout node:
@@ -121,7 +129,7 @@ def test_beam_lookahead_keeps_candidates_as_beams(seed):
                        lookahead=2, duplicates="keep")  # merged, every candidate is kept
     rollout: set[int] = set()  # ids of rollout nodes: a candidate's first child is its rollout
     for node in res.tree.walk():
-        if node.scores.lookahead is not None:
+        if lookahead(node) is not None:
             x = node.children[0]
             while True:
                 rollout.add(x.id)
@@ -131,7 +139,7 @@ def test_beam_lookahead_keeps_candidates_as_beams(seed):
     assert rollout
     for node in res.tree.walk():
         if node.id in rollout:
-            assert len(node.children) <= 1 and node.scores.lookahead is None
+            assert len(node.children) <= 1 and lookahead(node) is None
     assert res.usage.generated_tokens == sum(1 for x in res.tree.walk() if x.step is not None)
 
 

@@ -2,11 +2,12 @@
 
 Every algorithm ends through `finish`: candidates from its leaves (the best partial path first
 finished from the budget's reserve when the budget stopped the search before any finished),
-the selection, the Result. A search that delegates (compute_optimal) ends through
-`finish_delegated`: the Result its sub-search's `finish` made, under its own name and meter.
-The knobs a Result records are every knob's actual value, filled in by search.knobs.rules
-from the call's arguments; a search hands `finish` only what it resolved itself (agg=None
-becomes the scorer's own, ...).
+the selection, the Outcome (search.select: what the search found). A search that delegates
+(compute_optimal) ends through `finish_delegated`: what its sub-search found, with its own
+stats and selection. The Result is built from the Outcome once, by the call that knows every
+knob's actual value, the algorithm's name and seed, and its meter's usage (search.knobs.run);
+a search hands `finish` only the knobs it resolved itself (agg=None becomes the scorer's
+own, ...).
 
 `Run` is what the scored step-level searches (beam, dvts, diverse beam, MCTS, A*, the particle
 methods) share: the sampler and its random stream, the root, the path-score aggregation and
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from search import aggregate
@@ -25,7 +26,7 @@ from search.algos._stepwise import Sampler, Stepper, path_score, resolve_agg, ro
 from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.scoring import Scorer, score_nodes
-from search.select import Ranking, Selection, candidates, pack
+from search.select import Outcome, Ranking, Selection, candidates, pack
 from search.types import Candidate, Node, Problem, Result
 
 
@@ -126,14 +127,13 @@ def rescue(problem: Problem, leaves: Sequence[Node], score: Callable[[Node], flo
 
 def finish(problem: Problem, root: Node, leaves: Sequence[Node],
            score: Callable[[Node], float], meter: Meter, *, selection: Selection | Ranking,
-           seed: int, algo: str, resolved: Mapping[str, Any] | None = None,
-           stats: Mapping[str, Any] | None = None, finisher: Finisher | None = None,
-           partial: Sequence[Node] | None = None) -> Result:
+           resolved: Mapping[str, Any] | None = None, stats: Mapping[str, Any] | None = None,
+           finisher: Finisher | None = None, partial: Sequence[Node] | None = None) -> Outcome:
     """Candidates from the leaves (finished ones may answer; with a finisher, the best
     partial path, of `partial` if given, is first finished from the reserve if the budget
     stopped the search before any did), the selection (or a search's own Ranking, whose
-    stats come first), the Result (selected_by: the selection's label). resolved: the knobs
-    the search resolved itself, as Result.knobs (search.knobs.rules adds the others)."""
+    stats come first), the Outcome (selected_by: the selection's label). resolved: the knobs
+    the search resolved itself, for Result.knobs (search.knobs.run adds the others)."""
     saved = None
     if finisher is not None:
         leaves, saved = rescue(problem, leaves, score, meter, finisher, partial=partial)
@@ -144,35 +144,33 @@ def finish(problem: Problem, root: Node, leaves: Sequence[Node],
     else:
         chosen = selection.choose(problem, cands)
     stats = {**found, **(stats or {}), **(saved.stats() if saved else {})}
-    return pack(problem, root, cands, chosen, meter, seed=seed, algo=algo, knobs=resolved or {},
-                stats=stats,
+    return pack(problem, root, cands, chosen, meter, resolved=resolved, stats=stats,
                 chosen_by=saved.label(selection.label, chosen) if saved else selection.label)
 
 
-def finish_delegated(result: Result, meter: Meter, *, seed: int, algo: str,
-                     resolved: Mapping[str, Any], stats: Mapping[str, Any], selected_by: str
-                     ) -> Result:
-    """`finish` for a search that hands the problem to other searches and keeps one of their
-    Results (compute_optimal: its probe's, or that of the search its table chose). That
-    Result came through `finish`: its answer, text, score, candidates, tree and status stand
-    (the status as the sub-search's own meter saw it). This run records its own algo, seed,
-    knobs (`resolved`, as `finish`'s), stats and selected_by, and the usage of its whole
-    meter, to which every sub-search was charged."""
-    return replace(result, usage=meter.usage(), seed=seed, algo=algo, knobs=dict(resolved),
-                   stats=dict(stats), selected_by=selected_by)
+def finish_delegated(result: Result, *, resolved: Mapping[str, Any], stats: Mapping[str, Any],
+                     selected_by: str) -> Outcome:
+    """`finish` for a search that hands the problem to other searches and keeps what one of
+    them found (compute_optimal: its probe, or the search its table chose). That Result came
+    through `finish`: its answer, text, score, candidates, tree and status stand (the status
+    as the sub-search's own meter saw it). This search's own Result (built by the call:
+    its algo, seed, knobs, and the usage of its whole meter, to which every sub-search was
+    charged) says its own stats and selected_by; resolved: the knobs it resolved itself."""
+    return Outcome(answer=result.answer, text=result.text, score=result.score,
+                   candidates=result.candidates, tree=result.tree, status=result.status,
+                   stats=dict(stats), selected_by=selected_by, resolved=dict(resolved))
 
 
 @dataclass(frozen=True)
 class Run:
     """One run of a scored step-level search: what it was given, its sampler and random
-    stream (seeded once), the tree's root, the aggregation `agg` of step rewards into path
-    scores (the caller's, else the scorer's own) and the selection of the answer."""
+    stream (seeded once, by the call's seed), the tree's root, the aggregation `agg` of step
+    rewards into path scores (the caller's, else the scorer's own) and the selection."""
 
     problem: Problem
     engine: Engine
     scorer: Scorer
     meter: Meter
-    seed: int
     sampler: Sampler
     rng: random.Random
     root: Node
@@ -187,7 +185,7 @@ class Run:
         step rewards (A*'s "-f"), for Result.selected_by."""
         agg = resolve_agg(agg, scorer)
         selection = Selection.of(select, scored_by(scorer, scored_as or agg))
-        return cls(problem, engine, scorer, meter, seed, sampler, random.Random(seed),
+        return cls(problem, engine, scorer, meter, sampler, random.Random(seed),
                    engine.root(problem), agg, selection)
 
     def expand(self, nodes: Sequence[Node], n: int) -> list[list[Node]]:
@@ -202,14 +200,13 @@ class Run:
         """agg of the step rewards along node's path."""
         return path_score(node, aggregate.get(self.agg))
 
-    def finish(self, algo: str, leaves: Sequence[Node], *, max_steps: int,
+    def finish(self, leaves: Sequence[Node], *, max_depth: int,
                score: Callable[[Node], float] | None = None,
-               stats: Mapping[str, Any] | None = None) -> Result:
+               stats: Mapping[str, Any] | None = None) -> Outcome:
         """`finish` with the run's selection, path scores (unless `score`) and a finisher
-        that scores every step it adds, up to max_steps of them."""
+        that scores every step it adds, up to max_depth of them."""
         return finish(self.problem, self.root, leaves, score or self.path_score, self.meter,
-                      selection=self.selection, seed=self.seed, algo=algo,
-                      resolved=dict(agg=self.agg), stats=stats,
+                      selection=self.selection, resolved=dict(agg=self.agg), stats=stats,
                       finisher=Finisher(self.engine, self.sampler, self.scorer, leaf_only=False,
-                                        max_steps=max_steps))
+                                        max_steps=max_depth))
 

@@ -22,7 +22,7 @@ every step, as the paper does.
 Finished particles are never extended. resample_finished=False (the paper's
 `resample_inactive=False`): they are frozen, never resampled (neither copied nor dropped),
 their unnormalised log-weight stays what it was when they finished (recorded as
-scores.log_weight), and only the live particles are resampled among themselves.
+ParticleMark.log_weight), and only the live particles are resampled among themselves.
 resample_finished=True (the authors' released run script, `--resample-inactive`, and
 its_hub): every slot is in the resampling pool, a finished particle weighed each round by its
 final step's reward as the references do (they re-weigh every particle by its last reward
@@ -49,11 +49,22 @@ from dataclasses import dataclass, field
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
+from search.scores import Mark
 from search.scoring import Scorer, reward, score_nodes
 from search.types import Node, Problem
 
 CLIP = 1e-7
 Resampler = Callable[[Sequence[float], int, random.Random], list[int]]
+
+
+@dataclass(slots=True)
+class ParticleMark(Mark):
+    """A particle's values on its node (None until written), for particle_filter and
+    particle_gibbs."""
+
+    key = "smc"
+    log_weight: float | None = None  # its log-weight when it finished
+    reference: int | None = None  # particle_gibbs: the pass after which it was the reference
 
 
 def potential(score: float, tau: float = 1.0) -> float:
@@ -186,7 +197,7 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
         for i in range(n) if resample_finished else live:
             swarm.log_weights[i] += potential(reward(swarm.nodes[i]), tau)
             if swarm.nodes[i].finished and i in live:
-                swarm.nodes[i].scores.log_weight = swarm.log_weights[i]
+                swarm.nodes[i].scores.of(ParticleMark).log_weight = swarm.log_weights[i]
         swarm.history.append(list(swarm.nodes))
         still = swarm.live()
         pool = list(range(n)) if resample_finished else still

@@ -11,24 +11,26 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from search import aggregate
 from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, Engine
+from search.knobtypes import Group
 from search.scoring import Scorer, name, path_agg
 from search.types import Node
 
 
 @dataclass(frozen=True)
-class Sampler:
-    """The sampling knobs every step-level search passes to `engine.expand`."""
+class Sampler(Group):
+    """The sampling knobs every step-level search passes to `engine.expand`: one keyword-only
+    parameter of the algorithm, four knobs by their own names (search.knobs: a knob group)."""
 
     temperature: float = 0.8
     top_p: float = 1.0
-    step_tokens: int = 256
-    stop: Sequence[str] | None = DEFAULT_STOP
+    step_tokens: int = 256  # tokens at most per step
+    stop: Sequence[str] | None = DEFAULT_STOP  # the step delimiters (None: none)
 
     def expand(self, engine: Engine, nodes: Sequence[Node], n: int, rng: random.Random
                ) -> list[list[Node]]:
@@ -44,6 +46,17 @@ class Sampler:
         return lambda nodes: [child for (child,) in self.expand(engine, nodes, 1, rng)]
 
 
+@dataclass(frozen=True)
+class GreedySampler(Sampler):
+    """Sampler at temperature 0 throughout: only the step size and delimiters are knobs."""
+
+    temperature: float = field(default=0.0, init=False)
+    top_p: float = field(default=1.0, init=False)
+
+
+SAMPLER = Sampler()  # the step-level searches' defaults
+GREEDY = GreedySampler()
+
 Stepper = Callable[[Sequence[Node]], list[Node]]  # one child of each node, in one engine call
 
 
@@ -51,10 +64,10 @@ Prune = Callable[[int, list[Node], list[Node]], list[Node]]  # (depth, done, liv
 
 
 def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Sampler,
-                 rng: random.Random, *, max_steps: int, prune: Prune | None = None
+                 rng: random.Random, *, max_depth: int, prune: Prune | None = None
                  ) -> tuple[list[Node], list[Node], list[Node]]:
     """n independent samples of the root, each extended one step at a time (all live paths
-    in one batch) until it finishes, max_steps, or the budget.
+    in one batch) until it finishes, reaches max_depth steps, or the budget ends.
 
     prune(depth, done, live) may name live paths to stop early. Returns (finished paths,
     paths still live when the loop ended, pruned paths); the root itself is never a path.
@@ -73,11 +86,11 @@ def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Samp
             cut.update((c.id, c) for c in live if c.id in drop)
         engine.retain([c for c in live if c.id not in cut])
 
-    if max_steps < 1 or meter.exhausted():
+    if max_depth < 1 or meter.exhausted():
         return [], [], []
     [first] = sampler.expand(engine, [root], n, rng)
     settle(first)
-    tips, _ = roll(first, sampler.one_step(engine, rng), meter, steps=max_steps - 1,
+    tips, _ = roll(first, sampler.one_step(engine, rng), meter, steps=max_depth - 1,
                    goes_on=lambda tip: not tip.finished and tip.id not in cut, after=settle)
     return done, [tip for tip in tips if not tip.finished and tip.id not in cut], \
         list(cut.values())

@@ -43,8 +43,9 @@ Choices where the paper leaves room:
   search spends ~1,300). At most `max_batches` batches run (default 40: the depth limit
   of a beam search sampling as many steps per batch, so A* never samples more than that
   beam search could); Result.stats says how many ran and whether the cap stopped it.
-Scored nodes record scores.cost, scores.g and scores.f; popped nodes scores.pop (pop order)
-and scores.batch; a merged node scores.merged_into (the id of the state that replaced it).
+A*'s values of a node are its AStarMark (node.scores.of(AStarMark)): scored nodes record cost,
+g and f; popped nodes pop (pop order) and batch; a merged node merged_into (the id of the
+state that replaced it).
 """
 
 from __future__ import annotations
@@ -52,20 +53,54 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from search.algos._run import Run
-from search.algos._stepwise import DUPLICATES, Sampler, merge_equal
+from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import Rule, at_least, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer, reward
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
 COSTS = ("neglog", "complement")
 TIES = ("deep", "fifo")
 G_RULES = ("sum", "mean", "last")
+
+
+@dataclass(slots=True)
+class AStarMark(Mark):
+    """A*'s values of a node (None until written)."""
+
+    key = "astar"
+    cost: float | None = None  # sum of step costs c(r) from the root
+    g: float | None = None  # g of the node (sum, mean or last of the costs)
+    f: float | None = None  # g + h
+    # the id of the node that holds this node's state: a state reached again at lower g, or
+    # one already expanded (its heap entry is then stale)
+    merged_into: int | None = None
+    pop: int | None = None  # the node's place in pop order (from 0)
+    batch: int | None = None  # the batch it was popped in (from 0)
+
+
+def mark(node: Node) -> AStarMark:
+    """node's A* mark (made on first use)."""
+    return node.scores.of(AStarMark)
+
+
+def _merged(node: Node) -> bool:
+    m = node.scores.get(AStarMark)
+    return m is not None and m.merged_into is not None
+
+
+def _value(node: Node, name: str) -> float:
+    m = node.scores.get(AStarMark)
+    value = None if m is None else getattr(m, name)
+    assert value is not None, "an offered node has been evaluated"
+    return value
 
 
 def step_cost(reward: float, cost: str = "neglog") -> float:
@@ -92,15 +127,15 @@ class Frontier:
         old = self.states.get(key)
         if old is not None:
             if old.id in self.closed or _g(old) <= _g(node):
-                node.scores.merged_into = old.id
+                mark(node).merged_into = old.id
                 return
-            old.scores.merged_into = node.id  # its heap entry is now stale
+            mark(old).merged_into = node.id  # its heap entry is now stale
         self.states[key] = node
         tie = -node.depth if self.deep else 0
         heapq.heappush(self.heap, (_f(node), tie, next(self._order), node))
 
     def peek(self) -> Node | None:
-        while self.heap and self.heap[0][-1].scores.merged_into is not None:
+        while self.heap and _merged(self.heap[0][-1]):
             heapq.heappop(self.heap)
         return self.heap[0][-1] if self.heap else None
 
@@ -113,17 +148,15 @@ class Frontier:
 
     def open_nodes(self) -> list[Node]:
         """Live open states in pop order."""
-        return [e[-1] for e in sorted(self.heap) if e[-1].scores.merged_into is None]
+        return [e[-1] for e in sorted(self.heap) if not _merged(e[-1])]
 
 
 def _g(node: Node) -> float:
-    assert node.scores.g is not None, "an offered node has been evaluated"
-    return node.scores.g
+    return _value(node, "g")
 
 
 def _f(node: Node) -> float:
-    assert node.scores.f is not None, "an offered node has been evaluated"
-    return node.scores.f
+    return _value(node, "f")
 
 
 @rules(at_least(1, "width", "k", "max_batches"), one_of("g", G_RULES), one_of("cost", COSTS),
@@ -134,12 +167,11 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
           max_depth: int = 40, max_batches: int = 40, select: str = "score",
-          temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-          stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+          sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=None, select=select,
-                    scored_as="-f", sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    scored_as="-f", sampler=sampler)
     root = run.root
-    root.scores.cost, root.scores.g, root.scores.f = 0.0, 0.0, 0.0
+    root.scores.marks[AStarMark.key] = AStarMark(cost=0.0, g=0.0, f=0.0)
     frontier = Frontier(ties=ties, merge=duplicates == "merge")
     frontier.offer(root)
     goal: Node | None = None
@@ -149,17 +181,17 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
     def pop() -> Node:
         nonlocal pops
         node = frontier.pop()
-        node.scores.pop, node.scores.batch = pops, batches
+        mark(node).pop, mark(node).batch = pops, batches
         pops += 1
         return node
 
     def evaluate(child: Node) -> None:
-        assert child.parent is not None and child.parent.scores.cost is not None
+        assert child.parent is not None
         r = reward(child)
-        total = child.parent.scores.cost + step_cost(r, cost)
+        total = _value(child.parent, "cost") + step_cost(r, cost)
         gval = {"sum": total, "mean": total / child.depth, "last": step_cost(r, cost)}[g]
         h = 0.0 if admissible or child.finished else h_weight * (1.0 - r)
-        child.scores.cost, child.scores.g, child.scores.f = total, gval, gval + h
+        child.scores.marks[AStarMark.key] = AStarMark(cost=total, g=gval, f=gval + h)
 
     while True:
         top = frontier.peek()
@@ -196,11 +228,11 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
 
     def neg_f(leaf: Node) -> float:  # a path finished from the reserve is evaluated here
         for node in leaf.path()[1:]:
-            if node.scores.f is None:
+            if node.scores.get(AStarMark) is None:
                 if node.scores.reward is None:
                     return -math.inf  # its steps could not be scored (no scorer calls left)
                 evaluate(node)
         return -_f(leaf)
 
-    return run.finish("astar", leaves, score=neg_f, max_steps=max_depth,
+    return run.finish(leaves, score=neg_f, max_depth=max_depth,
                       stats=dict(batches=batches, capped=capped))

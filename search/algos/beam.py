@@ -18,7 +18,7 @@ Lookahead (Snell et al.'s "lookahead search"; search-and-learn's generate_k_step
 rollouts of all candidates advance together, one batched temperature-0 expand per lookahead
 step. The PRM's score of a rollout's last step stands in for the candidate's own step reward
 when candidates are ranked: a candidate's key is agg(rewards of the steps before it + [score
-at the end of its rollout]), stored as scores.lookahead. The kept beam is the candidate
+at the end of its rollout]), stored as the node's BeamMark.lookahead. The kept beam is the candidate
 itself, never a rollout node; rollouts stay in the tree (their tokens are real generation
 and charged like any other) but are neither beams nor candidates, and the final selection
 among finished paths uses their own PRM rewards. Our choices: no lookahead at the last depth,
@@ -39,15 +39,34 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from search import aggregate
 from search.algos._run import Run
-from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, roll, with_copies
+from search.algos._stepwise import (
+    DUPLICATES,
+    SAMPLER,
+    Sampler,
+    copies,
+    merge_equal,
+    roll,
+    with_copies,
+)
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, divides, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
+
+
+@dataclass(slots=True)
+class BeamMark(Mark):
+    """Beam search's value of a node (None until written)."""
+
+    key = "beam"
+    lookahead: float | None = None  # the scorer's value at the end of its rollout
 
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
@@ -55,10 +74,9 @@ from search.types import Node, Problem, Result
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = "score", duplicates: str = "merge",
-         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+         sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     agg_fn = aggregate.get(run.agg)
     keep = n // m
     beams, width = [run.root], n
@@ -67,8 +85,9 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     def rank_key(node: Node) -> float:
         # agg of the path's step rewards, the node's own replaced by its lookahead score
         rewards = node.rewards()
-        if node.scores.lookahead is not None:
-            rewards[-1] = node.scores.lookahead
+        mark = node.scores.get(BeamMark)
+        if mark is not None and mark.lookahead is not None:
+            rewards[-1] = mark.lookahead
         return agg_fn(rewards)
 
     for depth in range(max_depth):
@@ -88,13 +107,13 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]
-    return run.finish("beam", leaves, max_steps=max_depth)
+    return run.finish(leaves, max_depth=max_depth)
 
 
 def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:
     """Roll every start up to `steps` steps further at temperature 0 (one batched expand per
     step over all unfinished rollouts; a finished one stops early) and store the PRM's score
-    of each rollout's last node as start.scores.lookahead. If the budget runs out first,
+    of each rollout's last node as start's BeamMark.lookahead. If the budget runs out first,
     nothing is stored and the starts are ranked by their own rewards."""
     greedy = dataclasses.replace(run.sampler, temperature=0.0)
     tips, cut = roll(starts, greedy.one_step(run.engine, run.rng), run.meter, steps=steps)
@@ -102,4 +121,4 @@ def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:
         return
     # only the ends are scored: the steps in between are never ranked
     for start, value in zip(starts, run.score(tips)):
-        start.scores.lookahead = value
+        start.scores.of(BeamMark).lookahead = value

@@ -22,17 +22,24 @@ a named scorer rather than publish a vote labelled with that scorer (`uses_score
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from search.algos._run import Finisher, finish
-from search.algos._stepwise import Sampler, path_scorer, resolve_agg, sample_paths, scored_by
+from search.algos._stepwise import (
+    SAMPLER,
+    Sampler,
+    path_scorer,
+    resolve_agg,
+    sample_paths,
+    scored_by,
+)
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, rules
 from search.scoring import Scorer, implicit, score_nodes
-from search.select import Selection
-from search.types import Node, Problem, Result
+from search.select import Outcome, Selection
+from search.types import Node, Problem
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -43,30 +50,27 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
 @rules(at_least(1, "n"))  # with the rules every algorithm shares (search.knobs.COMMON)
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
               n: int = 8, select: str | None = None, agg: str | None = None,
-              temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-              max_steps: int = 40, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+              sampler: Sampler = SAMPLER, max_depth: int = 40) -> Outcome:
     """select: "score", "vote", "weighted_vote", or None: "vote" when no scorer was named,
     else "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
     select = select or ("vote" if implicit(scorer) else "score")
     agg = resolve_agg(agg, scorer)
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
     root = engine.root(problem)
     done, live, _ = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
-                                 max_steps=max_steps)
+                                 max_depth=max_depth)
     resolved = dict(select=select, agg=agg)
     if select == "vote":  # counting answers needs no scorer; ties go to the likelier path
         return finish(problem, root, done + live, _cum_logprob, meter,
-                      selection=Selection.of("vote", ""), seed=seed, algo="best_of_n",
-                      resolved=resolved, finisher=Finisher(engine, sampler, max_steps=max_steps))
+                      selection=Selection.of("vote", ""),
+                      resolved=resolved, finisher=Finisher(engine, sampler, max_steps=max_depth))
     # rewards of every step, or of the leaf alone when only the last one counts
     leaves = done + live
     score_nodes(scorer, problem, leaves if agg == "last"
                 else [a for leaf in leaves for a in leaf.path()[1:]])
     return finish(problem, root, leaves, path_scorer(agg), meter,
-                  selection=Selection.of(select, scored_by(scorer, agg)), seed=seed,
-                  algo="best_of_n", resolved=resolved,
+                  selection=Selection.of(select, scored_by(scorer, agg)), resolved=resolved,
                   finisher=Finisher(engine, sampler, scorer, leaf_only=agg == "last",
-                                    max_steps=max_steps))
+                                    max_steps=max_depth))
 
 
 def _cum_logprob(node: Node) -> float:

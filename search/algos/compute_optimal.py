@@ -31,7 +31,7 @@ node and sampling 4 children a pop, duplicates kept (54% right on those problems
 tokens). Fit your own for another model or scorer. If the chosen search returns no answer
 but the probe did, the probe's answer is returned (stats["fallback"] = True).
 
-    {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_steps", "temperature",
+    {"probe": {"n", "signal", "budget_fraction", "step_tokens", "max_depth", "temperature",
                "agg", "select"},
      "edges": [e1 < e2 < ...],                       # len(bins) - 1 difficulty thresholds
      "bins": [{"algo", "knobs", "tokens": int | null}, ...]}   # tokens: per-problem cap
@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from search import knobs as _knobs
 from search import registry
 from search.algos._run import finish_delegated
 from search.answers import vote_key
@@ -58,24 +59,28 @@ from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.knobs import Rule, rules
 from search.scoring import Scorer
+from search.select import Outcome
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
 SIGNALS = ("score", "agreement")
 PROBE_DEFAULTS = {"n": 4, "signal": "score", "budget_fraction": 0.25, "step_tokens": 256,
-                  "max_steps": 40, "temperature": 0.8, "agg": None,  # agg None: the scorer's
+                  "max_depth": 40, "temperature": 0.8, "agg": None,  # agg None: the scorer's
                   "select": "score"}
 PROBE = "probe"  # a bin's algo that keeps the probe's answer
 
 
 # -- the table ------------------------------------------------------------------------------
 def load_table(table: str | Path | Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The calibration table (default: the shipped JSON), checked against the registry."""
+    """The calibration table (default: the shipped JSON), checked against the registry. Old
+    knob names (search.knobs.RENAMED: a table fitted before max_steps was max_depth) are read
+    as their new ones, with a DeprecationWarning."""
     if table is None or isinstance(table, (str, Path)):
         data = json.loads(Path(table or TABLE).read_text(encoding="utf-8"))
     else:
         data = json.loads(json.dumps(table))  # a private, JSON-clean copy
-    probe = {**PROBE_DEFAULTS, **data.get("probe", {})}
+    probe = {**PROBE_DEFAULTS,
+             **_knobs.upgrade(registry.get("best_of_n"), data.get("probe", {}), stacklevel=2)}
     edges, bins = [float(e) for e in data["edges"]], list(data["bins"])
     if edges != sorted(edges) or len(bins) != len(edges) + 1:
         raise ValueError("compute_optimal table: edges must be sorted and there must be one "
@@ -87,7 +92,9 @@ def load_table(table: str | Path | Mapping[str, Any] | None = None) -> dict[str,
         if entry["algo"] == "compute_optimal":
             raise ValueError("compute_optimal table: a bin cannot choose compute_optimal itself")
         if entry["algo"] != PROBE:
-            registry.check_knobs(entry["algo"], entry.get("knobs", {}))
+            entry["knobs"] = _knobs.upgrade(registry.get(entry["algo"]), entry.get("knobs", {}),
+                                            stacklevel=2)
+            registry.check_knobs(entry["algo"], entry["knobs"])
     return {"probe": probe, "edges": edges, "bins": bins}
 
 
@@ -198,7 +205,7 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
 @rules(Rule(("table",), lambda t: bool(load_table(t)),
             "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"))
 def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
-                    seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Result:
+                    seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Outcome:
     tab = load_table(table)
     rng = random.Random(seed)
     cfg = tab["probe"]
@@ -208,7 +215,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                  rng.getrandbits(32), dict(n=cfg["n"], select=cfg["select"], agg=cfg["agg"],
                                            temperature=cfg["temperature"],
                                            step_tokens=cfg["step_tokens"],
-                                           max_steps=cfg["max_steps"]))
+                                           max_depth=cfg["max_depth"]))
     d = round(difficulty(problem, probe, cfg["signal"]), 9)  # 1 - 0.6 lands on the 0.4 edge
     b = bin_of(d, tab["edges"])
     entry = tab["bins"][b]
@@ -223,7 +230,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     chosen_by = (f"probe best_of_n: {probe.selected_by}" if result is probe
                  else f"{entry['algo']}: {result.selected_by}")
     return finish_delegated(
-        result, meter, seed=seed, algo="compute_optimal", selected_by=chosen_by,
+        result, selected_by=chosen_by,
         resolved=dict(table=table if isinstance(table, str) else
                       ("default" if table is None else "custom")),
         stats=dict(difficulty=d, bin=b, chosen_algo=entry["algo"], chosen_knobs=knobs,

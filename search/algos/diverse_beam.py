@@ -35,7 +35,7 @@ Diversity (knob `diversity`):
              paper's n-gram diversity).
 A candidate (same parent, same continuation) is taken by one group at most, so groups never
 hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
-root, where every group starts). Chosen nodes record scores.group.
+root, where every group starts). Chosen nodes record their group (DiverseBeamMark.group).
 At level="step", duplicates="merge" keeps one node per state among a beam's M samples
 (siblings only: groups hold different beams), counted as the samples it stands for; "keep"
 carries every sample.
@@ -46,21 +46,31 @@ come from the model's own next-token distribution, so they count as generated to
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from search.algos._run import Finisher, Run, finish
-from search.algos._stepwise import DUPLICATES, Sampler, copies, merge_equal, with_copies
+from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, copies, merge_equal, with_copies
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import Rule, at_least, divides, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Selection
-from search.types import Node, Problem, Result
+from search.select import Outcome, Selection
+from search.types import Node, Problem
 
 C = TypeVar("C")
 Tokens = tuple[int, ...]
 Similarity = Callable[[Tokens, Tokens], float]
 Cand = tuple[Node, int, float]  # token level: (beam, next token id, path logprob with it)
+
+
+@dataclass(slots=True)
+class DiverseBeamMark(Mark):
+    """Diverse beam search's value of a node (None until written)."""
+
+    key = "diverse_beam"
+    group: int | None = None  # the group that chose the node
 
 
 def same(a: Tokens, b: Tokens) -> float:
@@ -110,7 +120,7 @@ def tail(node: Node, k: int) -> Tokens:
 def _tag(groups: Sequence[Sequence[Node]]) -> list[Node]:
     for g, beams in enumerate(groups):
         for node in beams:
-            node.scores.group = g
+            node.scores.of(DiverseBeamMark).group = g
     return [node for beams in groups for node in beams]
 
 
@@ -132,23 +142,20 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
                  select: str = "score", duplicates: str = "merge",
-                 temperature: float = 0.8, top_p: float = 1.0,
-                 step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
+                 sampler: Sampler = SAMPLER) -> Outcome:
     per = n // m // groups
     if level == "token":  # the scorer is not consulted: paths rank by their log-probability
         root = engine.root(problem)
         leaves = _by_token(engine, meter, root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
         return finish(problem, root, leaves, lambda leaf: leaf.cum_logprob, meter,
-                      selection=Selection.of(select, "path logprob"), seed=seed,
-                      algo="diverse_beam", finisher=Finisher(engine, sampler, max_steps=max_depth))
+                      selection=Selection.of(select, "path logprob"), finisher=Finisher(engine, sampler, max_steps=max_depth))
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
     leaves = _by_step(run, n=n, m=m, groups=groups, per=per, lam=lam, sim=sim,
                       max_depth=max_depth, duplicates=duplicates)
-    return run.finish("diverse_beam", leaves, max_steps=max_depth)
+    return run.finish(leaves, max_depth=max_depth)
 
 
 def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim: Similarity,

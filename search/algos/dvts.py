@@ -14,32 +14,41 @@ strong prefix take every beam).
         a subtree whose best child is finished stops
     return select(candidates)   (best score by default)
 
-Every node a subtree generates records scores.subtree = its index. duplicates="merge"
+Every node a subtree generates records its index (DvtsMark.subtree). duplicates="merge"
 (as in `beam`) scores one of a head's equal children, which counts as the samples it stands
 for in a vote; "keep" scores each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from search.algos._run import Run
-from search.algos._stepwise import DUPLICATES, Sampler, merge_equal, with_copies
+from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal, with_copies
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, divides, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
+
+
+@dataclass(slots=True)
+class DvtsMark(Mark):
+    """DVTS's value of a node (None until written)."""
+
+    key = "dvts"
+    subtree: int | None = None  # the index of the subtree that generated the node
 
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES))
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
          select: str = "score", duplicates: str = "merge",
-         temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+         sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     heads: list[Node | None] = [run.root] * (n // m)  # None once a subtree has finished
     done: list[Node] = []
     for _ in range(max_depth):
@@ -50,11 +59,11 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         run.score([c for cs in kids for c in cs])
         for (i, _), children in zip(live, kids):
             for child in children:
-                child.scores.subtree = i
+                child.scores.of(DvtsMark).subtree = i
             done += [c for c in children if c.finished]
             # max keeps the first of equal scores: ties go to the earlier sample
             best = max(children, key=run.path_score)
             heads[i] = None if best.finished else best
         engine.retain([head for head in heads if head is not None])
     leaves = with_copies(done) + [h for h in heads if h is not None and h is not run.root]
-    return run.finish("dvts", leaves, max_steps=max_depth)
+    return run.finish(leaves, max_depth=max_depth)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from search.algos._run import Finisher, finish
@@ -39,23 +39,14 @@ from search.budget import Meter, metered
 from search.engines.base import Engine
 from search.knobs import Rule, at_least, rules
 from search.scoring import Scorer
-from search.select import Selection, majority_vote
-from search.types import Candidate, Node, Problem, Result
+from search.select import Outcome, Selection, majority_vote
+from search.types import Candidate, Node, Problem
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     """FFS selects by length (and votes), never by a scorer."""
     del knobs
     return False
-
-
-@dataclass(frozen=True)
-class _Sampling:
-    stop: Sequence[str] | None
-    chunk_tokens: int
-    max_tokens: int
-    temperature: float
-    top_p: float
 
 
 def _kth_tokens(done: Sequence[Node], k: int) -> float:
@@ -66,20 +57,21 @@ def _kth_tokens(done: Sequence[Node], k: int) -> float:
 
 
 def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node], width: int,
-          order: dict[int, int], k: int, s: _Sampling) -> tuple[list[Node], list[Node], list[Node]]:
+          order: dict[int, int], k: int, chunks: Sampler, max_tokens: int
+          ) -> tuple[list[Node], list[Node], list[Node]]:
     """Advance paths round by round until the first k finishers are certain.
 
     frontier: the root (width = n samples) or live paths (width = 1). order maps node id ->
-    launch index and is filled in for every new node. Returns (finished, stopped, live), live
-    being non-empty only when the budget ran out.
+    launch index and is filled in for every new node. chunks: the sampler of a round
+    (step_tokens: chunk_tokens); max_tokens: a path's cap. Returns (finished, stopped, live),
+    live being non-empty only when the budget ran out.
     """
     done: list[Node] = []
     stopped: list[Node] = []
     while frontier and not meter.exhausted():
         t0 = min(p.generated_tokens for p in frontier)
-        cap = min(s.chunk_tokens, s.max_tokens - t0, _kth_tokens(done, k) - t0)  # >= 1
-        kids = engine.expand(frontier, width, stop=s.stop, max_tokens=int(cap),
-                             temperature=s.temperature, top_p=s.top_p, seed=rng.getrandbits(32))
+        cap = min(chunks.step_tokens, max_tokens - t0, _kth_tokens(done, k) - t0)  # >= 1
+        kids = replace(chunks, step_tokens=int(cap)).expand(engine, frontier, width, rng)
         new, stalled = [], set()
         for parent, cs in zip(frontier, kids):
             for j, c in enumerate(cs):
@@ -88,7 +80,7 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
                 if c.generated_tokens <= parent.generated_tokens:
                     stalled.add(c.id)  # no token added: it would never finish nor stop
         done += [c for c in new if c.finished]
-        limit = min(_kth_tokens(done, k), s.max_tokens)
+        limit = min(_kth_tokens(done, k), max_tokens)
         live = [c for c in new if not c.finished]
         stopped += [c for c in live if c.generated_tokens >= limit or c.id in stalled]
         frontier, width = [c for c in live if c.generated_tokens < limit and
@@ -101,16 +93,17 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
 def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
                  top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,
-                 stop: Sequence[str] | None = None, count_saved: bool = False) -> Result:
+                 stop: Sequence[str] | None = None, count_saved: bool = False) -> Outcome:
     del scorer  # FFS selects by length (and, for k > 1, by vote), never by reward
     rng = random.Random(seed)
-    sampling = _Sampling(stop, chunk_tokens, max_tokens, temperature, top_p)
+    chunks = Sampler(temperature, top_p, chunk_tokens, stop)  # one round: a chunk per path
     root = engine.root(problem)
     order: dict[int, int] = {}
-    done, stopped, live = _race(engine, meter, rng, [root], n, order, k, sampling)
+    done, stopped, live = _race(engine, meter, rng, [root], n, order, k, chunks, max_tokens)
     done.sort(key=lambda p: (p.generated_tokens, order[p.id]))  # finishing order
     stopped_tokens = sum(p.generated_tokens for p in stopped)
-    saved = _count_saved(engine, rng, stopped, order, sampling) if count_saved else None
+    saved = _count_saved(engine, rng, stopped, order, chunks, max_tokens) if count_saved \
+        else None
 
     def first_k(problem: Problem, cands: Sequence[Candidate]) -> Candidate | None:
         # done comes first, in finishing order (a path finished from the reserve is alone)
@@ -120,24 +113,22 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
     return finish(problem, root, done + stopped + live, lambda p: -float(p.generated_tokens),
                   meter, selection=Selection(first_k, "first to finish" if k == 1 else
                                              f"vote(first {k} to finish)"),
-                  seed=seed, algo="first_finish",
                   resolved=dict(stop=list(stop) if stop else None),  # () is no delimiter
                   stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
                              saved_tokens=saved),
-                  finisher=Finisher(engine, Sampler(temperature, top_p, chunk_tokens, stop),
-                                    max_steps=-(-max_tokens // chunk_tokens)),
+                  finisher=Finisher(engine, chunks, max_steps=-(-max_tokens // chunk_tokens)),
                   partial=live)
 
 
 def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order: dict[int, int],
-                 sampling: _Sampling) -> int:
+                 chunks: Sampler, max_tokens: int) -> int:
     """Run the stopped paths to the end on a scratch meter; the tokens that took. Their new
     nodes are detached afterwards, so the tree holds only what the budget paid for."""
     if not stopped:
         return 0
     scratch = Meter()
     with metered(scratch, engine):
-        _race(engine, scratch, rng, list(stopped), 1, order, len(stopped), sampling)
+        _race(engine, scratch, rng, list(stopped), 1, order, len(stopped), chunks, max_tokens)
     for node in stopped:
         for child in list(node.children):
             child.detach()

@@ -13,17 +13,17 @@ It consults no scorer (there is nothing to choose between), so search.solve refu
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from search.algos._run import Finisher, finish
-from search.algos._stepwise import Sampler, sample_paths
+from search.algos._stepwise import GREEDY, Sampler, sample_paths
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import rules
 from search.scoring import Scorer
-from search.select import Selection, by_score
-from search.types import Problem, Result
+from search.select import Outcome, Selection, by_score
+from search.types import Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
@@ -35,14 +35,11 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
 
 @rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
-           step_tokens: int = 256, max_steps: int = 40,
-           stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+           sampler: Sampler = GREEDY, max_depth: int = 40) -> Outcome:
     del scorer  # nothing to choose between: the one path is the answer
     root = engine.root(problem)
-    sampler = Sampler(temperature=0.0, step_tokens=step_tokens, stop=stop)
     done, live, _ = sample_paths(engine, root, 1, meter, sampler, random.Random(seed),
-                                 max_steps=max_steps)
+                                 max_depth=max_depth)
     return finish(problem, root, done + live, lambda leaf: leaf.cum_logprob, meter,
-                  selection=Selection(by_score, "greedy (the one path)"), seed=seed,
-                  algo="greedy",
-                  finisher=Finisher(engine, sampler, max_steps=max_steps))
+                  selection=Selection(by_score, "greedy (the one path)"),
+                  finisher=Finisher(engine, sampler, max_steps=max_depth))

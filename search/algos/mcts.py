@@ -21,7 +21,7 @@ Each node keeps a visit count N and a value sum W (Q = W / N).
 Values are PRM scores in [0, 1] (a non-finite score counts as 0), the range c_uct = 1.4
 (about sqrt 2) is tuned for. A node is expanded once (no progressive widening): a step that
 none of its K samples produced is never in the tree. After the search every tree node records
-scores.visits and scores.q.
+its visits and Q (MctsMark).
 """
 
 from __future__ import annotations
@@ -31,12 +31,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from search.algos._run import Run
-from search.algos._stepwise import Sampler, new_siblings, roll
+from search.algos._stepwise import SAMPLER, Sampler, new_siblings, roll
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, one_of, rules
+from search.scores import Mark
 from search.scoring import Scorer, reward
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
+
+
+@dataclass(slots=True)
+class MctsMark(Mark):
+    """MCTS's values of a tree node after the search (None until written)."""
+
+    key = "mcts"
+    visits: float | None = None  # the visit count N (virtual losses included while live)
+    q: float | None = None  # the mean backed-up value W / N
 
 
 @dataclass
@@ -106,11 +117,9 @@ class Tree:
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
-         agg: str | None = None, select: str = "score", temperature: float = 0.8,
-         top_p: float = 1.0, step_tokens: int = 256,
-         stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+         agg: str | None = None, select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     root = run.root
     tree = Tree(root, c, virtual_loss)
     finished: dict[int, Node] = {}  # every finished path seen, rollouts included
@@ -143,12 +152,13 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         engine.retain(tree.frontier())
     for node in root.walk():
         if node.id in tree.stats:
-            node.scores.visits, node.scores.q = tree.stats[node.id].visits, tree.stats[node.id].q
+            st = tree.stats[node.id]
+            node.scores.marks[MctsMark.key] = MctsMark(visits=st.visits, q=st.q)
     # nothing finished: the best-scored open nodes stand in (sorted() keeps walk order on ties)
     leaves = list(finished.values()) or sorted(
         (node for node in tree.frontier() if node is not root), key=run.path_score,
         reverse=True)[:batch]
-    return run.finish("mcts", leaves, max_steps=max_depth)
+    return run.finish(leaves, max_depth=max_depth)
 
 
 def _rollouts(run: Run, starts: Sequence[Node], max_depth: int, values: list[float],

@@ -26,16 +26,15 @@ demo grid (README, "Reference variants").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from search.algos._run import Run
 from search.algos._smc import SweepPlan, resampler, sweep
-from search.algos._stepwise import Sampler
+from search.algos._stepwise import SAMPLER, Sampler
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import above, at_least, rules, within
 from search.scoring import Scorer
-from search.types import Problem, Result
+from search.select import Outcome
+from search.types import Problem
 
 
 @rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"))
@@ -43,14 +42,13 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
                     ess_threshold: float = 1.0, resample_finished: bool = False,
                     max_depth: int = 40, agg: str | None = None,
-                    select: str = "score", temperature: float = 0.8, top_p: float = 1.0,
-                    step_tokens: int = 256, stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+                    select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
     swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,
                   run.root, plan)
     # resampled copies share a node: each path is one candidate
     leaves = [node for node in {node.id: node for node in swarm.nodes}.values()
               if node is not run.root]
-    return run.finish("particle_filter", leaves, max_steps=max_depth)
+    return run.finish(leaves, max_depth=max_depth)

@@ -20,22 +20,28 @@ persist and seed further exploration.
 
 resample_finished is particle_filter's knob (the authors' run script sets it, its_hub always
 resamples finished particles). The reference's steps are never re-sampled or re-scored
-(their PRM scores are cached on the nodes) and stay in the KV cache between passes. A chosen reference records
-scores.reference = the pass after which it was drawn.
+(their PRM scores are cached on the nodes) and stay in the KV cache between passes. A chosen
+reference records the pass after which it was drawn (ParticleMark.reference).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from search.algos._run import Run
-from search.algos._smc import REFERENCE_DRAWS, SweepPlan, pick_reference, resampler, sweep
-from search.algos._stepwise import Sampler
+from search.algos._smc import (
+    REFERENCE_DRAWS,
+    ParticleMark,
+    SweepPlan,
+    pick_reference,
+    resampler,
+    sweep,
+)
+from search.algos._stepwise import SAMPLER, Sampler
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import above, at_least, one_of, rules, within
 from search.scoring import Scorer
-from search.types import Node, Problem, Result
+from search.select import Outcome
+from search.types import Node, Problem
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
 
@@ -48,10 +54,9 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
                    resample_finished: bool = False, reference: str = "weight",
                    pool: str = "all", max_depth: int = 40, agg: str | None = None,
                    select: str = "score",
-                   temperature: float = 0.8, top_p: float = 1.0, step_tokens: int = 256,
-                   stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+                   sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=Sampler(temperature, top_p, step_tokens, stop))
+                    sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
     path: list[Node] = []  # the reference's nodes, depth 1 to its finished leaf
     seen: dict[int, Node] = {}  # every pass's particles; a kept reference counts once
@@ -68,9 +73,9 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
         ref = pick_reference(swarm, run.rng, reference, tau)
         if ref is None:  # nothing finished (budget or depth): no reference to condition on
             break
-        ref.scores.reference = it
+        ref.scores.of(ParticleMark).reference = it
         path = ref.path()[1:]
         engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
-    return run.finish("particle_gibbs", leaves, max_steps=max_depth)
+    return run.finish(leaves, max_depth=max_depth)

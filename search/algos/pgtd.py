@@ -41,8 +41,8 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import at_least, rules
 from search.scoring import Scorer, score_nodes
-from search.select import Selection
-from search.types import Node, Problem, Result
+from search.select import Outcome, Selection
+from search.types import Node, Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
@@ -102,7 +102,7 @@ def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[No
 @rules(at_least(1, "rollouts", "width"))
 def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          rollouts: int = 128, width: int = 3, c: float = 4.0, c_base: float = 10.0,
-         horizon: int = 1024, early_stop: bool = True) -> Result:
+         horizon: int = 1024, early_stop: bool = True) -> Outcome:
     def terminal(node: Node) -> bool:
         return node.finished or node.generated_tokens >= horizon
 
@@ -161,8 +161,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     # no program finished before the budget ran out: the cut rollout goes on from the reserve
     rest = max([horizon - leaf.generated_tokens for leaf in cut] + [1])
     return finish(problem, root, programs + cut, _reward, meter,
-                  selection=Selection.of("score", scored_by(scorer, "last")), seed=seed,
-                  algo="pgtd",
+                  selection=Selection.of("score", scored_by(scorer, "last")),
                   stats=dict(iterations=iterations, programs=len(programs),
                              cache_hits=cache.hits),
                   finisher=Finisher(engine, Sampler(0.0, 1.0, rest, None), scorer,

@@ -38,19 +38,33 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler, sample_paths
 from search.answers import vote_key
 from search.budget import Meter
-from search.engines.base import DEFAULT_STOP, Engine
+from search.engines.base import Engine
 from search.knobs import at_least, one_of, rules, within
+from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Ranking
-from search.types import Candidate, Node, Problem, Result
+from search.select import Outcome, Ranking
+from search.types import Candidate, Node, Problem
 from search.weibull import BOUNDS, MAX_STARTS, prune_low
+
+
+@dataclass(slots=True)
+class RpcMark(Mark):
+    """RPC's values of a path's node (None, False until written)."""
+
+    key = "rpc"
+    rpc_p: float | None = None  # length-normalised path probability
+    rpc_low: float | None = None  # posterior of the mixture's low component
+    rpc_pruned: bool = False  # pruned (offline, or stopped live)
+
+
+SAMPLER_T1 = Sampler(temperature=1.0)  # the model's own distribution (module doc)
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -65,15 +79,16 @@ def path_prob(node: Node) -> float:
 
 def _mark_low(nodes: Sequence[Node], fit: Mapping[str, Any]) -> list[bool]:
     """Fit the mixture (prune_low's keywords `fit`) to the nodes' path probabilities; True
-    where RPC would prune. Writes scores.rpc_p and, when fitted, scores.rpc_low (posterior
-    of the low part)."""
+    where RPC would prune. Writes the nodes' RpcMark.rpc_p and, when fitted, rpc_low
+    (posterior of the low part)."""
     probs = [path_prob(n) for n in nodes]
     mask, mix = prune_low(probs, **fit)
     post = mix.posterior_low(probs) if mix is not None else None
     for i, node in enumerate(nodes):
-        node.scores.rpc_p = probs[i]
+        mark = node.scores.of(RpcMark)
+        mark.rpc_p = probs[i]
         if post is not None:
-            node.scores.rpc_low = float(post[i])
+            mark.rpc_low = float(post[i])
     return [bool(m) for m in mask]
 
 
@@ -112,7 +127,7 @@ def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
     pruned = mark(done) if done else []
     for node, cut in zip(done, pruned):
         if cut:
-            node.scores.rpc_pruned = True
+            node.scores.of(RpcMark).rpc_pruned = True
     kept = [(leaf, c) for leaf, c, cut in zip(done, cands, pruned) if not cut]
     pc = perplexity_consistency(problem, [leaf for leaf, _ in kept], [c.answer for _, c in kept])
     kept_ids = {leaf.id for leaf, _ in kept}
@@ -134,9 +149,7 @@ def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
        within(1, MAX_STARTS, "fit_starts"))
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
-        fit_starts: int = 2, temperature: float = 1.0, top_p: float = 1.0,
-        step_tokens: int = 256, max_steps: int = 40,
-        stop: Sequence[str] | None = DEFAULT_STOP) -> Result:
+        fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Outcome:
     del scorer  # RPC ranks answers by the model's own probabilities only
     fit = dict(bounds=fit_bounds, starts=fit_starts)
     root = engine.root(problem)
@@ -149,17 +162,15 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
         low = dict(zip((b.id for b in batch), _mark_low(batch, fit)))
         cut = [node for node in frontier if low[node.id]]
         for node in cut:
-            node.scores.rpc_pruned = True
+            node.scores.of(RpcMark).rpc_pruned = True
         return cut
 
-    sampler = Sampler(temperature, top_p, step_tokens, stop)
     done, frontier, stopped = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
-                                           max_steps=max_steps, prune=prune_live)
+                                           max_depth=max_depth, prune=prune_live)
     # if the budget stopped it before any path finished, the likeliest live one is finished
     # from the reserve (and, if it finishes, is the one finished path)
     return finish(problem, root, done + frontier + stopped, path_prob, meter,
                   selection=Ranking(lambda p, leaves, cands: rank(
                       p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
-                      "perplexity_consistency(path probabilities)"),
-                  seed=seed, algo="rpc", stats=dict(live_pruned=len(stopped)),
-                  finisher=Finisher(engine, sampler, max_steps=max_steps), partial=frontier)
+                      "perplexity_consistency(path probabilities)"), stats=dict(live_pruned=len(stopped)),
+                  finisher=Finisher(engine, sampler, max_steps=max_depth), partial=frontier)
