@@ -85,7 +85,7 @@ def equation_holds(step: str) -> bool | None:
     found = EQUATION.findall(step)
     if len(found) != 1:
         return None
-    a, op, b, c = (int(x) if x.isdigit() else x for x in found[0])
+    a, op, b, c = int(found[0][0]), found[0][1], int(found[0][2]), int(found[0][3])
     if op == "/":
         return b != 0 and b * c == a
     return apply(a, op, b) == c

@@ -1,4 +1,5 @@
-"""Growing a PRM past its policy: layers added on top that start as the identity.
+"""Growing a PRM past its policy: layers added on top that start as the identity, and
+equation drills (problems.arith_drills) trained before the labels.
 
 A PRM initialised from the policy reads a step with the policy's own layers, whose last one
 holds at each token the policy's prediction of the next. A slip ("29 * 3 = 24") is where the
@@ -9,9 +10,15 @@ digit's position read it, and the step's end gather what the digits found.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from problems.prm_labels import LabelledPath
+from search.types import Problem
 
 FRESH_LR_SCALE = 2.0  # grown layers start at zero output: they learn at twice the rate
 
@@ -36,3 +43,23 @@ def grow_layers(model: Any, k: int) -> None:
     if k and types:
         model.config.layer_types = list(types) + [types[-1]] * k
     model.config.num_hidden_layers = len(layers)
+
+
+def drill(model: Any, tok: Any, fmt: Any, problems: Sequence[Problem],
+          val: Sequence[LabelledPath], args: Any, common: dict[str, Any], work: Path
+          ) -> dict[str, Any] | None:
+    """With --drills: train one epoch on equation drills (resumable in `work`); what was
+    done, for prm.json."""
+    if not args.drills:
+        return None
+    from problems.arith_drills import LEVELS, equation_drills
+    from rewards.prm_train import train
+
+    if not all(p.id.startswith("arith/") for p in problems):
+        raise ValueError("--drills needs the arithmetic task (problems.arith_drills)")
+    t0 = time.perf_counter()
+    history = train(model, tok, fmt, equation_drills(args.drills, seed=args.drill_seed), val,
+                    epochs=1, lr=args.drill_lr, work=work, **common)
+    return {"paths": args.drills, "generator_seed": args.drill_seed, "levels": list(LEVELS),
+            "lr": args.drill_lr, "history": history,
+            "minutes_this_run": round((time.perf_counter() - t0) / 60, 2)}

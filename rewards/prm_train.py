@@ -61,7 +61,7 @@ from rewards.prm import (
     prompt_ids,
     step_ids,
 )
-from rewards.prm_grow import FRESH_LR_SCALE, grow_layers
+from rewards.prm_grow import FRESH_LR_SCALE, drill, grow_layers
 from search.engines.base import DEFAULT_STOP
 from search.types import Problem
 
@@ -317,25 +317,6 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--threads": dict(type=int, default=None),
     "--quiet": dict(action="store_true"),
 }
-
-
-def drill(model: Any, tok: Any, fmt: PRMFormat, problems: Sequence[Problem],
-          val: Sequence[LabelledPath], args: Any, common: dict[str, Any], work: Path
-          ) -> dict[str, Any] | None:
-    """With --drills: train one epoch on equation drills (resumable in `work`); what was
-    done, for prm.json."""
-    if not args.drills:
-        return None
-    from problems.arith_drills import LEVELS, equation_drills
-
-    if not all(p.id.startswith("arith/") for p in problems):
-        raise ValueError("--drills needs the arithmetic task (problems.arith_drills)")
-    t0 = time.perf_counter()
-    history = train(model, tok, fmt, equation_drills(args.drills, seed=args.drill_seed), val,
-                    epochs=1, lr=args.drill_lr, work=work, **common)
-    return {"paths": args.drills, "generator_seed": args.drill_seed, "levels": list(LEVELS),
-            "lr": args.drill_lr, "history": history,
-            "minutes_this_run": round((time.perf_counter() - t0) / 60, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:

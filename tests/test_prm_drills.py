@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,8 +16,8 @@ from problems import arith
 from problems.arith_drills import LEVELS, SMALL, equation_drills, gold_steps, slip
 from problems.prm_labels import LabelledPath
 from rewards.prm import MATH_SHEPHERD
-from rewards.prm_grow import FRESH_LR_SCALE, grow_layers
-from rewards.prm_train import build, drill, train
+from rewards.prm_grow import FRESH_LR_SCALE, drill, grow_layers
+from rewards.prm_train import build, train
 from search.models import load_model
 
 EQ = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
@@ -86,7 +87,7 @@ def test_grown_checkpoint_reloads_with_its_layers(tmp_path):
     model, tok = build("tiny-arith", grow=1)
     model.eval().save_pretrained(tmp_path)
     again = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    assert len(again.get_decoder().layers) == 7
+    assert again.config.num_hidden_layers == len(again.model.layers) == 7
     ids = torch.tensor([tok("Ana has 9 * 3 = 27 cards.")["input_ids"]])
     with torch.no_grad():
         assert torch.allclose(again(ids).logits, model(ids).logits, atol=1e-5)
@@ -115,10 +116,11 @@ def test_fresh_layers_learn_at_the_scaled_rate(monkeypatch):
 def test_drills_refuse_a_task_without_equations():
     code = [SimpleNamespace(id="code/l3/s1/0")]
     args = SimpleNamespace(drills=8, drill_seed=1, drill_lr=1e-3)
+    nowhere = Path("unused")  # neither call trains, so nothing is written
     with pytest.raises(ValueError, match="arithmetic task"):
-        drill(None, None, MATH_SHEPHERD, code, [], args, {}, None)  # type: ignore[arg-type]
-    assert drill(None, None, MATH_SHEPHERD, code, [],  # type: ignore[arg-type]
-                 SimpleNamespace(drills=0), {}, None) is None
+        drill(None, None, MATH_SHEPHERD, code, [], args, {}, nowhere)  # type: ignore[arg-type]
+    off = SimpleNamespace(drills=0)
+    assert drill(None, None, MATH_SHEPHERD, code, [], off, {}, nowhere) is None  # type: ignore
     assert isinstance(equation_drills(1, seed=1)[0], LabelledPath)
 
 
