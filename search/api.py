@@ -14,6 +14,7 @@ from search import registry, scoring
 from search.budget import Meter, ThreadState, metered, per_thread_meter, thread_state
 from search.engines.base import Engine
 from search.knobs import Labels, run
+from search.logprob import LogprobScorer
 from search.progress import Progress
 from search.scoring import Scorer
 from search.types import Budget, Problem, Result
@@ -73,12 +74,13 @@ def default_scorer(algo: str, problem: Problem) -> str:
 def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = False
                ) -> Scorer:
     """A scorer by name (None: the free logprob scorer), or the one given. implicit: the
-    caller named none (search.scoring.implicit), so a search that can do without one does."""
-    sc: Any = scoring.load(scorer or "logprob", engine=engine) \
+    caller named none, so solve supplies the logprob scorer built marked so
+    (search.scoring.implicit) and a search that can do without one does; any other scorer
+    is used as it is (nothing is set on it)."""
+    if implicit and scorer in (None, "logprob"):
+        return LogprobScorer(implicit=True)
+    return scoring.load(scorer or "logprob", engine=engine) \
         if scorer is None or isinstance(scorer, str) else scorer
-    if implicit:
-        sc.implicit = True  # the Scorer protocol's optional mark (search.scoring.implicit)
-    return sc
 
 
 # -- checks that load nothing ---------------------------------------------------------------------
