@@ -261,7 +261,7 @@ from search import answers, models, plugins, scoring
 from search.types import Problem
 assert not [m for m in ("rewards", "verifiers", "problems", "reports") if m in sys.modules]
 # the core holds the logprob scorer itself; nothing else is registered yet
-assert scoring.SCORERS.registered() == ["logprob"] and "tiny-arith" not in models.EMBEDDED
+assert scoring.SCORERS.registered() == ["logprob"] and "tiny-arith" not in models.EMBEDDED.registered()
 assert answers.READERS.registered() == []
 print(sorted(plugins.entry_modules().values()))
 print(scoring.load("steps").name, models.check_model("tiny-code"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import search
-from search import plugins, registry, scoring
+from search import answers, api, plugins, registry, scoring
 from search.engines.fake import ScriptedEngine
 from search.plugins import Registry
 
@@ -102,6 +102,29 @@ def _row(row, index, origin):
 
 
 TOY_SET = Benchmark("nobody/toy-set", None, "test", ("toy.jsonl",), _row, ("q", "a"))
+
+
+# an engine kind: "toy:WORD" is a scripted engine whose one step says "answer: WORD."
+from search.answers import Reader
+from search.engines.fake import ScriptedEngine
+from search.engines.kinds import EngineKind
+
+
+def _check(name):
+    if not name.removeprefix("toy:").isalpha():
+        raise ValueError(f"a toy engine is toy:WORD, got {name!r}")
+
+
+def _load(name):
+    word = name.removeprefix("toy:")
+    return ScriptedEngine(lambda path: [] if path else [(f"answer: {word}.", 1.0)])
+
+
+TOY_ENGINE = EngineKind(load=_load, check=_check)
+
+# the answer reader of domain "letters": what follows "answer:", upper-cased to vote
+LETTERS = Reader(lambda problem, text: text.rpartition("answer:")[2].strip(" .") or None,
+                 lambda problem, answer: answer.upper())
 '''
 
 ENTRY_POINTS = '''
@@ -113,6 +136,12 @@ longest = toy_tts:longest
 
 [tts_search.datasets]
 toy = toy_tts:TOY_SET
+
+[tts_search.engines]
+toy = toy_tts:TOY_ENGINE
+
+[tts_search.answers]
+letters = toy_tts:LETTERS
 '''
 
 # every root step finishes; the longer the step, the larger its boxed answer
@@ -129,6 +158,7 @@ def toy_package(tmp_path, monkeypatch):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-tts\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(ENTRY_POINTS)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(api, "_ENGINES", {})  # engines it loads by name go with it
     plugins.rescan()
     yield tmp_path
     monkeypatch.undo()
@@ -164,6 +194,25 @@ def test_a_package_from_outside_adds_an_algorithm_a_scorer_and_a_dataset(toy_pac
     # the scorer object the package made is used as it is: nothing set on it
     made = scoring.load("longest")
     assert not hasattr(made, "name") and not hasattr(made, "implicit")
+
+
+def test_a_package_from_outside_adds_an_engine_kind_and_an_answer_reader(toy_package):
+    from search.api import check_engine
+    from search.types import Problem
+
+    assert check_engine("toy:word") == "toy:word"
+    with pytest.raises(ValueError, match="a toy engine is toy:WORD, got 'toy:two words'"):
+        check_engine("toy:two words")
+    letters = Problem("pick a letter", domain="letters")
+    result = search.solve(letters, "greedy", engine="toy:bee", progress=False)
+    assert (result.answer, result.model, result.status) == ("bee", "toy:bee", "ok")
+    # the domain's vote key: "bee" and "BEE" count together
+    assert answers.vote_key(letters, "bee") == answers.vote_key(letters, "BEE") == "BEE"
+    # a name with no registered prefix is still a transformers model's (checked as one)
+    from search.models import ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="unknown model 'nokind:x'"):
+        check_engine("nokind:x")
 
 
 def test_the_packages_entries_go_when_it_is_gone(toy_package):
@@ -211,3 +260,16 @@ def test_solve_sets_nothing_on_a_scorer_it_is_given():
     engine = ScriptedEngine(lambda path: STEPS if not path else [])
     search.solve("q", "best_of_n", engine=engine, scorer=sc, n=2, progress=False)
     assert set(vars(sc)) == set(before)
+
+
+def test_the_value_scorer_asks_the_engine_through_its_public_switch():
+    """rewards' value scorer turns an engine's feature recording on by the engine's own
+    method (HFEngine.record_features); an engine without one is a clear error, and nothing
+    is set on it."""
+    from rewards.value_head import value_scorer
+
+    engine = ScriptedEngine(lambda path: STEPS if not path else [])
+    before = dict(vars(engine))
+    with pytest.raises(ValueError, match="ScriptedEngine records none"):
+        value_scorer(engine)
+    assert vars(engine) == before
