@@ -1,4 +1,13 @@
-"""The one door from the core to its plug-ins.
+"""The one door from the core to its plug-ins, and the one registry type (Registry).
+
+Every kind of thing the core finds by name is one Registry (kind -> name -> entry, an entry
+being the object or its "module:attr", imported on first use), each with its built-ins in
+one place: algorithms (search.registry.ALGORITHMS: the files of search/algos/), scorers
+(search.scoring.SCORERS: the core's logprob), answer readers (search.answers.READERS),
+embedded models (search.models.EMBEDDED), engine kinds by prefix
+(search.engines.kinds.ENGINES) and datasets (problems.datasets.DATASETS: the benchmarks).
+Another distribution adds entries by entry points in the group "tts_search.<kind>"
+(algorithms, scorers, answers, models, engines, datasets), with no edit to this project.
 
 The core (search/) imports no plug-in package; rewards, verifiers and problems import the core
 and register what they add (scorers in search.scoring, answer extractors in search.answers,

@@ -122,6 +122,10 @@ def _load(name):
 
 TOY_ENGINE = EngineKind(load=_load, check=_check)
 
+def toy_model(dtype=None):
+    return "model", "tokenizer", {"chat": False, "dtype": dtype}
+
+
 # the answer reader of domain "letters": what follows "answer:", upper-cased to vote
 LETTERS = Reader(lambda problem, text: text.rpartition("answer:")[2].strip(" .") or None,
                  lambda problem, answer: answer.upper())
@@ -142,6 +146,9 @@ toy = toy_tts:TOY_ENGINE
 
 [tts_search.answers]
 letters = toy_tts:LETTERS
+
+[tts_search.models]
+toy-model = toy_tts:toy_model
 '''
 
 # every root step finishes; the longer the step, the larger its boxed answer
@@ -196,7 +203,7 @@ def test_a_package_from_outside_adds_an_algorithm_a_scorer_and_a_dataset(toy_pac
     assert not hasattr(made, "name") and not hasattr(made, "implicit")
 
 
-def test_a_package_from_outside_adds_an_engine_kind_and_an_answer_reader(toy_package):
+def test_a_package_from_outside_adds_an_engine_kind_an_answer_reader_and_a_model(toy_package):
     from search.api import check_engine
     from search.types import Problem
 
@@ -208,6 +215,12 @@ def test_a_package_from_outside_adds_an_engine_kind_and_an_answer_reader(toy_pac
     assert (result.answer, result.model, result.status) == ("bee", "toy:bee", "ok")
     # the domain's vote key: "bee" and "BEE" count together
     assert answers.vote_key(letters, "bee") == answers.vote_key(letters, "BEE") == "BEE"
+    # an embedded model by name
+    from search import models
+
+    assert models.check_model("toy-model") == "embedded"
+    assert models.load_model("toy-model", dtype="d") == ("model", "tokenizer",
+                                                          {"chat": False, "dtype": "d"})
     # a name with no registered prefix is still a transformers model's (checked as one)
     from search.models import ModelNotFoundError
 
