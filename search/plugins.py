@@ -90,8 +90,10 @@ class Registry(Generic[T]):
                    "module:attr"), so another package adds entries without editing this one.
     A name already known resolves without loading any plug-in (the default path runs with
     none); an unknown one first loads the plug-ins and reads the entry points, then raises
-    a ValueError that lists the known names. A name registered twice with different entries
-    is an error, not a silent override."""
+    a ValueError that lists the known names. A name add()ed twice with different entries is
+    an error, not a silent override; an entry point cannot replace a name the project holds.
+    Locks: load()'s, then a registry's (never the other way), so threads resolving names of
+    different kinds at once cannot deadlock."""
 
     def __init__(self, kind: str, noun: str, builtins: Mapping[str, str | T] | None = None
                  ) -> None:
@@ -113,9 +115,10 @@ class Registry(Generic[T]):
     def entries(self) -> dict[str, str | T]:
         """Every entry by name (the live table), after loading the plug-ins and reading the
         entry points."""
+        if not self._complete:
+            load()  # outside this registry's lock: a plug-in's import add()s to it
         with self._lock:
             if not self._complete:
-                load()
                 for ep in metadata.entry_points(group=self.group):
                     if ep.name not in self._entries:
                         self._entries[ep.name] = ep.value
