@@ -1,6 +1,6 @@
 """Scorers by name, for `search.solve(scorer="...")` and the command line.
 
-Names: logprob (free), steps (arithmetic step checker), oracle (gold-answer verifier),
+Names: steps (arithmetic step checker), oracle (gold-answer verifier),
 self_eval (the generator judges its own steps), unit_tests (public tests in the sandbox),
 value (the value head saved next to the generator's model); anything else is loaded as an HF PRM from a
 local path or Hugging Face id (prefix "prm:" to be explicit, e.g. "prm:./my-prm").
@@ -58,9 +58,9 @@ def _needs_value_head(problem: Problem, model: str) -> None:
 
 CHECKS = {"oracle": _needs_answer, "value": _needs_value_head}
 
-# the core's registry (search.scoring.SCORERS, the same dict) gets this plug-in's scorers
+# the core's registry (search.scoring.SCORERS; it holds "logprob" itself) gets this
+# plug-in's scorers
 for _name, _factory in {
-    "logprob": _make("rewards.logprob", "LogprobScorer"),
     "steps": _make("rewards.verifier", "StepCheckScorer"),
     "oracle": _make("rewards.verifier", "OracleScorer"),
     "self_eval": _make("rewards.self_eval", "SelfEvalScorer", needs_engine=True),

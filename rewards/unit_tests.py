@@ -23,6 +23,7 @@ from verifiers.grade import program_of
 class UnitTestScorer(PerThreadMeter):
     """Scorer: public-test pass rate of each finished node's program (0 if unfinished)."""
 
+    name = "unit_tests"
 
     def __init__(self, *, timeout: float = 5.0) -> None:
         self.timeout = timeout

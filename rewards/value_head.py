@@ -15,10 +15,15 @@ from search.types import Node, Problem
 
 
 def value_scorer(engine: Any) -> ValueHeadScorer:
-    """The scorer registered as "value": the head saved next to the engine's model. It turns
-    on the engine's keep_hidden, so every step sampled from now on records its features."""
+    """The scorer registered as "value": the head saved next to the engine's model. It asks
+    the engine to record step features (its public switch, HFEngine.record_features), so
+    every step sampled from now on records them."""
+    switch = getattr(engine, "record_features", None)
+    if not callable(switch):
+        raise ValueError(f"scorer 'value' reads the step features a transformers engine "
+                         f"records; {type(engine).__name__} records none")
     head = load(model_folder(engine))
-    engine.kv.keep_hidden = True
+    switch()
     return ValueHeadScorer(engine, head)
 
 

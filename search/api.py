@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 from search import registry, scoring
 from search.budget import Meter, ThreadState, metered, per_thread_meter, thread_state
 from search.engines.base import Engine
+from search.engines.kinds import kind_of
 from search.knobs import Labels, run
+from search.logprob import LogprobScorer
 from search.progress import Progress
 from search.scoring import Scorer
 from search.types import Budget, Problem, Result
@@ -41,19 +43,9 @@ def get_engine(engine: Engine | str | None = None, **kwargs: Any) -> Engine:
 
 
 def _load_engine(name: str, **kwargs: Any) -> Engine:
-    """openai:URL#MODEL (an OpenAI-compatible server), vllm:MODEL (offline vLLM on a GPU),
-    else a transformers model by embedded name, path or Hugging Face id."""
-    if name.startswith("openai:"):
-        from search.engines.openai import OpenAIEngine
-
-        return OpenAIEngine.from_spec(name, **kwargs)
-    if name.startswith("vllm:"):
-        from search.engines.vllm import VLLMEngine
-
-        return VLLMEngine.load(name[len("vllm:"):], **kwargs)
-    from search.engines.hf import HFEngine
-
-    return HFEngine.load(name, **kwargs)
+    """The engine `name` names, loaded by its kind (search.engines.kinds: openai:URL#MODEL,
+    vllm:MODEL, a package's own prefix, else a transformers model)."""
+    return kind_of(name).load(name, **kwargs)
 
 
 def default_scorer(algo: str, problem: Problem) -> str:
@@ -73,19 +65,21 @@ def default_scorer(algo: str, problem: Problem) -> str:
 def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = False
                ) -> Scorer:
     """A scorer by name (None: the free logprob scorer), or the one given. implicit: the
-    caller named none (search.scoring.implicit), so a search that can do without one does."""
-    sc: Any = scoring.load(scorer or "logprob", engine=engine) \
+    caller named none, so solve supplies the logprob scorer built marked so
+    (search.scoring.implicit) and a search that can do without one does; any other scorer
+    is used as it is (nothing is set on it)."""
+    if implicit and scorer in (None, "logprob"):
+        return LogprobScorer(implicit=True)
+    return scoring.load(scorer or "logprob", engine=engine) \
         if scorer is None or isinstance(scorer, str) else scorer
-    if implicit:
-        sc.implicit = True  # the Scorer protocol's optional mark (search.scoring.implicit)
-    return sc
 
 
 # -- checks that load nothing ---------------------------------------------------------------------
 def check_engine(engine: Engine | str | None) -> str:
-    """The engine's name, after checking (without loading) that it can load here: an
-    openai:URL#MODEL spec that parses, vllm: with vLLM installed, an embedded model that is
-    fetched, an existing model folder, a hub id (see search.models.check_model)."""
+    """The engine's name, after checking (without loading) that it can load here, by its
+    kind (search.engines.kinds): an openai:URL#MODEL spec that parses, vllm: with vLLM
+    installed, an embedded model that is fetched, an existing model folder, a hub id (see
+    search.models.check_model)."""
     if engine is None:
         engine = default_model()
     if not isinstance(engine, str):
@@ -93,25 +87,8 @@ def check_engine(engine: Engine | str | None) -> str:
             raise TypeError(f"engine must be an Engine, a model name or None, got "
                             f"{type(engine).__name__}")
         return str(getattr(engine, "name", "") or type(engine).__name__)
-    if engine in _ENGINES:
-        return engine
-    if engine.startswith("openai:"):
-        from search.engines.openai import parse_spec
-
-        parse_spec(engine)
-    elif engine.startswith("vllm:"):
-        import importlib.util
-
-        from search.engines.vllm import VLLMUnavailable
-
-        if importlib.util.find_spec("vllm") is None:
-            raise VLLMUnavailable(f"{engine}: the vLLM engine needs vLLM, which is not "
-                                  "installed here (`pip install 'tts-search[vllm]'` on a "
-                                  "machine with a CUDA GPU)")
-    else:
-        from search.models import check_model
-
-        check_model(engine)
+    if engine not in _ENGINES:
+        kind_of(engine).check(engine)
     return engine
 
 

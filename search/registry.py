@@ -4,7 +4,9 @@ Every algorithm has the signature
     fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Outcome
 decorated with search.knobs.rules (the decorated function returns the Result, built once from
 the Outcome with every knob's actual value), and lives in search/algos/<name>.py as a function
-of the same name; adding the file registers it. Its knobs are checked by search.knobs (names, types, value rules) before any
+of the same name; adding the file registers it. Another package adds one without editing this
+project: an entry point in the group "tts_search.algorithms", name = "module:function" (see
+search.plugins.Registry). Its knobs are checked by search.knobs (names, types, value rules) before any
 model loads. A module whose algorithm may not consult its scorer says so with
 `uses_scorer(knobs) -> bool` beside it (default: it always does). A module that sets
 DETERMINISTIC = True declares that its result never depends on the seed (the eval runner
@@ -13,8 +15,6 @@ then runs it once and reuses the row for every seed).
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import pkgutil
 import sys
 from collections.abc import Callable, Mapping
@@ -22,27 +22,23 @@ from pathlib import Path
 from typing import Any
 
 from search import knobs as _knobs
+from search.plugins import Registry
 
 ALGO_DIR = Path(__file__).parent / "algos"
+# the built-ins: the modules of search/algos/ (files starting with _ are helpers)
+ALGORITHMS: Registry[Callable[..., Any]] = Registry("algorithms", "algorithm", {
+    m.name: f"search.algos.{m.name}:{m.name}"
+    for m in pkgutil.iter_modules([str(ALGO_DIR)]) if not m.name.startswith("_")})
 
 
 def names() -> list[str]:
-    """Every algorithm: the modules of search/algos/ (files starting with _ are helpers)."""
-    return sorted(m.name for m in pkgutil.iter_modules([str(ALGO_DIR)])
-                  if not m.name.startswith("_"))
-
-
-def _did_you_mean(word: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(word, options, n=3, cutoff=0.5)
-    return f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    """Every algorithm: the built-ins and the installed packages' entry points."""
+    return ALGORITHMS.names()
 
 
 def get(name: str) -> Callable[..., Any]:
     """The algorithm function registered as `name`."""
-    if not isinstance(name, str) or name not in names():
-        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(names())}"
-                         f"{_did_you_mean(str(name), names())}")
-    return getattr(importlib.import_module(f"search.algos.{name}"), name)
+    return ALGORITHMS.get(name)
 
 
 def knob_names(name: str) -> list[str]:
@@ -75,8 +71,7 @@ def parse_knobs(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
 
 def _declared(name: str, attr: str) -> Any:
     """What the algorithm's module declares beside it under `attr` (None if nothing)."""
-    get(name)
-    return getattr(sys.modules[f"search.algos.{name}"], attr, None)
+    return getattr(sys.modules[get(name).__module__], attr, None)
 
 
 def deterministic(name: str) -> bool:

@@ -1,18 +1,23 @@
 """The scorer contract shared by PRMs, ORMs and verifiers, and scorers by name.
 
 The core holds the contract (Scorer, KEY, score_nodes; aggregation in search.aggregate) and
-an empty registry of scorer factories; the plug-ins that implement scorers (rewards) fill it
-when search.plugins loads them, so the core never imports them.
+the registry of scorer factories (SCORERS, a search.plugins.Registry) with its own free
+scorer, "logprob" (search.logprob), so the default path runs with no plug-in loaded; the
+plug-ins that implement the others (rewards) add theirs when search.plugins loads them, and
+another package adds one by an entry point in the group "tts_search.scorers" (name =
+"module:factory"), so the core never imports them. A factory is called as factory(engine=)
+(the generator engine, which it may ignore) and returns a Scorer that names itself (its
+`name` attribute; the registry does not rename it).
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from search.budget import BudgetReached, current_meter
+from search.plugins import Registry
 from search.types import Node, Problem
 
 
@@ -135,9 +140,10 @@ def reward(node: Node, key: str = KEY) -> float:
     return value
 
 
-# -- scorers by name: a registry the plug-ins fill ---------------------------------------------
-# name -> factory(engine=None) -> Scorer; rewards.registry registers logprob, steps, ...
-SCORERS: dict[str, Callable[..., Scorer]] = {}
+# -- scorers by name: the core's logprob, and what the plug-ins add -----------------------------
+# name -> factory(engine=None) -> Scorer
+SCORERS: Registry[Callable[..., Scorer]] = Registry("scorers", "scorer",
+                                                    {"logprob": "search.logprob:make"})
 # name -> check(problem, model name) raising what the scorer needs and lacks (a gold answer,
 # a value head next to the model), run before any model loads (search.api.check_scorer)
 CHECKS: dict[str, Callable[[Problem, str], None]] = {}
@@ -149,7 +155,7 @@ def register(name: str, factory: Callable[..., Scorer], *,
              check: Callable[[Problem, str], None] | None = None) -> None:
     """Make `factory(engine=None) -> Scorer` the scorer called `name`; `check(problem,
     model)` raises a clear error where that scorer cannot work, without loading anything."""
-    SCORERS[name] = factory
+    SCORERS.add(name, factory)
     if check is not None:
         CHECKS[name] = check
 
@@ -160,25 +166,17 @@ def register_path_loader(loader: Callable[[str], Scorer]) -> None:
         _PATH_LOADERS.append(loader)
 
 
-def known() -> dict[str, Callable[..., Scorer]]:
-    """Every registered scorer by name, after loading the plug-ins that register them."""
-    from search import plugins
-
-    plugins.load()
-    return SCORERS
+def known() -> dict[str, str | Callable[..., Scorer]]:
+    """Every registered scorer by name (the live table), after loading the plug-ins and
+    reading the entry points."""
+    return SCORERS.entries()
 
 
 def load(name: str, *, engine: Any = None) -> Scorer:
-    """A scorer by registry name or PRM path/id; `engine` goes to scorers that reuse it.
-    The scorer is named by its registry name (Result.selected_by and eval rows say it)."""
-    if name in known():
-        scorer: Any = SCORERS[name](engine=engine)
-        scorer.name = name  # the Scorer protocol's optional name
-        return scorer
+    """A scorer by registry name or PRM path/id; `engine` goes to scorers that reuse it."""
+    if name in SCORERS:
+        return SCORERS.get(name)(engine=engine)
     path = name.removeprefix("prm:")
     if (name.startswith("prm:") or "/" in path) and _PATH_LOADERS:
         return _PATH_LOADERS[-1](path)
-    close = difflib.get_close_matches(name, SCORERS, n=3)
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-    raise ValueError(f"unknown scorer {name!r}; known: {', '.join(sorted(SCORERS))}, or a PRM "
-                     f"path{hint}")
+    raise SCORERS.unknown(name, also=", or a PRM path")

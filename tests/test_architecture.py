@@ -33,7 +33,7 @@ PACKAGES_BOTTOM_UP = ("search", "verifiers", "problems", "rewards", "reports")
 CORE_LAYERS = (("search.types", "search.scores", "search.budget"),  # the vocabulary
                ("search.runtime",),                                   # torch machinery
                ("search.engines",),
-               ("search.scoring", "search.aggregate"),
+               ("search.scoring", "search.aggregate", "search.logprob"),
                ("search.algos",),
                ("search.api", "search.cli", "search.__main__"))      # the wiring
 
@@ -260,7 +260,9 @@ import search
 from search import answers, models, plugins, scoring
 from search.types import Problem
 assert not [m for m in ("rewards", "verifiers", "problems", "reports") if m in sys.modules]
-assert scoring.SCORERS == {} and "tiny-arith" not in models.EMBEDDED and answers.READERS == {}
+# the core holds the logprob scorer itself; nothing else is registered yet
+assert scoring.SCORERS.registered() == ["logprob"] and "tiny-arith" not in models.EMBEDDED.registered()
+assert answers.READERS.registered() == []
 print(sorted(plugins.entry_modules().values()))
 print(scoring.load("steps").name, models.check_model("tiny-code"))
 print(answers.extract(Problem("q"), "so the answer is \\boxed{42}"))

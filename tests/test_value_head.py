@@ -124,8 +124,9 @@ def test_registry_value_scorer_loads_the_head_next_to_the_model(tiny_model, tmp_
         load_scorer("value", engine=eng)
     head = fit(torch.randn(16, model.config.hidden_size + len(CONFIDENCE)), torch.rand(16))
     save(head, tmp_path, {"test": True})
+    assert not eng.config.keep_hidden
     scorer = load_scorer("value", engine=eng)
-    assert eng.kv.keep_hidden
+    assert eng.kv.keep_hidden and eng.config.keep_hidden  # its public switch, said in its config
     root = eng.root(Problem(prompt="1+2="))
     kids = eng.expand([root], 3, stop=None, max_tokens=3, seed=0)[0]
     x = features(eng, kids)

@@ -7,7 +7,9 @@
     problems.load("someone/their-set", split="test", revision="v1.0")
     problems.names()                                          # -> ["aime24", "amc23", ...]
 
-A short name (benchmarks.BENCHMARKS) reads its hub copy through the `datasets` library
+A short name (DATASETS: the five of benchmarks.BENCHMARKS, and any another package adds by
+an entry point in the group "tts_search.datasets", name = "module:attr" naming a Benchmark)
+reads its hub copy through the `datasets` library
 (downloaded once into its cache; HF_DATASETS_OFFLINE=1 reads only the cache); when that copy
 can be neither downloaded nor found in the cache, it reads the local copy: a file in the data
 folder ($TTS_DATA_DIR, else ../shared/data beside this repository; humaneval: the copy in
@@ -36,10 +38,14 @@ from problems.datasets.benchmarks import BENCHMARKS, Benchmark
 from problems.datasets.readers import READERS, HubUnavailable, Rows, is_saved, read_hub, read_path
 from problems.datasets.rows import GENERIC_NEEDS, generic, parse_fields, to_problems
 from problems.humaneval import humaneval_file
+from search.plugins import Registry
 from search.types import Problem
 
-__all__ = ["BENCHMARKS", "DATA_ENV", "add_arguments", "data_dir", "load", "names", "options",
-           "parse_fields"]
+__all__ = ["BENCHMARKS", "DATASETS", "DATA_ENV", "Benchmark", "add_arguments", "data_dir",
+           "load", "names", "options", "parse_fields"]
+
+# short name -> Benchmark (where its copies are, how a row becomes a Problem)
+DATASETS: Registry[Benchmark] = Registry("datasets", "dataset", BENCHMARKS)
 
 DATA_ENV = "TTS_DATA_DIR"
 # problems/datasets/ -> repository root -> its parent, where the shared checkout keeps shared/data.
@@ -56,7 +62,7 @@ def data_dir() -> Path:
 
 def names() -> list[str]:
     """The short names load() accepts."""
-    return sorted(BENCHMARKS)
+    return DATASETS.names()
 
 
 def load(name: str, path: str | os.PathLike[str] | None = None, *, split: str | None = None,
@@ -83,12 +89,12 @@ def load(name: str, path: str | os.PathLike[str] | None = None, *, split: str | 
 def _problems(name: str, path: str | os.PathLike[str] | None, hub: dict[str, Any],
               fields: Mapping[str, str] | None) -> list[Problem]:
     own = Path(name).expanduser()
-    key = _canonical(name)
-    if key in BENCHMARKS and not own.exists():
-        bench = BENCHMARKS[key]
+    key = _short_name(name)
+    if key is not None and not own.exists():
+        bench = DATASETS.get(key)
         return to_problems(_benchmark_rows(key, bench, path, **hub), bench.convert,
                            bench.needs, fields)
-    close = difflib.get_close_matches(key, names(), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(_canonical(name), names(), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     if path is not None:
         raise ValueError(f"{name!r} is not a short name{hint} (path= / --data goes with one of "
@@ -100,7 +106,8 @@ def _problems(name: str, path: str | os.PathLike[str] | None, hub: dict[str, Any
         source = own.name[: len(own.name) - len(suffix)]  # my.set.v2.jsonl -> my.set.v2
         return to_problems(read_path(own, split=hub["split"]), generic(source), GENERIC_NEEDS,
                            fields)
-    bench = next((b for b in BENCHMARKS.values() if b.hub.lower() == name.lower()), None)
+    bench = next((b for b in map(DATASETS.get, names()) if b.hub.lower() == name.lower()),
+                 None)
     if bench is not None:  # a benchmark by its hub id: the hub copy only
         rows = read_hub(bench.hub, **{**hub, "config": hub["config"] or bench.config,
                                       "split": hub["split"] or bench.split})
@@ -111,6 +118,12 @@ def _problems(name: str, path: str | os.PathLike[str] | None, hub: dict[str, Any
         raise FileNotFoundError(f"no such file or directory: {name}")
     raise ValueError(f"unknown dataset {name!r}{hint} (known: {', '.join(names())}; or a hub "
                      "id owner/name, a file or a saved folder)")
+
+
+def _short_name(name: str) -> str | None:
+    """The registered short name `name` spells (see _canonical), else None."""
+    key = _canonical(name)
+    return next((n for n in names() if _canonical(n) == key), None)
 
 
 def _canonical(name: str) -> str:

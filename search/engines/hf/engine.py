@@ -94,6 +94,16 @@ class HFEngine(PerThreadMeter):
         self.drafter = Drafter(self.spec) if self.spec is not None else None
         self.spec_stats = SpecStats()
 
+    def record_features(self) -> None:
+        """The public switch a scorer that reads step features (the value head) turns on:
+        every step sampled from now on records the final hidden state its last token was
+        predicted from (step_features), as HFEngine(keep_hidden=True) does from the start;
+        the engine's config says so too. A job in flight reads the flag once
+        (KVTree.pass_for), so turning it on mid-search is safe."""
+        if not self.kv.keep_hidden:
+            self.config = dataclasses.replace(self.config, keep_hidden=True)
+            self.kv.keep_hidden = True
+
     @property
     def chat(self) -> bool:
         """Whether prompts go through the tokenizer's chat template."""

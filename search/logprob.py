@@ -1,9 +1,11 @@
-"""A free scorer from the generator's own token log-probabilities."""
+"""The core's own scorer, "logprob": free, from the generator's own token log-probabilities.
+It is the default of `search.solve`, so the default path needs no plug-in."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from search.budget import Meter, PerThreadMeter
 from search.types import Node, Problem
@@ -34,3 +36,9 @@ class LogprobScorer(PerThreadMeter):
             lps = node.step.logprobs if node.step is not None else ()
             out.append(math.exp(math.fsum(lps) / len(lps)) if lps else 0.0)
         return out
+
+
+def make(engine: Any = None) -> LogprobScorer:
+    """The registry's factory (search.scoring.SCORERS["logprob"]); needs no engine."""
+    del engine
+    return LogprobScorer()
