@@ -10,13 +10,12 @@ digit's position read it, and the step's end gather what the digits found.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from problems.arith_drills import equation_drills
 from problems.prm_labels import LabelledPath
 from search.types import Problem
 
@@ -45,21 +44,11 @@ def grow_layers(model: Any, k: int) -> None:
     model.config.num_hidden_layers = len(layers)
 
 
-def drill(model: Any, tok: Any, fmt: Any, problems: Sequence[Problem],
-          val: Sequence[LabelledPath], args: Any, common: dict[str, Any], work: Path
-          ) -> dict[str, Any] | None:
-    """With --drills: train one epoch on equation drills (resumable in `work`); what was
-    done, for prm.json."""
-    if not args.drills:
-        return None
-    from problems.arith_drills import LEVELS, equation_drills
-    from rewards.prm_train import train
-
+def drills_for(problems: Sequence[Problem], n: int, seed: int) -> list[LabelledPath]:
+    """--drills: n equation drill paths of generator seed `seed` for a PRM of `problems`'
+    task (the arithmetic one only: drills are equations); none for n = 0."""
+    if not n:
+        return []
     if not all(p.id.startswith("arith/") for p in problems):
         raise ValueError("--drills needs the arithmetic task (problems.arith_drills)")
-    t0 = time.perf_counter()
-    history = train(model, tok, fmt, equation_drills(args.drills, seed=args.drill_seed), val,
-                    epochs=1, lr=args.drill_lr, work=work, **common)
-    return {"paths": args.drills, "generator_seed": args.drill_seed, "levels": list(LEVELS),
-            "lr": args.drill_lr, "history": history,
-            "minutes_this_run": round((time.perf_counter() - t0) / 60, 2)}
+    return equation_drills(n, seed=seed)

@@ -61,7 +61,7 @@ from rewards.prm import (
     prompt_ids,
     step_ids,
 )
-from rewards.prm_grow import FRESH_LR_SCALE, drill, grow_layers
+from rewards.prm_grow import FRESH_LR_SCALE, drills_for, grow_layers
 from search.engines.base import DEFAULT_STOP
 from search.types import Problem
 
@@ -350,7 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     model, tok = build(args.policy, init=args.init, fmt=fmt, seed=args.seed, grow=args.grow)
     common = dict(batch_size=args.batch_size, lm_weight=args.lm_weight, seed=args.seed,
                   fresh=args.grow, progress=not args.quiet)
-    drilled = drill(model, tok, fmt, sets["labels"], val, args, common, work / "drills")
+    drilled, t1 = None, time.perf_counter()
+    if drills := drills_for(sets["labels"], args.drills, args.drill_seed):  # first, 1 epoch
+        drilled = {"paths": len(drills), "generator_seed": args.drill_seed, "lr": args.drill_lr,
+                   "history": train(model, tok, fmt, drills, val, epochs=1, lr=args.drill_lr,
+                                    work=work / "drills", **common),
+                   "minutes_this_run": round((time.perf_counter() - t1) / 60, 2)}
     history = train(model, tok, fmt, rows, val, epochs=args.epochs, lr=args.lr, work=work,
                     **common)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +15,7 @@ from problems import arith
 from problems.arith_drills import LEVELS, SMALL, equation_drills, gold_steps, slip
 from problems.prm_labels import LabelledPath
 from rewards.prm import MATH_SHEPHERD
-from rewards.prm_grow import FRESH_LR_SCALE, drill, grow_layers
+from rewards.prm_grow import FRESH_LR_SCALE, drills_for, grow_layers
 from rewards.prm_train import build, train
 from search.models import load_model
 
@@ -115,13 +114,11 @@ def test_fresh_layers_learn_at_the_scaled_rate(monkeypatch):
 
 def test_drills_refuse_a_task_without_equations():
     code = [SimpleNamespace(id="code/l3/s1/0")]
-    args = SimpleNamespace(drills=8, drill_seed=1, drill_lr=1e-3)
-    nowhere = Path("unused")  # neither call trains, so nothing is written
     with pytest.raises(ValueError, match="arithmetic task"):
-        drill(None, None, MATH_SHEPHERD, code, [], args, {}, nowhere)  # type: ignore[arg-type]
-    off = SimpleNamespace(drills=0)
-    assert drill(None, None, MATH_SHEPHERD, code, [], off, {}, nowhere) is None  # type: ignore
-    assert isinstance(equation_drills(1, seed=1)[0], LabelledPath)
+        drills_for(code, 8, 1)  # type: ignore[arg-type]
+    assert drills_for(code, 0, 1) == []  # type: ignore[arg-type]
+    arith_problems = arith.generate(2, seed=1, difficulty=3)
+    assert drills_for(arith_problems, 3, 5) == equation_drills(3, seed=5)
 
 
 def test_equation_holds_by_hand():
