@@ -160,6 +160,14 @@ def apply(a: int, op: str, b: int) -> int:
     return _APPLY[op](a, b)
 
 
+def holds(a: int, op: str, b: int, c: int) -> bool:
+    """Whether "a op b = c" is right arithmetic, whoever wrote it: a division only when
+    exact ("58 / 4 = 14" is wrong; so is any division by 0)."""
+    if op == "/":
+        return b != 0 and b * c == a
+    return _APPLY[op](a, b) == c
+
+
 def operation(rng: random.Random, a: int) -> tuple[str, int]:
     """A random operation and operand that keep the result an integer in [2, MAX_VALUE]."""
     choices: dict[str, list[int]] = {
@@ -194,7 +202,7 @@ def first_error(problem: Problem, steps: list[str] | tuple[str, ...]) -> int | N
         if not found and stated is None:
             return i
         for a, op, b, c in ((int(a), op, int(b), int(c)) for a, op, b, c in found):
-            if c != _APPLY[op](a, b) or done >= len(gold):
+            if not holds(a, op, b, c) or done >= len(gold):
                 return i
             ga, gop, gb, _ = gold[done]
             if op != gop or ((a, b) != (ga, gb) and not (op in "+*" and (b, a) == (ga, gb))):

@@ -75,6 +75,7 @@ def equation_drills(n: int, *, seed: int, steps: int = 8, clean: float = 0.4
     if n < 0 or steps < 1 or not 0 <= clean <= 1:
         raise ValueError(f"need n >= 0, steps >= 1 and 0 <= clean <= 1; got {n}, {steps}, "
                          f"{clean}")
+    # levels 3-8 average ~5.5 equations a problem: ~2 pool equations for every 3 steps drawn
     pool = gold_steps(max(1, n * steps // (8 * len(LEVELS))), seed=seed)
     rng = random.Random(f"drills/{seed}")
     paths = []

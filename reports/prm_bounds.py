@@ -62,33 +62,24 @@ def true_labels(path: LabelledPath) -> LabelledPath:
 def step_scores(model: Any, tok: Any, fmt: Any, paths: Sequence[LabelledPath]) -> list[float]:
     """A PRM's score of every labelled step of `paths`, in order, read as rewards.prm_train
     reads them in training."""
-    import torch
-
     from rewards.prm import label_ids
-    from rewards.prm_train import Batches, loss_and_scores
+    from rewards.prm_train import Batches, read
 
     pair = label_ids(tok, fmt)
     assert pair is not None
-    data, out = Batches(tok, fmt, paths), []
-    model.eval()
-    with torch.no_grad():
-        for batch in data(range(len(data.items)), 64):
-            out += loss_and_scores(model, batch, pair)[1].tolist()
-    return out
+    return read(model, Batches(tok, fmt, paths), pair)[1]
 
 
 def equation_holds(step: str) -> bool | None:
     """Whether the one equation of a step is right arithmetic (a division exactly: 58 / 4 =
     14 is wrong); None for a step with no equation or more than one."""
-    from problems.arith import EQUATION, apply
+    from problems.arith import EQUATION, holds
 
     found = EQUATION.findall(step)
     if len(found) != 1:
         return None
-    a, op, b, c = int(found[0][0]), found[0][1], int(found[0][2]), int(found[0][3])
-    if op == "/":
-        return b != 0 and b * c == a
-    return apply(a, op, b) == c
+    a, op, b, c = found[0]
+    return holds(int(a), op, int(b), int(c))
 
 
 def arithmetic_auc(scores: Sequence[float], paths: Sequence[LabelledPath]) -> float:

@@ -181,11 +181,11 @@ def loss_and_scores(model: Any, batch: tuple[torch.Tensor, ...], pair: tuple[int
     return loss, logp[:, 0].exp(), labels
 
 
-def evaluate(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
-             ) -> dict[str, float]:
-    """Loss and AUC (positive: label > 1/2) over every labelled step of `data`."""
-    from problems.value_head import auc
-
+def read(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
+         ) -> tuple[list[float], list[float], list[float]]:
+    """(each batch's loss times its steps, every labelled step's score, its label), in the
+    order of `data`, read in eval mode without gradients (the model's mode is restored)."""
+    was_training = model.training
     model.eval()
     losses, scores, labels = [], [], []
     with torch.no_grad():
@@ -194,7 +194,16 @@ def evaluate(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
             losses.append(loss.item() * len(y))
             scores += s.tolist()
             labels += y.tolist()
-    model.train()
+    model.train(was_training)
+    return losses, scores, labels
+
+
+def evaluate(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
+             ) -> dict[str, float]:
+    """Loss and AUC (positive: label > 1/2) over every labelled step of `data`."""
+    from problems.value_head import auc
+
+    losses, scores, labels = read(model, data, pair, size)
     positive = [y > 0.5 for y in labels]
     return {"loss": sum(losses) / len(labels),
             "auc": auc(scores, positive) if 0 < sum(positive) < len(positive) else math.nan,
@@ -216,8 +225,8 @@ def train(model: Any, tok: Any, fmt: PRMFormat, paths: Sequence[LabelledPath],
     data, held = Batches(tok, fmt, paths), Batches(tok, fmt, val)
     if not data.items:
         raise ValueError("no labelled step to train on")
-    grown = {id(p) for layer in model.get_decoder().layers[len(model.get_decoder().layers)
-                                                          - fresh:] for p in layer.parameters()}
+    layers = model.get_decoder().layers
+    grown = {id(p) for layer in list(layers)[len(layers) - fresh:] for p in layer.parameters()}
     groups = [{"params": [p for p in model.parameters() if id(p) not in grown], "lr": lr},
               {"params": [p for p in model.parameters() if id(p) in grown],
                "lr": lr * FRESH_LR_SCALE}]

@@ -146,3 +146,20 @@ def test_arithmetic_auc_hand_computed():
     assert arithmetic_auc([0.9, 0.2, 0.0, 0.4, 0.8], paths) == 1.0
     # the first right step now below one wrong one: 3 of the 4 (right, wrong) pairs in order
     assert arithmetic_auc([0.3, 0.2, 0.0, 0.4, 0.8], paths) == 0.75
+
+
+def test_first_error_and_equation_holds_share_one_arithmetic():
+    """problems.arith.holds decides both: a division is right only when exact, and one by 0
+    is an error where first_error used to raise ZeroDivisionError."""
+    from reports.prm_bounds import equation_holds
+
+    p = arith.generate(1, seed=3, difficulty=3)[0]
+    gold = p.metadata["solution"].split("\n\n")
+    assert arith.first_error(p, gold) is None
+    a = p.metadata["equations"][0][0]
+    for bad in (f"Tom has {a} / 0 = 0 eggs.", f"Tom has {a + 1} / 2 = {(a + 1) // 2} eggs."
+                if a % 2 == 0 else f"Tom has {a} / 2 = {a // 2} eggs."):
+        assert arith.first_error(p, [bad, *gold[1:]]) == 0
+        assert equation_holds(bad) is False
+    assert arith.holds(58, "/", 2, 29) and not arith.holds(58, "/", 4, 14)
+    assert not arith.holds(5, "/", 0, 0) and arith.holds(3, "-", 1, 2)
