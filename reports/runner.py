@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -140,18 +141,19 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
     return row
 
 
-def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None, progress: Any = False
-             ) -> tuple[Result | None, str | None]:
+def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None, progress: Any = False, *,
+             stop: threading.Event | None = None) -> tuple[Result | None, str | None]:
     """search.solve on one cell: (result, None), or (None, "Type: message") if it raised.
     scorer None: search.solve's default; a scorer goes only to a cell that consults one.
-    progress: search.solve's (a GridProgress.watch() reports the run's tokens as it goes)."""
+    progress: search.solve's (a GridProgress.watch() reports the run's tokens as it goes).
+    stop: search.solve's (the driver's: search.api.concurrently)."""
     import search
 
     if not registry.uses_scorer(cell.algo, cell.knobs):
         scorer = None
     try:
         return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
-                            seed=cell.seed, progress=progress, **cell.knobs), None
+                            seed=cell.seed, progress=progress, stop=stop, **cell.knobs), None
     except Exception as err:  # one failing run is recorded; the grid goes on
         return None, f"{type(err).__name__}: {err}"
 
@@ -209,11 +211,11 @@ def run_here(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, A
     with GridProgress(pending=len(pending), total=total, desc=names["dataset"], quiet=quiet,
                       prior_right=sum(bool(r["correct"]) for r in prior),
                       prior_seen=len(prior)) as bar:
-        def one(item: tuple[Cell, str]) -> dict[str, Any]:
+        def one(item: tuple[Cell, str], stop: threading.Event) -> dict[str, Any]:
             bar.started()
             try:
                 cell, key = item
-                result, error = run_cell(cell, engine, scorer(), bar.watch())
+                result, error = run_cell(cell, engine, scorer(), bar.watch(), stop=stop)
                 return make_row(cell, key, names, result, error, grader)
             finally:
                 bar.stopped()

@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
-from search.budget import Meter, PerThreadMeter
 from search.runtime import attention, packed
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
 from search.runtime.sched import SCHED, Job
+from search.session import Bindable
 from search.types import Node, Problem
 
 
@@ -129,7 +129,7 @@ def _single_token(tokenizer: Any, text: str) -> int:
     return int(ids[0])
 
 
-class HFPRM(PerThreadMeter):
+class HFPRM(Bindable):
     """A transformers PRM behind the Scorer protocol (one value per node's latest step)."""
 
     name = "prm"
@@ -140,7 +140,6 @@ class HFPRM(PerThreadMeter):
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or detect_format(model)
-        self.meter = Meter()
         self.path_agg = self.fmt.path_agg
         self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
         # fast: run the model as the generator engine does (search.engines.hf): packed
@@ -205,14 +204,14 @@ class HFPRM(PerThreadMeter):
             raise ValueError("a PRM scores steps; the root has none")
         self.meter.charge_scorer(calls=len(nodes))
         # one job (search.runtime.sched): concurrent searches' PRM forwards are batched
-        return SCHED.run(self._score(list(nodes)))
+        return SCHED.run(self._score(list(nodes)), stop=self.session.stop)
 
     def _score(self, nodes: list[Node]) -> Job[list[float]]:
-        yield from self.kv.ensure_job(list({n.id: n for n in nodes}.values()), self.meter)
+        yield from self.kv.ensure_job(list({n.id: n for n in nodes}.values()), self.session)
         values = []
         for node in nodes:
             seg = self.kv.get(node)
             assert seg is not None and seg.logits is not None
             values.append(self.reward(seg.logits))
-        self.kv.retain(nodes)
+        self.kv.retain(nodes, self.session.kv)
         return values

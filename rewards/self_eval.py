@@ -12,13 +12,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from search.budget import Meter, PerThreadMeter
+from search.session import Bindable, bind
 from search.types import Node, Problem
 
 QUESTION = "\n\nIs the last step above correct? Answer Yes or No.\nAnswer:"
 
 
-class SelfEvalScorer(PerThreadMeter):
+class SelfEvalScorer(Bindable):
     """A path's score is the product of its steps' (path_agg "prod"), as Xie et al. score
     a reasoning chain by the product of its steps' self-evaluated confidences."""
 
@@ -28,7 +28,6 @@ class SelfEvalScorer(PerThreadMeter):
     def __init__(self, engine: Any, *, question: str = QUESTION, yes: str = " Yes",
                  no: str = " No") -> None:
         self.engine = engine
-        self.meter = Meter()
         self.question = question
         self.yes, self.no = self._token(yes), self._token(no)
 
@@ -39,9 +38,10 @@ class SelfEvalScorer(PerThreadMeter):
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         del problem
         self.meter.charge_scorer(calls=len(nodes))
-        asked = self.engine.extend(list(nodes), [self.question] * len(nodes))
+        engine = bind(self.engine, self.session)  # its forwards are this search's too
+        asked = engine.extend(list(nodes), [self.question] * len(nodes))
         values = []
-        for q, (y, n) in zip(asked, self.engine.next_logprobs(asked, [self.yes, self.no])):
+        for q, (y, n) in zip(asked, engine.next_logprobs(asked, [self.yes, self.no])):
             values.append(1.0 / (1.0 + math.exp(n - y)))
             q.detach()
         return values

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from search.budget import Meter, PerThreadMeter
+from search.session import Bindable
 from search.types import Node, Problem
 from verifiers.grade import program_of
 
 
-class UnitTestScorer(PerThreadMeter):
+class UnitTestScorer(Bindable):
     """Scorer: public-test pass rate of each finished node's program (0 if unfinished)."""
 
     name = "unit_tests"
 
     def __init__(self, *, timeout: float = 5.0) -> None:
         self.timeout = timeout
-        self.meter = Meter()
         self._cache: dict[tuple[str, tuple[str, ...], str], float] = {}
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from problems.value_head import CONFIDENCE, ValueHead, features, load, model_folder
-from search.budget import Meter, PerThreadMeter
+from search.session import Bindable
 from search.types import Node, Problem
 
 
@@ -27,7 +27,7 @@ def value_scorer(engine: Any) -> ValueHeadScorer:
     return ValueHeadScorer(engine, head)
 
 
-class ValueHeadScorer(PerThreadMeter):
+class ValueHeadScorer(Bindable):
     """Scorer: the head applied to each node's recorded step features. Its labels are
     Math-Shepherd's (the share of completions from a step that grade correct), so the
     newest step's value already estimates the whole path's chance: path_agg "last"."""
@@ -40,7 +40,6 @@ class ValueHeadScorer(PerThreadMeter):
         if not engine.kv.keep_hidden:
             raise ValueError("a value head needs the engine built with keep_hidden=True")
         self.engine, self.head = engine, head
-        self.meter = Meter()
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         del problem

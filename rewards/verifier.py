@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from search.answers import extract
-from search.budget import Meter, PerThreadMeter
+from search.session import Bindable
 from search.types import Node, Problem
 
 # step verdict -> reward: an unchecked step is neither trusted nor condemned
 STEP_REWARD = {"correct": 1.0, "none": 0.5, "wrong": 0.0}
 
 
-class StepCheckScorer(PerThreadMeter):
+class StepCheckScorer(Bindable):
     """Reward of a node's latest step: 1 if every equation in it is right, 0 if one is
     wrong, 0.5 if it has none. The step that finishes a solution is judged with its answer
     (verifiers.steps.check_final): 1 if the answer the solution states (search.answers'
@@ -33,9 +33,6 @@ class StepCheckScorer(PerThreadMeter):
     name = "steps"
     path_agg = "min"
 
-
-    def __init__(self) -> None:
-        self.meter = Meter()
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         from verifiers.steps import check_final, check_step
@@ -53,7 +50,7 @@ class StepCheckScorer(PerThreadMeter):
         return out
 
 
-class OracleScorer(PerThreadMeter):
+class OracleScorer(Bindable):
     """1.0 for a finished solution whose answer matches the gold answer, else 0.0
     (unfinished paths score 0). Needs Problem.answer. It judges the leaf: path_agg "last"."""
 
@@ -62,7 +59,6 @@ class OracleScorer(PerThreadMeter):
 
 
     def __init__(self, *, timeout: float = 2.0) -> None:
-        self.meter = Meter()
         self.timeout = timeout
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:

@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from search import registry, scoring
-from search.budget import Meter, ThreadState, metered, per_thread_meter, thread_state
 from search.engines.base import Engine
 from search.engines.kinds import kind_of
 from search.knobs import Labels, run
 from search.logprob import LogprobScorer
 from search.progress import Progress
 from search.scoring import Scorer
+from search.session import Session, bind, shares
 from search.types import Budget, Problem, Result
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -122,7 +122,8 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
 
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
-          progress: bool | Progress = True, **knobs: Any) -> Result:
+          progress: bool | Progress = True, stop: threading.Event | None = None,
+          **knobs: Any) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
     hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
     forward or scorer call, see search.budget), and a search they cut short returns its best
@@ -135,10 +136,15 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         (registry.check_scorer); with none named, best_of_n votes (see its docs).
     progress: a line on stderr, when it is a terminal, once the solve runs for a few seconds
         (tokens, candidates, best score); False silences it. It never changes the result.
+    stop: an event that, once set, ends the search's model work (its next engine or PRM
+        call raises search.runtime.sched.Interrupted); a driver of many searches sets it.
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
     Every name, knob and text is checked before any model loads. The Result names the model
     and scorer that produced it (Result.selected_by says what chose the answer);
     stats["server"] holds this solve's server counts (engines that talk to a server).
+    The search runs in a search.session.Session of its own (its meter, KV scope and stop
+    event), which the engine and scorer receive as views (`part.bind(session)`), so an
+    engine and scorer shared with other searches keep each search's charges and KV apart.
     """
     problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
@@ -147,9 +153,10 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     model_name = check_engine(engine)
     scorer_name = check_scorer(scorer, problem, model_name)
     fn = registry.get(algo)
-    eng = get_engine(engine)
-    sc = get_scorer(scorer, eng, implicit=not named)
-    meter = Meter(budget)
+    session = Session.start(budget, stop=stop)
+    shared = get_engine(engine)
+    eng = shared.bind(session)
+    sc = bind(get_scorer(scorer, shared, implicit=not named), session)
     watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
     # the Result names the model, and the scorer only if the run consulted it (as eval rows
     # do); an engine that talks to a server adds its counts
@@ -157,10 +164,10 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
                     consulted=functools.partial(registry.uses_scorer, algo),
                     server=getattr(eng, "server_stats", None) is not None)
     try:
-        with metered(meter, eng, sc), watch.watching(meter, eng, f"{algo} on {model_name}"):
-            return run(fn, (problem, eng, sc, meter), dict(seed=seed, **knobs), labels)
+        with watch.watching(session.meter, session.kv, f"{algo} on {model_name}"):
+            return run(fn, (problem, eng, sc, session.meter), dict(seed=seed, **knobs), labels)
     finally:
-        eng.retain([])  # the tree stays in the Result; its KV cache is freed
+        eng.retain([])  # the tree stays in the Result; its KV cache (this session's) is freed
 
 
 def _check(problem: Problem, algo: str, budget: Budget | None, seed: int,
@@ -207,7 +214,8 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
 
     A run that raises does not stop the others: SolveManyError then carries every Result
     and every error. scorer: a name builds one scorer per run; a Scorer object is shared by
-    all runs (and must keep a per-thread meter, like every scorer in rewards/)."""
+    all runs (each charges its own session through it: a scorer that charges a meter must
+    be a search.session.Bindable, like every scorer in rewards/)."""
     probs = [Problem.of(p) for p in problems]
     seeds = list(seeds)
     knobs = registry.upgrade_knobs(algo, knobs, stacklevel=2)
@@ -222,9 +230,9 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     results: list[Result | None] = [None] * len(runs)
     errors: list[BaseException | None] = [None] * len(runs)
 
-    def one(run: tuple[Problem, int]) -> Result:
+    def one(run: tuple[Problem, int], stop: threading.Event) -> Result:
         return solve(run[0], algo, budget, engine=eng, scorer=scorer, seed=run[1],
-                     progress=False, **knobs)  # one line per search would interleave
+                     progress=False, stop=stop, **knobs)  # one line per search would interleave
 
     for i, out in concurrently(one, runs, concurrency=concurrency, max_kv_bytes=max_kv_bytes):
         if isinstance(out, BaseException):
@@ -249,45 +257,46 @@ def check_concurrent(concurrency: int, *parts: Any) -> None:
         if hasattr(part, "expand") and not getattr(part, "concurrent", False):
             raise ValueError(f"engine {name} does not serve concurrent searches; use "
                              "concurrency=1")
-        if hasattr(part, "meter") and not per_thread_meter(part):
-            raise ValueError(f"{name}.meter is not per thread, so concurrent searches would "
-                             "charge each other's meters; derive the class from "
-                             "search.budget.PerThreadMeter, or use concurrency=1")
+        if hasattr(part, "meter") and not shares(part):
+            raise ValueError(f"{name} has a meter but no views per search, so concurrent "
+                             "searches would charge each other's meters; derive the class "
+                             "from search.session.Bindable, or use concurrency=1")
 
 
-def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
-                 max_kv_bytes: int | None = None) -> Iterator[tuple[int, R | BaseException]]:
-    """(i, fn(items[i]) or the exception it raised) for every item, as each finishes, up to
-    `concurrency` at a time, each in its own thread, while the engines' scheduler batches
-    their model calls (concurrency 1: in order, in this thread, nothing shared). Stopping
-    the iteration early (a KeyboardInterrupt in the caller, or leaving the loop) starts no
-    more items and ends the ones in flight: their model work raises
-    search.runtime.sched.Interrupted at its next forward (their results are dropped), and
-    their threads are given JOIN_SECONDS to end."""
+def concurrently(fn: Callable[[T, threading.Event], R], items: Sequence[T], *,
+                 concurrency: int, max_kv_bytes: int | None = None
+                 ) -> Iterator[tuple[int, R | BaseException]]:
+    """(i, fn(items[i], stop) or the exception it raised) for every item, as each finishes,
+    up to `concurrency` at a time, each in its own thread, while the engines' scheduler
+    batches their model calls (concurrency 1: in order, in this thread, nothing shared).
+    stop: this call's event, which fn hands to the searches it runs (solve's `stop`, their
+    Session.stop). Stopping the iteration early (a KeyboardInterrupt in the caller, or
+    leaving the loop) starts no more items and ends the ones in flight: `stop` is set, so
+    their model work raises search.runtime.sched.Interrupted at its next forward (their
+    results are dropped), and their threads are given JOIN_SECONDS to end."""
     from search.runtime.sched import SCHED  # torch loads only here
 
     items = list(items)
+    stop = threading.Event()
     if concurrency == 1 or len(items) <= 1:
         for i, item in enumerate(items):
             try:
-                yield i, fn(item)
+                yield i, fn(item, stop)
             except Exception as err:  # the caller records it; the others go on
                 yield i, err
         return
     done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
     order = iter(range(len(items)))
-    take, stop = threading.Lock(), threading.Event()
-    states: list[ThreadState] = []  # the workers' (SCHED.interrupt ends their model work)
+    take, done_taking = threading.Lock(), threading.Event()
 
     def worker() -> None:
-        states.append(thread_state())
-        while not stop.is_set():
+        while not done_taking.is_set():
             with take:
                 i = next(order, None)
             if i is None:
                 return
             try:
-                out: Any = fn(items[i])
+                out: Any = fn(items[i], stop)
             except Exception as err:
                 out = err
             done.put((i, out))
@@ -301,11 +310,11 @@ def concurrently(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
             for _ in items:
                 yield done.get()
         except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped: end the runs in flight
-            stop.set()
-            SCHED.interrupt(states)
+            done_taking.set()
+            SCHED.interrupt([stop])
             for t in threads:  # they stop at their next forward; one may be in a scorer
                 t.join(timeout=JOIN_SECONDS)
             raise
-        stop.set()
+        done_taking.set()
         for t in threads:
             t.join()

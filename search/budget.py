@@ -17,19 +17,17 @@ the rest is held back for finishing the best partial path when nothing finished
 them), and the other limits up to the limits themselves. `reached()` is the plain question
 "is any limit itself reached?".
 
-Several searches may share one engine and scorer, each in its own thread (search.solve_many):
-their `meter` is then per thread (PerThreadMeter), which `metered` sets for the calling
-thread only, and the engine's scheduler runs a search's model work under that search's thread state
-(`as_thread`), so each Meter is charged exactly what its own search cost.
+Each search has its own Meter, carried by its search.session.Session to the engine and
+scorer it uses (their views, `part.bind(session)`), so several searches sharing one engine
+and scorer are each charged exactly what their own search cost.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from search.types import Budget, Usage
@@ -196,111 +194,14 @@ class Meter:
         return b.scorer_calls is None or self.scorer_calls < b.scorer_calls
 
 
-# -- per-thread attributes ----------------------------------------------------------------
-class ThreadState:
-    """What one thread has set of per-thread attributes: values[(id(obj), name)]. It also
-    names the thread's searches (an engine frees the KV of its own trees only)."""
-
-    __slots__ = ("values", "__weakref__")
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[int, str], Any] = {}
-
-
-_local = threading.local()
-_CURRENT = (0, "current meter")  # thread_state().values key of the meter `metered` set last
-
-
-def thread_state() -> ThreadState:
-    """The calling thread's state (or, inside `as_thread`, the state it runs under)."""
-    state = getattr(_local, "state", None)
-    if state is None:
-        state = _local.state = ThreadState()
-    return state
-
-
 @contextmanager
-def as_thread(state: ThreadState) -> Iterator[None]:
-    """Run the block as if on the thread that owns `state` (the engine's scheduler runs each
-    search's model work under its caller's state: the caller's meters, the caller's trees)."""
-    saved = getattr(_local, "state", None)
-    _local.state = state
-    try:
-        yield
-    finally:
-        _local.state = saved
-
-
-class PerThreadMeter:
-    """Base class of engines and scorers that several searches share (search.solve_many):
-    their `meter` is per thread. Plain assignment sets the meter every thread sees;
-    `metered` sets the calling thread's own for a block."""
-
-    @property
-    def meter(self) -> Meter:
-        value = thread_state().values.get((id(self), "meter"), _UNSET)
-        return self.__dict__["_meter"] if value is _UNSET else value
-
-    @meter.setter
-    def meter(self, value: Meter) -> None:
-        self.__dict__["_meter"] = value
-
-
-@contextmanager
-def _override(key: tuple[int, str], meter: Meter) -> Iterator[None]:
-    """The calling thread's value under `key` is `meter` for the block."""
-    values = thread_state().values
-    saved = values.get(key, _UNSET)
-    values[key] = meter
-    try:
-        yield
-    finally:
-        if saved is _UNSET:
-            values.pop(key, None)
-        else:
-            values[key] = saved
-
-
-_UNSET = object()
-
-
-def per_thread_meter(part: Any) -> bool:
-    """Whether `part.meter` is per thread (safe for several searches at once)."""
-    return isinstance(part, PerThreadMeter)
-
-
-def current_meter() -> Meter | None:
-    """The meter of the search running on the calling thread (the innermost `metered`
-    block's), None outside any: what search.scoring.score_nodes counts scorer calls on."""
-    return thread_state().values.get(_CURRENT)
-
-
-@contextmanager
-def metered(meter: Meter, *parts: Any) -> Iterator[Meter]:
-    """Point every part's `meter` attribute (engine, scorer) at `meter` for the block: for
-    the calling thread only where it is per thread (PerThreadMeter), else for everyone.
-    `meter` is also the calling thread's current meter (current_meter) for the block."""
-    with ExitStack() as stack:
-        stack.enter_context(_override(_CURRENT, meter))
-        for p in parts:
-            if p is None or not hasattr(p, "meter"):
-                continue
-            if isinstance(p, PerThreadMeter):
-                stack.enter_context(_override((id(p), "meter"), meter))
-            else:
-                stack.callback(setattr, p, "meter", p.meter)
-                p.meter = meter
-        yield meter
-
-
-@contextmanager
-def submeter(meter: Meter, budget: Budget, *parts: Any) -> Iterator[Meter]:
-    """A fresh meter limited to `budget` (same clock) that the parts charge for the block;
-    whatever they spent is then charged to `meter` as well."""
+def submeter(meter: Meter, budget: Budget) -> Iterator[Meter]:
+    """A fresh meter limited to `budget` (same clock) for the block (the engine and scorer
+    charge it through their views, search.session.charging); whatever was charged to it is
+    then charged to `meter` as well."""
     sub = Meter(budget, clock=meter.clock)
     try:
-        with metered(sub, *parts):
-            yield sub
+        yield sub
     finally:
         meter.charge_model(generated=sub.generated_tokens, prefill=sub.prefill_tokens,
                            flops=sub.flops, passes=sub.forward_passes)

@@ -7,11 +7,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from search.budget import Meter, PerThreadMeter
+from search.session import Bindable
 from search.types import Node, Problem
 
 
-class LogprobScorer(PerThreadMeter):
+class LogprobScorer(Bindable):
     """Step score = the geometric-mean token probability of the node's latest step,
     exp(mean logprob), in (0, 1]. It costs no forward pass (the engine recorded the
     logprobs while sampling) but is still charged as scorer calls, one per node.
@@ -25,7 +25,6 @@ class LogprobScorer(PerThreadMeter):
     path_agg = "mean"
 
     def __init__(self, *, implicit: bool = False) -> None:
-        self.meter = Meter()
         self.implicit = implicit
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:

@@ -15,9 +15,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TextIO
 
 from search.budget import Meter
+from search.session import KVScope
 from search.types import Node
 
 
@@ -31,14 +32,13 @@ class Progress:
         self.drawn = 0  # lines drawn (redraws included), for tests
 
     @contextmanager
-    def watching(self, meter: Meter, engine: Any, label: str) -> Iterator[None]:
-        """Draw while the block runs: ticks come from the meter; the trees from the roots the
-        engine makes (its `root` method is observed for the block)."""
+    def watching(self, meter: Meter, trees: KVScope, label: str) -> Iterator[None]:
+        """Draw while the block runs: ticks come from the search's meter; its trees are
+        those of its KV scope (Session.kv: the roots its engine makes)."""
         out = self.stream or sys.stderr
         if not self.enabled or not _is_tty(out):
             yield
             return
-        roots: list[Node] = []
         start, last = time.perf_counter(), -math.inf
         shown = False
 
@@ -48,28 +48,15 @@ class Progress:
             if now - start < self.after or now - last < self.every:
                 return
             last, shown = now, True
-            out.write("\r" + line(label, m, roots, now - start) + "\x1b[K")
+            out.write("\r" + line(label, m, list(trees.roots), now - start) + "\x1b[K")
             out.flush()
             self.drawn += 1
 
-        make_root = getattr(engine, "root", None)
-
-        def observed_root(problem: Any) -> Node:
-            node = make_root(problem)  # type: ignore[misc]
-            roots.append(node)
-            return node
-
-        own = vars(engine).get("root") if hasattr(engine, "__dict__") else None
-        patched = _try_setattr(engine, "root", observed_root) if make_root else False
         meter.watchers.append(tick)
         try:
             yield
         finally:
             meter.watchers.remove(tick)
-            if patched and own is not None:
-                engine.root = own
-            elif patched:
-                del engine.root  # the class's own method again
             if shown:
                 out.write("\r\x1b[K")  # erase the line: what follows starts clean
                 out.flush()
@@ -94,10 +81,3 @@ def _is_tty(stream: TextIO) -> bool:
     except (AttributeError, ValueError):  # closed or not a file
         return False
 
-
-def _try_setattr(obj: Any, name: str, value: Any) -> bool:
-    try:
-        setattr(obj, name, value)
-    except (AttributeError, TypeError):  # __slots__ or a read-only object: tokens only
-        return False
-    return True

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from search.budget import BudgetReached, current_meter
+from search.budget import BudgetReached, Meter
 from search.plugins import Registry
 from search.types import Node, Problem
 
@@ -26,9 +26,9 @@ class Scorer(Protocol):
     """score(problem, nodes) -> one float per node, for the node's latest step (a PRM) or,
     at a finished leaf, for the whole solution (an ORM/verifier). Higher is better.
     That is all a scorer needs: the core counts its calls (score_nodes) and keeps it within
-    the budget. A scorer that runs a model may also have a `meter` (search.budget.Meter),
-    which the core points at the running search's (search.budget.metered), to charge the
-    tokens and FLOPs of its forwards.
+    the budget. A scorer that runs a model derives from search.session.Bindable: each search
+    then scores through its view (`scorer.bind(session)`), whose `meter` (the search's) it
+    charges with the tokens and FLOPs of its forwards.
 
     Two optional attributes describe it (read through `path_agg` and `name` below):
       path_agg  how a path's score is formed from its step scores, a search.aggregate
@@ -61,8 +61,8 @@ def implicit(scorer: Scorer) -> bool:
     return bool(getattr(scorer, "implicit", False))
 
 
-def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: str = KEY
-                ) -> list[float]:
+def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: str = KEY, *,
+                meter: Meter | None) -> list[float]:
     """Score the nodes that have no value yet, store the values, return all nodes' values.
 
     The value is stored as Node.scores.reward (key KEY), or under another `key` in
@@ -70,9 +70,9 @@ def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: st
     infinite score is recorded as a failure (scores.invalid) and ranks as -inf, so nothing
     already computed is lost.
 
-    The core counts the calls: one per node scored, charged to the calling search's meter
-    (search.budget.current_meter), so a scorer needs no meter of its own; one that charges
-    calls itself is taken at its word (the sandbox's unit_tests charges a program's run
+    The core counts the calls: one per node scored, charged to the search's `meter` (None:
+    nothing is counted or limited), so a scorer needs no meter of its own; one that charges
+    calls itself (to the same meter, through its view) is taken at its word (the sandbox's unit_tests charges a program's run
     once, however many nodes share it). Its limits hold here: only as
     many nodes as calls are left are scored (none once the seconds are up or the FLOPs
     spent; Meter.scorer_room); a node the budget leaves unscored (an empty step the budget
@@ -84,7 +84,6 @@ def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: st
         node.scores.unscored = True
         _put(node, key, -math.inf)
     todo = [n for n in todo if not _empty(n)]
-    meter = current_meter()
     room = len(todo) if meter is None else meter.scorer_room(len(todo))
     values = None
     if room:

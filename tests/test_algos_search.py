@@ -29,6 +29,7 @@ from search.algos.mcts import MctsMark
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
 from search.scores import Mark
+from search.session import Session
 from search.types import Budget, Node, Problem
 
 PROBLEM = Problem(prompt="toy", id="toy")
@@ -517,8 +518,7 @@ def test_conditional_sweep_cut_short_still_holds_the_reference():
     path = ref.path()[1:]
     assert len(path) >= 4
     for budget in (12, 30):  # 11 sampled steps per round: stops after 2 or 3 rounds
-        engine = ScriptedEngine(early_children)
-        engine.meter = Meter(Budget(tokens=budget))
+        engine = ScriptedEngine(early_children).bind(Session(Meter(Budget(tokens=budget))))
         plan = _smc.SweepPlan(n=12, draw=_smc.RESAMPLERS["systematic"], ess_threshold=1.0,
                               tau=1.0, max_depth=10)
         swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(early_value), engine.meter,

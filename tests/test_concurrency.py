@@ -17,11 +17,12 @@ from helpers import dump
 import search
 from search import registry
 from search.api import SolveManyError, concurrently
-from search.budget import Meter, PerThreadMeter, metered, thread_state
+from search.budget import Meter
 from search.engines.hf import HFEngine
 from search.runtime import sched
 from search.runtime.kv import SlabCache
 from search.runtime.sched import SCHED, Pass, SchedStats, run_passes
+from search.session import Bindable, Session
 from search.types import Budget, Node, Problem
 
 
@@ -87,10 +88,10 @@ def _passes(eng: HFEngine) -> list[Pass]:
     """Passes of every kind the engine makes: decode rows of different path lengths, a shared
     prefix (cascade), a prefill of several tokens with every position's logits, one row."""
     roots = [eng.root(Problem(prompt=p)) for p in ("12345678+" * 3, "9-8=" * 5, "1+1=", "77*6=")]
-    eng.kv.ensure(roots, eng.meter)
+    eng.kv.ensure(roots, eng.session)
     kids = eng.expand(roots[:2], 3, stop=None, max_tokens=4, seed=2)
     rows = [k for ks in kids for k in ks]
-    eng.kv.ensure(rows, eng.meter)
+    eng.kv.ensure(rows, eng.session)
     kv = eng.kv
     out = []
 
@@ -239,70 +240,78 @@ def test_kv_cap_bounds_the_calls_in_flight(arith_engine):
     assert [dump(r) for r in capped] == ref
 
 
-def test_retain_frees_only_the_calling_threads_trees(tiny_engine):
-    eng = tiny_engine
-    mine = eng.root(Problem(prompt="1+1="))
-    eng.kv.ensure([mine], eng.meter)
-    theirs: list[Node] = []
-    ready, done = threading.Event(), threading.Event()
-
-    def other() -> None:
-        root = eng.root(Problem(prompt="2+2="))
-        theirs.extend(eng.expand([root], 2, stop=None, max_tokens=3)[0])
-        theirs.append(root)
-        ready.set()
-        done.wait()
-        eng.retain([])  # frees this thread's tree only
-        done.clear()
-
-    t = threading.Thread(target=other, daemon=True)
+def test_retain_frees_only_the_sessions_trees(tiny_engine):
+    """KV entries belong to the session that cached them, not to a thread: a view's retain
+    frees its own session's trees only, and it does so from any thread."""
+    mine, theirs = tiny_engine.bind(Session()), tiny_engine.bind(Session())
+    root = mine.root(Problem(prompt="1+1="))
+    mine.kv.ensure([root], mine.session)
+    other_root = theirs.root(Problem(prompt="2+2="))
+    their_nodes = [*theirs.expand([other_root], 2, stop=None, max_tokens=3)[0], other_root]
+    assert set(mine.session.kv.roots) == {root} and set(theirs.session.kv.roots) == {other_root}
+    t = threading.Thread(target=mine.retain, args=([],))  # another thread, mine all the same
     t.start()
-    ready.wait()
-    try:
-        eng.retain([])  # frees mine, not theirs
-        assert eng.kv.get(mine) is None
-        assert len(theirs) == 3 and all(eng.kv.get(n) is not None for n in theirs)
-    finally:
-        done.set()
     t.join()
-    assert all(eng.kv.get(n) is None for n in theirs)
+    assert mine.kv.get(root) is None
+    assert len(their_nodes) == 3 and all(theirs.kv.get(n) is not None for n in their_nodes)
+    theirs.retain([their_nodes[0]])  # keeps the path to a live node
+    assert theirs.kv.get(their_nodes[0]) is not None and theirs.kv.get(their_nodes[1]) is None
+    theirs.retain([])
+    assert all(theirs.kv.get(n) is None for n in their_nodes)
 
 
-def test_meters_are_per_thread():
-    class Part(PerThreadMeter):
+def test_views_charge_their_own_session_from_any_thread():
+    """A Bindable's views share every attribute but their session: each charges its own
+    meter whichever thread calls it, and a job a view hands the scheduler charges that view's
+    meter although the scheduler's thread runs it."""
+
+    class Part(Bindable):
         def __init__(self) -> None:
-            self.meter = Meter()
+            self.calls = 0
+
+        def job(self) -> sched.Job[None]:
+            self.calls += 1
+            self.meter.charge_model(generated=1)
+            return
+            yield
 
     part = Part()
-    default = part.meter
-    seen: dict[str, Meter] = {}
-    mine = Meter()
-    with metered(mine, part):
-        t = threading.Thread(target=lambda: seen.setdefault("other", part.meter))
+    a, b = Session(), Session()
+    view_a, view_b = part.bind(a), part.bind(b)
+    assert (view_a.meter, view_b.meter) == (a.meter, b.meter)
+    assert part.meter is not a.meter and part.meter is not b.meter
+    assert isinstance(view_a, Part) and view_a.bind(b).meter is b.meter
+    with SCHED.serving():
+        t = threading.Thread(target=lambda: SCHED.run(view_b.job(), stop=b.stop))
         t.start()
         t.join()
-        assert part.meter is mine
-    assert seen["other"] is default and part.meter is default
-    # the scheduler runs a job under its caller's state: the caller's meter
-    job_meter: list[Meter] = []
+        SCHED.run(view_a.job(), stop=a.stop)
+        SCHED.run(view_a.job(), stop=a.stop)
+    part.meter.charge_model(generated=5)
+    assert (a.meter.generated_tokens, b.meter.generated_tokens) == (2, 1)
+    assert part.calls == 3 and view_b.calls == 3  # one shared state: a view sets it for all
+    assert part.meter.generated_tokens == 5
 
-    def job() -> sched.Job[None]:
-        job_meter.append(part.meter)
+
+def test_a_stopped_session_ends_its_own_jobs_only():
+    a, b = Session(), Session()
+    ran: list[str] = []
+
+    def job(name: str) -> sched.Job[None]:
+        ran.append(name)
         return
         yield
 
-    state = thread_state()
-    with metered(mine, part), SCHED.serving():
-        assert thread_state() is state
-        t = threading.Thread(target=lambda: SCHED.run(job()))
-        t.start()
-        t.join()
-        SCHED.run(job())
-    assert job_meter == [default, mine]
+    SCHED.interrupt([a.stop])
+    with pytest.raises(sched.Interrupted):
+        SCHED.run(job("a"), stop=a.stop)
+    SCHED.run(job("b"), stop=b.stop)
+    assert ran == ["b"]
 
 
 def test_concurrently_yields_every_item_and_its_error():
-    def f(x: int) -> int:
+    def f(x: int, stop: threading.Event) -> int:
+        assert not stop.is_set()
         if x == 3:
             raise ValueError("three")
         time.sleep(0.01 * (x % 3))
@@ -314,7 +323,7 @@ def test_concurrently_yields_every_item_and_its_error():
     assert all(got[i] == i * i for i in range(8) if i != 3)
 
 
-def test_concurrency_needs_per_thread_meters(arith_engine):
+def test_concurrency_needs_a_scorer_with_views(arith_engine):
     class Plain:
         def __init__(self) -> None:
             self.meter = Meter()
@@ -322,7 +331,7 @@ def test_concurrency_needs_per_thread_meters(arith_engine):
         def score(self, problem, nodes):
             return [0.0] * len(nodes)
 
-    with pytest.raises(ValueError, match="per thread"):
+    with pytest.raises(ValueError, match="Bindable"):
         search.solve_many(arith_problems(2), "best_of_n", engine=arith_engine, scorer=Plain(),
                           concurrency=2, n=2, select="weighted_vote")
     with pytest.raises(ValueError, match="concurrency"):

@@ -141,7 +141,7 @@ def test_decode_writes_in_place_without_concatenating_the_cache(tiny_model):
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
     eng.eos_ids = frozenset()
     nodes = [eng.root(Problem(prompt="12345678+" * 3)), eng.root(Problem(prompt="9-8=" * 5))]
-    eng.kv.ensure(nodes, eng.meter)
+    eng.kv.ensure(nodes, eng.session)
     calls, cats = decode_calls(eng, nodes, max_tokens=12)
     assert len(calls) == 11  # 12 sampled tokens, the last one never fed
     assert all(isinstance(c[0], kvmod.SlabCache) and c[0] is calls[0][0] for c in calls)
@@ -152,7 +152,7 @@ def test_decode_writes_in_place_without_concatenating_the_cache(tiny_model):
     old = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", inplace_kv=False)
     old.eos_ids = frozenset()
     nodes = [old.root(n.problem) for n in nodes]
-    old.kv.ensure(nodes, old.meter)
+    old.kv.ensure(nodes, old.session)
     _, old_cats = decode_calls(old, nodes, max_tokens=12)
     assert len(old_cats) >= 11 * model.config.num_hidden_layers
 
@@ -163,7 +163,7 @@ def test_multi_token_forward_and_rewind_match_single_steps(tiny_engine, tiny_mod
     model, _ = tiny_model
     eng = tiny_engine
     nodes = tree_nodes(eng)[:3]
-    eng.kv.ensure(nodes, eng.meter)
+    eng.kv.ensure(nodes, eng.session)
     paths = [eng.kv.path_parts(n) for n in nodes]
     drafts = torch.tensor([[5, 6, 7], [8, 9, 10], [11, 5, 6]])
     pos = torch.tensor([n.n_tokens for n in nodes])[:, None]
@@ -196,7 +196,7 @@ def test_full_slab_raises_instead_of_growing(tiny_engine, tiny_model):
     model, _ = tiny_model
     eng = tiny_engine
     root = eng.root(Problem(prompt="1+1="))
-    eng.kv.ensure([root], eng.meter)
+    eng.kv.ensure([root], eng.session)
     slab = eng.kv.batch([eng.kv.path_parts(root)], 2)
     ids = torch.tensor([[5, 6, 7]])
     with pytest.raises(RuntimeError, match="cannot take"), torch.no_grad():

@@ -36,9 +36,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from search.answers import extract
-from search.budget import Meter, metered
+from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import get, names
+from search.session import Session, bind
 from search.types import Budget, Problem, Result
 
 ALGOS = names()
@@ -151,18 +152,21 @@ def _state(meter: Meter) -> dict[str, float]:
             "flops": meter.flops, "seconds": meter.seconds}
 
 
-def instrument(engine: Any, scorer: Any, log: Log, clock: Clock) -> None:
-    """Log every model and scorer call (on the meter it charges), each advancing the clock
-    (but those that start with the time up: the engines refuse them before any work)."""
+def instrument(engine: Any, scorer: Any, log: Log, clock: Clock, patch: pytest.MonkeyPatch
+               ) -> None:
+    """Log every model and scorer call (on the meter it charges: the view's, which for the
+    reserve's completion is the sub-meter), each advancing the clock (but those that start
+    with the time up: the engines refuse them before any work). Patched on the classes (a
+    fresh subclass each), so every view of the engine and scorer is logged."""
 
-    def logged(obj: Any, name: str, generating: Callable[[dict[str, Any]], bool],
+    def logged(cls: type, name: str, generating: Callable[[dict[str, Any]], bool],
                seconds: float) -> None:
-        real = getattr(obj, name)
+        real = getattr(cls, name)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            meter, before = obj.meter, _state(obj.meter)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            meter, before = self.meter, _state(self.meter)
             limit = meter.budget.seconds
-            out = real(*args, **kwargs)
+            out = real(self, *args, **kwargs)
             if limit is None or before["seconds"] < limit:  # past it, the call does no work
                 clock.now += seconds
             after = _state(meter)
@@ -170,12 +174,16 @@ def instrument(engine: Any, scorer: Any, log: Log, clock: Clock) -> None:
                                generating(kwargs)))
             return out
 
-        setattr(obj, name, call)
+        patch.setattr(cls, name, call)
 
-    logged(engine, "expand", lambda kw: True, ENGINE_SECONDS)
-    logged(engine, "extend", lambda kw: bool(kw.get("generated", False)), ENGINE_SECONDS)
-    logged(engine, "topk_next", lambda kw: False, ENGINE_SECONDS)
-    logged(scorer, "score", lambda kw: False, SCORER_SECONDS)
+    eng_cls = type("Logged" + type(engine).__name__, (type(engine),), {})
+    sc_cls = type("Logged" + type(scorer).__name__, (type(scorer),), {})
+    patch.setattr(engine, "__class__", eng_cls)
+    patch.setattr(scorer, "__class__", sc_cls)
+    logged(eng_cls, "expand", lambda kw: True, ENGINE_SECONDS)
+    logged(eng_cls, "extend", lambda kw: bool(kw.get("generated", False)), ENGINE_SECONDS)
+    logged(eng_cls, "topk_next", lambda kw: False, ENGINE_SECONDS)
+    logged(sc_cls, "score", lambda kw: False, SCORER_SECONDS)
 
 
 class Scripted(ScriptedEngine):
@@ -204,12 +212,13 @@ def run(algo: str | Callable[..., Any], engine: Any, scorer: Any, budget: Budget
         return result
 
     fn = get(algo) if isinstance(algo, str) else algo
-    instrument(engine, scorer, log, clock)
     meter = Meter(budget, clock=clock)
+    session = Session(meter)
     with pytest.MonkeyPatch.context() as patch:
+        instrument(engine, scorer, log, clock, patch)
         patch.setattr(Meter, "exhausted", exhausted)
-        with metered(meter, engine, scorer):
-            result = fn(PROBLEM, engine, scorer, meter, seed=seed, **(knobs or {}))
+        result = fn(PROBLEM, engine.bind(session), bind(scorer, session), meter, seed=seed,
+                    **(knobs or {}))
     return result, log
 
 
@@ -515,22 +524,25 @@ def test_reserve_is_validated_and_what_it_leaves_is_hand_computed():
 
 
 def test_submeter_hands_everything_it_was_charged_to_its_parent():
-    """The reserve's sub-meter: what the parts spent under it (model, scorer, a server's own
-    counts) lands on the parent meter too, counted once."""
+    """The reserve's sub-meter: what the parts' views charging it spent (model, scorer, a
+    server's own counts) lands on the parent meter too, counted once; the part itself and
+    the search's own view still charge their own meters."""
     from search.budget import Meter, submeter
+    from search.session import Bindable, charging
 
-    class Part:
-        meter = Meter()
+    class Part(Bindable):
+        pass
 
     parent, part = Meter(), Part()
+    view = part.bind(Session(parent))
     parent.charge_server({"requests": 1})
-    with submeter(parent, Budget(tokens=10), part) as sub:
-        part.meter.charge_model(generated=3, prefill=2, flops=5.0, passes=2)
-        part.meter.charge_scorer(calls=1, tokens=4)
-        part.meter.charge_server({"requests": 2, "completion_tokens": 3})
-        assert part.meter is sub and parent.generated_tokens == 0
-    assert part.meter is not sub
-    assert (parent.generated_tokens, parent.prefill_tokens, parent.flops,
-            parent.forward_passes) == (3, 2, 5.0, 2)
+    with submeter(parent, Budget(tokens=10)) as sub:
+        sub_view = charging(view, sub)
+        sub_view.meter.charge_model(generated=3, prefill=2, flops=5.0, passes=2)
+        sub_view.meter.charge_scorer(calls=1, tokens=4)
+        sub_view.meter.charge_server({"requests": 2, "completion_tokens": 3})
+        assert sub_view.meter is sub and parent.generated_tokens == 0
+        assert view.meter is parent and sub_view.session.kv is view.session.kv
+    assert part.meter is not sub and part.meter is not parent
     assert (parent.scorer_calls, parent.scorer_tokens) == (1, 4)
     assert parent.server == {"requests": 3, "completion_tokens": 3}

@@ -111,7 +111,7 @@ def test_failing_neighbours_change_no_good_result(problems, solo, seed):
     engine = HFEngine.load("tiny-arith")  # fresh: keep_hidden off until a value scorer is built
     mix = jobs(problems, seed)
     changed, errors, failed = [], [], 0
-    for i, out in concurrently(lambda j: run(engine, j), mix, concurrency=16):
+    for i, out in concurrently(lambda j, _stop: run(engine, j), mix, concurrency=16):
         job = mix[i]
         if job.good:
             if isinstance(out, BaseException):
@@ -132,7 +132,7 @@ def test_a_job_that_asked_for_no_hidden_states_reads_none(problems):
     engine = HFEngine.load("tiny-arith")
     kv = engine.kv
     root = engine.root(problems[0])
-    job = kv.feed_job([[]], [0], [list(root.prompt_ids)], engine.meter, all_logits=False,
+    job = kv.feed_job([[]], [0], [list(root.prompt_ids)], engine.session, all_logits=False,
                       prefill=len(root.prompt_ids))
     p = next(job)
     assert p.hidden is False

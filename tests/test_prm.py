@@ -11,7 +11,7 @@ import torch
 from helpers import char_tokenizer
 
 from rewards.prm import HFPRM, MATH_SHEPHERD, QWEN_PRM, detect_format
-from search.budget import Meter
+from search.session import Session
 from search.types import Node, Problem, Step
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 +-*=.\nки<>|_/"
@@ -72,7 +72,7 @@ def test_cached_step_scores_match_one_plain_forward(make, fmt):
     prm = make()
     assert prm.fmt == fmt == detect_format(prm.model)
     root, a, b = tree()
-    prm.meter = Meter()
+    prm = prm.bind(Session())
     # score in search order: the shared first step, then both paths' later steps in one batch
     first = prm.score(root.problem, [a.path()[1]])
     later = prm.score(root.problem, a.path()[2:] + b.path()[2:])
@@ -88,7 +88,7 @@ def test_cached_step_scores_match_one_plain_forward(make, fmt):
 def test_kv_reuse_runs_only_the_new_steps_tokens():
     prm = shepherd_prm()
     root, a, b = tree()
-    prm.meter = Meter()
+    prm = prm.bind(Session())
     path = a.path()
     prm.score(root.problem, path[1:3])
     before = prm.meter.scorer_tokens

@@ -81,7 +81,7 @@ def pick_one(problem, engine, scorer, meter, *, seed=0, n=4):
     """n one-step solutions from the root; the scorer's best one answers."""
     root = engine.root(problem)
     kids = engine.expand([root], n, seed=seed)[0]
-    cands = candidates(problem, kids, score_nodes(scorer, problem, kids))
+    cands = candidates(problem, kids, score_nodes(scorer, problem, kids, meter=meter))
     return pack(problem, root, cands, by_score(problem, cands), meter, chosen_by="pick_one")
 
 

@@ -27,6 +27,7 @@ from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.scoring import Scorer, score_nodes
 from search.select import Outcome, Ranking, Selection, candidates, pack
+from search.session import charging
 from search.types import Candidate, Node, Problem, Result
 
 
@@ -40,8 +41,9 @@ class Finisher:
     capped at the reserve's tokens left; `roll` with one tip) until the path finishes, a step
     adds no token, max_steps more steps, or the reserve is spent; then its new nodes are
     scored (every new step, or only the leaf when leaf_only: an outcome scorer or agg
-    "last"), while scorer calls are left. Runs on a sub-meter (search.budget.submeter), so
-    every token is charged to the run's meter.
+    "last"), while scorer calls are left. Runs on a sub-meter (search.budget.submeter) that
+    the engine's and scorer's views charge (search.session.charging), so every token is
+    charged to the run's meter.
     """
 
     engine: Engine
@@ -57,15 +59,18 @@ class Finisher:
         if budget is None:
             return node
         stalled: list[Node] = []
-        with submeter(meter, budget, self.engine, self.scorer) as sub:
-            [tip], _ = roll([node], self.greedy_step(sub, stalled), sub, steps=self.max_steps,
+        with submeter(meter, budget) as sub:
+            engine = charging(self.engine, sub)
+            [tip], _ = roll([node], self.greedy_step(engine, sub, stalled), sub,
+                            steps=self.max_steps,
                             goes_on=lambda tip: not tip.finished and not stalled)
             if self.scorer is not None and tip is not node and meter.scoring_left():
                 new = tip.path()[node.depth + 1:]
-                score_nodes(self.scorer, problem, [tip] if self.leaf_only else new)
+                score_nodes(charging(self.scorer, sub), problem,
+                            [tip] if self.leaf_only else new, meter=sub)
         return tip
 
-    def greedy_step(self, meter: Meter, stalled: list[Node]) -> Stepper:
+    def greedy_step(self, engine: Engine, meter: Meter, stalled: list[Node]) -> Stepper:
         """`roll`'s step for complete: the one tip's greedy next step, capped at meter's tokens
         left. A step that adds no token is detached (greedy decoding would only repeat it):
         the tip stays where it was and is appended to `stalled`."""
@@ -75,8 +80,8 @@ class Finisher:
             left = meter.tokens_left()
             cap = self.sampler.step_tokens if left is None else min(self.sampler.step_tokens,
                                                                       left)
-            [[child]] = self.engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
-                                           temperature=0.0, top_p=1.0, seed=0)
+            [[child]] = engine.expand([tip], 1, stop=self.sampler.stop, max_tokens=cap,
+                                      temperature=0.0, top_p=1.0, seed=0)
             if child.generated_tokens <= tip.generated_tokens:
                 child.detach()
                 stalled.append(tip)
@@ -194,7 +199,7 @@ class Run:
 
     def score(self, nodes: Sequence[Node]) -> list[float]:
         """The scorer's rewards of the nodes (stored on them; scored once)."""
-        return score_nodes(self.scorer, self.problem, nodes)
+        return score_nodes(self.scorer, self.problem, nodes, meter=self.meter)
 
     def path_score(self, node: Node) -> float:
         """agg of the step rewards along node's path."""

@@ -192,7 +192,7 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
             swarm.nodes[i] = kid
         if pinned:
             swarm.nodes[0] = ref[depth]
-        score_nodes(scorer, problem, [swarm.nodes[i] for i in live])  # the reference's are cached
+        score_nodes(scorer, problem, [swarm.nodes[i] for i in live], meter=meter)  # ref's: cached
         # each live particle's newest step, and (resample_finished) each finished one's last
         for i in range(n) if resample_finished else live:
             swarm.log_weights[i] += potential(reward(swarm.nodes[i]), tau)

@@ -66,7 +66,7 @@ def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
     # rewards of every step, or of the leaf alone when only the last one counts
     leaves = done + live
     score_nodes(scorer, problem, leaves if agg == "last"
-                else [a for leaf in leaves for a in leaf.path()[1:]])
+                else [a for leaf in leaves for a in leaf.path()[1:]], meter=meter)
     return finish(problem, root, leaves, path_scorer(agg), meter,
                   selection=Selection.of(select, scored_by(scorer, agg)), resolved=resolved,
                   finisher=Finisher(engine, sampler, scorer, leaf_only=agg == "last",

@@ -60,6 +60,7 @@ from search.engines.base import Engine
 from search.knobs import Rule, rules
 from search.scoring import Scorer
 from search.select import Outcome
+from search.session import charging
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
@@ -198,8 +199,9 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
     budget None (nothing left): fn runs on the exhausted `meter` and stops before any batch."""
     if budget is None:
         return fn(problem, engine, scorer, meter, seed=seed, **knobs)
-    with submeter(meter, budget, engine, scorer) as sub:
-        return fn(problem, engine, scorer, sub, seed=seed, **knobs)
+    with submeter(meter, budget) as sub:  # the engine's and scorer's views charge it
+        return fn(problem, charging(engine, sub), charging(scorer, sub), sub, seed=seed,
+                  **knobs)
 
 
 @rules(Rule(("table",), lambda t: bool(load_table(t)),

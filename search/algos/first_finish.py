@@ -35,11 +35,12 @@ from typing import Any
 
 from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler
-from search.budget import Meter, metered
+from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import Rule, at_least, rules
 from search.scoring import Scorer
 from search.select import Outcome, Selection, majority_vote
+from search.session import charging
 from search.types import Candidate, Node, Problem
 
 
@@ -127,8 +128,8 @@ def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order:
     if not stopped:
         return 0
     scratch = Meter()
-    with metered(scratch, engine):
-        _race(engine, scratch, rng, list(stopped), 1, order, len(stopped), chunks, max_tokens)
+    _race(charging(engine, scratch), scratch, rng, list(stopped), 1, order, len(stopped), chunks,
+          max_tokens)
     for node in stopped:
         for child in list(node.children):
             child.detach()

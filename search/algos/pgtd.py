@@ -147,7 +147,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             cache.entries.append((len(node.token_ids()), tuple(leaf.token_ids()), leaf))
         if leaf.scores.reward is None:
             programs.append(leaf)
-        (reward,) = score_nodes(scorer, problem, [leaf])
+        (reward,) = score_nodes(scorer, problem, [leaf], meter=meter)
         # backpropagation: max return along the path
         stats[node.id].visits += 1
         for st, a in trail:

@@ -1,7 +1,9 @@
 """The engine protocol: the only thing in the toolkit that builds prompts and calls a model.
 
 Every method is batched over nodes. `expand` returns, for each input node, its new child
-nodes (already attached to the tree), each holding one Step.
+nodes (already attached to the tree), each holding one Step. Searches share an engine
+through its views (`engine.bind(session)`, search.session.Bindable): a view charges its
+session's meter and frees its session's trees only.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from search.budget import Meter
+from search.session import Session
 from search.types import Node, Problem, Step
 
 DEFAULT_STOP: tuple[str, ...] = ("\n\n",)
@@ -68,7 +71,19 @@ def subseed(seed: int, *index: int) -> int:
 
 @runtime_checkable
 class Engine(Protocol):
-    meter: Meter
+    @property
+    def session(self) -> Session:
+        """The search this view works for (an unbound engine: its own default one)."""
+        ...
+
+    @property
+    def meter(self) -> Meter:
+        """What the calls charge: the session's meter."""
+        ...
+
+    def bind(self, session: Session) -> Engine:
+        """This engine as `session`'s search uses it (search.session.Bindable)."""
+        ...
 
     def root(self, problem: Problem) -> Node:
         """The search tree's root for `problem`: its prompt, tokenised once."""

@@ -21,8 +21,8 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from search.budget import Meter, PerThreadMeter
 from search.engines.base import DEFAULT_STOP, budget_child
+from search.session import Bindable
 from search.types import Node, Problem, Step
 
 Children = Callable[[tuple[str, ...]], Sequence[tuple[str, float]]]
@@ -32,7 +32,7 @@ def path_of(node: Node) -> tuple[str, ...]:
     return tuple(s.text for s in node.steps())
 
 
-class ScriptedEngine(PerThreadMeter):
+class ScriptedEngine(Bindable):
     """The Engine protocol over a synthetic tree (no model, exact probabilities)."""
 
     concurrent = True  # safe to share between searches in threads
@@ -44,7 +44,6 @@ class ScriptedEngine(PerThreadMeter):
         self.end = end
         self.prompt_tokens = prompt_tokens
         self.flops_per_token = flops_per_token
-        self.meter = Meter()
         self.expand_calls = 0
         self._vocab: dict[str, int] = {}
         self._prefilled: set[int] = set()  # roots whose prompt was charged once
@@ -54,7 +53,7 @@ class ScriptedEngine(PerThreadMeter):
         return (tid,) * self.tokens_per_step
 
     def root(self, problem: Problem) -> Node:
-        return Node(problem=problem, prompt_ids=range(self.prompt_tokens))
+        return self.session.kv.add(Node(problem=problem, prompt_ids=range(self.prompt_tokens)))
 
     def options(self, node: Node) -> list[tuple[str, float]]:
         """The children of `node` with probabilities normalised to sum to one."""
@@ -200,13 +199,12 @@ class ScriptedEngine(PerThreadMeter):
         return "".join(names.get(t, "?") for t in token_ids)
 
 
-class ScriptedScorer(PerThreadMeter):
+class ScriptedScorer(Bindable):
     """Scores a node by a function of its path of step texts; charges one call per node."""
 
 
     def __init__(self, value: Callable[[tuple[str, ...]], float]) -> None:
         self.value = value
-        self.meter = Meter()
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         del problem

@@ -30,9 +30,9 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap, subseed
 from search.engines.prompts import PromptFormat
+from search.session import Bindable
 from search.types import Node, Problem, Step
 
 PLAIN = PromptFormat()
@@ -42,7 +42,7 @@ class VLLMUnavailable(RuntimeError):
     """vLLM is not installed, or there is no GPU for it."""
 
 
-class VLLMEngine:
+class VLLMEngine(Bindable):
     """The Engine protocol over a `vllm.LLM` (or any object with its generate/get_tokenizer).
 
     sampling: the SamplingParams class (default vllm.SamplingParams, imported when first used).
@@ -58,7 +58,6 @@ class VLLMEngine:
         config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
         self.max_length = int(max_length or getattr(config, "max_model_len", 0) or 1 << 30)
         self.name = name or str(getattr(config, "model", "") or "vllm")
-        self.meter = Meter()
 
     @classmethod
     def load(cls, model: str, *, prompt: PromptFormat = PLAIN, n_params: int | None = None,
@@ -111,7 +110,7 @@ class VLLMEngine:
         if len(ids) >= self.max_length:
             raise ValueError(f"prompt of {len(ids)} tokens does not fit the context "
                              f"({self.max_length})")
-        return Node(problem=problem, prompt_ids=ids)
+        return self.session.kv.add(Node(problem=problem, prompt_ids=ids))
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

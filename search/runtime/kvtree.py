@@ -10,8 +10,9 @@ A forward over several rows copies their paths' segments into one batch cache
 
 Model work is written as jobs (search.runtime.sched: generators yielding one Pass per
 forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
-job (`ensure_job`, `feed_job`) to the end. Each thread's searches are a scope: `retain`
-frees segments of the trees the calling scope has cached only.
+job (`ensure_job`, `feed_job`) to the end. The model work is done for a search's
+search.session.Session, passed in: its meter is charged, the trees it caches join its KV
+scope, and `retain` under that scope frees segments of those trees only.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from typing import Any
 
 import torch
 
-from search.budget import BudgetReached, Meter, ThreadState, thread_state
+from search.budget import BudgetReached
 from search.runtime import kv as kvmod
 from search.runtime.kv import Segment
 from search.runtime.sched import SCHED, Pass
+from search.session import KVScope, Session
 from search.types import Node
 
 OwnTokens = Callable[[Node], Sequence[int]]
@@ -57,28 +59,23 @@ class KVTree:
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
-        # per tree (by root), the nodes holding a segment; per scope (a thread's searches),
-        # the trees it cached: what its `retain` may free
+        # per tree (by root), the nodes holding a segment (a search's KVScope lists its roots)
         self._members: weakref.WeakKeyDictionary[Node, weakref.WeakSet[Node]] = \
-            weakref.WeakKeyDictionary()
-        self._trees: weakref.WeakKeyDictionary[ThreadState, weakref.WeakSet[Node]] = \
             weakref.WeakKeyDictionary()
 
     # -- the store ---------------------------------------------------------------------
     def get(self, node: Node) -> Segment | None:
         return self._segs.get(node)
 
-    def put(self, node: Node, seg: Segment) -> None:
+    def put(self, node: Node, seg: Segment, scope: KVScope) -> None:
+        """Store the node's segment; its tree joins `scope` (the search that cached it)."""
         self._segs[node] = seg
         root = node.root
         members = self._members.get(root)
         if members is None:
             members = self._members[root] = weakref.WeakSet()
         members.add(node)
-        trees = self._trees.get(scope := thread_state())
-        if trees is None:
-            trees = self._trees[scope] = weakref.WeakSet()
-        trees.add(root)
+        scope.roots.add(root)
 
     def is_complete(self, node: Node) -> bool:
         seg = self._segs.get(node)
@@ -112,19 +109,19 @@ class KVTree:
         lay = self.layout
         return lay.layers * 2 * lay.kv_heads * lay.head_dim * torch.finfo(lay.dtype).bits // 8
 
-    def retain(self, live: Sequence[Node]) -> None:
-        """Drop every segment off the paths to `live` nodes, in the trees the calling
-        scope (thread) has cached; other threads' searches keep theirs."""
+    def retain(self, live: Sequence[Node], scope: KVScope) -> None:
+        """Drop every segment off the paths to `live` nodes, in the trees `scope` (one
+        search) has cached; other searches keep theirs."""
         keep = {a.id for node in live for a in node.path()}
-        trees = self._trees.get(thread_state())
-        for root in list(trees or ()):
+        for root in list(scope.roots):
             members = self._members.get(root)
-            for node in list(members or ()):
+            if members is None:  # another model's tree, or already freed here
+                continue
+            for node in list(members):
                 if node.id not in keep:
                     self._segs.pop(node, None)
-                    members.discard(node)  # type: ignore[union-attr]
+                    members.discard(node)
             if not members:
-                trees.discard(root)  # type: ignore[union-attr]
                 self._members.pop(root, None)
 
     @property
@@ -133,16 +130,16 @@ class KVTree:
 
     # -- the model ---------------------------------------------------------------------
     def feed(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
-             tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool, prefill: int
-             ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
+             tokens: Sequence[Sequence[int]], session: Session, *, all_logits: bool,
+             prefill: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
         """Run rows of equal width w through the model after their cached paths (each a
-        list of segment kvs, see path_parts).
+        list of segment kvs, see path_parts), for `session`'s search (its meter is charged).
 
         Returns per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and
         with keep_hidden the final hidden state at each row's last position [B, hidden].
         """
-        return SCHED.run(self.feed_job(paths, starts, tokens, meter, all_logits=all_logits,
-                                       prefill=prefill))
+        return SCHED.run(self.feed_job(paths, starts, tokens, session, all_logits=all_logits,
+                                       prefill=prefill), stop=session.stop)
 
     def pass_for(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, mask: torch.Tensor,
                  keep: int, hidden: bool) -> Pass:
@@ -155,11 +152,12 @@ class KVTree:
 
     @torch.inference_mode()
     def feed_job(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
-                 tokens: Sequence[Sequence[int]], meter: Meter, *, all_logits: bool,
+                 tokens: Sequence[Sequence[int]], session: Session, *, all_logits: bool,
                  prefill: int) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
                                                           torch.Tensor | None]]:
         """`feed` as a job."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
+        meter = session.meter
         if meter.refuses(2.0 * self.n_params * len(tokens) * w):
             raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
         cache = self.batch(paths, w)
@@ -178,16 +176,17 @@ class KVTree:
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last
 
-    def ensure(self, nodes: Sequence[Node], meter: Meter) -> None:
-        """Make every node complete, computing only what is missing.
+    def ensure(self, nodes: Sequence[Node], session: Session) -> None:
+        """Make every node complete, computing only what is missing, for `session`'s search
+        (charged to its meter; the trees join its KV scope).
 
         A partial segment lacks only the step's last sampled token, fed here for the first
         time; a node with no segment (a prompt, a freed node, text this model did not
         generate) is fed whole and counted as prefill.
         """
-        SCHED.run(self.ensure_job(nodes, meter))
+        SCHED.run(self.ensure_job(nodes, session), stop=session.stop)
 
-    def ensure_job(self, nodes: Sequence[Node], meter: Meter) -> Generator[Pass, Any, None]:
+    def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
         """`ensure` as a job."""
         while True:
             todo: dict[int, Node] = {}
@@ -203,16 +202,16 @@ class KVTree:
                 seg = self._segs.get(a)
                 groups[len(self.own(a)) - (seg.n if seg else 0)].append(a)
             for width, group in groups.items():
-                yield from self._complete(group, width, meter)
+                yield from self._complete(group, width, session)
 
-    def _complete(self, group: list[Node], width: int, meter: Meter
+    def _complete(self, group: list[Node], width: int, session: Session
                   ) -> Generator[Pass, Any, None]:
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
             for a in group:
                 assert a.parent is not None, "a root always has its prompt"
                 seg = self._segs[a.parent]  # complete: `a` is the first incomplete on its path
                 self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0, logits=seg.logits,
-                                    hidden=seg.hidden))
+                                    hidden=seg.hidden), session.kv)
             return
         pasts, starts, tokens, prefill = [], [], [], 0
         for a in group:
@@ -222,10 +221,10 @@ class KVTree:
             starts.append(self.start(a) + done)
             tokens.append(list(self.own(a))[done:])
             prefill += 0 if seg is not None else width
-        new, out, hidden = yield from self.feed_job(pasts, starts, tokens, meter,
+        new, out, hidden = yield from self.feed_job(pasts, starts, tokens, session,
                                                     all_logits=False, prefill=prefill)
         for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
             seg = self._segs.get(a)
             kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
             self.put(a, Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
-                                hidden=None if hidden is None else hidden[i]))
+                                hidden=None if hidden is None else hidden[i]), session.kv)

@@ -17,8 +17,10 @@ Results do not depend on the batch: a Pass keeps its own cache, mask, padding an
 (lean.LeanLlama.forward_many runs attention per Pass, on the same tensors it would see alone),
 and every op the Passes share computes each row the same way whatever rows are beside it
 (packed linears, norms, element-wise ops; tests/test_concurrency.py checks it bit for bit).
-A job runs under its caller's thread state (search.budget.as_thread), so it charges its
-caller's Meter and frees its caller's trees only.
+A job carries its search's state itself (the engine passes its search.session.Session
+into the job it builds), so it charges that search's Meter and frees that search's trees
+only, whichever thread runs it; `run` takes the search's stop event (Session.stop), which
+ends the job early once set.
 
 Memory: jobs declare the bytes of batch cache they will hold (`cost`); the owner admits new
 jobs, first come first served, while the jobs in flight hold at most `max_kv_bytes` (a job
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import weakref
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,7 +40,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from search.budget import ThreadState, as_thread, thread_state
 from search.runtime.omp import release_pool
 from search.runtime.sampling import Draw, sample_many
 
@@ -205,28 +205,31 @@ def call(fn: Any, *args: Any) -> Job[Any]:
 class _Task:
     job: Job[Any]
     cost: int
-    state: ThreadState
+    stop: threading.Event | None  # the search's (Session.stop): set, the job ends
     done: threading.Event = field(default_factory=threading.Event)
     pending: Pass | None = None
     value: Any = None
     error: BaseException | None = None
 
+    @property
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
     def advance(self, sent: Any, first: bool = False) -> None:
-        """Run the job to its next Pass (or its end) under its caller's thread state."""
-        with as_thread(self.state):
-            try:
-                if isinstance(sent, BaseException):
-                    p = self.job.throw(sent)
-                else:
-                    p = next(self.job) if first else self.job.send(sent)
-            except StopIteration as stop:
-                self.pending, self.value = None, stop.value
-                self.done.set()
-                return
-            except BaseException as err:  # noqa: BLE001  # the caller re-raises it
-                self.pending, self.error = None, err
-                self.done.set()
-                return
+        """Run the job to its next Pass (or its end)."""
+        try:
+            if isinstance(sent, BaseException):
+                p = self.job.throw(sent)
+            else:
+                p = next(self.job) if first else self.job.send(sent)
+        except StopIteration as stop:
+            self.pending, self.value = None, stop.value
+            self.done.set()
+            return
+        except BaseException as err:  # noqa: BLE001  # the caller re-raises it
+            self.pending, self.error = None, err
+            self.done.set()
+            return
         if not isinstance(p, Pass):
             self.job.close()
             self.pending, self.error = None, TypeError(f"a job yielded {p!r}, not a Pass")
@@ -261,8 +264,6 @@ class Scheduler:
         self._serving = 0
         self._guard = threading.Lock()  # _serving and _thread
         self._thread: threading.Thread | None = None
-        # callers whose runs were interrupted: their jobs end with Interrupted
-        self._stopped: weakref.WeakSet[ThreadState] = weakref.WeakSet()
 
     @contextmanager
     def serving(self, max_kv_bytes: int | None = None) -> Iterator[Scheduler]:
@@ -288,31 +289,33 @@ class Scheduler:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
                     self._inbox.put(None)  # the owner, once idle, releases its OpenMP pool
 
-    def interrupt(self, states: Iterable[ThreadState]) -> None:
-        """End the model work of the searches running under these thread states (the worker
-        threads of an interrupted search.api.concurrently): each job in flight raises
-        Interrupted at its next forward, and their later calls raise it at once."""
-        self._stopped.update(states)
+    def interrupt(self, stops: Iterable[threading.Event]) -> None:
+        """End the model work of the searches with these stop events (Session.stop: an
+        interrupted search.api.concurrently's): each job in flight raises Interrupted at its
+        next forward, and their later calls raise it at once."""
+        for stop in stops:
+            stop.set()
         self._inbox.put(_WAKE)  # the owner sees it at once, even if idle
 
-    def run(self, job: Job[T], *, cost: int = 0) -> T:
-        """The job's return value (or its exception), computed inline or by the owner."""
-        if self._stopped and thread_state() in self._stopped:
+    def run(self, job: Job[T], *, cost: int = 0, stop: threading.Event | None = None) -> T:
+        """The job's return value (or its exception), computed inline or by the owner.
+        stop: the calling search's (Session.stop); once set, the job raises Interrupted."""
+        if stop is not None and stop.is_set():
             job.close()
             raise Interrupted("the run was interrupted")
         if not self._serving or threading.current_thread() is self._thread:
             with self.lock:
                 return drive(job)
-        task = _Task(job, cost, thread_state())
+        task = _Task(job, cost, stop)
         self._inbox.put(task)
         task.done.wait()
         if task.error is not None:
             raise task.error
         return task.value
 
-    def call(self, fn: Any, *args: Any) -> Any:
-        """fn(*args), as a job (in the owner thread while serving)."""
-        return self.run(call(fn, *args))
+    def call(self, fn: Any, *args: Any, stop: threading.Event | None = None) -> Any:
+        """fn(*args), as a job (in the owner thread while serving); stop as for `run`."""
+        return self.run(call(fn, *args), stop=stop)
 
     # -- the owner thread ----------------------------------------------------------------
     def _loop(self) -> None:
@@ -343,8 +346,7 @@ class Scheduler:
                     release_pool()  # the threads that run torch now get the cores' spin
                     continue
                 block = False
-            if self._stopped:
-                self._end_interrupted(active, waiting)
+            self._end_interrupted(active, waiting)
             admitted = []
             while waiting and (not active or held + waiting[0].cost <= self.max_kv_bytes):
                 task = waiting.popleft()
@@ -373,16 +375,17 @@ class Scheduler:
                 held -= task.cost
 
     def _end_interrupted(self, active: list[_Task], waiting: deque[_Task]) -> None:
-        """The jobs of interrupted callers end with Interrupted: a waiting one before it
+        """The jobs of interrupted searches end with Interrupted: a waiting one before it
         starts, an active one thrown it where it waits for its forward."""
-        for task in [t for t in waiting if t.state in self._stopped]:
+        for task in [t for t in waiting if t.stopped]:
             waiting.remove(task)
             task.job.close()
             task.pending, task.error = None, Interrupted("the run was interrupted")
             task.done.set()
-        with self.lock, torch.inference_mode():
-            for task in active:
-                if task.state in self._stopped and not task.done.is_set():
+        ending = [t for t in active if t.stopped and not t.done.is_set()]
+        if ending:
+            with self.lock, torch.inference_mode():
+                for task in ending:
                     task.advance(Interrupted("the run was interrupted"))
 
 

@@ -19,6 +19,7 @@ from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
 from search.runtime.sampling import Draw, draw
 from search.runtime.sched import Job
+from search.session import Session
 from search.types import Node, Step
 
 
@@ -33,7 +34,7 @@ class DecodeState:
     builds it per call: HFEngine.decode_state)."""
 
     kv: KVTree  # the engine's KV tree: segments in, children's segments out, the forwards
-    meter: Meter  # the calling thread's meter
+    session: Session  # the calling search's: its meter is charged, its KV scope holds the children
     n_params: int  # FLOPs of a fed token: 2 x this
     eos_ids: frozenset[int]
     max_length: int  # the context length: a step ends where its path reaches it
@@ -45,6 +46,10 @@ class DecodeState:
     @property
     def device(self) -> torch.device:
         return self.kv.device
+
+    @property
+    def meter(self) -> Meter:
+        return self.session.meter
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ class Decoder:
         [L, 2, H, len(toks) - 1, D]: the last is fed when the child is expanded)."""
         step = Step(self.s.decode(toks), tuple(toks), tuple(lps), reason)
         child = Node(parent=parent, step=step)
-        self.s.kv.put(child, Segment(kv=kv, n=len(toks) - 1))
+        self.s.kv.put(child, Segment(kv=kv, n=len(toks) - 1), self.s.session.kv)
         return child
 
 
@@ -121,7 +126,8 @@ class Decoder:
         else:
             assert seg is not None  # the row's parent was made complete before decoding
             child = budget_child(parent)
-            self.s.kv.put(child, Segment(kv=kv, n=0, logits=seg.logits, hidden=seg.hidden))
+            self.s.kv.put(child, Segment(kv=kv, n=0, logits=seg.logits, hidden=seg.hidden),
+                          self.s.session.kv)
             hid = seg.hidden
         if hid is not None:
             self.s.features[child] = hid.clone()

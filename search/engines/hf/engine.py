@@ -16,8 +16,9 @@ How a call runs (B rows = nodes x n samples):
      from the same distribution (search.engines.hf.spec).
 Each call is a job (search.runtime.sched) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
-with results bit for bit what the call computes alone. The engine is thread-safe: `meter` is
-per thread (search.budget.PerThreadMeter) and `retain` frees the calling thread's trees only.
+with results bit for bit what the call computes alone. Searches share the engine through
+their views (search.session.Bindable: `engine.bind(session)`): a view's calls charge its
+session's meter, and its `retain` frees that session's trees only.
 Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 import torch
 
-from search.budget import BudgetReached, Meter, PerThreadMeter
+from search.budget import BudgetReached
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand
 from search.engines.hf.config import HFConfig
 from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, unique
@@ -46,10 +47,11 @@ from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
 from search.runtime.sched import SCHED, Job
+from search.session import Bindable
 from search.types import Node, Problem, Step
 
 
-class HFEngine(PerThreadMeter):
+class HFEngine(Bindable):
     """A transformers causal LM behind the Engine protocol.
 
     `HFEngine(model, tokenizer, config)` or `HFEngine(model, tokenizer, **options)`, options
@@ -67,7 +69,6 @@ class HFEngine(PerThreadMeter):
         attention.use_sdpa_gqa(self.model)  # several query tokens without repeat_kv copies
         self.tokenizer = tokenizer
         self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
-        self.meter = Meter()
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
                          inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix)
         # child -> the hidden state its step's last token was predicted from (keep_hidden)
@@ -146,10 +147,10 @@ class HFEngine(PerThreadMeter):
         return ids
 
     def root(self, problem: Problem) -> Node:
-        return SCHED.call(self._root, problem)  # the tokenizer is used by one thread at a time
+        return SCHED.call(self._root, problem, stop=self.session.stop)  # one tokenizer user at a time
 
     def _root(self, problem: Problem) -> Node:
-        return Node(problem=problem, prompt_ids=self.prompt_ids(problem))
+        return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special,
@@ -164,14 +165,15 @@ class HFEngine(PerThreadMeter):
             return []
         rows = [node for node in nodes for _ in range(n)]
         return SCHED.run(self._expand(nodes, rows, n, tuple(stop or ()), max_tokens,
-                                      temperature, top_p, seed), cost=self._cost(rows, max_tokens))
+                                      temperature, top_p, seed), cost=self._cost(rows, max_tokens),
+                         stop=self.session.stop)
 
     def _expand(self, nodes: list[Node], rows: list[Node], n: int, stop: tuple[str, ...],
                 max_tokens: int, temperature: float, top_p: float, seed: int
                 ) -> Job[list[list[Node]]]:
         state = self.decode_state()
         try:
-            yield from self.kv.ensure_job(unique(nodes), state.meter)
+            yield from self.kv.ensure_job(unique(nodes), state.session)
         except BudgetReached:  # no forward fits the budget: every row ends before its first token
             return [[budget_child(node) for _ in range(n)] for node in nodes]
         args = (rows, stop, max_tokens, temperature, top_p, seed)
@@ -182,9 +184,9 @@ class HFEngine(PerThreadMeter):
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
 
     def decode_state(self) -> DecodeState:
-        """What one call's decoding loop reads of the engine (the calling thread's meter)."""
+        """What one call's decoding loop reads of the engine (this view's session)."""
         return DecodeState(
-            kv=self.kv, meter=self.meter, n_params=self.n_params, eos_ids=self.eos_ids,
+            kv=self.kv, session=self.session, n_params=self.n_params, eos_ids=self.eos_ids,
             max_length=self.max_length, decode=self.decode, features=self.step_features,
             stop_text=stop_decoder(self.tokenizer, lambda ids: self.decode(ids, skip_special=False)))
 
@@ -211,7 +213,8 @@ class HFEngine(PerThreadMeter):
             raise ValueError("extend needs one continuation per node")
         nodes = list(nodes)
         return SCHED.run(self._extend(nodes, list(continuations), generated),
-                         cost=self._cost(nodes, max((len(c) for c in continuations), default=1)))
+                         cost=self._cost(nodes, max((len(c) for c in continuations), default=1)),
+                         stop=self.session.stop)
 
     def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
                 generated: bool) -> Job[list[Node]]:
@@ -224,7 +227,7 @@ class HFEngine(PerThreadMeter):
         if generated:  # generated tokens count against Budget.tokens: the first ones fit
             ids_list = fit(ids_list, self.meter.token_room(sum(full)))
         try:
-            yield from self.kv.ensure_job(unique(nodes), self.meter)
+            yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
             ids_list = [[] for _ in ids_list]
         by_width: dict[int, list[int]] = defaultdict(list)
@@ -239,7 +242,7 @@ class HFEngine(PerThreadMeter):
             try:
                 new, logits, _ = yield from self.kv.feed_job(
                     [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
-                    [ids_list[i] for i in idx], self.meter, all_logits=True,
+                    [ids_list[i] for i in idx], self.session, all_logits=True,
                     prefill=0 if generated else count)
             except BudgetReached:
                 for i in idx:
@@ -258,18 +261,18 @@ class HFEngine(PerThreadMeter):
                     "eos" if ids[-1] in self.eos_ids else "forced"
                 child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
                                                  tuple(lps.squeeze(-1).tolist()), reason))
-                self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]))
+                self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
                 out[i] = child
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        return SCHED.run(self._topk_next(list(nodes), k))
+        return SCHED.run(self._topk_next(list(nodes), k), stop=self.session.stop)
 
     def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
         them."""
         try:
-            yield from self.kv.ensure_job(unique(nodes), self.meter)
+            yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
             return [[] for _ in nodes]
         out = []
@@ -282,12 +285,13 @@ class HFEngine(PerThreadMeter):
 
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
         """Log-probabilities of the given next tokens after each node."""
-        return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)))
+        return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)),
+                         stop=self.session.stop)
 
     def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
         """Each token's logprob; -inf where the budget leaves no forward to compute them."""
         try:
-            yield from self.kv.ensure_job(unique(nodes), self.meter)
+            yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
             return [[-math.inf] * len(token_ids) for _ in nodes]
         idx = torch.tensor(token_ids, device=self.device)
@@ -299,7 +303,7 @@ class HFEngine(PerThreadMeter):
         return out
 
     def retain(self, live: Sequence[Node]) -> None:
-        SCHED.call(self.kv.retain, list(live))
+        SCHED.call(self.kv.retain, list(live), self.session.kv, stop=self.session.stop)
 
     @property
     def cached_tokens(self) -> int:

@@ -57,11 +57,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.budget import Meter, PerThreadMeter
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand, server_cap, subseed
 from search.engines.openai import server_usage as usage_of
 from search.engines.openai.http_pool import HTTPPool, RetryPolicy, ServerError
 from search.engines.prompts import PromptFormat
+from search.session import Bindable
 from search.types import Node, Problem, Step
 
 __all__ = ["OpenAIEngine", "parse_spec"]
@@ -81,7 +81,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return url.rstrip("/"), model or None
 
 
-class OpenAIEngine(PerThreadMeter):
+class OpenAIEngine(Bindable):
     """The Engine protocol over an OpenAI-compatible completions server (see module doc).
 
     extra_body: fields added to every request, e.g. {"top_k": 0, "min_p": 0.0} to turn off a
@@ -108,7 +108,6 @@ class OpenAIEngine(PerThreadMeter):
         self.extra_body = dict(extra_body or {})
         self.native_n: bool | None = {"auto": None, "native": True, "separate": False}[n_mode]
         self.name = name or f"openai:{self.base_url}#{model or ''}"
-        self.meter = Meter()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self.pool = HTTPPool(concurrency=concurrency, policy=retry, headers=headers)
         self.server_stats: Counter[str] = Counter()
@@ -132,7 +131,7 @@ class OpenAIEngine(PerThreadMeter):
     def root(self, problem: Problem) -> Node:
         node = Node(problem=problem, prompt_ids=())
         self._prompts[node] = self.prompt.text(problem, self.tokenizer)
-        return node
+        return self.session.kv.add(node)
 
     def _text(self, node: Node) -> str:
         """What the model has seen at `node`: the rendered prompt and every step's text."""

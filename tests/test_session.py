@@ -1,0 +1,167 @@
+"""Sessions (search.session): each search's meter, budget and KV scope travel with it to the
+engine and scorer it uses, whichever thread runs it (issue 34).
+
+The reference for every figure is a plain sequential run: each search solved alone, one after
+the other, on its own fresh engine and scorer."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import pytest
+
+import search
+from rewards.self_eval import SelfEvalScorer
+from search.budget import Meter, submeter
+from search.engines.fake import ScriptedEngine, ScriptedScorer
+from search.engines.hf import HFEngine
+from search.runtime.sched import SCHED, Interrupted
+from search.session import Bindable, KVScope, Session, bind, charging
+from search.types import Budget, Problem, Usage
+
+PROBLEMS = [Problem(prompt=p) for p in ("1+2=", "9-8+7=")]
+KNOBS: dict[str, Any] = dict(n=3, m=1, step_tokens=5, max_depth=2)
+COUNTS = ("generated_tokens", "prefill_tokens", "forward_passes", "scorer_calls",
+          "scorer_tokens", "flops")
+
+
+def counts(usage: Usage) -> tuple[Any, ...]:
+    return tuple(getattr(usage, k) for k in COUNTS)
+
+
+def engine_of(tiny_model: Any) -> HFEngine:
+    model, tok = tiny_model
+    return HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+
+
+def alone(tiny_model: Any) -> list[Usage]:
+    """Each search alone, one after the other, each on a fresh engine and scorer."""
+    out = []
+    for i, p in enumerate(PROBLEMS):
+        eng = engine_of(tiny_model)
+        out.append(search.solve(p, "beam", engine=eng, scorer=SelfEvalScorer(eng), seed=i,
+                                progress=False, **KNOBS).usage)
+    return out
+
+
+@pytest.mark.parametrize("serving", [False, True], ids=["inline", "batched"])
+def test_two_concurrent_sessions_on_one_engine_and_scorer_charge_disjoint_meters(
+        tiny_model, serving):
+    """Two searches in two threads share one HF engine and one model scorer (self_eval runs
+    the engine's forwards): each Result's usage is what that search costs alone, and together
+    they are what the sequential run costs; the shared objects' own meters are untouched."""
+    reference = alone(tiny_model)
+    eng = engine_of(tiny_model)
+    scorer = SelfEvalScorer(eng)
+    results: dict[int, Any] = {}
+    gate = threading.Barrier(2)
+
+    def run(i: int) -> None:
+        gate.wait()  # both searches in flight at once
+        results[i] = search.solve(PROBLEMS[i], "beam", engine=eng, scorer=scorer, seed=i,
+                                  progress=False, **KNOBS)
+
+    with SCHED.serving() if serving else _nothing():
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    got = [results[i].usage for i in range(2)]
+    assert [counts(u) for u in got] == [counts(u) for u in reference]
+    assert all(u.generated_tokens > 0 and u.scorer_tokens == 0 for u in got)
+    total = [sum(x) for x in zip(*(counts(u) for u in got))]
+    assert total == [sum(x) for x in zip(*(counts(u) for u in reference))]
+    assert counts(eng.meter.usage()) == counts(Meter().usage())  # the shared ones: untouched
+    assert counts(scorer.meter.usage()) == counts(Meter().usage())
+    assert eng.cached_tokens == 0  # each session freed its own trees
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def test_solve_many_with_a_shared_scorer_matches_the_sequential_run(tiny_model):
+    reference = alone(tiny_model)
+    eng = engine_of(tiny_model)
+    scorer = SelfEvalScorer(eng)
+    many = [r for i, p in enumerate(PROBLEMS)
+            for r in search.solve_many([p], "beam", engine=eng, scorer=scorer, seeds=(i,),
+                                       concurrency=2, **KNOBS)]
+    assert [counts(r.usage) for r in many] == [counts(u) for u in reference]
+
+
+def test_a_sessions_kv_entries_are_its_own(tiny_model):
+    """KV entries join the KV scope of the session that cached them; retain under one scope
+    frees that scope's trees only, and leaves another model's or another session's alone."""
+    eng = engine_of(tiny_model)
+    a, b = Session(), Session()
+    ea, eb = eng.bind(a), eng.bind(b)
+    ra, rb = ea.root(PROBLEMS[0]), eb.root(PROBLEMS[1])
+    kids_a = ea.expand([ra], 2, stop=None, max_tokens=3)[0]
+    kids_b = eb.expand([rb], 2, stop=None, max_tokens=3)[0]
+    assert set(a.kv.roots) == {ra} and set(b.kv.roots) == {rb}
+    assert a.meter.generated_tokens == b.meter.generated_tokens == 6
+    eng.kv.retain([], KVScope())  # a scope that cached nothing frees nothing
+    assert all(eng.kv.get(n) is not None for n in [ra, rb, *kids_a, *kids_b])
+    ea.retain([kids_a[0]])
+    assert eng.kv.get(ra) is not None and eng.kv.get(kids_a[0]) is not None
+    assert eng.kv.get(kids_a[1]) is None
+    assert all(eng.kv.get(n) is not None for n in [rb, *kids_b])
+    eb.retain([])
+    assert all(eng.kv.get(n) is None for n in [rb, *kids_b])
+    assert eng.kv.get(kids_a[0]) is not None
+
+
+def test_a_view_shares_the_parts_state_and_keeps_its_session():
+    eng = ScriptedEngine(lambda path: [("a", 1.0)] if len(path) < 3 else [],
+                         tokens_per_step=2)
+    s = Session(Meter(Budget(tokens=10)))
+    view = eng.bind(s)
+    assert isinstance(view, ScriptedEngine) and view.session is s and view.meter is s.meter
+    root = view.root(Problem(prompt="q"))
+    view.expand([root], 2)
+    assert eng.expand_calls == view.expand_calls == 1  # counters are the engine's own
+    assert s.meter.generated_tokens == 4 and eng.meter.generated_tokens == 0
+    assert s.budget == Budget(tokens=10)
+    plain = object()
+    assert bind(plain, s) is plain and charging(plain, Meter()) is plain
+
+
+def test_the_reserve_charges_a_submeter_through_views_of_the_same_search():
+    """charging(view, meter) is the same search (KV scope, stop event) on another meter;
+    what it spent lands on the search's meter when the sub-meter closes."""
+    part = ScriptedScorer(lambda path: 0.5)
+    s = Session(Meter(Budget(tokens=100)))
+    view = part.bind(s)
+    with submeter(s.meter, Budget(tokens=5)) as sub:
+        inner = charging(view, sub)
+        assert inner.session.kv is s.kv and inner.session.stop is s.stop
+        inner.score(Problem(prompt="q"), [])
+        inner.meter.charge_scorer(calls=2)
+        assert s.meter.scorer_calls == 0
+    assert s.meter.scorer_calls == 2 and part.meter.scorer_calls == 0
+
+
+def test_a_stop_event_ends_a_solve():
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Interrupted):  # at the engine's first call
+        search.solve("1+1=", "greedy", engine="tiny-arith", stop=stop, progress=False)
+
+
+def test_bindable_parts_keep_one_slot_of_their_own():
+    class Part(Bindable):
+        pass
+
+    assert Bindable.__slots__ == ("_session",)
+    part = Part()
+    view = part.bind(Session())
+    view.x = 1
+    assert part.x == 1 and vars(view) is vars(part)
