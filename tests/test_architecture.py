@@ -24,13 +24,14 @@ from import_graph import (
     reexports,
     unfinished_algorithms,
 )
+from thread_state import thread_keyed_state
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "search"
 PLUGINS = ("rewards", "verifiers", "problems", "reports")
 PACKAGES = (CORE, *PLUGINS)
 PACKAGES_BOTTOM_UP = ("search", "verifiers", "problems", "rewards", "reports")
-CORE_LAYERS = (("search.types", "search.scores", "search.budget"),  # the vocabulary
+CORE_LAYERS = (("search.types", "search.scores", "search.budget", "search.session"),  # vocabulary
                ("search.runtime",),                                   # torch machinery
                ("search.engines",),
                ("search.scoring", "search.aggregate", "search.logprob"),
@@ -97,6 +98,14 @@ def test_every_algorithm_ends_through_the_one_finish_path():
     bad = unfinished_algorithms(ROOT / CORE / "algos")
     assert not bad, "end these through search/algos/_run.py (finish, Run.finish or " \
         "finish_delegated):\n" + "\n".join(bad)
+
+
+def test_no_state_is_keyed_by_the_calling_thread():
+    """A search's state travels with it (search.session.Session), never found by thread:
+    no threading.local, no ContextVar, no thread identity used as a key (issue 34)."""
+    bad = thread_keyed_state(ROOT, PACKAGES)
+    assert not bad, "pass the state explicitly (a Session, an argument) instead:\n" + \
+        "\n".join(bad)
 
 
 def test_every_package_is_scanned():
@@ -197,6 +206,35 @@ def test_detector_names_an_import_against_the_layers(tmp_path):
     (root / "core/types.py").write_text("from core.rt.kv import f\n")
     assert against_layers(root, ("core",), layers) == ["core/rt/kv.py:4 imports core.eng.hf",
                                                       "core/types.py:1 imports core.rt.kv"]
+
+
+def test_detector_names_every_kind_of_thread_keyed_state(tmp_path):
+    root = _tree(tmp_path, {
+        "search/__init__.py": "",
+        "search/plain.py": "import threading\nlock = threading.Lock()\n"
+                           "def mine(owner):\n"
+                           "    return threading.current_thread() is owner\n",
+        "search/local.py": "import threading\n_local = threading.local()\n",
+        "search/alias.py": "from threading import local as L\nstate = L()\n",
+        "search/sub.py": "import threading as t\nclass State(t.local):\n    x = 0\n",
+        "search/ident.py": "import threading\nMETERS = {}\n"
+                           "def meter():\n    return METERS[threading.get_ident()]\n",
+        "search/weak.py": "import threading, weakref\nW = weakref.WeakKeyDictionary()\n"
+                          "def put(v):\n    W[threading.current_thread()] = v\n",
+        "search/method.py": "from _thread import get_ident\nD = {}\n"
+                            "def put(v):\n    D.setdefault(get_ident(), v)\n",
+        "search/ref.py": "import threading\nkey = threading.get_native_id\n",
+        "search/ctx.py": "from contextvars import ContextVar\nMETER = ContextVar('m')\n",
+    })
+    bad = thread_keyed_state(root, ("search",))
+    files = sorted({b.split(":")[0] for b in bad})
+    assert files == sorted(f"search/{m}.py" for m in (
+        "local", "alias", "sub", "ident", "weak", "method", "ref", "ctx")), bad
+    assert "search/local.py:2: threading.local() keeps state per thread" in bad
+    assert any(b.startswith("search/sub.py:2:") and "base of class State" in b for b in bad)
+    assert any(b.startswith("search/ident.py:4: threading.get_ident()") for b in bad)
+    assert any(b.startswith("search/weak.py:4: threading.current_thread()") for b in bad)
+    assert len(bad) == 8
 
 
 def test_detector_names_a_plugin_import_of_a_private_core_module(tmp_path):
