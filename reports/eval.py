@@ -48,7 +48,7 @@ killed run, restarted, ends with exactly one row per run. Error rows count as do
 (e.g. `jq -c 'select(.status != "error")'`) to retry. A lock keeps two runners off one file.
 --ray [ADDRESS] runs the cells on Ray workers, one engine each, rows streamed back into the
 same file (reports/ray_eval.py; `pip install 'tts-search[ray]'`).
---concurrency N keeps up to N runs in flight on the one engine (search.api.concurrently: a
+--concurrency N keeps up to N runs in flight on the one engine (search.many.concurrently: a
 thread each, their model calls batched into shared forwards), rows written as each finishes
 (the file's order is then the order they finished; every row is what it is at --concurrency
 1, timings aside). With --ray, each worker keeps N in flight.
@@ -77,7 +77,6 @@ from reports.runner import (  # SCHEMA and read_rows: part of this module's API
     locked,
     read_rows,
     run_here,
-    scorer_factory,
 )
 from search.cli import add_threads_argument
 from search.types import Problem
@@ -154,7 +153,8 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
     algorithm runs once per grid point; its other seeds' rows are copies marked
     "reused_from_seed" (written after the row they copy, so a killed run resumes cleanly).
     """
-    from search.api import check_concurrent, check_engine, check_scorer, get_engine
+    from search.api import check_engine, check_scorer
+    from search.many import Driver, check_concurrent
 
     check_concurrent(concurrency)
     cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
@@ -182,11 +182,10 @@ def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequ
                            engine_kwargs=dict(engine_kwargs or {}), scorer=scorer, names=names,
                            fd=fd, quiet=quiet, total=total, concurrency=concurrency)
         elif runs:
-            eng = get_engine(engine, **dict(engine_kwargs or {}))
-            make_scorer = scorer_factory(scorer, eng)
-            check_concurrent(concurrency, eng, getattr(make_scorer, "shared", None))
-            done |= run_here(runs, list(done.values()), eng, make_scorer, names, fd,
-                             quiet=quiet, total=total, concurrency=concurrency)
+            driver = Driver.load(engine, scorer, concurrency=concurrency,
+                                 engine_kwargs=engine_kwargs)
+            done |= run_here(runs, list(done.values()), driver, names, fd, quiet=quiet,
+                             total=total)
         copies = copy_rows([(c, k) for c, k in pending if c.reuse_from is not None], done,
                            names, fd)
         done |= copies

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from reports.grade import Grader
 from reports.grid import Cell
 from reports.progress import GridProgress
-from reports.runner import append_row, make_row, run_cell, scorer_factory
+from reports.runner import append_row, make_row, run_cell
 from search.extras import require
 
 if TYPE_CHECKING:
@@ -46,16 +46,15 @@ if TYPE_CHECKING:
 
 
 class Worker:
-    """One Ray actor's state: an engine, a scorer factory and a grader, made once."""
+    """One Ray actor's state: a driver (its engine and scorer loaded once) and a grader."""
 
     def __init__(self, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
                  scorer: Scorer | str | None, concurrency: int = 1) -> None:
-        from search.api import check_concurrent, get_engine
+        from search.many import Driver
 
-        self.engine = get_engine(engine, **dict(engine_kwargs))
-        self.scorer: Callable[[], Scorer | None] = scorer_factory(scorer, self.engine)
+        self.driver = Driver.load(engine, scorer, concurrency=concurrency,
+                                  engine_kwargs=engine_kwargs)
         self.grader = Grader()
-        check_concurrent(concurrency, self.engine, getattr(self.scorer, "shared", None))
         self._serving = ExitStack()  # the actor's threads share the engine's forwards
         if concurrency > 1:
             from search.runtime.sched import SCHED
@@ -66,7 +65,7 @@ class Worker:
         return os.getpid()
 
     def run(self, cell: Cell, key: str, names: Mapping[str, str]) -> dict[str, Any]:
-        result, error = run_cell(cell, self.engine, self.scorer())
+        result, error = run_cell(cell, self.driver)
         return make_row(cell, key, names, result, error, self.grader)
 
 

@@ -1,6 +1,7 @@
 """The eval runner's parts that reports.eval (local runs) and reports.ray_eval (Ray workers)
 share: the runs file (read, lock, cut a torn line, append fsynced rows), one row per run,
-one run per cell, a scorer per run, and the loop that runs cells here.
+one run per cell (on a search.many.Driver: the engine and scorer loaded once), and the loop
+that runs cells here.
 
 A row is appended (one write, then fsync) as its run ends, so a killed runner loses at most
 the line it was writing, which `locked` cuts off when the file is next opened.
@@ -15,7 +16,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,7 @@ from search import registry
 from search.types import Problem, Result, Usage
 
 if TYPE_CHECKING:
-    from search.engines.base import Engine
-    from search.scoring import Scorer
+    from search.many import Driver
 
 SCHEMA = 1
 
@@ -141,43 +141,17 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
     return row
 
 
-def run_cell(cell: Cell, engine: Engine, scorer: Scorer | None, progress: Any = False, *,
-             stop: threading.Event | None = None) -> tuple[Result | None, str | None]:
-    """search.solve on one cell: (result, None), or (None, "Type: message") if it raised.
-    scorer None: search.solve's default; a scorer goes only to a cell that consults one.
-    progress: search.solve's (a GridProgress.watch() reports the run's tokens as it goes).
-    stop: search.solve's (the driver's: search.api.concurrently)."""
-    import search
-
-    if not registry.uses_scorer(cell.algo, cell.knobs):
-        scorer = None
+def run_cell(cell: Cell, driver: Driver, progress: Any = False, *,
+             cancel: threading.Event | None = None) -> tuple[Result | None, str | None]:
+    """The driver's search.solve on one cell (its engine; its scorer, for a cell that
+    consults one, else search.solve's default): (result, None), or (None, "Type: message")
+    if it raised. progress: search.solve's (a GridProgress.watch() reports the run's tokens
+    as it goes). cancel: search.solve's (the driver's: search.many.concurrently)."""
     try:
-        return search.solve(cell.problem, cell.algo, cell.budget, engine=engine, scorer=scorer,
-                            seed=cell.seed, progress=progress, stop=stop, **cell.knobs), None
+        return driver.solve(cell.problem, cell.algo, cell.budget, seed=cell.seed,
+                            progress=progress, cancel=cancel, **cell.knobs), None
     except Exception as err:  # one failing run is recorded; the grid goes on
         return None, f"{type(err).__name__}: {err}"
-
-
-# -- scorers and the local loop ----------------------------------------------------------------
-def scorer_factory(scorer: Scorer | str | None, engine: Engine
-                    ) -> Callable[[], Scorer | None]:
-    """A function giving each run its scorer: None (search.solve's default) when none is
-    named; a fresh one per run for a registered name (no cache carries over); for a PRM path
-    or a Scorer object, one shared by every run (its `.shared`)."""
-    from search import scoring
-    from search.api import get_scorer
-
-    if scorer is None:  # none named: each run gets search.solve's default
-        return lambda: None
-    if isinstance(scorer, str) and scorer in scoring.known():  # cheap: a fresh one per run
-        return lambda: get_scorer(scorer, engine)
-    loaded = get_scorer(scorer, engine)  # a PRM loads once; a Scorer object is used as given
-
-    def shared() -> Scorer:
-        return loaded
-
-    shared.shared = loaded  # type: ignore[attr-defined]  # what concurrent runs share
-    return shared
 
 
 def copy_rows(cells: Sequence[tuple[Cell, str]], done: Mapping[str, dict[str, Any]],
@@ -198,29 +172,27 @@ def copy_rows(cells: Sequence[tuple[Cell, str]], done: Mapping[str, dict[str, An
 
 
 def run_here(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, Any]],
-                 engine: Engine, scorer: Callable[[], Scorer | None], names: Mapping[str, str],
-                 fd: int, *, quiet: bool, total: int, concurrency: int = 1
-                 ) -> dict[str, dict[str, Any]]:
-    """Run the pending cells (in grid order, up to `concurrency` at once), appending each
-    row as its run ends; returns them by key."""
+             driver: Driver, names: Mapping[str, str], fd: int, *, quiet: bool, total: int
+             ) -> dict[str, dict[str, Any]]:
+    """Run the pending cells (in grid order, up to the driver's concurrency at once),
+    appending each row as its run ends; returns them by key."""
     from reports.progress import GridProgress
-    from search.api import concurrently
 
     grader = Grader()
     new: dict[str, dict[str, Any]] = {}
     with GridProgress(pending=len(pending), total=total, desc=names["dataset"], quiet=quiet,
                       prior_right=sum(bool(r["correct"]) for r in prior),
                       prior_seen=len(prior)) as bar:
-        def one(item: tuple[Cell, str], stop: threading.Event) -> dict[str, Any]:
+        def one(item: tuple[Cell, str], cancel: threading.Event) -> dict[str, Any]:
             bar.started()
             try:
                 cell, key = item
-                result, error = run_cell(cell, engine, scorer(), bar.watch(), stop=stop)
+                result, error = run_cell(cell, driver, bar.watch(), cancel=cancel)
                 return make_row(cell, key, names, result, error, grader)
             finally:
                 bar.stopped()
 
-        for i, row in concurrently(one, pending, concurrency=concurrency):
+        for i, row in driver.map(one, pending):
             cell, key = pending[i]
             if isinstance(row, BaseException):  # run_cell and grading catch a run's errors:
                 # this is a bug in making the row, recorded rather than losing the grid

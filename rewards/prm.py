@@ -204,7 +204,7 @@ class HFPRM(Bindable):
             raise ValueError("a PRM scores steps; the root has none")
         self.meter.charge_scorer(calls=len(nodes))
         # one job (search.runtime.sched): concurrent searches' PRM forwards are batched
-        return SCHED.run(self._score(list(nodes)), stop=self.session.stop)
+        return SCHED.run(self._score(list(nodes)), cancel=self.session.cancel)
 
     def _score(self, nodes: list[Node]) -> Job[list[float]]:
         yield from self.kv.ensure_job(list({n.id: n for n in nodes}.values()), self.session)

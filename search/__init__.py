@@ -7,7 +7,8 @@ import os
 # tiny-arith solve ~15x slower on 2 cores; results do not change (search/runtime/omp.py)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from search.api import get_engine, solve, solve_many  # noqa: E402  (torch loads only when a model does)
+from search.api import get_engine, solve  # noqa: E402  (torch loads only when a model does)
+from search.many import solve_many  # noqa: E402
 from search.registry import names as algorithms  # noqa: E402
 from search.types import Budget, Candidate, Node, Problem, Result, Step, Usage
 

@@ -2,7 +2,7 @@
 
 `search.solve` starts one Session per search: its meter (and through it the budget), its KV
 scope (the search trees it has cached, in any model's KV store: what its `retain` may free)
-and its stop event (set by the driver of many searches when it is interrupted). Engines and
+and its cancel event (set by the driver of many searches when it is interrupted). Engines and
 scorers receive it explicitly: `part.bind(session)` is the part as that search uses it (a
 `Bindable`'s view), and every charge, every KV entry and every scheduler job of that view
 goes to that session. Nothing is looked up by which thread is calling, so several searches
@@ -47,19 +47,19 @@ class Session:
 
     meter: what the search has spent, and its budget (Meter.budget).
     kv: the trees it has cached (KVScope).
-    stop: once set, the search's model work ends at its next forward and its later calls
+    cancel: once set, the search's model work ends at its next forward and its later calls
         raise search.runtime.sched.Interrupted (a driver sets it on Ctrl-C).
     """
 
     meter: Meter = field(default_factory=Meter)
     kv: KVScope = field(default_factory=KVScope)
-    stop: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
-    def start(cls, budget: Budget | None = None, *, stop: threading.Event | None = None
+    def start(cls, budget: Budget | None = None, *, cancel: threading.Event | None = None
               ) -> Session:
-        """A fresh session with a fresh meter for `budget` (and the driver's stop event)."""
-        return cls(Meter(budget), stop=threading.Event() if stop is None else stop)
+        """A fresh session with a fresh meter for `budget` (and the driver's cancel event)."""
+        return cls(Meter(budget), cancel=threading.Event() if cancel is None else cancel)
 
     @property
     def budget(self) -> Budget:
@@ -67,7 +67,7 @@ class Session:
 
     def charging(self, meter: Meter) -> Session:
         """The same search charging another meter (a sub-meter, a scratch count): same KV
-        scope, same stop event."""
+        scope, same cancel event."""
         return dataclasses.replace(self, meter=meter)
 
 
@@ -109,7 +109,7 @@ def bind(part: P, session: Session) -> P:
 
 
 def charging(part: P, meter: Meter) -> P:
-    """`part`'s view that charges `meter` (same search: KV scope and stop event kept);
+    """`part`'s view that charges `meter` (same search: KV scope and cancel event kept);
     a part that is not Bindable is used as it is."""
     if not isinstance(part, Bindable):
         return part

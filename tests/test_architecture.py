@@ -36,7 +36,7 @@ CORE_LAYERS = (("search.types", "search.scores", "search.budget", "search.sessio
                ("search.engines",),
                ("search.scoring", "search.aggregate", "search.logprob"),
                ("search.algos",),
-               ("search.api", "search.cli", "search.__main__"))      # the wiring
+               ("search.api", "search.many", "search.cli", "search.__main__"))  # the wiring
 
 
 # -- the project --------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from helpers import dump
 
 import search
 from search import registry
-from search.api import SolveManyError, concurrently
 from search.budget import Meter
 from search.engines.hf import HFEngine
+from search.many import SolveManyError, concurrently
 from search.runtime import sched
 from search.runtime.kv import SlabCache
 from search.runtime.sched import SCHED, Pass, SchedStats, run_passes
@@ -282,11 +282,11 @@ def test_views_charge_their_own_session_from_any_thread():
     assert part.meter is not a.meter and part.meter is not b.meter
     assert isinstance(view_a, Part) and view_a.bind(b).meter is b.meter
     with SCHED.serving():
-        t = threading.Thread(target=lambda: SCHED.run(view_b.job(), stop=b.stop))
+        t = threading.Thread(target=lambda: SCHED.run(view_b.job(), cancel=b.cancel))
         t.start()
         t.join()
-        SCHED.run(view_a.job(), stop=a.stop)
-        SCHED.run(view_a.job(), stop=a.stop)
+        SCHED.run(view_a.job(), cancel=a.cancel)
+        SCHED.run(view_a.job(), cancel=a.cancel)
     part.meter.charge_model(generated=5)
     assert (a.meter.generated_tokens, b.meter.generated_tokens) == (2, 1)
     assert part.calls == 3 and view_b.calls == 3  # one shared state: a view sets it for all
@@ -302,16 +302,16 @@ def test_a_stopped_session_ends_its_own_jobs_only():
         return
         yield
 
-    SCHED.interrupt([a.stop])
+    SCHED.interrupt([a.cancel])
     with pytest.raises(sched.Interrupted):
-        SCHED.run(job("a"), stop=a.stop)
-    SCHED.run(job("b"), stop=b.stop)
+        SCHED.run(job("a"), cancel=a.cancel)
+    SCHED.run(job("b"), cancel=b.cancel)
     assert ran == ["b"]
 
 
 def test_concurrently_yields_every_item_and_its_error():
-    def f(x: int, stop: threading.Event) -> int:
-        assert not stop.is_set()
+    def f(x: int, cancel: threading.Event) -> int:
+        assert not cancel.is_set()
         if x == 3:
             raise ValueError("three")
         time.sleep(0.01 * (x % 3))

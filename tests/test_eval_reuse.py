@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_eval_runner import PROBLEMS, Engine, scorer
@@ -40,7 +41,9 @@ def grid(out: Path, engine: Engine, seeds=(0, 1, 2), **kw):
 def test_only_declared_algorithms_are_deterministic_and_they_really_are():
     assert [a for a in registry.names() if registry.deterministic(a)] == ["greedy", "pgtd"]
     # the seed changes nothing (greedy consults no scorer, so none is named for it)
-    for algo, knobs, named in (("greedy", {}, None), ("pgtd", {"rollouts": 4}, scorer)):
+    cases: list[tuple[str, dict[str, Any], Any]] = [("greedy", {}, None),
+                                                    ("pgtd", {"rollouts": 4}, scorer)]
+    for algo, knobs, named in cases:
         runs = [search.solve(PROBLEMS[0], algo, Budget(tokens=40), engine=Engine(),
                              scorer=named and named(), seed=s, progress=False, **knobs)
                 for s in (0, 1, 7)]

@@ -18,8 +18,8 @@ import pytest
 from helpers import dump
 
 import search
-from search.api import concurrently
 from search.engines.hf import HFEngine
+from search.many import concurrently
 from search.types import Budget, Node, Problem
 
 GOOD = [("greedy", None, {}), ("best_of_n", None, {"n": 4}),
@@ -111,7 +111,7 @@ def test_failing_neighbours_change_no_good_result(problems, solo, seed):
     engine = HFEngine.load("tiny-arith")  # fresh: keep_hidden off until a value scorer is built
     mix = jobs(problems, seed)
     changed, errors, failed = [], [], 0
-    for i, out in concurrently(lambda j, _stop: run(engine, j), mix, concurrency=16):
+    for i, out in concurrently(lambda j, _cancel: run(engine, j), mix, concurrency=16):
         job = mix[i]
         if job.good:
             if isinstance(out, BaseException):

@@ -148,11 +148,12 @@ def test_the_grid_bar_moves_while_runs_are_in_flight():
     row is written; the row then adds nothing twice (issue 33)."""
     from reports.progress import GridProgress
     from search.budget import Meter
+    from search.session import KVScope
 
     with GridProgress(pending=2, total=2, desc="t", quiet=True, every=0.0) as bar:
         bar.started()
         meter = Meter()
-        with bar.watch().watching(meter, None, "run"):
+        with bar.watch().watching(meter, KVScope(), "run"):
             meter.charge_model(generated=7)
             meter.charge_model(generated=5, prefill=100)
             assert (bar.tokens, bar.seen, bar.in_flight) == (12, 0, 1)

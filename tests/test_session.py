@@ -135,33 +135,80 @@ def test_a_view_shares_the_parts_state_and_keeps_its_session():
 
 
 def test_the_reserve_charges_a_submeter_through_views_of_the_same_search():
-    """charging(view, meter) is the same search (KV scope, stop event) on another meter;
+    """charging(view, meter) is the same search (KV scope, cancel event) on another meter;
     what it spent lands on the search's meter when the sub-meter closes."""
     part = ScriptedScorer(lambda path: 0.5)
     s = Session(Meter(Budget(tokens=100)))
     view = part.bind(s)
     with submeter(s.meter, Budget(tokens=5)) as sub:
         inner = charging(view, sub)
-        assert inner.session.kv is s.kv and inner.session.stop is s.stop
+        assert inner.session.kv is s.kv and inner.session.cancel is s.cancel
         inner.score(Problem(prompt="q"), [])
         inner.meter.charge_scorer(calls=2)
         assert s.meter.scorer_calls == 0
     assert s.meter.scorer_calls == 2 and part.meter.scorer_calls == 0
 
 
-def test_a_stop_event_ends_a_solve():
-    stop = threading.Event()
-    stop.set()
+def test_a_cancel_event_ends_a_solve():
+    cancel = threading.Event()
+    cancel.set()
     with pytest.raises(Interrupted):  # at the engine's first call
-        search.solve("1+1=", "greedy", engine="tiny-arith", stop=stop, progress=False)
+        search.solve("1+1=", "greedy", engine="tiny-arith", cancel=cancel, progress=False)
 
 
 def test_bindable_parts_keep_one_slot_of_their_own():
     class Part(Bindable):
-        pass
+        x = 0
 
     assert Bindable.__slots__ == ("_session",)
     part = Part()
     view = part.bind(Session())
     view.x = 1
     assert part.x == 1 and vars(view) is vars(part)
+
+
+# -- one driver of many searches (search.many) ---------------------------------------------------
+def test_solve_many_loads_a_prm_path_once_and_shares_it(tiny_model, tmp_path, monkeypatch):
+    """A PRM named by path loads once for all of solve_many's runs (it was loaded per run),
+    each run scoring through its own view: the same figures as each run alone."""
+    from test_prm import shepherd_prm
+
+    from rewards.prm import HFPRM
+
+    prm = shepherd_prm()
+    loads: list[str] = []
+
+    def load(cls: type, path: str, **kw: Any) -> HFPRM:
+        loads.append(path)
+        return prm
+
+    (tmp_path / "config.json").write_text("{}")  # a model folder, as far as the checks go
+    monkeypatch.setattr(HFPRM, "load", classmethod(load))
+    eng = engine_of(tiny_model)
+    kw: dict[str, Any] = dict(n=2, m=1, step_tokens=5, max_depth=2)
+    many = search.solve_many(PROBLEMS, "beam", engine=eng, scorer=f"prm:{tmp_path}",
+                             seeds=(0, 1), concurrency=4, **kw)
+    assert loads == [str(tmp_path)]
+    alone = [search.solve(p, "beam", engine=engine_of(tiny_model), scorer=shepherd_prm(),
+                          seed=s, progress=False, **kw) for p in PROBLEMS for s in (0, 1)]
+    assert [counts(r.usage) for r in many] == [counts(r.usage) for r in alone]
+    assert all(r.usage.scorer_tokens > 0 for r in many)
+    assert counts(prm.meter.usage()) == counts(Meter().usage())  # each run charged its own
+
+
+def test_the_driver_gives_each_run_its_scorer():
+    from search.many import Driver, Scorers
+
+    eng = ScriptedEngine(lambda path: [("a", 1.0)] if len(path) < 2 else [])
+    shared = ScriptedScorer(lambda path: 0.5)
+    assert Scorers.of(None, eng)() is None
+    assert Scorers.of("steps", eng)() == "steps"  # a registered name: solve builds one per run
+    assert Scorers.of(shared, eng)() is shared
+    driver = Driver.load(eng, shared, concurrency=1)
+    assert driver.engine is eng and driver.scorers.shared is shared
+    scored = driver.solve(Problem(prompt="q"), "beam", Budget(tokens=50), n=2, m=1)
+    assert scored.scorer == "ScriptedScorer"
+    unscored = driver.solve(Problem(prompt="q"), "greedy", Budget(tokens=50))
+    assert unscored.scorer == ""  # greedy consults none: the driver gives it none
+    with pytest.raises(ValueError, match="concurrency"):
+        Driver.load(eng, shared, concurrency=0)

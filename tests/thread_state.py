@@ -65,17 +65,19 @@ def thread_keyed(path: Path, root: Path) -> list[str]:
     where = path.relative_to(root)
     found = []
     for node in ast.walk(tree):
-        name = _qualified(node, names) if isinstance(node, ast.Name | ast.Attribute) else None
+        if not isinstance(node, ast.Name | ast.Attribute):
+            continue
+        name = _qualified(node, names)
         if name not in PER_THREAD and name not in IDENTITY:
             continue
         parent = parents.get(node)
-        called = isinstance(parent, ast.Call) and parent.func is node
         line = f"{where}:{node.lineno}: {name}"
         if isinstance(parent, ast.ClassDef):
             found.append(f"{line} as a base of class {parent.name} (per-thread storage)")
         elif name in PER_THREAD:
+            called = isinstance(parent, ast.Call) and parent.func is node
             found.append(f"{line}{'()' if called else ''} keeps state per thread")
-        elif not called:
+        elif not isinstance(parent, ast.Call) or parent.func is not node:
             found.append(f"{line} passed on (a thread's identity: compare it, key nothing by it)")
         elif not _compared(parent, parents):
             found.append(f"{line}() used other than in a comparison (state keyed by the "

@@ -139,7 +139,7 @@ class KVTree:
         with keep_hidden the final hidden state at each row's last position [B, hidden].
         """
         return SCHED.run(self.feed_job(paths, starts, tokens, session, all_logits=all_logits,
-                                       prefill=prefill), stop=session.stop)
+                                       prefill=prefill), cancel=session.cancel)
 
     def pass_for(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, mask: torch.Tensor,
                  keep: int, hidden: bool) -> Pass:
@@ -184,7 +184,7 @@ class KVTree:
         time; a node with no segment (a prompt, a freed node, text this model did not
         generate) is fed whole and counted as prefill.
         """
-        SCHED.run(self.ensure_job(nodes, session), stop=session.stop)
+        SCHED.run(self.ensure_job(nodes, session), cancel=session.cancel)
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
         """`ensure` as a job."""

@@ -19,8 +19,8 @@ and every op the Passes share computes each row the same way whatever rows are b
 (packed linears, norms, element-wise ops; tests/test_concurrency.py checks it bit for bit).
 A job carries its search's state itself (the engine passes its search.session.Session
 into the job it builds), so it charges that search's Meter and frees that search's trees
-only, whichever thread runs it; `run` takes the search's stop event (Session.stop), which
-ends the job early once set.
+only, whichever thread runs it; `run` takes the search's cancel event (Session.cancel),
+which ends the job early once set.
 
 Memory: jobs declare the bytes of batch cache they will hold (`cost`); the owner admits new
 jobs, first come first served, while the jobs in flight hold at most `max_kv_bytes` (a job
@@ -205,7 +205,7 @@ def call(fn: Any, *args: Any) -> Job[Any]:
 class _Task:
     job: Job[Any]
     cost: int
-    stop: threading.Event | None  # the search's (Session.stop): set, the job ends
+    cancel: threading.Event | None  # the search's (Session.cancel): set, the job ends
     done: threading.Event = field(default_factory=threading.Event)
     pending: Pass | None = None
     value: Any = None
@@ -213,7 +213,7 @@ class _Task:
 
     @property
     def stopped(self) -> bool:
-        return self.stop is not None and self.stop.is_set()
+        return self.cancel is not None and self.cancel.is_set()
 
     def advance(self, sent: Any, first: bool = False) -> None:
         """Run the job to its next Pass (or its end)."""
@@ -289,33 +289,34 @@ class Scheduler:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
                     self._inbox.put(None)  # the owner, once idle, releases its OpenMP pool
 
-    def interrupt(self, stops: Iterable[threading.Event]) -> None:
-        """End the model work of the searches with these stop events (Session.stop: an
-        interrupted search.api.concurrently's): each job in flight raises Interrupted at its
+    def interrupt(self, cancels: Iterable[threading.Event]) -> None:
+        """End the model work of the searches with these cancel events (Session.cancel: an
+        interrupted search.many.concurrently's): each job in flight raises Interrupted at its
         next forward, and their later calls raise it at once."""
-        for stop in stops:
-            stop.set()
+        for cancel in cancels:
+            cancel.set()
         self._inbox.put(_WAKE)  # the owner sees it at once, even if idle
 
-    def run(self, job: Job[T], *, cost: int = 0, stop: threading.Event | None = None) -> T:
+    def run(self, job: Job[T], *, cost: int = 0, cancel: threading.Event | None = None) -> T:
         """The job's return value (or its exception), computed inline or by the owner.
-        stop: the calling search's (Session.stop); once set, the job raises Interrupted."""
-        if stop is not None and stop.is_set():
+        cancel: the calling search's (Session.cancel); once set, the job raises
+        Interrupted."""
+        if cancel is not None and cancel.is_set():
             job.close()
             raise Interrupted("the run was interrupted")
         if not self._serving or threading.current_thread() is self._thread:
             with self.lock:
                 return drive(job)
-        task = _Task(job, cost, stop)
+        task = _Task(job, cost, cancel)
         self._inbox.put(task)
         task.done.wait()
         if task.error is not None:
             raise task.error
         return task.value
 
-    def call(self, fn: Any, *args: Any, stop: threading.Event | None = None) -> Any:
-        """fn(*args), as a job (in the owner thread while serving); stop as for `run`."""
-        return self.run(call(fn, *args), stop=stop)
+    def call(self, fn: Any, *args: Any, cancel: threading.Event | None = None) -> Any:
+        """fn(*args), as a job (in the owner thread while serving); cancel as for `run`."""
+        return self.run(call(fn, *args), cancel=cancel)
 
     # -- the owner thread ----------------------------------------------------------------
     def _loop(self) -> None:

@@ -147,7 +147,7 @@ class HFEngine(Bindable):
         return ids
 
     def root(self, problem: Problem) -> Node:
-        return SCHED.call(self._root, problem, stop=self.session.stop)  # one tokenizer user at a time
+        return SCHED.call(self._root, problem, cancel=self.session.cancel)  # one tokenizer user at a time
 
     def _root(self, problem: Problem) -> Node:
         return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
@@ -166,7 +166,7 @@ class HFEngine(Bindable):
         rows = [node for node in nodes for _ in range(n)]
         return SCHED.run(self._expand(nodes, rows, n, tuple(stop or ()), max_tokens,
                                       temperature, top_p, seed), cost=self._cost(rows, max_tokens),
-                         stop=self.session.stop)
+                         cancel=self.session.cancel)
 
     def _expand(self, nodes: list[Node], rows: list[Node], n: int, stop: tuple[str, ...],
                 max_tokens: int, temperature: float, top_p: float, seed: int
@@ -214,7 +214,7 @@ class HFEngine(Bindable):
         nodes = list(nodes)
         return SCHED.run(self._extend(nodes, list(continuations), generated),
                          cost=self._cost(nodes, max((len(c) for c in continuations), default=1)),
-                         stop=self.session.stop)
+                         cancel=self.session.cancel)
 
     def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
                 generated: bool) -> Job[list[Node]]:
@@ -266,7 +266,7 @@ class HFEngine(Bindable):
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        return SCHED.run(self._topk_next(list(nodes), k), stop=self.session.stop)
+        return SCHED.run(self._topk_next(list(nodes), k), cancel=self.session.cancel)
 
     def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
@@ -286,7 +286,7 @@ class HFEngine(Bindable):
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
         """Log-probabilities of the given next tokens after each node."""
         return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)),
-                         stop=self.session.stop)
+                         cancel=self.session.cancel)
 
     def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
         """Each token's logprob; -inf where the budget leaves no forward to compute them."""
@@ -303,7 +303,7 @@ class HFEngine(Bindable):
         return out
 
     def retain(self, live: Sequence[Node]) -> None:
-        SCHED.call(self.kv.retain, list(live), self.session.kv, stop=self.session.stop)
+        SCHED.call(self.kv.retain, list(live), self.session.kv, cancel=self.session.cancel)
 
     @property
     def cached_tokens(self) -> int:
