@@ -77,7 +77,8 @@ class Bindable:
     shared instance dict: the model, the KV store, the caches, the counters, whatever a
     method learns and sets) but its own `session`, which its methods charge (`self.meter`),
     cache under (`self.session.kv`) and stop by. The part itself (unbound) has a session of
-    its own, made on first use: direct calls (tests, benchmarks) charge `part.meter`."""
+    its own, made on first use: direct calls (tests, benchmarks) charge `part.meter`.
+    A subclass keeps an instance dict (it declares no __slots__ of its own)."""
 
     __slots__ = ("_session",)  # the one per-view attribute; everything else is shared
 
@@ -93,6 +94,11 @@ class Bindable:
     def meter(self) -> Meter:
         """The meter this view charges: its session's."""
         return self.session.meter
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a pickle (a Ray worker's engine) keeps: the shared state, not the
+        session (a copy starts with one of its own; a cancel event does not pickle)."""
+        return self.__dict__
 
     def bind(self: P, session: Session) -> P:
         """This part as `session`'s search uses it (see the class doc)."""

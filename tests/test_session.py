@@ -156,6 +156,21 @@ def test_a_cancel_event_ends_a_solve():
         search.solve("1+1=", "greedy", engine="tiny-arith", cancel=cancel, progress=False)
 
 
+def test_a_used_part_copies_and_pickles_without_its_session():
+    import pickle
+
+    eng = ScriptedEngine(_one_step)
+    eng.expand([eng.root(Problem(prompt="q"))], 1)
+    assert eng.meter.generated_tokens > 0
+    for other in (pickle.loads(pickle.dumps(eng)), copy.copy(eng)):
+        assert isinstance(other, ScriptedEngine) and other.expand_calls == 1
+        assert other.session is not eng.session and other.meter.generated_tokens == 0
+
+
+def _one_step(path: Any) -> list[tuple[str, float]]:
+    return [("a", 1.0)] if len(path) < 2 else []
+
+
 def test_bindable_parts_keep_one_slot_of_their_own():
     class Part(Bindable):
         x = 0
