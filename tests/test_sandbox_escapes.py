@@ -240,8 +240,8 @@ def test_clean_up_of_any_depth_never_raises(tmp_path):
 
 def test_soak_leaves_nothing_behind():
     """50 mixed honest/hostile runs: honest ones pass, hostile ones fail, and no process,
-    work dir, IPC object, AIO quota or fd is left (reports/soak_sandbox runs 1,000)."""
-    from reports.soak_sandbox import soak
+    work dir, IPC object, AIO quota or fd is left (reports/bench/soak_sandbox runs 1,000)."""
+    from reports.bench.soak_sandbox import soak
 
     before, after, outcomes = soak(49)
     assert outcomes["honest failed"] == outcomes["hostile passed"] == 0, outcomes
@@ -259,7 +259,7 @@ def test_hostile_helper_still_applies(mode):
 def test_honest_stdlib_programs_pass_under_the_allowlist(mode):
     """No false fail from the allowlist: the honest programs the syscall measurement adds to
     HumanEval and codegen (time, randomness, temp files, 200 MiB, deep recursion, output)."""
-    from reports.sandbox_syscalls import EXTRA
+    from reports.studies.sandbox_syscalls import EXTRA
 
     failed = {}
     for program, tests, writes in EXTRA:
