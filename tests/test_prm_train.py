@@ -458,15 +458,12 @@ def test_policy_surprise_is_the_engines_own_token_logprobs():
         paths.append(LabelledPath(leaf.problem.id, leaf.problem.prompt, str(leaf.problem.answer),
                                   tuple(st.text for st in steps), (1.0,) * len(steps),
                                   False))
-        low = {k: 0.0 for k in want}
+        seen: list[tuple[bool, float]] = []  # (is a digit, log-probability) of each token so far
         for st in steps:
             pieces = engine.tokenizer.convert_ids_to_tokens(list(st.token_ids))
-            for piece, lp in zip(pieces, st.logprobs):
-                low["every token"] = min(low["every token"], lp)
-                if piece.strip().isdigit():
-                    low["digits"] = min(low["digits"], lp)
-            for k in want:
-                want[k].append(low[k])
+            seen += [(piece.strip().isdigit(), lp) for piece, lp in zip(pieces, st.logprobs)]
+            want["every token"].append(min([0.0] + [lp for _, lp in seen]))
+            want["digits"].append(min([0.0] + [lp for digit, lp in seen if digit]))
     got = surprise_scores(HFEngine.load("tiny-arith"), paths)  # forced, not sampled
     assert set(got) == set(want)
     for k in want:

@@ -43,7 +43,6 @@ fp32's own path). Usage:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import resource
 import time
@@ -55,6 +54,7 @@ import torch
 
 from problems import datasets
 from reports.bench.llamacpp import llamacpp, llamacpp_missing
+from search.cli import command
 from search.engines.hf import HFEngine
 from search.runtime.dtypes import bf16_native
 from search.types import Node, Problem
@@ -233,8 +233,7 @@ def agreement(fp32: HFEngine, other: HFEngine, problems, max_tokens: int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m reports.bench.engine",
-                                 description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = command("python -m reports.bench.engine", __doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--branches", type=int, default=16)
     ap.add_argument("--prompt-tokens", type=int, default=256)

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import statistics
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from reports.grader.corpus import BOXED, PROSE, Row, build, math_verify_verdicts, pick
 from reports.grader.rows import last_digit
+from search.cli import command
 
 
 def math500_candidates() -> list[tuple[str, str]]:
@@ -153,9 +153,7 @@ def math_verify_tables(folder: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m reports.bench.grader",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser = command("python -m reports.bench.grader", __doc__)
     parser.add_argument("--reference", action="store_true", help="also time math-verify")
     parser.add_argument("--math-verify-tests", type=Path, help="math-verify's tests/ folder")
     parser.add_argument("--skip-corpus", action="store_true")

@@ -17,7 +17,6 @@ issue 34) are read from git (`git show REF:verifiers/...`, REF defaulting to mai
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 from types import ModuleType
 
 from problems.humaneval import humaneval_file, load_humaneval
+from search.cli import command
 from verifiers import code as new
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,8 +106,7 @@ def per_call(old: ModuleType, mode: str, calls: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m reports.bench.sandbox",
-                                     description=(__doc__ or "").split("\n\n")[0])
+    parser = command("python -m reports.bench.sandbox", (__doc__ or "").split("\n\n")[0])
     parser.add_argument("--problems", type=int, default=164)
     parser.add_argument("--modes", default="bwrap,unshare,rlimits")
     parser.add_argument("--calls", type=int, default=2000)

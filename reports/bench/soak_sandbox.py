@@ -10,7 +10,6 @@ is printed; a clean sandbox prints none.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import resource
@@ -19,6 +18,7 @@ import sys
 import tempfile
 import time
 
+from search.cli import command
 from verifiers.code import rlimits_gaps, run_tests
 
 ADD = ["assert add(1, 2) == 3", "assert add(-4, 4) == 0"]
@@ -96,8 +96,7 @@ def _soak(runs: int, isolation: str) -> tuple[dict, dict, dict[str, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m reports.bench.soak_sandbox",
-                                     description=(__doc__ or "").split("\n\n")[0])
+    parser = command("python -m reports.bench.soak_sandbox", (__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--isolation", default="auto")
     args = parser.parse_args()

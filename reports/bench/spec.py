@@ -18,13 +18,13 @@ behind SpecConfig.max_batch_tokens. Usage:
 
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 from pathlib import Path
 
 import torch
 
+from search.cli import command
 from search.engines.hf import HFEngine, SpecConfig
 from search.engines.hf.spec import SpecStats
 from search.runtime.kv import SlabCache
@@ -100,8 +100,7 @@ def run_generate(engine: HFEngine, problems: list[Problem], max_tokens: int,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m reports.bench.spec",
-                                 description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = command("python -m reports.bench.spec", __doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=128)

@@ -15,11 +15,11 @@ unlabelled lines.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from reports.grader.styles import SAMPLES
+from search.cli import command
 
 SEED = 18
 MAX_TOKENS = 320
@@ -52,9 +52,7 @@ def sample(per_model: int, n: int, write) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m reports.grader.samples",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser = command("python -m reports.grader.samples", __doc__)
     parser.add_argument("--per-model", type=int, default=48, help="problems per model")
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--label", action="store_true", help="print the unlabelled lines")

@@ -17,7 +17,6 @@ it does not allow at all are flagged.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import glob
 import json
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from search.cli import command
 
 REPO = Path(__file__).resolve().parents[2]
 # Replaces the filter by an allow-all one, announced by a stat of a path naming the role.
@@ -140,8 +141,7 @@ def measure(mode: str, problems: int, tasks: int) -> tuple[dict, list[int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m reports.studies.sandbox_syscalls",
-                                     description=(__doc__ or "").split("\n\n")[0])
+    parser = command("python -m reports.studies.sandbox_syscalls", (__doc__ or "").split("\n\n")[0])
     parser.add_argument("--problems", type=int, default=164)
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument("--modes", default="bwrap,unshare,rlimits")
