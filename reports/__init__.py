@@ -9,9 +9,10 @@ imports it. One folder per kind of work; a folder imports only those above it in
                 rows (`python -m reports.eval`), locally or on Ray, graded per run
     figures/    drawing rows and trees (plots, the HTML tree viewer, GraphML) and the demo's
                 committed figures
-    studies/    one question each, answered from eval rows (A* vs best-of-N, the reference
-                variants, fLaws, PRM bounds and judging, the compute-optimal table, the
-                sandbox's system calls)
-    bench/      speed and endurance: each benchmark times its ratios side by side in one run
+    studies/    one question each, measured: from eval rows (A* vs best-of-N, the reference
+                variants, fLaws, the compute-optimal table) or by their own runs (PRM bounds
+                and judging, the sandbox's system calls)
+    bench/      speed, each benchmark timing its ratios side by side in one run, and a soak of
+                the code sandbox
     demo.py     the demo sweep (`make demo`), built from eval, analysis and figures
 """
