@@ -193,7 +193,7 @@ def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequen
     for algo in algos:
         registry.get(algo)  # unknown name: ValueError with "did you mean"
         if algo not in WIDTH:
-            raise ValueError(f"no width knob known for {algo!r}: add it to reports.grid.WIDTH")
+            raise ValueError(f"no width knob known for {algo!r}: add it to reports.eval.grid.WIDTH")
         user = registry.upgrade_knobs(algo, knobs.get(algo, {}))  # old names: a warning
         registry.check_knobs(algo, user, values_too=False)  # typo: "did you mean"; types
         if WIDTH[algo] in user:

@@ -1,5 +1,5 @@
-"""The eval runner's parts that reports.eval (local runs) and reports.ray_eval (Ray workers)
-share: the runs file (read, lock, cut a torn line, append fsynced rows), one row per run,
+"""The eval runner's parts that reports.eval (local runs) and reports.eval.ray_workers (Ray
+workers) share: the runs file (read, lock, cut a torn line, append fsynced rows), one row per run,
 one run per cell, a scorer per run, and the loop that runs cells here.
 
 A row is appended (one write, then fsync) as its run ends, so a killed runner loses at most

@@ -1,6 +1,6 @@
 """What bounds a learned PRM: its step AUC against the truth, beside what each variant learns.
 
-    python -m reports.prm_bounds --work runs/prm/b --variants mc:1:5e-4,truth:1:5e-4 \
+    python -m reports.studies.prm_bounds --work runs/prm/b --variants mc:1:5e-4,truth:1:5e-4 \
         [--prm tiny-arith-prm]
 
 On the validation paths of a labelling run (WORK/val.jsonl) every step gets its true label
@@ -36,7 +36,7 @@ from typing import Any
 from problems.prm_labels import LabelledPath, read_rows
 from search.cli import parse
 
-PROG = "python -m reports.prm_bounds"
+PROG = "python -m reports.studies.prm_bounds"
 OPTIONS: dict[str, dict[str, Any]] = {
     "--work": dict(type=Path, default=Path("runs/prm/b")),
     "--policy": dict(default="tiny-arith"),

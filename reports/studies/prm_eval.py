@@ -1,6 +1,6 @@
 """Judge process scorers the way the field judges PRMs, side by side on the same solutions.
 
-    python -m reports.prm_eval --scorers prm:tiny-arith-prm,value,steps \
+    python -m reports.studies.prm_eval --scorers prm:tiny-arith-prm,value,steps \
         --problems 200 --data-seed 40002 --val-seed 40001 [--samples 16]
 
 The policy samples `samples` solutions per problem step by step (problems.prm_labels'
@@ -224,7 +224,7 @@ def figure(report: Mapping[str, Any], out: Path) -> dict[str, Any]:
     return save(fig, {"bon": report["bon"], "ns": ns}, out, "prm_bon")
 
 
-PROG = "python -m reports.prm_eval"
+PROG = "python -m reports.studies.prm_eval"
 OPTIONS: dict[str, dict[str, Any]] = {
     "--policy": dict(default="tiny-arith"),
     "--scorers": dict(default="prm:tiny-arith-prm,value,steps"),
