@@ -41,4 +41,4 @@ lint: setup
 	$(PYTHON) -m pyright --pythonpath $(PYTHON)
 
 bench: setup
-	$(PYTHON) reports/bench_engine.py
+	$(PYTHON) -m reports.bench.engine

@@ -8,18 +8,18 @@ tiny-arith (problems/models, trained here by problems/train.py) solves procedura
 problems (problems.arith) at the default difficulty: generator seed 2024, the demo's set
 since it began; `--data-seeds 2024,6173` adds a second set (6173, chosen before any result
 on it was seen, so that no choice was tuned on it) and a table of the claims that hold on
-every set. Each search runs at each budget (its width: samples in flight, see reports.grid)
+every set. Each search runs at each budget (its width: samples in flight, see reports.eval.grid)
 under each process scorer: the arithmetic step checker (rewards.verifier.StepCheckScorer: it
 knows arithmetic, not whether the right quantities were used, so it is an imperfect verifier
 scoring 1 / 0.5 / 0) and the value head (rewards.value_head: graded scores in (0, 1) read
 off the generator's hidden state and token confidences); `--scorers` also takes the learned
 PRM, prm:tiny-arith-prm (rewards.prm_train). Greedy decoding is the baseline; best-of-N also runs at widths 1, 2 and 8, the
 curve that A* and compute_optimal are compared with at equal tokens; compute_optimal (its
-table fitted on other problems, reports.compute_table) runs under the step checker, the
+table fitted on other problems, reports.studies.compute_table) runs under the step checker, the
 scorer its table was fitted with. Everything goes through the resumable eval runner
 (reports.eval): rows land in OUT/demo.jsonl, a re-run skips what is done, and the plots
 (OUT/accuracy_vs_compute_<scorer>.png, OUT/scorer_effect.png, with .svg/.json) are drawn from
-those rows alone. The table (reports.bands) gives each accuracy as the mean over seeds, the
+those rows alone. The table (reports.analysis.bands) gives each accuracy as the mean over seeds, the
 seeds' range and a 95% interval over problems, the pass@k ceiling of the same problems, and
 differences against best-of-N only where the paired interval allows. `--concurrency` searches
 run at a time on the one engine (their forwards batched; every row as it is run alone).
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from problems import arith
-from reports.grid import parse_ints
+from reports.eval.grid import parse_ints
 from search.cli import parse, printout
 
 ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter", "particle_gibbs",
@@ -85,8 +85,8 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
 def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
     """The printed tables: the pass@k ceiling, then per scorer one line per (algorithm,
     width) with its bands, and the verdict against best-of-N at the same width."""
-    from reports.bands import accuracy_at, band, ceiling, paired_difference, verdict
-    from reports.rows import group
+    from reports.analysis.bands import accuracy_at, band, ceiling, paired_difference, verdict
+    from reports.analysis.rows import group
 
     bon = [r for r in rows if r["algo"] == "best_of_n"]
     greedy = [r for r in rows if r["algo"] == "greedy"]
@@ -130,8 +130,8 @@ def claims(sets: Mapping[int, Sequence[dict[str, Any]]], *, k: int = 16) -> Iter
     """Each search's call against best-of-N at its width and against best-of-k under the
     same scorer (paired over problems; "higher"/"lower" only where the 95% interval excludes
     0), on every problem set; a claim "holds" where every set makes the same call."""
-    from reports.bands import band, paired_difference
-    from reports.rows import group
+    from reports.analysis.bands import band, paired_difference
+    from reports.analysis.rows import group
 
     per = {seed: group(rows, lambda r: (r["scorer"] or "-", r["algo"], r["budget"]["width"]))
            for seed, rows in sets.items()}
@@ -158,8 +158,8 @@ def claims(sets: Mapping[int, Sequence[dict[str, Any]]], *, k: int = 16) -> Iter
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports.eval import run_grid
-    from reports.plots import accuracy_vs_compute, scorer_effect
+    from reports.eval.run import run_grid
+    from reports.figures.plots import accuracy_vs_compute, scorer_effect
     from search.api import get_engine
 
     args = parse(PROG, __doc__, OPTIONS, argv)

@@ -1,7 +1,7 @@
 """The command line: a module's parser (`command`; `parse` reads the arguments with it, the
 way every reports/ and problems/ command built from a {flag: keywords} table starts), its
 printed tables (`printout`: a formatter written as a generator of lines), and the options of
-one solve, shared by `python -m search` and `python -m reports.viewer`: parsed, checked, and
+one solve, shared by `python -m search` and `python -m reports.figures.viewer`: parsed, checked, and
 handed to search.solve."""
 
 from __future__ import annotations

@@ -9,9 +9,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from problems.wordtok import char_tokenizer
+
+DATA = Path(__file__).resolve().parent / "data"
+# The start of a program that tries system calls (the sandbox tests'): `errno_of(fn)` is 0 when
+# fn() ran and the errno of the OSError it raised otherwise; `raw(nr, *args)` is a call of
+# system call nr through libc that raises OSError(errno) on failure.
+SYSCALLS = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def errno_of(fn):
+    try:
+        fn()
+        return 0
+    except OSError as exc:
+        return exc.errno
+def raw(nr, *args):
+    def call():
+        if libc.syscall(nr, *args) < 0:
+            raise OSError(ctypes.get_errno(), "")
+    return call
+'''
 
 
 def tiny_llama(alphabet: Iterable[str] = "ab \n0123456789+-*=.", *, seed: int = 0,
@@ -94,3 +116,15 @@ def dump(result: Any) -> str:
 
     return json.dumps([result.answer, result.text, repr(result.score), result.status,
                        result.seed, result.algo, cands, usage, tree, ids(dict(result.stats))])
+
+
+def verdict_rows(name: str) -> list[tuple[str, str, str, bool]]:
+    """(family, gold, prediction, expected) for every gold of every hand-written row of
+    tests/data/NAME.jsonl: the row's prediction answers each gold in its `right` and none in
+    its `wrong` (a hedge or a withdrawn answer has no `right`: it answers no gold)."""
+    out = []
+    for line in (DATA / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        out += [(row["family"], gold, row["prediction"], gold in row["right"])
+                for gold in (*row["right"], *row["wrong"])]
+    return out

@@ -14,7 +14,7 @@ import pytest
 
 import search
 import search.types
-from reports.grid import make_grid, parse_knobs
+from reports.eval.grid import make_grid, parse_knobs
 from search import knobs, registry
 from search.algos import compute_optimal
 from search.algos._stepwise import GreedySampler, Sampler

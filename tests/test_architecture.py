@@ -37,6 +37,12 @@ CORE_LAYERS = (("search.types", "search.scores", "search.budget", "search.sessio
                ("search.scoring", "search.aggregate", "search.logprob"),
                ("search.algos",),
                ("search.api", "search.many", "search.cli", "search.__main__"))  # the wiring
+# reports/ by room (reports/__init__.py): the libraries, the runner, drawing, what uses them all
+REPORTS_LAYERS = (("reports.analysis", "reports.grader"),  # rows and statistics; grader corpus
+                  ("reports.eval",),                        # running grids -> rows
+                  ("reports.figures",),                     # plots, tree viewer
+                  ("reports.studies", "reports.bench"),     # questions and benchmarks
+                  ("reports.demo",))
 
 
 # -- the project --------------------------------------------------------------------------------
@@ -67,6 +73,18 @@ def test_the_cores_layers_import_only_those_below():
     ranked."""
     up = against_layers(ROOT, (CORE,), CORE_LAYERS)
     assert not up, "an import against the core's layers:\n" + "\n".join(up)
+
+
+def test_every_reports_module_sits_in_a_room_and_the_rooms_form_layers():
+    """reports/ is split by what each folder holds (its package doc): a module sits in one of
+    the rooms, and a room imports only those listed before it in REPORTS_LAYERS (the studies
+    and benchmarks use the runner and the statistics; the runner draws nothing)."""
+    loose = sorted(m for m in modules(ROOT, ("reports",))
+                   if m != "reports" and layer_of(m, REPORTS_LAYERS) is None)
+    assert not loose, f"put these in a room of reports/ (or add the room to REPORTS_LAYERS " \
+        f"and reports/__init__.py): {loose}"
+    up = against_layers(ROOT, ("reports",), REPORTS_LAYERS)
+    assert not up, "an import against the rooms of reports/:\n" + "\n".join(up)
 
 
 def test_no_module_imports_another_modules_private_names():

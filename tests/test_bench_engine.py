@@ -1,4 +1,4 @@
-"""reports/bench_engine.py's counterfactual prefill count, by hand on a small tree."""
+"""reports/bench/engine.py's counterfactual prefill count, by hand on a small tree."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from search.types import Node, Problem, Step
 
 spec = importlib.util.spec_from_file_location(
-    "bench_engine", Path(__file__).resolve().parents[1] / "reports" / "bench_engine.py")
+    "bench_engine", Path(__file__).resolve().parents[1] / "reports" / "bench" / "engine.py")
 assert spec is not None and spec.loader is not None
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)

@@ -1,4 +1,4 @@
-"""reports/bench_eval.py's kernel clock: it times the forward's kernels by kind while its block
+"""reports/bench/eval.py's kernel clock: it times the forward's kernels by kind while its block
 runs, puts every entry point back after, and the split it prints adds up (hand-computed)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reports.bench_eval import KERNELS, kernel_clock, where_time_goes
+from reports.bench.eval import KERNELS, kernel_clock, where_time_goes
 
 
 def entry_points() -> list[object]:

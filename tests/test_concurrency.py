@@ -346,7 +346,7 @@ def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
     """The issue's check: the same grid through reports.eval at --concurrency 1, 4 and 16
     gives the same rows, byte for byte once the timing fields are dropped (the file's order
     is the order runs finished)."""
-    from reports.eval import run_grid
+    from reports.eval.run import run_grid
 
     grid: dict[str, Any] = dict(algos=["best_of_n", "beam", "particle_filter"], budgets=[4], seeds=[0, 1],
                 engine=arith_engine, scorer="steps", dataset="arith", model="tiny-arith",

@@ -12,7 +12,7 @@ from dataset_files import GSM8K, LOCAL, MATH500, cache_entry, hub_rows, same, wr
 
 import problems
 from problems.datasets import BENCHMARKS
-from reports.eval import main, read_rows
+from reports.eval.run import main, read_rows
 
 datasets = pytest.importorskip("datasets", reason="the `datasets` library is not installed")
 
@@ -200,10 +200,11 @@ def test_real_sets_hub_shaped_give_the_same_problems(name, tmp_path):
 
 
 def test_viewer_takes_a_problem_from_a_file_of_your_own(tmp_path):
-    """reports.viewer's --dataset: the same options as reports.eval (nothing solved here)."""
+    """reports.figures.viewer's --dataset: the same options as reports.eval (nothing solved
+    here)."""
     import argparse
 
-    from reports.viewer import _problem
+    from reports.figures.viewer import _problem
 
     file = write_jsonl(tmp_path / "mine.jsonl", [{"q": "One plus one?", "a": "2"},
                                                  {"q": "Two plus two?", "a": "4"}])

@@ -1,4 +1,4 @@
-"""Ray-sharded evals (reports.ray_eval): a local Ray cluster (2 CPUs) runs a grid with the
+"""Ray-sharded evals (reports.eval.ray_workers): a local Ray cluster (2 CPUs) runs a grid with the
 scripted engine; its rows equal a local run's (the reference: reports.eval without Ray), one
 per cell, also when a worker process is SIGKILLed mid-run or the file already holds some rows.
 Without --ray nothing imports Ray."""
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from problems import arith
-from reports.eval import run_grid
-from reports.grid import make_grid
+from reports.eval.grid import make_grid
+from reports.eval.run import run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def reference(tmp_path_factory) -> dict[str, dict[str, Any]]:
 @pytest.mark.slow
 def test_sharded_rows_equal_a_local_run_even_when_a_worker_dies(cluster, reference, tmp_path,
                                                                   capfd):
-    from reports.ray_eval import RayRunner
+    from reports.eval.ray_workers import RayRunner
 
     kill = tmp_path / "kill"
     kill.touch()
@@ -108,7 +108,7 @@ def test_sharded_rows_equal_a_local_run_even_when_a_worker_dies(cluster, referen
 
 @pytest.mark.slow
 def test_sharded_run_resumes_without_duplicates(cluster, reference, tmp_path):
-    from reports.ray_eval import RayRunner
+    from reports.eval.ray_workers import RayRunner
 
     out = tmp_path / "runs.jsonl"
     local = run_grid(PROBLEMS[:1], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
@@ -124,7 +124,7 @@ def test_sharded_run_resumes_without_duplicates(cluster, reference, tmp_path):
 
 @pytest.mark.slow
 def test_a_cell_that_kills_every_worker_ends_as_an_error_row(cluster, tmp_path):
-    from reports.ray_eval import RayRunner
+    from reports.eval.ray_workers import RayRunner
 
     class Deadly(Engine):
         def root(self, problem):
@@ -145,7 +145,7 @@ def test_a_cell_that_kills_every_worker_ends_as_an_error_row(cluster, tmp_path):
 
 @pytest.mark.slow
 def test_an_engine_that_cannot_load_stops_the_run(cluster, tmp_path):
-    from reports.ray_eval import RayRunner
+    from reports.eval.ray_workers import RayRunner
 
     with pytest.raises(RuntimeError, match="(?s)could not start its engine.*no-such-model"):
         run_grid(PROBLEMS[:1], out=tmp_path / "runs.jsonl", engine="no-such-model",
@@ -154,7 +154,7 @@ def test_an_engine_that_cannot_load_stops_the_run(cluster, tmp_path):
 
 
 def test_workers_fit_the_cluster():
-    from reports.ray_eval import RayRunner
+    from reports.eval.ray_workers import RayRunner
 
     assert RayRunner().count({"CPU": 8.0}, 100) == 8
     assert RayRunner(num_cpus=2).count({"CPU": 8.0}, 100) == 4
@@ -168,7 +168,7 @@ def test_workers_fit_the_cluster():
 def test_without_ray_flag_nothing_imports_ray(tmp_path):
     code = f"""
 import sys
-from reports.eval import main, run_grid
+from reports.eval.run import main, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Problem
 tree = {{(): [("The answer is 4.", 1.0)]}}
@@ -177,7 +177,8 @@ run = run_grid([Problem(prompt="2+2?", id="a", answer="4")], algos=["best_of_n"]
                scorer=ScriptedScorer(lambda p: 1.0), model="s", quiet=True)
 assert [r["correct"] for r in run.rows] == [True]
 assert main(["--dataset", "arith", "--limit", "1", "--algos", "greedy", "--dry-run"]) == 0
-print(sorted(m for m in sys.modules if m == "ray" or m.startswith(("ray.", "reports.ray"))))
+print(sorted(m for m in sys.modules
+             if m == "ray" or m.startswith(("ray.", "reports.eval.ray_workers"))))
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=600)

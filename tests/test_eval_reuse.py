@@ -13,9 +13,10 @@ import pytest
 from test_eval_runner import PROBLEMS, Engine, scorer
 
 import search
-from reports import passk, plots
-from reports.eval import read_rows, run_grid
-from reports.rows import facets, independent
+from reports.analysis import passk
+from reports.analysis.rows import facets, independent
+from reports.eval.run import read_rows, run_grid
+from reports.figures import plots
 from search import registry
 from search.types import Budget
 

@@ -1,7 +1,7 @@
-"""Verifiers with false positives for reports.flaws: the step checker's `verified` flag on math
-candidates (verifiers.grade, reports.grade, the eval runner's rows), a score threshold over the
-candidate scores rows hold, and the per-problem rates. Expected values are worked by hand in
-the comments; the solutions are hand-written, the engine is scripted (no model)."""
+"""Verifiers with false positives for reports.studies.flaws: the step checker's `verified` flag on
+math candidates (verifiers.grade, reports.eval.grade, the eval runner's rows), a score threshold
+over the candidate scores rows hold, and the per-problem rates. Expected values are worked by hand
+in the comments; the solutions are hand-written, the engine is scripted (no model)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from problems import arith
-from reports import flaws
-from reports.eval import run_grid
-from reports.grade import Grader
+from reports.eval.grade import Grader
+from reports.eval.run import run_grid
+from reports.studies import flaws
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Candidate
 from verifiers.grade import grade, steps_verified

@@ -1,9 +1,9 @@
-r"""The grader against its differential corpus (reports/grader_corpus.py, ~10,000 rows rebuilt
+r"""The grader against its differential corpus (reports/grader/corpus.py, ~10,000 rows rebuilt
 from ../shared/data) and against math-verify's recorded verdicts on it.
 
 - No false positive and no false negative against how each row was built.
 - At least 95% agreement with math-verify 0.9.0 (tests/data/grader_corpus_math_verify.jsonl,
-  written by `python -m reports.grader_corpus record`), and every disagreement is one of the
+  written by `python -m reports.grader.corpus record`), and every disagreement is one of the
   conventions below, each with its reason (verifiers/math.py documents them). A convention
   that no longer explains any row fails the test too, so the list stays true.
 - The record is math-verify's: a sample of rows is re-checked live here, every row in the
@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from reports.grader_corpus import (
+from reports.grader.corpus import (
     Row,
     build,
     fingerprint,
@@ -127,7 +127,7 @@ def test_no_false_positive_and_no_false_negative(graded) -> None:
 def test_agreement_with_math_verify_and_every_disagreement_is_a_convention(graded) -> None:
     rows = [r for r, _ in graded]
     made_for, _ = load_record()
-    assert made_for == fingerprint(rows), "stale record: python -m reports.grader_corpus record"
+    assert made_for == fingerprint(rows), "stale record: python -m reports.grader.corpus record"
     record = math_verify_verdicts(rows)
     differ = [(r, v) for r, v in graded if v.correct != record[r.id]]
     # on ordinary output (parts (a) and (b)); part (c) is built where math-verify errs

@@ -96,7 +96,7 @@ def test_issue_18(gold: str, prediction: str, expected: bool) -> None:
 def test_conventions_differ_from_math_verify_on_purpose(gold, prediction, ours, why) -> None:
     assert verify(gold, prediction).correct is ours, why
     pytest.importorskip("math_verify")
-    from reports.grader_corpus import reference_verdict
+    from reports.grader.corpus import reference_verdict
 
     assert reference_verdict(gold, prediction) is not ours, f"math-verify agrees now: {why}"
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from test_eval_runner import PROBLEMS, Engine, strip
 
-from reports import eval as runner
+from reports.eval import run as runner
 
 REPO = Path(__file__).resolve().parents[1]
 # 3 arith problems (the ones the scripted engine knows) x 2 algorithms x 2 budgets x 3 seeds
@@ -55,7 +55,6 @@ def slow_write(fd, data):  # a slow disk under the runs file: a row arrives in t
     return len(data)
 
 os.write = slow_write
-sys.modules.pop("reports.eval", None)  # runpy runs a fresh copy as __main__
 sys.argv = ["reports.eval", *sys.argv[5:]]
 runpy.run_module("reports.eval", run_name="__main__")
 """
@@ -175,7 +174,7 @@ def test_a_torn_last_line_is_cut_and_its_run_redone(tmp_path, reference, cut, mo
     torn = last[:cut if cut > 0 else len(last) + cut]
     out.write_bytes(b"".join(lines[:-1]) + torn)
     assert len(runner.read_rows(out)) == 4  # the runner redoes a row without its newline
-    from reports.rows import read_rows
+    from reports.analysis.rows import read_rows
 
     # the analyses skip a torn row, but may keep one whose bytes are whole (only "\n" lost)
     assert len(read_rows(out)) == (5 if cut == -1 else 4)

@@ -14,7 +14,7 @@ import pytest
 
 import search
 import search.api
-from reports.grid import make_grid, parse_knobs
+from reports.eval.grid import make_grid, parse_knobs
 from search import knobs, registry
 from search.__main__ import main
 from search.engines.fake import ScriptedEngine, ScriptedScorer

@@ -1,6 +1,6 @@
 """search.runtime.omp: releasing a thread's idle OpenMP pool joins its worker threads, and
 serving (search.runtime.sched) leaves one pool at a time: the caller's goes when serving
-starts, the owner's when it ends. (What that buys is timed in reports/bench_eval.py.)"""
+starts, the owner's when it ends. (What that buys is timed in reports/bench/eval.py.)"""
 
 from __future__ import annotations
 

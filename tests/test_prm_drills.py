@@ -122,7 +122,7 @@ def test_drills_refuse_a_task_without_equations():
 
 
 def test_equation_holds_by_hand():
-    from reports.prm_bounds import equation_holds
+    from reports.studies.prm_bounds import equation_holds
 
     assert equation_holds("Mia now has 58 / 2 = 29 eggs.\n\n") is True
     assert equation_holds("Mia now has 58 / 4 = 14 eggs.\n\n") is False  # 14 * 4 != 58
@@ -135,7 +135,7 @@ def test_equation_holds_by_hand():
 
 
 def test_arithmetic_auc_hand_computed():
-    from reports.prm_bounds import arithmetic_auc
+    from reports.studies.prm_bounds import arithmetic_auc
 
     def path(*steps):
         return LabelledPath("p", "", "", steps, tuple(1.0 for _ in steps), False)
@@ -151,7 +151,7 @@ def test_arithmetic_auc_hand_computed():
 def test_first_error_and_equation_holds_share_one_arithmetic():
     """problems.arith.holds decides both: a division is right only when exact, and one by 0
     is an error where first_error used to raise ZeroDivisionError."""
-    from reports.prm_bounds import equation_holds
+    from reports.studies.prm_bounds import equation_holds
 
     p = arith.generate(1, seed=3, difficulty=3)[0]
     gold = p.metadata["solution"].split("\n\n")

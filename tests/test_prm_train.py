@@ -1,7 +1,7 @@
 """Training a PRM from rollouts: labels against brute force on scripted trees, the first-error
 definition on hand-made solutions, the trained checkpoint read by rewards.prm exactly as
 training read it, resumable labelling and training, and the ProcessBench / best-of-N
-figures of reports.prm_eval on hand-computed cases."""
+figures of reports.studies.prm_eval on hand-computed cases."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from problems.prm_labels import (
     read_rows,
     spent,
 )
-from reports.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
+from reports.studies.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
 from rewards.prm import HFPRM, MATH_SHEPHERD, label_ids
 from rewards.prm_train import Batches, build, encode, loss_and_scores, train
 from search.engines.fake import ScriptedEngine
@@ -442,10 +442,10 @@ def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward(name):
 
 
 def test_policy_surprise_is_the_engines_own_token_logprobs():
-    """reports.prm_bounds' no-training bound: a step's score is the policy's lowest token
+    """reports.studies.prm_bounds' no-training bound: a step's score is the policy's lowest token
     log-probability on the path so far. Reference: the model log-probabilities the engine
     recorded while sampling the path through its KV tree (Step.logprobs)."""
-    from reports.prm_bounds import surprise_scores
+    from reports.studies.prm_bounds import surprise_scores
     from search.engines.hf import HFEngine
 
     engine = HFEngine.load("tiny-arith")
@@ -458,15 +458,12 @@ def test_policy_surprise_is_the_engines_own_token_logprobs():
         paths.append(LabelledPath(leaf.problem.id, leaf.problem.prompt, str(leaf.problem.answer),
                                   tuple(st.text for st in steps), (1.0,) * len(steps),
                                   False))
-        low = {k: 0.0 for k in want}
+        seen: list[tuple[bool, float]] = []  # (is a digit, log-probability) of each token so far
         for st in steps:
             pieces = engine.tokenizer.convert_ids_to_tokens(list(st.token_ids))
-            for piece, lp in zip(pieces, st.logprobs):
-                low["every token"] = min(low["every token"], lp)
-                if piece.strip().isdigit():
-                    low["digits"] = min(low["digits"], lp)
-            for k in want:
-                want[k].append(low[k])
+            seen += [(piece.strip().isdigit(), lp) for piece, lp in zip(pieces, st.logprobs)]
+            want["every token"].append(min([0.0] + [lp for _, lp in seen]))
+            want["digits"].append(min([0.0] + [lp for digit, lp in seen if digit]))
     got = surprise_scores(HFEngine.load("tiny-arith"), paths)  # forced, not sampled
     assert set(got) == set(want)
     for k in want:
@@ -477,10 +474,10 @@ def test_policy_surprise_is_the_engines_own_token_logprobs():
 
 
 def test_prm_eval_samples_programs_line_by_line():
-    """reports.prm_eval on tiny-code: a program's steps are its lines (as prm_train labels
+    """reports.studies.prm_eval on tiny-code: a program's steps are its lines (as prm_train labels
     them), and each finished one carries its first error (problems.evaluate.first_error)."""
     from problems import codegen
-    from reports.prm_eval import collect
+    from reports.studies.prm_eval import collect
     from search.engines.hf import HFEngine
 
     engine = HFEngine.load("tiny-code")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import search
-from reports.viewer import to_html
+from reports.figures.viewer import to_html
 from search.__main__ import main
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.progress import Progress
@@ -127,7 +127,7 @@ def test_results_and_outputs_name_model_and_scorer(tmp_path, capsys):
 
 def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, capsys):
     from problems import arith
-    from reports.viewer import main as viewer
+    from reports.figures.viewer import main as viewer
 
     out = tmp_path / "tree.html"
     assert viewer(["--dataset", "arith", "--index", "1", "--algo", "beam", "--knob", "n=4",
@@ -146,7 +146,7 @@ def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, c
 def test_the_grid_bar_moves_while_runs_are_in_flight():
     """The tokens a run generates reach the eval bar as the run charges its meter, before its
     row is written; the row then adds nothing twice (issue 33)."""
-    from reports.progress import GridProgress
+    from reports.eval.progress import GridProgress
     from search.budget import Meter
     from search.session import KVScope
 

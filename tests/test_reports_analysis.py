@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import flaws, passk, plots, rows, scaling
-from reports.flaws import Rates
+from reports.analysis import passk, rows, scaling
+from reports.figures import plots
+from reports.studies import flaws
+from reports.studies.flaws import Rates
 
 
 def row(pid, algo, seed, correct, *, width=None, tokens=100, knobs=None, cands=(), key=None,
@@ -338,7 +340,7 @@ def table_rows() -> list[dict]:
 
 @pytest.mark.parametrize("signal", ["score", "agreement", "oracle"])
 def test_compute_table_picks_the_constructed_optimum(signal):
-    from reports import compute_table
+    from reports.studies import compute_table
 
     # token_cost 1e-4 (accuracy - 1e-4 * tokens): easy: n=4 .96 beats all; hard: n=4 .16,
     # n=16 .64, n=64 .26, beam .85 - .08 = .77 -> beam.
@@ -364,7 +366,7 @@ def test_compute_table_probe_stop_charges_the_probe():
     best-of-4 (1.0 at 800); hard bin (token cost 1e-4): probe .2 - .04 = .16, n=16 .8 - .2 =
     .6, n=64 .9 - .68 = .22, beam .85 - .12 = .73 -> beam, at 800 + 400 tokens; the baseline
     curve keeps best-of-N's own tokens (gain 3200 / 1200)."""
-    from reports import compute_table
+    from reports.studies import compute_table
 
     table, gains = compute_table.fit(table_rows(), signal="score", n_bins=2, token_cost=1e-4,
                                      probe_width=4, probe_stop=True)
@@ -378,7 +380,7 @@ def test_compute_table_probe_stop_charges_the_probe():
 
 
 def test_compute_table_cli_writes_a_loadable_table(tmp_path, capsys):
-    from reports import compute_table
+    from reports.studies import compute_table
     from search.algos.compute_optimal import bin_of, load_table
 
     path = write(tmp_path / "runs.jsonl", table_rows())
@@ -394,7 +396,7 @@ def test_compute_table_cli_writes_a_loadable_table(tmp_path, capsys):
 
 
 def test_compute_table_refuses_configs_differing_only_in_width():
-    from reports import compute_table
+    from reports.studies import compute_table
 
     rs = [row("p0", "best_of_n", 0, True, width=4, knobs={}, cands=[("1", .5, True, True,
                                                                        None)]),
@@ -406,7 +408,7 @@ def test_compute_table_refuses_configs_differing_only_in_width():
 def test_compute_table_probe_samples_as_its_rows_did():
     """A greedy probe (best-of-1 at temperature 0, the rows' knobs) gives a table whose
     run-time probe is best-of-1 at temperature 0 too, not the default best-of-4 at 0.8."""
-    from reports import compute_table
+    from reports.studies import compute_table
     from search.algos.compute_optimal import load_table
 
     greedy = {"n": 1, "temperature": 0.0}
@@ -445,7 +447,7 @@ def test_compute_table_fit_to_match_takes_the_cheapest_table_reaching_the_refere
     1e-5 up to 1e-3 the hard bin takes beam (.85): .925 at (400 + 800) / 2 = 600, the
     cheapest table that still reaches .9 (the smallest such cost is reported); at 2e-3 it
     takes n=4 (.2): .6, below."""
-    from reports import compute_table
+    from reports.studies import compute_table
 
     table, _, m = compute_table.fit_to_match(table_rows(), algo="best_of_n", width=16,
                                              n_bins=2)

@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 import test_sandbox
+from helpers import SYSCALLS
 from test_sandbox import _mode_available, hostile
 
 from verifiers._sandbox import files, host
@@ -21,41 +22,28 @@ mode = test_sandbox.mode  # the shared fixture, by name
 
 # Every call that reads or changes page-cache residency, or holds memory, fds or a kernel
 # quota past the rlimits, or keeps state outside the run; each answer is the errno it got.
-PROBE = r'''
-import ctypes, mmap, os, socket, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
+PROBE = SYSCALLS + r'''
+import mmap, socket, sys
 SHARED = os.__file__  # a host file every run maps: the stdlib
-def _errno(fn):
-    try:
-        fn()
-        return 0
-    except OSError as exc:
-        return exc.errno
-def _raw(nr, *args):
-    def call():
-        if libc.syscall(nr, *args) < 0:
-            raise OSError(ctypes.get_errno(), "")
-    return call
 def probe():
     fd = os.open(SHARED, os.O_RDONLY)
     page = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
     address = ctypes.addressof(ctypes.c_char.from_buffer_copy(b"x"))  # any address
     vec = ctypes.create_string_buffer(8)
     calls = {
-        "mincore": _raw(27, ctypes.c_void_p(address & ~4095), 4096, vec),
+        "mincore": raw(27, ctypes.c_void_p(address & ~4095), 4096, vec),
         "preadv2_nowait": lambda: os.preadv(fd, [bytearray(16)], 0, os.RWF_NOWAIT),
         "fadvise_dontneed": lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED),
-        "readahead": _raw(187, fd, 0, 4096), "cachestat": _raw(451, fd, None, None, 0),
-        "madvise_pageout": _raw(28, ctypes.c_void_p(address & ~4095), 4096, 21),
+        "readahead": raw(187, fd, 0, 4096), "cachestat": raw(451, fd, None, None, 0),
+        "madvise_pageout": raw(28, ctypes.c_void_p(address & ~4095), 4096, 21),
         "memfd_create": lambda: os.memfd_create("hold"),
-        "fallocate": _raw(285, 1, 1, 0, 1 << 30), "io_setup": _raw(206, 64, ctypes.byref(ctypes.c_ulong())),
-        "socketpair": socket.socketpair, "pipe": os.pipe, "shmget": _raw(29, 0x3131, 4096, 0o1666),
-        "msgget": _raw(68, 0x3131, 0o1666), "semget": _raw(64, 0x3131, 1, 0o1666),
-        "mq_open": _raw(240, b"/tts", 0o102, 0o600, None), "inotify": _raw(294, 0),
+        "fallocate": raw(285, 1, 1, 0, 1 << 30), "io_setup": raw(206, 64, ctypes.byref(ctypes.c_ulong())),
+        "socketpair": socket.socketpair, "pipe": os.pipe, "shmget": raw(29, 0x3131, 4096, 0o1666),
+        "msgget": raw(68, 0x3131, 0o1666), "semget": raw(64, 0x3131, 1, 0o1666),
+        "mq_open": raw(240, b"/tts", 0o102, 0o600, None), "inotify": raw(294, 0),
         "fork": os.fork, "open_dev_shm": lambda: open("/dev/shm/tts-keep", "w"),
     }
-    out = {name: _errno(call) for name, call in calls.items()}
+    out = {name: errno_of(call) for name, call in calls.items()}
     page.close()
     return out
 '''
@@ -240,8 +228,8 @@ def test_clean_up_of_any_depth_never_raises(tmp_path):
 
 def test_soak_leaves_nothing_behind():
     """50 mixed honest/hostile runs: honest ones pass, hostile ones fail, and no process,
-    work dir, IPC object, AIO quota or fd is left (reports/soak_sandbox runs 1,000)."""
-    from reports.soak_sandbox import soak
+    work dir, IPC object, AIO quota or fd is left (reports/bench/soak_sandbox runs 1,000)."""
+    from reports.bench.soak_sandbox import soak
 
     before, after, outcomes = soak(49)
     assert outcomes["honest failed"] == outcomes["hostile passed"] == 0, outcomes
@@ -259,7 +247,7 @@ def test_hostile_helper_still_applies(mode):
 def test_honest_stdlib_programs_pass_under_the_allowlist(mode):
     """No false fail from the allowlist: the honest programs the syscall measurement adds to
     HumanEval and codegen (time, randomness, temp files, 200 MiB, deep recursion, output)."""
-    from reports.sandbox_syscalls import EXTRA
+    from reports.studies.sandbox_syscalls import EXTRA
 
     failed = {}
     for program, tests, writes in EXTRA:

@@ -12,6 +12,7 @@ from collections import OrderedDict, defaultdict, namedtuple
 
 import pytest
 import test_sandbox
+from helpers import SYSCALLS
 from test_sandbox import REPO, _mode_available, hostile
 
 from verifiers._sandbox import wire
@@ -126,23 +127,12 @@ def test_frames_are_size_capped():
 
 # ---------------------------------------------------------------- seccomp alone
 
-SECCOMP = r"""
-import ctypes, fcntl, json, os, signal, socket, struct
+SECCOMP = SYSCALLS + r"""
+import fcntl, json, signal, socket, struct
 from verifiers._sandbox.seccomp import install_seccomp
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
 other = int(os.environ["OTHER_PID"])
 r, w = os.pipe()
-def call(fn):
-    try:
-        fn()
-        return 0
-    except OSError as exc:
-        return exc.errno
-def raw(nr, *args):
-    return lambda: libc.syscall(nr, *args) >= 0 or (_ for _ in ()).throw(
-        OSError(ctypes.get_errno(), ""))
 denied = {"fork": os.fork, "exec": lambda: os.execv("/bin/true", ["true"]),
           "socket": socket.socket, "kill_other": lambda: os.kill(other, 0),
           "kill_all": lambda: os.kill(-1, 0), "kill_group": lambda: os.kill(0, 0),
@@ -198,9 +188,9 @@ allowed = {"kill_self": lambda: os.kill(os.getpid(), 0),
            "madvise_dontneed": raw(28, 0, 0, 4), "isatty": lambda: os.isatty(r),
            "random": lambda: os.urandom(8), "sleep": lambda: __import__("time").sleep(0.001)}
 assert install_seccomp(libc, ctypes, "runner")
-print(json.dumps({"denied": {k: call(f) for k, f in denied.items()},
-                  "allowed": {k: call(f) for k, f in allowed.items()},
-                  "clone3": call(raw(435, None, 0))}))
+print(json.dumps({"denied": {k: errno_of(f) for k, f in denied.items()},
+                  "allowed": {k: errno_of(f) for k, f in allowed.items()},
+                  "clone3": errno_of(raw(435, None, 0))}))
 """
 
 

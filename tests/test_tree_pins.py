@@ -5,10 +5,10 @@ for every algorithm (and the variants that write different scores: lookahead, me
 duplicates, rollout values, token-level diverse beam, live pruning, the budget's reserve), a
 seeded solve on the scripted engine (pure Python, no model; only rpc's Weibull fit runs
 scipy, whose last digits follow the CPU: floats compare to 12 significant digits, see `same`)
-is serialised the ways the project serialises a tree: the viewer's HTML page (its knobs and
-seconds rows aside), the networkx/GraphML attributes of reports.tree_export (the same aside),
-Result's own fields, and every node's scores as a flat mapping. Node ids count from 0 in every
-solve (the counter is reset), so ids written into scores (merged_into) are pinned too.
+is serialised the ways the project serialises a tree: the viewer's HTML page (its knobs and seconds
+rows aside), the networkx/GraphML attributes of reports.figures.tree_export (the same aside),
+Result's own fields, and every node's scores as a flat mapping. Node ids count from 0 in every solve
+(the counter is reset), so ids written into scores (merged_into) are pinned too.
 
 Result.knobs is checked apart: today every knob's actual value is recorded (signature order),
 where the pinned knobs were a hand-written list. The pinned items must be a prefix of the
@@ -34,7 +34,7 @@ import pytest
 
 import search
 import search.types
-from reports import tree_export, viewer
+from reports.figures import tree_export, viewer
 from search import knobs as knob_rules
 from search import registry
 from search.algos import compute_optimal

@@ -318,7 +318,7 @@ def test_different_gold_answers_do_not_verify() -> None:
 
 # --------------------------------------------------------------- agreement with math-verify
 
-# Rows of TABLE where the `math-verify` package (0.9.0, called as reports.grader_corpus calls
+# Rows of TABLE where the `math-verify` package (0.9.0, called as reports.grader.corpus calls
 # it) gives the other verdict, and why we keep ours: each is a convention documented in
 # verifiers.math. Everywhere else the two agree; a new disagreement fails the test below.
 MATH_VERIFY_DIFFERENCES: dict[tuple[str, str], str] = {
@@ -344,7 +344,7 @@ MATH_VERIFY_DIFFERENCES: dict[tuple[str, str], str] = {
 
 def test_agrees_with_math_verify_on_the_table() -> None:
     pytest.importorskip("math_verify", reason="optional: pip install math-verify")
-    from reports.grader_corpus import reference_verdict
+    from reports.grader.corpus import reference_verdict
 
     disagreements = {(g, p) for g, p, expected in TABLE if reference_verdict(g, p) != expected}
     assert disagreements == set(MATH_VERIFY_DIFFERENCES)

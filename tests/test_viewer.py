@@ -1,4 +1,4 @@
-"""The search-tree viewer (reports/viewer.py): HTML page, GraphML export and CLI.
+"""The search-tree viewer (reports/figures/viewer.py): HTML page, GraphML export and CLI.
 
 Fast tests run searches on the scripted engine (exact, model-free trees) or on hand-built
 Results, and check the page by parsing it back: one row per node with its own text, scores
@@ -28,7 +28,7 @@ import pytest
 
 import search
 import search.api
-from reports import viewer
+from reports.figures import viewer
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Budget, Candidate, Node, Problem, Result, Step, Usage
 
@@ -384,8 +384,8 @@ def test_cli_on_the_embedded_reasoner_screenshot(tmp_path):
     """End to end: the CLI on tiny-arith writes the page; Chromium renders it to a PNG."""
     out = artifacts(tmp_path)
     html_path, gml = out / "viewer_tiny_arith.html", out / "viewer_tiny_arith.graphml"
-    done = subprocess.run([sys.executable, "-m", "reports.viewer", "What is 2+3?", "--algo", "beam",
-                           "--model", "tiny-arith", "--knob", "n=4", "--knob", "m=2",
+    done = subprocess.run([sys.executable, "-m", "reports.figures.viewer", "What is 2+3?",
+                           "--algo", "beam", "--model", "tiny-arith", "--knob", "n=4", "--knob", "m=2",
                            "--tokens", "400", "--out", str(html_path), "--graphml", str(gml)],
                           capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[1])

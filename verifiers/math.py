@@ -14,7 +14,7 @@ answer and math-verify's `verify` compares them (verifiers/_math/compare.py).
 
 Why math-verify decides equivalence (issue 18). Both routes measured side by side with the
 same extraction in front, on one 2-core machine shared with other jobs (load ~10), by
-`python reports/bench_grader.py --reference --math-verify-tests DIR`; the hand-written route
+`python -m reports.bench.grader --reference --math-verify-tests DIR`; the hand-written route
 is commit 8b1ec85's verifiers/_compare.py (sympy over this project's own plain form):
                                         hand-written sympy    math-verify (this module)
   differential corpus, 11,204 rows      0 FP, 0 FN            0 FP, 0 FN

@@ -18,8 +18,8 @@ algorithm, knobs and per-problem budget do best in each bin.
       else algo(problem, knobs) run via the registry on the remaining budget (capped at tokens)
 
 The table is data: search/algos/compute_optimal_table.json (format below), or a path / dict
-given as the `table` knob. The shipped table was fitted by reports.compute_table on 3,600 runs
-of tiny-arith with the step checker (150 problems of levels 4-6, generator seed 99, disjoint
+given as the `table` knob. The shipped table was fitted by reports.studies.compute_table on
+3,600 runs of tiny-arith with the step checker (150 problems of levels 4-6, generator seed 99, disjoint
 from the demo's; 2 seeds; a greedy probe, best_of_n at 4, 8 and 16, the particle filter at 4
 and 8, A* at 4 and 8 with duplicates merged and kept), with `--probe-stop --match
 best_of_n:16:select=weighted_vote`: the cheapest table that reaches best-of-16's accuracy on

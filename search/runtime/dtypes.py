@@ -25,7 +25,8 @@ def is_int8(dtype: Any) -> bool:
 
 INT8_SKIP = ("down_proj",)  # Llama-family MLP output projections: their inputs carry the
 # activation outliers that one per-call activation scale cannot hold (SmolLM2-135M's greedy
-# choice on fp32's path: 59% the same with them quantised, 90% without; bench_engine reports it)
+# choice on fp32's path: 59% the same with them quantised, 90% without; reports.bench.engine
+# reports it)
 
 
 def quantize_int8(model: Any) -> Any:

@@ -12,7 +12,7 @@ same small interface (`BatchKV`) for the engine's loops:
                 valid prefix, with a ready-made 4D mask (a view for one-token steps). Rows
                 that leave a decode loop are swapped out (one row copy each), never regrown.
   GrowingCache  the transformers DynamicCache it replaces (torch.cat per token and layer),
-                kept for comparison (`inplace=False`, reports/bench_engine.py).
+                kept for comparison (`inplace=False`, reports/bench/engine.py).
 Both take several query tokens per row in one forward (prefill, forced continuations, and
 later draft tokens to verify), writing them at columns [length, length + q).
 

@@ -5,7 +5,7 @@ Threads on a shared machine: `import search` sets OMP_WAIT_POLICY=PASSIVE unless
 environment says otherwise (it must be set before torch loads its OpenMP runtime): libgomp's
 default "active" policy spins each idle worker for a while before it sleeps, and a worker
 whose core a neighbour holds keeps every parallel region waiting. Measured on 2 shared cores
-(reports/bench_threads.py): the passive policy keeps torch's thread count, so every result
+(reports/bench/threads.py): the passive policy keeps torch's thread count, so every result
 stays bit for bit what it was (a different thread count changes floating-point sums: one
 thread and two give different samples of the same solve), which is why the default does not
 pick its threads from the cores free at start. `use_threads(n)` (--threads) sets the count.

@@ -34,23 +34,24 @@ class Candidate:
     committed: bool = True
 
 
+def _ci(pattern: str) -> re.Pattern[str]:
+    """A cue pattern: cue words match in any case ("Wait", "WAIT", "wait")."""
+    return re.compile(pattern, re.I)
+
+
 # a sentence ends at . ! ? followed by a space or the end, or at a line break
 SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|\n")  # "\\!" is a TeX space
 # words that make what follows them (in their clause) a supposition, not a statement
-_SUPPOSED = re.compile(
+_SUPPOSED = _ci(
     r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|hypothetically|imagine|"
     r"pretend|might|tempting|mistakenly|wrongly|naively|thought|initially|originally|"
     r"at\s+first|claims?|claimed|wrote|"
-    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b",
-    re.I,
-)
+    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b",)
 # words after which a clause states again ("If x = 3, then the answer is 5")
-_RESUMES = re.compile(
-    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b",
-    re.I,
-)
+_RESUMES = _ci(
+    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b",)
 # a correction: what came before it is withdrawn
-CORRECTION = re.compile(
+CORRECTION = _ci(
     r"\b(?:wrong|mistakes?|mistaken|(?:an?|my|this|that|the|made\s+an?|in)\s+(?:\w+\s+)?error|erroneous|"
     r"incorrect|not\s+(?:right|correct)|oops|"
     r"(?:can'?t|cannot|doesn'?t|does\s+not|isn'?t|won'?t)\s+(?:\w+\s+)?(?:be\s+)?(?:right|correct|work|make\s+sense)|"
@@ -58,77 +59,57 @@ CORRECTION = re.compile(
     r"miscalculat\w*|miscount\w*|misread\w*|redo\w*|re-do\w*|recalculat\w*|recomput\w*|"
     r"reconsider\w*|rethink\w*|re-?examin\w*|re-?evaluat\w*|on\s+second\s+thought|corrections?|"
     r"corrected|scratch\s+that|typo|slip|blunder|(?:over|under|double)[- ]?count\w*|overlooked|"
-    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",
-    re.I,
-)
+    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",)
 # a softer turn: a different answer after it replaces the conclusion only when restated
-TURN = re.compile(r"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b", re.I)
+TURN = _ci(r"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b")
 # what leads to a restated answer after a soft turn ("Actually, it is 18")
-RESTATED = re.compile(
+RESTATED = _ci(
     r"(?:\b(?:it'?s|it\s+is|answer\s+is|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
     r"comes?\s+(?:out\s+)?to|there\s+(?:are|is)|we\s+have|total\s+is|is\s+actually|is\s+really)\b"
-    r"|=)[\s$:*]*(?:[A-Za-z]+\s+){0,2}[\s$]*$",
-    re.I,
-)
+    r"|=)[\s$:*]*(?:[A-Za-z]+\s+){0,2}[\s$]*$",)
 # what leads to a concluded value after a correction ("Redoing it gives 18", "3 x 6 = 18")
-CONCLUDING = re.compile(
+CONCLUDING = _ci(
     r"(?:\b(?:is|are|was|be|it'?s|that'?s|gives?|get|gets|got|obtain\w*|equals?|makes?|yields?|comes?\s+(?:out\s+)?to|"
     r"totals?|becomes?|answer|so|thus|therefore|hence|results?\s+in|have|has)\b|=|\\approx|≈)"
-    r"[\s$:*]*(?:[A-Za-z]+\s+){0,3}[\s$]*$",
-    re.I,
-)
+    r"[\s$:*]*(?:[A-Za-z]+\s+){0,3}[\s$]*$",)
 # a second value offered beside the conclusion, each pattern ending where that value starts:
 # "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
 # "in which case $Y$" in its sentence or the next
-_OR_NEXT = re.compile(
+_OR_NEXT = _ci(
     r"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){0,6}(?:\b(?:or|and/or)\b|/)\s*"
-    r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",
-    re.I,
-)
+    r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",)
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
-_ELSEWISE = re.compile(
+_ELSEWISE = _ci(
     r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending)\b"
-    r"|\(\s*(?:if|when|for|assuming)\b",
-    re.I,
-)
+    r"|\(\s*(?:if|when|for|assuming)\b",)
 # doubt about the answer: every value in its sentence is a candidate
-_UNSURE = re.compile(
+_UNSURE = _ci(
     r"\b(?:(?:not\s+(?:sure|certain)|unsure|uncertain|don'?t\s+know)\s+(?:if|whether|between|which)|"
-    r"(?:torn|undecided|can'?t\s+decide)\s+between)\b",
-    re.I,
-)
-_OFFERED = re.compile(
+    r"(?:torn|undecided|can'?t\s+decide)\s+between)\b",)
+_OFFERED = _ci(
     r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
     r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
     r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
-    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4})[\s:]*",
-    re.I,
-)
+    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4})[\s:]*",)
 # ... or followed by a word that offers it: "12 is also possible"
-_POSSIBLE_AFTER = re.compile(
+_POSSIBLE_AFTER = _ci(
     r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
     r"alternative)|valid|correct|right)|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
-    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b",
-    re.I,
-)
+    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b",)
 # a value that is part of a computation or a relation, not one offered as the answer
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
 # words that restate the value before them ("or about 1.414", "i.e. 0.5")
-_SAME_VALUE = re.compile(
+_SAME_VALUE = _ci(
     r"\b(?:about|approximately|approx|roughly|around|nearly|i\.e|that\s+is|equivalently|exactly|precisely|"
-    r"rather|simplest|simplified|simplifies|lowest|in\s+other\s+words|written|expressed|as\s+an?)\b|\\approx|≈",
-    re.I,
-)
+    r"rather|simplest|simplified|simplifies|lowest|in\s+other\s+words|written|expressed|as\s+an?)\b|\\approx|≈",)
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/^=<>]|\\(?:cdot|times|div))\s*$")
 _RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt)\b")
-_MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b", re.I)
-_NEGATED_BEFORE = re.compile(
+_MAYBE = _ci(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b")
+_NEGATED_BEFORE = _ci(
     r"(?:\bnot|n't|\bnever|\bcannot|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)"
-    r"(?:\s+(?:be|equal|equals|to|exactly|just|simply|actually|possibly))*\W*$",
-    re.I,
-)
+    r"(?:\s+(?:be|equal|equals|to|exactly|just|simply|actually|possibly))*\W*$",)
 _TAIL = 400  # characters after the conclusion in which hedges and corrections are looked for
 
 
@@ -182,7 +163,7 @@ def corrected(text: str, start: int, end: int) -> bool:
 
 
 # a correction that looks back at an earlier answer, not at the one just given
-_LOOKS_BACK = re.compile(r"\b(?:earlier|previously|before|above|at\s+first|initially|first)\b", re.I)
+_LOOKS_BACK = _ci(r"\b(?:earlier|previously|before|above|at\s+first|initially|first)\b")
 
 
 def about_earlier(text: str, correction: re.Match[str]) -> bool:

@@ -3,7 +3,7 @@
 Exec'd (its source travels in the payloads, in front of confine.py's) by the untrusted
 program's process (role "runner") and the trusted judge ("judge"); x86_64 only.
 
-The list is a measurement: `python -m reports.sandbox_syscalls` runs HumanEval's canonical
+The list is a measurement: `python -m reports.studies.sandbox_syscalls` runs HumanEval's canonical
 solutions, the project's code tasks (problems.codegen) and a few honest stdlib programs under
 strace with this filter swapped for an allow-all one, and prints every call each role made
 once confined. Why each family is allowed:

@@ -1,0 +1,216 @@
+"""Benchmark: eval grids at concurrency 1 and N side by side, in one run (issue #20's targets).
+
+    python -m reports.bench.eval                     # both parts, N = 16
+    python -m reports.bench.eval --parts tiny --tiny-limit 8
+
+tiny   the grid `--dataset arith --difficulty 5 --limit 32 --model tiny-arith --scorer steps
+       --algos best_of_n,beam,particle_filter --budgets 4,16 --seeds 0` through reports.eval at
+       concurrency 1, then N: wall times, their ratio, and whether every row is identical
+       apart from its timing fields (`time`, `usage.seconds`).
+smol   SmolLM2-135M on GSM8K (--smol-limit problems, greedy and best-of-4, steps of up to
+       --step-tokens, at most --max-steps): aggregate generated tokens/s at concurrency 1 and
+       N, against the engine's own throughput on ONE problem at 16 rows (best-of-16, 3 steps
+       of up to 32 tokens, like reports/bench/engine.py's workloads; best of 2 runs).
+
+Also printed: the scheduler's counters (forwards merged per tick, peak jobs and batch-cache
+bytes in flight) and the process's peak RSS, and per grid where its time goes (`kernel_clock`):
+seconds inside the forward's packed GEMMs, its attention kernels (cascade's CPU flash calls
+and SDPA) and its norms, rotary and SiLU, at each concurrency, the rest (KV and batch-cache
+copies, sampling, and the Python of the engine, the scheduler and the searches) by
+difference, and the speed-up concurrency N could reach over today's concurrency 1 if it spent
+nothing outside those kernels. Timings on a shared machine are noisy: the ratios are measured
+side by side, in one process, on one engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import resource
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from search.cli import parse
+
+TIMING = ("time",)  # row fields that may differ between runs; usage.seconds too
+
+
+def comparable(row: dict[str, Any]) -> str:
+    """A row as JSON without its timing fields."""
+    row = {k: v for k, v in row.items() if k not in TIMING}
+    row["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
+    return json.dumps(row, sort_keys=True)
+
+
+# the forward's kernels by kind: (kind, module, attribute) of each entry point the lean
+# forward (search/runtime/lean.py) calls them through
+KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
+           ("attention", "search.runtime.attention", "_FLASH"),
+           ("attention", "torch.nn.functional", "scaled_dot_product_attention"),
+           ("norms, rotary, SiLU", "torch", "rms_norm"),
+           ("norms, rotary, SiLU", "torch", "addcmul"),
+           ("norms, rotary, SiLU", "torch.nn.functional", "silu"))
+KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order
+
+
+@contextmanager
+def kernel_clock() -> Iterator[defaultdict[str, float]]:
+    """Seconds spent inside the KERNELS while the block runs, by kind (whatever thread calls
+    them: the owner while serving, the search's own thread at concurrency 1). Each entry point
+    is wrapped for the block and restored after it; a timer costs well under a microsecond
+    a call."""
+    spent: defaultdict[str, float] = defaultdict(float)
+    saved: list[tuple[Any, str, Any]] = []
+
+    def timed(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[kind] += time.perf_counter() - t0
+        return run
+
+    try:
+        for kind, module, name in KERNELS:
+            mod = importlib.import_module(module)
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                saved.append((mod, name, fn))
+                setattr(mod, name, timed(fn, kind))
+        yield spent
+    finally:
+        for mod, name, fn in reversed(saved):
+            setattr(mod, name, fn)
+
+
+def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
+               ) -> tuple[float, dict[str, str], tuple[int, int], float, dict[str, float]]:
+    """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds, seconds
+    in the forward's kernels by kind) of one fresh grid."""
+    from reports.eval.run import run_grid
+
+    with kernel_clock() as kernels:
+        t0, c0 = time.perf_counter(), time.process_time()
+        run = run_grid(problems, out=out, quiet=True, concurrency=concurrency, **grid)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if run.errors:
+        bad = next(r for r in run.rows if r["status"] == "error")
+        raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
+    rows = {r["key"]: comparable(r) for r in run.rows}
+    return seconds, rows, (sum(int(r["usage"]["generated_tokens"]) for r in run.rows),
+                           sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu, dict(kernels)
+
+
+def where_time_goes(t1: float, k1: Mapping[str, float], tn: float, kn: Mapping[str, float],
+                    n: int) -> str:
+    """Seconds in each kind of kernel and in the rest, at concurrency 1 and n, and the most
+    concurrency n could gain over t1 if it spent nothing outside its kernels."""
+    def split(t: float, k: Mapping[str, float]) -> str:
+        kinds = ", ".join(f"{kind} {k.get(kind, 0.0):.1f}" for kind in KINDS)
+        return f"{kinds}, the rest {t - sum(k.values()):.1f}"
+    floor = sum(kn.values())
+    if floor <= 0:
+        return f"  no time seen inside the forward's kernels at concurrency {n} (not the lean forward?)"
+    return (f"  seconds inside the forward's kernels: concurrency 1: {split(t1, k1)}; concurrency "
+            f"{n}: {split(tn, kn)}\n  concurrency {n} with the rest free would take {floor:.1f} s: "
+            f"at most {t1 / floor:.2f}x concurrency 1's {t1:.1f} s"
+            + (f"; 4x needs the rest within {t1 / 4 - floor:.1f} s" if t1 / floor >= 4 else ""))
+
+
+def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) -> dict[str, Any]:
+    t1, rows1, (tokens, prefill), cpu1, k1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1,
+                                                        **grid)
+    tn, rowsn, _, cpun, kn = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
+    same = rows1 == rowsn
+    print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
+          f"({tokens / t1:.1f} tok/s), concurrency {n}: {tn:.1f} s ({tokens / tn:.1f} tok/s); "
+          f"{t1 / tn:.2f}x; rows identical apart from timings: {same}\n  process CPU time: "
+          f"{cpu1:.1f} s vs {cpun:.1f} s ({cpu1 / cpun:.2f}x)", flush=True)
+    print(where_time_goes(t1, k1, tn, kn, n), flush=True)
+    if not same:
+        diff = sorted(k for k in rows1 if rows1[k] != rowsn.get(k))
+        print(f"  {len(diff)} rows differ, e.g. {rows1[diff[0]][:300]}\n  vs {rowsn.get(diff[0], '')[:300]}")
+    return {"runs": len(rows1), "tokens": tokens, "prefill": prefill, "c1": t1, "cn": tn,
+            "ratio": t1 / tn, "kernels1": k1, "kernelsn": kn,
+            "cpu1": cpu1, "cpun": cpun, "identical": same}
+
+
+def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> tuple[float, float]:
+    """The engine's tokens/s on one problem at 16 rows (best-of-16, 3 steps of <= 32 tokens):
+    (generated, generated + prefilled) per second, of the fastest of `repeats` runs."""
+    import search
+
+    best = (0.0, 0.0)
+    for _ in range(repeats):
+        r = search.solve(problem, "best_of_n", engine=engine, scorer="logprob", n=16,
+                         step_tokens=32, max_depth=3, temperature=0.7, seed=0)
+        u = r.usage
+        best = max(best, (u.generated_tokens / u.seconds,
+                          (u.generated_tokens + u.prefill_tokens) / u.seconds))
+    return best
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse("python -m reports.bench.eval", __doc__, {
+        "--parts": dict(default="tiny,smol"),
+        "--concurrency": dict(type=int, default=16),
+        "--tiny-limit": dict(type=int, default=32),
+        "--smol-limit": dict(type=int, default=32),
+        "--step-tokens": dict(type=int, default=64),
+        "--max-steps": dict(type=int, default=2),
+        "--data": dict(default=None, help="GSM8K file or folder (default: the hub copy, "
+                      "else $TTS_DATA_DIR or ../shared/data)"),
+    }, argv)
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    import torch
+
+    from reports.eval.run import load_problems
+    from search.api import get_engine
+    from search.runtime.sched import SCHED
+
+    n = args.concurrency
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; concurrency 1 vs {n}",
+          flush=True)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if "tiny" in parts:
+            probs = load_problems("arith", limit=args.tiny_limit, difficulty=[5])
+            out["tiny"] = compare("tiny-arith grid", probs, Path(tmp), n,
+                                  algos=["best_of_n", "beam", "particle_filter"],
+                                  budgets=[4, 16], seeds=[0], engine=get_engine("tiny-arith"),
+                                  scorer="steps", dataset="arith", model="tiny-arith")
+        if "smol" in parts:
+            eng = get_engine("smollm2-135m")
+            probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)
+            ref, ref_all = one_problem_rate(eng, probs[0])
+            print(f"SmolLM2 one problem, 16 rows: {ref:.1f} generated tok/s, {ref_all:.1f} "
+                  f"tok/s counting its prefill", flush=True)
+            knobs = {a: {"step_tokens": args.step_tokens, "max_depth": args.max_steps}
+                     for a in ("greedy", "best_of_n")}
+            for algo, budgets in (("greedy", [1]), ("best_of_n", [4])):
+                r = compare(f"SmolLM2 GSM8K {algo} x{budgets[0]}", probs, Path(tmp), n,
+                            algos=[algo], budgets=budgets, seeds=[0], engine=eng,
+                            scorer="logprob", dataset="gsm8k", model="smollm2-135m",
+                            knobs={algo: knobs[algo]})
+                rate, rate_all = r["tokens"] / r["cn"], (r["tokens"] + r["prefill"]) / r["cn"]
+                print(f"  at concurrency {n}: {rate:.1f} generated tok/s = {rate / ref:.0%} of "
+                      f"one problem's 16-row rate, {r['ratio']:.2f}x concurrency 1; counting "
+                      f"prefill ({r['prefill']:,} prompt tokens for {r['tokens']:,} generated: "
+                      f"one prompt per problem): {rate_all:.1f} tok/s = {rate_all / ref_all:.0%}",
+                      flush=True)
+                out[algo] = {**r, "one_problem": ref, "share": rate / ref,
+                             "share_with_prefill": rate_all / ref_all}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"scheduler: {SCHED.stats}; peak RSS {rss:.0f} MB")
+    return 0 if all(v["identical"] for v in out.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

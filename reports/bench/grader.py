@@ -1,0 +1,169 @@
+"""Benchmark of the math grader (verifiers.math.verify): speed, and agreement with math-verify.
+
+    python -m reports.bench.grader                    # MATH-500 timing + the differential corpus
+    python -m reports.bench.grader --reference        # also time math-verify on the same candidates
+    python -m reports.bench.grader --math-verify-tests DIR   # agreement on math-verify's own tables
+
+1. Speed: 500 MATH-500 candidates (one per problem: its reference solution, the gold in a
+   model-style sentence, or a wrong answer, picked by problem id) graded one after another in
+   a fresh process, worker start-up included; total, median and slowest call.
+2. The differential corpus (reports/grader/corpus.py): false positives and negatives against
+   how each row was built, and agreement with math-verify's recorded verdicts.
+3. --math-verify-tests DIR: the gold/prediction tables of math-verify's own test files (the
+   tests/ folder of `pip download math-verify==0.9.0 --no-binary :all:`), read at run time
+   (nothing of them is stored here): how often `verify` gives the verdict they expect.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import statistics
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from reports.grader.corpus import BOXED, PROSE, Row, build, math_verify_verdicts, pick
+from reports.grader.rows import last_digit
+from search.cli import command
+
+
+def math500_candidates() -> list[tuple[str, str]]:
+    """(gold, candidate solution) for each MATH-500 problem."""
+    import problems
+
+    out = []
+    for p in problems.load("math500"):
+        gold = str(p.answer)
+        kind = pick(p.id + "bench", ["solution", "boxed", "prose", "wrong"])
+        if kind == "solution":
+            text = str(p.metadata["solution"])
+        elif kind == "wrong" and last_digit(gold):
+            text = pick(p.id, BOXED)(last_digit(gold))  # type: ignore[operator]
+        else:
+            text = pick(p.id, BOXED if kind == "boxed" else PROSE)(gold)  # type: ignore[operator]
+        out.append((gold, text))
+    return out
+
+
+def timed(fn, pairs: list[tuple[str, str]]) -> tuple[float, list[float], list]:
+    start, times, verdicts = time.perf_counter(), [], []
+    for gold, text in pairs:
+        t = time.perf_counter()
+        verdicts.append(fn(gold, text))
+        times.append(time.perf_counter() - t)
+    return time.perf_counter() - start, times, verdicts
+
+
+def speed(reference: bool) -> None:
+    from verifiers.math import verify, worker_startup_seconds
+
+    pairs = math500_candidates()
+    total, times, verdicts = timed(verify, pairs)
+    startup = worker_startup_seconds()
+    print(f"MATH-500: {len(pairs)} candidates graded in {total:.2f} s (fresh process, worker "
+          f"start-up included: {startup:.2f} s); median call {statistics.median(times) * 1e3:.2f} "
+          f"ms, slowest {max(times):.2f} s (call #{times.index(max(times)) + 1}), next slowest "
+          f"{sorted(times)[-2]:.3f} s; {sum(v.correct for v in verdicts)} correct; "
+          f"{sum('timed out' in v.reason for v in verdicts)} timed out")
+    again, times2, _ = timed(verify, pairs)
+    print(f"MATH-500 again (warm workers, parses cached): {again:.2f} s; median "
+          f"{statistics.median(times2) * 1e3:.2f} ms, slowest {max(times2):.3f} s")
+    if reference:
+        from reports.grader.corpus import reference_verdict
+
+        ref, rtimes, _ = timed(reference_verdict, pairs)
+        print(f"math-verify in-process on the same candidates: {ref:.2f} s (median "
+              f"{statistics.median(rtimes) * 1e3:.2f} ms); ratio ours (fresh process, start-up "
+              f"included) / math-verify: {total / ref:.2f}")
+
+
+def corpus() -> None:
+    from verifiers.math import verify
+
+    rows = build()
+    record = math_verify_verdicts(rows)
+
+    def run(row: Row):
+        t = time.perf_counter()
+        return verify(row.gold, row.prediction), time.perf_counter() - t
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        out = list(pool.map(run, rows))
+    wall = time.perf_counter() - start
+    times = [t for _, t in out]
+    fp = [r for r, (v, _) in zip(rows, out) if v.correct and not r.expected]
+    fn = [r for r, (v, _) in zip(rows, out) if not v.correct and r.expected]
+    both = [(r, v) for r, (v, _) in zip(rows, out) if r.id in record]
+    differ = [(r, v) for r, v in both if v.correct != record[r.id]]
+    mv_fp = sum(record[r.id] and not r.expected for r, _ in both)
+    mv_fn = sum(not record[r.id] and r.expected for r, _ in both)
+    print(f"corpus: {len(rows)} rows in {wall:.1f} s (4 threads); median call "
+          f"{statistics.median(times) * 1e3:.2f} ms, slowest {max(times):.2f} s")
+    print(f"  this grader: {len(fp)} false positives, {len(fn)} false negatives")
+    print(f"  math-verify (recorded): {mv_fp} false positives, {mv_fn} false negatives")
+    print(f"  agreement with math-verify: {len(both) - len(differ)}/{len(both)} = "
+          f"{(len(both) - len(differ)) / max(1, len(both)):.2%}")
+    ordinary = [(r, v) for r, v in both if not r.kind.startswith("family:")]
+    agree = sum(v.correct == record[r.id] for r, v in ordinary)
+    print(f"  on ordinary output (parts a, b): {agree}/{len(ordinary)} = {agree / max(1, len(ordinary)):.2%}")
+    families = [(r, v) for r, v in both if r.kind.startswith("family:")]
+    print(f"  how models conclude (part c, {len(families)} rows): this grader "
+          f"{sum(v.correct and not r.expected for r, v in families)} FP / "
+          f"{sum(not v.correct and r.expected for r, v in families)} FN; math-verify "
+          f"{sum(record[r.id] and not r.expected for r, _ in families)} FP / "
+          f"{sum(not record[r.id] and r.expected for r, _ in families)} FN")
+    print("  disagreements by kind (ours):", dict(Counter(f"{r.kind}:{v.correct}" for r, v in differ)))
+    for r in fp + fn:
+        print("  WRONG", r.id, r.expected, repr(r.prediction[-100:]))
+
+
+def math_verify_tables(folder: Path) -> None:
+    """math-verify's parametrized (gold, pred, expected) tables, with its default options."""
+    from verifiers.math import verify
+
+    rows = []
+    for file in sorted(folder.glob("test_*.py")):
+        for fn in ast.parse(file.read_text()).body:
+            if not isinstance(fn, ast.FunctionDef) or "compare_strings" not in ast.unparse(fn):
+                continue
+            for dec in fn.decorator_list:
+                if not (isinstance(dec, ast.Call) and getattr(dec.func, "attr", "") == "parametrize"):
+                    continue
+                names = [n.strip() for n in ast.literal_eval(dec.args[0]).split(",")]
+                try:
+                    values = ast.literal_eval(dec.args[1])
+                except ValueError:  # a table built by code (f-strings): not a literal table
+                    continue
+                for v in values:
+                    row = dict(zip(names, v))
+                    if row.get("strict", True) and not row.get("allow_set_relation_comp", False):
+                        rows.append((f"{file.stem}::{fn.name}", row["gold"], row["pred"],
+                                     bool(row["expected"])))
+    verdicts = [verify(g, p).correct for _, g, p, _ in rows]
+    agree = sum(v == e for v, (*_, e) in zip(verdicts, rows))
+    fp = sum(v and not e for v, (*_, e) in zip(verdicts, rows))
+    print(f"math-verify's tables: {agree}/{len(rows)} = {agree / max(1, len(rows)):.2%} agree; "
+          f"{fp} accepted where they expect a rejection")
+    for v, (name, g, p, e) in zip(verdicts, rows):
+        if v != e:
+            print("  differs", name, e, json.dumps(g)[:70], json.dumps(p)[-70:])
+
+
+def main() -> None:
+    parser = command("python -m reports.bench.grader", __doc__)
+    parser.add_argument("--reference", action="store_true", help="also time math-verify")
+    parser.add_argument("--math-verify-tests", type=Path, help="math-verify's tests/ folder")
+    parser.add_argument("--skip-corpus", action="store_true")
+    args = parser.parse_args()
+    speed(args.reference)
+    if not args.skip_corpus:
+        corpus()
+    if args.math_verify_tests:
+        math_verify_tables(args.math_verify_tests)
+
+
+if __name__ == "__main__":
+    main()
