@@ -22,6 +22,7 @@ from typing import Any
 
 from search.budget import Meter
 from search.progress import Progress
+from search.session import KVScope
 
 
 class GridProgress:
@@ -96,8 +97,8 @@ class _Watch(Progress):
         self.grid = grid
 
     @contextmanager
-    def watching(self, meter: Meter, engine: Any, label: str) -> Iterator[None]:
-        del engine, label
+    def watching(self, meter: Meter, trees: KVScope, label: str) -> Iterator[None]:
+        del trees, label
         seen = meter.generated_tokens
 
         def tick(m: Meter) -> None:  # called from the search's thread or the engine's owner
