@@ -4,6 +4,7 @@ function unchanged (checked against a plain forward of the policy)."""
 
 from __future__ import annotations
 
+import bisect
 import random
 import re
 from types import SimpleNamespace
@@ -163,3 +164,27 @@ def test_first_error_and_equation_holds_share_one_arithmetic():
         assert equation_holds(bad) is False
     assert arith.holds(58, "/", 2, 29) and not arith.holds(58, "/", 4, 14)
     assert not arith.holds(5, "/", 0, 0) and arith.holds(3, "-", 1, 2)
+
+
+# -- the step checker blurred on purpose (reports.studies.prm_eval --blur) -----------------
+def test_blurred_checker_separates_steps_at_its_stated_auc():
+    from reports.studies.prm_eval import Solution, blur, blur_auc
+
+    # 4,000 solutions of one right (1.0) and one wrong (0.0) step: the blurred scores' AUC
+    # between them, counted pair by pair, is Phi(1 / (sigma sqrt 2)) up to sampling error
+    sols = [Solution(0, ("a", "b"), {"steps": (1.0, 0.0)}, "1", False, True, 1)
+            for _ in range(4000)]
+    for sigma, want in ((0.5, 0.9214), (1.0, 0.7602)):
+        assert blur_auc(sigma) == pytest.approx(want, abs=1e-4)
+        got = blur(sols, "steps", sigma, seed=3)
+        right = sorted(s.scores[f"steps~{sigma:g}"][0] for s in got)
+        wrong = [s.scores[f"steps~{sigma:g}"][1] for s in got]
+        share = sum(len(right) - bisect.bisect_right(right, w) for w in wrong) / 4000 ** 2
+        assert share == pytest.approx(want, abs=0.015)
+        assert all(0 < v < 1 for s in got for v in s.scores[f"steps~{sigma:g}"])
+        assert got[0].scores["steps"] == (1.0, 0.0)  # the base scores stay
+    assert blur(sols[:5], "steps", 0.5, seed=3) == blur(sols[:5], "steps", 0.5, seed=3)
+    with pytest.raises(ValueError, match="--blur needs the scorer 'steps'"):
+        blur([Solution(0, ("a",), {"x": (1.0,)}, "1", True, True, None)], "steps", 0.5)
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+        blur(sols[:1], "steps", 0.0)

@@ -21,15 +21,23 @@ sampler); every scorer scores every step of every solution. Then, per scorer:
       the majority vote and by an oracle (any of the N right: pass@N). Each problem's
       samples are cut into samples/N disjoint groups of N and the accuracies averaged.
 
-Prints the tables, writes OUT/prm_eval.json and the figure OUT/prm_bon.png (.svg, .json).
+--blur 0.35,0.5 adds, per sigma, the step checker made imperfect on purpose ("steps~0.5"):
+each of its step scores v (1 / 0.5 / 0) becomes sigmoid(4 (v - 1/2 + sigma z)), z standard
+normal (seeded): a checker that tells a wrong equation from a right one at AUC
+Phi(1 / (sigma sqrt 2)), so the tables show how good a learned PRM's arithmetic must be
+before its reranking pays.
+
+Prints the tables, writes OUT/prm_eval.json, every solution with its step scores
+(OUT/solutions.jsonl) and the figure OUT/prm_bon.png (.svg, .json).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +92,26 @@ def collect(engine: Any, scorers: Mapping[str, Any], problems: Sequence[Problem]
                     first_error(problem, steps, grade) if leaf.finished else None))
         engine.retain([])
     return out
+
+
+def blur(sols: Sequence[Solution], base: str, sigma: float, *, seed: int = 0
+         ) -> list[Solution]:
+    """`sols` with one more scorer, f"{base}~{sigma}": `base`'s step scores blurred (module
+    doc); same seed, same blur."""
+    if base not in (sols[0].scores if sols else {base: ()}):
+        raise ValueError(f"--blur needs the scorer {base!r} among --scorers")
+    if not sigma > 0:
+        raise ValueError(f"blur sigma must be > 0, got {sigma}")
+    rng = random.Random(f"blur/{base}/{sigma}/{seed}")
+    return [replace(s, scores={**s.scores, f"{base}~{sigma:g}": tuple(
+        1 / (1 + math.exp(-4 * (v - 0.5 + sigma * rng.gauss(0, 1)))) for v in s.scores[base])})
+            for s in sols]
+
+
+def blur_auc(sigma: float) -> float:
+    """The blurred checker's AUC between a wrong (0) and a right (1) step: P(1 + sigma z1 >
+    0 + sigma z2) = Phi(1 / (sigma sqrt 2))."""
+    return 0.5 * (1 + math.erf(1 / (2 * sigma)))
 
 
 # -- first-error identification ------------------------------------------------------------
@@ -194,6 +222,10 @@ def table(report: Mapping[str, Any]) -> Iterator[str]:
                f"{f['threshold']:6.3f} {h['f1']:6.3f} {fig['step_auc']:6.3f}")
     first = next(iter(report["scorers"].values()))["first_error"]
     yield (f"(finished solutions: {first['erroneous']} erroneous, {first['correct']} correct)")
+    for name in report["scorers"]:
+        if "~" in name:
+            sigma = float(name.split("~")[1])
+            yield f"({name}: the step checker blurred, arithmetic AUC {blur_auc(sigma):.3f})"
     ns = report["ns"]
     yield "best-of-N accuracy:  " + " ".join(f"{'N=' + str(n):>7}" for n in ns)
     for label, curve in report["bon"].items():
@@ -235,6 +267,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "--val-seed": dict(type=int, default=40_001),
     "--samples": dict(type=int, default=16),
     "--seed": dict(type=int, default=0),
+    "--blur": dict(default="", help="sigmas: the step checker blurred to each (module doc)"),
     "--out": dict(type=Path, default=Path("runs/prm_eval")),
 }
 
@@ -255,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     test = collect(engine, scorers, problems_for(args.policy, args.problems, levels,
                                                  args.data_seed),
                    samples=args.samples, seed=args.seed)
+    for sigma in [float(v) for v in args.blur.split(",") if v]:
+        val, test = (blur(sols, "steps", sigma, seed=args.seed) for sols in (val, test))
+        names.append(f"steps~{sigma:g}")
     ns = [n for n in NS if n <= args.samples]
     report = {"policy": args.policy, "problems": args.problems, "levels": args.levels,
               "data_seed": args.data_seed, "val_seed": args.val_seed,
@@ -267,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       for label, curve in bon_table(test, names, ns).items()}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prm_eval.json").write_text(json.dumps(report, indent=1) + "\n")
+    (args.out / "solutions.jsonl").write_text("".join(json.dumps(asdict(s)) + "\n" for s in test))
     figure(report, args.out)
     print(table(report))
     return 0
