@@ -227,3 +227,33 @@ def test_the_driver_gives_each_run_its_scorer():
     assert unscored.scorer == ""  # greedy consults none: the driver gives it none
     with pytest.raises(ValueError, match="concurrency"):
         Driver.load(eng, shared, concurrency=0)
+
+
+def test_the_budget_reaches_the_engine_through_solve():
+    """Following a budget from solve to the engine: every engine call of the search is made
+    by a view whose session holds that budget's meter (the reserve's completion: a sub-meter
+    of the same session), and the Result's usage is what those views charged."""
+
+    class Watching(ScriptedEngine):
+        seen: list[Session]
+
+        def expand(self, nodes: Any, n: int = 1, **kw: Any) -> Any:
+            self.seen.append(self.session)
+            return super().expand(nodes, n, **kw)
+
+    eng = Watching(lambda path: [("a", 0.6), ("b", 0.4)] if len(path) < 6 else [("end", 1.0)],
+                   tokens_per_step=3)
+    eng.seen = []
+    budget = Budget(tokens=20, reserve=0.5)
+    result = search.solve(Problem(prompt="q"), "beam", budget, engine=eng,
+                          scorer=ScriptedScorer(lambda path: 0.5), n=2, m=1, progress=False)
+    main = [s for s in eng.seen if s.budget == budget]
+    subs = [s for s in eng.seen if s.budget != budget]
+    assert main and len({id(s.meter) for s in main}) == 1  # one session, one meter
+    assert all(s.kv is main[0].kv and s.cancel is main[0].cancel for s in eng.seen)
+    # two beam steps of 2 x 3 tokens pass the stopping point (10); the reserve's completion
+    # gets the 20 - 12 = 8 tokens left, on a sub-meter of the same session
+    assert subs and all(s.budget == Budget(tokens=8, reserve=0.0) for s in subs)
+    assert result.stats["reserve"]["tokens"] == 8
+    assert result.usage.generated_tokens == main[0].meter.generated_tokens == 20
+    assert eng.meter.generated_tokens == 0  # the engine's own meter: nothing
