@@ -158,6 +158,7 @@ def claims(sets: Mapping[int, Sequence[dict[str, Any]]], *, k: int = 16) -> Iter
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from reports.eval.grid import Grid
     from reports.eval.run import run_grid
     from reports.figures.plots import accuracy_vs_compute, scorer_effect
     from search.api import get_engine
@@ -184,11 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "compute_optimal" in algos and scorer == TABLE_SCORER:
             plan.append((["compute_optimal"], [max(args.budgets)]))  # its table caps tokens
         for grid_algos, budgets in plan:
-            run = run_grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
+            run = run_grid(Grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
+                                dataset="arith",
+                                knobs={a: k for a, k in KNOBS.items() if a in grid_algos}),
                            out=args.out / "demo.jsonl", engine=engine, model=args.model,
-                           scorer=scorer, dataset="arith",
-                           knobs={a: k for a, k in KNOBS.items() if a in grid_algos},
-                           quiet=args.quiet, concurrency=args.concurrency)
+                           scorer=scorer, quiet=args.quiet, concurrency=args.concurrency)
             rows += run.rows
             ran, resumed, errors = ran + run.ran, resumed + run.resumed, errors + run.errors
     sets = {seed: [r for r in rows if f"/s{seed}/" in r["problem_id"]]

@@ -346,15 +346,15 @@ def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
     """The issue's check: the same grid through reports.eval at --concurrency 1, 4 and 16
     gives the same rows, byte for byte once the timing fields are dropped (the file's order
     is the order runs finished)."""
+    from reports.eval.grid import Grid
     from reports.eval.run import run_grid
 
-    grid: dict[str, Any] = dict(algos=["best_of_n", "beam", "particle_filter"], budgets=[4], seeds=[0, 1],
-                engine=arith_engine, scorer="steps", dataset="arith", model="tiny-arith",
-                quiet=True)
-    probs = arith_problems(4)
+    grid = Grid(arith_problems(4), ["best_of_n", "beam", "particle_filter"], [4], [0, 1],
+                dataset="arith")
 
     def rows(c: int) -> dict[str, str]:
-        run = run_grid(probs, out=tmp_path / f"c{c}.jsonl", concurrency=c, **grid)
+        run = run_grid(grid, out=tmp_path / f"c{c}.jsonl", engine=arith_engine, scorer="steps",
+                       model="tiny-arith", quiet=True, concurrency=c)
         assert run.ran == 24 and run.errors == 0
         lines = (tmp_path / f"c{c}.jsonl").read_text().splitlines()
         out = {}

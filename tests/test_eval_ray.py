@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from problems import arith
-from reports.eval.grid import make_grid
+from reports.eval.grid import Grid, make_grid
 from reports.eval.run import run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = arith.generate(3, seed=7, difficulty=2)
 GRID: dict[str, Any] = dict(algos=["best_of_n", "beam"], budgets=[2, 4], seeds=[0, 1],
-                            dataset="arith", model="scripted")
+                            dataset="arith")
 CELLS = len(make_grid(PROBLEMS, GRID["algos"], GRID["budgets"], GRID["seeds"]))
 
 
@@ -83,8 +83,8 @@ def cluster():
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict[str, dict[str, Any]]:
     """The grid run locally (reports.eval without Ray): rows by key."""
-    run = run_grid(PROBLEMS, out=tmp_path_factory.mktemp("local") / "runs.jsonl",
-                   engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    run = run_grid(Grid(PROBLEMS, **GRID), out=tmp_path_factory.mktemp("local") / "runs.jsonl",
+                   engine=Engine(), scorer=scorer(), model="scripted", quiet=True)
     return {r["key"]: strip(r) for r in run.rows}
 
 
@@ -96,8 +96,8 @@ def test_sharded_rows_equal_a_local_run_even_when_a_worker_dies(cluster, referen
     kill = tmp_path / "kill"
     kill.touch()
     out = tmp_path / "runs.jsonl"
-    run = run_grid(PROBLEMS, out=out, engine=Engine(kill=str(kill)), scorer=scorer(),
-                   runner=RayRunner(workers=2, num_cpus=1), **GRID)
+    run = run_grid(Grid(PROBLEMS, **GRID), out=out, engine=Engine(kill=str(kill)),
+                   scorer=scorer(), model="scripted", runner=RayRunner(workers=2, num_cpus=1))
     assert not kill.exists() and (tmp_path / "kill.taken").exists()  # one worker died
     assert "replaced 1" in capfd.readouterr().err  # ... and was replaced (progress line)
     rows = file_rows(out)
@@ -111,11 +111,12 @@ def test_sharded_run_resumes_without_duplicates(cluster, reference, tmp_path):
     from reports.eval.ray_workers import RayRunner
 
     out = tmp_path / "runs.jsonl"
-    local = run_grid(PROBLEMS[:1], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    local = run_grid(Grid(PROBLEMS[:1], **GRID), out=out, engine=Engine(), scorer=scorer(),
+                     model="scripted", quiet=True)
     with out.open("a") as f:
         f.write('{"schema": 1, "key": "cut')  # a writer killed mid-line
-    run = run_grid(PROBLEMS, out=out, engine=Engine(), scorer=scorer(), quiet=True,
-                   runner=RayRunner(num_cpus=1), **GRID)
+    run = run_grid(Grid(PROBLEMS, **GRID), out=out, engine=Engine(), scorer=scorer(),
+                   model="scripted", quiet=True, runner=RayRunner(num_cpus=1))
     rows = file_rows(out)
     assert (run.resumed, run.ran) == (len(local.rows), CELLS - len(local.rows))
     assert len(rows) == CELLS == len({r["key"] for r in rows})
@@ -133,9 +134,9 @@ def test_a_cell_that_kills_every_worker_ends_as_an_error_row(cluster, tmp_path):
             return super().root(problem)
 
     out = tmp_path / "runs.jsonl"
-    run_grid(PROBLEMS[:2], out=out, engine=Deadly(), scorer=scorer(), quiet=True,
-             runner=RayRunner(workers=1, cell_attempts=2),
-             **{**GRID, "algos": ["best_of_n"], "budgets": [2], "seeds": [0]})
+    run_grid(Grid(PROBLEMS[:2], ["best_of_n"], [2], [0], dataset="arith"), out=out,
+             engine=Deadly(), scorer=scorer(), model="scripted", quiet=True,
+             runner=RayRunner(workers=1, cell_attempts=2))
     rows = file_rows(out)
     assert [r["problem_id"] for r in rows] == [p.id for p in PROBLEMS[:2]]
     dead, alive = rows
@@ -148,8 +149,9 @@ def test_an_engine_that_cannot_load_stops_the_run(cluster, tmp_path):
     from reports.eval.ray_workers import RayRunner
 
     with pytest.raises(RuntimeError, match="(?s)could not start its engine.*no-such-model"):
-        run_grid(PROBLEMS[:1], out=tmp_path / "runs.jsonl", engine="no-such-model",
-                 scorer="logprob", quiet=True, runner=RayRunner(workers=1), **GRID)
+        run_grid(Grid(PROBLEMS[:1], **GRID), out=tmp_path / "runs.jsonl",
+                 engine="no-such-model", scorer="logprob", model="scripted", quiet=True,
+                 runner=RayRunner(workers=1))
     assert (tmp_path / "runs.jsonl").read_text() == ""
 
 
@@ -168,11 +170,12 @@ def test_workers_fit_the_cluster():
 def test_without_ray_flag_nothing_imports_ray(tmp_path):
     code = f"""
 import sys
+from reports.eval.grid import Grid
 from reports.eval.run import main, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Problem
 tree = {{(): [("The answer is 4.", 1.0)]}}
-run = run_grid([Problem(prompt="2+2?", id="a", answer="4")], algos=["best_of_n"], budgets=[2],
+run = run_grid(Grid([Problem(prompt="2+2?", id="a", answer="4")], ["best_of_n"], [2]),
                out={str(tmp_path / "runs.jsonl")!r}, engine=ScriptedEngine(lambda p: tree.get(p, [])),
                scorer=ScriptedScorer(lambda p: 1.0), model="s", quiet=True)
 assert [r["correct"] for r in run.rows] == [True]

@@ -15,6 +15,7 @@ from test_eval_runner import PROBLEMS, Engine, scorer
 import search
 from reports.analysis import passk
 from reports.analysis.rows import facets, independent
+from reports.eval.grid import Grid
 from reports.eval.run import read_rows, run_grid
 from reports.figures import plots
 from search import registry
@@ -33,10 +34,10 @@ class Counting(Engine):
         return super().root(problem)
 
 
-def grid(out: Path, engine: Engine, seeds=(0, 1, 2), **kw):
-    return run_grid(PROBLEMS, algos=["greedy", "best_of_n"], budgets=[2], seeds=list(seeds),
-                    out=out, engine=engine, scorer=scorer(), dataset="arith", model="scripted",
-                    quiet=True, **kw)
+def grid(out: Path, engine: Engine, seeds=(0, 1, 2), keep_text: bool = False):
+    return run_grid(Grid(PROBLEMS, ["greedy", "best_of_n"], [2], list(seeds), dataset="arith",
+                         keep_text=keep_text),
+                    out=out, engine=engine, scorer=scorer(), model="scripted", quiet=True)
 
 
 def test_only_declared_algorithms_are_deterministic_and_they_really_are():
@@ -158,6 +159,7 @@ def test_eval_rows_carry_difficulty_for_the_facets(tmp_path, levels):
 
     probs = [p for d in levels for p in arith.generate(2, seed=1, difficulty=d)]
     eng = Engine()
-    run = run_grid(probs, algos=["best_of_n"], budgets=[2], out=tmp_path / "r.jsonl",
-                   engine=eng, scorer=scorer(), dataset="arith", model="scripted", quiet=True)
+    run = run_grid(Grid(probs, algos=["best_of_n"], budgets=[2], dataset="arith"),
+                   out=tmp_path / "r.jsonl", engine=eng, scorer=scorer(), model="scripted",
+                   quiet=True)
     assert [d for d, _ in facets(run.rows)] == levels

@@ -19,7 +19,7 @@ import pytest
 import search
 from problems import arith, codegen
 from reports.eval.grade import Grader
-from reports.eval.grid import MIN_WIDTH, WIDTH, make_grid, parse_knobs, width_knobs
+from reports.eval.grid import MIN_WIDTH, WIDTH, Grid, make_grid, parse_knobs, width_knobs
 from reports.eval.run import SCHEMA, load_problems, main, read_rows, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import get, names, uses_scorer
@@ -71,7 +71,7 @@ def scorer_for(algo: str, knobs: dict[str, Any]) -> ScriptedScorer | None:
 
 
 GRID: dict[str, Any] = dict(algos=["best_of_n", "beam", "greedy"], budgets=[2, 4], seeds=[0, 1],
-                            dataset="arith", model="scripted")
+                            dataset="arith")
 
 
 def strip(row: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +89,8 @@ def file_rows(path: Path) -> list[dict[str, Any]]:
 
 def test_rows_follow_the_schema_and_agree_with_solve(tmp_path):
     out = tmp_path / "runs.jsonl"
-    run = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    run = run_grid(Grid(PROBLEMS[:2], **GRID), out=out, engine=Engine(), scorer=scorer(),
+                   model="scripted", quiet=True)
     # best_of_n and beam: 2 budgets x 2 seeds; greedy ignores budgets: 2 seeds, of which
     # seed 1 reuses seed 0's run (greedy is deterministic)
     assert len(run.rows) == 2 * (4 + 4 + 2)
@@ -173,19 +174,20 @@ def test_width_table_covers_every_algorithm_and_its_knobs_run():
 
 def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
     out = tmp_path / "never.jsonl"
-    kw: dict[str, Any] = dict(out=out, engine="no-such-model", budgets=[4], quiet=True)
+    kw: dict[str, Any] = dict(out=out, engine="no-such-model", quiet=True)
     with pytest.raises(ValueError, match="did you mean 'beam'"):
-        run_grid(PROBLEMS, algos=["beem"], **kw)
+        run_grid(Grid(PROBLEMS, ["beem"], [4]), **kw)
     with pytest.raises(TypeError, match="did you mean 'temperature'"):
-        run_grid(PROBLEMS, algos=["best_of_n"], knobs={"best_of_n": {"temprature": 0.5}}, **kw)
+        run_grid(Grid(PROBLEMS, ["best_of_n"], [4],
+                      knobs={"best_of_n": {"temprature": 0.5}}), **kw)
     with pytest.raises(ValueError, match="set by the budgets"):
-        run_grid(PROBLEMS, algos=["best_of_n"], knobs={"best_of_n": {"n": 3}}, **kw)
+        run_grid(Grid(PROBLEMS, ["best_of_n"], [4], knobs={"best_of_n": {"n": 3}}), **kw)
     with pytest.raises(ValueError, match="m=3 must divide"):
-        run_grid(PROBLEMS, algos=["beam"], knobs={"beam": {"m": 3}}, **kw)
+        run_grid(Grid(PROBLEMS, ["beam"], [4], knobs={"beam": {"m": 3}}), **kw)
     with pytest.raises(ValueError, match="unknown scorer"):
-        run_grid(PROBLEMS, algos=["beam"], scorer="nope", **kw)
+        run_grid(Grid(PROBLEMS, ["beam"], [4]), scorer="nope", **kw)
     with pytest.raises(ValueError, match="budgets must be integers >= 1"):
-        run_grid(PROBLEMS, algos=["beam"], **{**kw, "budgets": [0]})
+        run_grid(Grid(PROBLEMS, ["beam"], [0]), **kw)
     assert not out.exists()
     assert main(["--dataset", "arith", "--algos", "best_of_n,beem", "--out", str(out)]) == 2
     assert "did you mean 'beam'" in capsys.readouterr().err and not out.exists()
@@ -210,38 +212,43 @@ def test_knob_parsing_and_token_budgets():
 def test_error_cells_are_recorded_and_the_grid_goes_on(tmp_path):
     out = tmp_path / "runs.jsonl"
     bad = PROBLEMS[1].id
-    run = run_grid(PROBLEMS[:2], out=out, engine=Engine(fail=(bad,)), scorer=scorer(),
-                   quiet=True, **GRID)
+    run = run_grid(Grid(PROBLEMS[:2], **GRID), out=out, engine=Engine(fail=(bad,)),
+                   scorer=scorer(), model="scripted", quiet=True)
     errors = [r for r in run.rows if r["status"] == "error"]
     assert run.errors == len(errors) == 10 and {r["problem_id"] for r in errors} == {bad}
     for r in errors:
         assert r["error"] == "RuntimeError: boom" and r["correct"] is False
         assert r["candidates"] == [] and r["usage"]["generated_tokens"] == 0
     assert all(r["status"] == "ok" for r in run.rows if r["problem_id"] != bad)
-    again = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    again = run_grid(Grid(PROBLEMS[:2], **GRID), out=out, engine=Engine(), scorer=scorer(),
+                     model="scripted", quiet=True)
     assert (again.resumed, again.ran) == (20, 0)  # error rows count as done
 
 
 def test_truncated_last_line_is_cut_and_only_missing_runs_rerun(tmp_path):
     out = tmp_path / "runs.jsonl"
-    first = run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+    first = run_grid(Grid(PROBLEMS[:2], **GRID), out=out, engine=Engine(), scorer=scorer(),
+                     model="scripted", quiet=True)
     lines = out.read_bytes().splitlines(keepends=True)
     out.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # killed in the middle of a write
     assert len(read_rows(out)) == len(lines) - 1
     engine = Engine()
-    second = run_grid(PROBLEMS[:2], out=out, engine=engine, scorer=scorer(), quiet=True, **GRID)
+    second = run_grid(Grid(PROBLEMS[:2], **GRID), out=out, engine=engine, scorer=scorer(),
+                      model="scripted", quiet=True)
     # the cut row was a copy of greedy's run (copies are written after the runs): made again
     # from its source, nothing run
     assert (second.resumed, second.ran, second.reused) == (len(lines) - 1, 0, 1)
     now = file_rows(out)
     assert [strip(r) for r in now] == [strip(json.loads(line)) for line in lines]
     assert {r["key"] for r in now} == {r["key"] for r in first.rows}
-    third = run_grid(PROBLEMS[:2], out=out, engine=Engine(fail=(PROBLEMS[0].id,)),
-                     scorer=scorer(), quiet=True, **GRID)
+    third = run_grid(Grid(PROBLEMS[:2], **GRID), out=out,
+                     engine=Engine(fail=(PROBLEMS[0].id,)), scorer=scorer(), model="scripted",
+                     quiet=True)
     assert third.ran == 0 and len(file_rows(out)) == len(lines)  # nothing ran, no duplicate
     out.write_bytes(b"".join(lines[:3]) + b"{oops\n" + b"".join(lines[3:]))
     with pytest.raises(ValueError, match=":4: not a JSON row"):
-        run_grid(PROBLEMS[:2], out=out, engine=Engine(), scorer=scorer(), quiet=True, **GRID)
+        run_grid(Grid(PROBLEMS[:2], **GRID), out=out, engine=Engine(), scorer=scorer(),
+                 model="scripted", quiet=True)
 
 
 # -- kill and resume ---------------------------------------------------------------------------
@@ -250,8 +257,8 @@ KILL_GRID: dict[str, Any] = dict(GRID, algos=["best_of_n", "beam"], seeds=[0, 1,
 
 def child_main(out: str, delay: float) -> None:
     """What the child process runs (imported from this file)."""
-    run_grid(PROBLEMS, out=out, engine=Engine(delay=delay), scorer=scorer(), quiet=True,
-             **KILL_GRID)
+    run_grid(Grid(PROBLEMS, **KILL_GRID), out=out, engine=Engine(delay=delay),
+             scorer=scorer(), model="scripted", quiet=True)
 
 
 def start_child(out: Path, delay: float) -> subprocess.Popen:
@@ -272,8 +279,8 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 
 
 
 def test_child_killed_mid_run_resumes_to_the_uninterrupted_rows(tmp_path):
-    reference = run_grid(PROBLEMS, out=tmp_path / "ref.jsonl", engine=Engine(), scorer=scorer(),
-                         quiet=True, **KILL_GRID).rows
+    reference = run_grid(Grid(PROBLEMS, **KILL_GRID), out=tmp_path / "ref.jsonl",
+                         engine=Engine(), scorer=scorer(), model="scripted", quiet=True).rows
     cells = len(reference)  # 3 problems x 2 algorithms x 2 budgets x 3 seeds = 36
     out, rng = tmp_path / "runs.jsonl", random.Random(0)
     for target in (2, 12):  # kill twice, each time a random moment after `target` rows
@@ -313,11 +320,11 @@ def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
         assert r["dataset"] == "arith" and r["seed"] == 3 and r["error"] is None
         assert 0 < r["usage"]["generated_tokens"] <= 2 * 4 * (2 if r["algo"] == "best_of_n" else 1)
     assert main(argv) == 0 and len(file_rows(out)) == len(rows)  # all done: nothing added
-    api = run_grid(arith.generate(2, seed=0, difficulty=2), algos=["greedy", "best_of_n"],
-                   budgets=[2], seeds=[3], knobs={a: {"step_tokens": 4, "max_steps": 2}
-                                                  for a in ("greedy", "best_of_n")},
+    api = run_grid(Grid(arith.generate(2, seed=0, difficulty=2), ["greedy", "best_of_n"], [2],
+                        [3], knobs={a: {"step_tokens": 4, "max_steps": 2}
+                                    for a in ("greedy", "best_of_n")}, dataset="arith"),
                    out=tmp_path / "api.jsonl", engine=HFEngine.load(str(folder), device="cpu"),
-                   model=str(folder), dataset="arith", quiet=True)
+                   model=str(folder), quiet=True)
     assert [strip(r) for r in api.rows] == [strip(r) for r in rows]
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from problems import arith
 from reports.eval.grade import Grader
+from reports.eval.grid import Grid
 from reports.eval.run import run_grid
 from reports.studies import flaws
 from search.engines.fake import ScriptedEngine, ScriptedScorer
@@ -79,9 +80,9 @@ class SolutionEngine(ScriptedEngine):
 
 
 def test_eval_rows_carry_the_step_verdict_and_flaws_reads_it(tmp_path, capsys):
-    run = run_grid([PROBLEM], algos=["best_of_n"], budgets=[16], seeds=[0, 1],
+    run = run_grid(Grid([PROBLEM], ["best_of_n"], [16], [0, 1], dataset="arith"),
                    out=tmp_path / "runs.jsonl", engine=SolutionEngine(),
-                   scorer=ScriptedScorer(lambda path: 0.5), dataset="arith", quiet=True)
+                   scorer=ScriptedScorer(lambda path: 0.5), quiet=True)
     cands = [c for r in run.rows for c in r["candidates"]]
     assert len(cands) == 32
     # each answer stands for one text: 708 right and verified, 718 a caught slip, 354 a

@@ -22,6 +22,7 @@ import pytest
 
 import problems
 import search
+from reports.eval.grid import Grid
 from reports.eval.run import main, read_rows, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import names
@@ -57,8 +58,9 @@ def strict_json(line: str) -> Any:
 def runs(tmp_path) -> Path:
     """A runs file holding a few real rows from an earlier grid."""
     out = tmp_path / "runs.jsonl"
-    run_grid([PROBLEM], algos=["greedy", "best_of_n"], budgets=[2], out=out, engine=engine(),
-             scorer=ScriptedScorer(lambda p: 0.5), dataset="toy", model="scripted", quiet=True)
+    run_grid(Grid([PROBLEM], algos=["greedy", "best_of_n"], budgets=[2], dataset="toy"),
+             out=out, engine=engine(), scorer=ScriptedScorer(lambda p: 0.5), model="scripted",
+             quiet=True)
     assert len(read_rows(out)) == 2
     return out
 
@@ -135,8 +137,8 @@ def test_corrupt_runs_file_is_an_error_that_keeps_the_file(runs):
     damaged = lines[0] + b"{not json}\n" + b"".join(lines[1:])
     runs.write_bytes(damaged)
     with pytest.raises(ValueError, match=r"runs.jsonl:2: not a JSON row"):
-        run_grid([PROBLEM], algos=["beam"], budgets=[2], out=runs, engine=engine(),
-                 dataset="toy", model="scripted", quiet=True)
+        run_grid(Grid([PROBLEM], algos=["beam"], budgets=[2], dataset="toy"),
+                 out=runs, engine=engine(), model="scripted", quiet=True)
     assert runs.read_bytes() == damaged  # not repaired by guessing: the user decides
 
 
@@ -158,10 +160,9 @@ def test_tokenizer_without_a_chat_template(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="no chat template"):
         search.solve(chat, "greedy", engine=plain)
     out = tmp_path / "runs.jsonl"
-    run = run_grid([chat, Problem(prompt="1+1=", id="plain", answer="2")], algos=["greedy"],
-                   budgets=[1], out=out, engine=plain, knobs={"greedy": {"step_tokens": 3,
-                                                                         "max_steps": 1}},
-                   model="tiny", quiet=True)
+    grid = Grid([chat, Problem(prompt="1+1=", id="plain", answer="2")], ["greedy"], [1],
+                knobs={"greedy": {"step_tokens": 3, "max_steps": 1}})
+    run = run_grid(grid, out=out, engine=plain, model="tiny", quiet=True)
     assert [r["status"] for r in run.rows] == ["error", "unfinished"]
     assert "no chat template" in run.rows[0]["error"]
     assert run.rows[1]["usage"]["generated_tokens"] == 3
@@ -204,9 +205,9 @@ def test_a_scorer_that_only_returns_nan(algo):
 def test_non_finite_scores_reach_the_runs_file_as_valid_json(tmp_path):
     scorer = ScriptedScorer(lambda path: math.nan if path[0] == "bad " else math.inf)
     out = tmp_path / "runs.jsonl"
-    run = run_grid([PROBLEM], algos=["beam", "best_of_n"], budgets=[2], out=out,
-                   engine=engine(), scorer=scorer, dataset="toy", model="scripted",
-                   knobs={"best_of_n": {"select": "score"}}, quiet=True)
+    run = run_grid(Grid([PROBLEM], algos=["beam", "best_of_n"], budgets=[2], dataset="toy",
+                        knobs={"best_of_n": {"select": "score"}}),
+                   out=out, engine=engine(), scorer=scorer, model="scripted", quiet=True)
     rows = [strict_json(line) for line in out.read_text().splitlines()]
     assert [r["status"] for r in rows] == ["ok", "ok"] and run.errors == 0
     assert all(c["score"] is None for r in rows for c in r["candidates"])
@@ -269,8 +270,9 @@ def test_an_engine_that_returns_empty_steps_forever(algo, budget):
 def test_empty_steps_through_the_eval_runner_are_recorded(tmp_path):
     out = tmp_path / "runs.jsonl"
     with hard_timeout(60):
-        run = run_grid([PROBLEM], algos=["first_finish", "pgtd", "beam"], budgets=[2],
+        run = run_grid(Grid([PROBLEM], algos=["first_finish", "pgtd", "beam"], budgets=[2],
+                            dataset="toy"),
                        out=out, engine=StuckEngine(), scorer=ScriptedScorer(lambda p: 0.5),
-                       dataset="toy", model="stuck", quiet=True)
+                       model="stuck", quiet=True)
     assert [r["status"] for r in read_rows(out)] == ["unfinished"] * 3
     assert [r["correct"] for r in run.rows] == [False] * 3

@@ -13,6 +13,7 @@ import pytest
 
 import search
 from problems import arith
+from reports.eval.grid import Grid
 from reports.eval.run import read_rows, run_grid
 from rewards.verifier import StepCheckScorer
 from search import registry, scoring
@@ -114,9 +115,8 @@ def test_best_of_n_with_unit_tests_runs_them_and_the_row_says_so(tmp_path):
     assert "2 * x" in res.text and res.score == 1.0 and res.usage.scorer_calls == 2
     assert res.selected_by == "score(unit_tests, last)"
     out = tmp_path / "runs.jsonl"
-    run_grid([CODE], algos=["best_of_n", "greedy"], budgets=[6], seeds=[0], out=out,
-             engine=code_engine(), scorer="unit_tests", dataset="code", model="scripted",
-             quiet=True)
+    run_grid(Grid([CODE], algos=["best_of_n", "greedy"], budgets=[6], seeds=[0], dataset="code"),
+             out=out, engine=code_engine(), scorer="unit_tests", model="scripted", quiet=True)
     rows = {r["algo"]: r for r in read_rows(out)}
     assert rows["best_of_n"]["scorer"] == "unit_tests" and rows["best_of_n"]["correct"]
     assert rows["best_of_n"]["selected_by"] == "score(unit_tests, last)"
@@ -128,14 +128,13 @@ def test_best_of_n_with_unit_tests_runs_them_and_the_row_says_so(tmp_path):
 
 def test_eval_rows_without_a_scorer_record_the_vote(tmp_path):
     out = tmp_path / "runs.jsonl"
-    run_grid([MATH], algos=["best_of_n"], budgets=[8], seeds=[1], out=out, engine=vote_engine(),
-             dataset="toy", model="scripted", quiet=True)
+    run_grid(Grid([MATH], algos=["best_of_n"], budgets=[8], seeds=[1], dataset="toy"),
+             out=out, engine=vote_engine(), model="scripted", quiet=True)
     [row] = read_rows(out)
     assert (row["selected_by"], row["scorer"], row["answer"]) == ("vote", None, "3")
     out2 = tmp_path / "named.jsonl"
-    run_grid([MATH], algos=["best_of_n"], budgets=[8], seeds=[1], out=out2,
-             engine=vote_engine(), scorer=prefers_7(), dataset="toy", model="scripted",
-             quiet=True)
+    run_grid(Grid([MATH], algos=["best_of_n"], budgets=[8], seeds=[1], dataset="toy"),
+             out=out2, engine=vote_engine(), scorer=prefers_7(), model="scripted", quiet=True)
     [row] = read_rows(out2)
     assert (row["selected_by"], row["scorer"], row["answer"]) == (
         "score(ScriptedScorer, last)", "ScriptedScorer", "7")

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from reports.eval.grid import Grid
 from search.cli import parse
 
 TIMING = ("time",)  # row fields that may differ between runs; usage.seconds too
@@ -90,7 +91,7 @@ def kernel_clock() -> Iterator[defaultdict[str, float]]:
             setattr(mod, name, fn)
 
 
-def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
+def timed_grid(grid: Grid, out: Path, concurrency: int, **setup: Any
                ) -> tuple[float, dict[str, str], tuple[int, int], float, dict[str, float]]:
     """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds, seconds
     in the forward's kernels by kind) of one fresh grid."""
@@ -98,7 +99,7 @@ def timed_grid(problems: Sequence[Any], out: Path, concurrency: int, **grid: Any
 
     with kernel_clock() as kernels:
         t0, c0 = time.perf_counter(), time.process_time()
-        run = run_grid(problems, out=out, quiet=True, concurrency=concurrency, **grid)
+        run = run_grid(grid, out=out, quiet=True, concurrency=concurrency, **setup)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if run.errors:
         bad = next(r for r in run.rows if r["status"] == "error")
@@ -124,10 +125,10 @@ def where_time_goes(t1: float, k1: Mapping[str, float], tn: float, kn: Mapping[s
             + (f"; 4x needs the rest within {t1 / 4 - floor:.1f} s" if t1 / floor >= 4 else ""))
 
 
-def compare(name: str, problems: Sequence[Any], tmp: Path, n: int, **grid: Any) -> dict[str, Any]:
-    t1, rows1, (tokens, prefill), cpu1, k1 = timed_grid(problems, tmp / f"{name}-c1.jsonl", 1,
-                                                        **grid)
-    tn, rowsn, _, cpun, kn = timed_grid(problems, tmp / f"{name}-c{n}.jsonl", n, **grid)
+def compare(name: str, grid: Grid, tmp: Path, n: int, **setup: Any) -> dict[str, Any]:
+    t1, rows1, (tokens, prefill), cpu1, k1 = timed_grid(grid, tmp / f"{name}-c1.jsonl", 1,
+                                                        **setup)
+    tn, rowsn, _, cpun, kn = timed_grid(grid, tmp / f"{name}-c{n}.jsonl", n, **setup)
     same = rows1 == rowsn
     print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
           f"({tokens / t1:.1f} tok/s), concurrency {n}: {tn:.1f} s ({tokens / tn:.1f} tok/s); "
@@ -182,10 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if "tiny" in parts:
             probs = load_problems("arith", limit=args.tiny_limit, difficulty=[5])
-            out["tiny"] = compare("tiny-arith grid", probs, Path(tmp), n,
-                                  algos=["best_of_n", "beam", "particle_filter"],
-                                  budgets=[4, 16], seeds=[0], engine=get_engine("tiny-arith"),
-                                  scorer="steps", dataset="arith", model="tiny-arith")
+            grid = Grid(probs, ["best_of_n", "beam", "particle_filter"], [4, 16], [0],
+                        dataset="arith")
+            out["tiny"] = compare("tiny-arith grid", grid, Path(tmp), n,
+                                  engine=get_engine("tiny-arith"), scorer="steps",
+                                  model="tiny-arith")
         if "smol" in parts:
             eng = get_engine("smollm2-135m")
             probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)
@@ -195,10 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             knobs = {a: {"step_tokens": args.step_tokens, "max_depth": args.max_steps}
                      for a in ("greedy", "best_of_n")}
             for algo, budgets in (("greedy", [1]), ("best_of_n", [4])):
-                r = compare(f"SmolLM2 GSM8K {algo} x{budgets[0]}", probs, Path(tmp), n,
-                            algos=[algo], budgets=budgets, seeds=[0], engine=eng,
-                            scorer="logprob", dataset="gsm8k", model="smollm2-135m",
-                            knobs={algo: knobs[algo]})
+                grid = Grid(probs, [algo], budgets, [0], knobs={algo: knobs[algo]},
+                            dataset="gsm8k")
+                r = compare(f"SmolLM2 GSM8K {algo} x{budgets[0]}", grid, Path(tmp), n,
+                            engine=eng, scorer="logprob", model="smollm2-135m")
                 rate, rate_all = r["tokens"] / r["cn"], (r["tokens"] + r["prefill"]) / r["cn"]
                 print(f"  at concurrency {n}: {rate:.1f} generated tok/s = {rate / ref:.0%} of "
                       f"one problem's 16-row rate, {r['ratio']:.2f}x concurrency 1; counting "

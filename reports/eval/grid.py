@@ -162,6 +162,30 @@ def _positive_ints(values: Iterable[Any], what: str, *, minimum: int) -> list[in
     return out
 
 
+@dataclass(frozen=True)
+class Grid:
+    """What a grid runs: every problem x algorithm x budget (its width) x seed, each
+    algorithm's knobs ({algo: {knob: value}}), a per-run token Budget (`tokens`) and tokens
+    per sample, whether rows keep the candidates' texts, and the dataset name rows record.
+    `cells()` makes its runs (make_grid, where every check is done, before any model loads);
+    reports.eval.run.run_grid runs them."""
+
+    problems: Sequence[Problem]
+    algos: Sequence[str]
+    budgets: Sequence[int]
+    seeds: Sequence[int] = (0,)
+    knobs: Mapping[str, Mapping[str, Any]] | None = None
+    tokens: int | None = None
+    sample_tokens: int = SAMPLE_TOKENS
+    keep_text: bool = False
+    dataset: str = "custom"
+
+    def cells(self) -> list[Cell]:
+        return make_grid(self.problems, self.algos, self.budgets, self.seeds, knobs=self.knobs,
+                         tokens=self.tokens, sample_tokens=self.sample_tokens,
+                         keep_text=self.keep_text)
+
+
 def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequence[int],
               seeds: Sequence[int] = (0,), *,
               knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,

@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from problems import datasets
-from reports.eval.grid import SAMPLE_TOKENS, make_grid, parse_ints, parse_knobs
+from reports.eval.grid import SAMPLE_TOKENS, Grid, make_grid, parse_ints, parse_knobs
 from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's API
     SCHEMA,
     copy_rows,
@@ -131,41 +131,38 @@ class EvalRun:
     reused: int = 0  # rows written now as copies of a deterministic algorithm's run
 
 
-def run_grid(problems: Sequence[Problem], *, algos: Sequence[str], budgets: Sequence[int],
-             seeds: Sequence[int] = (0,), out: str | os.PathLike[str],
-             engine: Engine | str | None = None, scorer: Scorer | str | None = None,
-             dataset: str = "custom", model: str | None = None,
-             knobs: Mapping[str, Mapping[str, Any]] | None = None, tokens: int | None = None,
-             sample_tokens: int = SAMPLE_TOKENS, engine_kwargs: Mapping[str, Any] | None = None,
-             quiet: bool = False, runner: Callable[..., dict[str, dict[str, Any]]] | None = None,
-             concurrency: int = 1, keep_text: bool = False) -> EvalRun:
-    """Run every cell of the grid not yet in `out`, appending one row per run.
+def run_grid(grid: Grid, *, out: str | os.PathLike[str], engine: Engine | str | None = None,
+             scorer: Scorer | str | None = None, model: str | None = None,
+             engine_kwargs: Mapping[str, Any] | None = None, concurrency: int = 1,
+             runner: Callable[..., dict[str, dict[str, Any]]] | None = None,
+             quiet: bool = False) -> EvalRun:
+    """Run every cell of the grid (a reports.eval.grid.Grid: what runs) not yet in `out`,
+    appending one row per run; the keywords say where and how it runs.
     runner: runs the pending cells elsewhere (reports.eval.ray_workers.RayRunner), rows by key;
-    without one they run here (reports.eval.runner.run_here).
+    without one they run here (reports.eval.runner.run_here, on a search.many.Driver).
     concurrency: runs in flight at once on the engine (per worker with a runner).
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
     scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
-    (logprob; unit_tests for a pgtd-only grid). knobs: {algo: {knob: value}}. Everything is
-    checked before a model loads. keep_text: rows keep the candidates' texts. A deterministic
-    algorithm runs once per grid point; its other seeds' rows are copies marked
-    "reused_from_seed" (written after the row they copy, so a killed run resumes cleanly).
+    (logprob; unit_tests for a pgtd-only grid). Everything is checked before a model loads.
+    A deterministic algorithm runs once per grid point; its other seeds' rows are copies
+    marked "reused_from_seed" (written after the row they copy, so a killed run resumes
+    cleanly).
     """
     from search.api import check_engine, check_scorer
     from search.many import Driver, check_concurrent
 
     check_concurrent(concurrency)
-    cells = make_grid(problems, algos, budgets, seeds, knobs=knobs, tokens=tokens,
-                      sample_tokens=sample_tokens, keep_text=keep_text)
+    cells = grid.cells()
     # rows name the default when none is given; the runs get None, so solve's default
     scorer_name = check_scorer(scorer) if scorer is not None else \
-        _default_scorer(algos, problems)  # names checked here; nothing loads yet
+        _default_scorer(grid.algos, grid.problems)  # names checked here; nothing loads yet
     engine_name = check_engine(engine) if runner is None or not isinstance(engine, str) \
         else engine  # a runner's workers load (and check) it themselves
     if model is None:
         model = engine_name
-    names = {"dataset": dataset, "model": model, "scorer": scorer_name}
+    names = {"dataset": grid.dataset, "model": model, "scorer": scorer_name}
     keys = [c.key(**names) for c in cells]
     path = Path(out)
     with locked(path, quiet=quiet) as fd:
@@ -291,14 +288,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             runner = RayRunner(address=args.ray or None, workers=args.ray_workers,
                                num_cpus=args.ray_cpus, num_gpus=args.ray_gpus)
-        run = run_grid(probs, algos=algos, budgets=args.budgets, seeds=args.seeds,
-                       out=args.out, engine=args.model, scorer=scorer,
-                       dataset=str(probs[0].metadata.get("source", args.dataset)) if probs
-                       else args.dataset,
-                       knobs=knobs, tokens=args.tokens, sample_tokens=args.sample_tokens,
+        dataset = str(probs[0].metadata.get("source", args.dataset)) if probs \
+            else args.dataset
+        grid = Grid(probs, algos, args.budgets, args.seeds, knobs=knobs, tokens=args.tokens,
+                    sample_tokens=args.sample_tokens, keep_text=args.keep_text,
+                    dataset=dataset)
+        run = run_grid(grid, out=args.out, engine=args.model, scorer=scorer,
                        engine_kwargs={"device": args.device} if args.device else None,
-                       quiet=args.quiet, runner=runner, concurrency=args.concurrency,
-                       keep_text=args.keep_text)
+                       quiet=args.quiet, runner=runner, concurrency=args.concurrency)
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

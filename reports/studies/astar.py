@@ -75,19 +75,19 @@ def label_of(row: Row) -> str:
 
 def run(problems: Sequence[Any], *, scorers: Sequence[str], seeds: Sequence[int], out: Path,
         engine: Any, quiet: bool, concurrency: int = 1) -> list[Row]:
+    from reports.eval.grid import Grid
     from reports.eval.run import run_grid
 
     rows: list[Row] = []
     for scorer in scorers:
         path = out / f"{scorer}.jsonl"
-        common: dict[str, Any] = dict(seeds=seeds, out=path, engine=engine, model="tiny-arith",
-                                      scorer=scorer, dataset="arith", quiet=quiet,
-                                      concurrency=concurrency)
-        rows += run_grid(problems, algos=["best_of_n"], budgets=BON_WIDTHS,
-                         knobs={"best_of_n": BON_KNOBS}, **common).rows
+        common: dict[str, Any] = dict(out=path, engine=engine, model="tiny-arith",
+                                      scorer=scorer, quiet=quiet, concurrency=concurrency)
+        rows += run_grid(Grid(problems, ["best_of_n"], BON_WIDTHS, seeds, dataset="arith",
+                              knobs={"best_of_n": BON_KNOBS}), **common).rows
         for _, over, widths in VARIANTS:
-            rows += run_grid(problems, algos=["astar"], budgets=widths,
-                             knobs={"astar": {**BASE, **over}}, **common).rows
+            rows += run_grid(Grid(problems, ["astar"], widths, seeds, dataset="arith",
+                                  knobs={"astar": {**BASE, **over}}), **common).rows
     return rows
 
 

@@ -155,7 +155,7 @@ def grid_table(rows: Sequence[Row]) -> Iterator[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
-    from reports.eval.grid import parse_ints
+    from reports.eval.grid import Grid, parse_ints
     from reports.eval.run import run_grid
     from search.api import get_engine
 
@@ -180,10 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_run:
             for algo, widths, settings in GRIDS:
                 for _, knobs in settings:
-                    run_grid(problems, algos=[algo], budgets=widths, seeds=args.seeds,
+                    run_grid(Grid(problems, algos=[algo], budgets=widths, seeds=args.seeds,
+                                  dataset="arith", knobs={algo: knobs}),
                              out=grid_file, engine=engine, model="tiny-arith", scorer="steps",
-                             dataset="arith", knobs={algo: knobs}, quiet=True,
-                             concurrency=args.concurrency)
+                             quiet=True, concurrency=args.concurrency)
         # the demo's file also holds its value-head rows: the variants ran under the step checker
         rows = [r for r in read_rows(grid_file) if r["problem_id"] in ids
                 and r["scorer"] == "steps"] if grid_file.exists() else []

@@ -147,7 +147,8 @@ class HFEngine(Bindable):
         return ids
 
     def root(self, problem: Problem) -> Node:
-        return SCHED.call(self._root, problem, cancel=self.session.cancel)  # one tokenizer user at a time
+        # the tokenizer is used by one thread at a time
+        return SCHED.call(self._root, problem, cancel=self.session.cancel)
 
     def _root(self, problem: Problem) -> Node:
         return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
