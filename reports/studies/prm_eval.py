@@ -241,8 +241,9 @@ def figure(report: Mapping[str, Any], out: Path) -> dict[str, Any]:
     ax = fig.subplots()
     ns = report["ns"]
     for label, curve in report["bon"].items():
-        if label.endswith((" last", " prod")):
-            continue  # min and the weighted vote tell the story; the JSON keeps the rest
+        if label.endswith((" last", " prod")) or "~" in label:
+            continue  # min and the weighted vote tell the story (not blurred); the JSON keeps
+            # the rest
         style = ":" if label.startswith(("oracle", "majority")) else "-"
         ax.plot(ns, [curve[str(n)] for n in ns], style, marker="o", label=label)
     ax.set_xscale("log", base=2)
