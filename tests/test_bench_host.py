@@ -55,11 +55,10 @@ def test_probes_count_exclusive_time_by_hand() -> None:
         return 7
 
     assert probes.wrap(outer, "outer")() == 7
-    me = threading.current_thread().name
     # outer: 1 + 3 + 2 + 3 = 9 s, of which 6 in inner; CPU 0.5 + 2 x 1
-    assert probes.tally.wall[me] == {"outer": 3.0, "inner": 6.0}
-    assert probes.tally.cpu[me] == {"outer": 0.5, "inner": 2.0}
-    assert probes.tally.calls[me] == {"outer": 1, "inner": 2}
+    assert probes.tally.wall == {"outer": 3.0, "inner": 6.0}
+    assert probes.tally.cpu == {"outer": 0.5, "inner": 2.0}
+    assert probes.tally.calls == {"outer": 1, "inner": 2}
 
 
 def test_a_raising_probe_still_counts_and_unwinds() -> None:
@@ -78,17 +77,15 @@ def test_a_raising_probe_still_counts_and_unwinds() -> None:
             p_boom()
 
     probes.wrap(outer, "outer")()
-    me = threading.current_thread().name
-    assert probes.tally.wall[me] == {"outer": 1.0, "boom": 2.0}
+    assert probes.tally.wall == {"outer": 1.0, "boom": 2.0}
 
 
 def test_breakdown_adds_up_to_the_wall() -> None:
     tally = Tally()
-    t = "owner"
     for cat, w, c in (("GEMMs", 4.0, 3.0), ("attention", 2.0, 2.0), ("sampling", 1.0, 0.5),
                       (IDLE, 0.5, 0.0)):
-        tally.wall[t][cat], tally.cpu[t][cat], tally.calls[t][cat] = w, c, 3
-    rows = breakdown(10.0, tally, t)
+        tally.wall[cat], tally.cpu[cat], tally.calls[cat] = w, c, 3
+    rows = breakdown(10.0, tally)
     assert [r.category for r in rows] == list(CATEGORIES)
     by = {r.category: r for r in rows}
     assert by[REST].wall == pytest.approx(2.5) and by[REST].cpu is None  # 10 - 7.5
@@ -131,7 +128,7 @@ def test_probed_installs_everywhere_and_restores(monkeypatch: pytest.MonkeyPatch
         raise RuntimeError("the block fails")
     assert src.f is f and user.f is f  # type: ignore[attr-defined]
     assert C.__dict__["make"] is static and C.__dict__["go"] is go
-    assert dict(probes.tally.calls[threading.current_thread().name]) == {"a": 2, "b": 1, "c": 1}
+    assert dict(probes.tally.calls) == {"a": 2, "b": 1, "c": 1}
 
 
 def test_the_inbox_counts_blocking_waits_only() -> None:
@@ -145,8 +142,24 @@ def test_the_inbox_counts_blocking_waits_only() -> None:
     assert box.get(block=False) == 5
     box.put(6)
     assert box.get() == 6
-    me = threading.current_thread().name
-    assert probes.tally.calls[me] == {IDLE: 1}
+    assert probes.tally.calls == {IDLE: 1}
+
+
+def test_only_the_owner_thread_is_counted() -> None:
+    wall = Ticks()
+    probes = Probes(owns=lambda: threading.current_thread().name == "owner", clock=wall,
+                    cpu=Ticks())
+
+    def work() -> None:
+        wall.now += 1.0
+
+    probed_work = probes.wrap(work, "work")
+    for name in ("owner", "other", "owner"):
+        t = threading.Thread(target=probed_work, name=name)
+        t.start()
+        t.join()
+    probed_work()  # this thread is not the owner either
+    assert probes.tally.calls == {"work": 2} and probes.tally.wall == {"work": 2.0}
 
 
 def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
@@ -158,7 +171,7 @@ def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
               sched._Task.advance, sched.SCHED._inbox)
     grid = Grid(arith.generate(2, seed=7, difficulty=4), ["best_of_n"], [4], [0],
                 dataset="arith")
-    wall, rows, others = host.profile_grid("tiny", grid, tmp_path / "g.jsonl", 2,
+    wall, rows, others = host.profile_grid(grid, tmp_path / "g.jsonl", 2,
                                            engine="tiny-arith", scorer="steps",
                                            model="tiny-arith")
     assert (kv.SlabCache.__dict__["from_paths"], sched.sample_many, sampling.sample_many,

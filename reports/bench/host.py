@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.bench.eval import KERNELS
+from reports.bench.eval import GRID_OPTIONS, KERNELS, clocked_run, tiny_arith
 from reports.eval.grid import Grid
 from search.cli import parse
 
@@ -76,34 +76,36 @@ CATEGORIES = tuple(dict.fromkeys(c for c, _, _ in PROBES)) + (IDLE, REST)
 
 @dataclass
 class Tally:
-    """Exclusive seconds (wall and thread CPU) and calls per category, per thread name."""
+    """Exclusive seconds (wall and thread CPU) and calls per category, of the owner's calls."""
 
-    wall: defaultdict[str, defaultdict[str, float]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(float)))
-    cpu: defaultdict[str, defaultdict[str, float]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(float)))
-    calls: defaultdict[str, defaultdict[str, int]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    wall: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    calls: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def always() -> bool:
+    return True
 
 
 class Probes:
-    """Wraps callables so that each call adds its exclusive time to its category (the time
-    of probed callees goes to theirs). clock/cpu: wall and thread-CPU clocks (injectable:
-    tests drive them by hand)."""
+    """Wraps callables so that each call the owner makes adds its exclusive time to its
+    category (the time of probed callees goes to theirs). owns: whether the calling thread is
+    the one profiled (a comparison: `current_thread() is owner`); only it touches the stack
+    of open probes. clock/cpu: wall and thread-CPU clocks (injectable: tests drive them)."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter,
+    def __init__(self, owns: Callable[[], bool] = always,
+                 clock: Callable[[], float] = time.perf_counter,
                  cpu: Callable[[], float] = time.thread_time) -> None:
-        self.clock, self.cpu = clock, cpu
+        self.owns, self.clock, self.cpu = owns, clock, cpu
         self.tally = Tally()
-        self._stack = threading.local()  # per thread: [child wall, child cpu] per open probe
+        self._open: list[list[float]] = []  # [child wall, child cpu] per open probe, owner's
 
     def wrap(self, fn: Callable[..., Any], category: str) -> Callable[..., Any]:
-        tally, local, clock, cpu = self.tally, self._stack, self.clock, self.cpu
+        tally, stack, owns, clock, cpu = self.tally, self._open, self.owns, self.clock, self.cpu
 
         def probed(*args: Any, **kwargs: Any) -> Any:
-            stack = getattr(local, "open", None)
-            if stack is None:
-                stack = local.open = []
+            if not owns():
+                return fn(*args, **kwargs)
             child = [0.0, 0.0]
             stack.append(child)
             t0, c0 = clock(), cpu()
@@ -112,20 +114,19 @@ class Probes:
             finally:
                 dt, dc = clock() - t0, cpu() - c0
                 stack.pop()
-                name = threading.current_thread().name
-                tally.wall[name][category] += dt - child[0]
-                tally.cpu[name][category] += dc - child[1]
-                tally.calls[name][category] += 1
+                tally.wall[category] += dt - child[0]
+                tally.cpu[category] += dc - child[1]
+                tally.calls[category] += 1
                 if stack:
                     stack[-1][0] += dt
                     stack[-1][1] += dc
         return probed
 
-    def add(self, thread: str, category: str, wall: float, cpu: float) -> None:
+    def add(self, category: str, wall: float, cpu: float) -> None:
         """Time measured outside a probe (the idle inbox) under `category`."""
-        self.tally.wall[thread][category] += wall
-        self.tally.cpu[thread][category] += cpu
-        self.tally.calls[thread][category] += 1
+        self.tally.wall[category] += wall
+        self.tally.cpu[category] += cpu
+        self.tally.calls[category] += 1
 
 
 class _TimedInbox:
@@ -139,14 +140,14 @@ class _TimedInbox:
         self.inner.put(item)
 
     def get(self, block: bool = True) -> Any:
-        if not block:
-            return self.inner.get(block=False)
         p = self.probes
+        if not block or not p.owns():
+            return self.inner.get(block=block)
         t0, c0 = p.clock(), p.cpu()
         try:
             return self.inner.get()
         finally:
-            p.add(threading.current_thread().name, IDLE, p.clock() - t0, p.cpu() - c0)
+            p.add(IDLE, p.clock() - t0, p.cpu() - c0)
 
 
 PROJECT = ("search", "rewards", "reports", "verifiers", "problems")  # modules to patch
@@ -207,10 +208,10 @@ class Row:
     calls: int
 
 
-def breakdown(wall: float, tally: Tally, thread: str) -> list[Row]:
+def breakdown(wall: float, tally: Tally) -> list[Row]:
     """The owner thread's rows in CATEGORIES order (the rest by difference), so their wall
     seconds sum to `wall` and their shares to 1."""
-    w, c, n = tally.wall[thread], tally.cpu[thread], tally.calls[thread]
+    w, c, n = tally.wall, tally.cpu, tally.calls
     named = [c_ for c_ in CATEGORIES if c_ != REST]
     rows = [Row(k, w[k], w[k] / wall, c[k], n[k]) for k in named]
     rest = wall - sum(r.wall for r in rows)
@@ -244,23 +245,20 @@ def calibrate(probes_cls: type[Probes] = Probes, calls: int = 20000) -> float:
     return max(0.0, (time.perf_counter() - t0 - bare) / calls)
 
 
-def profile_grid(name: str, grid: Grid, out: Path, concurrency: int, **setup: Any
+def profile_grid(grid: Grid, out: Path, concurrency: int, **setup: Any
                  ) -> tuple[float, list[Row], float]:
     """(wall, the owner's rows, CPU seconds of every other thread) of one probed grid."""
-    from reports.eval.run import run_grid
     from search.runtime.sched import SCHED
 
-    probes = Probes()
+    main = threading.main_thread()
+
+    def owns() -> bool:  # the scheduler's owner runs the forwards at concurrency > 1, else main
+        return threading.current_thread() is (SCHED._thread if concurrency > 1 else main)
+
+    probes = Probes(owns)
     with probed(probes, scheduler=SCHED):
-        t0, c0 = time.perf_counter(), time.process_time()
-        run = run_grid(grid, out=out, quiet=True, concurrency=concurrency, **setup)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    if run.errors:
-        bad = next(r for r in run.rows if r["status"] == "error")
-        raise RuntimeError(f"{name}: {run.errors} runs failed, e.g. {bad['error']}")
-    owner = SCHED._thread.name if concurrency > 1 and SCHED._thread is not None else \
-        threading.current_thread().name
-    rows = breakdown(wall, probes.tally, owner)
+        _, wall, cpu = clocked_run(grid, out, concurrency, **setup)
+    rows = breakdown(wall, probes.tally)
     owner_cpu = sum(r.cpu or 0.0 for r in rows)
     return wall, rows, cpu - owner_cpu
 
@@ -275,14 +273,8 @@ def report(name: str, wall: float, rows: Sequence[Row], others: float, n: int,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse("python -m reports.bench.host", __doc__, {
-        "--parts": dict(default="tiny"),
-        "--concurrency": dict(type=int, default=16),
-        "--tiny-limit": dict(type=int, default=32),
-        "--smol-limit": dict(type=int, default=32),
-        "--data": dict(default=None, help="GSM8K file or folder (default: the hub copy, "
-                      "else $TTS_DATA_DIR or ../shared/data)"),
-    }, argv)
+    args = parse("python -m reports.bench.host", __doc__,
+                 {"--parts": dict(default="tiny"), **GRID_OPTIONS}, argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch
 
@@ -294,10 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     grids: dict[str, tuple[Grid, Mapping[str, Any]]] = {}
     if "tiny" in parts:
-        probs = load_problems("arith", limit=args.tiny_limit, difficulty=[5])
-        grids["tiny-arith grid"] = (
-            Grid(probs, ["best_of_n", "beam", "particle_filter"], [4, 16], [0], dataset="arith"),
-            dict(engine=get_engine("tiny-arith"), scorer="steps", model="tiny-arith"))
+        grids["tiny-arith grid"] = tiny_arith(args.tiny_limit)
     if "smol" in parts:
         probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)
         grids["SmolLM2 GSM8K best_of_n x4"] = (
@@ -306,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dict(engine=get_engine("smollm2-135m"), scorer="logprob", model="smollm2-135m"))
     with tempfile.TemporaryDirectory() as tmp:
         for name, (grid, setup) in grids.items():
-            wall, rows, others = profile_grid(name, grid, Path(tmp) / f"{len(name)}.jsonl", n,
+            wall, rows, others = profile_grid(grid, Path(tmp) / f"{len(name)}.jsonl", n,
                                               **setup)
             print(report(name, wall, rows, others, n, per_probe) + "\n", flush=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
