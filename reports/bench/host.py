@@ -5,7 +5,7 @@
     python -m reports.bench.host --tiny-limit 8 --concurrency 4
 
 One grid run at concurrency N with probes on the functions the owner thread (the scheduler's
-`tts-engine`; the calling thread at concurrency 1) runs, each counted by *exclusive* time:
+`tts-engine`; the main thread at concurrency 1) runs, each counted by *exclusive* time:
 a probe's time less the time of the probes it calls, so nothing is counted twice and the
 categories plus the owner's unprobed time add up to the grid's wall. Categories:
 
@@ -20,7 +20,9 @@ categories plus the owner's unprobed time add up to the grid's wall. Categories:
               less the above), the scheduler's merging of Passes (sched.run_passes less the
               above), idle (waiting for a job: its inbox empty)
   the rest    the owner's wall outside every probe (the scheduler loop's bookkeeping, and any
-              wait for the interpreter lock between probes), by difference
+              wait for the interpreter lock between probes), by difference; at concurrency 1
+              the owner is the main thread, which also runs the search's own Python and its
+              jobs (no _Task.advance there): those are in the rest too
 
 Each row gives the owner's wall seconds, its share of the grid's wall, the owner's CPU seconds
 in it (wall minus CPU there is time the thread was runnable but waiting: for the interpreter
