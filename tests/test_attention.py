@@ -248,3 +248,33 @@ def test_bf16_engine_decodes_over_a_shared_prefix(tiny_model):
                       max_tokens=6, temperature=0)[0]
     assert [len(k.step.token_ids) for k in kids if k.step is not None] == [6, 6, 6]
     assert seen and max(seen) > 0 and eng.kv.layout.dtype is torch.bfloat16
+
+
+def test_merged_cascades_equal_each_alone_bit_for_bit():
+    """attention.merge over several calls' flash halves (different rows, prefixes and
+    columns, as the searches of one merged forward) gives each call's rows exactly the bits
+    cascade gives it alone, whichever calls sit beside it and in whichever order."""
+    from search.runtime.attention import cascade, cascade_flash, group_bias, merge
+
+    gen = torch.Generator().manual_seed(3)
+    heads, kv_heads, dim, q = 6, 2, 8, 1
+    calls = []
+    for rows, shared, own in ((16, 40, 5), (3, 7, 30), (1, 90, 2), (5, 1, 11), (7, 23, 23)):
+        query = torch.randn(rows, heads, q, dim, generator=gen) * 3
+        pk, pv = (torch.randn(kv_heads, shared, dim, generator=gen) for _ in range(2))
+        key, value = (torch.randn(rows, kv_heads, own, dim, generator=gen) for _ in range(2))
+        mask = slab_mask(rows, q, own)
+        bias = group_bias(mask, rows, heads // kv_heads, q, own, query.dtype, query.device)
+        calls.append((query, pk, pv, key, value, mask, bias))
+    alone = [cascade(qy, pk, pv, k, v, m, 0.3) for qy, pk, pv, k, v, m, _ in calls]
+    for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1], [1, 3]):
+        flashes = [cascade_flash(qy, pk, pv, k, v, 0.3, b)
+                   for qy, pk, pv, k, v, _, b in (calls[i] for i in order)]
+        rows = merge(flashes)  # [sum B, KV, g*q, d]
+        at = 0
+        for i in order:
+            B = calls[i][0].shape[0]
+            got = rows[at:at + B].reshape(B, heads, q, dim).transpose(1, 2)
+            assert torch.equal(got, alone[i]), (order, i)
+            at += B
+        assert at == rows.shape[0]

@@ -91,19 +91,26 @@ def kernel_clock() -> Iterator[defaultdict[str, float]]:
             setattr(mod, name, fn)
 
 
+def clocked_run(grid: Grid, out: Path, concurrency: int, **setup: Any) -> tuple[Any, float, float]:
+    """(the EvalRun, wall seconds, process CPU seconds) of one fresh grid; an error if any of
+    its runs failed."""
+    from reports.eval.run import run_grid
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = run_grid(grid, out=out, quiet=True, concurrency=concurrency, **setup)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if run.errors:
+        bad = next(r for r in run.rows if r["status"] == "error")
+        raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
+    return run, seconds, cpu
+
+
 def timed_grid(grid: Grid, out: Path, concurrency: int, **setup: Any
                ) -> tuple[float, dict[str, str], tuple[int, int], float, dict[str, float]]:
     """(seconds, comparable rows by key, (generated, prefilled) tokens, CPU seconds, seconds
     in the forward's kernels by kind) of one fresh grid."""
-    from reports.eval.run import run_grid
-
     with kernel_clock() as kernels:
-        t0, c0 = time.perf_counter(), time.process_time()
-        run = run_grid(grid, out=out, quiet=True, concurrency=concurrency, **setup)
-        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    if run.errors:
-        bad = next(r for r in run.rows if r["status"] == "error")
-        raise RuntimeError(f"{run.errors} runs failed, e.g. {bad['error']}")
+        run, seconds, cpu = clocked_run(grid, out, concurrency, **setup)
     rows = {r["key"]: comparable(r) for r in run.rows}
     return seconds, rows, (sum(int(r["usage"]["generated_tokens"]) for r in run.rows),
                            sum(int(r["usage"]["prefill_tokens"]) for r in run.rows)), cpu, dict(kernels)
@@ -158,16 +165,32 @@ def one_problem_rate(engine: Any, problem: Any, repeats: int = 2) -> tuple[float
     return best
 
 
+# the options every grid benchmark takes (reports.bench.host too)
+GRID_OPTIONS: dict[str, dict[str, Any]] = {
+    "--concurrency": dict(type=int, default=16),
+    "--tiny-limit": dict(type=int, default=32),
+    "--smol-limit": dict(type=int, default=32),
+    "--data": dict(default=None, help="GSM8K file or folder (default: the hub copy, else "
+                  "$TTS_DATA_DIR or ../shared/data)"),
+}
+
+
+def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
+    """Issue 20's tiny grid (arith level 5, best_of_n/beam/particle_filter at 4 and 16, the
+    steps scorer) and the run_grid keywords that set it up."""
+    from reports.eval.run import load_problems
+    from search.api import get_engine
+
+    probs = load_problems("arith", limit=limit, difficulty=[5])
+    return (Grid(probs, ["best_of_n", "beam", "particle_filter"], [4, 16], [0], dataset="arith"),
+            dict(engine=get_engine("tiny-arith"), scorer="steps", model="tiny-arith"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse("python -m reports.bench.eval", __doc__, {
-        "--parts": dict(default="tiny,smol"),
-        "--concurrency": dict(type=int, default=16),
-        "--tiny-limit": dict(type=int, default=32),
-        "--smol-limit": dict(type=int, default=32),
+        "--parts": dict(default="tiny,smol"), **GRID_OPTIONS,
         "--step-tokens": dict(type=int, default=64),
         "--max-steps": dict(type=int, default=2),
-        "--data": dict(default=None, help="GSM8K file or folder (default: the hub copy, "
-                      "else $TTS_DATA_DIR or ../shared/data)"),
     }, argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch
@@ -182,12 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         if "tiny" in parts:
-            probs = load_problems("arith", limit=args.tiny_limit, difficulty=[5])
-            grid = Grid(probs, ["best_of_n", "beam", "particle_filter"], [4, 16], [0],
-                        dataset="arith")
-            out["tiny"] = compare("tiny-arith grid", grid, Path(tmp), n,
-                                  engine=get_engine("tiny-arith"), scorer="steps",
-                                  model="tiny-arith")
+            grid, setup = tiny_arith(args.tiny_limit)
+            out["tiny"] = compare("tiny-arith grid", grid, Path(tmp), n, **setup)
         if "smol" in parts:
             eng = get_engine("smollm2-135m")
             probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)

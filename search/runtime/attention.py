@@ -23,6 +23,7 @@ against ~1,490 for a 1,024-token prompt; the flash form measured ~1% faster end 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -71,18 +72,13 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     B, H, q, d = query.shape
     KV, S = prefix_k.shape[0], prefix_k.shape[1]
     T, gq = key.shape[2], H // KV * q
-    qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
     if bias is None:
         bias = group_bias(mask, B, H // KV, q, T, query.dtype, query.device)
-    stacked = qs.transpose(0, 1).reshape(KV, B * gq, d)  # every row's queries: [KV, B*g*q, d]
-    if _FLASH is not None and query.device.type == "cpu":
-        pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
-        own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)  # [B, KV, g*q, d]
-        pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)
-        top = torch.maximum(pre_lse, own_lse)  # [B, KV, g*q]: each part's weight is exp(lse - top)
-        w_pre, w_own = (pre_lse - top).exp_()[..., None], (own_lse - top).exp_()[..., None]
-        out = (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)  # float32: lse's dtype
+    if flash_on(query):
+        out = merge([cascade_flash(query, prefix_k, prefix_v, key, value, scale, bias)])
         return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2).contiguous()
+    qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
+    stacked = qs.transpose(0, 1).reshape(KV, B * gq, d)  # every row's queries: [KV, B*g*q, d]
     pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
     own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
     scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
@@ -91,6 +87,50 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     p_pre = p[..., :S].transpose(0, 1).reshape(KV, B * gq, S)
     out += torch.matmul(p_pre, prefix_v).view(KV, B, gq, d).transpose(0, 1)
     return out.view(B, H, q, d).transpose(1, 2).contiguous()
+
+
+def flash_on(query: torch.Tensor) -> bool:
+    """Whether cascade runs as two CPU flash calls and a merge (cascade_flash, merge)."""
+    return _FLASH is not None and query.device.type == "cpu"
+
+
+Flash = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def cascade_flash(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
+                  key: torch.Tensor, value: torch.Tensor, scale: float, bias: torch.Tensor
+                  ) -> Flash:
+    """cascade's two CPU flash calls, before their merge: the prefix with every row's queries
+    stacked -> pre [KV, B*g*q, d], pre_lse [KV, B*g*q]; each row's own columns -> own
+    [B, KV, g*q, d], own_lse [B, KV, g*q] (query, prefix, key/value, bias as cascade's)."""
+    B, H, q, d = query.shape
+    KV = prefix_k.shape[0]
+    gq = H // KV * q
+    qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
+    stacked = qs.transpose(0, 1).reshape(KV, B * gq, d)  # every row's queries: [KV, B*g*q, d]
+    assert _FLASH is not None
+    pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
+    own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)
+    return pre[0], pre_lse[0], own, own_lse
+
+
+def merge(flashes: Sequence[Flash]) -> torch.Tensor:
+    """Several cascade_flash results of equal KV, g*q and d (one per call, e.g. one per search
+    in a merged forward) -> [sum of B, KV, g*q, d] float32, their rows in order: each part's
+    weight is exp(lse - top), top the larger lse, merged in one set of element-wise ops for
+    all calls. Every op is element-wise and exact (max, sub, mul, add, div) except exp, whose
+    vector and scalar loops agree on every float32 <= 0 (reports/bench/exp_paths.py), so a
+    row's bits do not depend on the rows merged beside it."""
+    def cat(ts: list[torch.Tensor], dim: int) -> torch.Tensor:
+        return ts[0] if len(ts) == 1 else torch.cat(ts, dim)
+
+    pre, pre_lse = cat([f[0] for f in flashes], 1), cat([f[1] for f in flashes], 1)
+    own, own_lse = cat([f[2] for f in flashes], 0), cat([f[3] for f in flashes], 0)
+    B, KV, gq, d = own.shape
+    pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)
+    top = torch.maximum(pre_lse, own_lse)  # [B, KV, g*q]: each part's weight is exp(lse - top)
+    w_pre, w_own = (pre_lse - top).exp_()[..., None], (own_lse - top).exp_()[..., None]
+    return (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)  # float32: lse's dtype
 
 
 def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, columns: int,

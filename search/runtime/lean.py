@@ -208,16 +208,34 @@ class LeanLlama:
             qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)  # q and k heads side by side
             qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary, both at once
             v = qkv[:, (H + KV) * d:].view(N, KV, d)
-            att = []
-            for p, (B, q, _), bias, qk_p, v_p in zip(parts, spans, biases, qk.split(sizes),
-                                                     v.split(sizes)):
+            att: list[torch.Tensor | None] = [None] * len(parts)  # per part [B q, H d]
+            flashes: dict[int, list[tuple[int, attention.Flash]]] = {}  # by q: cascade's halves
+            for i, (p, (B, q, _), bias, qk_p, v_p) in enumerate(zip(
+                    parts, spans, biases, qk.split(sizes), v.split(sizes))):
                 slab = p[2].slabs[li]
                 part = qk_p.view(B, q, H + KV, d)
                 keys, values = slab.update(part[:, :, H:].transpose(1, 2),
                                            v_p.view(B, q, KV, d).transpose(1, 2))
-                att.append(self._attend(part[:, :, :H].transpose(1, 2), keys, values, p[3],
-                                        bias, slab.shared).reshape(B * q, H * d))
-            x = layer.o(att[0] if len(att) == 1 else torch.cat(att), x)  # + residual, in the GEMM
+                query = part[:, :, :H].transpose(1, 2)
+                if slab.shared is not None and attention.flash_on(query):
+                    flashes.setdefault(q, []).append((i, attention.cascade_flash(
+                        query, slab.shared[0], slab.shared[1], keys, values, self.scale, bias)))
+                else:
+                    att[i] = self._attend(query, keys, values, p[3], bias,
+                                          slab.shared).reshape(B * q, H * d)
+            whole = None  # one merge covering every part in order: its rows are the input
+            for q, group in flashes.items():  # one merge per query width, not per search
+                rows = attention.merge([f for _, f in group]).to(x.dtype)  # [sum B, KV, g q, d]
+                rows = rows.reshape(-1, H, q, d).transpose(1, 2).reshape(-1, H * d)
+                if len(group) == len(parts):
+                    whole = rows
+                    break
+                at = 0
+                for i, _ in group:
+                    att[i], at = rows[at:at + sizes[i]], at + sizes[i]
+            if whole is None:
+                whole = att[0] if len(att) == 1 else torch.cat(att)  # type: ignore[arg-type]
+            x = layer.o(whole, x)  # + residual, in the GEMM
             gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
             x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
         # each part's kept positions (its rows' last `keep`), normed and through the LM head

@@ -1,0 +1,202 @@
+"""reports/bench/host.py's owner-thread profile: exclusive times per category (hand-computed on
+fake clocks), probes installed and put back everywhere a function is held, and a real tiny
+grid whose categories add up to its wall."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sys
+import threading
+import types
+
+import pytest
+
+from reports.bench import host
+from reports.bench.host import (
+    CATEGORIES,
+    IDLE,
+    REST,
+    Probes,
+    Tally,
+    _TimedInbox,
+    breakdown,
+    probed,
+    render,
+)
+
+
+class Ticks:
+    """A hand-driven clock: reads what was last added."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_probes_count_exclusive_time_by_hand() -> None:
+    wall, cpu = Ticks(), Ticks()
+    probes = Probes(clock=wall, cpu=cpu)
+
+    def inner() -> None:
+        wall.now += 3.0
+        cpu.now += 1.0
+
+    p_inner = probes.wrap(inner, "inner")
+
+    def outer() -> int:
+        wall.now += 1.0
+        p_inner()
+        wall.now += 2.0
+        cpu.now += 0.5
+        p_inner()
+        return 7
+
+    assert probes.wrap(outer, "outer")() == 7
+    # outer: 1 + 3 + 2 + 3 = 9 s, of which 6 in inner; CPU 0.5 + 2 x 1
+    assert probes.tally.wall == {"outer": 3.0, "inner": 6.0}
+    assert probes.tally.cpu == {"outer": 0.5, "inner": 2.0}
+    assert probes.tally.calls == {"outer": 1, "inner": 2}
+
+
+def test_a_raising_probe_still_counts_and_unwinds() -> None:
+    wall = Ticks()
+    probes = Probes(clock=wall, cpu=Ticks())
+
+    def boom() -> None:
+        wall.now += 2.0
+        raise ValueError("boom")
+
+    p_boom = probes.wrap(boom, "boom")
+
+    def outer() -> None:
+        wall.now += 1.0
+        with contextlib.suppress(ValueError):
+            p_boom()
+
+    probes.wrap(outer, "outer")()
+    assert probes.tally.wall == {"outer": 1.0, "boom": 2.0}
+
+
+def test_breakdown_adds_up_to_the_wall() -> None:
+    tally = Tally()
+    for cat, w, c in (("GEMMs", 4.0, 3.0), ("attention", 2.0, 2.0), ("sampling", 1.0, 0.5),
+                      (IDLE, 0.5, 0.0)):
+        tally.wall[cat], tally.cpu[cat], tally.calls[cat] = w, c, 3
+    rows = breakdown(10.0, tally)
+    assert [r.category for r in rows] == list(CATEGORIES)
+    by = {r.category: r for r in rows}
+    assert by[REST].wall == pytest.approx(2.5) and by[REST].cpu is None  # 10 - 7.5
+    assert by["GEMMs"].share == pytest.approx(0.4) and by["GEMMs"].cpu == 3.0
+    assert sum(r.wall for r in rows) == pytest.approx(10.0)
+    assert sum(r.share for r in rows) == pytest.approx(1.0)
+    text = render(rows, "fake")
+    assert "| GEMMs | 4.00 | 40.0% | 3.00 | 3 |" in text
+    assert "kernels 60.0% of the wall, everything else 40.0%" in text  # GEMMs + attention
+
+
+def test_probed_installs_everywhere_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fake project module and one importing its function by name, a class with a
+    # staticmethod and a method
+    src = types.ModuleType("search._fake_src")
+    user = types.ModuleType("search._fake_user")
+
+    def f(x: int) -> int:
+        return x + 1
+
+    class C:
+        @staticmethod
+        def make(x: int) -> int:
+            return 2 * x
+
+        def go(self, x: int) -> int:
+            return self.make(x) + user.f(x)  # type: ignore[attr-defined]
+
+    src.f, src.C = f, C  # type: ignore[attr-defined]
+    user.f = f  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, src.__name__, src)
+    monkeypatch.setitem(sys.modules, user.__name__, user)
+    table = (("a", "search._fake_src", "f"), ("b", "search._fake_src:C", "make"),
+             ("c", "search._fake_src:C", "go"), ("d", "search._fake_src", "absent"))
+    static, go = C.__dict__["make"], C.__dict__["go"]
+    probes = Probes()
+    with pytest.raises(RuntimeError), probed(probes, table):
+        assert src.f is not f and user.f is src.f  # type: ignore[attr-defined]
+        assert C().go(3) == 6 + 4 and user.f(1) == 2  # type: ignore[attr-defined]
+        raise RuntimeError("the block fails")
+    assert src.f is f and user.f is f  # type: ignore[attr-defined]
+    assert C.__dict__["make"] is static and C.__dict__["go"] is go
+    assert dict(probes.tally.calls) == {"a": 2, "b": 1, "c": 1}
+
+
+def test_the_inbox_counts_blocking_waits_only() -> None:
+    wall = Ticks()
+    probes = Probes(clock=wall, cpu=Ticks())
+    inner: queue.SimpleQueue[int] = queue.SimpleQueue()
+    box = _TimedInbox(inner, probes)
+    with pytest.raises(queue.Empty):
+        box.get(block=False)
+    box.put(5)
+    assert box.get(block=False) == 5
+    box.put(6)
+    assert box.get() == 6
+    assert probes.tally.calls == {IDLE: 1}
+
+
+def test_only_the_owner_thread_is_counted() -> None:
+    wall = Ticks()
+    probes = Probes(owns=lambda: threading.current_thread().name == "owner", clock=wall,
+                    cpu=Ticks())
+
+    def work() -> None:
+        wall.now += 1.0
+
+    probed_work = probes.wrap(work, "work")
+    for name in ("owner", "other", "owner"):
+        t = threading.Thread(target=probed_work, name=name)
+        t.start()
+        t.join()
+    probed_work()  # this thread is not the owner either
+    assert probes.tally.calls == {"work": 2} and probes.tally.wall == {"work": 2.0}
+
+
+def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
+    from problems import arith
+    from reports.eval.grid import Grid
+    from search.runtime import kv, sampling, sched
+
+    before = (kv.SlabCache.__dict__["from_paths"], sched.sample_many, sampling.sample_many,
+              sched._Task.advance, sched.SCHED._inbox)
+    grid = Grid(arith.generate(2, seed=7, difficulty=4), ["best_of_n"], [4], [0],
+                dataset="arith")
+    wall, rows, others = host.profile_grid(grid, tmp_path / "g.jsonl", 2,
+                                           engine="tiny-arith", scorer="steps",
+                                           model="tiny-arith")
+    assert (kv.SlabCache.__dict__["from_paths"], sched.sample_many, sampling.sample_many,
+            sched._Task.advance, sched.SCHED._inbox) == before
+    by = {r.category: r for r in rows}
+    assert sum(r.wall for r in rows) == pytest.approx(wall)
+    # the owner ran the forwards, drew the tokens, built the caches and ran the jobs
+    for cat in ("GEMMs", "attention", "sampling", "batch caches built (from_paths)",
+                "jobs' Python (decode, feed loops)", "lean forward's small ops"):
+        assert by[cat].calls > 0 and by[cat].wall > 0, cat
+    assert all(r.wall >= 0 for r in rows if r.category != REST)
+    assert others >= 0
+
+
+def test_exp_paths_finds_mismatches_where_the_loops_differ() -> None:
+    import torch
+
+    from reports.bench.exp_paths import mismatches
+
+    lo = int(torch.tensor(-0.0).view(torch.int32))
+    hi = int(torch.tensor(-104.0).view(torch.int32))
+    bad, seen = mismatches(lo, hi, 4099)  # a sample of what merge's exp sees
+    assert bad == 0 and seen == (hi - lo) // 4099 + 1
+    # an op whose strided (scalar-loop) result differs everywhere: every value counted
+    def differs(t: torch.Tensor) -> torch.Tensor:
+        return t.clone() if t.is_contiguous() else t.neg()
+
+    assert mismatches(lo, lo + 999, 1, differs) == (1000, 1000)
