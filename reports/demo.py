@@ -1,7 +1,7 @@
 """The demo sweep (`make demo`): search vs no search on the embedded reasoner.
 
     python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
-                           [--data-seeds 2024] [--scorers steps,value]
+                           [--data-seeds 2024] [--scorers steps,prm:tiny-arith-prm]
                            [--concurrency 16] [--out runs/demo]
 
 tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
@@ -11,9 +11,11 @@ on it was seen, so that no choice was tuned on it) and a table of the claims tha
 every set. Each search runs at each budget (its width: samples in flight, see reports.eval.grid)
 under each process scorer: the arithmetic step checker (rewards.verifier.StepCheckScorer: it
 knows arithmetic, not whether the right quantities were used, so it is an imperfect verifier
-scoring 1 / 0.5 / 0) and the value head (rewards.value_head: graded scores in (0, 1) read
-off the generator's hidden state and token confidences); `--scorers` also takes the learned
-PRM, prm:tiny-arith-prm (rewards.prm_train). Greedy decoding is the baseline; best-of-N also runs at widths 1, 2 and 8, the
+scoring 1 / 0.5 / 0) and the learned PRM, prm:tiny-arith-prm (rewards.prm_train: trained
+from the policy's own rollouts and equation drills); `--scorers` also takes the value head,
+`value` (rewards.value_head: graded scores read off the generator's hidden state, the
+demo's second column until the learned PRM took it: its searches stayed below greedy).
+Greedy decoding is the baseline; best-of-N also runs at widths 1, 2 and 8, the
 curve that A* and compute_optimal are compared with at equal tokens; compute_optimal (its
 table fitted on other problems, reports.studies.compute_table) runs under the step checker, the
 scorer its table was fitted with. Everything goes through the resumable eval runner
@@ -39,7 +41,7 @@ from search.cli import parse, printout
 
 ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter", "particle_gibbs",
          "compute_optimal")
-SCORERS = ("steps", "value")
+SCORERS = ("steps", "prm:tiny-arith-prm")
 # the demo's problem set; 6173 is its second, chosen before any result on it was seen (issue
 # 37: `--data-seeds 2024,6173`, and a claim stands only where it holds on both)
 DATA_SEEDS = (2024,)
