@@ -58,21 +58,22 @@ KERNEL_KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))
 
 # (category, "module" or "module:Class", attribute) of every probe; a module-level function
 # is probed wherever a loaded project module holds it by name (sched imports sample_many)
-PROBES = KERNELS + (
-    ("KV writes and row copies", "search.runtime.kv:_SlabLayer", "update"),
-    ("KV writes and row copies", "search.runtime.kv:SlabCache", "take"),
-    ("KV writes and row copies", "search.runtime.kv:SlabCache", "keep"),
-    ("batch caches built (from_paths)", "search.runtime.kv", "batch_cache"),
-    ("batch caches built (from_paths)", "search.runtime.kv:SlabCache", "from_paths"),
-    ("cascade's merge (less its flash calls)", "search.runtime.attention", "cascade"),
-    ("cascade's merge (less its flash calls)", "search.runtime.attention", "cascade_flash"),
-    ("cascade's merge (less its flash calls)", "search.runtime.attention", "merge"),
-    ("masks as biases", "search.runtime.attention", "group_bias"),
-    ("lean forward's small ops", "search.runtime.lean:LeanLlama", "_forward"),
-    ("sampling", "search.runtime.sampling", "sample_many"),
-    ("jobs' Python (decode, feed loops)", "search.runtime.sched:_Task", "advance"),
-    ("scheduler: merging Passes", "search.runtime.sched", "run_passes"),
-)
+_HOST = {  # category -> (where, attribute) of its probes
+    "KV writes and row copies": [("search.runtime.kv:_SlabLayer", "update"),
+                                 ("search.runtime.kv:SlabCache", "take"),
+                                 ("search.runtime.kv:SlabCache", "keep")],
+    "batch caches built (from_paths)": [("search.runtime.kv", "batch_cache"),
+                                        ("search.runtime.kv:SlabCache", "from_paths")],
+    "cascade's merge (less its flash calls)": [
+        ("search.runtime.attention", name) for name in ("cascade", "cascade_flash", "merge")],
+    "masks as biases": [("search.runtime.attention", "group_bias")],
+    "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_forward")],
+    "sampling": [("search.runtime.sampling", "sample_many")],
+    "jobs' Python (decode, feed loops)": [("search.runtime.sched:_Task", "advance")],
+    "scheduler: merging Passes": [("search.runtime.sched", "run_passes")],
+}
+PROBES = KERNELS + tuple((cat, where, attr) for cat, probes in _HOST.items()
+                         for where, attr in probes)
 CATEGORIES = tuple(dict.fromkeys(c for c, _, _ in PROBES)) + (IDLE, REST)
 
 
