@@ -98,7 +98,7 @@ def blur(sols: Sequence[Solution], base: str, sigma: float, *, seed: int = 0
          ) -> list[Solution]:
     """`sols` with one more scorer, f"{base}~{sigma}": `base`'s step scores blurred (module
     doc); same seed, same blur."""
-    if base not in (sols[0].scores if sols else {base: ()}):
+    if sols and base not in sols[0].scores:
         raise ValueError(f"--blur needs the scorer {base!r} among --scorers")
     if not sigma > 0:
         raise ValueError(f"blur sigma must be > 0, got {sigma}")
