@@ -182,6 +182,7 @@ class LeanLlama:
                                              torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
+        threads = torch.get_num_threads()
         ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
         pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
         if int(pos.max()) >= self.cos.shape[0]:
@@ -210,6 +211,7 @@ class LeanLlama:
             v = qkv[:, (H + KV) * d:].view(N, KV, d)
             att: list[torch.Tensor | None] = [None] * len(parts)  # per part [B q, H d]
             flashes: dict[int, list[tuple[int, attention.Flash]]] = {}  # by q: cascade's halves
+            torch.set_num_threads(1)
             for i, (p, (B, q, _), bias, qk_p, v_p) in enumerate(zip(
                     parts, spans, biases, qk.split(sizes), v.split(sizes))):
                 slab = p[2].slabs[li]
@@ -223,6 +225,7 @@ class LeanLlama:
                 else:
                     att[i] = self._attend(query, keys, values, p[3], bias,
                                           slab.shared).reshape(B * q, H * d)
+            torch.set_num_threads(threads)
             whole = None  # one merge covering every part in order: its rows are the input
             for q, group in flashes.items():  # one merge per query width, not per search
                 rows = attention.merge([f for _, f in group]).to(x.dtype)  # [sum B, KV, g q, d]
