@@ -278,3 +278,36 @@ def test_merged_cascades_equal_each_alone_bit_for_bit():
             assert torch.equal(got, alone[i]), (order, i)
             at += B
         assert at == rows.shape[0]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_flash_on_strided_query_views_equals_cascade_flash_bit_for_bit(threads):
+    """The lean forward hands a one-token part's queries to the flash calls as views into the
+    whole forward's tensors (its rows of every part's stacked queries, [KV, N, g, d] sliced):
+    the same numbers in other strides give the bits cascade_flash gives on its own copies."""
+    from search.runtime.attention import cascade_flash, flash_on, flash_pair, group_bias
+
+    if not flash_on(torch.zeros(1)):
+        pytest.skip("no CPU flash kernel in this torch")
+    gen = torch.Generator().manual_seed(5)
+    heads, kv_heads, dim, g = 6, 2, 8, 3
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        tokens = torch.randn(20, heads + kv_heads, dim, generator=gen)  # a forward's q|k heads
+        every = tokens[:, :heads].view(20, kv_heads, g, dim).transpose(0, 1).contiguous()
+        for at, rows, shared, own in ((0, 4, 30, 9), (4, 1, 5, 40), (5, 15, 17, 3)):
+            pk, pv = (torch.randn(kv_heads, shared, dim, generator=gen) for _ in range(2))
+            key, value = (torch.randn(rows, kv_heads, own, dim, generator=gen) for _ in range(2))
+            bias = group_bias(slab_mask(rows, 1, own), rows, g, 1, own, torch.float32,
+                              torch.device("cpu"))
+            query = tokens[at:at + rows, :heads].unflatten(0, (rows, 1)).transpose(1, 2)
+            want = cascade_flash(query.contiguous(), pk, pv, key, value, 0.3, bias)
+            qs = tokens[at:at + rows, :heads].view(rows, kv_heads, g, dim)
+            stacked = every[:, at:at + rows].reshape(kv_heads, rows * g, dim)
+            assert not stacked.is_contiguous() or rows == 20
+            got = flash_pair(qs, stacked, pk, pv, key, value, 0.3, bias)
+            for a, b in zip(got, want):
+                assert torch.equal(a, b), (at, rows)
+    finally:
+        torch.set_num_threads(before)

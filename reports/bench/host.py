@@ -11,11 +11,13 @@ categories plus the owner's unprobed time add up to the grid's wall. Categories:
 
   kernels     the forward's packed GEMMs, attention (cascade's CPU flash calls, SDPA), norms,
               rotary and SiLU (bench.eval.KERNELS)
-  host        KV writes and row copies (the slab's update/take/keep), batch caches built
-              (kv.batch_cache, SlabCache.from_paths), cascade attention's merge of its two
-              flash calls (attention.cascade, cascade_flash and merge, less the flash
-              calls), masks turned into additive biases (attention.group_bias), the lean forward's own small ops (views, splits, the
-              per-layer loop over Passes: lean.LeanLlama._forward less the above), sampling (sampling.sample_many), the
+  host        KV writes and row copies (the slab's update/take/keep, kv.write_columns),
+              batch caches built (kv.batch_cache, SlabCache.from_paths and columns), cascade
+              attention's merge of its two flash calls (attention.cascade, cascade_flash,
+              flash_pair and merge, less the flash calls), masks turned into additive biases
+              (attention.group_bias), the lean forward's own small ops (views, splits, the
+              per-layer loop over Passes: lean.LeanLlama._forward less the above), sampling
+              (sampling.sample_many), the
               jobs' Python (the decode and feed loops run by the owner: sched._Task.advance
               less the above), the scheduler's merging of Passes (sched.run_passes less the
               above), idle (waiting for a job: its inbox empty)
@@ -60,12 +62,15 @@ KERNEL_KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))
 # is probed wherever a loaded project module holds it by name (sched imports sample_many)
 _HOST = {  # category -> (where, attribute) of its probes
     "KV writes and row copies": [("search.runtime.kv:_SlabLayer", "update"),
+                                 ("search.runtime.kv", "write_columns"),
                                  ("search.runtime.kv:SlabCache", "take"),
                                  ("search.runtime.kv:SlabCache", "keep")],
     "batch caches built (from_paths)": [("search.runtime.kv", "batch_cache"),
-                                        ("search.runtime.kv:SlabCache", "from_paths")],
+                                        ("search.runtime.kv:SlabCache", "from_paths"),
+                                        ("search.runtime.kv:SlabCache", "columns")],
     "cascade's merge (less its flash calls)": [
-        ("search.runtime.attention", name) for name in ("cascade", "cascade_flash", "merge")],
+        ("search.runtime.attention", name)
+        for name in ("cascade", "cascade_flash", "flash_pair", "merge")],
     "masks as biases": [("search.runtime.attention", "group_bias")],
     "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_forward")],
     "sampling": [("search.runtime.sampling", "sample_many")],

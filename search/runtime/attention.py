@@ -77,8 +77,7 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     if flash_on(query):
         out = merge([cascade_flash(query, prefix_k, prefix_v, key, value, scale, bias)])
         return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2).contiguous()
-    qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
-    stacked = qs.transpose(0, 1).reshape(KV, B * gq, d)  # every row's queries: [KV, B*g*q, d]
+    qs, stacked = stack_queries(query, KV)
     pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
     own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
     scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
@@ -103,11 +102,23 @@ def cascade_flash(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.T
     """cascade's two CPU flash calls, before their merge: the prefix with every row's queries
     stacked -> pre [KV, B*g*q, d], pre_lse [KV, B*g*q]; each row's own columns -> own
     [B, KV, g*q, d], own_lse [B, KV, g*q] (query, prefix, key/value, bias as cascade's)."""
+    return flash_pair(*stack_queries(query, prefix_k.shape[0]), prefix_k, prefix_v, key, value,
+                      scale, bias)
+
+
+def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """query [B, H, q, d] -> qs [B, KV, g*q, d] (a group's heads and query tokens stacked:
+    row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's)."""
     B, H, q, d = query.shape
-    KV = prefix_k.shape[0]
-    gq = H // KV * q
-    qs = query.reshape(B, KV, gq, d)  # a group's heads and query tokens stacked: [B, KV, g*q, d]
-    stacked = qs.transpose(0, 1).reshape(KV, B * gq, d)  # every row's queries: [KV, B*g*q, d]
+    qs = query.reshape(B, kv_heads, H // kv_heads * q, d)
+    return qs, qs.transpose(0, 1).reshape(kv_heads, -1, d)
+
+
+def flash_pair(qs: torch.Tensor, stacked: torch.Tensor, prefix_k: torch.Tensor,
+               prefix_v: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
+               bias: torch.Tensor) -> Flash:
+    """cascade_flash from stack_queries' qs and stacked (any strides: the kernel reads the
+    same numbers)."""
     assert _FLASH is not None
     pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
     own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)

@@ -254,6 +254,23 @@ class SlabCache(Cache):
             return base & ~future
         return base.masked_fill(future, torch.finfo(self.buf.dtype).min)
 
+    def columns(self, q: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of the live rows over every layer for a forward of q tokens per row: new
+        [L, 2, rows, H, q, D] (columns [length, length + q), where its keys and values go)
+        and seen [L, 2, rows, H, length + q, D] (what its attention reads). The forward
+        writes every layer's new columns (write_columns), then calls advance(q)."""
+        n, end = self.length, self.length + q
+        if end > self.capacity:
+            raise RuntimeError(f"slab cache of {self.rows} rows x {self.capacity} columns "
+                               f"cannot take {q} more tokens after {n}")
+        live = self.buf[:, :, :self.rows]
+        return live[:, :, :, :, n:end], live[:, :, :, :, :end]
+
+    def advance(self, q: int) -> None:
+        """Count q more columns as written in every layer (after a forward wrote them)."""
+        for layer in self.slabs:
+            layer.n += q
+
     def rewind(self, length: int) -> None:
         """Forget every column from `length` on (e.g. rejected draft tokens): the next
         forward writes there. The rows' cached paths cannot be rewound."""
@@ -287,6 +304,12 @@ class SlabCache(Cache):
         for i, layer in enumerate(self.slabs):
             layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
         return order
+
+
+def write_columns(new: Sequence[torch.Tensor], kv: Sequence[torch.Tensor]) -> None:
+    """One layer's keys and values of several caches in one call: new[i] (a layer of
+    SlabCache.columns' `new`: [2, rows, H, q, D]) <- kv[i] (the same shape)."""
+    torch.ops.aten._foreach_copy_(list(new), list(kv))
 
 
 # -- the DynamicCache path it replaces ----------------------------------------------------

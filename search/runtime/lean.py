@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from search.runtime import attention
-from search.runtime.kv import SlabCache
+from search.runtime.kv import SlabCache, write_columns
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear
 
 # rotary variants whose frequencies do not depend on the sequence length
@@ -108,6 +108,43 @@ def why_not(model: Any) -> str | None:
     if weight.dtype != torch.float32 or weight.device.type != "cpu":
         return "not fp32 on CPU"
     return None
+
+
+@dataclass
+class _Part:
+    """One Pass in a forward, as every layer reads it (views made once per forward)."""
+
+    cache: SlabCache
+    B: int  # rows
+    q: int  # query tokens per row
+    at: int  # its first token in the forward's residual stream
+    bias: torch.Tensor  # its mask, additive (see of)
+    new: list[torch.Tensor]  # per layer [2, B, KV, q, d]: where its keys/values go
+    keys: list[torch.Tensor]  # per layer [B, KV, columns, d]: what its attention reads
+    values: list[torch.Tensor]
+    shared: list[tuple[torch.Tensor, torch.Tensor]]  # per layer the prefix's [KV, S, d] (or [])
+
+    @staticmethod
+    def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor) -> _Part:
+        ids, _, cache, mask = p[:4]
+        if cache.rows != B:
+            raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
+        new, seen = cache.columns(q)  # [L, 2, B, KV, q or columns, d]
+        # the mask as an additive bias, once for all layers: over a group's stacked queries
+        # for cascade's prefix attention, else as SDPA would turn the bool mask into one per
+        # call (0 or -inf: the same kernel input, the same bits)
+        bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
+            if cache.shared else torch.zeros(mask.shape, dtype=x.dtype, device=x.device
+                                             ).masked_fill_(~mask, float("-inf"))
+        shared = [] if cache.prefix is None else \
+            list(zip(cache.prefix[:, 0].unbind(0), cache.prefix[:, 1].unbind(0)))
+        return _Part(cache, B, q, at, bias, list(new.unbind(0)), list(seen[:, 0].unbind(0)),
+                     list(seen[:, 1].unbind(0)), shared)
+
+    def query(self, qk: torch.Tensor, heads: int) -> torch.Tensor:
+        """Its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]."""
+        return qk[self.at:self.at + self.B * self.q, :heads].unflatten(
+            0, (self.B, self.q)).transpose(1, 2)
 
 
 class LeanLlama:
@@ -195,36 +232,42 @@ class LeanLlama:
             B, q = p[0].shape
             spans.append((B, q, at))
             at += B * q
-        # each part's mask as an additive bias, once for all layers: over a group's stacked
-        # queries for cascade's prefix attention, else as SDPA would turn the bool mask into
-        # one per call (0 or -inf: the same kernel input, the same bits)
-        biases = [attention.group_bias(p[3], B, H // KV, q, p[3].shape[-1], x.dtype, x.device)
-                  if p[2].shared else torch.zeros(p[3].shape, dtype=x.dtype, device=x.device
-                                                  ).masked_fill_(~p[3], float("-inf"))
-                  for p, (B, q, _) in zip(parts, spans)]
+        plan = [_Part.of(p, B, q, a, H // KV, x) for p, (B, q, a) in zip(parts, spans)]
+        flash = attention.flash_on(x)
+        decode = flash and any(pt.q == 1 and pt.shared for pt in plan)
         sizes = [B * q for B, q, _ in spans]
         for li, layer in enumerate(self.layers):
             h = torch.rms_norm(x, (D,), layer.norm1, self.eps)
             qkv = layer.qkv(h)  # [N, (H + 2 KV) d]
             qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)  # q and k heads side by side
             qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary, both at once
-            v = qkv[:, (H + KV) * d:].view(N, KV, d)
+            # every token's new key and value side by side, [N, 2 KV, d]: one write per layer
+            kv_new = torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)
+            write_columns([pt.new[li] for pt in plan],
+                          [kv_new[pt.at:pt.at + pt.B * pt.q].view(pt.B, pt.q, 2, KV, d)
+                           .permute(2, 0, 3, 1, 4) for pt in plan])  # [2, B, KV, q, d] each
+            # one-token rows' queries stacked per key/value head for every part at once:
+            # [KV, N, g, d] (cascade's prefix call reads a part's rows of it)
+            stacked = qk[:, :H].view(N, KV, H // KV, d).transpose(0, 1).contiguous() \
+                if decode else None
             att: list[torch.Tensor | None] = [None] * len(parts)  # per part [B q, H d]
             flashes: dict[int, list[tuple[int, attention.Flash]]] = {}  # by q: cascade's halves
             torch.set_num_threads(1)
-            for i, (p, (B, q, _), bias, qk_p, v_p) in enumerate(zip(
-                    parts, spans, biases, qk.split(sizes), v.split(sizes))):
-                slab = p[2].slabs[li]
-                part = qk_p.view(B, q, H + KV, d)
-                keys, values = slab.update(part[:, :, H:].transpose(1, 2),
-                                           v_p.view(B, q, KV, d).transpose(1, 2))
-                query = part[:, :, :H].transpose(1, 2)
-                if slab.shared is not None and attention.flash_on(query):
-                    flashes.setdefault(q, []).append((i, attention.cascade_flash(
-                        query, slab.shared[0], slab.shared[1], keys, values, self.scale, bias)))
+            for i, pt in enumerate(plan):
+                B, q, at = pt.B, pt.q, pt.at
+                keys, values = pt.keys[li], pt.values[li]
+                if pt.shared and flash:
+                    if q == 1 and stacked is not None:
+                        qs = qk[at:at + B, :H].view(B, KV, H // KV, d)
+                        pre_q = stacked[:, at:at + B].reshape(KV, B * H // KV, d)
+                    else:
+                        qs, pre_q = attention.stack_queries(pt.query(qk, H), KV)
+                    flashes.setdefault(q, []).append((i, attention.flash_pair(
+                        qs, pre_q, *pt.shared[li], keys, values, self.scale, pt.bias)))
                 else:
-                    att[i] = self._attend(query, keys, values, p[3], bias,
-                                          slab.shared).reshape(B * q, H * d)
+                    att[i] = self._attend(pt.query(qk, H), keys, values, parts[i][3], pt.bias,
+                                          pt.shared[li] if pt.shared else None
+                                          ).reshape(B * q, H * d)
             torch.set_num_threads(threads)
             whole = None  # one merge covering every part in order: its rows are the input
             for q, group in flashes.items():  # one merge per query width, not per search
@@ -241,6 +284,8 @@ class LeanLlama:
             x = layer.o(whole, x)  # + residual, in the GEMM
             gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
             x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
+        for pt in plan:
+            pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head
         kept = [q if p[4] <= 0 else min(p[4], q) for p, (_, q, _) in zip(parts, spans)]
         rows = [x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
