@@ -169,3 +169,55 @@ def test_engine_with_and_without_it_decodes_the_same(tiny_model):
     for (toks, lps), (ref_toks, ref_lps) in zip(*outs, strict=True):
         assert toks == ref_toks
         assert max(abs(a - b) for a, b in zip(lps, ref_lps)) < 1e-4
+
+
+@pytest.mark.parametrize("shared", [0, 7])
+def test_attention_runs_on_one_thread_and_the_count_comes_back(shared, monkeypatch):
+    """Every attention call of the lean forward (cascade's flash calls over a shared prefix,
+    SDPA without one) runs at one intra-op thread; the caller's count is back after the
+    forward, and after a forward whose attention raises."""
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    seen: list[int] = []
+
+    def spy(real):
+        def call(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            if fail:
+                raise RuntimeError("attention failed")
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(attention, "_FLASH", spy(attention._FLASH))
+    monkeypatch.setattr(lean.F, "scaled_dot_product_attention",
+                        spy(lean.F.scaled_dot_product_attention))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for fail in (False, True):
+            cache, _ = caches(model, 3, [5, 2, 4], shared, room=1)
+            ids = torch.randint(0, model.config.vocab_size, (3, 1))
+            pos = torch.tensor([[shared + 5], [shared + 2], [shared + 4]])
+            seen.clear()
+            if fail:
+                with pytest.raises(RuntimeError, match="attention failed"):
+                    fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)
+                assert cache.length == 5  # nothing counted as written
+            else:
+                fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)
+                assert cache.length == 6
+            assert seen and set(seen) == {1}
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_pass_whose_rows_are_not_its_caches_is_refused_before_any_write():
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    cache, _ = caches(model, 3, [5, 2, 4], 7, room=1)
+    before = cache.buf.clone()
+    ids, pos = torch.zeros(2, 1, dtype=torch.long), torch.tensor([[12], [9]])
+    with pytest.raises(RuntimeError, match="slab cache of 3 rows"):
+        fast.forward_slab(ids, pos, cache, cache.attention_mask(1)[:2], 1, False)
+    assert cache.length == 5 and torch.equal(cache.buf, before)

@@ -23,7 +23,8 @@ against ~1,490 for a 1,024-token prompt; the flash form measured ~1% faster end 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -86,6 +87,26 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     p_pre = p[..., :S].transpose(0, 1).reshape(KV, B * gq, S)
     out += torch.matmul(p_pre, prefix_v).view(KV, B, gq, d).transpose(0, 1)
     return out.view(B, H, q, d).transpose(1, 2).contiguous()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block's torch ops on one intra-op thread (the calling thread's count comes
+    back after it). The lean forward runs its attention calls so: the CPU flash kernel splits
+    its work by the thread count (one and two threads give different last bits for most
+    shapes), and its calls are small (tiny-arith's 160 a forward at 16 searches average
+    ~80 us), so a second thread costs a wake-up per call and, while 16 search threads want
+    the machine's 2 cores, a core. With attention on one thread a forward's attention bits
+    no longer depend on the process's thread count."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def flash_on(query: torch.Tensor) -> bool:

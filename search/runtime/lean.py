@@ -13,7 +13,13 @@ computes the same function in fewer, wider ops:
 - RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
 - the residual adds ride on the o_proj and down_proj GEMMs as oneDNN post-ops;
 - attention reads the slab directly: cascade attention over a shared prefix
-  (attention.cascade), torch SDPA with grouped KV heads otherwise.
+  (attention.cascade), torch SDPA with grouped KV heads otherwise, on one thread
+  (attention.one_thread);
+- in a forward of several Passes (forward_many) each Pass's slab views are made once per
+  forward, not per layer (SlabCache.columns), every Pass's new keys and values are written by
+  one call per layer (kv.write_columns), and the one-token rows' queries are stacked for
+  cascade's prefix call once per layer for all Passes: the per-Pass work left in a layer is
+  its attention calls (issue 35).
 
 It returns what the engine reads of transformers' output: `logits` for the last
 `logits_to_keep` positions, and with output_hidden_states the final (normed) hidden states
@@ -219,7 +225,6 @@ class LeanLlama:
                                              torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        threads = torch.get_num_threads()
         ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
         pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
         if int(pos.max()) >= self.cos.shape[0]:
@@ -252,23 +257,22 @@ class LeanLlama:
                 if decode else None
             att: list[torch.Tensor | None] = [None] * len(parts)  # per part [B q, H d]
             flashes: dict[int, list[tuple[int, attention.Flash]]] = {}  # by q: cascade's halves
-            torch.set_num_threads(1)
-            for i, pt in enumerate(plan):
-                B, q, at = pt.B, pt.q, pt.at
-                keys, values = pt.keys[li], pt.values[li]
-                if pt.shared and flash:
-                    if q == 1 and stacked is not None:
-                        qs = qk[at:at + B, :H].view(B, KV, H // KV, d)
-                        pre_q = stacked[:, at:at + B].reshape(KV, B * H // KV, d)
+            with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
+                for i, pt in enumerate(plan):
+                    B, q, at = pt.B, pt.q, pt.at
+                    keys, values = pt.keys[li], pt.values[li]
+                    if pt.shared and flash:
+                        if q == 1 and stacked is not None:
+                            qs = qk[at:at + B, :H].view(B, KV, H // KV, d)
+                            pre_q = stacked[:, at:at + B].reshape(KV, B * H // KV, d)
+                        else:
+                            qs, pre_q = attention.stack_queries(pt.query(qk, H), KV)
+                        flashes.setdefault(q, []).append((i, attention.flash_pair(
+                            qs, pre_q, *pt.shared[li], keys, values, self.scale, pt.bias)))
                     else:
-                        qs, pre_q = attention.stack_queries(pt.query(qk, H), KV)
-                    flashes.setdefault(q, []).append((i, attention.flash_pair(
-                        qs, pre_q, *pt.shared[li], keys, values, self.scale, pt.bias)))
-                else:
-                    att[i] = self._attend(pt.query(qk, H), keys, values, parts[i][3], pt.bias,
-                                          pt.shared[li] if pt.shared else None
-                                          ).reshape(B * q, H * d)
-            torch.set_num_threads(threads)
+                        att[i] = self._attend(pt.query(qk, H), keys, values, parts[i][3], pt.bias,
+                                              pt.shared[li] if pt.shared else None
+                                              ).reshape(B * q, H * d)
             whole = None  # one merge covering every part in order: its rows are the input
             for q, group in flashes.items():  # one merge per query width, not per search
                 rows = attention.merge([f for _, f in group]).to(x.dtype)  # [sum B, KV, g q, d]
