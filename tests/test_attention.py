@@ -295,7 +295,8 @@ def test_flash_on_strided_query_views_equals_cascade_flash_bit_for_bit(threads):
     torch.set_num_threads(threads)
     try:
         tokens = torch.randn(20, heads + kv_heads, dim, generator=gen)  # a forward's q|k heads
-        every = tokens[:, :heads].view(20, kv_heads, g, dim).transpose(0, 1).contiguous()
+        every = tokens[:, :heads].view(20, kv_heads, g, dim).transpose(0, 1).contiguous().view(
+            1, kv_heads, 20 * g, dim)  # every token's queries stacked per key/value head
         for at, rows, shared, own in ((0, 4, 30, 9), (4, 1, 5, 40), (5, 15, 17, 3)):
             pk, pv = (torch.randn(kv_heads, shared, dim, generator=gen) for _ in range(2))
             key, value = (torch.randn(rows, kv_heads, own, dim, generator=gen) for _ in range(2))
@@ -304,9 +305,9 @@ def test_flash_on_strided_query_views_equals_cascade_flash_bit_for_bit(threads):
             query = tokens[at:at + rows, :heads].unflatten(0, (rows, 1)).transpose(1, 2)
             want = cascade_flash(query.contiguous(), pk, pv, key, value, 0.3, bias)
             qs = tokens[at:at + rows, :heads].view(rows, kv_heads, g, dim)
-            stacked = every[:, at:at + rows].reshape(kv_heads, rows * g, dim)
-            assert not stacked.is_contiguous() or rows == 20
-            got = flash_pair(qs, stacked, pk, pv, key, value, 0.3, bias)
+            stacked = every[:, :, at * g:(at + rows) * g]  # [1, KV, rows g, d]
+            assert not stacked.is_contiguous()
+            got = flash_pair(qs, stacked, pk[None], pv[None], key, value, 0.3, bias)
             for a, b in zip(got, want):
                 assert torch.equal(a, b), (at, rows)
     finally:

@@ -221,3 +221,22 @@ def test_a_pass_whose_rows_are_not_its_caches_is_refused_before_any_write():
     with pytest.raises(RuntimeError, match="slab cache of 3 rows"):
         fast.forward_slab(ids, pos, cache, cache.attention_mask(1)[:2], 1, False)
     assert cache.length == 5 and torch.equal(cache.buf, before)
+
+
+def test_slab_from_paths_holds_each_row_left_padded_with_zeros():
+    """SlabCache.from_paths against a plain reference: row b holds its segments end to end,
+    right-aligned at column P (the longest path), zeros and invalid columns before them, the
+    room after them valid (whatever its contents), for paths of 0, 1 and 3 segments."""
+    layout = KVLayout(layers=2, kv_heads=3, head_dim=4, dtype=torch.float32,
+                      device=torch.device("cpu"), cascade=True)
+    gen = torch.Generator().manual_seed(7)
+    seg = lambda n: torch.randn(2, 2, 3, n, 4, generator=gen)  # noqa: E731
+    paths = [[seg(3), seg(1), seg(2)], [], [seg(5)], [seg(6)]]
+    cache = SlabCache.from_paths(paths, 4, layout)
+    P = 6
+    assert cache.length == P and cache.capacity == P + 4 and cache.rows == 4
+    for b, parts in enumerate(paths):
+        n = sum(kv.shape[3] for kv in parts)
+        want = torch.cat([torch.zeros(2, 2, 3, P - n, 4)] + list(parts), dim=3)
+        assert torch.equal(cache.buf[:, :, b, :, :P], want), b
+        assert cache.valid[b].tolist() == [False] * (P - n) + [True] * (n + 4), b

@@ -121,10 +121,10 @@ def cascade_flash(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.T
                   key: torch.Tensor, value: torch.Tensor, scale: float, bias: torch.Tensor
                   ) -> Flash:
     """cascade's two CPU flash calls, before their merge: the prefix with every row's queries
-    stacked -> pre [KV, B*g*q, d], pre_lse [KV, B*g*q]; each row's own columns -> own
+    stacked -> pre [1, KV, B*g*q, d], pre_lse [1, KV, B*g*q]; each row's own columns -> own
     [B, KV, g*q, d], own_lse [B, KV, g*q] (query, prefix, key/value, bias as cascade's)."""
-    return flash_pair(*stack_queries(query, prefix_k.shape[0]), prefix_k, prefix_v, key, value,
-                      scale, bias)
+    qs, stacked = stack_queries(query, prefix_k.shape[0])
+    return flash_pair(qs, stacked[None], prefix_k[None], prefix_v[None], key, value, scale, bias)
 
 
 def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,12 +138,13 @@ def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, tor
 def flash_pair(qs: torch.Tensor, stacked: torch.Tensor, prefix_k: torch.Tensor,
                prefix_v: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
                bias: torch.Tensor) -> Flash:
-    """cascade_flash from stack_queries' qs and stacked (any strides: the kernel reads the
-    same numbers)."""
+    """cascade_flash from stack_queries' qs and stacked, the prefix's side with a leading
+    batch of one (stacked [1, KV, B*g*q, d], prefix_k/v [1, KV, S, d]). Any strides: the
+    kernel reads the same numbers (tests/test_attention.py)."""
     assert _FLASH is not None
-    pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
+    pre, pre_lse = _FLASH(stacked, prefix_k, prefix_v, scale=scale)
     own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)
-    return pre[0], pre_lse[0], own, own_lse
+    return pre, pre_lse, own, own_lse
 
 
 def merge(flashes: Sequence[Flash]) -> torch.Tensor:
@@ -156,7 +157,7 @@ def merge(flashes: Sequence[Flash]) -> torch.Tensor:
     def cat(ts: list[torch.Tensor], dim: int) -> torch.Tensor:
         return ts[0] if len(ts) == 1 else torch.cat(ts, dim)
 
-    pre, pre_lse = cat([f[0] for f in flashes], 1), cat([f[1] for f in flashes], 1)
+    pre, pre_lse = cat([f[0] for f in flashes], 2), cat([f[1] for f in flashes], 2)
     own, own_lse = cat([f[2] for f in flashes], 0), cat([f[3] for f in flashes], 0)
     B, KV, gq, d = own.shape
     pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)

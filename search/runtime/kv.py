@@ -219,14 +219,19 @@ class SlabCache(Cache):
         # empty, not zeros: columns past P are written before any forward reads them
         buf = torch.empty(layout.layers, 2, B, layout.kv_heads, P + room, layout.head_dim,
                           dtype=layout.dtype, device=layout.device)
-        valid = torch.ones(B, P + room, dtype=torch.bool, device=layout.device)
+        pads = torch.tensor([P - n for n in lengths], device=layout.device)
+        valid = torch.arange(P + room, device=layout.device) >= pads[:, None]  # [B, P + room]
+        into, segments = [], []  # every row's segments, copied by one call
         for b, (parts, n) in enumerate(zip(paths, lengths)):
-            buf[:, :, b, :, :P - n].zero_()
-            valid[b, :P - n] = False
+            if n < P:
+                buf[:, :, b, :, :P - n].zero_()
             col = P - n
             for kv in parts:
-                buf[:, :, b, :, col:col + kv.shape[3]].copy_(kv)
+                into.append(buf[:, :, b, :, col:col + kv.shape[3]])
+                segments.append(kv)
                 col += kv.shape[3]
+        if into:
+            torch.ops.aten._foreach_copy_(into, segments)
         return SlabCache(buf, valid, P, layout.mask, prefix)
 
     @property

@@ -125,10 +125,10 @@ class _Part:
     q: int  # query tokens per row
     at: int  # its first token in the forward's residual stream
     bias: torch.Tensor  # its mask, additive (see of)
-    new: list[torch.Tensor]  # per layer [2, B, KV, q, d]: where its keys/values go
+    new: list[torch.Tensor]  # per layer [B, q, 2, KV, d]: where its keys/values go
     keys: list[torch.Tensor]  # per layer [B, KV, columns, d]: what its attention reads
     values: list[torch.Tensor]
-    shared: list[tuple[torch.Tensor, torch.Tensor]]  # per layer the prefix's [KV, S, d] (or [])
+    shared: list[tuple[torch.Tensor, torch.Tensor]]  # per layer the prefix's [1, KV, S, d] (or [])
 
     @staticmethod
     def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor) -> _Part:
@@ -142,10 +142,10 @@ class _Part:
         bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
             if cache.shared else torch.zeros(mask.shape, dtype=x.dtype, device=x.device
                                              ).masked_fill_(~mask, float("-inf"))
-        shared = [] if cache.prefix is None else \
-            list(zip(cache.prefix[:, 0].unbind(0), cache.prefix[:, 1].unbind(0)))
-        return _Part(cache, B, q, at, bias, list(new.unbind(0)), list(seen[:, 0].unbind(0)),
-                     list(seen[:, 1].unbind(0)), shared)
+        prefix = None if cache.prefix is None else cache.prefix.unsqueeze(2)  # [L, 2, 1, KV, S, d]
+        shared = [] if prefix is None else list(zip(prefix[:, 0].unbind(0), prefix[:, 1].unbind(0)))
+        return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
+                     list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)), shared)
 
     def query(self, qk: torch.Tensor, heads: int) -> torch.Tensor:
         """Its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]."""
@@ -249,30 +249,34 @@ class LeanLlama:
             # every token's new key and value side by side, [N, 2 KV, d]: one write per layer
             kv_new = torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)
             write_columns([pt.new[li] for pt in plan],
-                          [kv_new[pt.at:pt.at + pt.B * pt.q].view(pt.B, pt.q, 2, KV, d)
-                           .permute(2, 0, 3, 1, 4) for pt in plan])  # [2, B, KV, q, d] each
-            # one-token rows' queries stacked per key/value head for every part at once:
-            # [KV, N, g, d] (cascade's prefix call reads a part's rows of it)
-            stacked = qk[:, :H].view(N, KV, H // KV, d).transpose(0, 1).contiguous() \
-                if decode else None
+                          [kv.view(pt.B, pt.q, 2, KV, d)  # [B, q, 2, KV, d] each
+                           for pt, kv in zip(plan, kv_new.split(sizes))])
+            own_q: Sequence[torch.Tensor] = ()
+            pre_q: Sequence[torch.Tensor] = ()
+            if decode:  # one-token parts' queries, split once for all parts (g = H / KV):
+                heads = qk[:, :H].view(N, KV, H // KV, d)
+                own_q = heads.split(sizes)  # per part [B, KV, g, d]: its own-columns call's
+                # cascade's prefix call's: per part [1, KV, B g, d], rows of [1, KV, N g, d]
+                pre_q = heads.transpose(0, 1).contiguous().view(1, KV, -1, d).split(
+                    [n * (H // KV) for n in sizes], 2)
             att: list[torch.Tensor | None] = [None] * len(parts)  # per part [B q, H d]
             flashes: dict[int, list[tuple[int, attention.Flash]]] = {}  # by q: cascade's halves
             with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
                 for i, pt in enumerate(plan):
-                    B, q, at = pt.B, pt.q, pt.at
-                    keys, values = pt.keys[li], pt.values[li]
                     if pt.shared and flash:
-                        if q == 1 and stacked is not None:
-                            qs = qk[at:at + B, :H].view(B, KV, H // KV, d)
-                            pre_q = stacked[:, at:at + B].reshape(KV, B * H // KV, d)
+                        if pt.q == 1 and decode:
+                            qs, stacked = own_q[i], pre_q[i]
                         else:
-                            qs, pre_q = attention.stack_queries(pt.query(qk, H), KV)
-                        flashes.setdefault(q, []).append((i, attention.flash_pair(
-                            qs, pre_q, *pt.shared[li], keys, values, self.scale, pt.bias)))
+                            qs, stacked = attention.stack_queries(pt.query(qk, H), KV)
+                            stacked = stacked[None]
+                        flashes.setdefault(pt.q, []).append((i, attention.flash_pair(
+                            qs, stacked, *pt.shared[li], pt.keys[li], pt.values[li],
+                            self.scale, pt.bias)))
                     else:
-                        att[i] = self._attend(pt.query(qk, H), keys, values, parts[i][3], pt.bias,
-                                              pt.shared[li] if pt.shared else None
-                                              ).reshape(B * q, H * d)
+                        att[i] = self._attend(pt.query(qk, H), pt.keys[li], pt.values[li],
+                                              parts[i][3], pt.bias,
+                                              (pt.shared[li][0][0], pt.shared[li][1][0])
+                                              if pt.shared else None).reshape(pt.B * pt.q, H * d)
             whole = None  # one merge covering every part in order: its rows are the input
             for q, group in flashes.items():  # one merge per query width, not per search
                 rows = attention.merge([f for _, f in group]).to(x.dtype)  # [sum B, KV, g q, d]

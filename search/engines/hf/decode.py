@@ -6,6 +6,7 @@ The speculative loop (spec.SpecDecoder) is a Decoder too: same state, same rule,
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -64,10 +65,11 @@ class StopRule:
     max_length: int
     text: Callable[[Sequence[int]], str]  # token ids -> text, special tokens kept
 
-    @property
+    @functools.cached_property
     def span(self) -> int:
         """Step tokens decoded for the stop-string check: the longest string fits in them
-        even where a token holds several characters (or half of one)."""
+        even where a token holds several characters (or half of one). (Read per row and
+        token: computed once.)"""
         return max((len(s) for s in self.stop), default=0) + 2
 
     def reason(self, window: list[int], start: int, size: int) -> str | None:
