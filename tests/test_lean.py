@@ -240,3 +240,27 @@ def test_slab_from_paths_holds_each_row_left_padded_with_zeros():
         want = torch.cat([torch.zeros(2, 2, 3, P - n, 4)] + list(parts), dim=3)
         assert torch.equal(cache.buf[:, :, b, :, :P], want), b
         assert cache.valid[b].tolist() == [False] * (P - n) + [True] * (n + 4), b
+
+
+@pytest.mark.parametrize("shared,q", [(7, 1), (7, 3), (0, 1), (0, 4)])
+def test_logits_do_not_depend_on_the_thread_count(shared, q):
+    """With attention on one thread, a lean forward gives the same bits at one intra-op
+    thread and at two (packed GEMMs, norms and element-wise ops split rows, not sums, across
+    threads), over a shared prefix and without one, decoding and prefilling."""
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    before = torch.get_num_threads()
+    got = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            lengths = [5 + 3 * i for i in range(16)]  # 16 rows: shapes two threads split
+            cache, _ = caches(model, 16, lengths, shared, room=q)
+            ids = torch.arange(16 * q).view(16, q) % model.config.vocab_size
+            pos = torch.tensor(lengths)[:, None] + shared + torch.arange(q)
+            got.append(fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(got[0].logits, got[1].logits)
+    assert got[0].hidden_states is not None and got[1].hidden_states is not None
+    assert torch.equal(got[0].hidden_states[-1], got[1].hidden_states[-1])
