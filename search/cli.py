@@ -88,7 +88,7 @@ def add_threads_argument(ap: argparse.ArgumentParser) -> None:
     """--threads: torch's CPU threads (search.runtime.omp.use_threads)."""
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: "
                     "torch's, one per core; idle threads sleep, so a busy machine costs little; "
-                    "a different count changes results in the last bits)")
+                    "off the lean forward, a different count changes results in the last bits)")
 
 
 def solve_args(args: argparse.Namespace) -> Result:

@@ -200,3 +200,22 @@ def test_exp_paths_finds_mismatches_where_the_loops_differ() -> None:
         return t.clone() if t.is_contiguous() else t.neg()
 
     assert mismatches(lo, lo + 999, 1, differs) == (1000, 1000)
+
+
+def test_forward_alone_reports_kernels_within_its_wall() -> None:
+    """--parts forward: a merged forward of several Passes timed alone; the kernels' time is
+    a part of the forward's (0-100%), each kind reported, and every Pass's cache is back at
+    its length after the rounds (each forward rewound)."""
+    import re
+
+    from search.api import get_engine
+
+    out = host.forward_alone(get_engine("tiny-arith"), passes=3, forwards=2)
+    m = re.fullmatch(r"one merged forward of 3 one-token Passes, alone: ([\d.]+) ms \((.*) ms\); "
+                     r"kernels ([\d.]+)% of it", out)
+    assert m, out
+    wall, share = float(m.group(1)), float(m.group(3))
+    kinds = dict(re.findall(r"(GEMMs|attention|norms, rotary, SiLU) ([\d.]+)", m.group(2)))
+    assert set(kinds) == {"GEMMs", "attention", "norms, rotary, SiLU"}
+    assert wall > 0 and 0 < share <= 100
+    assert sum(float(v) for v in kinds.values()) <= wall * 1.001

@@ -3,6 +3,7 @@
     python -m reports.bench.host                        # tiny-arith grid at concurrency 16
     python -m reports.bench.host --parts tiny,smol      # and SmolLM2 best-of-4 on GSM8K
     python -m reports.bench.host --tiny-limit 8 --concurrency 4
+    python -m reports.bench.host --parts forward        # one merged forward alone
 
 One grid run at concurrency N with probes on the functions the owner thread (the scheduler's
 `tts-engine`; the main thread at concurrency 1) runs, each counted by *exclusive* time:
@@ -280,6 +281,52 @@ def report(name: str, wall: float, rows: Sequence[Row], others: float, n: int,
             f"{others:.1f} s")
 
 
+def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: int = 0) -> str:
+    """One merged decode forward of `passes` one-token Passes, each on its own slab cache
+    with a shared prefix (1-16 rows, 60-75 prefix and 5-44 own columns), timed alone: no
+    search threads, no jobs, no batch caches built; the kernels by kind (bench.eval's
+    kernel_clock) against the wall, per forward (the fastest of 5 rounds)."""
+    import torch
+
+    from reports.bench.eval import KINDS, kernel_clock
+    from search.runtime.kv import batch_cache
+    from search.runtime.sched import Pass
+
+    kv = engine.kv
+    lay, gen = kv.layout, torch.Generator().manual_seed(seed)
+    shape = (lay.layers, 2, lay.kv_heads)
+    batch = []
+    for i in range(passes):
+        rows = (4, 8, 2, 16, 1)[i % 5]
+        prefix = torch.randn(*shape, 60 + i % 16, lay.head_dim, generator=gen)
+        paths = [[prefix, torch.randn(*shape, 5 + (b * 7 + i) % 40, lay.head_dim, generator=gen)]
+                 for b in range(rows)]
+        cache = batch_cache(paths, 2, lay, share_prefix=1)
+        batch.append(Pass(kv.forward, torch.randint(0, 300, (rows, 1), generator=gen),
+                          torch.full((rows, 1), 120), cache, cache.attention_mask(1)))
+
+    def step() -> None:
+        kv.forward.forward_many(batch)
+        for p in batch:  # the next forward writes the same columns again
+            p.cache.rewind(p.cache.length - 1)
+
+    best: tuple[float, dict[str, float]] = (float("inf"), {})
+    for _ in range(5):
+        step()  # warm
+        with kernel_clock() as spent:
+            t0 = time.perf_counter()
+            for _ in range(forwards):
+                step()
+            wall = (time.perf_counter() - t0) / forwards
+        if wall < best[0]:
+            best = (wall, {k: v / forwards for k, v in spent.items()})
+    wall, spent = best
+    inside = sum(spent.values())
+    kinds = ", ".join(f"{k} {spent.get(k, 0.0) * 1e3:.2f}" for k in KINDS)
+    return (f"one merged forward of {passes} one-token Passes, alone: {wall * 1e3:.2f} ms "
+            f"({kinds} ms); kernels {inside / wall:.1%} of it")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse("python -m reports.bench.host", __doc__,
                  {"--parts": dict(default="tiny"), **GRID_OPTIONS}, argv)
@@ -301,6 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             Grid(probs, ["best_of_n"], [4], [0], dataset="gsm8k",
                  knobs={"best_of_n": {"step_tokens": 64, "max_depth": 2}}),
             dict(engine=get_engine("smollm2-135m"), scorer="logprob", model="smollm2-135m"))
+    if "forward" in parts:
+        print(forward_alone(get_engine("tiny-arith")) + "\n", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name, (grid, setup) in grids.items():
             wall, rows, others = profile_grid(grid, Path(tmp) / f"{len(name)}.jsonl", n,

@@ -6,8 +6,10 @@ environment says otherwise (it must be set before torch loads its OpenMP runtime
 default "active" policy spins each idle worker for a while before it sleeps, and a worker
 whose core a neighbour holds keeps every parallel region waiting. Measured on 2 shared cores
 (reports/bench/threads.py): the passive policy keeps torch's thread count, so every result
-stays bit for bit what it was (a different thread count changes floating-point sums: one
-thread and two give different samples of the same solve), which is why the default does not
+stays bit for bit what it was (where a kernel splits a sum by the thread count, one thread
+and two give different samples of the same solve: transformers' own forward on MKL's
+linears does; the lean forward does not, since its attention runs on one thread and its
+packed GEMMs split rows, not sums: tests/test_lean.py), which is why the default does not
 pick its threads from the cores free at start. `use_threads(n)` (--threads) sets the count.
 
 torch's CPU kernels run their parallel regions on OpenMP (GNU libgomp in the Linux wheels).
@@ -64,8 +66,9 @@ def _runtime() -> Any:
 
 
 def use_threads(n: int) -> None:
-    """torch's intra-op threads for this process (--threads). Results then match other runs
-    with the same count only: a different count sums in a different order."""
+    """torch's intra-op threads for this process (--threads). Off the lean forward, results
+    then match other runs with the same count only: a different count sums in a different
+    order (see the module doc)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"threads must be a positive int, got {n!r}")
     import torch
