@@ -54,6 +54,13 @@ def caches(model, rows: int, lengths: list[int], shared: int, room: int):
     return out
 
 
+def slab(model, rows: int, lengths: list[int], shared: int, room: int) -> SlabCache:
+    """One of `caches`' two slab caches."""
+    cache = caches(model, rows, lengths, shared, room)[0]
+    assert isinstance(cache, SlabCache)
+    return cache
+
+
 def tree_mask(cache, q: int) -> torch.Tensor:
     """The cache's mask for q new tokens with a draft tree's ancestry over them: token i sees
     itself and (here) every even-numbered token before it."""
@@ -195,7 +202,7 @@ def test_attention_runs_on_one_thread_and_the_count_comes_back(shared, monkeypat
     torch.set_num_threads(2)
     try:
         for fail in (False, True):
-            cache, _ = caches(model, 3, [5, 2, 4], shared, room=1)
+            cache = slab(model, 3, [5, 2, 4], shared, room=1)
             ids = torch.randint(0, model.config.vocab_size, (3, 1))
             pos = torch.tensor([[shared + 5], [shared + 2], [shared + 4]])
             seen.clear()
@@ -215,7 +222,7 @@ def test_attention_runs_on_one_thread_and_the_count_comes_back(shared, monkeypat
 def test_a_pass_whose_rows_are_not_its_caches_is_refused_before_any_write():
     model, _ = prepared()
     fast = lean.LeanLlama(model)
-    cache, _ = caches(model, 3, [5, 2, 4], 7, room=1)
+    cache = slab(model, 3, [5, 2, 4], 7, room=1)
     before = cache.buf.clone()
     ids, pos = torch.zeros(2, 1, dtype=torch.long), torch.tensor([[12], [9]])
     with pytest.raises(RuntimeError, match="slab cache of 3 rows"):
@@ -255,7 +262,7 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
         for threads in (1, 2):
             torch.set_num_threads(threads)
             lengths = [5 + 3 * i for i in range(16)]  # 16 rows: shapes two threads split
-            cache, _ = caches(model, 16, lengths, shared, room=q)
+            cache = slab(model, 16, lengths, shared, room=q)
             ids = torch.arange(16 * q).view(16, q) % model.config.vocab_size
             pos = torch.tensor(lengths)[:, None] + shared + torch.arange(q)
             got.append(fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True))
