@@ -242,13 +242,17 @@ class SlabCache(Cache):
     def capacity(self) -> int:
         return self.buf.shape[4]
 
+    def _room_for(self, q: int) -> None:
+        """Refuse a forward of q more tokens per row that the slab has no columns left for."""
+        if self.length + q > self.capacity:
+            raise RuntimeError(f"slab cache of {self.capacity} columns cannot take {q} more "
+                               f"tokens after {self.length}")
+
     def attention_mask(self, q: int) -> torch.Tensor:
         """The mask for q new tokens per row at columns [length, length + q): a
         [rows, 1, q, length + q] 4D mask (bool or additive), or a [rows, length + q] 2D one."""
         n, r = self.length, self.rows
-        if n + q > self.capacity:
-            raise RuntimeError(f"slab cache of {self.capacity} columns cannot take {q} more "
-                               f"tokens after {n}")
+        self._room_for(q)
         if self.mask_kind == "2d":
             return self.valid[:r, :n + q]
         base = (self.valid if self.mask_kind == "bool" else self.bias)[:r, None, None, :n + q]
@@ -265,9 +269,7 @@ class SlabCache(Cache):
         and seen [L, 2, rows, H, length + q, D] (what its attention reads). The forward
         writes every layer's new columns (write_columns), then calls advance(q)."""
         n, end = self.length, self.length + q
-        if end > self.capacity:
-            raise RuntimeError(f"slab cache of {self.rows} rows x {self.capacity} columns "
-                               f"cannot take {q} more tokens after {n}")
+        self._room_for(q)
         live = self.buf[:, :, :self.rows]
         return live[:, :, :, :, n:end], live[:, :, :, :, :end]
 
