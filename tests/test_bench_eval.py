@@ -1,5 +1,6 @@
 """reports/bench/eval.py's kernel clock: it times the forward's kernels by kind while its block
-runs, puts every entry point back after, and the split it prints adds up (hand-computed)."""
+runs (the lean forward's TorchScript pieces whole), puts every entry point back after, and the
+split it prints adds up (hand-computed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reports.bench.eval import KERNELS, kernel_clock, where_time_goes
+from reports.bench.eval import KERNELS, PIECES, kernel_clock, where_time_goes
+from search.runtime import scripted
 
 
 def entry_points() -> list[object]:
@@ -32,7 +34,33 @@ def test_clock_times_each_kind_and_restores_the_entry_points() -> None:
     assert entry_points() == before  # and put back
     assert spent["norms, rotary, SiLU"] > 0
     assert 0 < spent["attention"] <= wall
-    assert spent["GEMMs"] == 0  # nothing packed ran
+    assert spent["GEMMs"] == 0 and spent[PIECES] == 0  # nothing packed ran, no piece
+
+
+def test_clock_times_the_scripted_pieces_whole() -> None:
+    """A lean forward's layers run as TorchScript pieces, timed whole (no wrapper sees the
+    kernels inside them); its LM head's GEMM and final norm are Python's calls, timed alone."""
+    from helpers import tiny_llama
+
+    from search.runtime import attention, packed
+    from search.runtime.kv import KVLayout, batch_cache
+    from search.runtime.lean import LeanLlama
+
+    assert scripted.SCRIPTED
+    model, _ = tiny_llama()
+    attention.use_sdpa_gqa(model)
+    packed.pack_linears(model)
+    fast = LeanLlama(model)
+    lay = KVLayout.of(model, torch.device("cpu"))
+    shape = (lay.layers, 2, lay.kv_heads)
+    prompt = torch.randn(*shape, 7, lay.head_dim)  # shared by 3 rows of 5, 2 and 4 columns
+    cache = batch_cache([[prompt, torch.randn(*shape, n, lay.head_dim)] for n in (5, 2, 4)], 1,
+                        lay, share_prefix=1)
+    ids, pos = torch.zeros(3, 1, dtype=torch.long), torch.tensor([[12], [9], [11]])
+    with kernel_clock() as spent:
+        fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)
+    assert spent[PIECES] > 0 and spent["GEMMs"] > 0 and spent["norms, rotary, SiLU"] > 0
+    assert spent["attention"] == 0  # all of it inside the attention piece
 
 
 def test_clock_restores_after_an_error() -> None:
@@ -47,8 +75,10 @@ def test_where_time_goes_adds_up() -> None:
     kn = Counter({"GEMMs": 1.0, "attention": 1.5, "norms, rotary, SiLU": 0.5})
     text = where_time_goes(12.0, k1, 6.0, kn, 16)
     # concurrency 1: 12 - 7 = 5 s of rest; concurrency 16: 6 - 3 = 3 s; 12 / 3 = 4x at most
-    assert "concurrency 1: GEMMs 4.0, attention 2.0, norms, rotary, SiLU 1.0, the rest 5.0" in text
-    assert "concurrency 16: GEMMs 1.0, attention 1.5, norms, rotary, SiLU 0.5, the rest 3.0" in text
+    assert ("concurrency 1: GEMMs 4.0, attention 2.0, norms, rotary, SiLU 1.0, layer pieces in "
+            "TorchScript 0.0, the rest 5.0") in text
+    assert ("concurrency 16: GEMMs 1.0, attention 1.5, norms, rotary, SiLU 0.5, layer pieces in "
+            "TorchScript 0.0, the rest 3.0") in text
     assert "would take 3.0 s: at most 4.00x concurrency 1's 12.0 s" in text
     assert "4x needs the rest within 0.0 s" in text
     assert "4x needs" not in where_time_goes(12.0, k1, 6.0, Counter({"GEMMs": 4.0}), 16)

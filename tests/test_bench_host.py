@@ -16,6 +16,7 @@ from reports.bench import host
 from reports.bench.host import (
     CATEGORIES,
     IDLE,
+    PIECES,
     REST,
     Probes,
     Tally,
@@ -83,18 +84,19 @@ def test_a_raising_probe_still_counts_and_unwinds() -> None:
 def test_breakdown_adds_up_to_the_wall() -> None:
     tally = Tally()
     for cat, w, c in (("GEMMs", 4.0, 3.0), ("attention", 2.0, 2.0), ("sampling", 1.0, 0.5),
-                      (IDLE, 0.5, 0.0)):
+                      (IDLE, 0.5, 0.0), (PIECES, 1.5, 1.5)):
         tally.wall[cat], tally.cpu[cat], tally.calls[cat] = w, c, 3
     rows = breakdown(10.0, tally)
     assert [r.category for r in rows] == list(CATEGORIES)
     by = {r.category: r for r in rows}
-    assert by[REST].wall == pytest.approx(2.5) and by[REST].cpu is None  # 10 - 7.5
+    assert by[REST].wall == pytest.approx(1.0) and by[REST].cpu is None  # 10 - 9
     assert by["GEMMs"].share == pytest.approx(0.4) and by["GEMMs"].cpu == 3.0
     assert sum(r.wall for r in rows) == pytest.approx(10.0)
     assert sum(r.share for r in rows) == pytest.approx(1.0)
     text = render(rows, "fake")
     assert "| GEMMs | 4.00 | 40.0% | 3.00 | 3 |" in text
-    assert "kernels 60.0% of the wall, everything else 40.0%" in text  # GEMMs + attention
+    assert ("kernels seen from Python 60.0% of the wall, TorchScript layer pieces 15.0%, "
+            "everything else 25.0%") in text  # GEMMs + attention; the pieces; the rest
 
 
 def test_probed_installs_everywhere_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +181,8 @@ def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
     by = {r.category: r for r in rows}
     assert sum(r.wall for r in rows) == pytest.approx(wall)
     # the owner ran the forwards, drew the tokens, built the caches and ran the jobs
-    for cat in ("GEMMs", "attention", "sampling", "batch caches built (from_paths)",
+    # (every layer in TorchScript; Python calls the LM head's GEMM and the final norm)
+    for cat in ("GEMMs", PIECES, "sampling", "batch caches built (from_paths)",
                 "jobs' Python (decode, feed loops)", "lean forward's small ops"):
         assert by[cat].calls > 0 and by[cat].wall > 0, cat
     assert all(r.wall >= 0 for r in rows if r.category != REST)
@@ -212,10 +215,16 @@ def test_forward_alone_reports_kernels_within_its_wall() -> None:
 
     out = host.forward_alone(get_engine("tiny-arith"), passes=3, forwards=2)
     m = re.fullmatch(r"one merged forward of 3 one-token Passes, alone: ([\d.]+) ms \((.*) ms\); "
-                     r"kernels ([\d.]+)% of it", out)
+                     r"kernels ([\d.]+)% of it\n  under torch's profiler \(which sees inside "
+                     r"TorchScript\): ([\d.]+) ms, of it (.*) ms: kernels ([\d.]+)%", out)
     assert m, out
     wall, share = float(m.group(1)), float(m.group(3))
     kinds = dict(re.findall(r"(GEMMs|attention|norms, rotary, SiLU) ([\d.]+)", m.group(2)))
     assert set(kinds) == {"GEMMs", "attention", "norms, rotary, SiLU"}
     assert wall > 0 and 0 < share <= 100
     assert sum(float(v) for v in kinds.values()) <= wall * 1.001
+    # the profiler sees every kind inside the pieces, and they fit in its forward's time
+    profiled, ops, share = float(m.group(4)), m.group(5), float(m.group(6))
+    inside = dict(re.findall(r"(GEMMs|attention|norms, rotary, SiLU) ([\d.]+)", ops))
+    assert set(inside) == set(kinds) and all(float(v) > 0 for v in inside.values())
+    assert 0 < share <= 100 and sum(float(v) for v in inside.values()) <= profiled * 1.001

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import tiny_llama
 
-from search.runtime import attention, lean, packed
+from search.runtime import attention, lean, packed, scripted
 from search.runtime.kv import KVLayout, SlabCache, batch_cache
 
 
@@ -181,8 +181,9 @@ def test_engine_with_and_without_it_decodes_the_same(tiny_model):
 @pytest.mark.parametrize("shared", [0, 7])
 def test_attention_runs_on_one_thread_and_the_count_comes_back(shared, monkeypatch):
     """Every attention call of the lean forward (cascade's flash calls over a shared prefix,
-    SDPA without one) runs at one intra-op thread; the caller's count is back after the
-    forward, and after a forward whose attention raises."""
+    in TorchScript where every row decodes one token, SDPA without one) runs at one intra-op
+    thread; the caller's count is back after the forward, and after a forward whose attention
+    raises."""
     model, _ = prepared()
     fast = lean.LeanLlama(model)
     seen: list[int] = []
@@ -198,6 +199,7 @@ def test_attention_runs_on_one_thread_and_the_count_comes_back(shared, monkeypat
     monkeypatch.setattr(attention, "_FLASH", spy(attention._FLASH))
     monkeypatch.setattr(lean.F, "scaled_dot_product_attention",
                         spy(lean.F.scaled_dot_product_attention))
+    monkeypatch.setattr(scripted, "ATTEND", spy(scripted.ATTEND))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -271,3 +273,34 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
     assert torch.equal(got[0].logits, got[1].logits)
     assert got[0].hidden_states is not None and got[1].hidden_states is not None
     assert torch.equal(got[0].hidden_states[-1], got[1].hidden_states[-1])
+
+
+@pytest.mark.parametrize("shared,q,rows", [(7, 1, 5), (7, 3, 5), (0, 1, 5), (0, 2, 5),
+                                           (7, 1, 2), (0, 1, 1)])
+def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, monkeypatch):
+    """The layer's TorchScript pieces (scripted.PRE, ATTEND, POST) give the bits that the
+    same functions give run as Python, logits, hidden states and cache columns: decoding and
+    prefilling, over a shared prefix and without one, a lone row (a GEMM that runs it as
+    two) and several."""
+    model, _ = prepared()
+    fast = lean.LeanLlama(model)
+    assert scripted.SCRIPTED and fast.posts  # this torch compiles them; every linear packed
+    lengths = [5 + 3 * i for i in range(rows)]
+    ids = torch.arange(rows * q).view(rows, q) % model.config.vocab_size
+    pos = torch.tensor(lengths)[:, None] + shared + torch.arange(q)
+    got = []
+    for pieces in ("scripted", "python"):
+        if pieces == "python":
+            for name, fn in (("PRE", scripted.pre), ("ATTEND", scripted.attend),
+                             ("POST", scripted.post)):
+                assert getattr(scripted, name) is not fn
+                monkeypatch.setattr(scripted, name, fn)
+        cache = slab(model, rows, lengths, shared, room=q)
+        out = fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True)
+        got.append((out, cache))
+    (a, ca), (b, cb) = got
+    assert torch.equal(a.logits, b.logits)
+    assert a.hidden_states is not None and b.hidden_states is not None
+    assert torch.equal(a.hidden_states[-1], b.hidden_states[-1])
+    n = ca.length
+    assert n == cb.length and torch.equal(ca.buf[..., :n, :], cb.buf[..., :n, :])

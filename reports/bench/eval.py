@@ -15,7 +15,8 @@ smol   SmolLM2-135M on GSM8K (--smol-limit problems, greedy and best-of-4, steps
 Also printed: the scheduler's counters (forwards merged per tick, peak jobs and batch-cache
 bytes in flight) and the process's peak RSS, and per grid where its time goes (`kernel_clock`):
 seconds inside the forward's packed GEMMs, its attention kernels (cascade's CPU flash calls
-and SDPA) and its norms, rotary and SiLU, at each concurrency, the rest (KV and batch-cache
+and SDPA) and its norms, rotary and SiLU, or where TorchScript runs a layer's pieces, those
+pieces whole (their kernels and small ops, without the interpreter lock), at each concurrency, the rest (KV and batch-cache
 copies, sampling, and the Python of the engine, the scheduler and the searches) by
 difference, and the speed-up concurrency N could reach over today's concurrency 1 if it spent
 nothing outside those kernels. Timings on a shared machine are noisy: the ratios are measured
@@ -49,14 +50,20 @@ def comparable(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True)
 
 
+PIECES = "layer pieces in TorchScript"
 # the forward's kernels by kind: (kind, module, attribute) of each entry point the lean
-# forward (search/runtime/lean.py) calls them through
+# forward (search/runtime/lean.py) calls them through. Where TorchScript runs a layer's
+# pieces (search.runtime.scripted) no wrapper sees their kernels: each piece is timed whole
+# (its kernels and small ops, run without the interpreter lock), a kind of its own
 KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
            ("attention", "search.runtime.attention", "_FLASH"),
            ("attention", "torch.nn.functional", "scaled_dot_product_attention"),
            ("norms, rotary, SiLU", "torch", "rms_norm"),
            ("norms, rotary, SiLU", "torch", "addcmul"),
-           ("norms, rotary, SiLU", "torch.nn.functional", "silu"))
+           ("norms, rotary, SiLU", "torch.nn.functional", "silu"),
+           (PIECES, "search.runtime.scripted", "PRE"),
+           (PIECES, "search.runtime.scripted", "ATTEND"),
+           (PIECES, "search.runtime.scripted", "POST"))
 KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order
 
 
@@ -65,7 +72,10 @@ def kernel_clock() -> Iterator[defaultdict[str, float]]:
     """Seconds spent inside the KERNELS while the block runs, by kind (whatever thread calls
     them: the owner while serving, the search's own thread at concurrency 1). Each entry point
     is wrapped for the block and restored after it; a timer costs well under a microsecond
-    a call."""
+    a call. The pieces are wrapped only where TorchScript compiled them (run as Python, the
+    kernels they call are timed one by one)."""
+    from search.runtime import scripted  # (compiled before the wrappers: see host.probed)
+
     spent: defaultdict[str, float] = defaultdict(float)
     saved: list[tuple[Any, str, Any]] = []
 
@@ -80,6 +90,8 @@ def kernel_clock() -> Iterator[defaultdict[str, float]]:
 
     try:
         for kind, module, name in KERNELS:
+            if kind == PIECES and not scripted.SCRIPTED:
+                continue
             mod = importlib.import_module(module)
             fn = getattr(mod, name, None)
             if fn is not None:

@@ -11,8 +11,11 @@ a probe's time less the time of the probes it calls, so nothing is counted twice
 categories plus the owner's unprobed time add up to the grid's wall. Categories:
 
   kernels     the forward's packed GEMMs, attention (cascade's CPU flash calls, SDPA), norms,
-              rotary and SiLU (bench.eval.KERNELS)
-  host        KV writes and row copies (the slab's update/take/keep, kv.write_columns),
+              rotary and SiLU, where Python calls them (bench.eval.KERNELS: the LM head and
+              the final norm; every layer's too where TorchScript is missing), and the
+              layer's pieces in TorchScript (search.runtime.scripted: pre, attend, post),
+              their kernels and small ops together (no probe sees inside them)
+  host        KV writes and row copies (the slab's update/take/keep),
               batch caches built (kv.batch_cache, SlabCache.from_paths and columns), cascade
               attention's merge of its two flash calls (attention.cascade, cascade_flash,
               flash_pair and merge, less the flash calls), masks turned into additive biases
@@ -51,19 +54,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.bench.eval import GRID_OPTIONS, KERNELS, clocked_run, tiny_arith
+from reports.bench.eval import GRID_OPTIONS, KERNELS, PIECES, clocked_run, tiny_arith
 from reports.eval.grid import Grid
 from search.cli import parse
 
 IDLE = "idle (no job in flight)"
 REST = "the rest (scheduler loop, waits between probes)"
-KERNEL_KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))
+KERNEL_KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS if kind != PIECES))
 
 # (category, "module" or "module:Class", attribute) of every probe; a module-level function
 # is probed wherever a loaded project module holds it by name (sched imports sample_many)
 _HOST = {  # category -> (where, attribute) of its probes
     "KV writes and row copies": [("search.runtime.kv:_SlabLayer", "update"),
-                                 ("search.runtime.kv", "write_columns"),
                                  ("search.runtime.kv:SlabCache", "take"),
                                  ("search.runtime.kv:SlabCache", "keep")],
     "batch caches built (from_paths)": [("search.runtime.kv", "batch_cache"),
@@ -181,6 +183,9 @@ def probed(probes: Probes, table: Sequence[tuple[str, str, str]] = PROBES,
            scheduler: Any = None) -> Iterator[Probes]:
     """Every probe in `table` installed for the block (and the scheduler's inbox timed),
     then put back, whatever the block raises."""
+    # the lean forward's TorchScript pieces compile what they call (packed._gemm, ...) when
+    # first imported: before the probes wrap those, or they would run as Python
+    importlib.import_module("search.runtime.scripted")
     saved: list[tuple[Any, str, Any]] = []
     try:
         for category, where, name in table:
@@ -235,7 +240,9 @@ def render(rows: Sequence[Row], title: str) -> str:
         cpu = "-" if r.cpu is None else f"{r.cpu:.2f}"
         lines.append(f"| {r.category} | {r.wall:.2f} | {r.share:.1%} | {cpu} | {r.calls:,} |")
     kern = sum(r.share for r in rows if r.category in KERNEL_KINDS)
-    lines += ["", f"kernels {kern:.1%} of the wall, everything else {1 - kern:.1%}"]
+    ts = sum(r.share for r in rows if r.category == PIECES)
+    lines += ["", f"kernels seen from Python {kern:.1%} of the wall, TorchScript layer pieces "
+                  f"{ts:.1%}, everything else {1 - kern - ts:.1%}"]
     return "\n".join(lines)
 
 
@@ -323,8 +330,39 @@ def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: i
     wall, spent = best
     inside = sum(spent.values())
     kinds = ", ".join(f"{k} {spent.get(k, 0.0) * 1e3:.2f}" for k in KINDS)
+    ops, profiled = op_seconds(step, max(1, forwards // 5))
     return (f"one merged forward of {passes} one-token Passes, alone: {wall * 1e3:.2f} ms "
-            f"({kinds} ms); kernels {inside / wall:.1%} of it")
+            f"({kinds} ms); kernels {inside / wall:.1%} of it\n  under torch's profiler (which "
+            f"sees inside TorchScript): {profiled * 1e3:.2f} ms, of it " + ", ".join(
+                f"{k} {ops.get(k, 0.0) * 1e3:.2f}" for k in dict.fromkeys(OPS.values()))
+            + f" ms: kernels {sum(ops.values()) / profiled:.1%}")
+
+
+# the forward's kernels as torch's profiler names them (SDPA on CPU runs the flash kernel)
+OPS = {"mkldnn::_linear_pointwise": "GEMMs",
+       "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
+       "aten::_scaled_dot_product_attention_math": "attention",
+       "aten::rms_norm": "norms, rotary, SiLU", "aten::addcmul": "norms, rotary, SiLU",
+       "aten::silu": "norms, rotary, SiLU"}
+
+
+def op_seconds(step: Callable[[], None], n: int) -> tuple[dict[str, float], float]:
+    """(seconds per call of `step` inside OPS by kind, wall seconds per call) with torch's
+    profiler on the calling thread: it sees the ops inside TorchScript functions, at a cost
+    (a grid's worth of records does not fit in memory; this is for a few forwards)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    spent: defaultdict[str, float] = defaultdict(float)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        wall = time.perf_counter() - t0
+    for event in prof.events():
+        kind = OPS.get(event.name)
+        if kind is not None:
+            spent[kind] += event.cpu_time_total / 1e6
+    return {k: v / n for k, v in spent.items()}, wall / n
 
 
 def main(argv: Sequence[str] | None = None) -> int:

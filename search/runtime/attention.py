@@ -149,21 +149,28 @@ def flash_pair(qs: torch.Tensor, stacked: torch.Tensor, prefix_k: torch.Tensor,
 
 def merge(flashes: Sequence[Flash]) -> torch.Tensor:
     """Several cascade_flash results of equal KV, g*q and d (one per call, e.g. one per search
-    in a merged forward) -> [sum of B, KV, g*q, d] float32, their rows in order: each part's
-    weight is exp(lse - top), top the larger lse, merged in one set of element-wise ops for
-    all calls. Every op is element-wise and exact (max, sub, mul, add, div) except exp, whose
-    vector and scalar loops agree on every float32 <= 0 (reports/bench/exp_paths.py), so a
-    row's bits do not depend on the rows merged beside it."""
+    in a merged forward) -> [sum of B, KV, g*q, d] float32, their rows in order, merged in one
+    set of element-wise ops for all calls (merge_halves)."""
     def cat(ts: list[torch.Tensor], dim: int) -> torch.Tensor:
         return ts[0] if len(ts) == 1 else torch.cat(ts, dim)
 
-    pre, pre_lse = cat([f[0] for f in flashes], 2), cat([f[1] for f in flashes], 2)
-    own, own_lse = cat([f[2] for f in flashes], 0), cat([f[3] for f in flashes], 0)
+    return merge_halves(cat([f[0] for f in flashes], 2), cat([f[1] for f in flashes], 2),
+                        cat([f[2] for f in flashes], 0), cat([f[3] for f in flashes], 0))
+
+
+def merge_halves(pre: torch.Tensor, pre_lse: torch.Tensor, own: torch.Tensor,
+                 own_lse: torch.Tensor) -> torch.Tensor:
+    """cascade's two halves (pre [1, KV, B*gq, d], pre_lse [1, KV, B*gq]; own [B, KV, gq, d],
+    own_lse [B, KV, gq]) -> [B, KV, gq, d] float32 (lse's dtype): each half weighted by
+    exp(lse - top), top the larger lse. Every op is element-wise and exact (max, sub, mul,
+    add, div) except exp, whose vector and scalar loops agree on every float32 <= 0
+    (reports/bench/exp_paths.py), so a row's bits do not depend on the rows merged beside it.
+    TorchScript compiles it too (search.runtime.scripted)."""
     B, KV, gq, d = own.shape
     pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)
-    top = torch.maximum(pre_lse, own_lse)  # [B, KV, g*q]: each part's weight is exp(lse - top)
-    w_pre, w_own = (pre_lse - top).exp_()[..., None], (own_lse - top).exp_()[..., None]
-    return (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)  # float32: lse's dtype
+    top = torch.maximum(pre_lse, own_lse)  # [B, KV, gq]: each half's weight is exp(lse - top)
+    w_pre, w_own = (pre_lse - top).exp_().unsqueeze(-1), (own_lse - top).exp_().unsqueeze(-1)
+    return (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)
 
 
 def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, columns: int,

@@ -267,7 +267,7 @@ class SlabCache(Cache):
         """Views of the live rows over every layer for a forward of q tokens per row: new
         [L, 2, rows, H, q, D] (columns [length, length + q), where its keys and values go)
         and seen [L, 2, rows, H, length + q, D] (what its attention reads). The forward
-        writes every layer's new columns (write_columns), then calls advance(q)."""
+        writes every layer's new columns, then calls advance(q)."""
         n, end = self.length, self.length + q
         self._room_for(q)
         live = self.buf[:, :, :self.rows]
@@ -311,12 +311,6 @@ class SlabCache(Cache):
         for i, layer in enumerate(self.slabs):
             layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
         return order
-
-
-def write_columns(new: Sequence[torch.Tensor], kv: Sequence[torch.Tensor]) -> None:
-    """One layer's keys and values of several caches in one call: new[i] (a layer of
-    SlabCache.columns' `new`: [2, rows, H, q, D]) <- kv[i] (the same shape)."""
-    torch.ops.aten._foreach_copy_(list(new), list(kv))
 
 
 # -- the DynamicCache path it replaces ----------------------------------------------------

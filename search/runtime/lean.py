@@ -17,9 +17,11 @@ computes the same function in fewer, wider ops:
   (attention.one_thread);
 - in a forward of several Passes (forward_many) each Pass's slab views are made once per
   forward, not per layer (SlabCache.columns), every Pass's new keys and values are written by
-  one call per layer (kv.write_columns), and the one-token rows' queries are stacked for
-  cascade's prefix call once per layer for all Passes: the per-Pass work left in a layer is
-  its attention calls (issue 35).
+  one call per layer, and the one-token rows' queries are stacked for cascade's prefix call
+  once per layer for all Passes: the per-Pass work left in a layer is its attention calls;
+- a layer runs as three TorchScript functions (search.runtime.scripted: before attention,
+  attention, after it), which hold no Python interpreter lock while they run, so the search
+  threads' Python runs beside them (issue 35).
 
 It returns what the engine reads of transformers' output: `logits` for the last
 `logits_to_keep` positions, and with output_hidden_states the final (normed) hidden states
@@ -38,9 +40,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from search.runtime import attention
-from search.runtime.kv import SlabCache, write_columns
-from search.runtime.packed import FusedLinear, PackedLinear, packed_linear
+from search.runtime import attention, scripted
+from search.runtime.kv import SlabCache
+from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
 
 # rotary variants whose frequencies do not depend on the sequence length
 STATIC_ROPE = ("default", "linear", "llama3")
@@ -69,6 +71,10 @@ class _Proj:
             self.packed, self.bias = first.fused.packed, first.fused.bias
         elif len(modules) == 1 and type(first) is PackedLinear:
             self.packed, self.bias = first.packed, first.bias
+        # (without, with a residual): whether oneDNN computes a lone row apart (packed.py)
+        self.lone = (False, False) if self.packed is None else tuple(
+            not single_row_same(self.packed, self.bias, self.packed.size(1), r)
+            for r in (False, True))
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if self.packed is not None:
@@ -86,6 +92,12 @@ class _Layer:
     o: _Proj
     gate_up: _Proj
     down: _Proj
+
+    def post(self) -> tuple[list[torch.Tensor], list[torch.Tensor | None], list[bool]]:
+        """The packed weights, biases and lone-row flags of scripted.post's three GEMMs."""
+        return ([p.packed for p in (self.o, self.gate_up, self.down)],  # type: ignore[misc]
+                [p.bias for p in (self.o, self.gate_up, self.down)],
+                [self.o.lone[1], self.gate_up.lone[0], self.down.lone[1]])
 
 
 # the same block as Llama's (Qwen2: with q/k/v biases), where every layer attends to all
@@ -128,7 +140,8 @@ class _Part:
     new: list[torch.Tensor]  # per layer [B, q, 2, KV, d]: where its keys/values go
     keys: list[torch.Tensor]  # per layer [B, KV, columns, d]: what its attention reads
     values: list[torch.Tensor]
-    shared: list[tuple[torch.Tensor, torch.Tensor]]  # per layer the prefix's [1, KV, S, d] (or [])
+    pre_k: list[torch.Tensor]  # per layer the shared prefix's keys [1, KV, S, d] (or [])
+    pre_v: list[torch.Tensor]
 
     @staticmethod
     def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor) -> _Part:
@@ -143,9 +156,15 @@ class _Part:
             if cache.shared else torch.zeros(mask.shape, dtype=x.dtype, device=x.device
                                              ).masked_fill_(~mask, float("-inf"))
         prefix = None if cache.prefix is None else cache.prefix.unsqueeze(2)  # [L, 2, 1, KV, S, d]
-        shared = [] if prefix is None else list(zip(prefix[:, 0].unbind(0), prefix[:, 1].unbind(0)))
         return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
-                     list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)), shared)
+                     list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)),
+                     [] if prefix is None else list(prefix[:, 0].unbind(0)),
+                     [] if prefix is None else list(prefix[:, 1].unbind(0)))
+
+    @property
+    def shared(self) -> bool:
+        """Whether its rows attend to a shared prefix first (cascade attention)."""
+        return bool(self.pre_k)
 
     def query(self, qk: torch.Tensor, heads: int) -> torch.Tensor:
         """Its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]."""
@@ -180,6 +199,8 @@ class LeanLlama:
         projs = [self.lm_head] + [pr for la in self.layers
                                   for pr in (la.qkv, la.o, la.gate_up, la.down)]
         self.row_invariant = all(pr.packed is not None for pr in projs)
+        # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
+        self.posts = [la.post() for la in self.layers] if self.row_invariant else []
 
     def _table(self, n: int) -> None:
         """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module."""
@@ -231,7 +252,6 @@ class LeanLlama:
             self._table(max(2 * self.cos.shape[0], int(pos.max()) + 1))
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
-        N = x.shape[0]
         spans, at = [], 0  # per part: (B, q, first token)
         for p in parts:
             B, q = p[0].shape
@@ -239,59 +259,42 @@ class LeanLlama:
             at += B * q
         plan = [_Part.of(p, B, q, a, H // KV, x) for p, (B, q, a) in zip(parts, spans)]
         flash = attention.flash_on(x)
-        decode = flash and any(pt.q == 1 and pt.shared for pt in plan)
         sizes = [B * q for B, q, _ in spans]
+        # on CPU every Pass's attention is one scripted call a layer (scripted.attend), from
+        # these lists: per layer, per Pass (an empty prefix where a Pass has none)
+        by_layer: list[tuple[list[torch.Tensor], ...]] = []
+        if flash:
+            none = [x.new_empty(0)] * len(self.layers)
+            by_layer = list(zip(*([list(t) for t in zip(*lists)] for lists in (
+                [pt.keys for pt in plan], [pt.values for pt in plan],
+                [pt.pre_k or none for pt in plan], [pt.pre_v or none for pt in plan]))))
+        widths = ([B for B, _, _ in spans], [q for _, q, _ in spans])  # rows, query tokens
+        biases = [pt.bias for pt in plan]
         for li, layer in enumerate(self.layers):
-            h = torch.rms_norm(x, (D,), layer.norm1, self.eps)
-            qkv = layer.qkv(h)  # [N, (H + 2 KV) d]
-            qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)  # q and k heads side by side
-            qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)  # rotary, both at once
-            # every token's new key and value side by side, [N, 2 KV, d]: one write per layer
-            kv_new = torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)
-            write_columns([pt.new[li] for pt in plan],
-                          [kv.view(pt.B, pt.q, 2, KV, d)  # [B, q, 2, KV, d] each
-                           for pt, kv in zip(plan, kv_new.split(sizes))])
-            own_q: Sequence[torch.Tensor] = ()
-            pre_q: Sequence[torch.Tensor] = ()
-            if decode:  # one-token parts' queries, split once for all parts (g = H / KV):
-                heads = qk[:, :H].view(N, KV, H // KV, d)
-                own_q = heads.split(sizes)  # per part [B, KV, g, d]: its own-columns call's
-                # cascade's prefix call's: per part [1, KV, B g, d], rows of [1, KV, N g, d]
-                pre_q = heads.transpose(0, 1).contiguous().view(1, KV, -1, d).split(
-                    [n * (H // KV) for n in sizes], 2)
-            att: list[torch.Tensor | None] = [None] * len(parts)  # per part [B q, H d]
-            flashes: dict[int, list[tuple[int, attention.Flash]]] = {}  # by q: cascade's halves
-            with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
-                for i, pt in enumerate(plan):
-                    if pt.shared and flash:
-                        if pt.q == 1 and decode:
-                            qs, stacked = own_q[i], pre_q[i]
-                        else:
-                            qs, stacked = attention.stack_queries(pt.query(qk, H), KV)
-                            stacked = stacked[None]
-                        flashes.setdefault(pt.q, []).append((i, attention.flash_pair(
-                            qs, stacked, *pt.shared[li], pt.keys[li], pt.values[li],
-                            self.scale, pt.bias)))
-                    else:
-                        att[i] = self._attend(pt.query(qk, H), pt.keys[li], pt.values[li],
-                                              parts[i][3], pt.bias,
-                                              (pt.shared[li][0][0], pt.shared[li][1][0])
-                                              if pt.shared else None).reshape(pt.B * pt.q, H * d)
-            whole = None  # one merge covering every part in order: its rows are the input
-            for q, group in flashes.items():  # one merge per query width, not per search
-                rows = attention.merge([f for _, f in group]).to(x.dtype)  # [sum B, KV, g q, d]
-                rows = rows.reshape(-1, H, q, d).transpose(1, 2).reshape(-1, H * d)
-                if len(group) == len(parts):
-                    whole = rows
-                    break
-                at = 0
-                for i, _ in group:
-                    att[i], at = rows[at:at + sizes[i]], at + sizes[i]
-            if whole is None:
-                whole = att[0] if len(att) == 1 else torch.cat(att)  # type: ignore[arg-type]
-            x = layer.o(whole, x)  # + residual, in the GEMM
-            gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
-            x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
+            new = [pt.new[li] for pt in plan]
+            if self.posts:  # every projection packed: the lock-free pieces (scripted.py)
+                qk = scripted.PRE(x, cos, sin, layer.norm1, layer.qkv.packed, layer.qkv.bias,
+                                  layer.qkv.lone[0], self.eps, H, KV, d, sizes, new)
+            else:
+                qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
+                                                                        self.eps)),
+                                               cos, sin, H, KV, d, sizes, new)
+            if by_layer:
+                with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
+                    whole = scripted.ATTEND(qk, H, KV, d, self.scale, *widths, *by_layer[li],
+                                            biases)
+            else:  # (another device, or no CPU flash kernel)
+                whole = torch.cat([self._attend(pt.query(qk, H), pt.keys[li], pt.values[li],
+                                                parts[i][3], pt.bias,
+                                                (pt.pre_k[li][0], pt.pre_v[li][0])
+                                                if pt.shared else None).reshape(pt.B * pt.q, -1)
+                                   for i, pt in enumerate(plan)])
+            if self.posts:
+                x = scripted.POST(whole, x, layer.norm2, self.eps, inter, *self.posts[li])
+            else:
+                x = layer.o(whole, x)  # + residual, in the GEMM
+                gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
+                x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
         for pt in plan:
             pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional  # noqa: UP035 (TorchScript reads Optional)
 
 import torch
 import torch.nn.functional as F
@@ -52,26 +52,37 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     rows = x.reshape(-1, in_features)
     if not rows.is_contiguous():
         rows = rows.contiguous()
-    if rows.shape[0] == 1 and not _single_row_same(packed, bias, in_features, residual is not None):
-        rows = rows.expand(2, in_features).contiguous()
-        residual = None if residual is None else residual.expand(2, -1).contiguous()
-        out = _gemm(rows, packed, bias, residual)[:1]
-    else:
-        out = _gemm(rows, packed, bias, residual)
+    lone = rows.shape[0] == 1 and not single_row_same(packed, bias, in_features,
+                                                        residual is not None)
+    out = gemm_rows(rows, packed, bias, residual, lone)
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
-def _gemm(rows: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
-          residual: torch.Tensor | None) -> torch.Tensor:
+def gemm_rows(rows: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor],  # noqa: UP045
+              residual: Optional[torch.Tensor], lone: bool) -> torch.Tensor:  # noqa: UP045
+    """rows [M, in] (contiguous) -> [M, out] (+ residual [M, out]) on a packed weight; lone:
+    oneDNN computes a lone row of this weight apart (single_row_same), so it runs as two.
+    TorchScript compiles it too (search.runtime.scripted)."""
+    if lone and rows.shape[0] == 1:
+        pair = rows.expand(2, rows.shape[1]).contiguous()
+        if residual is not None:
+            residual = residual.expand(2, residual.shape[1]).contiguous()
+        return _gemm(pair, packed, bias, residual)[:1]
+    return _gemm(rows, packed, bias, residual)
+
+
+def _gemm(rows: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor],  # noqa: UP045
+          residual: Optional[torch.Tensor]) -> torch.Tensor:  # noqa: UP045
     if residual is None:
         return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
-    return torch.ops.mkldnn._linear_pointwise.binary(rows, residual, packed, bias, "add")
+    # (the op's "binary" overload, chosen by its arguments: TorchScript cannot name it)
+    return torch.ops.mkldnn._linear_pointwise(rows, residual, packed, bias, "add")
 
 
 _SINGLE: dict[tuple[int, int, bool, bool], bool] = {}  # (in, out, bias, residual) -> same?
 
 
-def _single_row_same(packed: torch.Tensor, bias: torch.Tensor | None, in_features: int,
+def single_row_same(packed: torch.Tensor, bias: torch.Tensor | None, in_features: int,
                      residual: bool) -> bool:
     """Whether oneDNN computes one row of this weight shape as it computes it among others
     (probed once per shape, on this weight, with random rows)."""

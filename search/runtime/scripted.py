@@ -1,0 +1,144 @@
+"""The lean forward's layer, in three pieces that run without the interpreter lock.
+
+With 16 searches on one engine the thread that runs the forwards shares Python's interpreter
+lock with the 16 search threads. Every torch op called from Python releases the lock for its
+kernel and takes it back after, so a forward of ~60 small ops per layer queues for the lock
+~60 times a layer while the searches' own Python wants it too (issue 35: on the tiny-arith
+grid the owner thread waited ~25% of its wall for the lock or a core). A TorchScript function
+runs its ops in torch's interpreter, which holds no Python lock: one wait per piece instead of
+one per op, and the searches' Python runs on the other core meanwhile. The ops are the very
+ATen calls the Python forward makes, on the same tensors, so the bits are the same
+(tests/test_lean.py checks them against the Python path).
+
+A layer is three pieces so that attention can run on one intra-op thread between two pieces
+that run on all of them (attention.one_thread: a thread count is a process setting that
+TorchScript cannot change mid-function):
+
+- `pre`: RMSNorm, the q/k/v GEMM, rotary, every Pass's new keys and values written to its slab
+  (one `_foreach_copy_`); returns the rotated q|k heads;
+- `attend`: cascade attention for a forward whose Passes all decode one token over a
+  shared prefix (the common case: the prefix call with the Passes' queries stacked, the own-
+  columns call, their log-sum-exp merge, as attention.flash_pair and attention.merge);
+- `post`: the output projection (+ residual), RMSNorm, the SiLU-gated MLP (+ residual).
+
+The functions are plain Python too: where TorchScript is missing (torch.jit.script is
+deprecated since torch 2.10) they run as they are, the same ops under the lock.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, List, Optional  # noqa: UP035 (TorchScript reads the annotations)
+
+import torch
+
+from search.runtime.attention import merge_halves
+from search.runtime.packed import gemm_rows
+
+Tensor = torch.Tensor
+
+
+def pre(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
+        b: Optional[Tensor], lone: bool, eps: float, H: int, KV: int, d: int,  # noqa: UP045
+        sizes: List[int], new: List[Tensor]) -> Tensor:  # noqa: UP006
+    """x [N, D] (every Pass's tokens, row-major), cos/sin' [N, 1, d] -> the rotated q|k heads
+    [N, H + KV, d], each Pass's keys and values written (rotate_and_write); w, b, lone: the
+    q|k|v GEMM's."""
+    qkv = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w, b, None, lone)
+    return rotate_and_write(qkv, cos, sin, H, KV, d, sizes, new)
+
+
+def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int,
+                     sizes: List[int], new: List[Tensor]) -> Tensor:  # noqa: UP006
+    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rotary on q and k at
+    once: x*cos + roll(x, d/2)*sin'); Pass i's keys and values (its sizes[i] tokens) are
+    written into new[i] ([B, q, 2, KV, d], a view of its slab) by one _foreach_copy_."""
+    N = qkv.shape[0]
+    qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)
+    qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
+    kv = torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)  # [N, 2 KV, d]
+    parts = kv.split(sizes)
+    torch.ops.aten._foreach_copy_(new, [parts[i].view(new[i].shape) for i in range(len(new))])
+    return qk
+
+
+def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  # noqa: UP006
+           q: List[int], keys: List[Tensor], values: List[Tensor],  # noqa: UP006
+           pre_k: List[Tensor], pre_v: List[Tensor], bias: List[Tensor]) -> Tensor:  # noqa: UP006
+    """Every Pass's attention in a layer on CPU -> [N, H d], the Passes' rows in order. Pass i
+    has rows[i] rows of q[i] query tokens (qk: the rotated q|k heads [N, H + KV, d]), its
+    keys/values[i] [B, KV, T, d] and bias[i] (its mask, additive), and where pre_k[i] is not
+    empty a shared prefix pre_k/v[i] [1, KV, S, d]:
+    - over a shared prefix, cascade's two flash calls (attention.flash_pair: the prefix with
+      the rows' queries stacked, then the rows' own columns) merged by their log-sum-exps
+      (attention.merge_halves): the one-token Passes' queries are cut from one stacking of
+      every token's heads, and their halves merged together;
+    - without one, SDPA over its own columns."""
+    N, g = qk.shape[0], H // KV
+    sizes = [rows[i] * q[i] for i in range(len(rows))]
+    heads = qk[:, :H].view(N, KV, g, d)
+    own_1 = heads.split(sizes)  # a one-token Pass's own-columns queries: [B, KV, g, d]
+    # and its prefix call's: [1, KV, B g, d], rows of one [1, KV, N g, d]
+    pre_1 = heads.transpose(0, 1).contiguous().view(1, KV, -1, d).split([n * g for n in sizes], 2)
+    out = [qk] * len(sizes)  # per Pass [B q, H d] (placeholders until set)
+    ones: List[int] = []  # noqa: UP006 (the one-token cascade Passes, merged together)
+    halves: List[List[Tensor]] = [[], [], [], []]  # noqa: UP006 (their pre, pre_lse, own, own_lse)
+    at = 0
+    for i in range(len(sizes)):
+        B, t = rows[i], q[i]
+        query = qk[at:at + B * t, :H].unflatten(0, [B, t]).transpose(1, 2)  # [B, H, t, d]
+        at += B * t
+        if pre_k[i].numel() == 0:
+            out[i] = torch.nn.functional.scaled_dot_product_attention(
+                query, keys[i], values[i], attn_mask=bias[i], scale=scale,
+                enable_gqa=True).transpose(1, 2).reshape(B * t, H * d)
+            continue
+        if t == 1:
+            qs, stacked = own_1[i], pre_1[i]
+        else:
+            qs = query.reshape(B, KV, g * t, d)  # a group's heads and tokens stacked
+            stacked = qs.transpose(0, 1).reshape(KV, -1, d).unsqueeze(0)
+        pre, pre_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            stacked, pre_k[i], pre_v[i], scale=scale)
+        own, own_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            qs, keys[i], values[i], attn_mask=bias[i], scale=scale)
+        if t == 1:
+            ones.append(i)
+            for j, h in enumerate((pre, pre_lse, own, own_lse)):
+                halves[j].append(h)
+        else:
+            out[i] = merge_halves(pre, pre_lse, own, own_lse).to(qk.dtype).reshape(
+                B, H, t, d).transpose(1, 2).reshape(B * t, H * d)
+    if len(ones) > 0:
+        merged = merge_halves(torch.cat(halves[0], 2), torch.cat(halves[1], 2),
+                              torch.cat(halves[2], 0), torch.cat(halves[3], 0)
+                              ).to(qk.dtype).reshape(-1, H * d)  # [one-token rows, H d]
+        if len(ones) == len(sizes):
+            return merged
+        for i, m in zip(ones, merged.split([sizes[i] for i in ones])):
+            out[i] = m
+    return out[0] if len(out) == 1 else torch.cat(out)
+
+
+def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
+         w: List[Tensor], b: List[Optional[Tensor]], lone: List[bool]) -> Tensor:  # noqa
+    """att [N, H d] (attention's rows), x [N, D] (the residual stream) -> x after the output
+    projection and the MLP; w, b, lone: the o, gate|up and down GEMMs'."""
+    x = gemm_rows(att.contiguous(), w[0], b[0], x, lone[0])
+    gu = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w[1], b[1], None, lone[1])
+    return gemm_rows(torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:], w[2], b[2], x, lone[2])
+
+
+def _script() -> tuple[Any, Any, Any, Any]:
+    """(pre, rotate_and_write, attend, post) as TorchScript functions, or as they are where
+    TorchScript cannot compile them."""
+    try:
+        with warnings.catch_warnings():  # torch >= 2.10 warns that torch.jit is deprecated
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return tuple(torch.jit.script(f) for f in (pre, rotate_and_write, attend, post))
+    except Exception:  # noqa: BLE001 (no TorchScript: the same functions, in Python)
+        return pre, rotate_and_write, attend, post
+
+
+PRE, ROTATE_AND_WRITE, ATTEND, POST = _script()
+SCRIPTED = not isinstance(PRE, type(pre))
