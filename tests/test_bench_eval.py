@@ -43,7 +43,7 @@ def test_clock_times_the_scripted_pieces_whole() -> None:
     from helpers import tiny_llama
 
     from search.runtime import attention, packed
-    from search.runtime.kv import KVLayout, batch_cache
+    from search.runtime.kv import KVLayout, SlabCache, batch_cache
     from search.runtime.lean import LeanLlama
 
     assert scripted.SCRIPTED
@@ -56,6 +56,7 @@ def test_clock_times_the_scripted_pieces_whole() -> None:
     prompt = torch.randn(*shape, 7, lay.head_dim)  # shared by 3 rows of 5, 2 and 4 columns
     cache = batch_cache([[prompt, torch.randn(*shape, n, lay.head_dim)] for n in (5, 2, 4)], 1,
                         lay, share_prefix=1)
+    assert isinstance(cache, SlabCache)
     ids, pos = torch.zeros(3, 1, dtype=torch.long), torch.tensor([[12], [9], [11]])
     with kernel_clock() as spent:
         fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)

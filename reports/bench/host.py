@@ -358,7 +358,7 @@ def op_seconds(step: Callable[[], None], n: int) -> tuple[dict[str, float], floa
         for _ in range(n):
             step()
         wall = time.perf_counter() - t0
-    for event in prof.events():
+    for event in prof.events() or ():
         kind = OPS.get(event.name)
         if kind is not None:
             spent[kind] += event.cpu_time_total / 1e6

@@ -129,15 +129,16 @@ def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
     return gemm_rows(torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:], w[2], b[2], x, lone[2])
 
 
-def _script() -> tuple[Any, Any, Any, Any]:
-    """(pre, rotate_and_write, attend, post) as TorchScript functions, or as they are where
+def _script() -> list[Any]:
+    """[pre, rotate_and_write, attend, post] as TorchScript functions, or as they are where
     TorchScript cannot compile them."""
+    plain: list[Any] = [pre, rotate_and_write, attend, post]
     try:
         with warnings.catch_warnings():  # torch >= 2.10 warns that torch.jit is deprecated
             warnings.simplefilter("ignore", DeprecationWarning)
-            return tuple(torch.jit.script(f) for f in (pre, rotate_and_write, attend, post))
+            return [torch.jit.script(f) for f in plain]
     except Exception:  # noqa: BLE001 (no TorchScript: the same functions, in Python)
-        return pre, rotate_and_write, attend, post
+        return plain
 
 
 PRE, ROTATE_AND_WRITE, ATTEND, POST = _script()
