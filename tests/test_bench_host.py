@@ -211,9 +211,10 @@ def test_forward_alone_reports_kernels_within_its_wall() -> None:
     its length after the rounds (each forward rewound)."""
     import re
 
+    from reports.bench.forward import forward_alone
     from search.api import get_engine
 
-    out = host.forward_alone(get_engine("tiny-arith"), passes=3, forwards=2)
+    out = forward_alone(get_engine("tiny-arith"), passes=3, forwards=2)
     m = re.fullmatch(r"one merged forward of 3 one-token Passes, alone: ([\d.]+) ms \((.*) ms\); "
                      r"kernels ([\d.]+)% of it\n  under torch's profiler \(which sees inside "
                      r"TorchScript\): ([\d.]+) ms, of it (.*) ms: kernels ([\d.]+)%", out)

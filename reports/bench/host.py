@@ -288,83 +288,6 @@ def report(name: str, wall: float, rows: Sequence[Row], others: float, n: int,
             f"{others:.1f} s")
 
 
-def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: int = 0) -> str:
-    """One merged decode forward of `passes` one-token Passes, each on its own slab cache
-    with a shared prefix (1-16 rows, 60-75 prefix and 5-44 own columns), timed alone: no
-    search threads, no jobs, no batch caches built; the kernels by kind (bench.eval's
-    kernel_clock) against the wall, per forward (the fastest of 5 rounds)."""
-    import torch
-
-    from reports.bench.eval import KINDS, kernel_clock
-    from search.runtime.kv import batch_cache
-    from search.runtime.sched import Pass
-
-    kv = engine.kv
-    lay, gen = kv.layout, torch.Generator().manual_seed(seed)
-    shape = (lay.layers, 2, lay.kv_heads)
-    batch = []
-    for i in range(passes):
-        rows = (4, 8, 2, 16, 1)[i % 5]
-        prefix = torch.randn(*shape, 60 + i % 16, lay.head_dim, generator=gen)
-        paths = [[prefix, torch.randn(*shape, 5 + (b * 7 + i) % 40, lay.head_dim, generator=gen)]
-                 for b in range(rows)]
-        cache = batch_cache(paths, 2, lay, share_prefix=1)
-        batch.append(Pass(kv.forward, torch.randint(0, 300, (rows, 1), generator=gen),
-                          torch.full((rows, 1), 120), cache, cache.attention_mask(1)))
-
-    def step() -> None:
-        kv.forward.forward_many(batch)
-        for p in batch:  # the next forward writes the same columns again
-            p.cache.rewind(p.cache.length - 1)
-
-    best: tuple[float, dict[str, float]] = (float("inf"), {})
-    for _ in range(5):
-        step()  # warm
-        with kernel_clock() as spent:
-            t0 = time.perf_counter()
-            for _ in range(forwards):
-                step()
-            wall = (time.perf_counter() - t0) / forwards
-        if wall < best[0]:
-            best = (wall, {k: v / forwards for k, v in spent.items()})
-    wall, spent = best
-    inside = sum(spent.values())
-    kinds = ", ".join(f"{k} {spent.get(k, 0.0) * 1e3:.2f}" for k in KINDS)
-    ops, profiled = op_seconds(step, max(1, forwards // 5))
-    return (f"one merged forward of {passes} one-token Passes, alone: {wall * 1e3:.2f} ms "
-            f"({kinds} ms); kernels {inside / wall:.1%} of it\n  under torch's profiler (which "
-            f"sees inside TorchScript): {profiled * 1e3:.2f} ms, of it " + ", ".join(
-                f"{k} {ops.get(k, 0.0) * 1e3:.2f}" for k in dict.fromkeys(OPS.values()))
-            + f" ms: kernels {sum(ops.values()) / profiled:.1%}")
-
-
-# the forward's kernels as torch's profiler names them (SDPA on CPU runs the flash kernel)
-OPS = {"mkldnn::_linear_pointwise": "GEMMs",
-       "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
-       "aten::_scaled_dot_product_attention_math": "attention",
-       "aten::rms_norm": "norms, rotary, SiLU", "aten::addcmul": "norms, rotary, SiLU",
-       "aten::silu": "norms, rotary, SiLU"}
-
-
-def op_seconds(step: Callable[[], None], n: int) -> tuple[dict[str, float], float]:
-    """(seconds per call of `step` inside OPS by kind, wall seconds per call) with torch's
-    profiler on the calling thread: it sees the ops inside TorchScript functions, at a cost
-    (a grid's worth of records does not fit in memory; this is for a few forwards)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    spent: defaultdict[str, float] = defaultdict(float)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        wall = time.perf_counter() - t0
-    for event in prof.events() or ():
-        kind = OPS.get(event.name)
-        if kind is not None:
-            spent[kind] += event.cpu_time_total / 1e6
-    return {k: v / n for k, v in spent.items()}, wall / n
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse("python -m reports.bench.host", __doc__,
                  {"--parts": dict(default="tiny"), **GRID_OPTIONS}, argv)
@@ -387,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  knobs={"best_of_n": {"step_tokens": 64, "max_depth": 2}}),
             dict(engine=get_engine("smollm2-135m"), scorer="logprob", model="smollm2-135m"))
     if "forward" in parts:
+        from reports.bench.forward import forward_alone
+
         print(forward_alone(get_engine("tiny-arith")) + "\n", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name, (grid, setup) in grids.items():

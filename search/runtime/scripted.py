@@ -2,23 +2,24 @@
 
 With 16 searches on one engine the thread that runs the forwards shares Python's interpreter
 lock with the 16 search threads. Every torch op called from Python releases the lock for its
-kernel and takes it back after, so a forward of ~60 small ops per layer queues for the lock
-~60 times a layer while the searches' own Python wants it too (issue 35: on the tiny-arith
-grid the owner thread waited ~25% of its wall for the lock or a core). A TorchScript function
-runs its ops in torch's interpreter, which holds no Python lock: one wait per piece instead of
-one per op, and the searches' Python runs on the other core meanwhile. The ops are the very
-ATen calls the Python forward makes, on the same tensors, so the bits are the same
-(tests/test_lean.py checks them against the Python path).
+kernel and takes it back after, so a merged forward queued for the lock at every one of the
+dozens of small ops a layer (views, splits, one flash pair per Pass) while the searches' own
+Python wanted it too (issue 35: on the tiny-arith grid at concurrency 16 the owner thread was
+runnable but not running for ~18% of its wall). A TorchScript function runs its ops in
+torch's interpreter, which holds no Python lock: one wait a piece instead of one an op, and
+the searches' Python runs on the other core meanwhile. The ops are the very ATen calls the
+Python forward makes, on the same tensors, so the bits are the same (tests/test_lean.py
+checks them against the same functions run as Python).
 
 A layer is three pieces so that attention can run on one intra-op thread between two pieces
 that run on all of them (attention.one_thread: a thread count is a process setting that
 TorchScript cannot change mid-function):
 
-- `pre`: RMSNorm, the q/k/v GEMM, rotary, every Pass's new keys and values written to its slab
+- `pre`: RMSNorm, the q|k|v GEMM, rotary, every Pass's new keys and values written to its slab
   (one `_foreach_copy_`); returns the rotated q|k heads;
-- `attend`: cascade attention for a forward whose Passes all decode one token over a
-  shared prefix (the common case: the prefix call with the Passes' queries stacked, the own-
-  columns call, their log-sum-exp merge, as attention.flash_pair and attention.merge);
+- `attend`: every Pass's attention on CPU: over a shared prefix cascade's two flash calls and
+  their log-sum-exp merge (as attention.flash_pair and merge; the one-token Passes' queries
+  cut from one stacking, their halves merged together), SDPA where a Pass has no prefix;
 - `post`: the output projection (+ residual), RMSNorm, the SiLU-gated MLP (+ residual).
 
 The functions are plain Python too: where TorchScript is missing (torch.jit.script is
