@@ -16,11 +16,11 @@ Also printed: the scheduler's counters (forwards merged per tick, peak jobs and 
 bytes in flight) and the process's peak RSS, and per grid where its time goes (`kernel_clock`):
 seconds inside the forward's packed GEMMs, its attention kernels (cascade's CPU flash calls
 and SDPA) and its norms, rotary and SiLU, or where TorchScript runs a layer's pieces, those
-pieces whole (their kernels and small ops, without the interpreter lock), at each concurrency, the rest (KV and batch-cache
-copies, sampling, and the Python of the engine, the scheduler and the searches) by
-difference, and the speed-up concurrency N could reach over today's concurrency 1 if it spent
-nothing outside those kernels. Timings on a shared machine are noisy: the ratios are measured
-side by side, in one process, on one engine.
+pieces whole (their kernels and small ops, without the interpreter lock), at each
+concurrency, the rest (KV and batch-cache copies, sampling, and the Python of the engine, the
+scheduler and the searches) by difference, and the speed-up concurrency N could reach over
+today's concurrency 1 if it spent nothing outside those kernels. Timings on a shared machine
+are noisy: the ratios are measured side by side, in one process, on one engine.
 """
 
 from __future__ import annotations

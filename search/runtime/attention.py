@@ -129,7 +129,8 @@ def cascade_flash(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.T
 
 def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
     """query [B, H, q, d] -> qs [B, KV, g*q, d] (a group's heads and query tokens stacked:
-    row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's)."""
+    row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's).
+    TorchScript compiles it too (search.runtime.scripted)."""
     B, H, q, d = query.shape
     qs = query.reshape(B, kv_heads, H // kv_heads * q, d)
     return qs, qs.transpose(0, 1).reshape(kv_heads, -1, d)

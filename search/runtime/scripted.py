@@ -33,7 +33,7 @@ from typing import Any, List, Optional  # noqa: UP035 (TorchScript reads the ann
 
 import torch
 
-from search.runtime.attention import merge_halves
+from search.runtime.attention import merge_halves, stack_queries
 from search.runtime.packed import gemm_rows
 
 Tensor = torch.Tensor
@@ -97,8 +97,8 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         if t == 1:
             qs, stacked = own_1[i], pre_1[i]
         else:
-            qs = query.reshape(B, KV, g * t, d)  # a group's heads and tokens stacked
-            stacked = qs.transpose(0, 1).reshape(KV, -1, d).unsqueeze(0)
+            qs, stacked = stack_queries(query, KV)
+            stacked = stacked.unsqueeze(0)
         pre, pre_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             stacked, pre_k[i], pre_v[i], scale=scale)
         own, own_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
