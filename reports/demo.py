@@ -2,7 +2,7 @@
 
     python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
                            [--data-seeds 2024] [--scorers steps,prm:tiny-arith-prm]
-                           [--concurrency 16] [--out runs/demo]
+                           [--concurrency 16] [--out runs/demo] [--kernels]
 
 tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
 problems (problems.arith) at the default difficulty: generator seed 2024, the demo's set
@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,9 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
                           "same at any value)"),
     "--out": dict(type=Path, default=Path("runs/demo")),
     "--quiet": dict(action="store_true"),
+    "--kernels": dict(action="store_true", help="also time the forward's kernels "
+                      "(reports.bench.eval.kernel_clock) and print what a cut of the time "
+                      "outside them could still save (issue 35)"),
 }
 
 
@@ -159,7 +164,24 @@ def claims(sets: Mapping[int, Sequence[dict[str, Any]]], *, k: int = 16) -> Iter
                        f"{label:<14} " + " | ".join(texts) + f" -> {held}")
 
 
+def grids(algos: Sequence[str], scorers: Sequence[str], budgets: Sequence[int]
+          ) -> Iterator[tuple[str, list[str], list[int]]]:
+    """(scorer, algorithms, budgets) of each grid the demo runs, in order."""
+    for i, scorer in enumerate(scorers):
+        if "greedy" in algos and i == 0:  # greedy consults no scorer: it runs once
+            yield scorer, ["greedy"], [1]
+        if "best_of_n" in algos:
+            yield scorer, ["best_of_n"], sorted({*BON_WIDTHS, *budgets})
+        searches = [a for a in algos if a not in ("greedy", "best_of_n", "compute_optimal")
+                    and (a not in STEPS_ONLY or scorer == TABLE_SCORER)]
+        if searches:
+            yield scorer, searches, list(budgets)
+        if "compute_optimal" in algos and scorer == TABLE_SCORER:
+            yield scorer, ["compute_optimal"], [max(budgets)]  # its table caps tokens
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from reports.bench.eval import ceiling, kernel_clock
     from reports.eval.grid import Grid
     from reports.eval.run import run_grid
     from reports.figures.plots import accuracy_vs_compute, scorer_effect
@@ -174,19 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     ran = resumed = errors = 0
-    for i, scorer in enumerate(scorers):
-        plan = []  # (algorithms, budgets) of this scorer's grids
-        if "greedy" in algos and i == 0:  # greedy consults no scorer: it runs once
-            plan.append((["greedy"], [1]))
-        if "best_of_n" in algos:
-            plan.append((["best_of_n"], sorted({*BON_WIDTHS, *args.budgets})))
-        searches = [a for a in algos if a not in ("greedy", "best_of_n", "compute_optimal")
-                    and (a not in STEPS_ONLY or scorer == TABLE_SCORER)]
-        if searches:
-            plan.append((searches, args.budgets))
-        if "compute_optimal" in algos and scorer == TABLE_SCORER:
-            plan.append((["compute_optimal"], [max(args.budgets)]))  # its table caps tokens
-        for grid_algos, budgets in plan:
+    clock = kernel_clock() if args.kernels else nullcontext(defaultdict(float))
+    with clock as inside:  # seconds in the forward's kernels, by kind (--kernels)
+        for scorer, grid_algos, budgets in grids(algos, scorers, args.budgets):
             run = run_grid(Grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
                                 dataset="arith",
                                 knobs={a: k for a, k in KNOBS.items() if a in grid_algos}),
@@ -194,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            scorer=scorer, quiet=args.quiet, concurrency=args.concurrency)
             rows += run.rows
             ran, resumed, errors = ran + run.ran, resumed + run.resumed, errors + run.errors
+    wall = time.monotonic() - t0
     sets = {seed: [r for r in rows if f"/s{seed}/" in r["problem_id"]]
             for seed in args.data_seeds}
     tag = {seed: f"_{seed}" if len(sets) > 1 else "" for seed in sets}  # one set: as before
@@ -205,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{args.model} on {args.problems} arith problems (difficulty {args.difficulty}, "
           f"generator seed{'s' if len(sets) > 1 else ''} {', '.join(map(str, sets))}), "
           f"scorers {scorers}, seeds {args.seeds}; {ran} runs now, {resumed} resumed, "
-          f"concurrency {args.concurrency}, {time.monotonic() - t0:.0f} s")
+          f"concurrency {args.concurrency}, {wall:.0f} s")
+    if args.kernels:
+        print(ceiling(wall, sum(inside.values())))
     for seed, part in sets.items():
         if len(sets) > 1:
             print(f"\nproblem set: generator seed {seed}")

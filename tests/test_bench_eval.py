@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reports.bench.eval import KERNELS, PIECES, kernel_clock, where_time_goes
+from reports.bench.eval import KERNELS, PIECES, ceiling, kernel_clock, where_time_goes
 from search.runtime import scripted
 
 
@@ -84,3 +84,16 @@ def test_where_time_goes_adds_up() -> None:
     assert "4x needs the rest within 0.0 s" in text
     assert "4x needs" not in where_time_goes(12.0, k1, 6.0, Counter({"GEMMs": 4.0}), 16)
     assert "no time seen" in where_time_goes(12.0, k1, 6.0, Counter(), 16)
+
+
+def test_ceiling_says_what_a_cut_outside_the_kernels_can_save():
+    """90 s with 60 inside the kernels: at most 30 / 90 = 33.3% faster, and a third faster
+    needs all 30 s cut; 100 s with 50 inside: 50% at most, a third needs 33.3 / 50 = 67%;
+    63 of 90 inside: a third (30 s) is more than the 27 s outside."""
+    assert ceiling(90, 60) == ("inside the forward's kernels 60.0 s of 90.0 s (66.7%): with "
+                               "nothing outside them at most 33.3% faster; 33% faster needs "
+                               "100% of the 30.0 s outside them cut")
+    assert ceiling(100, 50).endswith("at most 50.0% faster; 33% faster needs 67% of the 50.0 s "
+                                     "outside them cut")
+    assert ceiling(90, 63).endswith("at most 30.0% faster; 33% faster is out of reach by cuts "
+                                    "outside them (27.0 s)")

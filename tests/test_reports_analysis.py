@@ -203,6 +203,23 @@ def test_coverage_plot_has_points_and_fit(tmp_path):
         assert c["fit_y"][0] == pytest.approx(math.exp(fit["a"]))
 
 
+def test_scorer_effect_draws_seeds_of_equal_accuracy(tmp_path):
+    """Three seeds each right on 1 of 20 problems: the mean, 0.05000000000000001 in floats,
+    lies an ulp above every seed's 0.05 (its whisker's top); the figure is drawn (whiskers
+    clipped at 0, matplotlib refuses negative ones: `make demo` on 20 problems failed so),
+    its bars and whiskers as the rows say."""
+    rs = [dict(row(f"p{p}", "beam", seed, p == seed, width=4), scorer=scorer)
+          for scorer in ("steps", "prm") for seed in range(3) for p in range(20)]
+    data = plots.scorer_effect(rs + [dict(row("p0", "greedy", 0, True), scorer=None)], tmp_path)
+    assert Path(data["files"]["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ids = {e.get("id") for e in ET.parse(data["files"]["svg"]).getroot().iter()}
+    assert {"curve-0-0", "curve-1-0", "greedy"} <= ids
+    assert data["configs"] == ["beam 4"] and data["greedy"] == 1.0
+    for bar in data["bars"]:
+        assert (bar["lo"], bar["hi"]) == ([0.05], [0.05])
+        assert bar["y"] == [pytest.approx(0.05)]
+
+
 def test_tokens_to_solve_and_cli(tmp_path):
     rs = sweep()
     data = plots.tokens_to_solve(rs, tmp_path)
@@ -439,6 +456,35 @@ def test_demo_table_names_the_best_at_width_16_with_its_tokens():
     assert last == ("best at width 16: particle_gibbs (s) 100.0% at 4000 tokens, 4.0x "
                     "best-of-16's tokens, closing 100% of the gap from greedy 50.0% to "
                     "pass@16 100.0%")
+
+
+def test_demo_grids_run_in_the_order_the_demo_has_always_run_them():
+    """Under the step checker: greedy once, best-of-N at widths 1-16, the searches (particle
+    Gibbs only here), compute_optimal at the largest budget; under the PRM: best-of-N and the
+    searches that its table and cost allow."""
+    from reports.demo import grids
+
+    algos = ["greedy", "best_of_n", "beam", "particle_gibbs", "compute_optimal"]
+    assert list(grids(algos, ["steps", "prm:x"], [4, 16])) == [
+        ("steps", ["greedy"], [1]), ("steps", ["best_of_n"], [1, 2, 4, 8, 16]),
+        ("steps", ["beam", "particle_gibbs"], [4, 16]), ("steps", ["compute_optimal"], [16]),
+        ("prm:x", ["best_of_n"], [1, 2, 4, 8, 16]), ("prm:x", ["beam"], [4, 16])]
+    assert list(grids(["beam"], ["prm:x"], [3])) == [("prm:x", ["beam"], [3])]
+
+
+def test_demo_kernels_prints_what_the_time_outside_the_kernels_can_still_save(tmp_path, capsys):
+    """`--kernels` on one greedy run: the demo's own line and the ceiling after it, its
+    seconds inside the kernels more than zero and less than the wall."""
+    import re
+
+    from reports import demo
+
+    demo.main(["--problems", "1", "--algos", "greedy", "--seeds", "0", "--scorers", "steps",
+               "--quiet", "--kernels", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    got = re.search(r"inside the forward's kernels ([\d.]+) s of ([\d.]+) s", out)
+    assert got is not None, out
+    assert 0 < float(got[1]) <= float(got[2])
 
 
 def test_compute_table_fit_to_match_takes_the_cheapest_table_reaching_the_reference():

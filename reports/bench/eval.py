@@ -144,6 +144,19 @@ def where_time_goes(t1: float, k1: Mapping[str, float], tn: float, kn: Mapping[s
             + (f"; 4x needs the rest within {t1 / 4 - floor:.1f} s" if t1 / floor >= 4 else ""))
 
 
+def ceiling(wall: float, inside: float, target: float = 1 / 3) -> str:
+    """What cutting the time outside the kernels can still buy: with `inside` of `wall`
+    seconds in the forward's kernels, a run that spent nothing else would take `inside`, so
+    no cut saves more than wall - inside; saving `target` of the wall needs that much cut.
+    (reports.demo --kernels prints it for the demo.)"""
+    rest = wall - inside
+    need = target * wall / rest if rest > 0 else float("inf")
+    return (f"inside the forward's kernels {inside:.1f} s of {wall:.1f} s ({inside / wall:.1%}): "
+            f"with nothing outside them at most {rest / wall:.1%} faster; {target:.0%} faster "
+            + (f"needs {need:.0%} of the {rest:.1f} s outside them cut" if need <= 1 else
+               f"is out of reach by cuts outside them ({rest:.1f} s)"))
+
+
 def compare(name: str, grid: Grid, tmp: Path, n: int, **setup: Any) -> dict[str, Any]:
     t1, rows1, (tokens, prefill), cpu1, k1 = timed_grid(grid, tmp / f"{name}-c1.jsonl", 1,
                                                         **setup)

@@ -231,7 +231,10 @@ def scorer_effect(rows: Sequence[Row], out_dir: str | Path, *, stem: str = "scor
     colors = _colors(scorers)
     for i, b in enumerate(bars):
         y = np.array(b["y"])
-        err = np.array([y - np.array(b["lo"]), np.array(b["hi"]) - y])
+        # whiskers down to the seeds' min and up to their max; a mean of equal accuracies
+        # can land an ulp outside them (np.mean([.05] * 3) > .05), and matplotlib refuses
+        # a negative whisker: such a whisker is 0
+        err = np.clip(np.array([y - np.array(b["lo"]), np.array(b["hi"]) - y]), 0, None)
         cont = ax.bar(xs + (i - (len(bars) - 1) / 2) * w, y, w, yerr=err, capsize=2,
                       label=f"scorer {b['scorer']}", color=colors[b["scorer"]])
         for j, patch in enumerate(cont.patches):
