@@ -304,3 +304,16 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, mon
     assert torch.equal(a.hidden_states[-1], b.hidden_states[-1])
     n = ca.length
     assert n == cb.length and torch.equal(ca.buf[..., :n, :], cb.buf[..., :n, :])
+
+
+def test_pieces_that_torchscript_cannot_compile_run_as_python_with_a_warning(monkeypatch):
+    """Where torch.jit.script fails (a torch without TorchScript), the pieces are the plain
+    functions, and a warning says so once, with the reason."""
+    def refuse(fn):
+        raise RuntimeError("no TorchScript here")
+
+    monkeypatch.setattr(torch.jit, "script", refuse)
+    with pytest.warns(RuntimeWarning,
+                      match=r"RuntimeError: no TorchScript here\); they run as Python"):
+        got = scripted.compiled([scripted.pre, scripted.post])
+    assert got == [scripted.pre, scripted.post]

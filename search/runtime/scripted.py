@@ -23,7 +23,8 @@ TorchScript cannot change mid-function):
 - `post`: the output projection (+ residual), RMSNorm, the SiLU-gated MLP (+ residual).
 
 The functions are plain Python too: where TorchScript is missing (torch.jit.script is
-deprecated since torch 2.10) they run as they are, the same ops under the lock.
+deprecated since torch 2.10) they run as they are, the same ops under the lock, and a warning
+at import says so (`compiled`).
 """
 
 from __future__ import annotations
@@ -130,17 +131,21 @@ def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
     return gemm_rows(torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:], w[2], b[2], x, lone[2])
 
 
-def _script() -> list[Any]:
-    """[pre, rotate_and_write, attend, post] as TorchScript functions, or as they are where
-    TorchScript cannot compile them."""
-    plain: list[Any] = [pre, rotate_and_write, attend, post]
+def compiled(plain: list[Any]) -> list[Any]:
+    """The functions as TorchScript functions; where TorchScript cannot compile them (missing,
+    or a torch that no longer takes them), the functions as they are, and a warning that says
+    why the forward got slower (the same bits: the same ops, under the interpreter lock)."""
     try:
         with warnings.catch_warnings():  # torch >= 2.10 warns that torch.jit is deprecated
             warnings.simplefilter("ignore", DeprecationWarning)
             return [torch.jit.script(f) for f in plain]
-    except Exception:  # noqa: BLE001 (no TorchScript: the same functions, in Python)
+    except Exception as err:  # noqa: BLE001 (no TorchScript: the same functions, in Python)
+        warnings.warn(f"TorchScript could not compile the lean forward's layer pieces "
+                      f"({type(err).__name__}: {str(err)[:200]}); they run as Python: the same "
+                      "results, slower when many searches share the engine (issue 35)",
+                      RuntimeWarning, stacklevel=2)
         return plain
 
 
-PRE, ROTATE_AND_WRITE, ATTEND, POST = _script()
+PRE, ROTATE_AND_WRITE, ATTEND, POST = compiled([pre, rotate_and_write, attend, post])
 SCRIPTED = not isinstance(PRE, type(pre))
