@@ -308,7 +308,7 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, mon
 
 def test_pieces_that_torchscript_cannot_compile_run_as_python_with_a_warning(monkeypatch):
     """Where torch.jit.script fails (a torch without TorchScript), the pieces are the plain
-    functions, and a warning says so once, with the reason."""
+    functions, and a warning says so, with the reason (the pieces compile once, at import)."""
     def refuse(fn):
         raise RuntimeError("no TorchScript here")
 

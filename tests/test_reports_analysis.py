@@ -474,7 +474,7 @@ def test_demo_grids_run_in_the_order_the_demo_has_always_run_them():
 
 def test_demo_kernels_prints_what_the_time_outside_the_kernels_can_still_save(tmp_path, capsys):
     """`--kernels` on one greedy run: the demo's own line and the ceiling after it, its
-    seconds inside the kernels more than zero and less than the wall."""
+    seconds inside the kernels more than zero and at most the wall."""
     import re
 
     from reports import demo
