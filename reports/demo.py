@@ -2,7 +2,8 @@
 
     python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
                            [--data-seeds 2024] [--scorers steps,prm:tiny-arith-prm]
-                           [--concurrency 16] [--out runs/demo] [--kernels]
+                           [--concurrency 16] [--workers N] [--out runs/demo]
+                           [--kernels]
 
 tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
 problems (problems.arith) at the default difficulty: generator seed 2024, the demo's set
@@ -23,8 +24,10 @@ scorer its table was fitted with. Everything goes through the resumable eval run
 (OUT/accuracy_vs_compute_<scorer>.png, OUT/scorer_effect.png, with .svg/.json) are drawn from
 those rows alone. The table (reports.analysis.bands) gives each accuracy as the mean over seeds, the
 seeds' range and a 95% interval over problems, the pass@k ceiling of the same problems, and
-differences against best-of-N only where the paired interval allows. `--concurrency` searches
-run at a time on the one engine (their forwards batched; every row as it is run alone).
+differences against best-of-N only where the paired interval allows. `--workers` processes
+(reports.eval.workers: by default one per usable core, up to 4) each run `--concurrency`
+searches at a time on their own engine, their forwards batched; every row is as it is run
+alone, in one process.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ SCORERS = ("steps", "prm:tiny-arith-prm")
 # 37: `--data-seeds 2024,6173`, and a claim stands only where it holds on both)
 DATA_SEEDS = (2024,)
 SECOND_SET = 6173
+MAX_WORKERS = 4  # the default --workers on a machine with more cores
 BON_WIDTHS = (1, 2, 4, 8, 16)  # best-of-N's accuracy-vs-tokens curve
 TABLE_SCORER = "steps"  # compute_optimal's shipped table was fitted under this scorer
 # run under the step checker only: compute_optimal's table was fitted with it; particle Gibbs
@@ -78,13 +82,16 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--budgets": dict(type=parse_ints, default=[4, 16]),
     "--seeds": dict(type=parse_ints, default=[0, 1, 2]),
     "--scorers": dict(default=",".join(SCORERS)),
-    "--concurrency": dict(type=int, default=16, help="searches in flight at once (rows are the "
-                          "same at any value)"),
+    "--concurrency": dict(type=int, default=16, help="searches in flight at once in each "
+                          "process (rows are the same at any value)"),
+    "--workers": dict(type=int, default=None, help="processes running the searches, one "
+                      "engine each (reports.eval.workers; rows are the same at any count); "
+                      f"default: the usable cores, at most {MAX_WORKERS}; 1 runs them here"),
     "--out": dict(type=Path, default=Path("runs/demo")),
     "--quiet": dict(action="store_true"),
     "--kernels": dict(action="store_true", help="also time the forward's kernels "
                       "(reports.bench.eval.kernel_clock) and print what a cut of the time "
-                      "outside them could still save (issue 35)"),
+                      "outside them could still save (issue 35); runs here, in one process"),
 }
 
 
@@ -184,26 +191,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     from reports.bench.eval import ceiling, kernel_clock
     from reports.eval.grid import Grid
     from reports.eval.run import run_grid
+    from reports.eval.workers import Workers, usable_cores
     from reports.figures.plots import accuracy_vs_compute, scorer_effect
-    from search.api import get_engine
+    from search.api import check_engine, get_engine
 
     args = parse(PROG, __doc__, OPTIONS, argv)
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]
     problems = [p for seed in args.data_seeds
                 for p in arith.generate(args.problems, seed=seed, difficulty=args.difficulty)]
-    engine = get_engine(args.model)
+    workers = 1 if args.kernels else args.workers if args.workers is not None else \
+        min(usable_cores(), MAX_WORKERS)
+    if workers < 1:
+        raise SystemExit(f"{PROG}: --workers must be positive, got {workers}")
+    # the model loads in each worker process, or here once
+    engine = check_engine(args.model) if workers > 1 else get_engine(args.model)
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     ran = resumed = errors = 0
     clock = kernel_clock() if args.kernels else nullcontext(defaultdict(float))
-    with clock as inside:  # seconds in the forward's kernels, by kind (--kernels)
+    pool = Workers(workers) if workers > 1 else nullcontext(None)
+    with clock as inside, pool as runner:  # inside: seconds in the kernels (--kernels)
         for scorer, grid_algos, budgets in grids(algos, scorers, args.budgets):
             run = run_grid(Grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
                                 dataset="arith",
                                 knobs={a: k for a, k in KNOBS.items() if a in grid_algos}),
                            out=args.out / "demo.jsonl", engine=engine, model=args.model,
-                           scorer=scorer, quiet=args.quiet, concurrency=args.concurrency)
+                           scorer=scorer, quiet=args.quiet, concurrency=args.concurrency,
+                           runner=runner)
             rows += run.rows
             ran, resumed, errors = ran + run.ran, resumed + run.resumed, errors + run.errors
     wall = time.monotonic() - t0
@@ -218,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{args.model} on {args.problems} arith problems (difficulty {args.difficulty}, "
           f"generator seed{'s' if len(sets) > 1 else ''} {', '.join(map(str, sets))}), "
           f"scorers {scorers}, seeds {args.seeds}; {ran} runs now, {resumed} resumed, "
-          f"concurrency {args.concurrency}, {wall:.0f} s")
+          f"concurrency {args.concurrency} in each of {workers} process"
+          f"{'es' if workers > 1 else ''}, {wall:.0f} s")
     if args.kernels:
         print(ceiling(wall, sum(inside.values())))
     for seed, part in sets.items():

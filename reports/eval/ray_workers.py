@@ -26,47 +26,21 @@ Ray is imported here only, and this module only with --ray (`pip install 'tts-se
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reports.eval.grade import Grader
 from reports.eval.grid import Cell
 from reports.eval.progress import GridProgress
-from reports.eval.runner import append_row, make_row, run_cell
+from reports.eval.runner import Worker, append_row, make_row
 from search.extras import require
 
 if TYPE_CHECKING:
     from search.engines.base import Engine
     from search.scoring import Scorer
-
-
-class Worker:
-    """One Ray actor's state: a driver (its engine and scorer loaded once) and a grader."""
-
-    def __init__(self, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
-                 scorer: Scorer | str | None, concurrency: int = 1) -> None:
-        from search.many import Driver
-
-        self.driver = Driver.load(engine, scorer, concurrency=concurrency,
-                                  engine_kwargs=engine_kwargs)
-        self.grader = Grader()
-        self._serving = ExitStack()  # the actor's threads share the engine's forwards
-        if concurrency > 1:
-            from search.runtime.sched import SCHED
-
-            self._serving.enter_context(SCHED.serving())
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def run(self, cell: Cell, key: str, names: Mapping[str, str]) -> dict[str, Any]:
-        result, error = run_cell(cell, self.driver)
-        return make_row(cell, key, names, result, error, self.grader)
 
 
 @dataclass(frozen=True)

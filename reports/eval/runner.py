@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,9 @@ from search import registry
 from search.types import Problem, Result, Usage
 
 if TYPE_CHECKING:
+    from search.engines.base import Engine
     from search.many import Driver
+    from search.scoring import Scorer
 
 SCHEMA = 1
 
@@ -152,6 +154,32 @@ def run_cell(cell: Cell, driver: Driver, progress: Any = False, *,
                             progress=progress, cancel=cancel, **cell.knobs), None
     except Exception as err:  # one failing run is recorded; the grid goes on
         return None, f"{type(err).__name__}: {err}"
+
+
+class Worker:
+    """A worker's state (a Ray actor's: reports.eval.ray_workers; a local worker process's:
+    reports.eval.workers): a driver (its engine and scorer loaded once) and a grader; with
+    concurrency above 1 the engine serves (its cells' forwards batched) while it lives."""
+
+    def __init__(self, engine: Engine | str | None, engine_kwargs: Mapping[str, Any],
+                 scorer: Scorer | str | None, concurrency: int = 1) -> None:
+        from search.many import Driver
+
+        self.driver = Driver.load(engine, scorer, concurrency=concurrency,
+                                  engine_kwargs=engine_kwargs)
+        self.grader = Grader()
+        self._serving = ExitStack()  # the worker's threads share the engine's forwards
+        if concurrency > 1:
+            from search.runtime.sched import SCHED
+
+            self._serving.enter_context(SCHED.serving())
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def run(self, cell: Cell, key: str, names: Mapping[str, str]) -> dict[str, Any]:
+        result, error = run_cell(cell, self.driver)
+        return make_row(cell, key, names, result, error, self.grader)
 
 
 def copy_rows(cells: Sequence[tuple[Cell, str]], done: Mapping[str, dict[str, Any]],
