@@ -233,8 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{args.model} on {args.problems} arith problems (difficulty {args.difficulty}, "
           f"generator seed{'s' if len(sets) > 1 else ''} {', '.join(map(str, sets))}), "
           f"scorers {scorers}, seeds {args.seeds}; {ran} runs now, {resumed} resumed, "
-          f"concurrency {args.concurrency} in each of {workers} process"
-          f"{'es' if workers > 1 else ''}, {wall:.0f} s")
+          f"concurrency {args.concurrency} "
+          f"{f'on each of up to {workers} worker processes' if workers > 1 else 'here'}, "
+          f"{wall:.0f} s")
     if args.kernels:
         print(ceiling(wall, sum(inside.values())))
     for seed, part in sets.items():

@@ -97,3 +97,15 @@ def test_ceiling_says_what_a_cut_outside_the_kernels_can_save():
                                      "outside them cut")
     assert ceiling(90, 63).endswith("at most 30.0% faster; 33% faster is out of reach by cuts "
                                     "outside them (27.0 s)")
+
+
+def test_the_workers_part_runs_the_tiny_grid_here_and_on_workers(tmp_path, capsys):
+    """bench.eval's workers part: one problem of the tiny grid at concurrency 2 in this
+    process and on two worker processes; the rows are the same and both walls are printed."""
+    from reports.bench.eval import on_workers
+
+    out = on_workers(1, 2, 2, tmp_path)
+    assert out["identical"] is True and out["here"] > 0 and out["workers"] > 0
+    assert out["ratio"] == out["here"] / out["workers"]
+    printed = capsys.readouterr().out
+    assert "on 2 worker processes" in printed and "rows identical" in printed

@@ -487,6 +487,28 @@ def test_demo_kernels_prints_what_the_time_outside_the_kernels_can_still_save(tm
     assert 0 < float(got[1]) <= float(got[2])
 
 
+def test_demo_on_two_worker_processes_writes_the_rows_of_one_process(tmp_path, capsys):
+    """The demo's two grids (greedy, then beam at 2) on one problem, through one pool of two
+    worker processes and in this process: the same rows, and the summary says where."""
+    import json
+
+    from reports import demo
+    from reports.bench.eval import comparable
+
+    def rows(workers: int) -> list[str]:
+        out = tmp_path / f"w{workers}"
+        assert demo.main(["--problems", "1", "--algos", "greedy,beam", "--budgets", "2",
+                          "--seeds", "0", "--scorers", "steps", "--quiet", "--workers",
+                          str(workers), "--out", str(out)]) == 0
+        lines = (out / "demo.jsonl").read_text().splitlines()
+        return sorted(comparable(json.loads(line)) for line in lines)
+
+    here = rows(1)
+    assert "concurrency 16 here," in capsys.readouterr().out
+    assert rows(2) == here and len(here) == 2
+    assert "on each of up to 2 worker processes" in capsys.readouterr().out
+
+
 def test_compute_table_fit_to_match_takes_the_cheapest_table_reaching_the_reference():
     """Reference best-of-16: (20 + 16) / 40 = .9 at 1,600 tokens. Token cost 0 picks n=4 on
     the easy bin and n=64 (.9) on the hard one: .95 at (400 + 6400) / 2 = 3,400 tokens; from

@@ -1,12 +1,17 @@
 """Benchmark: eval grids at concurrency 1 and N side by side, in one run (issue #20's targets).
 
-    python -m reports.bench.eval                     # both parts, N = 16
+    python -m reports.bench.eval                     # every part, N = 16
     python -m reports.bench.eval --parts tiny --tiny-limit 8
+    python -m reports.bench.eval --parts workers --workers 2
 
 tiny   the grid `--dataset arith --difficulty 5 --limit 32 --model tiny-arith --scorer steps
        --algos best_of_n,beam,particle_filter --budgets 4,16 --seeds 0` through reports.eval at
        concurrency 1, then N: wall times, their ratio, and whether every row is identical
        apart from its timing fields (`time`, `usage.seconds`).
+workers  the tiny grid at concurrency N in this process, then on --workers local worker
+       processes (reports.eval.workers, their start and engine loads included; default one
+       per usable core, the cores split evenly between their intra-op threads): walls, their
+       ratio, rows identical.
 smol   SmolLM2-135M on GSM8K (--smol-limit problems, greedy and best-of-4, steps of up to
        --step-tokens, at most --max-steps): aggregate generated tokens/s at concurrency 1 and
        N, against the engine's own throughput on ONE problem at 16 rows (best-of-16, 3 steps
@@ -211,9 +216,30 @@ def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
             dict(engine=get_engine("tiny-arith"), scorer="steps", model="tiny-arith"))
 
 
+def on_workers(limit: int, n: int, workers: int | None, tmp: Path) -> dict[str, Any]:
+    """The tiny grid at concurrency n in this process, then on local worker processes
+    (reports.eval.workers: their start and loads included): walls, ratio, rows identical."""
+    from reports.eval.workers import Workers, usable_cores
+
+    grid, setup = tiny_arith(limit)
+    here, t_here, _ = clocked_run(grid, tmp / "here.jsonl", n, **setup)
+    with Workers(workers or usable_cores()) as runner:
+        there, t_there, _ = clocked_run(grid, tmp / "workers.jsonl", n,
+                                        **{**setup, "engine": "tiny-arith"}, runner=runner)
+        count, threads = len(runner.pids), runner.threads
+    same = sorted(map(comparable, here.rows)) == sorted(map(comparable, there.rows))
+    print(f"tiny-arith grid at concurrency {n}: {t_here:.1f} s in this process, {t_there:.1f} s "
+          f"on {count} worker processes ({threads} thread{'s' if threads > 1 else ''} each, "
+          f"{n} in flight each): {t_here / t_there:.2f}x; rows "
+          f"{'identical' if same else 'DIFFER'}", flush=True)
+    return {"here": t_here, "workers": t_there, "ratio": t_here / t_there, "identical": same}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse("python -m reports.bench.eval", __doc__, {
-        "--parts": dict(default="tiny,smol"), **GRID_OPTIONS,
+        "--parts": dict(default="tiny,smol,workers"), **GRID_OPTIONS,
+        "--workers": dict(type=int, default=None, help="worker processes of the workers part "
+                          "(default: the usable cores)"),
         "--step-tokens": dict(type=int, default=64),
         "--max-steps": dict(type=int, default=2),
     }, argv)
@@ -232,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "tiny" in parts:
             grid, setup = tiny_arith(args.tiny_limit)
             out["tiny"] = compare("tiny-arith grid", grid, Path(tmp), n, **setup)
+        if "workers" in parts:
+            out["workers"] = on_workers(args.tiny_limit, n, args.workers, Path(tmp))
         if "smol" in parts:
             eng = get_engine("smollm2-135m")
             probs = load_problems("gsm8k", path=args.data, limit=args.smol_limit)

@@ -46,12 +46,15 @@ Re-running the same command skips every run whose key is in the file; an incompl
 line (a process killed mid-write) is cut off first, so the file stays valid JSONL and a
 killed run, restarted, ends with exactly one row per run. Error rows count as done: drop them
 (e.g. `jq -c 'select(.status != "error")'`) to retry. A lock keeps two runners off one file.
+--workers N runs the cells on N local worker processes, one engine each (reports/eval/workers.py:
+on a CPU one process keeps about one core busy, so a second process nearly halves a grid's
+wall on two cores), rows streamed back into the same file and the same as one process's.
 --ray [ADDRESS] runs the cells on Ray workers, one engine each, rows streamed back into the
 same file (reports/eval/ray_workers.py; `pip install 'tts-search[ray]'`).
 --concurrency N keeps up to N runs in flight on the one engine (search.many.concurrently: a
 thread each, their model calls batched into shared forwards), rows written as each finishes
 (the file's order is then the order they finished; every row is what it is at --concurrency
-1, timings aside). With --ray, each worker keeps N in flight.
+1, timings aside). With --workers or --ray, each worker keeps N in flight.
 Ctrl-C or SIGTERM stops a grid within a few seconds: every row written is kept, the runs in
 flight end at their next forward and leave no row (the same command re-runs them), one line
 says so, and the exit status is 130.
@@ -60,6 +63,7 @@ says so, and the exit status is 130.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -138,7 +142,8 @@ def run_grid(grid: Grid, *, out: str | os.PathLike[str], engine: Engine | str | 
              quiet: bool = False) -> EvalRun:
     """Run every cell of the grid (a reports.eval.grid.Grid: what runs) not yet in `out`,
     appending one row per run; the keywords say where and how it runs.
-    runner: runs the pending cells elsewhere (reports.eval.ray_workers.RayRunner), rows by key;
+    runner: runs the pending cells elsewhere (reports.eval.workers.Workers: local processes;
+    reports.eval.ray_workers.RayRunner), rows by key;
     without one they run here (reports.eval.runner.run_here, on a search.many.Driver).
     concurrency: runs in flight at once on the engine (per worker with a runner).
 
@@ -254,6 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="runs in flight at once on the engine, their model calls batched "
                     "(per Ray worker with --ray); rows are the same at any N")
     add_threads_argument(ap)
+    ap.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="run the grid on N local worker processes, one engine each "
+                    "(reports.eval.workers: on a CPU, one process keeps about one core busy); "
+                    "with --threads, each worker's intra-op threads")
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run the grid on Ray workers (reports.eval.ray_workers): a local "
                     "cluster, or the cluster at ADDRESS (auto, ray://host:port)")
@@ -263,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.prm is not None and args.scorer is not None:
         ap.error("give --scorer or --prm, not both")
+    if args.workers is not None and args.ray is not None:
+        ap.error("give --workers or --ray, not both")
     scorer = f"prm:{args.prm}" if args.prm is not None else args.scorer
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     try:
@@ -273,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"no {args.dataset} problems selected (check --limit and "
                              "--difficulty)")
         knobs = parse_knobs(args.knob, algos)
-        if args.threads is not None:
+        if args.threads is not None and args.workers is None:
             from search.runtime.omp import use_threads
 
             use_threads(args.threads)
@@ -282,20 +293,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                               tokens=args.tokens, sample_tokens=args.sample_tokens)
             print(f"{len(probs)} problems, {len(cells)} runs")
             return 0
-        runner = None
-        if args.ray is not None:  # Ray is imported only here
-            from reports.eval.ray_workers import RayRunner
-
-            runner = RayRunner(address=args.ray or None, workers=args.ray_workers,
-                               num_cpus=args.ray_cpus, num_gpus=args.ray_gpus)
         dataset = str(probs[0].metadata.get("source", args.dataset)) if probs \
             else args.dataset
         grid = Grid(probs, algos, args.budgets, args.seeds, knobs=knobs, tokens=args.tokens,
                     sample_tokens=args.sample_tokens, keep_text=args.keep_text,
                     dataset=dataset)
-        run = run_grid(grid, out=args.out, engine=args.model, scorer=scorer,
-                       engine_kwargs={"device": args.device} if args.device else None,
-                       quiet=args.quiet, runner=runner, concurrency=args.concurrency)
+        with contextlib.ExitStack() as stack:  # local workers stop when the grid ends
+            runner: Callable[..., dict[str, dict[str, Any]]] | None = None
+            if args.ray is not None:  # Ray is imported only here
+                from reports.eval.ray_workers import RayRunner
+
+                runner = RayRunner(address=args.ray or None, workers=args.ray_workers,
+                                   num_cpus=args.ray_cpus, num_gpus=args.ray_gpus)
+            elif args.workers is not None:
+                from reports.eval.workers import Workers
+
+                runner = stack.enter_context(Workers(args.workers, threads=args.threads))
+            run = run_grid(grid, out=args.out, engine=args.model, scorer=scorer,
+                           engine_kwargs={"device": args.device} if args.device else None,
+                           quiet=args.quiet, runner=runner, concurrency=args.concurrency)
     except (ValueError, TypeError, OSError, KeyError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

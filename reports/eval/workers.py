@@ -73,7 +73,7 @@ class Workers:
 
     def __init__(self, count: int, *, threads: int | None = None, cell_attempts: int = 3
                  ) -> None:
-        for name, value in (("count", count), ("threads", threads or 1),
+        for name, value in (("count", count), ("threads", 1 if threads is None else threads),
                             ("cell_attempts", cell_attempts)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"workers' {name} must be a positive int, got {value!r}")
@@ -87,6 +87,11 @@ class Workers:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes' ids (they start with the first grid)."""
+        return [p.process.pid for p in self._procs]
 
     def close(self) -> None:
         """Stop every worker (asked first, killed after STOP_SECONDS)."""
