@@ -5,68 +5,19 @@ Without --ray nothing imports Ray."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import scripted_grid
+from scripted_grid import CELLS, GRID, PROBLEMS, Engine, by_key, file_rows, scorer
 
-from problems import arith
-from reports.eval.grid import Grid, make_grid
+from reports.eval.grid import Grid
 from reports.eval.run import run_grid
-from search.engines.fake import ScriptedEngine, ScriptedScorer
 
 REPO = Path(__file__).resolve().parents[1]
-PROBLEMS = arith.generate(3, seed=7, difficulty=2)
-GRID: dict[str, Any] = dict(algos=["best_of_n", "beam"], budgets=[2, 4], seeds=[0, 1],
-                            dataset="arith")
-CELLS = len(make_grid(PROBLEMS, GRID["algos"], GRID["budgets"], GRID["seeds"]))
-
-
-class Engine(ScriptedEngine):
-    """Two steps: a first step, then "The answer is X." for the gold or a wrong X.
-    kill: a file; the first worker process to expand after it appears takes it and dies."""
-
-    def __init__(self, kill: str | None = None) -> None:
-        golds = [str(p.answer) for p in PROBLEMS]
-
-        def children(path: tuple[str, ...]) -> list[tuple[str, float]]:
-            if not path:
-                return [("think ", 0.6), ("guess ", 0.4)]
-            if len(path) == 1:
-                return [(f"The answer is {g}.", 1.0) for g in golds] + [("The answer is 1.", 2.0)]
-            return []
-
-        super().__init__(children, tokens_per_step=2)
-        self.kill, self.name = kill, "scripted"
-
-    def expand(self, nodes, n=1, **kw):
-        if self.kill and os.path.exists(self.kill):
-            try:
-                os.rename(self.kill, self.kill + ".taken")  # exactly one process wins
-            except FileNotFoundError:
-                pass
-            else:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return super().expand(nodes, n, **kw)
-
-
-def scorer() -> ScriptedScorer:
-    return ScriptedScorer(lambda path: 0.9 if path[0] == "think " else 0.2)
-
-
-def strip(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if k != "time"}
-    out["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
-    return out
-
-
-def file_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +25,7 @@ def cluster():
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tts-search[ray]'")
     cloudpickle = pytest.importorskip("ray.cloudpickle")
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers lack tests/ on sys.path
+    cloudpickle.register_pickle_by_value(scripted_grid)  # workers lack tests/ on sys.path
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
@@ -85,7 +36,7 @@ def reference(tmp_path_factory) -> dict[str, dict[str, Any]]:
     """The grid run locally (reports.eval without Ray): rows by key."""
     run = run_grid(Grid(PROBLEMS, **GRID), out=tmp_path_factory.mktemp("local") / "runs.jsonl",
                    engine=Engine(), scorer=scorer(), model="scripted", quiet=True)
-    return {r["key"]: strip(r) for r in run.rows}
+    return by_key(run.rows)
 
 
 @pytest.mark.slow
@@ -102,7 +53,7 @@ def test_sharded_rows_equal_a_local_run_even_when_a_worker_dies(cluster, referen
     assert "replaced 1" in capfd.readouterr().err  # ... and was replaced (progress line)
     rows = file_rows(out)
     assert len(rows) == CELLS == len({r["key"] for r in rows}) and run.ran == CELLS
-    assert {r["key"]: strip(r) for r in rows} == reference
+    assert by_key(rows) == reference
     assert all(r["status"] == "ok" for r in rows)
 
 
@@ -120,22 +71,16 @@ def test_sharded_run_resumes_without_duplicates(cluster, reference, tmp_path):
     rows = file_rows(out)
     assert (run.resumed, run.ran) == (len(local.rows), CELLS - len(local.rows))
     assert len(rows) == CELLS == len({r["key"] for r in rows})
-    assert {r["key"]: strip(r) for r in rows} == reference
+    assert by_key(rows) == reference
 
 
 @pytest.mark.slow
 def test_a_cell_that_kills_every_worker_ends_as_an_error_row(cluster, tmp_path):
     from reports.eval.ray_workers import RayRunner
 
-    class Deadly(Engine):
-        def root(self, problem):
-            if problem.id == PROBLEMS[0].id:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return super().root(problem)
-
     out = tmp_path / "runs.jsonl"
     run_grid(Grid(PROBLEMS[:2], ["best_of_n"], [2], [0], dataset="arith"), out=out,
-             engine=Deadly(), scorer=scorer(), model="scripted", quiet=True,
+             engine=Engine(deadly=PROBLEMS[0].id), scorer=scorer(), model="scripted", quiet=True,
              runner=RayRunner(workers=1, cell_attempts=2))
     rows = file_rows(out)
     assert [r["problem_id"] for r in rows] == [p.id for p in PROBLEMS[:2]]

@@ -7,84 +7,23 @@ the rows equal this process's."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted_grid import CELLS, GRID, PROBLEMS, Engine, by_key, file_rows, scorer
 
 from problems import arith
-from reports.eval.grid import Grid, make_grid
+from reports.eval.grid import Grid
 from reports.eval.run import main, run_grid
 from reports.eval.workers import Workers, usable_cores
-from search.engines.fake import ScriptedEngine, ScriptedScorer
-
-PROBLEMS = arith.generate(3, seed=7, difficulty=2)
-GRID: dict[str, Any] = dict(algos=["best_of_n", "beam"], budgets=[2, 4], seeds=[0, 1],
-                            dataset="arith")
-CELLS = len(make_grid(PROBLEMS, GRID["algos"], GRID["budgets"], GRID["seeds"]))
-
-
-def children(path: tuple[str, ...]) -> list[tuple[str, float]]:
-    """Two steps: a first step, then "The answer is X." for each gold or a wrong X (module
-    level: the workers unpickle the engine by reference)."""
-    if not path:
-        return [("think ", 0.6), ("guess ", 0.4)]
-    if len(path) == 1:
-        return [(f"The answer is {p.answer}.", 1.0) for p in PROBLEMS] + \
-            [("The answer is 1.", 2.0)]
-    return []
-
-
-def value(path: tuple[str, ...]) -> float:
-    return 0.9 if path[0] == "think " else 0.2
-
-
-class Engine(ScriptedEngine):
-    """kill: a file; the first worker to expand after it appears takes it and dies.
-    deadly: a problem id whose search kills whichever process starts it."""
-
-    def __init__(self, kill: str | None = None, deadly: str | None = None) -> None:
-        super().__init__(children, tokens_per_step=2)
-        self.kill, self.deadly, self.name = kill, deadly, "scripted"
-
-    def root(self, problem):
-        if problem.id == self.deadly:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return super().root(problem)
-
-    def expand(self, nodes, n=1, **kw):
-        if self.kill and os.path.exists(self.kill):
-            try:
-                os.rename(self.kill, self.kill + ".taken")  # exactly one process wins
-            except FileNotFoundError:
-                pass
-            else:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return super().expand(nodes, n, **kw)
-
-
-def strip(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if k != "time"}
-    out["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
-    return out
-
-
-def file_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def by_key(rows) -> dict[str, dict[str, Any]]:
-    return {r["key"]: strip(r) for r in rows}
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict[str, dict[str, Any]]:
     """The grid run in this process: rows by key."""
     run = run_grid(Grid(PROBLEMS, **GRID), out=tmp_path_factory.mktemp("here") / "runs.jsonl",
-                   engine=Engine(), scorer=ScriptedScorer(value), model="scripted", quiet=True)
+                   engine=Engine(), scorer=scorer(), model="scripted", quiet=True)
     return by_key(run.rows)
 
 
@@ -94,7 +33,7 @@ def test_rows_equal_this_process_even_when_a_worker_dies(reference, tmp_path):
     out = tmp_path / "runs.jsonl"
     with Workers(2, threads=1) as runner:
         run = run_grid(Grid(PROBLEMS, **GRID), out=out, engine=Engine(kill=str(kill)),
-                       scorer=ScriptedScorer(value), model="scripted", quiet=True,
+                       scorer=scorer(), model="scripted", quiet=True,
                        runner=runner, concurrency=2)
         assert runner.replaced == 1 and len(runner.pids) == 2
     assert not kill.exists() and (tmp_path / "kill.taken").exists()  # one worker died
@@ -108,12 +47,12 @@ def test_rows_equal_this_process_even_when_a_worker_dies(reference, tmp_path):
 def test_resumes_without_duplicates_and_one_pool_serves_two_grids(reference, tmp_path):
     out = tmp_path / "runs.jsonl"
     local = run_grid(Grid(PROBLEMS[:1], **GRID), out=out, engine=Engine(),
-                     scorer=ScriptedScorer(value), model="scripted", quiet=True)
+                     scorer=scorer(), model="scripted", quiet=True)
     with out.open("a") as f:
         f.write('{"schema": 1, "key": "cut')  # a writer killed mid-line
     with Workers(2, threads=1) as runner:
         run = run_grid(Grid(PROBLEMS, **GRID), out=out, engine=Engine(),
-                       scorer=ScriptedScorer(value), model="scripted", quiet=True,
+                       scorer=scorer(), model="scripted", quiet=True,
                        runner=runner)
         pids = runner.pids
         # a second grid (another scorer: the workers load it beside the first) on the same pool
@@ -132,11 +71,44 @@ def test_resumes_without_duplicates_and_one_pool_serves_two_grids(reference, tmp
     assert by_key(other.rows) == by_key(here.rows) and len(here.rows) == len(PROBLEMS)
 
 
+def test_an_interrupt_stops_the_workers_keeps_the_rows_and_the_same_call_completes(
+        reference, tmp_path, monkeypatch):
+    """Ctrl-C in the parent as its third row is written: the workers stop (their cells in
+    flight leave no row), the two rows written stay, and the same run_grid on the same pool
+    (new workers) completes the grid: every row once, each equal to this process's."""
+    from reports.eval import workers
+
+    out, written = tmp_path / "runs.jsonl", []
+
+    def append_then_stop(fd: int, row: dict[str, Any]) -> None:
+        if len(written) == 2:
+            raise KeyboardInterrupt
+        written.append(row["key"])
+        append(fd, row)
+
+    append = workers.append_row
+    with Workers(2, threads=1) as runner:
+        monkeypatch.setattr(workers, "append_row", append_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            run_grid(Grid(PROBLEMS, **GRID), out=out, engine=Engine(),
+                     scorer=scorer(), model="scripted", quiet=True,
+                     runner=runner, concurrency=2)
+        assert runner.pids == []  # stopped
+        assert [r["key"] for r in file_rows(out)] == written
+        monkeypatch.setattr(workers, "append_row", append)
+        run = run_grid(Grid(PROBLEMS, **GRID), out=out, engine=Engine(),
+                       scorer=scorer(), model="scripted", quiet=True,
+                       runner=runner, concurrency=2)
+    rows = file_rows(out)
+    assert (run.resumed, run.ran) == (2, CELLS - 2)
+    assert len(rows) == CELLS == len({r["key"] for r in rows}) and by_key(rows) == reference
+
+
 def test_a_cell_that_kills_every_worker_ends_as_an_error_row(tmp_path):
     out = tmp_path / "runs.jsonl"
     with Workers(1, threads=1, cell_attempts=2) as runner:
         run_grid(Grid(PROBLEMS[:2], ["best_of_n"], [2], [0], dataset="arith"), out=out,
-                 engine=Engine(deadly=PROBLEMS[0].id), scorer=ScriptedScorer(value),
+                 engine=Engine(deadly=PROBLEMS[0].id), scorer=scorer(),
                  model="scripted", quiet=True, runner=runner)
         assert runner.replaced == 2  # each death replaced its worker
     rows = {r["problem_id"]: r for r in file_rows(out)}

@@ -14,9 +14,10 @@ a second core adds little. Measured on the 2-core VM (the tiny-arith grid of rep
 
 The parent owns the runs file as a local run does (lock, skip the cells done, append each
 row, fsynced, as it comes back), so the file is the same as a local run's and resumes the same
-way. The worker processes start once (plain `python -c` children) and serve every grid run through them while the
-`Workers` block is open: each loads an engine once (by name, or a pickled Engine object) and
-a scorer once per engine and scorer (reports.eval.runner.Worker), and runs up to
+way. The worker processes start once (plain `python -c` children) and serve every grid run
+through them while the `Workers` block is open: each loads an engine once (by name, or an
+Engine object pickled to it: its functions must be importable by name) and a scorer once per
+engine and scorer (reports.eval.runner.Worker), and runs up to
 `concurrency` cells at once, each in its own thread, their forwards batched. `threads` is
 torch's intra-op thread count in each (default: the usable cores split evenly). Rows are
 those of one process: a row does not depend on the rows batched beside it, and the lean
@@ -26,8 +27,8 @@ A worker that dies (killed, out of memory) loses only the cells it was running: 
 on the queue and a new worker starts. A cell that has taken down `cell_attempts` workers
 gets an error row ("WorkerDied: ..."), like every error row retried once it is dropped from
 the file. A worker that cannot load an engine or scorer stops the grid with that error.
-Workers ignore Ctrl-C: the parent's interrupt leaves the block, which stops them; every row
-written is kept.
+Workers ignore Ctrl-C: an interrupt in the parent (or any error in a grid) stops them, their
+cells in flight leaving no row and every row written kept, and the next grid starts new ones.
 """
 
 from __future__ import annotations
@@ -110,6 +111,16 @@ class Workers:
         while len(self._procs) < want:
             self._procs.append(_Proc(self.threads))
         procs = self._procs[:want]
+        try:
+            return self._run(procs, spec, pending, prior, names, fd, quiet, total)
+        except BaseException:  # Ctrl-C, a failed load: the workers' state is unknown, stop them
+            self.close()
+            raise
+
+    def _run(self, procs: list[_Proc], spec: Spec, pending: Sequence[tuple[Cell, str]],
+             prior: Sequence[Mapping[str, Any]], names: Mapping[str, str], fd: int,
+             quiet: bool, total: int) -> dict[str, dict[str, Any]]:
+        concurrency = spec[-1]
         _load(procs, spec)
         queue, attempts = deque(range(len(pending))), Counter[int]()
         new: dict[str, dict[str, Any]] = {}
@@ -128,7 +139,8 @@ class Workers:
                 for p in procs:
                     while queue and len(p.running) < concurrency:
                         i = queue.popleft()
-                        p.send(("cell", p.specs.index(spec), i, *pending[i], dict(names)))
+                        p.send(("cell", p.specs.index(_key(spec)), i, *pending[i],
+                                dict(names)))
                         p.running.add(i)
                         bar.started()
                 for conn in wait([p.conn for p in procs if p.running]):
@@ -181,7 +193,8 @@ class _Proc:
             env={**os.environ, "PYTHONPATH": path})
         theirs.close()
         self.conn = Connection(mine.detach())
-        self.specs: list[Spec] = []
+        self.specs: list[tuple[Any, ...]] = []  # the loaded specs' keys, in the worker's order
+        self.held: list[Spec] = []  # the specs themselves (their objects' ids stay theirs)
         self.running: set[int] = set()
 
     def send(self, message: Any) -> None:
@@ -199,10 +212,22 @@ class _Proc:
         self.conn.close()
 
 
+def _key(spec: Spec) -> tuple[Any, ...]:
+    """What tells specs apart: names and settings by value, objects (an Engine, a Scorer) by
+    identity (an object's == may compare tensors); the worker keeps the spec, and so the
+    object alive, which keeps its id its own."""
+    engine, engine_kwargs, scorer, concurrency = spec
+
+    def ident(x: Any) -> Any:
+        return x if x is None or isinstance(x, str) else ("object", id(x))
+
+    return ident(engine), repr(sorted(engine_kwargs.items())), ident(scorer), concurrency
+
+
 def _load(procs: Sequence[_Proc], spec: Spec) -> None:
     """Have each worker load `spec` (all at once), unless it has; RuntimeError with the
     worker's reason where one cannot."""
-    loading = [p for p in procs if spec not in p.specs]
+    loading = [p for p in procs if _key(spec) not in p.specs]
     for p in loading:
         p.send(("load", spec))
     for p in loading:
@@ -212,7 +237,8 @@ def _load(procs: Sequence[_Proc], spec: Spec) -> None:
             ok, why = False, f"the process ended (exit status {p.process.wait()})"
         if not ok:
             raise RuntimeError(f"a worker could not load its engine or scorer: {why}")
-        p.specs.append(spec)
+        p.specs.append(_key(spec))
+        p.held.append(spec)
 
 
 def serve(fd: int, threads: int) -> None:
