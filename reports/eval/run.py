@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     ap.add_argument("--concurrency", type=int, default=1, metavar="N",
                     help="runs in flight at once on the engine, their model calls batched "
-                    "(per Ray worker with --ray); rows are the same at any N")
+                    "(per worker with --workers or --ray); rows are the same at any N")
     add_threads_argument(ap)
     ap.add_argument("--workers", type=int, default=None, metavar="N",
                     help="run the grid on N local worker processes, one engine each "
