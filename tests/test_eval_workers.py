@@ -115,6 +115,7 @@ def test_a_cell_that_kills_every_worker_ends_as_an_error_row(tmp_path):
     assert sorted(rows) == sorted(p.id for p in PROBLEMS[:2])
     dead, alive = rows[PROBLEMS[0].id], rows[PROBLEMS[1].id]
     assert dead["status"] == "error" and dead["error"].startswith("WorkerDied: 2 workers died")
+    assert dead["error"].endswith("last: its process ended with exit status -9")  # SIGKILL
     assert alive["status"] == "ok" and alive["answer"] is not None
 
 

@@ -223,7 +223,7 @@ def on_workers(limit: int, n: int, workers: int | None, tmp: Path) -> dict[str, 
 
     grid, setup = tiny_arith(limit)
     here, t_here, _ = clocked_run(grid, tmp / "here.jsonl", n, **setup)
-    with Workers(workers or usable_cores()) as runner:
+    with Workers(usable_cores() if workers is None else workers) as runner:
         there, t_there, _ = clocked_run(grid, tmp / "workers.jsonl", n,
                                         **{**setup, "engine": "tiny-arith"}, runner=runner)
         count, threads = len(runner.pids), runner.threads

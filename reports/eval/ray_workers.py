@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from reports.eval.grade import Grader
 from reports.eval.grid import Cell
 from reports.eval.progress import GridProgress
-from reports.eval.runner import Worker, append_row, make_row
+from reports.eval.runner import Worker, append_row, died_row, make_row
 from search.extras import require
 
 if TYPE_CHECKING:
@@ -161,9 +161,7 @@ class _Shard:
                         queue.appendleft(i)
                         bar.bar.set_postfix_str(bar.status(), refresh=True)
                         continue
-                    row = make_row(cell, key, self.names, None, f"WorkerDied: {attempts[i]} "
-                                   f"workers died running this cell; last: {err}"[:2000],
-                                   self.grader)
+                    row = died_row(cell, key, self.names, attempts[i], self.grader, str(err))
                 except ray.exceptions.RayTaskError as err:  # raised outside run_cell's guard
                     cause = getattr(err, "cause", None) or err
                     row = make_row(cell, key, self.names, None,

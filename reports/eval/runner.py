@@ -156,6 +156,15 @@ def run_cell(cell: Cell, driver: Driver, progress: Any = False, *,
         return None, f"{type(err).__name__}: {err}"
 
 
+def died_row(cell: Cell, key: str, names: Mapping[str, str], attempts: int, grader: Grader,
+             last: str = "") -> dict[str, Any]:
+    """The error row of a cell that took down `attempts` worker processes (Ray's or local
+    ones) and is not retried again; last: what ended the last of them."""
+    error = f"WorkerDied: {attempts} workers died running this cell" + \
+        (f"; last: {last}" if last else "")
+    return make_row(cell, key, names, None, error[:2000], grader)
+
+
 class Worker:
     """A worker's state (a Ray actor's: reports.eval.ray_workers; a local worker process's:
     reports.eval.workers): a driver (its engine and scorer loaded once) and a grader; with

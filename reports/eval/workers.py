@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from reports.eval.grade import Grader
 from reports.eval.grid import Cell
 from reports.eval.progress import GridProgress
-from reports.eval.runner import Worker, append_row, make_row
+from reports.eval.runner import Worker, append_row, died_row, make_row
 
 if TYPE_CHECKING:
     from search.engines.base import Engine
@@ -149,17 +149,15 @@ class Workers:
                         i, row = procs[w].conn.recv()
                     except (EOFError, OSError):  # the process is gone, and its cells with it
                         lost = sorted(procs[w].running)
-                        procs[w] = self._replace(procs[w], spec)
+                        procs[w], ended = self._replace(procs[w], spec)
                         for i in lost:
                             bar.stopped()
                             attempts[i] += 1
                             if attempts[i] < self.cell_attempts:
                                 queue.appendleft(i)
                                 continue
-                            cell, key = pending[i]
-                            write(i, make_row(cell, key, names, None, f"WorkerDied: "
-                                              f"{attempts[i]} workers died running this cell",
-                                              grader))
+                            write(i, died_row(*pending[i], names, attempts[i], grader,
+                                              ended))
                         bar.extra = f"workers replaced {self.replaced}"
                         continue
                     procs[w].running.discard(i)
@@ -167,14 +165,15 @@ class Workers:
                     write(i, row)
         return new
 
-    def _replace(self, dead: _Proc, spec: Spec) -> _Proc:
-        """A new worker in the dead one's place, with the spec loaded."""
+    def _replace(self, dead: _Proc, spec: Spec) -> tuple[_Proc, str]:
+        """A new worker in the dead one's place, with the spec loaded, and how the dead one
+        ended."""
         dead.stop()
         fresh = _Proc(self.threads)
         self._procs[self._procs.index(dead)] = fresh
         self.replaced += 1
         _load([fresh], spec)
-        return fresh
+        return fresh, f"its process ended with exit status {dead.process.returncode}"
 
 
 class _Proc:
