@@ -188,7 +188,7 @@ def grids(algos: Sequence[str], scorers: Sequence[str], budgets: Sequence[int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports.bench.eval import ceiling, kernel_clock
+    from reports.bench.eval import ceiling, inside, kernel_clock
     from reports.eval.grid import Grid
     from reports.eval.run import run_grid
     from reports.eval.workers import Workers, usable_cores
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ran = resumed = errors = 0
     clock = kernel_clock() if args.kernels else nullcontext(defaultdict(float))
     pool = Workers(workers) if workers > 1 else nullcontext(None)
-    with clock as inside, pool as runner:  # inside: seconds in the kernels (--kernels)
+    with clock as spent, pool as runner:  # spent: seconds in the kernels (--kernels)
         for scorer, grid_algos, budgets in grids(algos, scorers, args.budgets):
             run = run_grid(Grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
                                 dataset="arith",
@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{f'on each of up to {workers} worker processes' if workers > 1 else 'here'}, "
           f"{wall:.0f} s")
     if args.kernels:
-        print(ceiling(wall, sum(inside.values())))
+        print(ceiling(wall, inside(spent)))
     for seed, part in sets.items():
         if len(sets) > 1:
             print(f"\nproblem set: generator seed {seed}")

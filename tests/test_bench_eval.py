@@ -5,6 +5,7 @@ split it prints adds up (hand-computed)."""
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from collections import Counter
 
@@ -12,7 +13,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reports.bench.eval import KERNELS, PIECES, ceiling, kernel_clock, where_time_goes
+from reports.bench.eval import (
+    BUSY,
+    KERNELS,
+    PIECES,
+    ceiling,
+    inside,
+    kernel_clock,
+    where_time_goes,
+)
 from search.runtime import scripted
 
 
@@ -77,13 +86,41 @@ def test_where_time_goes_adds_up() -> None:
     text = where_time_goes(12.0, k1, 6.0, kn, 16)
     # concurrency 1: 12 - 7 = 5 s of rest; concurrency 16: 6 - 3 = 3 s; 12 / 3 = 4x at most
     assert ("concurrency 1: GEMMs 4.0, attention 2.0, norms, rotary, SiLU 1.0, layer pieces in "
-            "TorchScript 0.0, the rest 5.0") in text
+            "TorchScript 0.0; inside any 7.0, the rest 5.0") in text
     assert ("concurrency 16: GEMMs 1.0, attention 1.5, norms, rotary, SiLU 0.5, layer pieces in "
-            "TorchScript 0.0, the rest 3.0") in text
+            "TorchScript 0.0; inside any 3.0, the rest 3.0") in text
     assert "would take 3.0 s: at most 4.00x concurrency 1's 12.0 s" in text
     assert "4x needs the rest within 0.0 s" in text
     assert "4x needs" not in where_time_goes(12.0, k1, 6.0, Counter({"GEMMs": 4.0}), 16)
     assert "no time seen" in where_time_goes(12.0, k1, 6.0, Counter(), 16)
+    # two lanes' kernels overlapping: 5.0 s by kind, inside any for 4.0 of a 5.5 s wall
+    lanes = Counter({"GEMMs": 2.0, PIECES: 3.0, BUSY: 4.0})
+    assert "TorchScript 3.0; inside any 4.0, the rest 1.5" in where_time_goes(12.0, k1, 5.5,
+                                                                               lanes, 16)
+
+
+def test_the_clock_counts_overlapping_kernels_once(monkeypatch) -> None:
+    """Kernels that run at once on two threads (two lanes) count in full by kind, and once in
+    BUSY, the wall with at least one running: here two calls held together by a barrier."""
+    from search.runtime import packed
+
+    both = threading.Barrier(2)
+
+    def gemm(*args, **kwargs):
+        both.wait()  # the two calls are inside at once from here
+        time.sleep(0.2)
+
+    monkeypatch.setattr(packed, "_gemm", gemm)
+    with kernel_clock() as spent:
+        threads = [threading.Thread(target=lambda: vars(packed)["_gemm"]()) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert spent["GEMMs"] >= 0.4
+    assert 0.2 <= spent[BUSY] < 0.75 * spent["GEMMs"]
+    assert inside(spent) == spent[BUSY]
+    assert inside(Counter({"GEMMs": 1.0, PIECES: 2.0})) == 3.0  # one thread's: the sum
 
 
 def test_ceiling_says_what_a_cut_outside_the_kernels_can_save():

@@ -5,9 +5,9 @@ grid whose categories add up to its wall."""
 from __future__ import annotations
 
 import contextlib
-import queue
 import sys
 import threading
+import time
 import types
 
 import pytest
@@ -20,7 +20,6 @@ from reports.bench.host import (
     REST,
     Probes,
     Tally,
-    _TimedInbox,
     breakdown,
     probed,
     render,
@@ -133,18 +132,17 @@ def test_probed_installs_everywhere_and_restores(monkeypatch: pytest.MonkeyPatch
     assert dict(probes.tally.calls) == {"a": 2, "b": 1, "c": 1}
 
 
-def test_the_inbox_counts_blocking_waits_only() -> None:
-    wall = Ticks()
-    probes = Probes(clock=wall, cpu=Ticks())
-    inner: queue.SimpleQueue[int] = queue.SimpleQueue()
-    box = _TimedInbox(inner, probes)
-    with pytest.raises(queue.Empty):
-        box.get(block=False)
-    box.put(5)
-    assert box.get(block=False) == 5
-    box.put(6)
-    assert box.get() == 6
-    assert probes.tally.calls == {IDLE: 1}
+def test_a_lanes_waits_for_a_job_count_as_idle() -> None:
+    """The lane's blocking wait (sched._Lane.wait: nothing in flight) is the idle probe."""
+    from search.runtime.sched import SCHED, call
+
+    probes = Probes(owns=lambda: threading.current_thread().name.startswith("tts-engine"))
+    with probed(probes, ((IDLE, "search.runtime.sched:_Lane", "wait"),)), \
+            SCHED.serving(lanes=1):
+        SCHED.run(call(lambda: None))
+        time.sleep(0.05)  # the lane waits for the next job
+        SCHED.run(call(lambda: None))
+    assert probes.tally.calls[IDLE] >= 1 and probes.tally.wall[IDLE] > 0
 
 
 def test_only_the_owner_thread_is_counted() -> None:
@@ -167,17 +165,17 @@ def test_only_the_owner_thread_is_counted() -> None:
 def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
     from problems import arith
     from reports.eval.grid import Grid
-    from search.runtime import kv, sampling, sched
+    from search.runtime import kv, passes, sampling, sched
 
-    before = (kv.SlabCache.__dict__["from_paths"], sched.sample_many, sampling.sample_many,
-              sched._Task.advance, sched.SCHED._inbox)
+    before = (kv.SlabCache.__dict__["from_paths"], passes.sample_many, sampling.sample_many,
+              sched._Task.advance, sched._Lane.wait, sched.SCHED.lanes)
     grid = Grid(arith.generate(2, seed=7, difficulty=4), ["best_of_n"], [4], [0],
                 dataset="arith")
     wall, rows, others = host.profile_grid(grid, tmp_path / "g.jsonl", 2,
                                            engine="tiny-arith", scorer="steps",
                                            model="tiny-arith")
-    assert (kv.SlabCache.__dict__["from_paths"], sched.sample_many, sampling.sample_many,
-            sched._Task.advance, sched.SCHED._inbox) == before
+    assert (kv.SlabCache.__dict__["from_paths"], passes.sample_many, sampling.sample_many,
+            sched._Task.advance, sched._Lane.wait, sched.SCHED.lanes) == before
     by = {r.category: r for r in rows}
     assert sum(r.wall for r in rows) == pytest.approx(wall)
     # the owner ran the forwards, drew the tokens, built the caches and ran the jobs

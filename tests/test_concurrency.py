@@ -197,9 +197,11 @@ def test_one_search_error_fails_only_its_run(arith_engine):
     assert [dump(r) for r in err.results if r is not None] == alone
 
 
-def test_short_calls_do_not_wait_for_long_ones(tiny_model):
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_short_calls_do_not_wait_for_long_ones(tiny_model, lanes):
     """Continuous batching: a 2-token expansion started beside a 60-token one returns after a
-    few shared forwards, while the long one is still decoding."""
+    few shared forwards (one lane), or beside them (two: each call in its own lane), while the
+    long one is still decoding."""
     model, tok = tiny_model
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
     eng.eos_ids = frozenset()
@@ -211,7 +213,7 @@ def test_short_calls_do_not_wait_for_long_ones(tiny_model):
         eng.expand([root], 2, stop=None, max_tokens=tokens, seed=0)
         finished[name] = time.perf_counter()
 
-    with SCHED.serving():
+    with SCHED.serving(lanes=lanes):
         long = threading.Thread(target=run, args=("long", roots[0], 60))
         long.start()
         while SCHED.stats.ticks < 3:  # the long call is decoding
@@ -220,7 +222,8 @@ def test_short_calls_do_not_wait_for_long_ones(tiny_model):
         ticks_at_short = SCHED.stats.ticks
         long.join()
     assert finished["short"] < finished["long"]
-    assert SCHED.stats.widest == 2  # their forwards were merged
+    assert SCHED.stats.lanes == lanes
+    assert SCHED.stats.widest == 3 - lanes  # one lane merged their forwards; two ran them apart
     assert ticks_at_short < 20 < SCHED.stats.ticks
 
 

@@ -74,14 +74,70 @@ def settle(above: int) -> int:
 
 
 def test_serving_releases_the_callers_pool_then_the_owners():
-    with SCHED.serving():  # the owner thread exists from here on
+    """One lane (on the process's threads: two lanes run on one each, and have no pools)."""
+    with SCHED.serving(lanes=1):  # the owner thread exists from here on
         SCHED.run(call(lambda: None))
     parallel_op()  # this thread has a pool
     before = os_threads()
-    with SCHED.serving():
+    with SCHED.serving(lanes=1):
         during = os_threads()  # this thread's pool released; the owner has none
         SCHED.run(call(parallel_op))  # the owner's parallel region: its pool
         with_owner = os_threads()
     assert during < before
     assert with_owner > during
     assert settle(during) == during  # the owner's pool went when serving ended
+
+
+def counts_in_a_new_thread() -> int:
+    out: list[int] = []
+    t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_a_threads_count_is_its_own():
+    """set_threads_here sets the calling thread's count, not the default that threads started
+    later take (torch.set_num_threads sets both); threads_here puts it back after its block."""
+    default = torch.get_num_threads()
+    seen: dict[str, int] = {}
+
+    def lane() -> None:
+        omp.set_threads_here(1)
+        seen["lane"] = torch.get_num_threads()
+        seen["new"] = counts_in_a_new_thread()  # started after the lane set its own
+        with omp.threads_here(default):
+            seen["inside"] = torch.get_num_threads()
+        seen["after"] = torch.get_num_threads()
+
+    t = threading.Thread(target=lane)
+    t.start()
+    t.join()
+    assert seen == {"lane": 1, "new": default, "inside": default, "after": 1}
+    assert torch.get_num_threads() == default == counts_in_a_new_thread()
+
+
+def test_two_lanes_split_the_threads_and_a_pass_that_cannot_merge_gets_them_all():
+    """Two lanes: each job runs on threads // 2; a Pass whose model cannot merge (its own
+    forward, whose bits may depend on the thread count) runs on the opener's count."""
+    from search.runtime.sched import Pass, run_passes
+
+    default = torch.get_num_threads()
+    seen: list[int] = []
+
+    class Alone:  # a model that cannot merge: no row_invariant
+        def __call__(self, **kwargs):
+            seen.append(torch.get_num_threads())
+            return "out"
+
+    def job():
+        seen.append(torch.get_num_threads())
+        out = yield Pass(Alone(), torch.zeros(1, 1), torch.zeros(1, 1), None, None, keep=None)
+        return out
+
+    with SCHED.serving(lanes=2):
+        assert SCHED.run(job()) == "out"
+    assert seen == [default // 2, default]
+    assert run_passes([Pass(Alone(), torch.zeros(1, 1), torch.zeros(1, 1), None, None,
+                            keep=None)]) == ["out"]  # here: this thread's count
+    assert seen[-1] == default == counts_in_a_new_thread()

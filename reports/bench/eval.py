@@ -22,8 +22,10 @@ bytes in flight) and the process's peak RSS, and per grid where its time goes (`
 seconds inside the forward's packed GEMMs, its attention kernels (cascade's CPU flash calls
 and SDPA) and its norms, rotary and SiLU, or where TorchScript runs a layer's pieces, those
 pieces whole (their kernels and small ops, without the interpreter lock), at each
-concurrency, the rest (KV and batch-cache copies, sampling, and the Python of the engine, the
-scheduler and the searches) by difference, and the speed-up concurrency N could reach over
+concurrency (summed over the scheduler's lanes, which run side by side), the wall with at
+least one of them running ("inside any"), the rest (KV and batch-cache copies, sampling, and
+the Python of the engine, the scheduler and the searches, while no kernel runs) by
+difference, and the speed-up concurrency N could reach over
 today's concurrency 1 if it spent nothing outside those kernels. Timings on a shared machine
 are noisy: the ratios are measured side by side, in one process, on one engine.
 """
@@ -35,6 +37,7 @@ import json
 import resource
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -70,27 +73,42 @@ KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
            (PIECES, "search.runtime.scripted", "ATTEND"),
            (PIECES, "search.runtime.scripted", "POST"))
 KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order
+BUSY = "busy"
 
 
 @contextmanager
 def kernel_clock() -> Iterator[defaultdict[str, float]]:
     """Seconds spent inside the KERNELS while the block runs, by kind (whatever thread calls
-    them: the owner while serving, the search's own thread at concurrency 1). Each entry point
-    is wrapped for the block and restored after it; a timer costs well under a microsecond
-    a call. The pieces are wrapped only where TorchScript compiled them (run as Python, the
-    kernels they call are timed one by one)."""
+    them: the owner lanes while serving, the search's own thread at concurrency 1), and under
+    BUSY the wall seconds with at least one of them running on any thread (`inside`): two
+    lanes' kernels overlap, and the time outside the kernels is the wall less BUSY, not less
+    the sum by kind. Each entry point is wrapped for the block and restored after it; a timer
+    costs about a microsecond a call. The pieces are wrapped only where TorchScript compiled
+    them (run as Python, the kernels they call are timed one by one)."""
     from search.runtime import scripted  # (compiled before the wrappers: see host.probed)
 
     spent: defaultdict[str, float] = defaultdict(float)
     saved: list[tuple[Any, str, Any]] = []
+    # wall seconds with at least one kernel running on any thread (BUSY): with several
+    # owner lanes their kernels overlap, and the sum by kind counts each lane's
+    lock, running, since = threading.Lock(), [0], [0.0]
 
     def timed(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
+            with lock:
+                if not running[0]:
+                    since[0] = t0
+                running[0] += 1
             try:
                 return fn(*args, **kwargs)
             finally:
-                spent[kind] += time.perf_counter() - t0
+                t1 = time.perf_counter()
+                spent[kind] += t1 - t0
+                with lock:
+                    running[0] -= 1
+                    if not running[0]:
+                        spent[BUSY] += t1 - since[0]
         return run
 
     try:
@@ -106,6 +124,12 @@ def kernel_clock() -> Iterator[defaultdict[str, float]]:
     finally:
         for mod, name, fn in reversed(saved):
             setattr(mod, name, fn)
+
+
+def inside(spent: Mapping[str, float]) -> float:
+    """Wall seconds inside at least one kernel, of a kernel_clock's tally (a tally without
+    BUSY, one thread's: the sum by kind)."""
+    return spent[BUSY] if BUSY in spent else sum(spent.get(kind, 0.0) for kind in KINDS)
 
 
 def clocked_run(grid: Grid, out: Path, concurrency: int, **setup: Any) -> tuple[Any, float, float]:
@@ -139,8 +163,8 @@ def where_time_goes(t1: float, k1: Mapping[str, float], tn: float, kn: Mapping[s
     concurrency n could gain over t1 if it spent nothing outside its kernels."""
     def split(t: float, k: Mapping[str, float]) -> str:
         kinds = ", ".join(f"{kind} {k.get(kind, 0.0):.1f}" for kind in KINDS)
-        return f"{kinds}, the rest {t - sum(k.values()):.1f}"
-    floor = sum(kn.values())
+        return f"{kinds}; inside any {inside(k):.1f}, the rest {t - inside(k):.1f}"
+    floor = inside(kn)
     if floor <= 0:
         return f"  no time seen inside the forward's kernels at concurrency {n} (not the lean forward?)"
     return (f"  seconds inside the forward's kernels: concurrency 1: {split(t1, k1)}; concurrency "

@@ -20,7 +20,7 @@ def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: i
     kernel_clock) against the wall, per forward (the fastest of 5 rounds)."""
     import torch
 
-    from reports.bench.eval import KINDS, kernel_clock
+    from reports.bench.eval import KINDS, inside, kernel_clock
     from search.runtime.kv import batch_cache
     from search.runtime.sched import Pass
 
@@ -53,11 +53,11 @@ def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: i
         if wall < best[0]:
             best = (wall, {k: v / forwards for k, v in spent.items()})
     wall, spent = best
-    inside = sum(spent.values())
+    busy = inside(spent)
     kinds = ", ".join(f"{k} {spent.get(k, 0.0) * 1e3:.2f}" for k in KINDS)
     ops, profiled = op_seconds(step, max(1, forwards // 5))
     return (f"one merged forward of {passes} one-token Passes, alone: {wall * 1e3:.2f} ms "
-            f"({kinds} ms); kernels {inside / wall:.1%} of it\n  under torch's profiler (which "
+            f"({kinds} ms); kernels {busy / wall:.1%} of it\n  under torch's profiler (which "
             f"sees inside TorchScript): {profiled * 1e3:.2f} ms, of it " + ", ".join(
                 f"{k} {ops.get(k, 0.0) * 1e3:.2f}" for k in dict.fromkeys(OPS.values()))
             + f" ms: kernels {sum(ops.values()) / profiled:.1%}")

@@ -6,7 +6,7 @@
     python -m reports.bench.host --parts forward        # one merged forward alone
 
 One grid run at concurrency N with probes on the functions the owner thread (the scheduler's
-`tts-engine`; the main thread at concurrency 1) runs, each counted by *exclusive* time:
+one lane, `tts-engine-0`: see search.runtime.sched; the main thread at concurrency 1) runs, each counted by *exclusive* time:
 a probe's time less the time of the probes it calls, so nothing is counted twice and the
 categories plus the owner's unprobed time add up to the grid's wall. Categories:
 
@@ -41,7 +41,6 @@ OpenMP's worker) is printed as the process's CPU less the owner's.
 from __future__ import annotations
 
 import importlib
-import queue
 import resource
 import sys
 import tempfile
@@ -78,11 +77,12 @@ _HOST = {  # category -> (where, attribute) of its probes
     "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_forward")],
     "sampling": [("search.runtime.sampling", "sample_many")],
     "jobs' Python (decode, feed loops)": [("search.runtime.sched:_Task", "advance")],
-    "scheduler: merging Passes": [("search.runtime.sched", "run_passes")],
+    "scheduler: merging Passes": [("search.runtime.passes", "run_passes")],
+    IDLE: [("search.runtime.sched:_Lane", "wait")],
 }
 PROBES = KERNELS + tuple((cat, where, attr) for cat, probes in _HOST.items()
                          for where, attr in probes)
-CATEGORIES = tuple(dict.fromkeys(c for c, _, _ in PROBES)) + (IDLE, REST)
+CATEGORIES = tuple(dict.fromkeys(c for c, _, _ in PROBES)) + (REST,)
 
 
 @dataclass
@@ -133,33 +133,6 @@ class Probes:
                     stack[-1][1] += dc
         return probed
 
-    def add(self, category: str, wall: float, cpu: float) -> None:
-        """Time measured outside a probe (the idle inbox) under `category`."""
-        self.tally.wall[category] += wall
-        self.tally.cpu[category] += cpu
-        self.tally.calls[category] += 1
-
-
-class _TimedInbox:
-    """The scheduler's inbox, its blocking waits counted as idle (the same queue inside, so a
-    thread already waiting on it keeps working)."""
-
-    def __init__(self, inner: queue.SimpleQueue[Any], probes: Probes) -> None:
-        self.inner, self.probes = inner, probes
-
-    def put(self, item: Any) -> None:
-        self.inner.put(item)
-
-    def get(self, block: bool = True) -> Any:
-        p = self.probes
-        if not block or not p.owns():
-            return self.inner.get(block=block)
-        t0, c0 = p.clock(), p.cpu()
-        try:
-            return self.inner.get()
-        finally:
-            p.add(IDLE, p.clock() - t0, p.cpu() - c0)
-
 
 PROJECT = ("search", "rewards", "reports", "verifiers", "problems")  # modules to patch
 
@@ -179,10 +152,9 @@ def _owner(where: str) -> tuple[Any, bool]:
 
 
 @contextmanager
-def probed(probes: Probes, table: Sequence[tuple[str, str, str]] = PROBES,
-           scheduler: Any = None) -> Iterator[Probes]:
-    """Every probe in `table` installed for the block (and the scheduler's inbox timed),
-    then put back, whatever the block raises."""
+def probed(probes: Probes, table: Sequence[tuple[str, str, str]] = PROBES) -> Iterator[Probes]:
+    """Every probe in `table` installed for the block, then put back, whatever the block
+    raises."""
     # the lean forward's TorchScript pieces compile what they call (packed._gemm, ...) when
     # first imported: before the probes wrap those, or they would run as Python
     importlib.import_module("search.runtime.scripted")
@@ -204,9 +176,6 @@ def probed(probes: Probes, table: Sequence[tuple[str, str, str]] = PROBES,
             for holder in holders:
                 saved.append((holder, name, raw))
                 setattr(holder, name, wrapped)
-        if scheduler is not None:
-            saved.append((scheduler, "_inbox", scheduler._inbox))
-            scheduler._inbox = _TimedInbox(scheduler._inbox, probes)
         yield probes
     finally:
         for obj, name, raw in reversed(saved):
@@ -263,17 +232,22 @@ def calibrate(probes_cls: type[Probes] = Probes, calls: int = 20000) -> float:
 
 def profile_grid(grid: Grid, out: Path, concurrency: int, **setup: Any
                  ) -> tuple[float, list[Row], float]:
-    """(wall, the owner's rows, CPU seconds of every other thread) of one probed grid."""
+    """(wall, the owner's rows, CPU seconds of every other thread) of one probed grid, on
+    one owner lane (the scheduler's; with two, each would count half of the time)."""
     from search.runtime.sched import SCHED
 
     main = threading.main_thread()
 
     def owns() -> bool:  # the scheduler's owner runs the forwards at concurrency > 1, else main
-        return threading.current_thread() is (SCHED._thread if concurrency > 1 else main)
+        return threading.current_thread() is (SCHED.owners[0] if concurrency > 1 else main)
 
     probes = Probes(owns)
-    with probed(probes, scheduler=SCHED):
-        _, wall, cpu = clocked_run(grid, out, concurrency, **setup)
+    lanes, SCHED.lanes = SCHED.lanes, 1
+    try:
+        with probed(probes):
+            _, wall, cpu = clocked_run(grid, out, concurrency, **setup)
+    finally:
+        SCHED.lanes = lanes
     rows = breakdown(wall, probes.tally)
     owner_cpu = sum(r.cpu or 0.0 for r in rows)
     return wall, rows, cpu - owner_cpu

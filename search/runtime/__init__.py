@@ -9,9 +9,10 @@ scorer that runs a model imports them from here, never from an engine's folder.
   packed.py     oneDNN-prepacked linear layers (fp32 on CPU)
   lean.py       Llama-family forward in fewer ops, over the slab cache
   dtypes.py     weight dtypes: names, the int8 path, native bf16
-  sched.py      one owner thread for the models: many searches' jobs, one batched forward a tick
+  passes.py     a job's forwards (Pass) and how a tick's Passes merge into one forward a model
+  sched.py      the owner lanes of the models: many searches' jobs, one batched forward a tick
   sampling.py   token sampling (greedy, temperature, top-p), batched across calls
-  omp.py        one OpenMP thread team at a time; torch's CPU threads
+  omp.py        one OpenMP thread team at a time; torch's CPU threads, per thread
 
 Importing this package loads nothing (torch loads with the first module imported).
 """

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from search.runtime.omp import set_here
+
 NAME = "sdpa_gqa"
 
 
@@ -102,11 +104,11 @@ def one_thread() -> Iterator[None]:
     if threads == 1:
         yield
         return
-    torch.set_num_threads(1)
+    set_here(1)  # this thread's count only (omp.set_threads_here)
     try:
         yield
     finally:
-        torch.set_num_threads(threads)
+        set_here(threads)
 
 
 def flash_on(query: torch.Tensor) -> bool:

@@ -191,8 +191,7 @@ class LeanLlama:
                               _Proj([b.self_attn.o_proj]),
                               _Proj([b.mlp.gate_proj, b.mlp.up_proj]), _Proj([b.mlp.down_proj]))
                        for b in body.layers]
-        self.cos = self.sin = torch.empty(0)
-        self._table(TABLE_MIN)
+        self.rope = self._table(TABLE_MIN)
         # Passes of several calls share one forward only where every projection is a packed
         # GEMM, which computes a row the same way whatever rows are beside it (MKL's F.linear
         # and int8's per-call activation scale do not): else each Pass runs alone
@@ -202,12 +201,14 @@ class LeanLlama:
         # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
 
-    def _table(self, n: int) -> None:
-        """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module."""
+    def _table(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module.
+        (Set as one tuple, whole: the scheduler's lanes may run forwards side by side.)"""
         pos = torch.arange(n, device=self.norm.device)[None]
         cos, sin = self.model.model.rotary_emb(self.norm[None, None], position_ids=pos)
-        self.cos, self.sin = cos[0].contiguous(), sin[0].clone()
-        self.sin[:, : self.head_dim // 2].neg_()  # roll(x, d/2) * sin' == rotate_half(x) * sin
+        sin = sin[0].clone()
+        sin[:, : self.head_dim // 2].neg_()  # roll(x, d/2) * sin' == rotate_half(x) * sin
+        return cos[0].contiguous(), sin
 
     def handles(self, cache: Any, mask: Any) -> bool:
         return isinstance(cache, SlabCache) and cache.mask_kind == "bool" and \
@@ -248,9 +249,10 @@ class LeanLlama:
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
         ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
         pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
-        if int(pos.max()) >= self.cos.shape[0]:
-            self._table(max(2 * self.cos.shape[0], int(pos.max()) + 1))
-        cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [N, 1, d]
+        table = self.rope
+        if int(pos.max()) >= table[0].shape[0]:
+            table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
+        cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
         spans, at = [], 0  # per part: (B, q, first token)
         for p in parts:

@@ -20,10 +20,15 @@ every later region pays for waking them: measured on the 2-core machine, one 128
 16 rows costs 85 us in the only thread that ever ran torch ops, and 180-200 us in a second
 thread once the first has a pool (tiny-arith's whole merged forward: ~1.8x slower).
 
-search.solve_many's model calls run in the scheduler's owner thread (search.runtime.sched),
+search.solve_many's model calls run in the scheduler's owner lanes (search.runtime.sched),
 while the thread that loaded the models (usually the main one) already has a pool. So when
 serving starts, the caller's pool is released (`release_pool` in that thread); when serving
-ends, the owner releases its own, and the caller's next parallel region builds a fresh one.
+ends, each lane releases its own, and the caller's next parallel region builds a fresh one.
+
+A thread's intra-op count is its own (OpenMP's and MKL's per-thread settings), but
+`torch.set_num_threads` also sets the default that threads started later take. The lanes
+and the attention block's one-thread switch set only their own (`set_threads_here`), so no
+thread started meanwhile inherits their count.
 Releasing is OpenMP 5.0's omp_pause_resource_all (a thread's idle pool threads are joined;
 nothing else changes: the same number of threads run the same partitions of every kernel, so
 no result changes). Only GNU libgomp is released (its pause is per thread); with another
@@ -35,34 +40,100 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _SOFT = 1  # omp_pause_soft: the pool's threads go; state for the next region is kept
 
 
 @functools.cache
-def _runtime() -> Any:
-    """The OpenMP runtime torch loaded (ctypes handle), or None."""
+def _loaded() -> tuple[str, ...]:
+    """The shared libraries this process has loaded (Linux: /proc/self/maps), torch's among
+    them; () where that cannot be read."""
     try:
         import torch  # noqa: F401  # loads the runtime
 
-        with open("/proc/self/maps", encoding="utf-8") as maps:  # Linux: the loaded libraries
-            paths = {line.split()[-1] for line in maps if ".so" in line.rsplit("/", 1)[-1]}
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            return tuple(sorted({line.split()[-1] for line in maps
+                                 if ".so" in line.rsplit("/", 1)[-1]}))
     except OSError:
-        return None
-    for path in sorted(paths):
-        name = path.rsplit("/", 1)[-1]
-        # GNU's runtime only: there a pause joins the calling thread's own pool and nothing
-        # else; LLVM's and Intel's pause the whole runtime, whichever thread is in a region
-        if name.startswith("libgomp"):
+        return ()
+
+
+def _function(prefix: str, name: str, args: list[Any]) -> Any:
+    """`name` (ctypes, int result) from the first loaded library whose file name starts with
+    prefix, or None."""
+    for path in _loaded():
+        if path.rsplit("/", 1)[-1].startswith(prefix):
             try:
-                lib = ctypes.CDLL(path)  # already loaded: the same handle, nothing new
-                fn = lib.omp_pause_resource_all
+                fn = getattr(ctypes.CDLL(path), name)  # already loaded: the same handle
             except (OSError, AttributeError):
                 continue
-            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+            fn.argtypes, fn.restype = args, ctypes.c_int
             return fn
     return None
+
+
+@functools.cache
+def _runtime() -> Any:
+    """The OpenMP runtime's pause (ctypes), or None: GNU's runtime only, where a pause joins
+    the calling thread's own pool and nothing else (LLVM's and Intel's pause the whole
+    runtime, whichever thread is in a region)."""
+    return _function("libgomp", "omp_pause_resource_all", [ctypes.c_int])
+
+
+@functools.cache
+def _per_thread() -> tuple[Any, Any] | None:
+    """(OpenMP's omp_set_num_threads, MKL's MKL_Set_Num_Threads_Local or None: its C entry
+    point, which takes the count by value; the lower-case ones take a pointer) as torch
+    loaded them, or None: what torch.set_num_threads sets for the calling thread, without the
+    process default it also sets."""
+    omp = _function("libgomp", "omp_set_num_threads", [ctypes.c_int])
+    return None if omp is None else (omp, _function("libtorch_cpu", "MKL_Set_Num_Threads_Local",
+                                                    [ctypes.c_int]))
+
+
+def set_threads_here(n: int) -> None:
+    """The calling thread's intra-op threads (OpenMP's, and MKL's where torch has it), as
+    torch.set_num_threads sets them, but not the default that threads started later take
+    (torch.set_num_threads sets that too: a lane or an attention call on fewer threads would
+    hand its count to every thread started meanwhile). Without GNU's runtime: torch's."""
+    import torch
+
+    torch.get_num_threads()  # a new thread takes the default first (torch's lazy init)
+    set_here(n)
+
+
+def set_here(n: int) -> None:
+    """set_threads_here where this thread has already read its count (torch's lazy init:
+    torch.get_num_threads() does it)."""
+    fns = _per_thread()
+    if fns is None:
+        import torch
+
+        torch.set_num_threads(n)
+        return
+    fns[0](n)
+    if fns[1] is not None:
+        fns[1](n)
+
+
+@contextmanager
+def threads_here(n: int) -> Iterator[None]:
+    """The block on n intra-op threads in this thread (set_threads_here); the count comes
+    back after it."""
+    import torch
+
+    before = torch.get_num_threads()  # (torch's lazy init for this thread, if not yet)
+    if before == n:
+        yield
+        return
+    set_here(n)
+    try:
+        yield
+    finally:
+        set_here(before)
 
 
 def use_threads(n: int) -> None:

@@ -12,7 +12,7 @@ Python forward makes, on the same tensors, so the bits are the same (tests/test_
 checks them against the same functions run as Python).
 
 A layer is three pieces so that attention can run on one intra-op thread between two pieces
-that run on all of them (attention.one_thread: a thread count is a process setting that
+that run on all of them (attention.one_thread: a thread count is a thread's setting that
 TorchScript cannot change mid-function):
 
 - `pre`: RMSNorm, the q|k|v GEMM, rotary, every Pass's new keys and values written to its slab

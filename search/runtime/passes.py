@@ -1,0 +1,175 @@
+"""A job's forwards: the `Pass` it yields, how a tick's Passes run together (`run_passes`),
+and how a job runs to its end in the calling thread (`drive`).
+
+Engine calls are written as *jobs*: generators that yield a `Pass` (one forward over their own
+rows and their own batch cache) and get its output back, so a decode loop reads as a plain
+loop. search.runtime.sched runs them: inline (`drive`) or in its owner lanes, which merge the
+Passes of many jobs into one forward per model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+from search.runtime.sampling import Draw, sample_many
+
+T = TypeVar("T")
+PASS_TOKENS = 4096  # most tokens one merged forward takes (bounds its activations)
+
+
+@dataclass(eq=False)
+class Pass:
+    """One forward a job asks for: input_ids/position_ids [B, q] after its own batch cache,
+    under its own attention mask; `keep` is logits_to_keep (None: the forward takes none).
+    draw: also draw each row's next token from its last logits (the job then gets a
+    `Sampled`); the draws of every Pass in a tick are made together (sampling.sample_many)."""
+
+    forward: Any
+    input_ids: Any
+    position_ids: Any
+    cache: Any
+    mask: Any
+    keep: int | None = 1
+    hidden: bool = False
+    draw: Draw | None = None
+
+    @property
+    def tokens(self) -> int:
+        return int(self.input_ids.numel())
+
+    def alone(self) -> Any:
+        extra = {} if self.keep is None else {"logits_to_keep": self.keep}
+        return self.forward(input_ids=self.input_ids, attention_mask=self.mask,
+                            position_ids=self.position_ids, past_key_values=self.cache,
+                            use_cache=True, output_hidden_states=self.hidden, **extra)
+
+
+@dataclass
+class Sampled:
+    """What a Pass with a `draw` returns: the forward's output and the drawn tokens [B] with
+    their model logprobs [B]."""
+
+    out: Any
+    tokens: Any
+    logprobs: Any
+
+
+Job = Generator[Pass, Any, T]
+
+
+def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS,
+               apart: Callable[[], AbstractContextManager[Any]] = nullcontext) -> list[Any]:
+    """Each Pass's output (or the exception it raised), merged into one forward per model
+    where the model can (a row-invariant forward_many: lean.LeanLlama on packed linears), in
+    chunks of at most `limit` tokens; then the draws of the Passes that ask for them, all at
+    once. apart: the context each Pass that cannot merge runs in (the model's own forward:
+    the scheduler's lanes run those one at a time, on the process's thread count, see
+    search.runtime.sched)."""
+    out = _forwards(passes, limit, apart)
+    todo = [i for i, p in enumerate(passes)
+            if p.draw is not None and not isinstance(out[i], BaseException)]
+    if todo:
+        try:
+            drawn = sample_many([out[i].logits[:, -1] for i in todo],
+                                [passes[i].draw for i in todo])  # type: ignore[misc]
+        except Exception:  # find whose: draw one by one
+            drawn = [_draw_alone(out[i], passes[i]) for i in todo]
+        for i, d in zip(todo, drawn):
+            out[i] = d if isinstance(d, BaseException) else Sampled(out[i], *d)
+    return out
+
+
+def _draw_alone(out: Any, p: Pass) -> Any:
+    try:
+        return sample_many([out.logits[:, -1]], [p.draw])[0]  # type: ignore[list-item]
+    except Exception as err:
+        return err
+
+
+def _forwards(passes: Sequence[Pass], limit: int,
+              apart: Callable[[], AbstractContextManager[Any]]) -> list[Any]:
+    out: list[Any] = [None] * len(passes)
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(passes):
+        if _mergeable(p):
+            groups.setdefault(id(p.forward), []).append(i)
+        else:
+            with apart():
+                out[i] = _alone(p)
+    for idx in groups.values():
+        chunk: list[int] = []
+        size = 0
+        for i in idx:
+            if chunk and size + passes[i].tokens > limit:
+                _merged([passes[j] for j in chunk], chunk, out)
+                chunk, size = [], 0
+            chunk.append(i)
+            size += passes[i].tokens
+        _merged([passes[j] for j in chunk], chunk, out)
+    return out
+
+
+def _mergeable(p: Pass) -> bool:
+    """Whether the Pass can share a forward_many (a malformed one runs alone, and fails alone)."""
+    try:
+        return bool(getattr(p.forward, "row_invariant", False) and
+                    p.forward.handles(p.cache, p.mask))
+    except Exception:  # noqa: BLE001  # its own forward will say what is wrong
+        return False
+
+
+def _alone(p: Pass) -> Any:
+    try:
+        return p.alone()
+    except Exception as err:  # the job that asked gets it
+        return err
+
+
+def _merged(passes: list[Pass], idx: list[int], out: list[Any]) -> None:
+    if len(passes) == 1:
+        out[idx[0]] = _alone(passes[0])
+        return
+    lengths = [p.cache.length for p in passes]
+    try:
+        results = passes[0].forward.forward_many(passes)
+        if len(results) != len(passes):
+            raise RuntimeError(f"forward_many gave {len(results)} outputs for {len(passes)} "
+                               "Passes")
+    except Exception:  # find whose Pass it was: rewind every cache, run each alone
+        results = [_rewound(p, n) for p, n in zip(passes, lengths)]
+    for i, r in zip(idx, results):
+        out[i] = r
+
+
+def _rewound(p: Pass, length: int) -> Any:
+    """The Pass run alone after its cache is rewound to `length` (what a failed merged
+    forward may have written is forgotten); the error, where it cannot be."""
+    try:
+        p.cache.rewind(length)
+    except Exception as err:  # noqa: BLE001  # this Pass's job gets it
+        return err
+    return _alone(p)
+
+
+def drive(job: Job[T], apart: Callable[[], AbstractContextManager[Any]] = nullcontext) -> T:
+    """Run a job to its end in this thread, each Pass alone (a Pass that raises raises in
+    the job, as under the owner thread); apart as for run_passes."""
+    try:
+        with torch.inference_mode():
+            p = next(job)
+            while True:
+                out = run_passes([p], apart=apart)[0]
+                p = job.throw(out) if isinstance(out, BaseException) else job.send(out)
+    except StopIteration as stop:
+        return stop.value
+
+
+def call(fn: Any, *args: Any) -> Job[Any]:
+    """A job that runs fn(*args) and asks for no forward."""
+    return fn(*args)
+    yield  # unreachable: makes this a generator  # noqa: B901
