@@ -125,8 +125,11 @@ class SchedStats:
     rows: int = 0  # rows over those Passes
     widest: int = 0  # most Passes in one tick
     jobs: int = 0  # jobs run
-    peak_jobs: int = 0  # most jobs in flight at once, over every lane
-    peak_kv_bytes: int = 0  # most declared batch-cache bytes in flight at once
+    # most jobs in flight at once, over every lane, and their declared batch-cache bytes: a
+    # job counts until its lane retires it, after its tick, so a search's next job admitted
+    # by the other lane meanwhile counts beside it (19 at concurrency 16: never fewer)
+    peak_jobs: int = 0
+    peak_kv_bytes: int = 0
     largest: int = 0  # most batch-cache bytes one job declared
     lanes: int = 0  # most lanes serving at once
 
