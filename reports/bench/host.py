@@ -6,9 +6,10 @@
     python -m reports.bench.host --parts forward        # one merged forward alone
 
 One grid run at concurrency N with probes on the functions the owner thread (the scheduler's
-one lane, `tts-engine-0`: see search.runtime.sched; the main thread at concurrency 1) runs, each counted by *exclusive* time:
-a probe's time less the time of the probes it calls, so nothing is counted twice and the
-categories plus the owner's unprobed time add up to the grid's wall. Categories:
+one lane, `tts-engine-0`: see search.runtime.sched; the main thread at concurrency 1) runs,
+each counted by *exclusive* time: a probe's time less the time of the probes it calls, so
+nothing is counted twice and the categories plus the owner's unprobed time add up to the
+grid's wall. Categories:
 
   kernels     the forward's packed GEMMs, attention (cascade's CPU flash calls, SDPA), norms,
               rotary and SiLU, where Python calls them (bench.eval.KERNELS: the LM head and

@@ -23,14 +23,14 @@ against ~1,490 for a 1,024-token prompt; the flash form measured ~1% faster end 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from search.runtime.omp import set_here
+from search.runtime.omp import threads_here
 
 NAME = "sdpa_gqa"
 
@@ -91,8 +91,7 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     return out.view(B, H, q, d).transpose(1, 2).contiguous()
 
 
-@contextmanager
-def one_thread() -> Iterator[None]:
+def one_thread() -> AbstractContextManager[None]:
     """Run the block's torch ops on one intra-op thread (the calling thread's count comes
     back after it). The lean forward runs its attention calls so: the CPU flash kernel splits
     its work by the thread count (one and two threads give different last bits for most
@@ -100,15 +99,7 @@ def one_thread() -> Iterator[None]:
     ~80 us), so a second thread costs a wake-up per call and, while 16 search threads want
     the machine's 2 cores, a core. With attention on one thread a forward's attention bits
     no longer depend on the process's thread count."""
-    threads = torch.get_num_threads()
-    if threads == 1:
-        yield
-        return
-    set_here(1)  # this thread's count only (omp.set_threads_here)
-    try:
-        yield
-    finally:
-        set_here(threads)
+    return threads_here(1)  # this thread's count only (omp.set_threads_here)
 
 
 def flash_on(query: torch.Tensor) -> bool:

@@ -24,16 +24,16 @@ search.solve_many's model calls run in the scheduler's owner lanes (search.runti
 while the thread that loaded the models (usually the main one) already has a pool. So when
 serving starts, the caller's pool is released (`release_pool` in that thread); when serving
 ends, each lane releases its own, and the caller's next parallel region builds a fresh one.
-
-A thread's intra-op count is its own (OpenMP's and MKL's per-thread settings), but
-`torch.set_num_threads` also sets the default that threads started later take. The lanes
-and the attention block's one-thread switch set only their own (`set_threads_here`), so no
-thread started meanwhile inherits their count.
 Releasing is OpenMP 5.0's omp_pause_resource_all (a thread's idle pool threads are joined;
 nothing else changes: the same number of threads run the same partitions of every kernel, so
 no result changes). Only GNU libgomp is released (its pause is per thread); with another
 runtime, or where torch's cannot be found (no /proc) or refuses (called inside a parallel
 region), nothing happens: the only cost is speed.
+
+A thread's intra-op count is its own (OpenMP's and MKL's per-thread settings), but
+`torch.set_num_threads` also sets the default that threads started later take. The lanes
+and the attention block's one-thread switch set only their own (`set_threads_here`), so no
+thread started meanwhile inherits their count.
 """
 
 from __future__ import annotations
@@ -102,16 +102,8 @@ def set_threads_here(n: int) -> None:
     import torch
 
     torch.get_num_threads()  # a new thread takes the default first (torch's lazy init)
-    set_here(n)
-
-
-def set_here(n: int) -> None:
-    """set_threads_here where this thread has already read its count (torch's lazy init:
-    torch.get_num_threads() does it)."""
     fns = _per_thread()
     if fns is None:
-        import torch
-
         torch.set_num_threads(n)
         return
     fns[0](n)
@@ -125,15 +117,15 @@ def threads_here(n: int) -> Iterator[None]:
     back after it."""
     import torch
 
-    before = torch.get_num_threads()  # (torch's lazy init for this thread, if not yet)
+    before = torch.get_num_threads()
     if before == n:
         yield
         return
-    set_here(n)
+    set_threads_here(n)
     try:
         yield
     finally:
-        set_here(before)
+        set_threads_here(before)
 
 
 def use_threads(n: int) -> None:
