@@ -225,6 +225,7 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                        "readable": host.readable(entries),
                        "bwrap_nests": mode == "bwrap" and host.bwrap_nests(), **sources}
     judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
+                     "asserts_source": host.source("asserts.py"),
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
     run = host.Run(mode)
