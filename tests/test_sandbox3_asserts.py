@@ -73,7 +73,10 @@ def test_humaneval_calls_do_not_depend_on_the_answers(answer):
     assert all(passed for _, passed in right)
     assert [p.id for p, (_, passed) in zip(problems, wrong) if passed] == []
     differ = {p.id: (r[0], w[0]) for p, r, w in zip(problems, right, wrong) if r[0] != w[0]}
-    assert differ == {}
+    # a raise the test's own statement does not catch ends the test: HumanEval/32's
+    # `solution = candidate(...)` is outside its assert (and raising, the program knows
+    # its answer is no answer: that tells it nothing of which answers are right)
+    assert differ == ({"humaneval/32": (100, 1)} if answer == "raises" else {})
     assert min(count for count, _ in right) >= 1
 
 

@@ -86,8 +86,10 @@ def bwrap_nests() -> bool:
         return False
     probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
     try:
+        # --as-pid-1: no init of bwrap's own, which bwrap may exit before reaping (a zombie
+        # for the host's pid 1, one per caller)
         done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--die-with-parent",
-                               "--ro-bind", "/", "/", "--proc", "/proc", "--",
+                               "--as-pid-1", "--ro-bind", "/", "/", "--proc", "/proc", "--",
                                python(False), "-I", "-S", "-c", probe],
                               capture_output=True, timeout=STARTUP_GRACE)
     except (OSError, subprocess.TimeoutExpired):

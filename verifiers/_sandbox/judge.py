@@ -58,7 +58,8 @@ class Channel:
     """Calls into the program, one at a time, under the run's clock."""
 
     def __init__(self, wire, request_fd, response_fd, timeout, call_timeout):
-        self.wire, self.request_fd, self.answers = wire, request_fd, wire["Reader"](response_fd)
+        self.wire, self.request_fd = wire, request_fd
+        self.answers = wire["Reader"](response_fd, budget=True)
         self.timeout, self.call_timeout = timeout, call_timeout
         self.deadline = None  # set when the program is ready
         self.fatal = None  # _Fatal once the program can no longer be called
@@ -295,6 +296,11 @@ def _confine(config, parent):
     native = (ctypes.CDLL(None, use_errno=True), ctypes)
     helpers["die_with_parent"](*native, parent)
     helpers["undumpable"](*native)
-    for which, value in ((resource.RLIMIT_AS, config["judge_memory"]), (resource.RLIMIT_CORE, 0)):
-        resource.setrlimit(which, (value, value))
+    # CPU: it never runs longer than the run's clock (the caller kills it then); the limit
+    # holds if it did. Its memory: the tests' own data, and one answer at a time
+    # (wire.COST_MAX, wire.MESSAGE_MAX: a frame is refused before it is parsed)
+    cpu = int(config["startup"] + config["timeout"]) + 2
+    for which, soft, hard in ((resource.RLIMIT_AS, config["judge_memory"], config["judge_memory"]),
+                              (resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)):
+        resource.setrlimit(which, (soft, hard))
     helpers["install_seccomp"](*native, "judge")
