@@ -100,6 +100,9 @@ class TestReport:
     isolation: str = ""  # layers in force, e.g. "bwrap,seccomp,rlimits"
     output: str = ""  # head of the program's (and the tests') stdout and stderr
     seconds: float = 0.0
+    # what this run's mode does not isolate on this host: rlimits_gaps() under rlimits, and
+    # "host_caches" where the program read host files (see docs/sandbox.md)
+    gaps: tuple[str, ...] = ()
 
     @property
     def num_passed(self) -> int:
@@ -203,10 +206,15 @@ def rlimits_gaps() -> frozenset[str]:
     program sees host pid numbers and the host name: no pid or uts namespace), and, where the
     kernel has no Landlock, "file_reads" (it reads every file your uid can: tests and data
     included), and, off x86_64, "no_seccomp" (the filter is x86_64 only: without it nothing
-    keeps the file system read-only or IPC, sockets and the page-cache calls denied). On
-    x86_64 the file system is read-only to the program (seccomp), and IPC, sockets, processes
-    and the page-cache calls are denied as in every mode."""
-    return frozenset({"host_pids", *(() if files.landlock_abi() else ("file_reads",)),
+    keeps the file system read-only or IPC, sockets and the page-cache calls denied), and
+    "host_caches": it reads host files through the host's mounts, so it can move and time
+    their page-cache residency, set their access times (relatime mounts) and leave negative
+    dentries (a stat() of a missing name), unbounded: nothing on this kernel confines path
+    lookups to a scope without namespaces (docs/sandbox.md). On x86_64 the file system is
+    read-only to the program (seccomp), and IPC, sockets, processes and the page-cache calls
+    are denied as in every mode."""
+    return frozenset({"host_pids", "host_caches",
+                      *(() if files.landlock_abi() else ("file_reads",)),
                       *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 
 
@@ -214,7 +222,7 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
          call_timeout: float | None, memory: int, max_output: int, site_packages: bool,
          plain_returns: bool) -> TestReport:
     start = time.monotonic()
-    entries = host.layout(site_packages)
+    entries = host.layout(site_packages, use_image=mode != "rlimits" and not site_packages)
     workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
     sources = {"os_source": host.source("seccomp.py") + host.source("confine.py"),
                "wire_source": host.source("wire.py")}
@@ -229,6 +237,8 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
     run = host.Run(mode)
+    run.gaps = host.gaps(mode, site_packages) + (tuple(sorted(rlimits_gaps()))
+                                                 if mode == "rlimits" else ())
     try:
         fds = host.start(run, program_payload, judge_payload, site_packages, workdir)
     except OSError as exc:
@@ -261,7 +271,7 @@ def _report(run: host.Run, tests: list[str], fault: tuple[str | None, str],
     return TestReport(tuple(r or not_run for r in results), error, detail,  # type: ignore[arg-type]
                       files.clean_text(ready[0] if ready else run.mode),
                       files.clean_text(run.output.decode(errors="replace"), host.OUTPUT_KEPT),
-                      seconds)
+                      seconds, run.gaps)
 
 
 def _run_error(run: host.Run) -> tuple[str | None, str]:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifiers._sandbox.files import package_masks
+from verifiers._sandbox.image import entries as image_entries
+from verifiers._sandbox.image import image_root
 
 _HERE = Path(__file__).parent
 STARTUP_GRACE = 10.0  # seconds the processes may take to start before the run's clock runs
@@ -56,23 +58,40 @@ def _python_roots(site_packages: bool) -> set[str]:
     return {os.path.realpath(r) for r in roots}
 
 
-def layout(site_packages: bool) -> list[tuple[str, ...]]:
-    """The sandbox's file system, for bwrap and unshare alike: the system dirs and the
-    interpreter read-only, a few device nodes, capped tmpfs /tmp and /work; nothing else."""
+def layout(site_packages: bool, use_image: bool = True) -> list[tuple[str, ...]]:
+    """The sandbox's file system, for bwrap and unshare alike: the image (image.py: the
+    interpreter and what it loads, on a tmpfs) or, where there is none, the host's system
+    dirs and the interpreter, read-only; a few device nodes, capped tmpfs /tmp and /work;
+    with site_packages, the installed packages' code from the host; nothing else.
+    use_image=False: the host's dirs (rlimits: what Landlock lets it read, by host path)."""
     # the tmpfs first: a bind below /tmp (a venv there) then lands on it, not under it
     entries: list[tuple[str, ...]] = [("tmpfs", "/tmp"), ("tmpfs", "/work")]
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
-        if os.path.islink(top):  # merged-/usr systems: /lib -> usr/lib
-            entries.append(("symlink", os.readlink(top), top))
-        elif os.path.isdir(top):
-            entries.append(("ro-bind", top, top))
-    for root in sorted(_python_roots(site_packages)):
-        if root != "/usr" and not root.startswith("/usr/"):
-            entries.append(("ro-bind", root, root))
+    root = image_root() if use_image else None
+    if root is not None:
+        entries += image_entries(root)
+    else:
+        for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+            if os.path.islink(top):  # merged-/usr systems: /lib -> usr/lib
+                entries.append(("symlink", os.readlink(top), top))
+            elif os.path.isdir(top):
+                entries.append(("ro-bind", top, top))
+        entries.append(("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"))
+    for where in sorted(_python_roots(site_packages) if root is None or site_packages else ()):
+        if where != "/usr" and not where.startswith("/usr/") and not (
+                root is not None and os.path.exists(root + where)):
+            entries.append(("ro-bind", where, where))
     if site_packages:  # code only: every data file (datasets, tests) hidden
         for packages in sorted({os.path.realpath(p) for p in site.getsitepackages()}):
             entries += package_masks(packages) if os.path.isdir(packages) else ()
-    return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev")]
+    return [*entries, ("dev", "/dev")]
+
+
+def gaps(mode: str, site_packages: bool) -> tuple[str, ...]:
+    """What a run in `mode` does not isolate here beyond what rlimits_gaps() names for
+    rlimits: "host_caches" where the program reads host files (page-cache residency,
+    dentries, access times it can move and time): no image, site_packages, or rlimits."""
+    own = mode == "rlimits" or site_packages or image_root() is None
+    return ("host_caches",) if own else ()
 
 
 @functools.cache
@@ -160,6 +179,7 @@ class Run:
     fault: tuple[str, str] | None = None  # a limit the caller enforced: (error, detail)
     returncode: int = 0  # the sandbox's exit status; -n for a signal n
     exited: bool = False  # the sandbox exited by itself (else the caller killed it)
+    gaps: tuple[str, ...] = ()  # what the mode does not isolate here (TestReport.gaps)
 
 
 def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: bool,
