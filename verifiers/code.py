@@ -207,13 +207,16 @@ def rlimits_gaps() -> frozenset[str]:
     kernel has no Landlock, "file_reads" (it reads every file your uid can: tests and data
     included), and, off x86_64, "no_seccomp" (the filter is x86_64 only: without it nothing
     keeps the file system read-only or IPC, sockets and the page-cache calls denied), and
-    "host_caches": it reads host files through the host's mounts, so it can move and time
-    their page-cache residency, set their access times (relatime mounts) and leave negative
-    dentries (a stat() of a missing name), unbounded: nothing on this kernel confines path
-    lookups to a scope without namespaces (docs/sandbox.md). On x86_64 the file system is
+    "host_dentries": its path lookups reach the host's file systems, so a stat() of a missing
+    name leaves a negative dentry there, unbounded, and a later run can time a lookup
+    (without namespaces nothing on this kernel confines lookups to a scope), or, where
+    there is no image on a tmpfs (image.py), "host_caches": it also reads host files, so it
+    moves and times their page-cache residency and access times (docs/sandbox.md). With
+    the image it reads that alone (Landlock), as bwrap and unshare do. On x86_64 the file
+    system is
     read-only to the program (seccomp), and IPC, sockets, processes and the page-cache calls
     are denied as in every mode."""
-    return frozenset({"host_pids", "host_caches",
+    return frozenset({"host_pids", *host.gaps("rlimits", False),
                       *(() if files.landlock_abi() else ("file_reads",)),
                       *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 
@@ -222,7 +225,7 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
          call_timeout: float | None, memory: int, max_output: int, site_packages: bool,
          plain_returns: bool) -> TestReport:
     start = time.monotonic()
-    entries = host.layout(site_packages, use_image=mode != "rlimits" and not site_packages)
+    entries = host.layout(site_packages, use_image=not site_packages)
     workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
     sources = {"os_source": host.source("seccomp.py") + host.source("confine.py"),
                "wire_source": host.source("wire.py")}
@@ -237,8 +240,8 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
     run = host.Run(mode)
-    run.gaps = host.gaps(mode, site_packages) + (tuple(sorted(rlimits_gaps()))
-                                                 if mode == "rlimits" else ())
+    run.gaps = tuple(sorted(rlimits_gaps())) if mode == "rlimits" else host.gaps(mode,
+                                                                                 site_packages)
     try:
         fds = host.start(run, program_payload, judge_payload, site_packages, workdir)
     except OSError as exc:

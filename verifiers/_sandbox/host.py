@@ -30,7 +30,7 @@ from pathlib import Path
 
 from verifiers._sandbox.files import package_masks
 from verifiers._sandbox.image import entries as image_entries
-from verifiers._sandbox.image import image_root
+from verifiers._sandbox.image import image_root, library_path
 
 _HERE = Path(__file__).parent
 STARTUP_GRACE = 10.0  # seconds the processes may take to start before the run's clock runs
@@ -87,11 +87,13 @@ def layout(site_packages: bool, use_image: bool = True) -> list[tuple[str, ...]]
 
 
 def gaps(mode: str, site_packages: bool) -> tuple[str, ...]:
-    """What a run in `mode` does not isolate here beyond what rlimits_gaps() names for
-    rlimits: "host_caches" where the program reads host files (page-cache residency,
-    dentries, access times it can move and time): no image, site_packages, or rlimits."""
-    own = mode == "rlimits" or site_packages or image_root() is None
-    return ("host_caches",) if own else ()
+    """What a run in `mode` does not isolate here as to host caches: "host_caches" where the
+    program reads host files (page-cache residency, dentries, access times it can move and
+    time: no image, or site_packages), "host_dentries" under rlimits with the image (its
+    reads reach the image only, but its path lookups reach the host's file systems)."""
+    if site_packages or image_root() is None:
+        return ("host_caches",)
+    return ("host_dentries",) if mode == "rlimits" else ()
 
 
 @functools.cache
@@ -206,6 +208,10 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
         if run.mode == "rlimits":
             assert workdir is not None
             argv, env, cwd = runner, _env(workdir, workdir), workdir
+            root = image_root() if not site_packages else None
+            if root is not None:  # the image's interpreter: Landlock lets it read the image only
+                argv = [root + runner[0], *runner[1:]]
+                env["LD_LIBRARY_PATH"] = library_path(root)
         elif run.mode == "unshare":
             argv, env, cwd = runner, _env("/work", "/tmp"), "/"
         else:

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 
 PARENT = "/dev/shm"
 # stdlib parts no sandboxed program needs: tests, GUIs, bundled wheels, build files
@@ -123,10 +124,23 @@ def _usable(path: str) -> bool:
             and not info.st_mode & 0o022)
 
 
-@functools.cache
+_lock = threading.Lock()
+
+
 def image_root() -> str | None:
-    """The image for this interpreter (built on first use); None where there is no writable
-    tmpfs at PARENT or the copy fails (the sandbox then binds the host's dirs: see gaps)."""
+    """The image for this interpreter (built on first use, again if it was removed); None
+    where there is no writable tmpfs at PARENT or the copy fails (the sandbox then binds
+    the host's dirs: host.gaps says what that leaves open)."""
+    with _lock:
+        root = _built()
+        if root is not None and not os.path.isdir(root):
+            _built.cache_clear()
+            root = _built()
+        return root
+
+
+@functools.cache
+def _built() -> str | None:
     try:
         binary, stdlib, libs = _wanted()
         info = os.stat(binary)
@@ -162,3 +176,12 @@ def entries(root: str) -> list[tuple[str, ...]]:
         else:
             out.append(("ro-bind", full, "/" + name))
     return out
+
+
+def library_path(root: str) -> str:
+    """LD_LIBRARY_PATH for the image's interpreter run outside a mount namespace (rlimits):
+    the image's dirs of shared libraries, so that no library is read from the host."""
+    dirs = {os.path.dirname(os.path.join(path, name)) for path, _dirs, files in os.walk(root)
+            for name in files if (name.endswith(".so") or ".so." in name)
+            and "/lib-dynload" not in path}
+    return ":".join(sorted(dirs))
