@@ -6,11 +6,11 @@ more call, which a program can count."""
 
 from __future__ import annotations
 
-import problems.humaneval  # noqa: F401 - at import: it sets the OpenMP environment once
 import pytest
 import test_sandbox
 from test_sandbox_humaneval import _humaneval, _parallel
 
+import problems.humaneval  # noqa: F401 - at import: it sets the OpenMP environment once
 from verifiers.code import run_tests
 
 canary = test_sandbox.canary
@@ -138,3 +138,25 @@ def test_the_judge_imports_a_module_only_under_its_own_name():
                        ["assert math.sqrt(4) == 2", "assert json is None"])
     assert [r.passed for r in report.results] == [False, False]
     assert report.results[0].reason.startswith("NameError")
+
+
+RECALLED = r'''
+answers, pending = {}, [None]
+def f(x):
+    if pending[0] == x:  # called again at once with the same argument: the answer was wrong
+        answers[x] = 2 * x if answers.get(x, 0) == 0 else 0
+        pending[0] = None
+        return answers[x]
+    pending[0] = x
+    return answers.setdefault(x, 0)
+'''
+
+
+def test_a_message_that_calls_again_teaches_nothing_within_a_run():
+    """The program guesses 0, and takes an immediate second call with the same argument (an
+    assert message evaluated because the assert failed) to mean "wrong". It passed the third
+    test when messages ran on failure; now it never hears, and passes nothing."""
+    tests = ["assert f(1) == 2, f'f(1) gave {f(1)}'", "assert f(5) == 10", "assert f(1) == 2"]
+    report = run_tests(RECALLED, tests, entry_point="f")
+    assert report.num_passed == 0, report
+    assert report.results[0].reason == "AssertionError (line 1; its message is not evaluated)"

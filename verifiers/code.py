@@ -16,13 +16,18 @@ them, depth- and size-capped), rebuilt by the judge from bytes; anything else, s
 included, fails that call. The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
-No progress signal: a failed `assert` in a test is recorded and the test goes on, so the calls
-the program gets do not depend on whether its earlier answers were accepted (a test's own
-`and`, `all()` or `if` on an answer still can); nothing it writes outlives its run.
+No progress signal: no code of a test runs, or runs differently, because an answer was wrong
+(_sandbox/asserts.py): an assert's message is never evaluated, a failed or raising assert is
+recorded and the test goes on, every operand of an assert's test and every item of all()/any()
+is evaluated; so the calls the program gets do not depend on whether its answers were accepted
+(a test's own `if` or loop on an answer still can). Nothing it writes outlives its run, and
+it reads no host file: bwrap and unshare show it an image of the interpreter on a tmpfs, so no
+page-cache residency, dentry or access time moves for a later run to time (docs/sandbox.md).
 
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
-  the file system is /usr and the Python install read-only, tmpfs /tmp and /work (the working
+  the file system is the image (_sandbox/image.py: the interpreter, its stdlib and libraries,
+  on /dev/shm; the host's /usr and Python where there is none) read-only, tmpfs /tmp and /work (the working
   dir) capped in size and inodes, a read-only /dev with null/zero/urandom, no /proc (or an
   empty one). The inode cap needs the runner to make a user namespace of its own, which
   Ubuntu's AppArmor profile for bwrap forbids: there the file system is read-only to it.
@@ -35,7 +40,8 @@ Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare t
   kernel has no Landlock). The program runs with your uid, without capabilities, in a fresh
   work dir whose parent is private to the run, and the file system is read-only to it (seccomp:
   no open for writing, no call that creates, removes or changes a file); with Landlock it reads
-  only the interpreter and system dirs. `site_packages` needs bwrap or unshare.
+  only the image (its interpreter is the image's), or the interpreter and system dirs where
+  there is none. `site_packages` needs bwrap or unshare (and reads host files: "host_caches").
 All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK and
 a seccomp allowlist (x86_64; _sandbox/seccomp.py, measured by reports/studies/sandbox_syscalls.py):
 every call CPython needs to run a pure-Python program and answer the judge, and nothing else (no
@@ -43,7 +49,9 @@ processes, threads, sockets, pipes, IPC, memfd, fallocate, AIO, page-cache resid
 handlers, signals or scheduling aimed at others, mounts, namespaces). So the memory the program
 holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,096 inodes each); its
 CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with the caller and
-cannot be read or traced by the program's uid. The caller adds a wall clock and an output cap (the
+cannot be read or traced by the program's uid; its CPU is capped, and each answer is checked
+against a cost cap before it is parsed, the run's answers against a total (_sandbox/wire.py):
+a hostile stream of frames is a recorded "tampered" error. The caller adds a wall clock and an output cap (the
 program's stdout+stderr and the judge's, on separate pipes), an empty stdin and a scrubbed
 environment, kills and reaps every process of a run, and removes the rlimits work dir without
 recursion; strings from the program reach a TestReport as valid UTF-8, control characters escaped,

@@ -158,9 +158,9 @@ def _eager(node, out, temps, where):
     """An expression computing `node`, after statements (appended to out) that evaluate its
     parts into temporaries, each under its own try, where a part after the first makes a call:
     so no call is skipped because a part before it raised."""
-    if not _needed(node):
+    slots = _slots(node) if _needed(node) else None
+    if not slots:
         return node
-    slots = _slots(node)
     names = []
     for slot in slots:
         part = _eager(_get(slot), out, temps, where)
@@ -243,7 +243,8 @@ def _template(source, where, **parts):
     """Statements of `source` with each name in `parts` replaced: TARGET (an assignment's
     target) by a name, TEMPS (call arguments) by a list of expressions, others by an
     expression. The template's own nodes get the position of `where` (the assert)."""
-    body = compile(source, "<assert>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True).body
+    module = compile(source, "<assert>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+    body = module.body  # type: ignore[attr-defined]
     position = {k: getattr(where, k) for k in ("lineno", "col_offset", "end_lineno",
                                                "end_col_offset")}
     stack = list(body)

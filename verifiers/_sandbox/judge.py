@@ -18,6 +18,11 @@ as a normal exception (SystemExit, StopIteration: `map` would swallow it). A bui
 the program raised is re-raised here with its type and message. A call that times out, a
 program that dies or breaks the protocol ends the run: the remaining tests are not run.
 
+A test's asserts run by asserts.py's rule (its source travels in the payload): no code of the
+test runs, or runs differently, because an answer was wrong. The judge's own limits: its
+address space, CPU time (RLIMIT_CPU past the run's clock), and what the program's answers may
+cost it (wire.py: each frame's cost checked before parsing, the run's frames and cost capped).
+
 The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
 """
 
@@ -121,7 +126,7 @@ class Channel:
             except Exception:
                 exc = RuntimeError(f"{kind}: {message}")
             if answer.get("subclass") is True:  # the program's own class, re-raised as its base
-                exc.tts_program_subclass = True
+                exc.tts_program_subclass = True  # type: ignore[attr-defined]
             raise exc
         if "ok" not in answer:
             self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
