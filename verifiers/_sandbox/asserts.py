@@ -18,21 +18,6 @@ import _ast
 import sys
 
 NAME = "__tts_asserts__"  # the test's Asserts, in its namespace
-_TRY = f"""
-try:
-    TARGET = VALUE
-except {NAME}.Error:
-    TARGET = {NAME}.caught()
-"""
-_COMBINE = f"""
-if {NAME}.clean(TEMPS):
-    try:
-        TARGET = VALUE
-    except {NAME}.Error:
-        TARGET = {NAME}.caught()
-else:
-    TARGET = {NAME}.first(TEMPS)
-"""
 # the parts of an expression taken apart, in the order Python evaluates them
 _FIELDS = {_ast.Compare: ("left", "comparators"), _ast.BinOp: ("left", "right"),
            _ast.Call: ("func", "args", "keywords"), _ast.Tuple: ("elts",), _ast.List: ("elts",),
@@ -137,7 +122,14 @@ def record_asserts(tree):
 
 
 def _rewrite(node, temps):
-    """The statements replacing one assert."""
+    """The statements replacing one assert:
+        <each part taken apart: __tts_tN__ = part, under try (see _eager)>
+        try:
+            __tts_tK__ = TEST
+        except Exception:
+            __tts_tK__ = <what it raised>
+        __tts_asserts__.check(__tts_tK__, REASON)
+    """
     msg = node.msg
     if msg is None:
         reason = "AssertionError"
@@ -145,39 +137,42 @@ def _rewrite(node, temps):
         reason = f"AssertionError: {msg.value}"[:600]
     else:
         reason = f"AssertionError (line {node.lineno}; its message is not evaluated)"
+    at = {k: getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
     out = []
-    value = _eager(node.test, out, temps, node)
+    value = _eager(node.test, out, temps, at)
     top = _temp(temps)
-    out += _template(_TRY, node, TARGET=top, VALUE=value)
-    out += _template(f"{NAME}.check(VALUE, REASON)", node, VALUE=_ast.Name(id=top, ctx=_ast.Load()),
-                     REASON=_ast.Constant(value=reason))
+    out.append(_try_assign(top, value, at))
+    out.append(_ast.Expr(value=_method("check", [_load(top, at), _ast.Constant(value=reason, **at)],
+                                       at), **at))
     return out
 
 
-def _eager(node, out, temps, where):
+def _eager(node, out, temps, at):
     """An expression computing `node`, after statements (appended to out) that evaluate its
     parts into temporaries, each under its own try, where a part after the first makes a call:
-    so no call is skipped because a part before it raised."""
+    so no call is skipped because a part before it raised. A node with a part that raised
+    is not computed: its value is that part's Raised."""
     slots = _slots(node) if _needed(node) else None
     if not slots:
         return node
     names = []
     for slot in slots:
-        part = _eager(_get(slot), out, temps, where)
+        part = _eager(_get(slot), out, temps, at)
         if type(part) is _ast.Name and part.id.startswith("__tts_t"):
             name = part.id
         else:
             name = _temp(temps)
-            out += _template(_TRY, where, TARGET=name, VALUE=part)
+            out.append(_try_assign(name, part, at))
         names.append(name)
-        _set(slot, _ast.Name(id=name, ctx=_ast.Load()))
-    target, loads = _temp(temps), [_ast.Name(id=n, ctx=_ast.Load()) for n in names]
+        _set(slot, _load(name, at))
+    target, loads = _temp(temps), [_load(n, at) for n in names]
     if type(node) is _ast.BoolOp:
-        call = f"{NAME}.either({type(node.op) is _ast.And}, TEMPS)"
-        out += _template(f"TARGET = {call}", where, TARGET=target, TEMPS=loads)
-    else:
-        out += _template(_COMBINE, where, TARGET=target, VALUE=node, TEMPS=loads)
-    return _ast.Name(id=target, ctx=_ast.Load())
+        is_and = _ast.Constant(value=type(node.op) is _ast.And, **at)
+        out.append(_assign(target, _method("either", [is_and, *loads], at), at))
+    else:  # if clean(parts): try: target = node ... else: target = first(parts)
+        out.append(_ast.If(test=_method("clean", loads, at), body=[_try_assign(target, node, at)],
+                           orelse=[_assign(target, _method("first", loads, at), at)], **at))
+    return _load(target, at)
 
 
 def _needed(node):
@@ -239,53 +234,24 @@ def _temp(temps):
     return f"__tts_t{next(temps)}__"
 
 
-def _template(source, where, **parts):
-    """Statements of `source` with each name in `parts` replaced: TARGET (an assignment's
-    target) by a name, TEMPS (call arguments) by a list of expressions, others by an
-    expression. The template's own nodes get the position of `where` (the assert)."""
-    module = compile(source, "<assert>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-    body = module.body  # type: ignore[attr-defined]
-    position = {k: getattr(where, k) for k in ("lineno", "col_offset", "end_lineno",
-                                               "end_col_offset")}
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if "lineno" in node._attributes:
-            for key, value in position.items():
-                setattr(node, key, value)
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is not list:
-                if type(value) is _ast.Name and value.id in parts:
-                    new = parts[value.id]
-                    setattr(node, name, _ast.Name(id=new, ctx=_ast.Store()) if type(new) is str
-                            and value.id == "TARGET" else new)
-                elif isinstance(value, _ast.AST):
-                    stack.append(value)
-                continue
-            replaced = []
-            for item in value:
-                if type(item) is _ast.Name and item.id == "TEMPS":
-                    replaced += parts["TEMPS"]
-                elif type(item) is _ast.Name and item.id == "TARGET":
-                    replaced.append(_ast.Name(id=parts["TARGET"], ctx=_ast.Store()))
-                elif type(item) is _ast.Name and item.id in parts:
-                    replaced.append(parts[item.id])
-                else:
-                    replaced.append(item)
-                    if isinstance(item, _ast.AST):
-                        stack.append(item)
-            setattr(node, name, replaced)
-    for node in _walk(body):  # the parts put in keep their own positions; constants get one
-        if "lineno" in node._attributes and not hasattr(node, "lineno"):
-            for key, value in position.items():
-                setattr(node, key, value)
-    return body
+def _load(name, at):
+    return _ast.Name(id=name, ctx=_ast.Load(), **at)
 
 
-def _walk(body):
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(child for name in node._fields for child in _children(node, name))
+def _assign(name, value, at):
+    return _ast.Assign(targets=[_ast.Name(id=name, ctx=_ast.Store(), **at)], value=value, **at)
+
+
+def _method(name, args, at):
+    """__tts_asserts__.name(*args)"""
+    return _ast.Call(func=_ast.Attribute(value=_load(NAME, at), attr=name, ctx=_ast.Load(), **at),
+                     args=args, keywords=[], **at)
+
+
+def _try_assign(name, value, at):
+    """try: name = value / except __tts_asserts__.Error: name = __tts_asserts__.caught()"""
+    error = _ast.Attribute(value=_load(NAME, at), attr="Error", ctx=_ast.Load(), **at)
+    handler = _ast.ExceptHandler(type=error, name=None,
+                                 body=[_assign(name, _method("caught", [], at), at)], **at)
+    return _ast.Try(body=[_assign(name, value, at)], handlers=[handler], orelse=[],
+                    finalbody=[], **at)
