@@ -235,8 +235,8 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
     start = time.monotonic()
     entries = host.layout(site_packages, use_image=not site_packages)
     workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
-    sources = {"os_source": host.source("seccomp.py") + host.source("confine.py"),
-               "wire_source": host.source("wire.py")}
+    sources = {"os_source": host.compiled("seccomp.py", "confine.py"),
+               "wire_source": host.compiled("wire.py")}
     program_payload = {"program": program, "mode": mode, "timeout": timeout,
                        "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
                        "disk_inodes": host.DISK_INODES,
@@ -244,7 +244,7 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                        "readable": host.readable(entries),
                        "bwrap_nests": mode == "bwrap" and host.bwrap_nests(), **sources}
     judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
-                     "asserts_source": host.source("asserts.py"),
+                     "asserts_source": host.compiled("asserts.py"),
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
     run = host.Run(mode)

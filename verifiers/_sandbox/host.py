@@ -46,6 +46,15 @@ def source(name: str) -> str:
     return (_HERE / name).read_text()
 
 
+@functools.cache
+def compiled(*names: str):
+    """The sources of `names`, joined and compiled once per caller: the payloads carry code
+    objects (marshal takes them; both processes run this interpreter), so no sandbox process
+    compiles its code at each start."""
+    return compile("".join(source(name) for name in names), f"<sandbox {'+'.join(names)}>",
+                   "exec", dont_inherit=True)
+
+
 def python(site_packages: bool) -> str:
     # Without site-packages the real binary will do, and a venv's files need not be visible.
     return sys.executable if site_packages else os.path.realpath(sys.executable)
@@ -197,8 +206,8 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
-        judge_payload["main_source"] = source("judge.py")
-        program_payload["main_source"] = source("runner.py")
+        judge_payload["main_source"] = compiled("judge.py")
+        program_payload["main_source"] = compiled("runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
                            [request_w, answer_r, results_w, parent], judge_out_w,
                            _env("/", "/tmp"), "/")
