@@ -85,7 +85,8 @@ PROGRAM = "def f(x):\n    print('call', x)\n    return x + 1 if x != 3 else 0\n"
 
 def _seen(test: str) -> tuple[list[str], str]:
     report = run_tests(PROGRAM, [test], entry_point="f")
-    return report.output.split("call ")[1:], report.results[0].reason if not report.passed_all else ""
+    reason = report.results[0].reason if not report.passed_all else ""
+    return report.output.split("call ")[1:], reason
 
 
 @pytest.mark.parametrize(("test", "calls", "reason"), [

@@ -71,7 +71,8 @@ def host_only_files(count: int = 12) -> list[str]:
         for path, _dirs, files in os.walk(top):
             for name in files:
                 full = os.path.join(path, name)
-                if (os.path.isfile(full) and not os.path.islink(full) and os.path.getsize(full) > 8192
+                if (os.path.isfile(full) and not os.path.islink(full)
+                        and os.path.getsize(full) > 8192
                         and not (root and os.path.exists(root + full))):
                     out.append(full)
                 if len(out) >= count:

