@@ -227,3 +227,19 @@ def test_without_an_image_the_modes_say_what_they_leave_open(monkeypatch):
     report = run_tests("x = 1", ["assert x == 1"])
     assert report.passed_all and report.gaps == ("host_caches",)
     assert "host_caches" in rlimits_gaps() and "host_dentries" not in rlimits_gaps()
+
+
+def test_no_image_from_an_incomplete_library_list(monkeypatch):
+    """Where ldd lists nothing (absent, or a static binary it cannot read), no image is made:
+    an image without libc would start no interpreter."""
+    import subprocess
+
+    monkeypatch.setattr(image.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout="", stderr=""))
+    image._built.cache_clear()
+    try:
+        assert image.image_root() is None
+    finally:
+        monkeypatch.undo()
+        image._built.cache_clear()
+    assert image.image_root() is not None

@@ -55,6 +55,8 @@ def _wanted() -> tuple[str, str, list[str]]:
     found = subprocess.run(["ldd", *objects], capture_output=True, text=True, timeout=60,
                            check=False).stdout
     libs = sorted({m for m in re.findall(r"(/\S+) \(0x", found)})
+    if not any("/libc.so" in lib for lib in libs):  # ldd missing or unreadable: no image
+        raise OSError("ldd did not list the interpreter's libraries")
     return binary, stdlib, [*_hops(sys.executable), *libs, "/etc/ld.so.cache"]
 
 
