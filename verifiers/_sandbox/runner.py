@@ -57,11 +57,12 @@ def _flush(streams):
 
 
 def _builtin_base(exc):
-    """The name of the nearest builtin class of an exception: what the judge re-raises."""
+    """The nearest builtin class of an exception (what the judge re-raises) and whether the
+    exception's own class is another (a subclass the program defined)."""
     for cls in type(exc).__mro__:
-        if cls.__module__ == "builtins":
-            return cls.__name__
-    return "Exception"
+        if cls.__module__ == "builtins" and vars(builtins).get(cls.__name__) is cls:
+            return cls.__name__, cls is not type(exc)
+    return "Exception", True
 
 
 def _setup(config, fds):
@@ -139,7 +140,8 @@ def _answer(namespace, request, wire, lenient):
             message = str(exc)[:600]
         except BaseException:
             message = "<unprintable exception>"
-        return {"raise": [_builtin_base(exc), message]}
+        base, subclass = _builtin_base(exc)
+        return {"raise": [base, message], "subclass": subclass}
     try:
         mutated = [[i, encode(a, lenient)] for i, a in enumerate(args)
                    if type(a) in (list, dict, set)]
@@ -177,7 +179,7 @@ def main(config, wire, fds):
         exec(code, namespace)
         status, reason = "ok", ""
     except BaseException as exc:
-        status = "memory" if isinstance(exc, MemoryError) else "error"
+        status = "memory" if type(exc) is MemoryError else "error"  # not its own subclass
         reason = _describe(exc)
     _flush(streams)
     names = _manifest(namespace, wire) if status == "ok" else {}

@@ -16,7 +16,8 @@ once confined. Why each family is allowed:
 - own fds: write, writev, dup, dup2, dup3, fcntl (descriptor flags, dup, O_NONBLOCK only: no
   signal owners, leases, locks, seals, pipe resizing), ioctl (TCGETS, TIOCGWINSZ, FIONBIO,
   FIOCLEX, FIONCLEX: isatty and blocking mode only).
-- time: clock_gettime, clock_getres, gettimeofday, time, nanosleep, clock_nanosleep.
+- time: gettimeofday, time, nanosleep; clock_gettime, clock_getres and clock_nanosleep on the
+  system clocks and its own CPU clocks only (ids 0-11: no other process's CPU time).
 - itself: getpid, gettid, getppid, get[e]uid, get[e]gid, getgroups, uname, getrusage, times,
   sched_getaffinity (pid 0 or its own), prlimit64 (read its own limits only), getrandom,
   sched_yield, futex, rt_sigprocmask, rt_sigreturn, kill and tgkill (itself only: abort),
@@ -59,8 +60,8 @@ SYSCALLS = {  # x86_64 numbers
 _PLAIN = (  # allowed whatever the arguments (see the module docstring)
     "mmap", "munmap", "mprotect", "mremap", "brk", "read", "pread64", "readv", "lseek", "close",
     "newfstatat", "fstat", "statx", "getdents64", "readlink", "readlinkat", "faccessat",
-    "faccessat2", "getcwd", "write", "writev", "dup", "dup2", "dup3", "clock_gettime",
-    "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "getpid", "gettid",
+    "faccessat2", "getcwd", "write", "writev", "dup", "dup2", "dup3",
+    "gettimeofday", "time", "nanosleep", "getpid", "gettid",
     "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "uname", "getrusage",
     "times", "getrandom", "sched_yield", "futex", "rt_sigprocmask", "rt_sigreturn", "exit",
     "exit_group")
@@ -71,6 +72,9 @@ MADVISE_ALLOWED = (0, 1, 2, 4, 8, 14, 15)  # NORMAL RANDOM SEQUENTIAL DONTNEED F
 # F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL (checked below), F_DUPFD_CLOEXEC, F_GETPIPE_SZ
 FCNTL_ALLOWED = (0, 1, 2, 3, 1030, 1032)
 F_SETFL, O_ASYNC = 4, 0x2000
+# clock ids 0-11: REALTIME, MONOTONIC, its own PROCESS/THREAD_CPUTIME, MONOTONIC_RAW, the COARSE
+# ones, BOOTTIME, the ALARMs, TAI; a negative id is another process's or thread's CPU clock
+CLOCKS_END = 12
 IOCTL_ALLOWED = (0x5401, 0x5413, 0x5421, 0x5451, 0x5450)  # TCGETS TIOCGWINSZ FIONBIO FIO(N)CLEX
 # openat flags that write or create: O_WRONLY O_RDWR O_CREAT O_TRUNC __O_TMPFILE
 OPEN_WRITING = 0x1 | 0x2 | 0x40 | 0x200 | 0x400000
@@ -128,6 +132,8 @@ def _rules(own_pid, role):
                       (JEQ_K, 0, None, "deny"), (LD_ABS_W, _arg(2, True), None, None),
                       (JEQ_K, 0, "allow", "deny")],
         "madvise": _one_of(2, MADVISE_ALLOWED),
+        **dict.fromkeys(("clock_gettime", "clock_getres", "clock_nanosleep"),
+                        [(LD_ABS_W, _arg(0), None, None), (JGE_K, CLOCKS_END, "deny", "allow")]),
         "ioctl": _one_of(1, IOCTL_ALLOWED),
         "fcntl": [*_one_of(1, FCNTL_ALLOWED), (JEQ_K, F_SETFL, None, "deny"),
                   (LD_ABS_W, _arg(2), None, None), (JSET_K, O_ASYNC, "deny", "allow")],

@@ -24,6 +24,11 @@ from os import read as _read
 from os import write as _write
 
 MESSAGE_MAX = 16 * 2**20  # bytes in one frame: the cap on a return value and its arguments
+# What one frame may cost the reader in objects (the bound `cost` computes), and what the
+# judge reads from the program in one run: the judge's memory and work stay bounded
+COST_MAX = 64 * 2**20
+RUN_COST_MAX = 256 * 2**20
+RUN_FRAMES_MAX = 1 << 20
 DEPTH_MAX = 64  # containers nested in one value
 _INT_MAX = 10**18  # larger ints travel as hex: JSON readers refuse ints over 4300 digits
 
@@ -160,11 +165,30 @@ def _codec():
 _dumps, _loads = _codec()
 
 
+def cost(body):
+    """An upper bound on the bytes of the objects json's scanner, then `decode`, build from a
+    frame's body: each value starts a body, follows a comma or a colon, or opens a
+    container; a dict costs at most 240 bytes, a list 72, any other value 64 plus its text.
+    (Commas inside strings count too: the bound only overestimates.)"""
+    values = body.count(b",") + body.count(b":")
+    return 2 * (240 * body.count(b"{") + 72 * body.count(b"[") + 64 * values + len(body))
+
+
+def _check(body):
+    """The frame's cost; NotPlain if it or the body is over its cap."""
+    if len(body) > MESSAGE_MAX:
+        raise NotPlain(f"message of {len(body)} bytes exceeds {MESSAGE_MAX}")
+    spent = cost(body)
+    if spent > COST_MAX:
+        raise NotPlain(f"message of {len(body)} bytes would cost the judge over {COST_MAX} "
+                       "bytes of objects")
+    return spent
+
+
 def dumps(message):
     """One frame holding `message` (a JSON-ready tree); NotPlain if it is too large."""
     body = _dumps(message).encode("ascii")
-    if len(body) > MESSAGE_MAX:
-        raise NotPlain(f"message of {len(body)} bytes exceeds {MESSAGE_MAX}")
+    _check(body)
     return len(body).to_bytes(4, "big") + body
 
 
@@ -190,18 +214,29 @@ def write_frame(fd, frame, deadline=None):
 
 
 class Reader:
-    """Frames from one fd, read in large chunks (a frame usually takes one read)."""
+    """Frames from one fd, read in large chunks (a frame usually takes one read). budget:
+    the judge's reader of the program's answers checks each frame's cost before it is
+    parsed, and counts frames and costs against the run's caps (RUN_FRAMES_MAX,
+    RUN_COST_MAX): what the program's answers make the judge hold is bounded."""
 
-    def __init__(self, fd):
-        self.fd, self.buffer = fd, b""
+    def __init__(self, fd, budget=False):
+        self.fd, self.buffer, self.budget = fd, b"", budget
+        self.frames = self.spent = 0
 
     def frame(self, deadline=None):
         """The body of the next frame. EOFError at end of stream, TimeoutError past the
-        deadline (the fd must then be non-blocking), NotPlain for one over MESSAGE_MAX."""
+        deadline (the fd must then be non-blocking), NotPlain for one over MESSAGE_MAX
+        (over COST_MAX, or past the run's caps, with a budget)."""
         size = int.from_bytes(self._take(4, deadline), "big")
         if size > MESSAGE_MAX:
             raise NotPlain(f"message of {size} bytes exceeds {MESSAGE_MAX}")
-        return self._take(size, deadline)
+        body = self._take(size, deadline)
+        if self.budget:
+            self.frames, self.spent = self.frames + 1, self.spent + _check(body)
+            if self.frames > RUN_FRAMES_MAX or self.spent > RUN_COST_MAX:
+                raise NotPlain(f"more than {RUN_FRAMES_MAX} messages, or messages costing over "
+                               f"{RUN_COST_MAX} bytes, from the program in one run")
+        return body
 
     def _take(self, size, deadline):
         chunks, have = [self.buffer], len(self.buffer)
