@@ -115,11 +115,16 @@ def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
         for p in problems:
             check_scorer(check_run(p, algo, budget, seed, scorer, knobs), p, models[0])
     except (TypeError, ValueError, KeyError) as err:
-        raise BadRequest(str(err).strip("'\"")) from None
+        raise BadRequest(_message(err)) from None
     return Plan(chat=chat, runs=runs, algo=algo, knobs=knobs, scorer=scorer, budget=budget,
                 stop=_stops(body.get("stop")), logprobs=_logprobs(body, chat),
                 stream=bool(_get(body, "stream", bool)), include_usage=_include_usage(body),
                 echo=problems[0].prompt if not chat and _get(body, "echo", bool) else None)
+
+
+def _message(err: Exception) -> str:
+    """The error's message as search.solve shows it (a KeyError's without its quotes)."""
+    return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
 
 
 # -- fields ---------------------------------------------------------------------------------------

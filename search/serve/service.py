@@ -162,6 +162,21 @@ class Service:
     def _run(self, s: Search, driver: Driver, plan: Plan) -> None:
         outcome = "failed"
         try:
+            outcome = self._solve(s, driver, plan)
+            if outcome == "cancelled":
+                # the cancelled search's tree goes now, not at some later collection: its KV
+                # segments are keyed weakly by its nodes, which hold each other in cycles (its
+                # own `retain([])` at the end of search.solve is refused once it is cancelled)
+                gc.collect()
+        finally:
+            with self._guard:
+                self.counts[outcome] += 1
+                self._live.discard(s)
+                self._threads.discard(threading.current_thread())
+
+    def _solve(self, s: Search, driver: Driver, plan: Plan) -> str:
+        """Run the search into its future; how it ended: finished, cancelled or failed."""
+        try:
             if not s.future.set_running_or_notify_cancel():  # its waiter was cancelled
                 raise Cancelled("cancelled before it started")
             with self._slots:
@@ -170,22 +185,12 @@ class Service:
                 result = driver.solve(s.problem, plan.algo, plan.budget, seed=s.seed,
                                       cancel=s.cancel, progress=s.watch, **plan.knobs)
             s.future.set_result(result)
-            outcome = "finished"
+            return "finished"
         except BaseException as err:  # noqa: BLE001  # its request answers it; no other sees it
             cancelled = isinstance(err, (Interrupted, Cancelled)) or s.cancel.is_set()
-            outcome = "cancelled" if cancelled else "failed"
             if not s.future.cancelled():
                 s.future.set_exception(Cancelled(str(err)) if cancelled else err)
-        finally:
-            with self._guard:
-                self.counts[outcome] += 1
-                self._live.discard(s)
-                self._threads.discard(threading.current_thread())
-        if outcome == "cancelled":
-            # the cancelled search's tree goes now, not at some later collection: its KV
-            # segments are keyed weakly by its nodes, which hold each other in cycles (its
-            # own `retain([])` at the end of search.solve is refused once it is cancelled)
-            gc.collect()
+            return "cancelled" if cancelled else "failed"
 
     def cancel(self, searches: list[Search]) -> None:
         """End these searches' model work at their next forward (done ones are untouched)."""
