@@ -116,8 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"search.serve: {model} on http://{host}:{port}/v1 (algo "
           f"{defaults.algo or 'plain sampling'}, scorer {defaults.scorer or 'default'})",
           file=sys.stderr, flush=True)
-    server.run(sockets=[sock])
-    print("search.serve: stopped", file=sys.stderr, flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        print("search.serve: stopped", file=sys.stderr, flush=True)
     return 0
 
 
