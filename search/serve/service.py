@@ -1,11 +1,10 @@
 """The searches behind the server: one engine, loaded once, shared by every request.
 
-A Service runs each search of a request (one per choice) in a thread of its own, through a
-search.many.Driver, inside one `SCHED.serving()` block open for the server's life: the engine's
-lanes batch the model calls of every search in flight into shared forwards, as they do for
-search.solve_many, so N clients at once are batched, not queued, and each Result is what
-search.solve alone returns. At most `concurrency` searches run at once; the others wait for
-a slot in their threads.
+A Service runs each search of a request (one per choice) in a pool of `concurrency` threads,
+through a search.many.Driver, inside one `SCHED.serving()` block open for the server's life:
+the engine's lanes batch the model calls of every search in flight into shared forwards, as
+they do for search.solve_many, so N clients at once are batched, not queued, and each Result
+is what search.solve alone returns. Searches past `concurrency` wait for a thread.
 
 Each search has its own cancel event (its Session's): a client that goes away, or a shutdown
 past its grace period, sets it (SCHED.interrupt), and the search ends at its next forward.
@@ -19,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,16 +79,16 @@ class Search:
 
 
 class Service:
-    """The engine, the drivers (one per scorer source) and the searches in flight."""
+    """The engine, the drivers (one per scorer source) and the searches in flight, run by a
+    pool of `concurrency` threads that live as long as the service."""
 
     def __init__(self, driver: Driver, model: str) -> None:
         self.model = model
         self.driver = driver  # the server's scorer
         self._drivers: dict[str | None, Driver] = {}
-        self._slots = threading.BoundedSemaphore(driver.concurrency)
+        self._pool = ThreadPoolExecutor(driver.concurrency, thread_name_prefix="tts-serve")
         self._guard = threading.Lock()
-        self._live: set[Search] = set()
-        self._threads: set[threading.Thread] = set()
+        self._live: set[Search] = set()  # started, not ended (running or waiting for a thread)
         self.counts: Counter[str] = Counter()
         self.closing = False
         self._stack = ExitStack()
@@ -107,12 +106,13 @@ class Service:
         self._stack.enter_context(SCHED.serving(self.driver.max_kv_bytes))
 
     def close(self, join_seconds: float = 10.0) -> None:
-        """Cancel what still runs, wait for its threads (up to join_seconds), stop serving."""
+        """Cancel what still runs, wait for it (up to join_seconds), stop serving."""
         self.closing = True
         self.cancel_all()
         deadline = time.monotonic() + join_seconds
-        for t in list(self._threads):
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self._stack.close()
 
     def drain(self, grace: float) -> None:
@@ -150,50 +150,49 @@ class Service:
         with self._guard:
             self.counts["requests"] += 1
             self.counts["searches"] += len(searches)
+            self._live.update(searches)
         for s in searches:
-            t = threading.Thread(target=self._run, args=(s, driver, plan), daemon=True,
-                                 name=f"tts-serve-{s.index}")
-            with self._guard:
-                self._live.add(s)
-                self._threads.add(t)
-            t.start()
+            s.future = self._pool.submit(self._run, s, driver, plan)
         return searches
 
-    def _run(self, s: Search, driver: Driver, plan: Plan) -> None:
+    def _run(self, s: Search, driver: Driver, plan: Plan) -> Result:
+        """One search in a pool thread: its Result, or Cancelled, or the error it raised."""
         outcome = "failed"
         try:
-            outcome = self._solve(s, driver, plan)
-            if outcome == "cancelled":
-                # the cancelled search's tree goes now, not at some later collection: its KV
-                # segments are keyed weakly by its nodes, which hold each other in cycles (its
-                # own `retain([])` at the end of search.solve is refused once it is cancelled)
+            result = self._solve(s, driver, plan)
+            if result is None:
+                # the cancelled search's tree goes now (the exception that held it is gone),
+                # not at some later collection: its KV segments are keyed weakly by its nodes,
+                # which hold each other in cycles (search.solve's own `retain([])` at its end
+                # is refused once the search is cancelled)
                 gc.collect()
+                outcome = "cancelled"
+                raise Cancelled("the search was interrupted")
+            outcome = "finished"
+            return result
         finally:
             with self._guard:
                 self.counts[outcome] += 1
                 self._live.discard(s)
-                self._threads.discard(threading.current_thread())
 
-    def _solve(self, s: Search, driver: Driver, plan: Plan) -> str:
-        """Run the search into its future; how it ended: finished, cancelled or failed."""
+    @staticmethod
+    def _solve(s: Search, driver: Driver, plan: Plan) -> Result | None:
+        """The search's Result; None if it was cancelled."""
+        if s.cancel.is_set():
+            return None
         try:
-            if not s.future.set_running_or_notify_cancel():  # its waiter was cancelled
-                raise Cancelled("cancelled before it started")
-            with self._slots:
-                if s.cancel.is_set():
-                    raise Cancelled("cancelled before it started")
-                result = driver.solve(s.problem, plan.algo, plan.budget, seed=s.seed,
-                                      cancel=s.cancel, progress=s.watch, **plan.knobs)
-            s.future.set_result(result)
-            return "finished"
-        except BaseException as err:  # noqa: BLE001  # its request answers it; no other sees it
-            cancelled = isinstance(err, (Interrupted, Cancelled)) or s.cancel.is_set()
-            if not s.future.cancelled():
-                s.future.set_exception(Cancelled(str(err)) if cancelled else err)
-            return "cancelled" if cancelled else "failed"
+            return driver.solve(s.problem, plan.algo, plan.budget, seed=s.seed,
+                                cancel=s.cancel, progress=s.watch, **plan.knobs)
+        except Interrupted:
+            return None
+        except Exception:
+            if s.cancel.is_set():  # ended by its cancel another way (a scorer's own error)
+                return None
+            raise
 
     def cancel(self, searches: list[Search]) -> None:
-        """End these searches' model work at their next forward (done ones are untouched)."""
+        """End these searches: one still waiting for a thread ends as it gets one, one running
+        ends at its next forward; ended ones are untouched."""
         live = [s.cancel for s in searches if not s.future.done()]
         if live:
             SCHED.interrupt(live)
