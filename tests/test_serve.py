@@ -237,6 +237,9 @@ def test_malformed_bodies_get_4xx_and_touch_nothing(server, client):
          "greedy has no temperature knob"),
         (post(json.dumps({**good, "budget": {"tokns": 5}})), 400, "did you mean 'tokens'"),
         (post(json.dumps([1, 2])), 400, "must be a JSON object"),
+        (post(json.dumps({**good, "messages": [{"role": "system", "content": "Be brief."},
+                                                *good["messages"]]})),
+         400, "this model has no chat template"),
     ]
     for response, status, words in cases:
         assert response.status_code == status, response.text

@@ -160,11 +160,12 @@ def create_app(service: Service, defaults: Defaults, *, names: Sequence[str],
             await asyncio.to_thread(service.close)
 
     app = FastAPI(title="tts-search", lifespan=lifespan)
+    turns = bool(getattr(service.driver.engine, "chat", True))  # a chat template (hf engine)
 
     async def complete(request: Request, chat: bool) -> Response:
         try:
             body = await read_json(request, max_body)
-            p = plan(body, chat=chat, models=names, defaults=defaults)
+            p = plan(body, chat=chat, models=names, defaults=defaults, turns=turns)
             searches = service.start(p)
         except BadRequest as err:
             return error(str(err), err.status, err.param)

@@ -80,14 +80,15 @@ class Plan:
 
 
 def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
-         defaults: Defaults) -> Plan:
-    """The Plan of a parsed request body, or BadRequest naming what is wrong."""
+         defaults: Defaults, turns: bool = True) -> Plan:
+    """The Plan of a parsed request body, or BadRequest naming what is wrong. turns: whether
+    the engine takes chat turns (its model has a chat template)."""
     if not isinstance(body, Mapping):
         raise BadRequest(f"the request body must be a JSON object, got {type(body).__name__}")
     _known_fields(body, CHAT if chat else TEXT)
     _check_model(body.get("model"), models)
     _refuse_unsupported(body, chat)
-    problems = _chat_problem(body) if chat else _text_problems(body)
+    problems = _chat_problem(body, turns) if chat else _text_problems(body)
     algo = _get(body, "algo", str)
     given = _get(body, "knobs", Mapping)
     # the server's knobs go with the server's algorithm only
@@ -207,23 +208,26 @@ def _problem(**kwargs: Any) -> Problem:
         raise BadRequest(str(err)) from None
 
 
-def _chat_problem(body: Mapping[str, Any]) -> tuple[Problem]:
+def _chat_problem(body: Mapping[str, Any], turns: bool) -> tuple[Problem]:
     """One user turn is the problem's prompt (the engine frames it as it frames any problem,
     with its per-domain instructions); longer conversations go to the engine as chat turns."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty array of {role, content}",
                          param="messages")
-    turns = []
+    said = []
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a role and content",
                              param="messages")
-        turns.append({"role": m["role"], "content": _text(m.get("content"),
+        said.append({"role": m["role"], "content": _text(m.get("content"),
                                                           f"messages[{i}].content")})
-    if len(turns) == 1 and turns[0]["role"] == "user":
-        return (_problem(prompt=turns[0]["content"], id="request"),)
-    return (_problem(messages=tuple(turns), id="request"),)
+    if len(said) == 1 and said[0]["role"] == "user":
+        return (_problem(prompt=said[0]["content"], id="request"),)
+    if not turns:
+        raise BadRequest("this model has no chat template, so it reads one user message (the "
+                         "problem), not a conversation", param="messages")
+    return (_problem(messages=tuple(said), id="request"),)
 
 
 def _text_problems(body: Mapping[str, Any]) -> tuple[Problem, ...]:
