@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -33,10 +34,11 @@ LONG = {"knobs": {"n": 8}, "temperature": 3.0}  # rambling paths: seconds of wor
 MAX_BODY = 64 << 10
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, Service]]:
-    service = Service.load(MODEL, concurrency=8)
-    app = create_app(service, Defaults(), names=[MODEL], max_body=MAX_BODY)
+@contextmanager
+def serving(model: str) -> Iterator[tuple[str, Service]]:
+    """A server of `model` on 127.0.0.1 (an ephemeral port), uvicorn in a thread."""
+    service = Service.load(model, concurrency=8)
+    app = create_app(service, Defaults(), names=[model], max_body=MAX_BODY)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -46,10 +48,18 @@ def server() -> Iterator[tuple[str, Service]]:
     while not srv.started:
         assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}", service
-    srv.should_exit = True
-    thread.join(timeout=30)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", service
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, Service]]:
+    with serving(MODEL) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -287,3 +297,18 @@ def test_concurrent_clients_get_what_each_gets_alone(server, client):
         assert (sa["answer"], sa["usage"]["generated_tokens"], sa["usage"]["prefill_tokens"]) \
             == (sb["answer"], sb["usage"]["generated_tokens"], sb["usage"]["prefill_tokens"])
     assert health(url)["batching"]["widest"] >= 2  # forwards of several searches merged
+
+
+@pytest.mark.slow
+def test_a_conversation_goes_to_a_chat_model_as_its_turns():
+    """SmolLM2 has a chat template: a system turn and a user turn reach it as chat turns."""
+    conversation = [{"role": "system", "content": "You are a careful calculator."},
+                    {"role": "user", "content": "What is 2 + 3?"}]
+    with serving("smollm2-135m") as (url, service):
+        c = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=300)
+        reply = c.chat.completions.create(model="smollm2-135m", messages=conversation,  # type: ignore[arg-type]
+                                          extra_body={"algo": "greedy", "budget": {"tokens": 60}})
+        ref = search.solve(Problem(messages=tuple(conversation), id="request"), "greedy",
+                           search.Budget(tokens=60), engine=service.driver.engine,
+                           progress=False)
+    same(reply.choices[0], ref)
