@@ -195,7 +195,7 @@ def soak(url: str, pid: int, model: str, minutes: float, workers: int = 32, seed
                         note("left")
                 else:
                     i = rng.randrange(len(good))
-                    _, got = ask(c, model, good[i])
+                    got = ask(c, model, good[i])[1]
                     ok = got == expected[i]
                     note("good" if ok else "wrong",
                          None if ok else f"{good[i]}: {got} != {expected[i]}")
