@@ -115,7 +115,7 @@ def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
             scorer = None
         for p in problems:
             check_scorer(check_run(p, algo, budget, seed, scorer, knobs), p, models[0])
-    except (TypeError, ValueError, KeyError) as err:
+    except (TypeError, ValueError, LookupError, OSError) as err:  # OSError: a PRM path
         raise BadRequest(_message(err)) from None
     return Plan(chat=chat, runs=runs, algo=algo, knobs=knobs, scorer=scorer, budget=budget,
                 stop=_stops(body.get("stop")), logprobs=_logprobs(body, chat),
