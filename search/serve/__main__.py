@@ -17,7 +17,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import uvicorn
+try:
+    import uvicorn
+except ImportError as missing:  # the serve extra is not installed
+    raise SystemExit(f"python -m search.serve needs FastAPI and uvicorn: pip install -e "
+                     f"'.[serve]' ({missing})") from None
 
 from search import registry
 from search.cli import parse
