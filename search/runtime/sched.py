@@ -212,9 +212,12 @@ class Scheduler:
             lane.load += 1
         lane.inbox.put(task)
         task.done.wait()
-        if task.error is not None:
-            raise task.error
-        return task.value
+        # the caller takes them over: the lane may keep the task a tick longer, and an error's
+        # traceback holds the job's frames (a search tree, whose KV is keyed by its nodes)
+        error, value, task.error, task.value = task.error, task.value, None, None
+        if error is not None:
+            raise error
+        return value
 
     def call(self, fn: Any, *args: Any, cancel: threading.Event | None = None) -> Any:
         """fn(*args), as a job (in a lane while serving); cancel as for `run`."""

@@ -1,0 +1,314 @@
+"""search.serve through the official openai client, against a server on 127.0.0.1 (an
+ephemeral port, uvicorn in a thread of this process): every answer is checked against
+search.solve run here on the same engine (the request alone), bad requests against the
+messages search.solve's own checks raise."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+import search
+from search import registry
+from search.serve import app as app_module
+from search.serve import service as service_module
+from search.serve.app import create_app
+from search.serve.plan import Defaults
+from search.serve.service import Service
+from search.types import Problem
+
+MODEL = "tiny-arith"
+QUESTION = "What is 17 * 23 - 5?"
+LONG = {"knobs": {"n": 8}, "temperature": 3.0}  # rambling paths: seconds of work, no end soon
+MAX_BODY = 64 << 10
+
+
+@contextmanager
+def serving(model: str) -> Iterator[tuple[str, Service]]:
+    """A server of `model` on 127.0.0.1 (an ephemeral port), uvicorn in a thread."""
+    service = Service.load(model, concurrency=8)
+    app = create_app(service, Defaults(), names=[model], max_body=MAX_BODY)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not srv.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", service
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, Service]]:
+    with serving(MODEL) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
+
+
+def alone(service: Service, algo: str, **kwargs: Any) -> search.Result:
+    """The request's search run here, alone, on the server's engine."""
+    return search.solve(Problem(QUESTION, id="request"), algo, engine=service.driver.engine,
+                        progress=False, **kwargs)
+
+
+def ask(client: openai.OpenAI, **extra: Any) -> Any:
+    return client.chat.completions.create(model=MODEL, extra_body=extra or None,
+                                          messages=[{"role": "user", "content": QUESTION}])
+
+
+def health(url: str) -> dict[str, Any]:
+    return httpx.get(url + "/health").json()
+
+
+def same(choice: Any, result: search.Result) -> None:
+    """The choice is what the search alone found: text, answer, status, selection, cost."""
+    extra = choice.model_extra["search"]
+    assert choice.message.content == result.text
+    assert (extra["answer"], extra["status"], extra["selected_by"], extra["seed"]) == \
+        (result.answer, result.status, result.selected_by, result.seed)
+    got, want = extra["usage"], result.usage.as_dict()
+    for key in ("generated_tokens", "prefill_tokens", "forward_passes", "scorer_calls"):
+        assert got[key] == want[key], key
+
+
+def test_a_plain_request_is_one_sample_and_counts_tokens_as_the_api_does(server, client):
+    _, service = server
+    reply = client.chat.completions.create(model=MODEL, seed=4,
+                                           messages=[{"role": "user", "content": QUESTION}])
+    ref = alone(service, "best_of_n", n=1, select="vote", seed=4)
+    same(reply.choices[0], ref)
+    prompt = len(service.driver.engine.prompt_ids(Problem(QUESTION)))  # type: ignore[attr-defined]
+    assert reply.usage is not None
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == \
+        (prompt, ref.usage.generated_tokens)
+    assert reply.usage.total_tokens == prompt + ref.usage.generated_tokens
+    assert reply.choices[0].finish_reason == "stop" and reply.model == MODEL
+    assert reply.model_extra["search"]["algo"] == "best_of_n"
+    assert [m.id for m in client.models.list()] == [MODEL]
+
+
+@pytest.mark.parametrize("algo", registry.names())
+def test_every_algorithm_answers_as_it_does_alone(server, client, algo):
+    _, service = server
+    scorer = "steps" if registry.uses_scorer(algo, {}) else None
+    reply = ask(client, algo=algo, scorer=scorer, budget={"tokens": 300}, seed=2)
+    ref = alone(service, algo, scorer=scorer, budget=search.Budget(tokens=300), seed=2)
+    same(reply.choices[0], ref)
+    assert reply.model_extra["search"]["scorer"] == ref.scorer
+    assert reply.usage is not None and reply.usage.completion_tokens <= 300
+
+
+def test_n_temperature_max_tokens_and_stop_mean_what_the_api_says(server, client):
+    _, service = server
+    reply = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": QUESTION}], n=3, seed=7,
+        temperature=1.2, max_tokens=40, stop=["answer"])
+    refs = [alone(service, "best_of_n", n=1, select="vote", seed=7 + i, temperature=1.2,
+                  budget=search.Budget(tokens=40)) for i in range(3)]
+    assert [c.index for c in reply.choices] == [0, 1, 2]
+    for choice, ref in zip(reply.choices, refs):
+        cut = ref.text.find("answer")
+        assert choice.message.content == (ref.text[:cut] if cut >= 0 else ref.text)
+        ended = any(c.finished for c in ref.candidates if c.text == ref.text)
+        assert choice.finish_reason == ("stop" if cut >= 0 or ended else "length")
+        assert ref.usage.generated_tokens <= 40
+    assert reply.usage is not None
+    assert reply.usage.completion_tokens == sum(r.usage.generated_tokens for r in refs)
+
+
+def test_logprobs_are_the_chosen_paths_tokens(server, client):
+    _, service = server
+    reply = client.chat.completions.create(model=MODEL, logprobs=True, seed=5,
+                                           messages=[{"role": "user", "content": QUESTION}])
+    ref = alone(service, "best_of_n", n=1, select="vote", seed=5)
+    leaf = max(ref.tree.walk(), key=lambda n: n.depth)  # one sample: one path
+    choice = reply.choices[0]
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    tokens = choice.logprobs.content
+    assert "".join(t.token for t in tokens) == choice.message.content == leaf.text
+    assert sum(t.logprob for t in tokens) == pytest.approx(leaf.cum_logprob, abs=1e-4)
+    with pytest.raises(openai.BadRequestError, match="top_logprobs is not supported"):
+        client.chat.completions.create(model=MODEL, logprobs=True, top_logprobs=2,
+                                       messages=[{"role": "user", "content": QUESTION}])
+
+
+def test_text_completions_take_several_prompts_and_echo(server, client):
+    _, service = server
+    prompts = [QUESTION, "What is 2 + 3?"]
+    reply = client.completions.create(model=MODEL, prompt=prompts, n=2, echo=True,
+                                      extra_body={"algo": "greedy"})
+    assert len(reply.choices) == 4
+    for i, choice in enumerate(reply.choices):
+        ref = search.solve(Problem(prompts[i // 2]), "greedy", engine=service.driver.engine,
+                           seed=i % 2, progress=False)
+        assert choice.index == i and choice.text == prompts[i // 2] + ref.text
+
+
+def test_streaming_sends_the_same_text_and_usage_with_progress_before(server, client,
+                                                                         monkeypatch):
+    url, _ = server
+    extra = {"algo": "beam", "scorer": "steps", "knobs": {"n": 4, "m": 2}, "seed": 3}
+    whole = ask(client, **extra)
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": QUESTION}], stream=True,
+        stream_options={"include_usage": True}, extra_body=extra)
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    last = [c for c in chunks if c.choices][-1].choices[0]
+    assert last.finish_reason == whole.choices[0].finish_reason
+    assert last.model_extra["search"]["answer"] == whole.choices[0].model_extra["search"]["answer"]
+    assert chunks[-1].usage is not None and whole.usage is not None
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    # progress: SSE comment lines (clients skip them) while the search runs
+    monkeypatch.setattr(app_module, "PROGRESS_EVERY", 0.02)
+    monkeypatch.setattr(service_module, "PROGRESS_EVERY", 0.02)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}],
+            "stream": True, "budget": {"tokens": 400}, **LONG}
+    lines = httpx.post(url + "/v1/chat/completions", json=body, timeout=120).text.splitlines()
+    progress = [ln for ln in lines if ln.startswith(": 0: search  best_of_n on tiny-arith")]
+    assert progress and " tokens · " in progress[-1]
+    assert "data: [DONE]" in lines[-2:]
+
+
+def solve_error(**kwargs: Any) -> str:
+    """The message search.solve raises for the same mistake."""
+    with pytest.raises((TypeError, ValueError)) as err:
+        search.solve(QUESTION, engine=MODEL, progress=False, **kwargs)
+    return str(err.value)
+
+
+BAD = [  # (request's extra fields, search.solve's arguments with the same mistake, words)
+    ({"algo": "bem"}, {"algo": "bem"}, "did you mean 'beam'?"),
+    ({"algo": "beam", "knobs": {"mm": 3}}, {"algo": "beam", "mm": 3}, "did you mean 'm'?"),
+    ({"algo": "beam", "knobs": {"n": "3"}}, {"algo": "beam", "n": "3"}, "takes an int"),
+    ({"algo": "beam", "scorer": "stepz"}, {"algo": "beam", "scorer": "stepz"},
+     "did you mean 'steps'?"),
+    ({"algo": "greedy", "scorer": "steps"}, {"algo": "greedy", "scorer": "steps"},
+     "never consults a scorer"),
+    ({"budget": {"tokens": "10"}}, None, "Budget.tokens must be an int or None, got '10'"),
+    ({"budget": {"tokens": -1}}, None, "Budget.tokens must be positive, got -1"),
+    ({"seed": 1.5}, None, "seed must be an integer, got 1.5"),
+]
+
+
+@pytest.mark.parametrize("extra,mistake,words", BAD)
+def test_bad_search_fields_get_400_with_solves_messages(server, client, extra, mistake, words):
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(client, **extra)
+    message = err.value.body["message"]  # type: ignore[index]
+    assert words in message
+    if mistake is not None:
+        assert message == solve_error(**mistake)
+    if "budget" in extra:  # the Budget's own check, word for word
+        with pytest.raises((TypeError, ValueError)) as want:
+            search.Budget(**extra["budget"])
+        assert message == str(want.value)
+
+
+def test_malformed_bodies_get_4xx_and_touch_nothing(server, client):
+    url, service = server
+    post = lambda content, **kw: httpx.post(url + "/v1/chat/completions", content=content,  # noqa: E731
+                                            timeout=30, **kw)
+    good = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}]}
+    latin = b'{"model": "tiny-arith", "messages": [{"role": "user", "content": "\xff"}]}'
+    cases = [
+        (post(latin), 400, f"byte 0xff at position {latin.index(0xff)} is not UTF-8"),
+        (post(b'{"model": '), 400, "the request body is not JSON"),
+        (post(json.dumps({**good, "messages": [{"role": "user", "content": "\ud800"}]})),
+         400, Problem.__name__ + ".prompt is not valid text"),
+        (post(json.dumps({**good, "filler": "x" * MAX_BODY})), 413, "larger than this server"),
+        (post(json.dumps({**good, "model": "gpt-4"})), 404, "does not exist"),
+        (post(json.dumps({**good, "algorithm": "beam"})), 400, "did you mean 'algo'"),
+        (post(json.dumps({**good, "n": 99})), 400, "n must be between 1 and 16"),
+        (post(json.dumps({**good, "algo": "greedy", "temperature": 0.5})), 400,
+         "greedy has no temperature knob"),
+        (post(json.dumps({**good, "budget": {"tokns": 5}})), 400, "did you mean 'tokens'"),
+        (post(json.dumps([1, 2])), 400, "must be a JSON object"),
+        (post(json.dumps({**good, "messages": [{"role": "system", "content": "Be brief."},
+                                                *good["messages"]]})),
+         400, "this model has no chat template"),
+    ]
+    for response, status, words in cases:
+        assert response.status_code == status, response.text
+        assert words in response.json()["error"]["message"]
+    with pytest.raises(ValueError) as want:  # the same words as the Problem's own check
+        Problem("\ud800")
+    assert str(want.value) == cases[2][0].json()["error"]["message"]
+    assert health(url)["failed"] == 0 and ask(client).choices[0].message.content
+
+
+def test_a_client_that_leaves_cancels_its_search_and_frees_its_kv(server):
+    url, service = server
+    body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}], **LONG}
+    before = health(url)
+    with pytest.raises(httpx.ReadTimeout):  # a plain request: its client gives up waiting
+        httpx.post(url + "/v1/chat/completions", json=body, timeout=1.5)
+    with httpx.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True},
+                      timeout=30) as r:  # a stream: its client stops reading, after progress
+        lines = r.iter_lines()
+        while not next(lines).startswith(": 0: search"):
+            pass
+    deadline = time.monotonic() + 60
+    while (now := health(url))["in_flight"] or now["cancelled"] < before["cancelled"] + 2 \
+            or now["kv_cached_tokens"]:
+        assert time.monotonic() < deadline, (before, now)
+        time.sleep(0.1)
+    assert now["finished"] == before["finished"], (before, now)
+
+
+def test_concurrent_clients_get_what_each_gets_alone(server, client):
+    url, _ = server
+    requests = [dict(algo=a, seed=s, budget={"tokens": 200},
+                     **({"scorer": "steps"} if a in ("beam", "best_of_n") else {}))
+                for a in ("beam", "best_of_n", "rpc", "first_finish") for s in (0, 1)]
+
+    def one(extra: dict[str, Any]) -> Any:
+        return ask(client, **extra)
+
+    one_by_one = [one(r) for r in requests]
+    with ThreadPoolExecutor(len(requests)) as pool:
+        at_once = list(pool.map(one, requests))
+    for a, b in zip(one_by_one, at_once):
+        assert a.choices[0].message.content == b.choices[0].message.content
+        sa, sb = a.choices[0].model_extra["search"], b.choices[0].model_extra["search"]
+        assert (sa["answer"], sa["usage"]["generated_tokens"], sa["usage"]["prefill_tokens"]) \
+            == (sb["answer"], sb["usage"]["generated_tokens"], sb["usage"]["prefill_tokens"])
+    assert health(url)["batching"]["widest"] >= 2  # forwards of several searches merged
+
+
+@pytest.mark.slow
+def test_a_conversation_goes_to_a_chat_model_as_its_turns():
+    """SmolLM2 has a chat template: a system turn and a user turn reach it as chat turns."""
+    conversation = [{"role": "system", "content": "You are a careful calculator."},
+                    {"role": "user", "content": "What is 2 + 3?"}]
+    with serving("smollm2-135m") as (url, service):
+        c = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=300)
+        reply = c.chat.completions.create(model="smollm2-135m", messages=conversation,  # type: ignore[arg-type]
+                                          extra_body={"algo": "greedy", "budget": {"tokens": 60}})
+        ref = search.solve(Problem(messages=tuple(conversation), id="request"), "greedy",
+                           search.Budget(tokens=60), engine=service.driver.engine,
+                           progress=False)
+    same(reply.choices[0], ref)
