@@ -75,7 +75,11 @@ class Interrupted(RuntimeError):
 
 def default_lanes() -> int:
     """Owner lanes while serving: two where this process runs torch on two or more intra-op
-    threads (each lane then on half of them), else one."""
+    threads (each lane then on half of them), else one; one where torch sees a GPU (a GPU
+    forward is queued kernels, which the lane's Python overlaps anyway, and one lane merges
+    every search's Passes into one forward: two would stream the weights twice a step)."""
+    if torch.cuda.is_available():
+        return 1
     return max(1, min(MAX_LANES, torch.get_num_threads()))
 
 
