@@ -30,6 +30,9 @@ and attention (lean.LeanLlama.forward_many runs attention per Pass, on the same 
 would see alone), every op the Passes share computes each row the same way whatever rows are
 beside it (packed linears, norms, element-wise ops) and on any thread count (rows, not sums,
 are split; attention runs on one thread); tests/test_concurrency.py checks it bit for bit.
+On a GPU the lean forward merges too (LeanLlama.merges), but cuBLAS picks its GEMM kernel by
+the batch's rows, so there a merged row's logits can move by the GEMMs' rounding; an engine
+with merge=False (HFConfig) keeps its Passes apart, bit for bit what each computes alone.
 State that jobs share (KV trees, meters) is touched only under `lock`: a lane holds it while
 its jobs run, not while its forward runs, which reads the model's weights and its own Passes'
 caches. A job carries its search's state itself (the engine passes its
