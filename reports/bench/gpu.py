@@ -245,6 +245,7 @@ def merged_jobs(eng: Any, shape: Shape) -> None:
 
     SCHED.stats = SchedStats()
     with SCHED.serving():
+        cap = SCHED.max_kv_bytes
         threads = [threading.Thread(target=job, args=(i,)) for i in range(jobs)]
         sync(eng.device)
         t0 = time.perf_counter()
@@ -259,7 +260,8 @@ def merged_jobs(eng: Any, shape: Shape) -> None:
           f"the same {jobs * PER_PROMPT} rows ==\nmerged {sum(done) / t_many:,.0f} tok/s, one "
           f"expand {n_one / t_one:,.0f} tok/s: {n_one / t_one and (sum(done) / t_many) / (n_one / t_one):.2f}x"
           f" (forward merges: {getattr(eng.forward, 'merges', False)}; widest tick "
-          f"{st.widest} Passes, {st.ticks} ticks, {st.lanes} lanes)", flush=True)
+          f"{st.widest} Passes, {st.ticks} ticks, {st.lanes} lanes, at most {st.peak_jobs} "
+          f"jobs in flight under a {cap / 2**30:.1f} GiB cache cap)", flush=True)
 
 
 def tiny_grid(shape: Shape, tmp: Path) -> None:

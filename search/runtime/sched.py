@@ -64,7 +64,7 @@ from search.runtime.passes import PASS_TOKENS, Job, Pass, Sampled, call, drive, 
 
 # the jobs' names (search.runtime.passes) are this module's too
 __all__ = ["PASS_TOKENS", "SCHED", "Interrupted", "Job", "Pass", "Sampled", "SchedStats",
-           "Scheduler", "call", "default_lanes", "drive", "run_passes"]
+           "Scheduler", "call", "default_kv_bytes", "default_lanes", "drive", "run_passes"]
 
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
@@ -84,6 +84,16 @@ def default_lanes() -> int:
     if torch.cuda.is_available():
         return 1
     return max(1, min(MAX_LANES, torch.get_num_threads()))
+
+
+def default_kv_bytes() -> int:
+    """The batch-cache bytes in flight while serving, unless told: DEFAULT_KV_BYTES, or where
+    torch sees a GPU half the memory free on it when serving starts, if that is more (the
+    slabs live there: 16 searches of 16 rows over 576 tokens of a 1B Llama hold ~5 GB)."""
+    if torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        return max(DEFAULT_KV_BYTES, free // 2)
+    return DEFAULT_KV_BYTES
 
 
 @dataclass(eq=False)
@@ -173,6 +183,8 @@ class Scheduler:
             if not self._serving:
                 if max_kv_bytes is not None:
                     self.max_kv_bytes = max_kv_bytes
+                elif self.max_kv_bytes == DEFAULT_KV_BYTES:
+                    self.max_kv_bytes = default_kv_bytes()
                 self._open = lanes or self.lanes or default_lanes()
                 threads = torch.get_num_threads()  # the opener's: what a search alone runs on
                 self._threads = (max(1, threads // self._open), threads)
