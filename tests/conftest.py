@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from devices import device  # noqa: F401  (the fixture: every engine test on each device)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -52,8 +53,19 @@ def smollm2_engine():
 
 
 def pytest_report_header(config):
-    """Name any dev tool running at another version than pyproject.toml pins."""
+    """Name any dev tool running at another version than pyproject.toml pins, and the devices
+    the engine tests run on. The pins are read from the installed project's metadata: with
+    the project only on PYTHONPATH (not pip-installed) there is none to read, and the
+    header says so instead of failing the run."""
+    from importlib.metadata import PackageNotFoundError
+
+    from devices import DEVICES
     from test_toolchain import unpinned
 
-    off = unpinned()
-    return [f"dev tools at unpinned versions: {', '.join(off)}"] if off else []
+    lines = [f"engine test devices: {', '.join(DEVICES)}"]
+    try:
+        off = unpinned()
+    except PackageNotFoundError:
+        return [*lines, "dev tool pins not checked: tts-search is not installed "
+                        "(pip install -e '.[dev]')"]
+    return [*lines, f"dev tools at unpinned versions: {', '.join(off)}"] if off else lines

@@ -101,7 +101,7 @@ def steps(kids) -> list[tuple[int, ...]]:
     return [k.step.token_ids for k in kids if k.step is not None]
 
 
-def sharing_engines(tiny_model, **kw):
+def sharing_engines(tiny_model, device="cpu", **kw):
     """The same model behind an engine that never shares (the reference) and one that
     shares any common prefix (share_prefix=1), recording each batch cache's shared length."""
     import copy
@@ -109,8 +109,8 @@ def sharing_engines(tiny_model, **kw):
     from search.engines.hf import HFEngine
 
     model, tok = tiny_model
-    plain = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=0, **kw)
-    shared = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=1, **kw)
+    plain = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, share_prefix=0, **kw)
+    shared = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, share_prefix=1, **kw)
     seen: list[int] = []
     batch = shared.kv.batch
 
@@ -123,7 +123,7 @@ def sharing_engines(tiny_model, **kw):
     return plain, shared, seen
 
 
-def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model):
+def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device):
     """Rows whose paths share the root and one step (and some a further step of their own)
     decode over one copy of the shared part: greedy tokens equal plain generate, logprobs and
     every child's KV segment equal a plain full forward, sampled tokens equal the engine that
@@ -131,7 +131,7 @@ def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model):
     from search.types import Problem
 
     model, _ = tiny_model
-    plain, eng, seen = sharing_engines(tiny_model)
+    plain, eng, seen = sharing_engines(tiny_model, device)
     root = eng.root(Problem(prompt="12+34=56 and 7*8="))
     (a,) = eng.extend([root], ["9 9"])
     ((b,),) = eng.expand([a], 1, stop=None, max_tokens=5, temperature=0)
@@ -151,7 +151,7 @@ def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model):
         assert max(abs(x - y) for x, y in zip(kid.step.logprobs, ref)) < 1e-4
         seg = eng.kv.get(kid)
         assert seg is not None
-        assert torch.allclose(seg.kv, cache_columns(full.past_key_values, start, start + seg.n),
+        assert torch.allclose(seg.kv.cpu(), cache_columns(full.past_key_values, start, start + seg.n),
                               atol=1e-4)
     # sampling: the same tokens as the engine that copies the prefix into every row
     p_root = plain.root(Problem(prompt="12+34=56 and 7*8="))
@@ -162,12 +162,12 @@ def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model):
     assert seen[-1] == a.n_tokens
 
 
-def test_speculation_over_a_shared_prefix_is_token_identical(tiny_model):
+def test_speculation_over_a_shared_prefix_is_token_identical(tiny_model, device):
     """Speculative verification passes (several query tokens, rows accepting different
     counts, holes) attend to the shared prefix as well: greedy output equals plain decoding."""
     from search.types import Problem
 
-    plain, eng, seen = sharing_engines(tiny_model, speculate=True)
+    plain, eng, seen = sharing_engines(tiny_model, device, speculate=True)
     plain.spec = plain.drafter = None
     prompts = ["12+34=56 and 7*8=", "1 2 3 4 5 6 7 8 9"]
     for prompt in prompts:
@@ -238,8 +238,8 @@ def test_cascade_keeps_a_bf16_query_in_bf16(flash, monkeypatch):
 
 
 def test_bf16_engine_decodes_over_a_shared_prefix(tiny_model):
-    """bf16 weights and a shared prefix together (transformers' forward, cascade attention):
-    rows decode to the end with the prompt held once."""
+    """bf16 weights and a shared prefix together (the lean forward in bf16, cascade
+    attention): rows decode to the end with the prompt held once."""
     from search.types import Problem
 
     plain, eng, seen = sharing_engines(tiny_model, dtype="bf16")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from devices import exact
 from helpers import dump
 
 import search
@@ -27,8 +28,8 @@ from search.types import Budget, Node, Problem
 
 
 @pytest.fixture(scope="module")
-def arith_engine():
-    return search.get_engine("tiny-arith")
+def arith_engine(device):
+    return search.get_engine("tiny-arith", device=device, **exact(device))
 
 
 def arith_problems(n: int = 4) -> list[Problem]:
@@ -69,11 +70,11 @@ def test_value_head_and_token_budget_identical_at_any_concurrency(arith_engine):
     assert all(r.usage.generated_tokens <= 120 + 8 * 256 for r in many)
 
 
-def test_extend_and_next_logprobs_identical_at_any_concurrency(tiny_model):
+def test_extend_and_next_logprobs_identical_at_any_concurrency(tiny_model, device):
     """self_eval forces a question after every step (extend, next_logprobs): the scorer's
     forwards are merged across searches too."""
     model, tok = tiny_model
-    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, **exact(device))
     probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
     kw: dict[str, Any] = dict(n=4, m=2, step_tokens=6, max_depth=3)
     alone = [dump(search.solve(p, "beam", engine=eng, scorer="self_eval", seed=1, **kw))
@@ -97,8 +98,8 @@ def _passes(eng: HFEngine) -> list[Pass]:
 
     def decode(nodes: list[Node], hidden: bool) -> Pass:
         cache = kv.batch([kv.path_parts(n) for n in nodes], 3)
-        ids = torch.tensor([[5 + i] for i in range(len(nodes))])
-        pos = torch.tensor([[n.n_tokens] for n in nodes])
+        ids = torch.tensor([[5 + i] for i in range(len(nodes))], device=kv.device)
+        pos = torch.tensor([[n.n_tokens] for n in nodes], device=kv.device)
         p = kv.pass_for(ids, pos, cache, cache.attention_mask(1), 1, False)
         p.hidden = hidden
         return p
@@ -107,8 +108,9 @@ def _passes(eng: HFEngine) -> list[Pass]:
     out.append(decode(kids[0], False))  # 3 rows of one root: the prompt shared (cascade)
     out.append(decode(roots[2:3], True))  # a lone row
     cache = kv.batch([kv.path_parts(n) for n in roots[2:]], 5)  # 2 rows x 5 tokens each
-    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
-    pos = torch.tensor([[n.n_tokens] for n in roots[2:]]) + torch.arange(5)
+    ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]], device=kv.device)
+    pos = torch.tensor([[n.n_tokens] for n in roots[2:]], device=kv.device) + torch.arange(
+        5, device=kv.device)
     out.append(kv.pass_for(ids, pos, cache, cache.attention_mask(5), 0, False))
     return out
 
@@ -198,12 +200,12 @@ def test_one_search_error_fails_only_its_run(arith_engine):
 
 
 @pytest.mark.parametrize("lanes", [1, 2])
-def test_short_calls_do_not_wait_for_long_ones(tiny_model, lanes):
+def test_short_calls_do_not_wait_for_long_ones(tiny_model, lanes, device):
     """Continuous batching: a 2-token expansion started beside a 60-token one returns after a
     few shared forwards (one lane), or beside them (two: each call in its own lane), while the
     long one is still decoding."""
     model, tok = tiny_model
-    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device)
     eng.eos_ids = frozenset()
     roots = [eng.root(Problem(prompt="1+2=")), eng.root(Problem(prompt="3+4="))]
     finished: dict[str, float] = {}

@@ -99,13 +99,13 @@ KINDS = {"plain": False,
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_plain_and_speculative_decoding_match_a_full_prefix_reference(tiny_model, kind):
+def test_plain_and_speculative_decoding_match_a_full_prefix_reference(tiny_model, kind, device):
     """Rows of different prompts and depths expanded together (3 steps deep, 2 samples a
     node at temperature 0): every child's tokens and stop reason equal the reference's."""
     model, tok = tiny_model
     seen: set[str] = set()
     for stop, eos_chars, max_tokens, max_length in CASES:
-        eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu",
+        eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device,
                        speculate=KINDS[kind], max_length=max_length)
         eng.eos_ids = eos = frozenset(tok.convert_tokens_to_ids(c) for c in eos_chars)
         frontier = [eng.root(Problem(prompt=p)) for p in PROMPTS]
@@ -126,7 +126,7 @@ def test_plain_and_speculative_decoding_match_a_full_prefix_reference(tiny_model
     assert seen == {"eos", "stop", "length", "max_tokens"}  # every reason was met
 
 
-def test_both_loops_stop_through_the_one_rule(tiny_model, monkeypatch):
+def test_both_loops_stop_through_the_one_rule(tiny_model, monkeypatch, device):
     """Plain and speculative decoding ask StopRule.reason about every token they keep."""
     model, tok = tiny_model
     asked: list[int] = []
@@ -139,7 +139,7 @@ def test_both_loops_stop_through_the_one_rule(tiny_model, monkeypatch):
     monkeypatch.setattr(StopRule, "reason", spy)
     for speculate in (False, True):
         asked.clear()
-        eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", speculate=speculate)
+        eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, speculate=speculate)
         eng.eos_ids = frozenset()
         (kid,) = eng.expand([eng.root(Problem(prompt="12+12+12+"))], 1, stop=None,
                             max_tokens=9, temperature=0)[0]

@@ -1,4 +1,5 @@
-"""The KV-sharing engine against plain full-prefix forwards and HF generate (fp32)."""
+"""The KV-sharing engine against plain full-prefix forwards and HF generate (fp32), on each
+device (tests/devices.py): the references run on the CPU model."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ import copy
 
 import pytest
 import torch
+from devices import host
 
 from search.types import Problem
+
+
+@pytest.fixture
+def tiny_engine(tiny_model, device):
+    """conftest's tiny engine, on each device."""
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    return HFEngine(copy.deepcopy(model), tok, chat=False, device=device)
 
 
 def full_logprobs(model, ids: list[int], start: int) -> list[float]:
@@ -112,7 +123,7 @@ def test_top_p_tiny_keeps_only_the_argmax(tiny_engine):
     assert all(k.step.token_ids == greedy.step.token_ids for k in nucleus)
 
 
-def test_children_never_reprefill_and_retain_frees(tiny_engine):
+def test_children_never_reprefill_and_retain_frees(tiny_engine, tiny_model):
     eng = tiny_engine
     eng.eos_ids = frozenset()  # no early EOS: keep two paths alive for four steps
     root = eng.root(Problem(prompt="12*3="))
@@ -130,7 +141,7 @@ def test_children_never_reprefill_and_retain_frees(tiny_engine):
     dropped = frontier[1]
     ((kid,),) = eng.expand([dropped], 1, stop=None, max_tokens=4, temperature=0)
     assert eng.meter.prefill_tokens == used.prefill_tokens + len(dropped.step.token_ids)
-    ref = greedy_reference(eng.model, dropped.token_ids(), len(kid.step.token_ids))
+    ref = greedy_reference(tiny_model[0], dropped.token_ids(), len(kid.step.token_ids))
     assert ref == list(kid.step.token_ids)
 
 
@@ -153,13 +164,13 @@ def test_bad_expand_arguments(tiny_engine):
         tiny_engine.expand([kid], 1)
 
 
-def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_model):
+def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_model, device):
     """keep_hidden: each child's feature equals the final hidden state (from a plain full
     forward) at the position that predicted the step's last token."""
     from search.engines.hf import HFEngine
 
     model, tok = tiny_model
-    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", keep_hidden=True)
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, keep_hidden=True)
     root = eng.root(Problem(prompt="4*4="))
     kids = eng.expand([root], 6, stop=None, max_tokens=5, seed=2)[0]
     live = [k for k in kids if not k.finished][:2]  # a sampled EOS ends a path
@@ -169,4 +180,4 @@ def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_m
         ids = kid.token_ids()
         with torch.no_grad():
             h = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
-        assert torch.allclose(eng.step_features[kid], h[len(ids) - 2], atol=1e-4)
+        assert torch.allclose(host(eng.step_features[kid]), h[len(ids) - 2], atol=1e-4)

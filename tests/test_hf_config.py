@@ -21,13 +21,15 @@ OLD_DEFAULTS = dict(device=None, max_length=None, chat=None, system_prompt=None,
                     prompt_template="{prompt}\n", instructions=INSTRUCTIONS, name="",
                     keep_hidden=False, dtype=None, inplace_kv=True, speculate=False, pack=None,
                     share_prefix=64, lean=True)
+NEW_DEFAULTS = dict(merge=None)  # options added since, at their defaults
 
 
 def test_defaults_are_the_engines_old_keyword_defaults():
     cfg = HFConfig()
     got = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(HFConfig)}
-    assert set(got) == set(OLD_DEFAULTS)
-    assert {k: dict(v) if k == "instructions" else v for k, v in got.items()} == OLD_DEFAULTS
+    assert set(got) == set(OLD_DEFAULTS) | set(NEW_DEFAULTS)
+    assert {k: dict(v) if k == "instructions" else v for k, v in got.items()} == \
+        {**OLD_DEFAULTS, **NEW_DEFAULTS}
     assert cfg.spec is None and cfg.torch_device == torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")
     assert HFConfig(speculate=True).spec == SpecConfig()
@@ -52,6 +54,7 @@ def test_frozen_and_its_instructions_read_only():
     (dict(share_prefix=-1), ValueError, "share_prefix must be an int >= 0"),
     (dict(share_prefix=None), ValueError, "share_prefix must be an int >= 0"),
     (dict(speculate="yes"), TypeError, "speculate must be a bool or a SpecConfig"),
+    (dict(merge="yes"), TypeError, "merge must be None, True or False"),
     (dict(speculate=True, inplace_kv=False), ValueError,
      r"speculate needs the in-place KV cache \(inplace_kv=True\)"),
     (dict(speculate=SpecConfig(), inplace_kv=False), ValueError, "speculate needs the in-place"),

@@ -142,10 +142,12 @@ def test_says_why_it_cannot_run_a_model():
     attention.use_sdpa_gqa(model)
     assert lean.why_not(model) is None  # packed linears or not
     half = copy.deepcopy(model).to(torch.bfloat16)
-    assert "fp32" in (lean.why_not(half) or "")
-    assert lean.lean_forward(half) is None
-    with pytest.raises(ValueError, match="fp32"):
-        lean.LeanLlama(half)
+    assert lean.why_not(half) is None  # bf16 and fp16 run too (tests/test_gpu_lean.py)
+    double = copy.deepcopy(model).to(torch.float64)
+    assert "float64" in (lean.why_not(double) or "")
+    assert lean.lean_forward(double) is None
+    with pytest.raises(ValueError, match="float64"):
+        lean.LeanLlama(double)
     other = copy.deepcopy(model)
     other.config.model_type = "gpt2"
     assert "Llama" in (lean.why_not(other) or "")
@@ -155,14 +157,14 @@ def test_says_why_it_cannot_run_a_model():
     assert "sliding" in (lean.why_not(windowed) or "")
 
 
-def test_engine_with_and_without_it_decodes_the_same(tiny_model):
+def test_engine_with_and_without_it_decodes_the_same(tiny_model, device):
     """The engine's decode, prefill and speculation paths through the lean forward give the
     tokens and logprobs of transformers' forward (lean=False), greedy and sampled."""
     from search.engines.hf import HFEngine
     from search.types import Problem
 
     model, tok = tiny_model
-    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", lean=flag,
+    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device=device, lean=flag,
                         share_prefix=1) for flag in (True, False)]
     assert isinstance(engines[0].forward, lean.LeanLlama)
     assert engines[1].forward is engines[1].model

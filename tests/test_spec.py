@@ -3,7 +3,8 @@
 Greedy: token-identical to the plain engine. Sampling: the sequences' frequencies fit the
 model's exact distribution. Children's KV: equal to a full-prefix forward. Each with chain
 drafts and with draft trees (search/engines/hf/drafter.py), whose builder and acceptance walks
-are also checked by hand.
+are also checked by hand. The engines run on each device (tests/devices.py), each on its own
+copy of the model; the references run on the CPU model.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from devices import host
 from helpers import cache_columns, tiny_llama
 from scipy import stats as sps
 
@@ -34,9 +36,12 @@ def model_tok(request):
     return model, tok
 
 
-def engines(model, tok, config: SpecConfig | bool = True, **kw):
-    return (HFEngine(model, tok, chat=False, device="cpu", **kw),
-            HFEngine(model, tok, chat=False, device="cpu", speculate=config, **kw))
+def engines(model, tok, config: SpecConfig | bool = True, device: str = "cpu", **kw):
+    """(plain, speculative) engines on `device`, each on its own copy of the model (an engine
+    moves and packs its model in place; `model` stays the CPU reference)."""
+    return (HFEngine(copy.deepcopy(model), tok, chat=False, device=device, **kw),
+            HFEngine(copy.deepcopy(model), tok, chat=False, device=device, speculate=config,
+                     **kw))
 
 
 def grow(engine, depth: int, n: int, **kw):
@@ -68,11 +73,11 @@ TREE = SpecConfig(ngram=(4, 3, 2, 1), recycle_k=8, max_batch_tokens=256, tree=12
 
 
 @pytest.mark.parametrize("config", [CHAIN, TREE], ids=["chain", "tree"])
-def test_greedy_is_token_identical_to_plain(model_tok, config):
+def test_greedy_is_token_identical_to_plain(model_tok, config, device):
     """Several rows of different prompts and depths, stop strings, EOS and max_tokens:
     the same steps as plain decoding, fewer forwards, the same tokens charged."""
     model, tok = model_tok
-    plain, spec = engines(model, tok, config)
+    plain, spec = engines(model, tok, config, device)
     kw = dict(stop=("5", "a b"), max_tokens=10, temperature=0.0)
     # "=": a token some greedy paths emit mid-step (and others never)
     plain.eos_ids = spec.eos_ids = frozenset({tok.convert_tokens_to_ids("=")})
@@ -97,7 +102,7 @@ def test_greedy_is_token_identical_to_plain(model_tok, config):
 
 
 @pytest.mark.parametrize("tree", [0, 10], ids=["chain", "tree"])
-def test_children_kv_and_features_equal_a_full_forward(model_tok, tree):
+def test_children_kv_and_features_equal_a_full_forward(model_tok, tree, device):
     """Sampled children (rows accepting different counts; with trees, paths through later
     siblings leave holes in the cache rows): each segment holds exactly the KV a plain
     forward over the whole path computes, logprobs and the logits of a further expansion
@@ -105,7 +110,7 @@ def test_children_kv_and_features_equal_a_full_forward(model_tok, tree):
     model, tok = model_tok
     _, spec = engines(model, tok, SpecConfig(max_draft=6, first_draft=3, recycle_k=4,
                                              max_batch_tokens=512, tree=tree, min_prob=0.0),
-                      keep_hidden=True)
+                      device, keep_hidden=True)
     kids = []
     frontier = [spec.root(Problem(prompt=p)) for p in PROMPTS]
     for d in range(2):
@@ -124,21 +129,21 @@ def test_children_kv_and_features_equal_a_full_forward(model_tok, tree):
         start, n = kid.parent.n_tokens, len(kid.step.token_ids)
         seg = spec.kv.get(kid)
         assert seg is not None
-        assert torch.allclose(seg.kv, cache_columns(full.past_key_values, start, start + seg.n),
+        assert torch.allclose(host(seg.kv), cache_columns(full.past_key_values, start, start + seg.n),
                               atol=1e-4)
         lp = full.logits[0].float().log_softmax(-1)
         ref_lps = [lp[j - 1, ids[j]].item() for j in range(start, start + n)]
         assert max(abs(a - b) for a, b in zip(kid.step.logprobs, ref_lps)) < 1e-4
         hid = full.hidden_states[-1][0]
-        assert torch.allclose(spec.step_features[kid], hid[len(ids) - 2], atol=1e-4)
+        assert torch.allclose(host(spec.step_features[kid]), hid[len(ids) - 2], atol=1e-4)
         if not kid.finished:
             assert seg.n == n and seg.logits is not None
-            assert torch.allclose(seg.logits.log_softmax(-1), lp[-1], atol=1e-4)
+            assert torch.allclose(host(seg.logits).log_softmax(-1), lp[-1], atol=1e-4)
 
 
 @pytest.mark.parametrize("tree", [0, 6], ids=["chain", "tree"])
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.8)])
-def test_sampled_sequences_follow_the_models_distribution(temperature, top_p, tree):
+def test_sampled_sequences_follow_the_models_distribution(temperature, top_p, tree, device):
     """Over a two-letter vocabulary (6 tokens with the specials), the first three tokens of
     6000 sampled steps, speculative and plain, each against the exact distribution from
     full forwards: chi-square over the 216 sequences (cells expected < 5 pooled, cells
@@ -147,7 +152,7 @@ def test_sampled_sequences_follow_the_models_distribution(temperature, top_p, tr
     model, tok = tiny_llama("ab", seed=3)
     plain, spec = engines(model, tok, SpecConfig(max_draft=2, first_draft=2, recycle_k=4,
                                                  ngram=(3, 2, 1), max_batch_tokens=10**6,
-                                                 tree=tree, min_prob=0.0))
+                                                 tree=tree, min_prob=0.0), device)
     prompt = "abbabbabbab"
     V = len(tok)
     root_ids = plain.root(Problem(prompt=prompt)).prompt_ids
@@ -180,13 +185,13 @@ def test_sampled_sequences_follow_the_models_distribution(temperature, top_p, tr
 
 
 @pytest.mark.parametrize("tree", [0, 8], ids=["chain", "tree"])
-def test_drafts_stop_when_the_batch_is_compute_bound(tiny_model, tree):
+def test_drafts_stop_when_the_batch_is_compute_bound(tiny_model, tree, device):
     """max_batch_tokens caps rows x (k + 1) per pass: 8 rows at a cap of 8 never draft,
     2 rows draft up to 3 tokens (tree nodes); the outputs stay plain decoding's."""
     model, tok = tiny_model
     config = SpecConfig(first_draft=4, max_batch_tokens=8, tree=tree, min_prob=0.0,
                         recycle_k=4 if tree else 0)
-    plain, spec = engines(copy.deepcopy(model), tok, config)
+    plain, spec = engines(model, tok, config, device)
     kw: dict[str, Any] = dict(stop=None, max_tokens=20, temperature=0.0)
     root = plain.root(Problem(prompt="12+12+12+12+"))
     ref = plain.expand([root], 8, **kw)[0]

@@ -34,6 +34,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from search.runtime import attention
+from search.runtime.transfer import upload
 
 
 @dataclass
@@ -219,7 +220,7 @@ class SlabCache(Cache):
         # empty, not zeros: columns past P are written before any forward reads them
         buf = torch.empty(layout.layers, 2, B, layout.kv_heads, P + room, layout.head_dim,
                           dtype=layout.dtype, device=layout.device)
-        pads = torch.tensor([P - n for n in lengths], device=layout.device)
+        pads = upload([P - n for n in lengths], layout.device)
         valid = torch.arange(P + room, device=layout.device) >= pads[:, None]  # [B, P + room]
         into, segments = [], []  # every row's segments, copied by one call
         for b, (parts, n) in enumerate(zip(paths, lengths)):
@@ -358,7 +359,8 @@ def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | N
     P = max(lengths)
     ref = next((kv for kv in kvs if kv is not None), like)
     if P == 0 or ref is None:
-        return None, torch.ones(len(kvs), 0, dtype=torch.long)
+        return None, torch.ones(len(kvs), 0, dtype=torch.long,
+                                device=None if ref is None else ref.device)
     L, two, H, _, D = ref.shape
     out = ref.new_zeros(L, two, len(kvs), H, P, D)
     mask = torch.zeros(len(kvs), P, dtype=torch.long, device=ref.device)

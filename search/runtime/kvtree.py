@@ -29,6 +29,7 @@ from search.budget import BudgetReached
 from search.runtime import kv as kvmod
 from search.runtime.kv import Segment
 from search.runtime.sched import SCHED, Pass
+from search.runtime.transfer import upload
 from search.session import KVScope, Session
 from search.types import Node
 
@@ -162,8 +163,8 @@ class KVTree:
             raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
         cache = self.batch(paths, w)
         P = cache.length
-        ids = torch.tensor([list(t) for t in tokens], dtype=torch.long, device=self.device)
-        pos = torch.tensor(starts, device=self.device)[:, None] + torch.arange(w, device=self.device)
+        ids = upload([list(t) for t in tokens], self.device)
+        pos = upload(list(starts), self.device)[:, None] + torch.arange(w, device=self.device)
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()

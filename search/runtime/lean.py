@@ -1,4 +1,4 @@
-"""A lean forward pass for Llama-family models over the engine's slab cache (CPU, fp32).
+"""A lean forward pass for Llama-family models over the engine's slab cache, on any device.
 
 transformers' forward is written for every case at once: per layer it builds the rotary
 tables, passes keyword bundles through four module levels, runs RMSNorm as six small ops,
@@ -23,12 +23,25 @@ computes the same function in fewer, wider ops:
   attention, after it), which hold no Python interpreter lock while they run, so the search
   threads' Python runs beside them (issue 35).
 
+One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
+linears, TorchScript pieces, CPU flash attention). On a GPU, or in bf16/fp16, the same layer
+runs on the model's own linears (cuBLAS), torch.rms_norm, and torch's fused SDPA per Pass with
+a group's query heads stacked as query rows (attention.stack_queries: no enable_gqa, no
+repeat_kv; cascade's single-softmax form over a shared prefix). So on a GPU too the scheduler
+merges many searches' Passes into one forward (`merges`); there a row's logits can move by
+the GEMMs' rounding with the rows beside it (cuBLAS picks its kernel by the batch's size), so
+merging is bit-exact only on the CPU's packed linears (`row_invariant`), and `merge=False`
+keeps every search's forwards to itself on a GPU. The rotary table covers the engine's
+context from the start off the CPU (no host read of the positions per forward).
+
 It returns what the engine reads of transformers' output: `logits` for the last
 `logits_to_keep` positions, and with output_hidden_states the final (normed) hidden states
-of those positions as `hidden_states[-1]`. Anything else (another cache, mask or dtype,
-a model that is not a plain Llama block) goes to the model's own forward unchanged.
+of those positions as `hidden_states[-1]`. Anything else (another cache or mask, a model
+that is not a plain Llama block) goes to the model's own forward unchanged; `why_not` says
+why a model cannot run here (the engine warns with it: LeanFallback).
 tests/test_lean.py checks it against transformers' forward (logits, hidden states, cache
-columns) on decode, prefill, shared-prefix and draft-tree batches.
+columns) on decode, prefill, shared-prefix and draft-tree batches; tests/test_gpu_lean.py in
+bf16 and fp32 on each device, merged Passes against separate ones.
 """
 
 from __future__ import annotations
@@ -43,6 +56,12 @@ import torch.nn.functional as F
 from search.runtime import attention, scripted
 from search.runtime.kv import SlabCache
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
+
+
+class LeanFallback(UserWarning):
+    """An engine asked for the lean forward runs transformers' own instead (lean.why_not):
+    slower, and its Passes never share a forward with other searches'."""
+
 
 # rotary variants whose frequencies do not depend on the sequence length
 STATIC_ROPE = ("default", "linear", "llama3")
@@ -123,9 +142,15 @@ def why_not(model: Any) -> str | None:
     if getattr(cfg, "_attn_implementation", None) != attention.NAME:
         return f"attention {cfg._attn_implementation!r} (the lean forward is sdpa_gqa's)"
     weight = body.embed_tokens.weight  # (the linears may be int8 modules: no .weight tensor)
-    if weight.dtype != torch.float32 or weight.device.type != "cpu":
-        return "not fp32 on CPU"
+    if weight.dtype not in DTYPES:
+        return f"weights in {weight.dtype} (the lean forward runs {', '.join(map(str, DTYPES))})"
+    if weight.device.type not in DEVICES:
+        return f"device {weight.device.type!r} (the lean forward runs on {', '.join(DEVICES)})"
     return None
+
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass
@@ -144,17 +169,20 @@ class _Part:
     pre_v: list[torch.Tensor]
 
     @staticmethod
-    def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor) -> _Part:
+    def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor,
+           stacked: bool) -> _Part:
         ids, _, cache, mask = p[:4]
         if cache.rows != B:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
         new, seen = cache.columns(q)  # [L, 2, B, KV, q or columns, d]
         # the mask as an additive bias, once for all layers: over a group's stacked queries
-        # for cascade's prefix attention, else as SDPA would turn the bool mask into one per
-        # call (0 or -inf: the same kernel input, the same bits)
+        # for cascade's prefix attention and off the CPU's flash path (stacked), else as SDPA
+        # would turn the bool mask into one per call (0 or -inf: the same kernel input, the
+        # same bits)
         bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
-            if cache.shared else torch.zeros(mask.shape, dtype=x.dtype, device=x.device
-                                             ).masked_fill_(~mask, float("-inf"))
+            if cache.shared or stacked else torch.zeros(mask.shape, dtype=x.dtype,
+                                                        device=x.device
+                                                        ).masked_fill_(~mask, float("-inf"))
         prefix = None if cache.prefix is None else cache.prefix.unsqueeze(2)  # [L, 2, 1, KV, S, d]
         return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
                      list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)),
@@ -175,7 +203,14 @@ class _Part:
 class LeanLlama:
     """Callable like the model for the engine's forwards over a SlabCache (see module doc)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, positions: int | None = None,
+                 merge: bool | None = None) -> None:
+        """positions: the most a forward meets (the engine's context): the rotary table
+        covers them from the start (None: on the CPU it grows when a forward's positions
+        pass it, a host read of them per forward; elsewhere the model's
+        max_position_embeddings);
+        merge: whether Passes of several calls share a forward (`merges`): None where that
+        is bit-exact (every projection packed) and on a GPU, True anywhere, False never."""
         if why := why_not(model):
             raise ValueError(f"LeanLlama cannot run this model: {why}")
         self.model = model
@@ -191,13 +226,19 @@ class LeanLlama:
                               _Proj([b.self_attn.o_proj]),
                               _Proj([b.mlp.gate_proj, b.mlp.up_proj]), _Proj([b.mlp.down_proj]))
                        for b in body.layers]
-        self.rope = self._table(TABLE_MIN)
+        # (a position's cos/sin do not depend on the table's length: the same bits either way)
+        cpu = self.norm.device.type == "cpu"
+        limit = positions or (None if cpu else getattr(cfg, "max_position_embeddings", None))
+        self.grows = limit is None
+        self.rope = self._table(TABLE_MIN if limit is None else max(TABLE_MIN, limit))
         # Passes of several calls share one forward only where every projection is a packed
         # GEMM, which computes a row the same way whatever rows are beside it (MKL's F.linear
         # and int8's per-call activation scale do not): else each Pass runs alone
         projs = [self.lm_head] + [pr for la in self.layers
                                   for pr in (la.qkv, la.o, la.gate_up, la.down)]
         self.row_invariant = all(pr.packed is not None for pr in projs)
+        # whether the scheduler merges Passes of several calls into one forward (see __init__)
+        self.merges = (self.row_invariant or not cpu) if merge is None else merge
         # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
 
@@ -250,7 +291,7 @@ class LeanLlama:
         ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
         pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
         table = self.rope
-        if int(pos.max()) >= table[0].shape[0]:
+        if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
@@ -259,8 +300,8 @@ class LeanLlama:
             B, q = p[0].shape
             spans.append((B, q, at))
             at += B * q
-        plan = [_Part.of(p, B, q, a, H // KV, x) for p, (B, q, a) in zip(parts, spans)]
         flash = attention.flash_on(x)
+        plan = [_Part.of(p, B, q, a, H // KV, x, not flash) for p, (B, q, a) in zip(parts, spans)]
         sizes = [B * q for B, q, _ in spans]
         # on CPU every Pass's attention is one scripted call a layer (scripted.attend), from
         # these lists: per layer, per Pass (an empty prefix where a Pass has none)
@@ -322,11 +363,16 @@ class LeanLlama:
         if shared is not None:
             return attention.cascade(query, shared[0], shared[1], keys, values, mask, self.scale,
                                      bias=bias)
-        out = F.scaled_dot_product_attention(query, keys, values, attn_mask=bias,
-                                             scale=self.scale, enable_gqa=True)
-        return out.transpose(1, 2)
+        # a group's query heads stacked as query rows over its key/value head (bias: the
+        # mask over them, group_bias): plain multi-head SDPA, which every fused kernel takes
+        B, H, q, d = query.shape
+        qs, _ = attention.stack_queries(query, keys.shape[1])  # [B, KV, g*q, d]
+        out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=bias, scale=self.scale)
+        return out.reshape(B, H, q, d).transpose(1, 2)
 
 
-def lean_forward(model: Any) -> LeanLlama | None:
-    """The lean forward for this model, or None where it does not apply (see why_not)."""
-    return None if why_not(model) else LeanLlama(model)
+def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None
+                 ) -> LeanLlama | None:
+    """The lean forward for this model (LeanLlama's options), or None where it does not
+    apply (see why_not)."""
+    return None if why_not(model) else LeanLlama(model, positions=positions, merge=merge)

@@ -65,7 +65,8 @@ Job = Generator[Pass, Any, T]
 def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS,
                apart: Callable[[], AbstractContextManager[Any]] = nullcontext) -> list[Any]:
     """Each Pass's output (or the exception it raised), merged into one forward per model
-    where the model can (a row-invariant forward_many: lean.LeanLlama on packed linears), in
+    where the model can (a forward_many that `merges`: lean.LeanLlama on packed linears, bit
+    for bit, or on a GPU), in
     chunks of at most `limit` tokens; then the draws of the Passes that ask for them, all at
     once. apart: the context each Pass that cannot merge runs in (the model's own forward:
     the scheduler's lanes run those one at a time, on the process's thread count, see
@@ -117,8 +118,7 @@ def _forwards(passes: Sequence[Pass], limit: int,
 def _mergeable(p: Pass) -> bool:
     """Whether the Pass can share a forward_many (a malformed one runs alone, and fails alone)."""
     try:
-        return bool(getattr(p.forward, "row_invariant", False) and
-                    p.forward.handles(p.cache, p.mask))
+        return bool(getattr(p.forward, "merges", False) and p.forward.handles(p.cache, p.mask))
     except Exception:  # noqa: BLE001  # its own forward will say what is wrong
         return False
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from search.runtime.transfer import upload
+
 
 @dataclass(eq=False)
 class Draw:
@@ -53,7 +55,7 @@ def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
             d, n = draws[i], sizes[i]
             drawn = torch.rand(n, 1, generator=d.generator, dtype=torch.float64, device=z.device)
             u[at:at + n] = drawn if d.order is None else drawn.new_empty(n, 1).index_copy_(
-                0, torch.as_tensor(list(d.order), device=z.device), drawn)
+                0, upload(list(d.order), z.device), drawn)
             at += n
         tokens[rows] = inverse_cdf(probs(z[rows], temperature, top_p), u)
     lp = logp.gather(-1, tokens[:, None]).squeeze(-1)

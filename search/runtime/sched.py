@@ -30,6 +30,9 @@ and attention (lean.LeanLlama.forward_many runs attention per Pass, on the same 
 would see alone), every op the Passes share computes each row the same way whatever rows are
 beside it (packed linears, norms, element-wise ops) and on any thread count (rows, not sums,
 are split; attention runs on one thread); tests/test_concurrency.py checks it bit for bit.
+On a GPU the lean forward merges too (LeanLlama.merges), but cuBLAS picks its GEMM kernel by
+the batch's rows, so there a merged row's logits can move by the GEMMs' rounding; an engine
+with merge=False (HFConfig) keeps its Passes apart, bit for bit what each computes alone.
 State that jobs share (KV trees, meters) is touched only under `lock`: a lane holds it while
 its jobs run, not while its forward runs, which reads the model's weights and its own Passes'
 caches. A job carries its search's state itself (the engine passes its
@@ -61,7 +64,7 @@ from search.runtime.passes import PASS_TOKENS, Job, Pass, Sampled, call, drive, 
 
 # the jobs' names (search.runtime.passes) are this module's too
 __all__ = ["PASS_TOKENS", "SCHED", "Interrupted", "Job", "Pass", "Sampled", "SchedStats",
-           "Scheduler", "call", "default_lanes", "drive", "run_passes"]
+           "Scheduler", "call", "default_kv_bytes", "default_lanes", "drive", "run_passes"]
 
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
@@ -75,8 +78,22 @@ class Interrupted(RuntimeError):
 
 def default_lanes() -> int:
     """Owner lanes while serving: two where this process runs torch on two or more intra-op
-    threads (each lane then on half of them), else one."""
+    threads (each lane then on half of them), else one; one where torch sees a GPU (a GPU
+    forward is queued kernels, which the lane's Python overlaps anyway, and one lane merges
+    every search's Passes into one forward: two would stream the weights twice a step)."""
+    if torch.cuda.is_available():
+        return 1
     return max(1, min(MAX_LANES, torch.get_num_threads()))
+
+
+def default_kv_bytes() -> int:
+    """The batch-cache bytes in flight while serving, unless told: DEFAULT_KV_BYTES, or where
+    torch sees a GPU half the memory free on it when serving starts, if that is more (the
+    slabs live there: 16 searches of 16 rows over 576 tokens of a 1B Llama hold ~5 GB)."""
+    if torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        return max(DEFAULT_KV_BYTES, free // 2)
+    return DEFAULT_KV_BYTES
 
 
 @dataclass(eq=False)
@@ -166,6 +183,8 @@ class Scheduler:
             if not self._serving:
                 if max_kv_bytes is not None:
                     self.max_kv_bytes = max_kv_bytes
+                elif self.max_kv_bytes == DEFAULT_KV_BYTES:
+                    self.max_kv_bytes = default_kv_bytes()
                 self._open = lanes or self.lanes or default_lanes()
                 threads = torch.get_num_threads()  # the opener's: what a search alone runs on
                 self._threads = (max(1, threads // self._open), threads)

@@ -91,8 +91,15 @@ class HFConfig:
     # times) attend to one copy of them (kv.SlabCache.prefix); 0: never
     share_prefix: int = 64
     # the engine's forwards over its slab cache run lean.py (the same function in fewer
-    # ops) where the model is a plain fp32 Llama on CPU; False: always transformers' forward
+    # ops) where the model is a plain Llama-family block (fp32, bf16 or fp16; CPU or CUDA);
+    # False: always transformers' forward
     lean: bool = True
+    # while searches share the engine (search.solve_many) their forwards merge into one
+    # (lean forward only): None where that is bit-exact (the CPU's packed linears) and on a
+    # GPU, where a row's logits may move by the GEMMs' rounding with the rows beside it;
+    # False: each search's forwards to itself (bit for bit what it computes alone on a
+    # GPU too); True: merge on the CPU without packed linears too
+    merge: bool | None = None
 
     def __post_init__(self) -> None:
         # a read-only copy: the config stays what it was when checked
@@ -103,6 +110,8 @@ class HFConfig:
         if not isinstance(self.share_prefix, int) or self.share_prefix < 0:
             raise ValueError(f"share_prefix must be an int >= 0 (0: never share), got "
                              f"{self.share_prefix!r}")
+        if self.merge not in (None, True, False):
+            raise TypeError(f"merge must be None, True or False, got {self.merge!r}")
         if not isinstance(self.speculate, (bool, SpecConfig)):
             raise TypeError(f"speculate must be a bool or a SpecConfig, got {self.speculate!r}")
         if self.speculate is not False and not self.inplace_kv:

@@ -20,6 +20,7 @@ from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
 from search.runtime.sampling import Draw, draw
 from search.runtime.sched import Job
+from search.runtime.transfer import readback, upload
 from search.session import Session
 from search.types import Node, Step
 
@@ -143,6 +144,12 @@ class StepDecoder(Decoder):
     that stops leaves its child the KV of the tokens this step added, and the survivors are
     compacted into the first slots. Per token the Python work is one sampling call, one
     decode of each row's last few tokens (only with stop strings) and list appends.
+
+    The host reads the device once per token step, whatever the rows: the sampled tokens
+    and their logprobs come back together (transfer.readback); sampling, top-p and the
+    forward's inputs stay on the device, and the stop rule (EOS, stop strings, lengths) and
+    the budget run on those host values. Index tensors go up asynchronously
+    (transfer.upload), so on a GPU the host never waits for a row's work in between.
     """
 
     def _draw(self, active: list[int]) -> Draw:
@@ -165,7 +172,7 @@ class StepDecoder(Decoder):
         # (read once: another search may turn keep_hidden on meanwhile, see KVTree.pass_for)
         hidden = [g.hidden for g in segs0]
         hid = torch.stack(hidden) if s.kv.keep_hidden and None not in hidden else None
-        pos = torch.tensor([n.n_tokens for n in rows], device=s.device)  # [B] next position
+        pos = upload([n.n_tokens for n in rows], s.device)  # [B] next position
         toks: list[list[int]] = [[] for _ in rows]
         lps: list[list[float]] = [[] for _ in rows]
         out: list[Node | None] = [None] * len(rows)
@@ -179,9 +186,10 @@ class StepDecoder(Decoder):
             # when the budget ends inside this batch, the first rows (in row order) keep
             # their token and every row's step ends here
             got = set(active) if room == len(active) else set(sorted(active)[:room])
-            for r, t, logp in zip(active, tok.tolist(), lp.tolist()):
+            drawn, logps = readback(tok, lp)  # the step's one read of the device
+            for r, t, logp in zip(active, drawn, logps):
                 if r in got:
-                    toks[r].append(t)
+                    toks[r].append(int(t))
                     lps[r].append(logp)
             if room < len(active):
                 for b, r in enumerate(active):
@@ -203,7 +211,7 @@ class StepDecoder(Decoder):
                 break
             if len(keep) < len(active):
                 order = cache.keep(keep)
-                sel = torch.tensor(order, device=s.device)
+                sel = upload(order, s.device)
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]

@@ -6,8 +6,9 @@ How a call runs (B rows = nodes x n samples):
   2. The rows' path segments are copied, left-padded, into one preallocated buffer sized
      for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
      n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
-     and decoded together one token per forward pass (for plain fp32 Llama-family models
-     on CPU, search.runtime.lean's forward: the same function in fewer ops),
+     and decoded together one token per forward pass (for plain Llama-family models,
+     search.runtime.lean's forward: the same function in fewer ops, on CPU or CUDA; other
+     models run transformers' forward, and the engine warns: forward_note),
      each token's K/V written in place; a row leaves the batch when its step stops, and
      the child keeps a copy of the KV of the tokens this step added.
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
@@ -41,12 +43,12 @@ from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, uni
 from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecDecoder, SpecStats, Speculation
 from search.engines.prompts import PromptFormat
-from search.runtime import attention, packed
+from search.runtime import attention, lean, packed
 from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
-from search.runtime.lean import lean_forward
 from search.runtime.sched import SCHED, Job
+from search.runtime.transfer import upload
 from search.session import Bindable
 from search.types import Node, Problem, Step
 
@@ -80,12 +82,19 @@ class HFEngine(Bindable):
         if cfg.pack is not False and self.device.type == "cpu":
             packed.pack_linears(self.model)
         self.packed = packed.is_packed(self.model)
-        self.kv.forward = (lean_forward(self.model) if cfg.lean else None) or self.model
         if cfg.pack and not self.packed:  # the model's own dtype (dtype=None) can forbid it
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
                              "weights on a CPU whose torch has oneDNN")
         cfg_max = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_length = int(cfg.max_length or min(cfg_max, 8192))
+        # what the forwards run: the lean forward, or transformers' with the reason why
+        self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
+        self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
+            self.model, positions=self.max_length, merge=cfg.merge)
+        if cfg.lean and self.forward_note:
+            warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
+                          f"({self.forward_note}): slower, and searches sharing this engine "
+                          "never merge their forwards", lean.LeanFallback, stacklevel=2)
         self.prompt = PromptFormat(chat=bool(tokenizer.chat_template) if cfg.chat is None
                                    else cfg.chat, system_prompt=cfg.system_prompt,
                                    template=cfg.prompt_template, instructions=cfg.instructions)
@@ -257,7 +266,7 @@ class HFEngine(Bindable):
                 assert seg is not None and seg.logits is not None
                 # token 0 is predicted by the parent's logits, token j by position j-1
                 prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
-                lps = torch.log_softmax(prev, -1).gather(-1, torch.tensor(ids, device=prev.device)[:, None])
+                lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
                 reason = "budget" if len(ids) < full[i] else \
                     "eos" if ids[-1] in self.eos_ids else "forced"
                 child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
@@ -295,7 +304,7 @@ class HFEngine(Bindable):
             yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
             return [[-math.inf] * len(token_ids) for _ in nodes]
-        idx = torch.tensor(token_ids, device=self.device)
+        idx = upload(token_ids, self.device)
         out = []
         for node in nodes:
             seg = self.kv.get(node)

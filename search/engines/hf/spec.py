@@ -53,6 +53,7 @@ from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_p
 from search.runtime.kv import SlabCache
 from search.runtime.sampling import categorical, probs, sample
 from search.runtime.sched import Job, Pass
+from search.runtime.transfer import upload
 from search.types import Node
 
 __all__ = ["SpecDecoder", "SpecStats", "Speculation"]
@@ -229,8 +230,8 @@ class SpecDecoder(Decoder):
         cache, A, n = self.cache, len(trees), self.cache.length
         if q == 1:
             return cache.attention_mask(1)  # a view
-        tree = torch.tensor([t.ancestry(q) for t in trees], dtype=torch.bool,
-                            device=self.s.device)[:, None]  # [A, 1, q, q]
+        tree = upload([t.ancestry(q) for t in trees], self.s.device,
+                      torch.bool)[:, None]  # [A, 1, q, q]
         if cache.mask_kind == "bool":
             return torch.cat([cache.valid[:A, None, None, :n].expand(A, 1, q, n), tree], -1)
         bias = cache.bias[:A, None, None, :n].expand(A, 1, q, n)
@@ -253,11 +254,10 @@ class SpecDecoder(Decoder):
         n = cache.length
         last = [self.toks[r][-1] for r in active]
         pad = [q - 1 - len(t) for t in trees]
-        ids = torch.tensor([[x, *t.tokens, *[x] * k] for x, t, k in zip(last, trees, pad)],
-                           device=dev)  # [A, q]: padding repeats the last token, never accepted
-        depth = torch.tensor([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], device=dev)
-        start = torch.tensor([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active],
-                             device=dev)
+        # [A, q]: padding repeats the last token, never accepted
+        ids = upload([[x, *t.tokens, *[x] * k] for x, t, k in zip(last, trees, pad)], dev)
+        depth = upload([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], dev)
+        start = upload([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active], dev)
         res = yield s.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q,
                                   self.hidden)
         s.meter.charge_model(processed=A * q, flops=2.0 * s.n_params * A * q)
@@ -266,10 +266,10 @@ class SpecDecoder(Decoder):
         # emitted: the accepted nodes' tokens, then the model's token after the last one
         emits = [[*(t.tokens[c - 1] for c in p[1:]), f] for t, p, f in zip(trees, paths, final)]
         m = max(len(p) for p in paths)
-        cols = torch.tensor([[*p, *[0] * (m - len(p))] for p in paths], device=dev)  # [A, m]
+        cols = upload([[*p, *[0] * (m - len(p))] for p in paths], dev)  # [A, m]
         on_path = logits[:, :1] if m == 1 else logits.gather(  # [A, m, V]
             1, cols[..., None].expand(-1, -1, logits.shape[-1]))
-        emit = torch.tensor([[*x, *[x[-1]] * (m - len(x))] for x in emits], device=dev)
+        emit = upload([[*x, *[x[-1]] * (m - len(x))] for x in emits], dev)
         lps = on_path.log_softmax(-1).gather(-1, emit[..., None]).squeeze(-1).tolist()
         # cache: a row keeps its last token's column n and its accepted nodes' columns
         top = n + max(max(p) for p in paths) + 1
@@ -319,8 +319,7 @@ class SpecDecoder(Decoder):
         order = sorted(range(A), key=active.__getitem__)
         paths = [[0] for _ in trees]
         if q > 1:  # one uniform per node, then the walks
-            parents = torch.tensor([[*t.parents, *[0] * (q - 1 - len(t))] for t in trees],
-                                   device=dev)
+            parents = upload([[*t.parents, *[0] * (q - 1 - len(t))] for t in trees], dev)
             # px[b][i]: p(node i's token) after its parent
             px = p[torch.arange(A, device=dev)[:, None], parents, ids[:, 1:]].tolist()
             sizes = [len(trees[b]) for b in order]
@@ -330,13 +329,13 @@ class SpecDecoder(Decoder):
             for b, k in zip(order, sizes):
                 paths[b] = sampled_path(trees[b], px[b], u[at:at + k])
                 at += k
-        ends = torch.tensor([pa[-1] for pa in paths], device=dev)
+        ends = upload([pa[-1] for pa in paths], dev)
         dist = p[torch.arange(A, device=dev), ends]  # [A, V]: p at the last accepted node
         for b, (t, pa) in enumerate(zip(trees, paths)):
             tried = [t.tokens[c - 1] for c in t.children()[pa[-1]]]
             if tried:  # every child was rejected: the residual draws without them
                 dist[b, tried] = 0.0
-        perm = torch.tensor(order, device=dev)
+        perm = upload(order, dev)
         return paths, _unsort(categorical(dist[perm], self.gen), perm).tolist()
 
     def _squeeze(self, active: list[int]) -> None:
@@ -346,7 +345,7 @@ class SpecDecoder(Decoder):
         for b, r in enumerate(active):
             c = len(self.cols[r])
             if self.cols[r] != list(range(P, P + c)):
-                idx = torch.tensor(self.cols[r], device=self.s.device)
+                idx = upload(self.cols[r], self.s.device)
                 cache.buf[:, :, b, :, P:P + c] = cache.buf[:, :, b].index_select(3, idx)
                 self.cols[r] = list(range(P, P + c))
             cache.valid[b, P:P + c] = True
@@ -358,7 +357,7 @@ class SpecDecoder(Decoder):
 
     def _child(self, b: int, r: int, reason: str) -> Node:
         toks = self.toks[r]
-        idx = torch.tensor(self.cols[r][:len(toks) - 1], dtype=torch.long, device=self.s.device)
+        idx = upload(self.cols[r][:len(toks) - 1], self.s.device)
         kv = self.cache.buf[:, :, b].index_select(3, idx)  # [L, 2, H, len - 1, D]
         child = self.child(self.rows[r], toks, self.lps[r], reason, kv)
         self.drafter.seen.add(child.id)  # its tokens were counted as they came

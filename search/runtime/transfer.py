@@ -1,0 +1,42 @@
+"""Small host values to and from the engine's device, without stalling it.
+
+On a GPU the host queues kernels and runs ahead of them; it stalls (a *host sync*) whenever
+it reads a device value (`.tolist()`, `.item()`, `bool(t)`, `int(t)`, `.cpu()`) or copies a
+list from pageable memory into a device tensor (torch then waits for the stream). A decode
+loop that does either per row or per token waits for the GPU that many times a step. So:
+
+- `upload`: a list of ints (index tensors, positions, token ids) to the device through pinned
+  memory, asynchronously: the host queues the copy and goes on;
+- `readback`: the tensors a step hands the host (its sampled tokens and their logprobs) in ONE
+  device-to-host copy: one sync per step, whatever the rows.
+
+On the CPU both are the plain calls (the same values, the same bits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def upload(values: Sequence[Any], device: torch.device, dtype: torch.dtype = torch.long
+           ) -> torch.Tensor:
+    """torch.tensor(values, dtype=dtype) (nested lists of ints or bools) on `device`; on CUDA copied from pinned memory with
+    non_blocking=True (torch's host allocator keeps the pinned buffer until the copy is done)."""
+    t = torch.tensor(values, dtype=dtype)
+    if device.type == "cpu":
+        return t
+    if device.type == "cuda":
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
+
+def readback(*tensors: torch.Tensor) -> list[list[float]]:
+    """Equal-length 1D tensors (int64 token ids < 2**53, float32 logprobs, ...) -> one list of
+    Python floats each, read by one copy: stacked as float64, which holds both exactly (a
+    token id reads back as a whole float: int() it)."""
+    if len(tensors) == 1:
+        return [tensors[0].double().tolist()]
+    return torch.stack([t.double() for t in tensors]).tolist()
