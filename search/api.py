@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from typing import Any
 
 from search import registry, scoring
@@ -20,6 +21,8 @@ from search.types import Budget, Problem, Result
 
 DEFAULT_MODEL = "smollm2-135m"
 _ENGINES: dict[str, Engine] = {}  # loaded models stay in memory between calls
+_LOADS: dict[str, threading.Lock] = {}  # one per model name: its one load, the others wait
+_LOADS_LOCK = threading.Lock()
 
 
 def default_model() -> str:
@@ -32,11 +35,13 @@ def get_engine(engine: Engine | str | None = None, **kwargs: Any) -> Engine:
     if engine is not None and not isinstance(engine, str):
         return engine
     name = engine or default_model()
-    if name not in _ENGINES or kwargs:
-        loaded = _load_engine(name, **kwargs)
-        if kwargs:
-            return loaded
-        _ENGINES[name] = loaded
+    if kwargs:  # options make an engine of its own, never cached
+        return _load_engine(name, **kwargs)
+    with _LOADS_LOCK:
+        lock = _LOADS.setdefault(name, threading.Lock())
+    with lock:  # threads asking for the same model at once: one loads it, the others wait
+        if name not in _ENGINES:
+            _ENGINES[name] = _load_engine(name)
     return _ENGINES[name]
 
 
@@ -68,8 +73,12 @@ def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = 
     is used as it is (nothing is set on it)."""
     if implicit and scorer in (None, "logprob"):
         return LogprobScorer(implicit=True)
-    return scoring.load(scorer or "logprob", engine=engine) \
-        if scorer is None or isinstance(scorer, str) else scorer
+    if scorer is not None and not isinstance(scorer, str):
+        return scorer
+    from search.models import LOADING
+
+    with LOADING:  # a PRM loads through transformers: one load at a time (search.models)
+        return scoring.load(scorer or "logprob", engine=engine)
 
 
 # -- checks that load nothing ---------------------------------------------------------------------
@@ -151,16 +160,22 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     model_name = check_engine(engine)
     scorer_name = check_scorer(scorer, problem, model_name)
     fn = registry.get(algo)
-    session = Session.start(budget, cancel=cancel)
+    # loading (or waiting for another thread's load) is not the search's: its session, and
+    # with it the meter's clock, starts once the engine and scorer are here
+    loading = time.perf_counter()
     shared = get_engine(engine)
+    loaded = get_scorer(scorer, shared, implicit=not named)
+    load_seconds = time.perf_counter() - loading
+    session = Session.start(budget, cancel=cancel)
     eng = shared.bind(session)
-    sc = bind(get_scorer(scorer, shared, implicit=not named), session)
+    sc = bind(loaded, session)
     watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
     # the Result names the model, and the scorer only if the run consulted it (as eval rows
     # do); an engine that talks to a server adds its counts
     labels = Labels(model=model_name, scorer=scorer_name,
                     consulted=functools.partial(registry.uses_scorer, algo),
-                    server=getattr(eng, "server_stats", None) is not None)
+                    server=getattr(eng, "server_stats", None) is not None,
+                    load_seconds=load_seconds)
     try:
         with watch.watching(session.meter, session.kv, f"{algo} on {model_name}"):
             return run(fn, (problem, eng, sc, session.meter), dict(seed=seed, **knobs), labels)

@@ -158,12 +158,14 @@ def _always(knobs: Mapping[str, Any]) -> bool:
 class Labels:
     """What the caller (search.solve) knows of a run before it starts, for its Result: the
     model's name, the scorer's (recorded when consulted(the run's knobs), else ""), and
-    whether the engine talks to a server (its counts then go in stats["server"])."""
+    whether the engine talks to a server (its counts then go in stats["server"]), and the
+    seconds its loading took (Result.load_seconds)."""
 
     model: str = ""
     scorer: str = ""
     consulted: Callable[[Mapping[str, Any]], bool] = _always
     server: bool = False
+    load_seconds: float = 0.0
 
 
 def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
@@ -186,7 +188,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {})}
     return found.result(usage=meter.usage(), seed=bound.arguments["seed"], algo=raw.__name__,
                         knobs=knobs, stats=stats, model=labels.model,
-                        scorer=labels.scorer if labels.consulted(knobs) else "")
+                        scorer=labels.scorer if labels.consulted(knobs) else "",
+                        load_seconds=labels.load_seconds)
 
 
 # -- names and types ----------------------------------------------------------------------------

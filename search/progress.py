@@ -48,7 +48,7 @@ class Progress:
             if now - start < self.after or now - last < self.every:
                 return
             last, shown = now, True
-            out.write("\r" + line(label, m, list(trees.roots), now - start) + "\x1b[K")
+            out.write("\r" + line(label, m, list(trees.roots), m.seconds) + "\x1b[K")
             out.flush()
             self.drawn += 1
 

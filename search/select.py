@@ -129,13 +129,15 @@ class Outcome:
     resolved: Mapping[str, Any] = field(default_factory=dict)
 
     def result(self, *, usage: Usage, seed: int, algo: str, knobs: Mapping[str, Any],
-               stats: Mapping[str, Any], model: str = "", scorer: str = "") -> Result:
+               stats: Mapping[str, Any], model: str = "", scorer: str = "",
+               load_seconds: float = 0.0) -> Result:
         """The Result: what was found, with what the call knows (stats: the Outcome's, and
         any the call adds)."""
         return Result(answer=self.answer, text=self.text, score=self.score,
                       candidates=self.candidates, tree=self.tree, usage=usage, seed=seed,
                       algo=algo, status=self.status, knobs=dict(knobs), stats=dict(stats),
-                      selected_by=self.selected_by, model=model, scorer=scorer)
+                      selected_by=self.selected_by, model=model, scorer=scorer,
+                      load_seconds=load_seconds)
 
 
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,

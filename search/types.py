@@ -331,6 +331,7 @@ class Result:
     (paths finished but none had an extractable answer), "unfinished" (no path finished
     although budget was left: a depth, step or batch limit, or an engine that stopped
     making progress).
+    load_seconds: the time loading took before the search (usage.seconds is the search's).
     selected_by: what chose the answer: the selection rule and, where scores decided, the
     scorer and how its step scores were aggregated ("vote", "score(steps, min)",
     "weighted_vote(unit_tests, last)", "greedy (the one path)", ...; "..., after finishing
@@ -351,6 +352,9 @@ class Result:
     selected_by: str = ""  # the rule (and scorer) that chose the answer, e.g. "score(steps, min)"
     model: str = ""  # the engine's model name (search.solve fills it in)
     scorer: str = ""  # the scorer's name (search.solve fills it in)
+    # seconds search.solve spent loading the engine and scorer (or waiting for another
+    # thread's load of them) before the search began: never part of usage.seconds
+    load_seconds: float = 0.0
 
     def to_networkx(self) -> nx.DiGraph:
         return tree_to_networkx(self.tree)
