@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -78,7 +79,13 @@ def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = 
     from search.models import LOADING
 
     with LOADING:  # a PRM loads through transformers: one load at a time (search.models)
-        return scoring.load(scorer or "logprob", engine=engine)
+        made = scoring.load(scorer or "logprob", engine=engine)
+    if not getattr(made, "name", "") and scorer in scoring.known():
+        # a scorer the factory made for this run, without a name of its own: records and
+        # Result.selected_by call it by the name it is registered under, not its class
+        with contextlib.suppress(AttributeError, TypeError):
+            made.name = scorer  # type: ignore[attr-defined]
+    return made
 
 
 # -- checks that load nothing ---------------------------------------------------------------------
@@ -130,7 +137,7 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
           progress: bool | Progress = True, cancel: threading.Event | None = None,
-          **knobs: Any) -> Result:
+          stop: threading.Event | None = None, **knobs: Any) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
     hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
     forward or scorer call, see search.budget), and a search they cut short returns its best
@@ -145,6 +152,9 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         (tokens, candidates, best score); False silences it. It never changes the result.
     cancel: an event that, once set, ends the search's model work (its next engine or PRM
         call raises search.runtime.sched.Interrupted); a driver of many searches sets it.
+    stop: an event that, once set, ends the search as a spent budget would: no more model
+        or scorer work starts, and the Result holds its best answer so far with status
+        "interrupted" (the command line sets it on Ctrl-C).
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
     Every name, knob and text is checked before any model loads. The Result names the model
     and scorer that produced it (Result.selected_by says what chose the answer);
@@ -162,14 +172,16 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     fn = registry.get(algo)
     # loading (or waiting for another thread's load) is not the search's: its session, and
     # with it the meter's clock, starts once the engine and scorer are here
+    watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
+    cold = isinstance(engine, str | None) and model_name not in _ENGINES
     loading = time.perf_counter()
-    shared = get_engine(engine)
-    loaded = get_scorer(scorer, shared, implicit=not named)
+    with watch.loading(model_name) if cold else contextlib.nullcontext():
+        shared = get_engine(engine)
+        loaded = get_scorer(scorer, shared, implicit=not named)
     load_seconds = time.perf_counter() - loading
-    session = Session.start(budget, cancel=cancel)
+    session = Session.start(budget, cancel=cancel, stop=stop)
     eng = shared.bind(session)
     sc = bind(loaded, session)
-    watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
     # the Result names the model, and the scorer only if the run consulted it (as eval rows
     # do); an engine that talks to a server adds its counts
     labels = Labels(model=model_name, scorer=scorer_name,

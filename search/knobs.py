@@ -45,6 +45,15 @@ from search.types import Result
 
 P = ParamSpec("P")
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
+# names a caller may take for a knob that are solve's own arguments (or part of one): the
+# argument they mean, for the error's hint
+SOLVE_ARGUMENTS = {"model": "engine=", "engine": "engine=", "scorer": "scorer=",
+                   "budget": "budget=", "tokens": "budget=Budget(tokens=...)",
+                   "seconds": "budget=Budget(seconds=...)",
+                   "scorer_calls": "budget=Budget(scorer_calls=...)",
+                   "flops": "budget=Budget(flops=...)", "algo": "algo=",
+                   "algorithm": "algo=", "progress": "progress=", "cancel": "cancel=",
+                   "problem": "problem (the first argument)"}
 # a knob's old name -> its name now: the old one is accepted, with a DeprecationWarning, until
 # the next release
 RENAMED = {"max_steps": "max_depth"}
@@ -326,6 +335,11 @@ def check_names(fn: Callable[..., Any], given: Iterable[str]) -> None:
         if knob not in allowed:
             close = difflib.get_close_matches(knob, allowed, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            if knob in SOLVE_ARGUMENTS:
+                meant = SOLVE_ARGUMENTS[knob]
+                hint = (f"; did you mean {meant}"
+                        f"{'...' if meant.endswith('=') else ''}? (search.solve's own "
+                        f"argument, not a knob)")
             raise TypeError(f"{fn.__name__}() has no knob {knob!r}{hint}; its knobs: "
                             f"{', '.join(allowed)}")
 

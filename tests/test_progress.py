@@ -168,8 +168,10 @@ def test_the_cli_shows_a_score_only_when_a_scorer_chose(capsys):
     from search.__main__ import main
 
     assert main(["What is 2 + 3?", "--model", "tiny-arith", "--quiet", "--knob", "n=3"]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
-    assert "score" not in first and "(none consulted)" not in first  # a vote chose
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(x.startswith("score:") for x in lines)  # a vote chose
+    assert lines[1].startswith("status: finished")  # how it ended, not a verdict ("ok")
     assert main(["What is 2 + 3?", "--model", "tiny-arith", "--quiet", "--algo", "beam",
                  "--scorer", "steps", "--knob", "n=2", "--knob", "m=1"]) == 0
-    assert ", score " in capsys.readouterr().out.splitlines()[0]
+    assert any(x.startswith("score: ") and x.endswith("(by steps)")
+               for x in capsys.readouterr().out.splitlines())

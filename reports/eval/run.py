@@ -82,6 +82,7 @@ from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's
     read_rows,
     run_here,
 )
+from search import scoring
 from search.cli import add_threads_argument
 from search.types import Problem
 
@@ -240,9 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-seed", type=int, default=0, help="shuffle / generator seed")
     ap.add_argument("--model", default=None, help="embedded name, local folder or HF id")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if available)")
-    ap.add_argument("--scorer", default=None, help="logprob, steps, oracle, self_eval, "
-                    "unit_tests, or a PRM path (default logprob; unit_tests when the only "
-                    "algorithm is pgtd)")
+    ap.add_argument("--scorer", default=None, help=f"{', '.join(sorted(scoring.known()))}, "
+                    "or a PRM path (default logprob; unit_tests when the only algorithm is "
+                    "pgtd)")
     ap.add_argument("--prm", default=None, help="a PRM id or path (same as --scorer prm:PATH)")
     ap.add_argument("--algos", required=True, help="comma-separated algorithm names")
     ap.add_argument("--budgets", type=parse_ints, default=[4], help="widths, e.g. 4,16,64")
