@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from search import registry, scoring
+from search import fit, registry, scoring
 from search.engines.base import Engine
 from search.engines.kinds import kind_of
 from search.knobs import Labels, run
@@ -156,7 +156,11 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         or scorer work starts, and the Result holds its best answer so far with status
         "interrupted" (the command line sets it on Ctrl-C).
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
-    Every name, knob and text is checked before any model loads. The Result names the model
+    Every name, knob and text is checked before any model loads, and so is the budget: with
+    a token budget too small for the search's first width to finish a path each (by an
+    estimate of a path's tokens on the model, search.fit), the width is narrowed where the
+    algorithm allows (stats["narrowed"]: {"n": (8, 2)}), else search.fit.BudgetTooSmall (a
+    ValueError) names the smallest budget that can. The Result names the model
     and scorer that produced it (Result.selected_by says what chose the answer);
     stats["server"] holds this solve's server counts (engines that talk to a server).
     The search runs in a search.session.Session of its own (its meter, KV scope and cancel
@@ -169,6 +173,10 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     scorer = check_run(problem, algo, budget, seed, scorer, knobs)
     model_name = check_engine(engine)
     scorer_name = check_scorer(scorer, problem, model_name)
+    # a first width the token budget cannot finish: narrowed, or refused before any load
+    narrowed = fit.fit(algo, registry.width(algo), registry.check_knobs(algo, knobs), budget,
+                       fit.path_tokens(engine, model_name))
+    knobs = {**knobs, **{k: new for k, (_, new) in narrowed.items()}}
     fn = registry.get(algo)
     # loading (or waiting for another thread's load) is not the search's: its session, and
     # with it the meter's clock, starts once the engine and scorer are here
@@ -187,7 +195,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     labels = Labels(model=model_name, scorer=scorer_name,
                     consulted=functools.partial(registry.uses_scorer, algo),
                     server=getattr(eng, "server_stats", None) is not None,
-                    load_seconds=load_seconds)
+                    load_seconds=load_seconds, narrowed=narrowed)
     try:
         with watch.watching(session.meter, session.kv, f"{algo} on {model_name}"):
             return run(fn, (problem, eng, sc, session.meter), dict(seed=seed, **knobs), labels)

@@ -36,7 +36,7 @@ import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, ParamSpec
 
 from search.knobtypes import Group, conforms, describe
@@ -168,13 +168,15 @@ class Labels:
     """What the caller (search.solve) knows of a run before it starts, for its Result: the
     model's name, the scorer's (recorded when consulted(the run's knobs), else ""), and
     whether the engine talks to a server (its counts then go in stats["server"]), and the
-    seconds its loading took (Result.load_seconds)."""
+    seconds its loading took (Result.load_seconds), and the knobs search.fit narrowed to
+    fit the budget ({knob: (given, used)}, stats["narrowed"])."""
 
     model: str = ""
     scorer: str = ""
     consulted: Callable[[Mapping[str, Any]], bool] = _always
     server: bool = False
     load_seconds: float = 0.0
+    narrowed: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
@@ -194,7 +196,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     knobs = {k: found.resolved[k] if k in found.resolved else
              list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
     meter = bound.arguments["meter"]
-    stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {})}
+    stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {}),
+             **({"narrowed": dict(labels.narrowed)} if labels.narrowed else {})}
     return found.result(usage=meter.usage(), seed=bound.arguments["seed"], algo=raw.__name__,
                         knobs=knobs, stats=stats, model=labels.model,
                         scorer=labels.scorer if labels.consulted(knobs) else "",
