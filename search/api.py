@@ -137,7 +137,8 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
           progress: bool | Progress = True, cancel: threading.Event | None = None,
-          stop: threading.Event | None = None, **knobs: Any) -> Result:
+          stop: threading.Event | None = None, fit_budget: bool = True, **knobs: Any
+          ) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
     hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
     forward or scorer call, see search.budget), and a search they cut short returns its best
@@ -160,7 +161,8 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     a token budget too small for the search's first width to finish a path each (by an
     estimate of a path's tokens on the model, search.fit), the width is narrowed where the
     algorithm allows (stats["narrowed"]: {"n": (8, 2)}), else search.fit.BudgetTooSmall (a
-    ValueError) names the smallest budget that can. The Result names the model
+    ValueError) names the smallest budget that can; fit_budget=False runs the search as
+    given (the budget then cuts its paths short). The Result names the model
     and scorer that produced it (Result.selected_by says what chose the answer);
     stats["server"] holds this solve's server counts (engines that talk to a server).
     The search runs in a search.session.Session of its own (its meter, KV scope and cancel
@@ -175,7 +177,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     scorer_name = check_scorer(scorer, problem, model_name)
     # a first width the token budget cannot finish: narrowed, or refused before any load
     narrowed = fit.fit(algo, registry.width(algo), registry.check_knobs(algo, knobs), budget,
-                       fit.path_tokens(engine, model_name))
+                       fit.path_tokens(engine, model_name)) if fit_budget else {}
     knobs = {**knobs, **{k: new for k, (_, new) in narrowed.items()}}
     fn = registry.get(algo)
     # loading (or waiting for another thread's load) is not the search's: its session, and
