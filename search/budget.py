@@ -64,6 +64,9 @@ class Meter:
         self._start = clock()
         self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
         self.cut: str | None = None  # the first limit that cut work short (see `refuse`)
+        # what the parts the search uses say about how they ran, for Result.stats (a code
+        # scorer's sandbox: {"sandbox": {"isolation": "bwrap,seccomp,rlimits", "gaps": []}})
+        self.notes: dict[str, Any] = {}
 
     def _charged(self) -> None:
         for watch in self.watchers:
@@ -228,5 +231,6 @@ def submeter(meter: Meter, budget: Budget) -> Iterator[Meter]:
                            flops=sub.flops, passes=sub.forward_passes)
         meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)
         meter.charge_server(sub.server)
+        meter.notes.update(sub.notes)
         if sub.cut is not None:
             meter.refuse(sub.cut)

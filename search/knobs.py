@@ -185,7 +185,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     grouped, seed) after checking its knobs, and build its Result once: what the search found
     (its Outcome), the algorithm's name, seed and meter's usage, every knob's actual value
     in signature order (a knob the search resolved itself, agg=None as the scorer's own, as
-    resolved; sequences as lists, as JSON writes them), and the labels."""
+    resolved; sequences as lists, as JSON writes them), what its parts noted on the meter
+    (Meter.notes: a code scorer's sandbox), and the labels."""
     raw = inspect.unwrap(fn)
     kwargs = fold(fn, upgrade(fn, kwargs, stacklevel=3))
     bound = inspect.signature(raw).bind(*args, **kwargs)
@@ -196,7 +197,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     knobs = {k: found.resolved[k] if k in found.resolved else
              list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
     meter = bound.arguments["meter"]
-    stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {}),
+    stats = {**found.stats, **meter.notes,
+             **({"server": dict(meter.server)} if labels.server else {}),
              **({"narrowed": dict(labels.narrowed)} if labels.narrowed else {})}
     return found.result(usage=meter.usage(), seed=bound.arguments["seed"], algo=raw.__name__,
                         knobs=knobs, stats=stats, model=labels.model,

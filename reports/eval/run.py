@@ -35,7 +35,11 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     "score(unit_tests, last)"; null if the run raised), algo, knobs (what went to
     search.solve, width knobs included), budget {width, tokens}, seed, answer, gold, correct,
     status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
-    grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
+    grading failure keeps the run's status), usage (search.Usage.as_dict(): the search's
+    own seconds), load_seconds (Result.load_seconds: loading before the search, apart),
+    cut_by (the budget limit that ended a "budget_exhausted" run), narrowed ({knob: [given,
+    used]} where search.fit narrowed the width to the token budget), sandbox ({isolation,
+    gaps} of the code sandbox a code problem's programs ran in; null for math), candidates
     [{answer, score (null if not finite), finished, correct, verified, text (--keep-text)}],
     text (the chosen solution, --keep-text), time (ISO, UTC), reused_from_seed (copies only).
     verified: what a search could check without the gold (reports.eval.grade): the public tests on
