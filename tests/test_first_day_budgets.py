@@ -86,19 +86,20 @@ def problems():
 def test_every_algorithm_answers_or_refuses_up_front_at_400_tokens(problems, algo):
     arith, code = problems
     model, cases = ("tiny-code", code) if algo == "pgtd" else ("tiny-arith", arith)
-    budget = Budget(tokens=400)
+    tokens = 400
+    budget = Budget(tokens=tokens)
     for problem in cases:
         try:
             result = search.solve(problem, algo, budget, engine=model, progress=False)
         except BudgetTooSmall as refused:  # up front, naming a budget that is larger
-            assert refused.needed > budget.tokens and "Budget(tokens=" in str(refused)
+            assert refused.needed > tokens and "Budget(tokens=" in str(refused)
             needed = Budget(tokens=refused.needed)
             # that budget is accepted (fit raises for one still too small)
             fit(algo, registry.width(algo), registry.check_knobs(algo, {}), needed,
                 PATH_TOKENS[model])
             continue
         assert result.answer is not None, (algo, result.status, result.stats)
-        assert result.usage.generated_tokens <= budget.tokens
+        assert result.usage.generated_tokens <= tokens
         if result.status == "budget_exhausted":
             assert result.stats["cut_by"] == "tokens"
         narrowed = result.stats.get("narrowed", {})
@@ -107,4 +108,4 @@ def test_every_algorithm_answers_or_refuses_up_front_at_400_tokens(problems, alg
         width = registry.width(algo)
         if width is not None:  # what runs at once fits the stopping point, by the estimate
             spent = width.of(result.knobs) * math.ceil(PATH_TOKENS[model] * width.spread)
-            assert spent <= budget.tokens - budget.reserve_tokens
+            assert spent <= tokens - budget.reserve_tokens

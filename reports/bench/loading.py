@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT_WORDS = ("MISSING", "newly initialized", "Traceback")
@@ -46,7 +47,7 @@ print(json.dumps(out))
 """
 
 
-def one_run(model: str, threads: int) -> dict[str, object]:
+def one_run(model: str, threads: int) -> dict[str, Any]:
     """One fresh process: its threads' outcomes, and whether it crashed (and why)."""
     done = subprocess.run([sys.executable, "-c", CHILD, model, str(threads)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
