@@ -115,7 +115,7 @@ def test_results_and_outputs_name_model_and_scorer(tmp_path, capsys):
     assert "<th>model</th><td>ScriptedEngine</td>" in page
     assert "<th>scorer</th><td>ScriptedScorer</td>" in page
     assert main(["3+4=", "--model", "tiny-arith", "--scorer", "steps", "--algo", "beam",
-                 "--knob", "n=4", "--knob", "m=2", "--tokens", "60", "--quiet"]) == 0
+                 "--knob", "n=4", "--knob", "m=2", "--tokens", "400", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "by: beam on model tiny-arith, scorer steps, seed 0; chosen by score(steps" in out
     assert main(["3+4=", "--model", "tiny-arith", "--algo", "greedy", "--tokens", "30",
