@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, _on_ctrl_c(stop, watch))
     try:
-        result = solve_args(args, progress=watch, stop=stop)
+        result = solve_args(args, progress=watch, interrupt=stop)
     except KeyboardInterrupt:
         print("\ninterrupted before the search began", file=sys.stderr)
         return INTERRUPTED

@@ -137,7 +137,7 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
           progress: bool | Progress = True, cancel: threading.Event | None = None,
-          stop: threading.Event | None = None, fit_budget: bool = True, **knobs: Any
+          interrupt: threading.Event | None = None, fit_budget: bool = True, **knobs: Any
           ) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
     hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
@@ -153,7 +153,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         (tokens, candidates, best score); False silences it. It never changes the result.
     cancel: an event that, once set, ends the search's model work (its next engine or PRM
         call raises search.runtime.sched.Interrupted); a driver of many searches sets it.
-    stop: an event that, once set, ends the search as a spent budget would: no more model
+    interrupt: an event that, once set, ends the search as a spent budget would: no more model
         or scorer work starts, and the Result holds its best answer so far with status
         "interrupted" (the command line sets it on Ctrl-C).
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
@@ -189,7 +189,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         shared = get_engine(engine)
         loaded = get_scorer(scorer, shared, implicit=not named)
     load_seconds = time.perf_counter() - loading
-    session = Session.start(budget, cancel=cancel, stop=stop)
+    session = Session.start(budget, cancel=cancel, stop=interrupt)
     eng = shared.bind(session)
     sc = bind(loaded, session)
     # the Result names the model, and the scorer only if the run consulted it (as eval rows

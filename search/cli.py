@@ -93,11 +93,11 @@ def add_threads_argument(ap: argparse.ArgumentParser) -> None:
 
 
 def solve_args(args: argparse.Namespace, *, progress: Any = None,
-               stop: threading.Event | None = None) -> Result:
+               interrupt: threading.Event | None = None) -> Result:
     """search.solve from parsed arguments (problem, algo, model, scorer, answer, budget,
     seed, knob, quiet): every name, knob and text is checked before a model loads.
-    progress: a search.progress.Progress (default: one on stderr unless --quiet); stop:
-    search.solve's."""
+    progress: a search.progress.Progress (default: one on stderr unless --quiet);
+    interrupt: search.solve's."""
     import search
     from search import registry
 
@@ -113,8 +113,8 @@ def solve_args(args: argparse.Namespace, *, progress: Any = None,
         problem = dataclasses.replace(problem, answer=args.answer)
     return search.solve(problem, algo=args.algo, budget=budget, engine=args.model,
                         scorer=args.scorer, seed=args.seed,
-                        progress=not args.quiet if progress is None else progress, stop=stop,
-                        **knobs)
+                        progress=not args.quiet if progress is None else progress,
+                        interrupt=interrupt, **knobs)
 
 
 def usage_line(usage: Usage) -> str:

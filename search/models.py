@@ -307,8 +307,9 @@ def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[
     here, not a warning that quiet loading would hide."""
     with LOADING:
         model, tok, defaults = _load_model(name_or_path, dtype=dtype)
-    empty = [name for name, t in (*model.named_parameters(), *model.named_buffers())
-             if getattr(t, "is_meta", False)]
+    tensors = (*model.named_parameters(), *model.named_buffers()) \
+        if hasattr(model, "named_parameters") else ()  # a package's model may be no torch one
+    empty = [name for name, t in tensors if getattr(t, "is_meta", False)]
     if empty:
         raise ModelNotFoundError(f"model {name_or_path!r} loaded without weights for "
                                  f"{', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''}: "

@@ -327,7 +327,7 @@ class Result:
     budget cut the search's work short, in the engine or the scorer loop: answer is the best
     so far, None if nothing finished; or the budget stopped the search before any path
     finished, and finishing the best partial path from the reserve did not finish one
-    either: answer is None, nothing is made up), "interrupted" (search.solve's `stop` was
+    either: answer is None, nothing is made up), "interrupted" (search.solve's `interrupt` was
     set, e.g. by Ctrl-C: the answer so far, as for a budget), "no_answer"
     (paths finished but none had an extractable answer), "unfinished" (no path finished
     although budget was left: a depth, step or batch limit, or an engine that stopped
