@@ -62,7 +62,6 @@ def test_loading_is_not_charged_to_the_search(slow_loads):
     warm = search.solve("toy", "greedy", Budget(seconds=0.2), engine="slow-model",
                         progress=False)
     assert warm.answer == "1" and slow_loads == ["slow-model"]  # loaded once, then cached
-    assert warm.load_seconds < result.load_seconds
 
 
 def test_eight_threads_load_tiny_arith_at_once_in_a_fresh_process():
