@@ -1,5 +1,7 @@
-"""`python -m search "What is 17 * 23 - 5?" --model tiny-arith --algo beam --tokens 4000`:
-solve one problem and print the answer, how the search ended, and what it cost.
+"""Solve one problem and print the answer, how the search ended, and what it cost:
+
+    python -m search "Ana has 16 books. Tom has 2 more books than Ana. How many books does
+    Tom have now?" --model tiny-arith --algo beam --tokens 4000 --answer 18
 
 Ctrl-C ends the search as a spent budget would: the answer so far is printed with status
 "interrupted" and the exit status is 130 (a second Ctrl-C, or one while the model loads,
