@@ -9,11 +9,17 @@ and rlimits) and the tests in its trusted judge (another subprocess), never in t
 program already run for the same problem and tests is answered from a cache without a call.
 
 Which program a solution text means: verifiers.grade.program_of.
+
+Every search it scores for records the sandbox its programs ran in on its meter (Meter.notes,
+so Result.stats["sandbox"]): {"isolation": the report's layers, e.g. "bwrap,seccomp,rlimits",
+"gaps": what that mode does not isolate here, verifiers.code.rlimits_gaps() under the
+rlimits mode, else []}.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from search.session import Bindable
 from search.types import Node, Problem
@@ -27,7 +33,8 @@ class UnitTestScorer(Bindable):
 
     def __init__(self, *, timeout: float = 5.0) -> None:
         self.timeout = timeout
-        self._cache: dict[tuple[str, tuple[str, ...], str], float] = {}
+        # (problem id, tests, program) -> (pass rate, the sandbox it ran in)
+        self._cache: dict[tuple[str, tuple[str, ...], str], tuple[float, dict[str, Any]]] = {}
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
         return [self._pass_rate(problem, node) for node in nodes]
@@ -43,5 +50,18 @@ class UnitTestScorer(Bindable):
             report = run_tests(program, problem.tests, entry_point=problem.entry_point,
                                timeout=self.timeout)
             self.meter.charge_scorer(calls=1)
-            self._cache[key] = report.pass_rate
-        return self._cache[key]
+            self._cache[key] = (report.pass_rate, sandbox(report.isolation))
+        rate, where = self._cache[key]
+        self.meter.notes["sandbox"] = where
+        return rate
+
+
+def sandbox(isolation: str) -> dict[str, Any]:
+    """What Result.stats["sandbox"] says of a run with these layers ("bwrap,seccomp,rlimits"):
+    the layers, and under the rlimits mode (no namespaces) what it leaves unisolated here."""
+    from verifiers.code import rlimits_gaps
+
+    layers = isolation.split(",") if isolation else []
+    namespaced = any(mode in layers for mode in ("bwrap", "unshare"))
+    return {"isolation": isolation,
+            "gaps": [] if namespaced or not layers else sorted(rlimits_gaps())}

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
+import time
 from typing import Any
 
-from search import registry, scoring
+from search import fit, registry, scoring
 from search.engines.base import Engine
 from search.engines.kinds import kind_of
 from search.knobs import Labels, run
@@ -20,6 +22,8 @@ from search.types import Budget, Problem, Result
 
 DEFAULT_MODEL = "smollm2-135m"
 _ENGINES: dict[str, Engine] = {}  # loaded models stay in memory between calls
+_LOADS: dict[str, threading.Lock] = {}  # one per model name: its one load, the others wait
+_LOADS_LOCK = threading.Lock()
 
 
 def default_model() -> str:
@@ -32,11 +36,13 @@ def get_engine(engine: Engine | str | None = None, **kwargs: Any) -> Engine:
     if engine is not None and not isinstance(engine, str):
         return engine
     name = engine or default_model()
-    if name not in _ENGINES or kwargs:
-        loaded = _load_engine(name, **kwargs)
-        if kwargs:
-            return loaded
-        _ENGINES[name] = loaded
+    if kwargs:  # options make an engine of its own, never cached
+        return _load_engine(name, **kwargs)
+    with _LOADS_LOCK:
+        lock = _LOADS.setdefault(name, threading.Lock())
+    with lock:  # threads asking for the same model at once: one loads it, the others wait
+        if name not in _ENGINES:
+            _ENGINES[name] = _load_engine(name)
     return _ENGINES[name]
 
 
@@ -68,8 +74,18 @@ def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = 
     is used as it is (nothing is set on it)."""
     if implicit and scorer in (None, "logprob"):
         return LogprobScorer(implicit=True)
-    return scoring.load(scorer or "logprob", engine=engine) \
-        if scorer is None or isinstance(scorer, str) else scorer
+    if scorer is not None and not isinstance(scorer, str):
+        return scorer
+    from search.models import LOADING
+
+    with LOADING:  # a PRM loads through transformers: one load at a time (search.models)
+        made = scoring.load(scorer or "logprob", engine=engine)
+    if not getattr(made, "name", "") and scorer in scoring.known():
+        # a scorer the factory made for this run, without a name of its own: records and
+        # Result.selected_by call it by the name it is registered under, not its class
+        with contextlib.suppress(AttributeError, TypeError):
+            made.name = scorer  # type: ignore[attr-defined]
+    return made
 
 
 # -- checks that load nothing ---------------------------------------------------------------------
@@ -121,7 +137,8 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
 def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None = None, *,
           engine: Engine | str | None = None, scorer: Scorer | str | None = None, seed: int = 0,
           progress: bool | Progress = True, cancel: threading.Event | None = None,
-          **knobs: Any) -> Result:
+          interrupt: threading.Event | None = None, fit_budget: bool = True, **knobs: Any
+          ) -> Result:
     """Search for an answer to `problem` with algorithm `algo` within `budget`: its limits
     hold (usage never exceeds them in tokens, scorer calls or FLOPs; seconds by at most one
     forward or scorer call, see search.budget), and a search they cut short returns its best
@@ -136,8 +153,16 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         (tokens, candidates, best score); False silences it. It never changes the result.
     cancel: an event that, once set, ends the search's model work (its next engine or PRM
         call raises search.runtime.sched.Interrupted); a driver of many searches sets it.
+    interrupt: an event that, once set, ends the search as a spent budget would: no more model
+        or scorer work starts, and the Result holds its best answer so far with status
+        "interrupted" (the command line sets it on Ctrl-C).
     knobs: the algorithm's keyword-only parameters (see `search.registry.get(algo)`).
-    Every name, knob and text is checked before any model loads. The Result names the model
+    Every name, knob and text is checked before any model loads, and so is the budget: with
+    a token budget too small for the search's first width to finish a path each (by an
+    estimate of a path's tokens on the model, search.fit), the width is narrowed where the
+    algorithm allows (stats["narrowed"]: {"n": (8, 2)}), else search.fit.BudgetTooSmall (a
+    ValueError) names the smallest budget that can; fit_budget=False runs the search as
+    given (the budget then cuts its paths short). The Result names the model
     and scorer that produced it (Result.selected_by says what chose the answer);
     stats["server"] holds this solve's server counts (engines that talk to a server).
     The search runs in a search.session.Session of its own (its meter, KV scope and cancel
@@ -150,17 +175,29 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     scorer = check_run(problem, algo, budget, seed, scorer, knobs)
     model_name = check_engine(engine)
     scorer_name = check_scorer(scorer, problem, model_name)
+    # a first width the token budget cannot finish: narrowed, or refused before any load
+    narrowed = fit.fit(algo, registry.width(algo), registry.check_knobs(algo, knobs), budget,
+                       fit.path_tokens(engine, model_name)) if fit_budget else {}
+    knobs = {**knobs, **{k: new for k, (_, new) in narrowed.items()}}
     fn = registry.get(algo)
-    session = Session.start(budget, cancel=cancel)
-    shared = get_engine(engine)
-    eng = shared.bind(session)
-    sc = bind(get_scorer(scorer, shared, implicit=not named), session)
+    # loading (or waiting for another thread's load) is not the search's: its session, and
+    # with it the meter's clock, starts once the engine and scorer are here
     watch = progress if isinstance(progress, Progress) else Progress(enabled=bool(progress))
+    cold = isinstance(engine, str | None) and model_name not in _ENGINES
+    loading = time.perf_counter()
+    with watch.loading(model_name) if cold else contextlib.nullcontext():
+        shared = get_engine(engine)
+        loaded = get_scorer(scorer, shared, implicit=not named)
+    load_seconds = time.perf_counter() - loading
+    session = Session.start(budget, cancel=cancel, stop=interrupt)
+    eng = shared.bind(session)
+    sc = bind(loaded, session)
     # the Result names the model, and the scorer only if the run consulted it (as eval rows
     # do); an engine that talks to a server adds its counts
     labels = Labels(model=model_name, scorer=scorer_name,
                     consulted=functools.partial(registry.uses_scorer, algo),
-                    server=getattr(eng, "server_stats", None) is not None)
+                    server=getattr(eng, "server_stats", None) is not None,
+                    load_seconds=load_seconds, narrowed=narrowed)
     try:
         with watch.watching(session.meter, session.kv, f"{algo} on {model_name}"):
             return run(fn, (problem, eng, sc, session.meter), dict(seed=seed, **knobs), labels)

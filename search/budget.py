@@ -24,6 +24,7 @@ and scorer are each charged exactly what their own search cost.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -47,9 +48,11 @@ class Meter:
     clock: where seconds come from (time.perf_counter; tests pass a scripted clock).
     """
 
-    def __init__(self, budget: Budget | None = None, *, clock: Clock = time.perf_counter
-                 ) -> None:
+    def __init__(self, budget: Budget | None = None, *, clock: Clock = time.perf_counter,
+                 stop: threading.Event | None = None) -> None:
         self.budget = budget or Budget()
+        # once set, work ends as at a limit (the search's answer so far; cut "interrupted")
+        self.stop = stop
         self.generated_tokens = 0
         self.prefill_tokens = 0
         self.forward_passes = 0
@@ -61,6 +64,9 @@ class Meter:
         self._start = clock()
         self.watchers: list[Callable[[Meter], None]] = []  # called after every charge
         self.cut: str | None = None  # the first limit that cut work short (see `refuse`)
+        # what the parts the search uses say about how they ran, for Result.stats (a code
+        # scorer's sandbox: {"sandbox": {"isolation": "bwrap,seccomp,rlimits", "gaps": []}})
+        self.notes: dict[str, Any] = {}
 
     def _charged(self) -> None:
         for watch in self.watchers:
@@ -111,8 +117,14 @@ class Meter:
     def exhausted(self) -> bool:
         """True once the search should stop expanding: a limit's stopping point is reached
         ((1 - reserve) of it; see Budget.reserve), or a limit already cut work short."""
-        return self.cut is not None or \
+        return self.cut is not None or self.stopped() or \
             any(self.spent(k) >= self.stop_at(k) for k in self.budget.limits())
+
+    def stopped_by(self) -> str | None:
+        """The limit that ended the search: the one that cut work short, else the first
+        whose stopping point is reached (None while none is)."""
+        return self.cut or next((k for k in self.budget.limits()
+                                 if self.spent(k) >= self.stop_at(k)), None)
 
     def reached(self) -> bool:
         """True once any limit itself is reached (or cut work short)."""
@@ -131,6 +143,8 @@ class Meter:
         is used up, or no token is left to generate). Scorer calls that are used up only
         stop the scoring of the finished path, so they are then left out (see
         `scoring_left`)."""
+        if self.stopped():
+            return None  # an interrupted search finishes nothing more
         b = self.budget
         left: dict[str, Any] = {"reserve": 0.0}
         for k in ("tokens", "flops", "seconds", "scorer_calls"):
@@ -150,11 +164,21 @@ class Meter:
             self.cut = limit
 
     def seconds_up(self) -> bool:
-        """True once the seconds limit is reached (recorded as the cut)."""
+        """True once the seconds limit is reached (recorded as the cut), or once the stop
+        event is set (recorded as "interrupted")."""
+        if self.stopped():
+            return True
         up = self.budget.seconds is not None and self.seconds >= self.budget.seconds
         if up:
             self.refuse("seconds")
         return up
+
+    def stopped(self) -> bool:
+        """True once the stop event is set (recorded as the cut "interrupted")."""
+        if self.stop is not None and self.stop.is_set():
+            self.refuse("interrupted")
+            return True
+        return False
 
     def token_room(self, want: int) -> int:
         """How many of `want` tokens may still be generated: all, or the tokens left (0 once
@@ -199,7 +223,7 @@ def submeter(meter: Meter, budget: Budget) -> Iterator[Meter]:
     """A fresh meter limited to `budget` (same clock) for the block (the engine and scorer
     charge it through their views, search.session.charging); whatever was charged to it is
     then charged to `meter` as well."""
-    sub = Meter(budget, clock=meter.clock)
+    sub = Meter(budget, clock=meter.clock, stop=meter.stop)
     try:
         yield sub
     finally:
@@ -207,5 +231,6 @@ def submeter(meter: Meter, budget: Budget) -> Iterator[Meter]:
                            flops=sub.flops, passes=sub.forward_passes)
         meter.charge_scorer(calls=sub.scorer_calls, tokens=sub.scorer_tokens)
         meter.charge_server(sub.server)
+        meter.notes.update(sub.notes)
         if sub.cut is not None:
             meter.refuse(sub.cut)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec
 
@@ -91,9 +92,12 @@ def add_threads_argument(ap: argparse.ArgumentParser) -> None:
                     "off the lean forward, a different count changes results in the last bits)")
 
 
-def solve_args(args: argparse.Namespace) -> Result:
+def solve_args(args: argparse.Namespace, *, progress: Any = None,
+               interrupt: threading.Event | None = None) -> Result:
     """search.solve from parsed arguments (problem, algo, model, scorer, answer, budget,
-    seed, knob, quiet): every name, knob and text is checked before a model loads."""
+    seed, knob, quiet): every name, knob and text is checked before a model loads.
+    progress: a search.progress.Progress (default: one on stderr unless --quiet);
+    interrupt: search.solve's."""
     import search
     from search import registry
 
@@ -108,7 +112,9 @@ def solve_args(args: argparse.Namespace) -> Result:
     if args.answer is not None:
         problem = dataclasses.replace(problem, answer=args.answer)
     return search.solve(problem, algo=args.algo, budget=budget, engine=args.model,
-                        scorer=args.scorer, seed=args.seed, progress=not args.quiet, **knobs)
+                        scorer=args.scorer, seed=args.seed,
+                        progress=not args.quiet if progress is None else progress,
+                        interrupt=interrupt, **knobs)
 
 
 def usage_line(usage: Usage) -> str:

@@ -36,7 +36,7 @@ import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, ParamSpec
 
 from search.knobtypes import Group, conforms, describe
@@ -45,6 +45,15 @@ from search.types import Result
 
 P = ParamSpec("P")
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
+# names a caller may take for a knob that are solve's own arguments (or part of one): the
+# argument they mean, for the error's hint
+SOLVE_ARGUMENTS = {"model": "engine=", "engine": "engine=", "scorer": "scorer=",
+                   "budget": "budget=", "tokens": "budget=Budget(tokens=...)",
+                   "seconds": "budget=Budget(seconds=...)",
+                   "scorer_calls": "budget=Budget(scorer_calls=...)",
+                   "flops": "budget=Budget(flops=...)", "algo": "algo=",
+                   "algorithm": "algo=", "progress": "progress=", "cancel": "cancel=",
+                   "problem": "problem (the first argument)"}
 # a knob's old name -> its name now: the old one is accepted, with a DeprecationWarning, until
 # the next release
 RENAMED = {"max_steps": "max_depth"}
@@ -158,12 +167,16 @@ def _always(knobs: Mapping[str, Any]) -> bool:
 class Labels:
     """What the caller (search.solve) knows of a run before it starts, for its Result: the
     model's name, the scorer's (recorded when consulted(the run's knobs), else ""), and
-    whether the engine talks to a server (its counts then go in stats["server"])."""
+    whether the engine talks to a server (its counts then go in stats["server"]), and the
+    seconds its loading took (Result.load_seconds), and the knobs search.fit narrowed to
+    fit the budget ({knob: (given, used)}, stats["narrowed"])."""
 
     model: str = ""
     scorer: str = ""
     consulted: Callable[[Mapping[str, Any]], bool] = _always
     server: bool = False
+    load_seconds: float = 0.0
+    narrowed: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
@@ -172,7 +185,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     grouped, seed) after checking its knobs, and build its Result once: what the search found
     (its Outcome), the algorithm's name, seed and meter's usage, every knob's actual value
     in signature order (a knob the search resolved itself, agg=None as the scorer's own, as
-    resolved; sequences as lists, as JSON writes them), and the labels."""
+    resolved; sequences as lists, as JSON writes them), what its parts noted on the meter
+    (Meter.notes: a code scorer's sandbox), and the labels."""
     raw = inspect.unwrap(fn)
     kwargs = fold(fn, upgrade(fn, kwargs, stacklevel=3))
     bound = inspect.signature(raw).bind(*args, **kwargs)
@@ -183,10 +197,13 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     knobs = {k: found.resolved[k] if k in found.resolved else
              list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
     meter = bound.arguments["meter"]
-    stats = {**found.stats, **({"server": dict(meter.server)} if labels.server else {})}
+    stats = {**found.stats, **meter.notes,
+             **({"server": dict(meter.server)} if labels.server else {}),
+             **({"narrowed": dict(labels.narrowed)} if labels.narrowed else {})}
     return found.result(usage=meter.usage(), seed=bound.arguments["seed"], algo=raw.__name__,
                         knobs=knobs, stats=stats, model=labels.model,
-                        scorer=labels.scorer if labels.consulted(knobs) else "")
+                        scorer=labels.scorer if labels.consulted(knobs) else "",
+                        load_seconds=labels.load_seconds)
 
 
 # -- names and types ----------------------------------------------------------------------------
@@ -323,6 +340,11 @@ def check_names(fn: Callable[..., Any], given: Iterable[str]) -> None:
         if knob not in allowed:
             close = difflib.get_close_matches(knob, allowed, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            if knob in SOLVE_ARGUMENTS:
+                meant = SOLVE_ARGUMENTS[knob]
+                hint = (f"; did you mean {meant}"
+                        f"{'...' if meant.endswith('=') else ''}? (search.solve's own "
+                        f"argument, not a knob)")
             raise TypeError(f"{fn.__name__}() has no knob {knob!r}{hint}; its knobs: "
                             f"{', '.join(allowed)}")
 

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -118,18 +119,28 @@ def _digest(gguf: Path) -> str:
     return digest
 
 
+# One model load at a time in a process: transformers' loading sets process-wide state (its
+# empty-weights initialisation patches torch.nn.Module for every thread, so a model another
+# thread builds meanwhile gets parameters left on the meta device; its logging verbosity),
+# so two threads loading at once can each break the other's model. Re-entrant: a loader
+# calls quiet_transformers inside load_model.
+LOADING = threading.RLock()
+
+
 def quiet_transformers(load: Callable[[], Any]) -> Any:
-    """load() with transformers' logging at error level and its progress bars off."""
+    """load() with transformers' logging at error level and its progress bars off, holding
+    LOADING (nothing else loads meanwhile, and the verbosity it restores is its own)."""
     from transformers.utils import logging as hf_logging
 
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        return load()
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
+    with LOADING:
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            return load()
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            hf_logging.enable_progress_bar()
 
 
 def _plain_copy(model: Any) -> Any:
@@ -290,7 +301,23 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
 
 
 def load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-    """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id."""
+    """(model, tokenizer, engine keyword defaults) for an embedded name, a path or an HF id;
+    one load at a time in a process (LOADING: a thread that loads meanwhile waits). A
+    weight the checkpoint lacks and the model did not fill (tie or compute) is an error
+    here, not a warning that quiet loading would hide."""
+    with LOADING:
+        model, tok, defaults = _load_model(name_or_path, dtype=dtype)
+    tensors = (*model.named_parameters(), *model.named_buffers()) \
+        if hasattr(model, "named_parameters") else ()  # a package's model may be no torch one
+    empty = [name for name, t in tensors if getattr(t, "is_meta", False)]
+    if empty:
+        raise ModelNotFoundError(f"model {name_or_path!r} loaded without weights for "
+                                 f"{', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''}: "
+                                 f"the checkpoint lacks them and nothing filled them")
+    return model, tok, defaults
+
+
+def _load_model(name_or_path: str, *, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     kind = check_model(name_or_path)
     if kind == "embedded":
         return EMBEDDED.get(name_or_path)(dtype=dtype)

@@ -24,17 +24,38 @@ from search.types import Node
 
 class Progress:
     """stream: where to draw (default sys.stderr, read when a solve starts); enabled=False
-    draws nothing."""
+    draws nothing. announce: say "loading MODEL ..." when a solve loads its model even
+    where the stream is no terminal (the command line's; default: only on a terminal)."""
 
     def __init__(self, stream: TextIO | None = None, *, after: float = 3.0,
-                 every: float = 0.25, enabled: bool = True) -> None:
+                 every: float = 0.25, enabled: bool = True, announce: bool = False) -> None:
         self.stream, self.after, self.every, self.enabled = stream, after, every, enabled
+        self.announce = announce
+        self.searching = False  # set once a solve's search has begun (its loading is done)
         self.drawn = 0  # lines drawn (redraws included), for tests
+
+    @contextmanager
+    def loading(self, what: str) -> Iterator[None]:
+        """A line for the block that loads `what`: "loading tiny-arith ..." when it starts,
+        completed with the seconds it took ("loaded in 2.1 s, not part of the search")."""
+        out = self.stream or sys.stderr
+        if not self.enabled or not (self.announce or _is_tty(out)):
+            yield
+            return
+        out.write(f"loading {what} ...")
+        out.flush()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            out.write(f" {time.perf_counter() - start:.1f} s (not part of the search)\n")
+            out.flush()
 
     @contextmanager
     def watching(self, meter: Meter, trees: KVScope, label: str) -> Iterator[None]:
         """Draw while the block runs: ticks come from the search's meter; its trees are
         those of its KV scope (Session.kv: the roots its engine makes)."""
+        self.searching = True
         out = self.stream or sys.stderr
         if not self.enabled or not _is_tty(out):
             yield
@@ -48,7 +69,7 @@ class Progress:
             if now - start < self.after or now - last < self.every:
                 return
             last, shown = now, True
-            out.write("\r" + line(label, m, list(trees.roots), now - start) + "\x1b[K")
+            out.write("\r" + line(label, m, list(trees.roots), m.seconds) + "\x1b[K")
             out.flush()
             self.drawn += 1
 
@@ -64,7 +85,8 @@ class Progress:
 
 def line(label: str, meter: Meter, roots: list[Node], seconds: float) -> str:
     """The progress line: tokens generated, finished paths (candidates) in the trees so far,
-    the best score among them (of any scored partial path while none is scored), seconds."""
+    the best score among them (of any scored partial path while none is scored), seconds
+    (the search's, as its meter counts them: usage.seconds)."""
     nodes = [n for root in roots for n in root.walk()]
     finished = [n for n in nodes if n.finished]
     best = "best -"

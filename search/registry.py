@@ -10,7 +10,8 @@ search.plugins.Registry). Its knobs are checked by search.knobs (names, types, v
 model loads. A module whose algorithm may not consult its scorer says so with
 `uses_scorer(knobs) -> bool` beside it (default: it always does). A module that sets
 DETERMINISTIC = True declares that its result never depends on the seed (the eval runner
-then runs it once and reuses the row for every seed).
+then runs it once and reuses the row for every seed). WIDTH = search.fit.Width(...) says how
+many paths it runs at once from its start, so a small budget narrows or refuses it up front.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def deterministic(name: str) -> bool:
     """Whether the algorithm declares (DETERMINISTIC = True) that the seed cannot change its
     result."""
     return bool(_declared(name, "DETERMINISTIC"))
+
+
+def width(name: str) -> Any:
+    """The search.fit.Width the algorithm declares (WIDTH beside it): the paths it runs at
+    once from its start; None: one path."""
+    return _declared(name, "WIDTH")
 
 
 def uses_scorer(name: str, knobs: Mapping[str, Any]) -> bool:

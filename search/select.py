@@ -129,22 +129,36 @@ class Outcome:
     resolved: Mapping[str, Any] = field(default_factory=dict)
 
     def result(self, *, usage: Usage, seed: int, algo: str, knobs: Mapping[str, Any],
-               stats: Mapping[str, Any], model: str = "", scorer: str = "") -> Result:
+               stats: Mapping[str, Any], model: str = "", scorer: str = "",
+               load_seconds: float = 0.0) -> Result:
         """The Result: what was found, with what the call knows (stats: the Outcome's, and
         any the call adds)."""
         return Result(answer=self.answer, text=self.text, score=self.score,
                       candidates=self.candidates, tree=self.tree, usage=usage, seed=seed,
                       algo=algo, status=self.status, knobs=dict(knobs), stats=dict(stats),
-                      selected_by=self.selected_by, model=model, scorer=scorer)
+                      selected_by=self.selected_by, model=model, scorer=scorer,
+                      load_seconds=load_seconds)
+
+
+def best_partial(cands: Sequence[Candidate]) -> Candidate | None:
+    """The best-scoring unfinished candidate (the first of ties): where a search that a
+    cut ended before any answer had got to; None when it has no partial path."""
+    pool = [c for c in cands if not c.finished and c.text]
+    return max(pool, key=lambda c: c.score if math.isfinite(c.score) else -math.inf,
+               default=None)
 
 
 def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
          meter: Meter, *, resolved: Mapping[str, Any] | None = None,
          stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Outcome:
     """The Outcome of a search; says why when there is no answer (nothing is made up), and
-    which limit cut it short (stats["cut_by"]) when one did. chosen_by: the rule that chose
+    which limit cut it short or stopped it (stats["cut_by"], on every "budget_exhausted";
+    stats["cut_in_flight"] when it cut a batch or scorer call short, not between them),
+    and with no answer, its best partial candidate (stats["best_partial"]: its node id). chosen_by: the rule that chose
     (Result.selected_by); resolved: the knobs the search resolved itself."""
-    if meter.cut is not None:  # a limit cut work short: the answer is the best so far
+    if meter.cut == "interrupted":  # stopped from outside (Ctrl-C): the best so far
+        status = "interrupted"
+    elif meter.cut is not None:  # a limit cut work short: the answer is the best so far
         status = "budget_exhausted"
     elif chosen is not None:
         status = "ok"
@@ -152,8 +166,13 @@ def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candi
         status = "no_answer"
     else:
         status = "budget_exhausted" if meter.exhausted() else "unfinished"
-    if meter.cut is not None:
-        stats = {**(stats or {}), "cut_by": meter.cut}
+    if status in ("budget_exhausted", "interrupted"):
+        stats = {**(stats or {}), "cut_by": meter.stopped_by()}
+        if meter.cut is not None:  # the limit cut work in flight (else: stopped between)
+            stats["cut_in_flight"] = True
+        partial = best_partial(cands) if chosen is None else None
+        if partial is not None:  # no answer is made up; the candidate says how far it got
+            stats["best_partial"] = partial.node_id
     return Outcome(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
                    score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
                    tree=root, status=status, stats=dict(stats or {}), selected_by=chosen_by,

@@ -56,10 +56,13 @@ class Session:
     cancel: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
-    def start(cls, budget: Budget | None = None, *, cancel: threading.Event | None = None
-              ) -> Session:
-        """A fresh session with a fresh meter for `budget` (and the driver's cancel event)."""
-        return cls(Meter(budget), cancel=threading.Event() if cancel is None else cancel)
+    def start(cls, budget: Budget | None = None, *, cancel: threading.Event | None = None,
+              stop: threading.Event | None = None) -> Session:
+        """A fresh session with a fresh meter for `budget` (and the driver's cancel event;
+        `stop`: the meter's, which ends the search as a limit would: search.solve's
+        `interrupt`)."""
+        return cls(Meter(budget, stop=stop),
+                   cancel=threading.Event() if cancel is None else cancel)
 
     @property
     def budget(self) -> Budget:

@@ -327,10 +327,15 @@ class Result:
     budget cut the search's work short, in the engine or the scorer loop: answer is the best
     so far, None if nothing finished; or the budget stopped the search before any path
     finished, and finishing the best partial path from the reserve did not finish one
-    either: answer is None, nothing is made up), "no_answer"
+    either: answer is None, nothing is made up), "interrupted" (search.solve's `interrupt` was
+    set, e.g. by Ctrl-C: the answer so far, as for a budget), "no_answer"
     (paths finished but none had an extractable answer), "unfinished" (no path finished
     although budget was left: a depth, step or batch limit, or an engine that stopped
-    making progress).
+    making progress). stats["cut_by"] names the limit on every "budget_exhausted" (or
+    "interrupted").
+    text: the chosen solution ("" with no answer: with none after a cut,
+    stats["best_partial"] is the node id of the best unfinished candidate, how far it got).
+    load_seconds: the time loading took before the search (usage.seconds is the search's).
     selected_by: what chose the answer: the selection rule and, where scores decided, the
     scorer and how its step scores were aggregated ("vote", "score(steps, min)",
     "weighted_vote(unit_tests, last)", "greedy (the one path)", ...; "..., after finishing
@@ -351,6 +356,9 @@ class Result:
     selected_by: str = ""  # the rule (and scorer) that chose the answer, e.g. "score(steps, min)"
     model: str = ""  # the engine's model name (search.solve fills it in)
     scorer: str = ""  # the scorer's name (search.solve fills it in)
+    # seconds search.solve spent loading the engine and scorer (or waiting for another
+    # thread's load of them) before the search began: never part of usage.seconds
+    load_seconds: float = 0.0
 
     def to_networkx(self) -> nx.DiGraph:
         return tree_to_networkx(self.tree)

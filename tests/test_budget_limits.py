@@ -168,7 +168,7 @@ def test_tiny_arith_usage_never_exceeds_the_budget(arith, algo):
     engine, problem = arith
     for budget in arith_budgets(engine, problem):
         result = search.solve(problem, algo, budget, engine=engine, scorer=scorer_for(algo),
-                              progress=False, **KNOBS.get(algo, {}))
+                              progress=False, fit_budget=False, **KNOBS.get(algo, {}))
         # seconds are checked before each forward and scorer call: one may run past them
         # (a tiny-arith forward takes milliseconds; a busy machine can stretch it)
         assert_within(result, budget, seconds_slack=2.0)
@@ -180,7 +180,7 @@ def test_tiny_arith_decoding_stops_mid_batch_at_the_limit(arith):
     steps the limit ended say "budget"."""
     engine, problem = arith
     result = search.solve(problem, "best_of_n", Budget(tokens=13, reserve=0.0), engine=engine,
-                          progress=False, n=4)
+                          progress=False, n=4, fit_budget=False)
     assert result.usage.generated_tokens == 13
     assert sum(len(n.step.token_ids) for n in result.tree.walk() if n.step) == 13
     cut = [n for n in result.tree.walk() if n.step and n.step.stop_reason == "budget"]

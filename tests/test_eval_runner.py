@@ -28,7 +28,8 @@ from search.types import Budget, Candidate, Problem, Usage
 REPO = Path(__file__).resolve().parents[1]
 FIELDS = {"schema", "key", "dataset", "problem_id", "difficulty", "model", "scorer",
           "selected_by", "algo", "knobs", "budget", "seed", "answer", "gold", "correct",
-          "status", "error", "usage", "candidates", "time"}
+          "status", "error", "usage", "load_seconds", "cut_by", "narrowed", "sandbox",
+          "candidates", "time"}
 PROBLEMS = arith.generate(3, seed=5, difficulty=2)
 WRONG = "1"  # arith values are >= 2, so this answer is never right
 
@@ -76,7 +77,7 @@ GRID: dict[str, Any] = dict(algos=["best_of_n", "beam", "greedy"], budgets=[2, 4
 
 def strip(row: dict[str, Any]) -> dict[str, Any]:
     """A row without what legitimately differs between two runs: the clock."""
-    out = {k: v for k, v in row.items() if k != "time"}
+    out = {k: v for k, v in row.items() if k not in ("time", "load_seconds")}
     out["usage"] = {k: v for k, v in row["usage"].items() if k != "seconds"}
     return out
 

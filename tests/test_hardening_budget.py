@@ -244,8 +244,13 @@ def stopped(result: Result, budget: Budget) -> bool:
 
 
 def cut_of(result: Result) -> str | None:
-    """The limit that cut the search short (compute_optimal: its chosen sub-search's)."""
-    return result.stats.get("cut_by") or result.stats.get("chosen_stats", {}).get("cut_by")
+    """The limit that cut the search's work in flight short (compute_optimal: its chosen
+    sub-search's); None where it stopped between batches (cut_by then names the limit whose
+    stopping point it reached)."""
+    for stats in (result.stats, result.stats.get("chosen_stats", {})):
+        if stats.get("cut_in_flight"):
+            return stats["cut_by"]
+    return None
 
 
 def assert_honest(result: Result, budget: Budget) -> None:
@@ -266,6 +271,7 @@ def assert_honest(result: Result, budget: Budget) -> None:
         assert stopped(result, budget) or cut in budget.limits(), result
         if cut is None:  # stopped between batches: no answer, nothing finished
             assert result.answer is None and not any(c.finished for c in result.candidates)
+            assert result.stats["cut_by"] in budget.limits()  # the limit is named all the same
     if result.algo != "compute_optimal":  # (its probe's tree is not the Result's)
         # nothing generated is lost: every token paid for is a step of the returned tree
         kept = sum(len(n.step.token_ids) for n in result.tree.walk() if n.step is not None)

@@ -115,7 +115,7 @@ def test_results_and_outputs_name_model_and_scorer(tmp_path, capsys):
     assert "<th>model</th><td>ScriptedEngine</td>" in page
     assert "<th>scorer</th><td>ScriptedScorer</td>" in page
     assert main(["3+4=", "--model", "tiny-arith", "--scorer", "steps", "--algo", "beam",
-                 "--knob", "n=4", "--knob", "m=2", "--tokens", "60", "--quiet"]) == 0
+                 "--knob", "n=4", "--knob", "m=2", "--tokens", "400", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "by: beam on model tiny-arith, scorer steps, seed 0; chosen by score(steps" in out
     assert main(["3+4=", "--model", "tiny-arith", "--algo", "greedy", "--tokens", "30",
@@ -168,8 +168,10 @@ def test_the_cli_shows_a_score_only_when_a_scorer_chose(capsys):
     from search.__main__ import main
 
     assert main(["What is 2 + 3?", "--model", "tiny-arith", "--quiet", "--knob", "n=3"]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
-    assert "score" not in first and "(none consulted)" not in first  # a vote chose
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(x.startswith("score:") for x in lines)  # a vote chose
+    assert lines[1].startswith("status: finished")  # how it ended, not a verdict ("ok")
     assert main(["What is 2 + 3?", "--model", "tiny-arith", "--quiet", "--algo", "beam",
                  "--scorer", "steps", "--knob", "n=2", "--knob", "m=1"]) == 0
-    assert ", score " in capsys.readouterr().out.splitlines()[0]
+    assert any(x.startswith("score: ") and x.endswith("(by steps)")
+               for x in capsys.readouterr().out.splitlines())

@@ -35,7 +35,11 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     "score(unit_tests, last)"; null if the run raised), algo, knobs (what went to
     search.solve, width knobs included), budget {width, tokens}, seed, answer, gold, correct,
     status (Result.status, or "error" when the run raised), error ("Type: message"|null; a
-    grading failure keeps the run's status), usage (search.Usage.as_dict()), candidates
+    grading failure keeps the run's status), usage (search.Usage.as_dict(): the search's
+    own seconds), load_seconds (Result.load_seconds: loading before the search, apart),
+    cut_by (the budget limit that ended a "budget_exhausted" run), narrowed ({knob: [given,
+    used]} where search.fit narrowed the width to the token budget), sandbox ({isolation,
+    gaps} of the code sandbox a code problem's programs ran in; null for math), candidates
     [{answer, score (null if not finite), finished, correct, verified, text (--keep-text)}],
     text (the chosen solution, --keep-text), time (ISO, UTC), reused_from_seed (copies only).
     verified: what a search could check without the gold (reports.eval.grade): the public tests on
@@ -82,6 +86,7 @@ from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's
     read_rows,
     run_here,
 )
+from search import scoring
 from search.cli import add_threads_argument
 from search.types import Problem
 
@@ -240,9 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-seed", type=int, default=0, help="shuffle / generator seed")
     ap.add_argument("--model", default=None, help="embedded name, local folder or HF id")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if available)")
-    ap.add_argument("--scorer", default=None, help="logprob, steps, oracle, self_eval, "
-                    "unit_tests, or a PRM path (default logprob; unit_tests when the only "
-                    "algorithm is pgtd)")
+    ap.add_argument("--scorer", default=None, help=f"{', '.join(sorted(scoring.known()))}, "
+                    "or a PRM path (default logprob; unit_tests when the only algorithm is "
+                    "pgtd)")
     ap.add_argument("--prm", default=None, help="a PRM id or path (same as --scorer prm:PATH)")
     ap.add_argument("--algos", required=True, help="comma-separated algorithm names")
     ap.add_argument("--budgets", type=parse_ints, default=[4], help="widths, e.g. 4,16,64")

@@ -123,7 +123,8 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
         "knobs": dict(cell.knobs),
         "budget": {"width": cell.width, "tokens": cell.tokens}, "seed": cell.seed,
         "answer": None, "gold": problem.answer, "correct": False, "status": "error",
-        "error": error, "usage": Usage().as_dict(), "candidates": []}
+        "error": error, "usage": Usage().as_dict(), "load_seconds": None, "cut_by": None,
+        "narrowed": None, "sandbox": sandbox_of(problem, None), "candidates": []}
     if result is not None:
         chosen = grader.result(problem, result)
         graded = grader.candidates(problem, result)
@@ -133,6 +134,11 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
             answer=result.answer, correct=chosen.correct, status=result.status,
             error=None if chosen.error is None else f"grading: {chosen.error}",
             usage=result.usage.as_dict(),
+            # loading is not the search's (usage.seconds); the driver loads before the runs
+            load_seconds=round(result.load_seconds, 1),
+            cut_by=result.stats.get("cut_by"),
+            narrowed={k: list(v) for k, v in result.stats.get("narrowed", {}).items()} or None,
+            sandbox=sandbox_of(problem, result),
             candidates=[{"answer": c.answer, "score": _finite(c.score), "finished": c.finished,
                          "correct": g.correct, "verified": g.verified,
                          **({"text": c.text} if cell.keep_text else {})}
@@ -141,6 +147,22 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
             row["text"] = result.text
     row["time"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return row
+
+
+def sandbox_of(problem: Problem, result: Result | None) -> dict[str, Any] | None:
+    """The code sandbox a row's programs ran in: the search's scorer's (Result.stats
+    ["sandbox"]), else, for a code problem, the grader's (isolation "auto": bwrap or
+    unshare, never the rlimits mode, so no gaps); None for math."""
+    if result is not None and result.stats.get("sandbox"):
+        return dict(result.stats["sandbox"])
+    if problem.domain != "code":
+        return None
+    from verifiers.code import available_isolation
+
+    try:
+        return {"isolation": available_isolation(), "gaps": []}
+    except Exception as err:  # no sandbox here: the grading itself records the failure
+        return {"isolation": None, "error": f"{type(err).__name__}: {err}"}
 
 
 def run_cell(cell: Cell, driver: Driver, progress: Any = False, *,

@@ -161,9 +161,12 @@ def finish_delegated(result: Result, *, resolved: Mapping[str, Any], stats: Mapp
     as the sub-search's own meter saw it). This search's own Result (built by the call:
     its algo, seed, knobs, and the usage of its whole meter, to which every sub-search was
     charged) says its own stats and selected_by; resolved: the knobs it resolved itself."""
+    cut = {k: result.stats[k] for k in ("cut_by", "cut_in_flight", "best_partial")
+           if k in result.stats}
     return Outcome(answer=result.answer, text=result.text, score=result.score,
                    candidates=result.candidates, tree=result.tree, status=result.status,
-                   stats=dict(stats), selected_by=selected_by, resolved=dict(resolved))
+                   stats={**dict(stats), **cut}, selected_by=selected_by,
+                   resolved=dict(resolved))
 
 
 @dataclass(frozen=True)

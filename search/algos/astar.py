@@ -59,6 +59,7 @@ from search.algos._run import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import Rule, at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
@@ -158,6 +159,9 @@ def _g(node: Node) -> float:
 def _f(node: Node) -> float:
     return _value(node, "f")
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("width", "k"), spread=4.0)
 
 @rules(at_least(1, "width", "k", "max_batches"), one_of("g", G_RULES), one_of("cost", COSTS),
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),

@@ -54,6 +54,7 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
@@ -68,6 +69,9 @@ class BeamMark(Mark):
     key = "beam"
     lookahead: float | None = None  # the scorer's value at the end of its rollout
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",), multiple_of="m")
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
        one_of("duplicates", DUPLICATES))

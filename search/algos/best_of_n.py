@@ -36,6 +36,7 @@ from search.algos._stepwise import (
 )
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import at_least, rules
 from search.scoring import Scorer, implicit, score_nodes
 from search.select import Outcome, Selection
@@ -46,6 +47,9 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     """Whether a run with these knobs consults its scorer (a plain vote does not)."""
     return knobs.get("select") != "vote"
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",))
 
 @rules(at_least(1, "n"))  # with the rules every algorithm shares (search.knobs.COMMON)
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,

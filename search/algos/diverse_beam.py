@@ -53,6 +53,7 @@ from search.algos._run import Finisher, Run, finish
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, copies, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import Rule, at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
@@ -132,6 +133,9 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     """Token-level diverse beam search ranks by log-probabilities alone."""
     return knobs.get("level", "step") != "token"
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",), narrow=False)
 
 @rules(at_least(1, "n", "m", "groups", "ngram"), at_least(0, "lam"), divides("m", "n"),
        Rule(("groups", "n", "m"), lambda g, n, m: (n // m) % g == 0, "groups must divide n/m"),

@@ -27,6 +27,7 @@ from search.algos._run import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
@@ -41,6 +42,9 @@ class DvtsMark(Mark):
     key = "dvts"
     subtree: int | None = None  # the index of the subtree that generated the node
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",), multiple_of="m")
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES))
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,

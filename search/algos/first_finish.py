@@ -37,6 +37,7 @@ from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import Rule, at_least, rules
 from search.scoring import Scorer
 from search.select import Outcome, Selection, majority_vote
@@ -89,6 +90,9 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
         engine.retain(frontier)
     return done, stopped, frontier
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",), capped="k")
 
 @rules(at_least(1, "n", "k"), Rule(("k", "n"), lambda k, n: k <= n, "k must be <= n"))
 def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,

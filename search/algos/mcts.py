@@ -34,6 +34,7 @@ from search.algos._run import Run
 from search.algos._stepwise import SAMPLER, Sampler, new_siblings, roll
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
@@ -111,6 +112,9 @@ class Tree:
         return [node for node in self.root.walk()
                 if node.id in self.stats and node.id not in self.expanded and not node.finished]
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("batch", "k"), spread=2.0)
 
 @rules(at_least(1, "batch", "k"), at_least(0, "c", "virtual_loss"),
        one_of("evaluate", ("prm", "rollout")))

@@ -31,11 +31,14 @@ from search.algos._smc import SweepPlan, resampler, sweep
 from search.algos._stepwise import SAMPLER, Sampler
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import above, at_least, rules, within
 from search.scoring import Scorer
 from search.select import Outcome
 from search.types import Problem
 
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",))
 
 @rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"))
 def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,

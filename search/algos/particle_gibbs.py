@@ -38,6 +38,7 @@ from search.algos._smc import (
 from search.algos._stepwise import SAMPLER, Sampler
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import above, at_least, one_of, rules, within
 from search.scoring import Scorer
 from search.select import Outcome
@@ -45,6 +46,9 @@ from search.types import Node, Problem
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",), floor=2)
 
 @rules(at_least(2, "n"), at_least(1, "iterations"), above(0, "tau"),
        within(0, 1, "ess_threshold"), one_of("reference", REFERENCE_DRAWS), one_of("pool", POOLS))

@@ -46,6 +46,7 @@ from search.algos._stepwise import Sampler, sample_paths
 from search.answers import vote_key
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import at_least, one_of, rules, within
 from search.scores import Mark
 from search.scoring import Scorer
@@ -144,6 +145,9 @@ def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
     chosen = max(pool, key=lambda c: (c.score, probs[c.node_id])) if pool else None
     return cands, chosen, dict(pruned=sum(pruned))
 
+
+# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
+WIDTH = Width(("n",))
 
 @rules(at_least(1, "n", "live_after"), one_of("fit_bounds", BOUNDS),
        within(1, MAX_STARTS, "fit_starts"))
