@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from verifiers._math import lexicon
 from verifiers._math.arith import eval_rational
 from verifiers._math.latex import to_plain
 
@@ -40,16 +41,18 @@ def _ci(pattern: str) -> re.Pattern[str]:
 
 
 # a sentence ends at . ! ? followed by a space or the end, or at a line break
-SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|\n")  # "\\!" is a TeX space
+SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|[。！？]|\n")  # "\\!" is a TeX space
 # words that make what follows them (in their clause) a supposition, not a statement
 _SUPPOSED = _ci(
     r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|hypothetically|imagine|"
     r"pretend|might|tempting|mistakenly|wrongly|naively|thought|initially|originally|"
     r"at\s+first|claims?|claimed|wrote|"
-    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b",)
+    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b"
+    rf"|{lexicon.SUPPOSED}",)
 # words after which a clause states again ("If x = 3, then the answer is 5")
 _RESUMES = _ci(
-    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b",)
+    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b"
+    rf"|{lexicon.RESUMES}",)
 # a correction: what came before it is withdrawn
 CORRECTION = _ci(
     r"\b(?:wrong|mistakes?|mistaken|(?:an?|my|this|that|the|made\s+an?|in)\s+(?:\w+\s+)?error|erroneous|"
@@ -59,9 +62,10 @@ CORRECTION = _ci(
     r"miscalculat\w*|miscount\w*|misread\w*|redo\w*|re-do\w*|recalculat\w*|recomput\w*|"
     r"reconsider\w*|rethink\w*|re-?examin\w*|re-?evaluat\w*|on\s+second\s+thought|corrections?|"
     r"corrected|scratch\s+that|typo|slip|blunder|(?:over|under|double)[- ]?count\w*|overlooked|"
-    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",)
+    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b"
+    rf"|{lexicon.CORRECTIONS}",)
 # a softer turn: a different answer after it replaces the conclusion only when restated
-TURN = _ci(r"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b")
+TURN = _ci(rf"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b|{lexicon.TURNS}")
 # what leads to a restated answer after a soft turn ("Actually, it is 18")
 RESTATED = _ci(
     r"(?:\b(?:it'?s|it\s+is|answer\s+is|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
@@ -91,13 +95,19 @@ _OFFERED = _ci(
     r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
     r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
-    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4})[\s:]*",)
+    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4}"
+    rf"|{lexicon.HEDGE_BEFORE})[\s:]*",)
 # ... or followed by a word that offers it: "12 is also possible"
 _POSSIBLE_AFTER = _ci(
     r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
-    r"alternative)|valid|correct|right)|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
-    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b",)
+    r"alternative)|valid|correct|right|an?\s+(?:(?:equally|also|other)\s+)?(?:valid|possible|correct|"
+    r"acceptable|legitimate|plausible)\s+(?:answer|solution|option|choice|value|result))"
+    r"|(?:is|are)\s+another\s+(?:(?:valid|possible|correct)\s+)?(?:answer|solution|option|possibility)"
+    r"|(?:also|equally)\s+(?:works|fits|satisfies|holds)"
+    r"|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
+    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b"
+    rf"|{lexicon.HEDGE_AFTER}",)
 # a value that is part of a computation or a relation, not one offered as the answer
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
 # words that restate the value before them ("or about 1.414", "i.e. 0.5")
@@ -128,7 +138,7 @@ def committed(text: str, start: int, mark_end: int) -> bool:
     """Whether the statement starting at `start` (its answer phrase ending at `mark_end`) is
     asserted: not in a question, a supposition, quotes, nor negated."""
     s_start, _, terminator = sentence_bounds(text, mark_end)
-    if terminator == "?":
+    if terminator in ("?", "？"):
         return False
     clause = text[s_start:start]
     resumed = list(_RESUMES.finditer(clause))
@@ -136,7 +146,7 @@ def committed(text: str, start: int, mark_end: int) -> bool:
         return False
     if _quoted(text, s_start, start):  # 'One might say "the answer is 16"'
         return False
-    return not re.match(r"\s*(?:not\b|n't\b|never\b)", text[mark_end : mark_end + 12], re.I)
+    return not lexicon.NEGATION_AFTER.match(text[mark_end : mark_end + 12])
 
 
 def _quoted(text: str, start: int, pos: int) -> bool:
@@ -157,13 +167,38 @@ def corrected(text: str, start: int, end: int) -> bool:
     """Whether the answer stated at `end` replaces the one before `start`: a correction or a
     turn between them, and the later one not itself offered as a maybe ("Hmm, maybe the
     answer is 3" beside an earlier answer is a hedge, not a correction)."""
-    if not (CORRECTION.search(text, start, end) or TURN.search(text, start, end)):
+    if not (withdrawals(text, start, end, earlier=True) or TURN.search(text, start, end)):
         return False
     return not _MAYBE.search(text, sentence_bounds(text, end)[0], end)
 
 
 # a correction that looks back at an earlier answer, not at the one just given
 _LOOKS_BACK = _ci(r"\b(?:earlier|previously|before|above|at\s+first|initially|first)\b")
+
+
+def withdrawals(text: str, start: int, end: int, *, earlier: bool = False) -> list[re.Match[str]]:
+    """The corrections in text[start:end] that withdraw what precedes them: not one that
+    looks back at an earlier answer (unless `earlier`), nor a verdict on a value tried ("if
+    the answer is 3, then 27 is too large")."""
+    return [m for m in CORRECTION.finditer(text, start, end)
+            if (earlier or not about_earlier(text, m)) and not on_trial(text, m)]
+
+
+def on_trial(text: str, correction: re.Match[str]) -> bool:
+    """Whether a correction judges a value tried: its sentence supposes one before it ("If
+    the answer were 5, 25 is too large", "Trying 3: too small"), or it opens a sentence ("That
+    is too large") right after one that does."""
+    start, _, _ = sentence_bounds(text, correction.start())
+    if _SUPPOSED.search(text, start, correction.start()) or _TRIAL.search(text, start, correction.start()):
+        return True
+    if re.fullmatch(r"\s*(?:that|this|it|which|so|then|[^\W\d_]{1,6})?\W*(?:is|was|'s|gives|makes)?\W*",
+                    text[start : correction.start()], re.I) and start > 0:
+        before, _, _ = sentence_bounds(text, start - 1)
+        return bool(_SUPPOSED.search(text, before, start) or _TRIAL.search(text, before, start))
+    return False
+
+
+_TRIAL = _ci(lexicon.TRIAL)
 
 
 def about_earlier(text: str, correction: re.Match[str]) -> bool:

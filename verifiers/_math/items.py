@@ -1,7 +1,8 @@
 """The math in a stretch of prose: spans, compound quantities and numbers, in order.
 
 `math_items(text)` lists (start, end, math) for every $..$ / \\(..\\) / \\[..\\] span, every
-compound quantity ("5 hours and 30 minutes") and every number outside them; `run` joins the
+compound quantity ("5 hours and 30 minutes"), number in scientific notation ("3.2 × 10^{5}"),
+run of number words ("forty-two", as "42") and every number outside them; `run` joins the
 last item to the ones before it that "and" / "or" / "," connect ("$1$, $2$ and $3$" -> "1, 2,
 3"). Plain string work, linear in the text.
 """
@@ -12,6 +13,7 @@ import bisect
 import re
 
 from verifiers._math.conclusion import restates, same
+from verifiers._math.numwords import NUMBER_WORDS, prose_number
 from verifiers._math.quantity import COMPOUND, parts
 
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
@@ -27,6 +29,8 @@ MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)"
 BARE_LATEX = re.compile(
     r"(?<![\w\\$}{])-?\d*(?:\.\d+)?\\(?:[dt]?frac|sqrt|pi|[dt]?binom)(?![A-Za-z])[\w{}\[\]^+\-*/().\\]*"
 )
+# a number in scientific notation as prose writes it: "3.2 × 10^{5}", "6 \\times 10^{-3}"
+SCIENTIFIC = re.compile(r"(?<![\w.^{])-?\d+(?:\.\d+)?\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{\s*-?\d+\s*\}|-?\d+)")
 CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
 
 
@@ -64,6 +68,13 @@ def math_items(text: str) -> list[tuple[int, int, str]]:
     for m in COMPOUND.finditer(text, 0, limit):
         if parts(m.group(0)) and not _overlaps(spans, span_starts, m.start(), m.end()):
             items.append((m.start(), m.end(), m.group(0)))
+    taken = sorted((a, b) for a, b, _ in items)
+    taken_starts = [a for a, _ in taken]
+    for pattern in (SCIENTIFIC, NUMBER_WORDS):  # "3.2 × 10^{5}", "forty-two"
+        for m in pattern.finditer(text, 0, limit):
+            value = m.group(0) if pattern is SCIENTIFIC else prose_number(m.group(0))
+            if value and not _overlaps(taken, taken_starts, m.start(), m.end()):
+                items.append((m.start(), m.end(), value))
     for m in BARE_LATEX.finditer(text, 0, limit):  # "2\\sqrt{3}" written without $...$
         latex = m.group(0).rstrip(".,;:")
         if latex.count("{") == latex.count("}") and not _overlaps(spans, span_starts, m.start(), m.end()):

@@ -1,0 +1,174 @@
+r"""The words a conclusion is read by, in the languages models answer in: English, Chinese,
+French, German, Spanish, Portuguese, Russian, Japanese (and Italian and Korean, which cost a
+line each). Each table is one regex alternative per language, so adding a language is adding
+a line to each table; the readers (extract.py, conclusion.py, sections.py) never name a word.
+
+Chinese and Japanese have no spaces, so their words are matched without \b; every other
+language's are whole words (Python's \b is Unicode-aware: "réponse", "ответ").
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def _words(*alternatives: str, cjk: str = "") -> str:
+    """One alternation: `alternatives` as whole words, `cjk` (already an alternation) as is."""
+    out = r"\b(?:" + "|".join(alternatives) + r")\b"
+    return f"(?:{out}|{cjk})" if cjk else out
+
+
+# a marker that states the answer, ending where the answer starts ("the answer is", "答案是")
+ANSWER_MARKERS = "|".join([
+    # fr
+    r"\b(?:la\s+)?(?:bonne\s+)?r[ée]ponse(?:\s+finale)?\s*(?:est|sera|serait|vaut|:|=)|\br[ée]ponse\s+finale\b",
+    # de
+    r"\b(?:die\s+)?(?:richtige\s+|endg[üu]ltige\s+)?antwort\s*(?:ist|lautet|w[äa]re|:|=)|\bendergebnis\s*(?:ist|lautet|:|=)",
+    # es
+    r"\b(?:la\s+)?respuesta(?:\s+final|\s+correcta)?\s*(?:es|ser[íi]a|ser[áa]|:|=)|\brespuesta\s+final\b",
+    # pt
+    r"\b(?:a\s+)?resposta(?:\s+final|\s+correta)?\s*(?:é|e|ser[áa]|seria|:|=)(?!\w)|\bresposta\s+final\b",
+    # it
+    r"\b(?:la\s+)?risposta(?:\s+finale|\s+corretta)?\s*(?:è|e|sar[àa]|:|=)(?!\w)",
+    # ru
+    r"(?:\b(?:окончательный|итоговый|правильный|финальный)\s+)?\bответ\s*(?::|=|—|–|-|равен\b|будет\b|составляет\b|это\b)"
+    r"|\bответ\b(?=\s*[$\\\d(-])",
+    # zh
+    r"(?:最终|最后的?)?(?:答案|结果|答)\s*(?:应该|应|必须|就)?\s*(?:是|为|：|:|=)",
+    # ja
+    r"(?:最終的な)?(?:答え|解答|正解|答)\s*(?:は|：|:|=)",
+    # ko
+    r"(?:최종\s*)?(?:정답|답)\s*(?:은|는|:|=)",
+    # choices, in English: "The correct option is (B)", "Option: C"
+    r"\b(?:(?:correct|right|best|final)\s+(?:option|choice)\s*(?:is\b|:|=)|(?:option|choice)\s*(?:is\b|:)(?=\s*\(?[A-E]\b))",
+])  # fmt: skip
+
+# which of the markers closes the text (outranks what precedes it, as "Final Answer" does)
+FINAL_MARKER = re.compile(
+    r"final|r[ée]ponse\s+finale|endg[üu]ltige|endergebnis|respuesta\s+final|resposta\s+final|"
+    r"risposta\s+finale|окончательный|итоговый|финальный|最终|最后|最終|최종",
+    re.I,
+)
+
+# words between a marker and its math ("la réponse est donc 80", "die Antwort ist also 25")
+FILLER_WORDS = (r"donc|alors|bien|ainsi|finalement|also|daher|somit|folglich|nun|demnach|"
+                r"entonces|pues|finalmente|portanto|ent[ãa]o|assim|quindi|итак|тогда|значит|"
+                r"поэтому|следовательно")
+CJK_FILLER = r"就|也|应该|应|为|是"
+
+# a verdict on the answer, not an answer ("la réponse est correcte", "答案是正确的")
+VERDICT_WORDS = {
+    "correcte", "correct", "juste", "fausse", "bonne", "exacte", "richtig", "falsch", "korrekt",
+    "stimmt", "correcta", "correcto", "incorrecta", "correta", "correto", "errada", "errado",
+    "corretta", "sbagliata", "верный", "верен", "правильный", "правилен", "неверный",
+    "неправильный", "вероятно",
+}  # fmt: skip
+CJK_VERDICTS = ("正确", "对的", "错误", "错的", "不对", "合理", "正しい", "間違", "합리", "맞")
+
+# a supposition: what follows it in its clause is not stated ("si la réponse était 3", "如果")
+SUPPOSED = _words(
+    r"si", r"supposons", r"admettons", r"imaginons", r"wenn", r"falls", r"angenommen",
+    r"nehmen\s+wir\s+an", r"supongamos", r"suponiendo", r"suponemos", r"caso", r"supondo",
+    r"suponha", r"suponhamos", r"supponiamo", r"если", r"предположим", r"допустим",
+    r"пусть",
+    cjk=r"如果|假如|假设|假定|若是|若|要是|もし|仮に|と仮定|만약|가령",
+)
+# a trial of a value, whose verdict ("too large") is on the value tried, not on the answer
+TRIAL = _words(r"try(?:ing)?", r"tried", r"testing", r"test", r"plugging", r"substitut\w*", r"checking",
+               r"essayons", r"probieren", r"probamos", r"probando", r"testando", r"попробуем",
+               cjk=r"试试|代入|試して|代入すると")
+# words after which a clause states again ("si x = 3, alors la réponse est 5")
+RESUMES = _words(r"alors", r"donc", r"dann", r"also", r"entonces", r"ent[ãa]o", r"то",
+                 r"тогда", cjk=r"那么|则|所以|因此|ならば|なので")
+# a negation right after a marker ("die Antwort ist nicht 3", "la respuesta no es 3")
+NEGATION_AFTER = re.compile(r"\s*(?:not\b|n't\b|never\b|nicht\b|pas\b|no\b|não\b|не\b|不|並不|ではな|じゃな)", re.I)
+# a negation right after the value ("答えは3ではない", "3 ist es nicht")
+NEGATED_VALUE = re.compile(r"\s*(?:ではな|ではありません|じゃな|가\s*아니|이\s*아니)")
+
+# a correction: what came before it is withdrawn (beside conclusion.CORRECTION's English)
+CORRECTIONS = _words(
+    r"c'est\s+faux", r"erreur", r"je\s+me\s+suis\s+tromp[ée]e?", r"falsch", r"fehler",
+    r"ich\s+habe\s+mich\s+verrechnet", r"es\s+incorrecto", r"est[áa]\s+mal", r"me\s+equivoqu[ée]",
+    r"est[áa]\s+errad[oa]", r"me\s+enganei", r"errore", r"ошибк[аиу]", r"ошибся", r"неверно",
+    r"неправильно",
+    cjk=r"错了|算错|有误|不对|搞错|間違(?:い|え)|誤り|計算ミス|잘못",
+)
+# a softer turn (beside conclusion.TURN's English)
+TURNS = _words(r"attendez", r"attends", r"warte", r"moment\s+mal", r"espera", r"espere",
+               r"aspetta", r"подожди(?:те)?", cjk=r"等等|等一下|待って|잠깐")
+
+# the head of a check of the answer: "Verification:", "**Check**", "验证：", "Überprüfung:"
+CHECK_WORDS = _words(
+    r"verification", r"verify(?:ing)?", r"(?:double|sanity|quick|final)[- ]?check(?:ing)?",
+    r"check(?:ing)?", r"confirm(?:ation|ing)?", r"proof\s+check", r"v[ée]rification",
+    r"v[ée]rifions", r"v[ée]rifier", r"contr[ôo]le", r"[üu]berpr[üu]fung", r"[üu]berpr[üu]fen",
+    r"probe", r"kontrolle", r"pr[üu]fung", r"verificaci[óo]n", r"comprobaci[óo]n",
+    r"verifiquemos", r"comprobemos", r"verificar", r"comprobar", r"verifica[çc][ãa]o",
+    r"verificando", r"conferindo", r"confer[êe]ncia", r"checagem", r"verifica", r"controllo",
+    r"проверка", r"проверим", r"проверяем", r"проверки",
+    cjk=r"验证|检验|检查|验算|核对|校验|检验一下|検証|確認|検算|確かめ|검증|확인|검산",
+)
+# words a check's head may start with ("Let's verify:", "Pour vérifier :", "Zur Kontrolle:")
+CHECK_LEAD = _words(
+    r"let'?s", r"let\s+me", r"let\s+us", r"now", r"to", r"we\s+can", r"i\s+will", r"i'll",
+    r"quick(?:ly)?", r"finally", r"a", r"answer", r"pour", r"faisons\s+une", r"une", r"la",
+    r"zur", r"die", r"eine", r"para", r"vamos\s+a", r"vamos", r"la", r"a", r"uma", r"per",
+    r"для", r"сделаем", r"и",
+)
+
+# declining to answer ("cannot determine", "无法确定", "impossible de déterminer")
+REFUSALS = _words(
+    r"(?:can\s*not|can'?t|could\s*not|couldn'?t|unable\s+to|impossible\s+to|not\s+possible\s+to|"
+    r"no\s+way\s+to)\s+(?:be\s+)?(?:uniquely\s+|definitively\s+|exactly\s+)?"
+    r"(?:determine[ds]?|answer(?:ed)?|solve[ds]?|calculate[ds]?|compute[ds]?|find|found|know|decide[ds]?)",
+    r"(?:not|in)\s*(?:enough|sufficient)\s+(?:information|info|data)", r"insufficient\s+(?:information|data)",
+    r"(?:is|are|seems\s+to\s+be|appears\s+to\s+be)\s+missing\s+(?:some\s+)?(?:information|data|details?)",
+    r"missing\s+(?:some\s+)?(?:necessary\s+|key\s+|crucial\s+)?(?:information|data)",
+    r"(?:the\s+)?(?:problem|question)\s+(?:is|seems)\s+(?:ill-posed|incomplete|unanswerable)",
+    r"cannot\s+be\s+(?:uniquely\s+)?determined", r"indeterminable", r"undeterminable",
+    r"i\s+don'?t\s+know", r"no\s+(?:definite|definitive|unique)\s+answer",
+    # fr
+    r"impossible\s+de\s+(?:d[ée]terminer|calculer|r[ée]pondre|conclure|trouver)",
+    r"(?:ne\s+)?(?:peut|peux|pouvons|puis)\s+pas\s+(?:[êe]tre\s+)?(?:d[ée]termin[ée]e?|d[ée]terminer|calculer|r[ée]pondre|trouver)",
+    r"pas\s+(?:assez|suffisamment)\s+d'\s*informations?", r"informations?\s+insuffisantes?",
+    r"(?:il\s+)?manque\s+des\s+(?:informations|donn[ée]es)",
+    # de
+    r"(?:nicht|kein(?:e)?)\s+(?:eindeutig\s+)?(?:bestimmen|bestimmbar|bestimmt\s+werden|berechnen|beantworten)",
+    r"l[äa]sst\s+sich\s+nicht\s+(?:eindeutig\s+)?(?:bestimmen|berechnen|beantworten)",
+    r"nicht\s+(?:gen[üu]gend|ausreichend|genug)\s+(?:informationen|angaben|daten)",
+    r"(?:fehlen|fehlende)\s+(?:informationen|angaben|daten)", r"unzureichende\s+(?:informationen|angaben)",
+    # es
+    r"no\s+(?:se\s+)?(?:puede|puedo|podemos|es\s+posible)\s+(?:ser\s+)?(?:determinar|determinad[oa]|calcular|responder|saber)",
+    r"no\s+hay\s+(?:suficiente|bastante)\s+informaci[óo]n", r"informaci[óo]n\s+insuficiente",
+    r"falta(?:n)?\s+(?:informaci[óo]n|datos)",
+    # pt
+    r"n[ãa]o\s+(?:[ée]\s+poss[íi]vel|se\s+pode|posso|podemos|consigo|conseguimos)\s+(?:ser\s+)?(?:determinar|determinad[oa]|calcular|responder|saber)",
+    r"n[ãa]o\s+h[áa]\s+informa[çc](?:[ãa]o|[õo]es)\s+suficientes?",
+    r"informa[çc](?:[ãa]o|[õo]es)\s+insuficientes?", r"faltam\s+(?:informa[çc][õo]es|dados)",
+    # it
+    r"impossibile\s+(?:determinare|calcolare|rispondere)", r"informazioni\s+insufficienti",
+    # ru
+    r"(?:невозможно|нельзя|не\s+могу|не\s+можем|не\s+удаётся|не\s+удается)\s+(?:однозначно\s+)?"
+    r"(?:определить|вычислить|найти|ответить|установить)",
+    r"недостаточно\s+(?:информации|данных)", r"не\s+хватает\s+(?:информации|данных)",
+    cjk=r"无法(?:确定|计算|求出|得出|回答|判断|确认)|不能(?:确定|求出|计算|回答)|信息不足|条件不足|"
+        r"缺少(?:必要的)?(?:信息|条件|数据)|无从(?:得知|确定)|"
+        r"(?:判断|決定|特定|確定|計算|算出)(?:することは)?できません|求められません|"
+        r"(?:求める|決める|答える)ことができません|情報が(?:不足|足りない|足りません)|"
+        r"(?:알\s*수|결정할\s*수|구할\s*수)\s*없",
+)
+
+# a second value offered after the conclusion: words after it ("24 est aussi valable", "24也是")
+HEDGE_AFTER = (
+    r"\s*(?:(?:est|serait|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)\s+(?:valable|possible|correcte?|juste|une)"
+    r"|(?:ist|w[äa]re|k[öo]nnte)\s+(?:auch|ebenfalls)\s+(?:m[öo]glich|richtig|korrekt|g[üu]ltig|eine|sein)"
+    r"|(?:tambi[ée]n\s+es|es\s+tambi[ée]n|tambi[ée]n\s+podr[íi]a\s+ser|tambi[ée]n\s+ser[íi]a)\s+(?:v[áa]lid[oa]|posible|correct[oa]|una)"
+    r"|(?:tamb[ée]m\s+[ée]|[ée]\s+tamb[ée]m|tamb[ée]m\s+poderia\s+ser)\s+(?:v[áa]lid[oa]|poss[íi]vel|corret[oa]|uma)"
+    r"|(?:тоже|также)\s+(?:подходит|возмож\w*|вер\w*|правильн\w*|явля\w*|может)"
+    r"|也(?:是|可以|成立|满足|符合|正确|行|可能)|も(?:正解|答え|考えられ|あり得|可能|正し))"
+)
+# ... or words before it ("ou peut-être 24", "或者 24", "или 24")
+HEDGE_BEFORE = (
+    r"(?:\b(?:ou\s+bien|ou\s+peut-[êe]tre|peut-[êe]tre|oder\s+auch|vielleicht|o\s+tambi[ée]n|quiz[áa]s?|"
+    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|可能是|または|あるいは|もしくは)[\s,:]*"
+)
