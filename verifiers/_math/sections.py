@@ -91,3 +91,8 @@ def final_line(text: str) -> tuple[int, int, str] | None:
     if alone and start > 0:
         return start + alone.start(1), start + alone.end(1), alone.group(1)
     return None
+
+
+def abstains(answer: str) -> bool:
+    """Whether an answer (a gold's) is itself a refusal: "cannot be determined"."""
+    return bool(_REFUSAL.search(answer))
