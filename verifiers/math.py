@@ -168,7 +168,7 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float,
     def verdict(correct: bool, reason: str) -> Verdict:
         return Verdict(correct, reason, g, p)
 
-    chosen = choice.compare(g_raw, p_raw, options, lambda a, b: _verify(a, b, timeout, rel_tol, {}).correct)
+    chosen = choice.compare(g_raw, p_raw, options, lambda a, b: _verify(a, b, timeout, rel_tol, {}).correct, (g, p))
     if chosen is not None:  # "(B) 27" against "B", or against option B's text
         return verdict(*chosen)
     if g == p:

@@ -72,11 +72,12 @@ def options_of(source: str | Sequence[str] | Mapping[str, str] | None) -> dict[s
     return out
 
 
-def compare(gold: str, pred: str, options: Mapping[str, str],
-            equal: Callable[[str, str], bool]) -> tuple[bool, str] | None:
+def compare(gold: str, pred: str, options: Mapping[str, str], equal: Callable[[str, str], bool],
+            plain: tuple[str, str] = ("", "")) -> tuple[bool, str] | None:
     """The verdict of a choice answer (see the module docstring), or None when neither side
-    is one."""
-    g, p = letter_of(gold), letter_of(pred)
+    is one. `plain`: both answers' normal forms, in which "\\text{(C)}" is already "C"."""
+    g, p = (letter_of(raw) or (letter_of(form) if re.fullmatch(r"[A-E]", form) else None)
+            for raw, form in zip((gold, pred), plain))
     if g is None and p is None:
         return None
     if p is not None and p[1] and options and p[0] in options and not equal(options[p[0]], p[1]):

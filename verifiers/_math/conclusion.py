@@ -52,7 +52,7 @@ _SUPPOSED = _ci(
 # words after which a clause states again ("If x = 3, then the answer is 5")
 _RESUMES = _ci(
     r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b"
-    rf"|{lexicon.RESUMES}",)
+    rf"|{lexicon.RESUMES}|;",)  # a semicolon ends a clause ("24 at first; 12 are left")
 # a correction: what came before it is withdrawn
 CORRECTION = _ci(
     r"\b(?:wrong|mistakes?|mistaken|(?:an?|my|this|that|the|made\s+an?|in)\s+(?:\w+\s+)?error|erroneous|"
@@ -65,7 +65,7 @@ CORRECTION = _ci(
     r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b"
     rf"|{lexicon.CORRECTIONS}",)
 # a softer turn: a different answer after it replaces the conclusion only when restated
-TURN = _ci(rf"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b|{lexicon.TURNS}")
+TURN = _ci(rf"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+recheck)\b|{lexicon.TURNS}")
 # what leads to a restated answer after a soft turn ("Actually, it is 18")
 RESTATED = _ci(
     r"(?:\b(?:it'?s|it\s+is|answer\s+is|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
@@ -84,7 +84,8 @@ _OR_NEXT = _ci(
     r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",)
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
 _ELSEWISE = _ci(
-    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending)\b"
+    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending|"
+    r"but\s+if|if\s+(?:we|you|one)\b)\b"
     r"|\(\s*(?:if|when|for|assuming)\b",)
 # doubt about the answer: every value in its sentence is a candidate
 _UNSURE = _ci(
@@ -101,11 +102,12 @@ _OFFERED = _ci(
 _POSSIBLE_AFTER = _ci(
     r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
-    r"alternative)|valid|correct|right|an?\s+(?:(?:equally|also|other)\s+)?(?:valid|possible|correct|"
-    r"acceptable|legitimate|plausible)\s+(?:answer|solution|option|choice|value|result))"
+    r"alternative)|valid|correct|right|an?\s+(?:[\w-]+\s+){0,2}(?:answer|solution|option|choice|possibility))"
     r"|(?:is|are)\s+another\s+(?:(?:valid|possible|correct)\s+)?(?:answer|solution|option|possibility)"
     r"|(?:also|equally)\s+(?:works|fits|satisfies|holds)"
     r"|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
+    r"|(?:could|might|may|would|can)\s+(?:also\s+|equally\s+|just\s+as\s+well\s+)?be\s+(?:also\s+)?(?:correct|right|"
+    r"valid|possible|acceptable|plausible|the\s+answer|an?\s+(?:answer|solution|option))"
     r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b"
     rf"|{lexicon.HEDGE_AFTER}",)
 # a value that is part of a computation or a relation, not one offered as the answer

@@ -13,6 +13,7 @@ import bisect
 import re
 
 from verifiers._math.conclusion import restates, same
+from verifiers._math.lexicon import CONNECTOR_WORDS
 from verifiers._math.numwords import NUMBER_WORDS, prose_number
 from verifiers._math.quantity import COMPOUND, parts
 
@@ -31,7 +32,7 @@ BARE_LATEX = re.compile(
 )
 # a number in scientific notation as prose writes it: "3.2 × 10^{5}", "6 \\times 10^{-3}"
 SCIENTIFIC = re.compile(r"(?<![\w.^{])-?\d+(?:\.\d+)?\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{\s*-?\d+\s*\}|-?\d+)")
-CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
+CONNECTOR = re.compile(rf"\s*(?:,|(?:,\s*)?(?:\b(?:and|or)\b|{CONNECTOR_WORDS}))\s*", re.I)
 
 
 def run(text: str, items: list[tuple[int, int, str]]) -> str:

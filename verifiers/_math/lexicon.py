@@ -43,6 +43,10 @@ ANSWER_MARKERS = "|".join([
     r"\b(?:(?:correct|right|best|final)\s+(?:option|choice)\s*(?:is\b|:|=)|(?:option|choice)\s*(?:is\b|:)(?=\s*\(?[A-E]\b))",
 ])  # fmt: skip
 
+# a substring (of the lower-cased text) that every marker above holds: a text with none of
+# them is not searched for these markers at all (the search is the costly part)
+MARKER_KEYS = ("ponse", "antwort", "endergebnis", "respuesta", "resposta", "risposta", "ответ",
+               "答", "正解", "结果", "답", "option", "choice")
 # which of the markers closes the text (outranks what precedes it, as "Final Answer" does)
 FINAL_MARKER = re.compile(
     r"final|r[ée]ponse\s+finale|endg[üu]ltige|endergebnis|respuesta\s+final|resposta\s+final|"
@@ -121,37 +125,48 @@ REFUSALS = _words(
     r"(?:can\s*not|can'?t|could\s*not|couldn'?t|unable\s+to|impossible\s+to|not\s+possible\s+to|"
     r"no\s+way\s+to)\s+(?:be\s+)?(?:uniquely\s+|definitively\s+|exactly\s+)?"
     r"(?:determine[ds]?|answer(?:ed)?|solve[ds]?|calculate[ds]?|compute[ds]?|find|found|know|decide[ds]?)",
-    r"(?:not|in)\s*(?:enough|sufficient)\s+(?:information|info|data)", r"insufficient\s+(?:information|data)",
+    r"(?:not|n't|in)\s*(?:enough|sufficient)\s+(?:information|info|data|details)",
+    r"insufficient\s+(?:information|data)", r"impossible\s+to\s+(?:say|tell|know)",
+    r"(?:does\s*not|doesn'?t|do\s+not|don'?t)\s+(?:give|provide|contain|include|have|specify)\s+(?:us\s+)?"
+    r"(?:enough|sufficient)",
+    r"(?:can'?t|cannot)\s+(?:say|tell)\s+(?:for\s+sure|which|what|how)",
     r"(?:is|are|seems\s+to\s+be|appears\s+to\s+be)\s+missing\s+(?:some\s+)?(?:information|data|details?)",
     r"missing\s+(?:some\s+)?(?:necessary\s+|key\s+|crucial\s+)?(?:information|data)",
     r"(?:the\s+)?(?:problem|question)\s+(?:is|seems)\s+(?:ill-posed|incomplete|unanswerable)",
     r"cannot\s+be\s+(?:uniquely\s+)?determined", r"indeterminable", r"undeterminable",
     r"i\s+don'?t\s+know", r"no\s+(?:definite|definitive|unique)\s+answer",
     # fr
-    r"impossible\s+de\s+(?:d[ée]terminer|calculer|r[ée]pondre|conclure|trouver)",
+    r"impossible\s+de\s+(?:d[ée]terminer|calculer|r[ée]pondre|conclure|trouver|savoir)",
+    r"donn[ée]es\s+(?:sont\s+)?insuffisantes",
     r"(?:ne\s+)?(?:peut|peux|pouvons|puis)\s+pas\s+(?:[êe]tre\s+)?(?:d[ée]termin[ée]e?|d[ée]terminer|calculer|r[ée]pondre|trouver)",
     r"pas\s+(?:assez|suffisamment)\s+d'\s*informations?", r"informations?\s+insuffisantes?",
     r"(?:il\s+)?manque\s+des\s+(?:informations|donn[ée]es)",
     # de
-    r"(?:nicht|kein(?:e)?)\s+(?:eindeutig\s+)?(?:bestimmen|bestimmbar|bestimmt\s+werden|berechnen|beantworten)",
+    r"nicht\s+(?:eindeutig\s+)?(?:bestimm|berechn|beantwort|ermittel|l[öo]sbar)\w*",
+    r"(?:angaben|informationen|daten)\s+reichen\s+nicht", r"reichen\s+(?:die\s+)?(?:angaben|informationen|daten)\s+nicht",
     r"l[äa]sst\s+sich\s+nicht\s+(?:eindeutig\s+)?(?:bestimmen|berechnen|beantworten)",
     r"nicht\s+(?:gen[üu]gend|ausreichend|genug)\s+(?:informationen|angaben|daten)",
     r"(?:fehlen|fehlende)\s+(?:informationen|angaben|daten)", r"unzureichende\s+(?:informationen|angaben)",
     # es
     r"no\s+(?:se\s+)?(?:puede|puedo|podemos|es\s+posible)\s+(?:ser\s+)?(?:determinar|determinad[oa]|calcular|responder|saber)",
     r"no\s+hay\s+(?:suficiente|bastante)\s+informaci[óo]n", r"informaci[óo]n\s+insuficiente",
+    r"imposible\s+(?:de\s+)?(?:determinar|calcular|saber|responder)",
     r"falta(?:n)?\s+(?:informaci[óo]n|datos)",
     # pt
     r"n[ãa]o\s+(?:[ée]\s+poss[íi]vel|se\s+pode|posso|podemos|consigo|conseguimos)\s+(?:ser\s+)?(?:determinar|determinad[oa]|calcular|responder|saber)",
     r"n[ãa]o\s+h[áa]\s+informa[çc](?:[ãa]o|[õo]es)\s+suficientes?",
     r"informa[çc](?:[ãa]o|[õo]es)\s+insuficientes?", r"faltam\s+(?:informa[çc][õo]es|dados)",
+    r"imposs[íi]vel\s+(?:de\s+)?(?:determinar|calcular|saber|responder)",
     # it
     r"impossibile\s+(?:determinare|calcolare|rispondere)", r"informazioni\s+insufficienti",
     # ru
     r"(?:невозможно|нельзя|не\s+могу|не\s+можем|не\s+удаётся|не\s+удается)\s+(?:однозначно\s+)?"
     r"(?:определить|вычислить|найти|ответить|установить)",
-    r"недостаточно\s+(?:информации|данных)", r"не\s+хватает\s+(?:информации|данных)",
-    cjk=r"无法(?:确定|计算|求出|得出|回答|判断|确认)|不能(?:确定|求出|计算|回答)|信息不足|条件不足|"
+    r"(?:определить|вычислить|найти|ответить|установить)\b[^.!?\n]{0,40}?(?:невозможно|нельзя)",
+    r"недостаточно\s+(?:информации|данных|сведений)", r"не\s+хватает\s+(?:информации|данных|сведений)",
+    r"без\s+дополнительных\s+(?:данных|сведений|условий)",
+    cjk=r"无法(?:确定|计算|求出|求得|得出|得知|算出|回答|判断|确认|知道)|不能(?:确定|求出|计算|回答)|信息不足|条件不足|"
+        r"(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|"
         r"缺少(?:必要的)?(?:信息|条件|数据)|无从(?:得知|确定)|"
         r"(?:判断|決定|特定|確定|計算|算出)(?:することは)?できません|求められません|"
         r"(?:求める|決める|答える)ことができません|情報が(?:不足|足りない|足りません)|"
@@ -172,3 +187,6 @@ HEDGE_BEFORE = (
     r"(?:\b(?:ou\s+bien|ou\s+peut-[êe]tre|peut-[êe]tre|oder\s+auch|vielleicht|o\s+tambi[ée]n|quiz[áa]s?|"
     r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|可能是|または|あるいは|もしくは)[\s,:]*"
 )
+
+# "or" and "and" between two values, making them a list ("8 или 9", "8 ou 9", "8 或 9")
+CONNECTOR_WORDS = r"\b(?:или|либо|ou|oder|o|и|et|und|y|e)\b|或者|或|または|あるいは|もしくは|和|及"

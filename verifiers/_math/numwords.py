@@ -25,8 +25,9 @@ _SHARES = {"half": Fraction(1, 2), "halves": Fraction(1, 2), "quarter": Fraction
 _WORD = "|".join(sorted([*_UNITS, *_TENS, *_SCALES], key=len, reverse=True))
 _SHARE = "|".join(sorted(_SHARES, key=len, reverse=True))
 # a run: number words joined by spaces, hyphens or "and", then optionally "and a half"
-NUMBER_WORDS = re.compile(
-    rf"(?<![\w-])(?:minus\s+|negative\s+)?(?:(?:{_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{_WORD}))*"
+_FIRST = "".join(sorted({w[0] for w in [*_UNITS, *_TENS, *_SCALES, "minus", "negative", "a"]}))
+NUMBER_WORDS = re.compile(  # led by a class of first letters, which the regex engine scans fast
+    rf"(?=[{_FIRST}])(?<![\w-])(?:minus\s+|negative\s+)?(?:(?:{_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{_WORD}))*"
     rf"(?:\s+and\s+(?:a|one)\s+(?:{_SHARE})|\s+(?:{_SHARE}))?|(?:a|one)\s+(?:half|quarter|third))(?![\w-])",
     re.I,
 )

@@ -16,19 +16,24 @@ from verifiers._math.lexicon import (
     ANSWER_MARKERS,
     CJK_FILLER,
     CJK_VERDICTS,
+    CONNECTOR_WORDS,
     FILLER_WORDS,
     FINAL_MARKER,
+    MARKER_KEYS,
     NEGATED_VALUE,
     VERDICT_WORDS,
 )
 from verifiers._math.quantity import COMPOUND, parts
 
+_AFTER_MARK = r"\s*:?(?:\s*\*\*)?"
 PHRASE = re.compile(
-    r"(?:\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
+    r"\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
     r"|answer\s+(?:must|should|would|will|has\s+to|ought\s+to)\s+be\b|answer\s+(?:equals|becomes)\b"
-    rf"|answer\b(?=\s*[$\\\d(\[{{-]))|{ANSWER_MARKERS})\s*:?(?:\s*\*\*)?",
+    rf"|answer\b(?=\s*[$\\\d(\[{{-])){_AFTER_MARK}",
     re.I,
 )
+# the other languages' markers, searched only in a text holding one of their keys
+OTHER_PHRASE = re.compile(rf"(?:{ANSWER_MARKERS}){_AFTER_MARK}", re.I)
 # words between "the answer is" and its math ("is therefore $\frac{14}{3}$")
 _FILLER = re.compile(
     r"(?:(?:(?:therefore|thus|hence|so|then|now|simply|just|indeed|clearly|exactly|precisely|"
@@ -57,6 +62,8 @@ _SHORT_WORDS = {"no", "is", "so", "we", "to", "of", "be", "it", "in", "at", "on"
                 "as", "my", "he", "she", "do", "get", "got", "has", "the", "are", "was"}  # fmt: skip
 _WORD = re.compile(r"[^\W\d_]+")  # a word in any script
 _GREEK = re.compile(r"[\u0370-\u03ff\u1f00-\u1fffµ]+")
+# another language's "or" / "and" between two values
+_LISTED = re.compile(rf"(?<=[\d$}}])\s*(?:{CONNECTOR_WORDS})\s*(?=[-\d$\\])", re.I)
 # a letter of a script without spaces (Chinese, Japanese, Korean): it ends the math before it
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff01-\uff5e。、]")
 
@@ -67,7 +74,7 @@ def phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
     \\boxed{5}" is a closing box) and states nothing itself."""
     out: list[Candidate] = []
     box_starts = [b.start for b in boxes]
-    for mark in list(PHRASE.finditer(text))[-_MAX_PHRASES:]:  # the conclusion is among the last
+    for mark in marks(text)[-_MAX_PHRASES:]:  # the conclusion is among the last
         final = bool(FINAL_MARKER.search(mark.group(0)))
         rest = text[mark.end() : mark.end() + _READ].lstrip(" \t*:：")
         offset = min(len(text), mark.end() + _READ) - len(rest)
@@ -99,6 +106,15 @@ def phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
     return out
 
 
+def marks(text: str) -> list[re.Match[str]]:
+    """Every answer marker in `text`, in order."""
+    found = list(PHRASE.finditer(text))
+    lower = text.lower()
+    if any(key in lower for key in MARKER_KEYS):
+        found = sorted(found + list(OTHER_PHRASE.finditer(text)), key=lambda m: m.start())
+    return found
+
+
 def _verdict(rest: str) -> bool:
     """Whether what follows a marker is a verdict on the answer ("correct", "正确"), not one."""
     first = re.match(r"[\s*:]*(?:(?:very|quite|probably|definitely|surely|indeed|also|bien|auch|"
@@ -115,8 +131,9 @@ def sentence_answer(sentence: str) -> str | None:
     minutes" whole; "The largest $n$ is 34." -> "34" (a sentence that starts in words: its
     last math); "25です。" -> "25"."""
     s = sentence.replace("\\$", "").strip().lstrip("*").strip()
-    s = re.sub(r"^[#\s]+", "", s)  # "The answer is #### 5": the GSM8K marker is not part of it
+    s = re.sub(r"^[#\s]+|^__", "", s)  # "The answer is #### 5": the GSM8K marker is not part of it
     s = re.sub(r'^\\?["\'“「]|\\?["\'”」]\s*[.。]?$', "", s.strip())  # quoted: "\"$12$ and $13$\""
+    s = _LISTED.sub(" or ", s)  # "8 или 9": a list in any language
     filler = _FILLER.match(s)
     if filler and re.match(r"[\d$\\(\[{-]", s[filler.end() :]):  # "is simply $\\frac{14}{3}$"
         s = s[filler.end() :]
@@ -131,7 +148,7 @@ def sentence_answer(sentence: str) -> str | None:
     compound = COMPOUND.match(s)
     if compound and parts(compound.group(0)):  # "5 hours and 30 minutes"
         return compound.group(0)
-    cut = re.split(r"\.(?:\s|$)|\*\*|[。！？]", s)[0].strip()
+    cut = re.split(r"\.(?:\s|$)|\*\*|__|[。！？]", s)[0].strip()
     s = cut.strip("$").rstrip(".").strip()
     if not s:
         return None

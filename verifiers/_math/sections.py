@@ -21,6 +21,8 @@ import re
 from verifiers._math.lexicon import CHECK_LEAD, CHECK_WORDS, REFUSALS
 
 _CHECK = re.compile(CHECK_WORDS, re.I)
+_CHECK_REACH = 4000  # characters from the end in which a check of the conclusion is looked for
+_REFUSAL_REACH = 2000  # ... and a refusal that ends the reasoning
 _LEAD = re.compile(rf"[\s#*_>\-]*(?:(?:{CHECK_LEAD})[\s,]*){{0,3}}[\s*_]*", re.I)
 # after the head word: a few words, then ":" / "." / the line's end, before any math
 _HEAD_END = re.compile(r"[^\n\d$\\=]{0,50}?(?:[:：.。]|\*\*|\n|$)")
@@ -49,7 +51,7 @@ def _head(text: str, pos: int, reach: int = 80) -> int | None:
 
 def check_start(text: str, after: int) -> int | None:
     """Where the first check section's head at or after `after` starts, or None."""
-    for m in _CHECK.finditer(text, after):
+    for m in _CHECK.finditer(text, max(after, len(text) - _CHECK_REACH)):
         head = _head(text, m.start())
         if head is not None and _LEAD.fullmatch(text, head, m.start()) and _HEAD_END.match(text, m.end()):
             return head
@@ -63,16 +65,16 @@ def abstention(text: str, answered_after) -> str | None:
     answer is 10"). A refusal about a step ("we cannot determine x directly") counts only
     when no math follows it."""
     last = None
-    for m in _REFUSAL.finditer(text):
+    for m in _REFUSAL.finditer(text, max(0, len(text) - _REFUSAL_REACH)):
         last = m
     if last is None:
         return None
+    if answered_after(last.end()):
+        return None
     end = re.compile(r"[.!?。！？](?=\s|$)|\n").search(text, last.end())
     stop = end.end() if end else len(text)
-    if answered_after(stop):
-        return None
     sentence = text[_head(text, last.start(), 300) or max(0, last.start() - 300) : stop]
-    if not _ABOUT_ANSWER.search(sentence) and re.search(r"\d", text[stop:]):
+    if not _ABOUT_ANSWER.search(sentence) and re.search(r"\d", text[last.end() :]):
         return None
     return last.group(0)
 

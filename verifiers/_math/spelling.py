@@ -31,7 +31,7 @@ WRAPPERS = {
     "displaystyle", "textstyle", "bf", "rm",
 }  # fmt: skip
 
-_UNICODE = {"°C": "", "°F": "", "℃": "", "−": "-", "×": "*", "÷": "/", "·": "*", "π": "\\pi ", "∞": "\\infty ", "°": "",
+_UNICODE = {"°C": "", "°F": "", "℃": "", "€": "", "£": "", "¥": "", "₹": "", "−": "-", "×": "*", "÷": "/", "·": "*", "π": "\\pi ", "∞": "\\infty ", "°": "",
             "≤": "<=", "≥": ">=", "√": "\\sqrt", "∪": "\\cup "}  # fmt: skip
 
 # A LaTeX "word" that is really a unit or noun after a number: "5 \text{ cm}^2", "12 apples".
@@ -43,10 +43,12 @@ _THOUSANDS = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?:,\d{3})+(?![\d,])")
 
 # "5 = x": a value, then the one letter it is the value of
 _VALUE_FIRST = re.compile(r"^\s*(-?\d+(?:\.\d+)?|-?\\[dt]?frac\{\d+\}\{\d+\})\s*=\s*([A-Za-z])\s*$")
-# units after a number, as letters with "/" or a temperature's degree: "60 km/h", "25 °C"
+# units after a number: letters with "/", a temperature's degree, an area or volume, a one-letter
+# unit: "60 km/h", "25 °C", "36 m^{2}" (from "36 m²"), "12 m", "5 s"
 _UNIT_NAMES = (r"(?:km|m|cm|mm|mi|ft|in|yd|h|hr|hrs|min|s|sec|ms|kg|g|mg|lb|oz|L|l|ml|mL|"
                r"kWh|kW|W|J|N|Pa|V|A|mol|K|m\^\{?[23]\}?|cm\^\{?[23]\}?|s\^\{?2\}?)")
-_SLASH_UNITS = re.compile(rf"(?<=[\d}}])\s*(?:{_UNIT_NAMES}\s*/\s*{_UNIT_NAMES}|°\s*[CF])\s*$")
+_SLASH_UNITS = re.compile(
+    rf"(?<=[\d}}])\s*(?:{_UNIT_NAMES}\s*/\s*{_UNIT_NAMES}|°\s*[CF]|(?<=\d)\s(?:m|cm|mm|km|ft|in)\^\{{?[23]\}}?|(?<=\d)\s[msgh])\s*$")
 # thousands groups set apart by a space, a TeX space (\\, \\; \\: \\! "\\ ") or a tie (~)
 _GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[ \t]|\\[,;:! ]|~)+\d{3})+(?![\d.])")
 

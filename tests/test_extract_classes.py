@@ -1,0 +1,97 @@
+r"""The grader reads any model's conclusion: hand-written outputs of every class the English-only
+reader got wrong, each with the golds it answers (`right`) and those it does not (`wrong`), in
+two tables: tests/data/extract_classes.jsonl (written with the readers) and
+tests/data/extract_held_out.jsonl, held out: new phrasings of the same classes written after
+the first table passed, in two rounds, each run against the grader before any change for it
+(round 1, 80 outputs: 3 false positives, a hedge "could also be correct" and refusals in
+German and Russian word order, and 1 false negative, "36 m²"; round 2, 53 outputs: 3 false
+positives, a hedge "also a reasonable answer", "8 или 9", a count after "at first;", and 1
+false negative). Each miss was fixed in the rule of its class, never in the table. Expected
+verdicts are what a careful reader of the language concludes; where a text offers two
+answers, or declines to answer, no gold is right.
+
+    language              answer markers in Chinese, French, German, Spanish, Portuguese,
+                          Russian, Japanese, Italian, Korean; a check after the conclusion
+                          ("Vérification : 80 ÷ 2 = 40") never replaces it; questions,
+                          suppositions and negations in those languages state nothing
+    language-wrong-final  a right intermediate, then a wrong conclusion: the conclusion
+    check-structure       no marker: the last statement before a check section that checks it
+    recheck               a check that tries another value ("if the answer were 5 ... too
+                          large") is neither the answer nor a retraction
+    hedge                 a second value offered as valid beside the answer, in any language
+    correction            a correction (in any language) still replaces the answer
+    refusal               "cannot determine", "无法确定", "impossible de déterminer": no answer
+    not-refusal           a refusal about one step, then the answer: the answer
+    number-words          "forty-two", "one hundred twenty", "three and a half"
+    unicode               ½, 4¼, 2⅔, x², 3.2 × 10⁵, 10⁻³, U+2212 minus
+    digit-groups          NBSP / narrow NBSP / thin-space groups, Indian 12,34,567, German
+                          1.234,50 and 1.234.567 (a lone "1.234" is the decimal)
+    units                 "48 cm²", "60 km/h", "9.8 m/s²", "25 °C"
+    mixed                 "3 1/2", "137 1/2"
+    choice                "The correct option is (B).", "**(B) 27**", a last line "**D**"
+    markup                "#### **120**", \boxed{5 = x}, \hspace{1pt}1024
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from helpers import verdict_rows
+
+from verifiers import extract_answer, verify
+from verifiers.math import Verdict
+
+TABLES = ("extract_classes", "extract_held_out")
+ROWS = [row for table in TABLES for row in verdict_rows(table)]  # (family, gold, prediction, expected)
+FAMILIES = {"language", "language-wrong-final", "check-structure", "recheck", "hedge", "correction",
+            "refusal", "not-refusal", "number-words", "unicode", "digit-groups", "units", "mixed",
+            "choice", "markup"}  # fmt: skip
+
+
+@pytest.mark.parametrize("family, gold, prediction, expected", ROWS)
+def test_class_row(family: str, gold: str, prediction: str, expected: bool) -> None:
+    verdict = verify(gold, prediction)
+    assert verdict.correct is expected, (family, verdict)
+
+
+def test_every_class_is_tested_both_ways() -> None:
+    """Every class has rows; each has golds it must reject (a grader that accepts everything
+    fails), and each but the refusals and hedges has golds it must accept; both tables are
+    whole (377 and 294 verdicts)."""
+    assert [len(verdict_rows(table)) for table in TABLES] == [377, 294]
+    families = {family for family, *_ in ROWS}
+    assert families == FAMILIES
+    wrong = Counter(family for family, *_, expected in ROWS if not expected)
+    right = Counter(family for family, *_, expected in ROWS if expected)
+    assert all(wrong[f] >= 3 for f in FAMILIES), wrong
+    assert all(right[f] >= 3 for f in FAMILIES - {"refusal", "hedge"}), right
+
+
+@pytest.mark.parametrize(
+    "text, refusal",
+    [
+        ("20 * 3 = $60. But the question seems to be missing some information, so I cannot "
+         "determine the answer.", "cannot determine"),
+        ("由于缺少条件，无法确定答案。", "无法确定"),
+        ("Il est impossible de déterminer l'âge de Paul.", "impossible de déterminer"),
+        ("Мы знаем, что 3 + 5 = 8, но определить возраст невозможно: недостаточно данных.",
+         "недостаточно данных"),
+    ],
+)
+def test_refusal_is_recorded_in_the_verdict(text: str, refusal: str) -> None:
+    """An abstention is no answer, and the verdict says which words declined."""
+    verdict = verify("8", text)
+    assert verdict == Verdict(False, f"the prediction abstains ({refusal!r}): no answer", "8", None)
+    assert extract_answer(text) is None
+
+
+def test_a_refusal_answers_a_gold_that_is_one() -> None:
+    assert verify("cannot be determined", "There is not enough information to answer.").correct
+    assert not verify("cannot be determined", "The answer is 5.").correct
+
+
+def test_a_gold_is_never_read_as_a_refusal() -> None:
+    """A reference solution that mentions a refusal still has its answer."""
+    gold = "We cannot determine x alone, but x + y = 10. #### 10"
+    assert verify(gold, "The answer is 10.").correct
