@@ -87,7 +87,7 @@ def read(text: str, *, words: bool = True, withdraw: bool = True) -> Reading:
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
     candidates = sorted(boxes + stated + markers + _final_line(text, boxes), key=lambda c: c.start)
     if withdraw:
-        refusal = abstention(text, lambda pos: any(c.committed and c.start >= pos for c in candidates))
+        refusal = abstention(text, max((c.start for c in candidates if c.committed), default=-1))
         if refusal:
             return Reading(None, refusal)
     if candidates:

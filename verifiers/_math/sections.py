@@ -22,7 +22,7 @@ from verifiers._math.lexicon import CHECK_LEAD, CHECK_WORDS, REFUSALS
 
 _CHECK = re.compile(CHECK_WORDS, re.I)
 _CHECK_REACH = 4000  # characters from the end in which a check of the conclusion is looked for
-_REFUSAL_REACH = 2000  # ... and a refusal that ends the reasoning
+_REFUSAL_REACH = 1000  # ... and a refusal that ends the reasoning
 _LEAD = re.compile(rf"[\s#*_>\-]*(?:(?:{CHECK_LEAD})[\s,]*){{0,3}}[\s*_]*", re.I)
 # after the head word: a few words, then ":" / "." / the line's end, before any math
 _HEAD_END = re.compile(r"[^\n\d$\\=]{0,50}?(?:[:：.。]|\*\*|\n|$)")
@@ -58,18 +58,15 @@ def check_start(text: str, after: int) -> int | None:
     return None
 
 
-def abstention(text: str, answered_after) -> str | None:
+def abstention(text: str, last_answer: int) -> str | None:
     """The words of a refusal that ends the text's reasoning ("so I cannot determine the
-    answer"), or None. `answered_after(pos)`: whether an answer is stated after `pos` (a
-    refusal followed by one is a step, not an abstention: "we cannot find x alone, but the
-    answer is 10"). A refusal about a step ("we cannot determine x directly") counts only
-    when no math follows it."""
+    answer"), or None. `last_answer`: where the last answer stated starts (-1 for none); a
+    refusal before it is a step, not an abstention ("we cannot find x alone, but the answer is
+    10"), and so is one about a step ("we cannot determine x directly") that math follows."""
     last = None
-    for m in _REFUSAL.finditer(text, max(0, len(text) - _REFUSAL_REACH)):
+    for m in _REFUSAL.finditer(text, max(0, last_answer, len(text) - _REFUSAL_REACH)):
         last = m
     if last is None:
-        return None
-    if answered_after(last.end()):
         return None
     end = re.compile(r"[.!?。！？](?=\s|$)|\n").search(text, last.end())
     stop = end.end() if end else len(text)
