@@ -80,7 +80,7 @@ CONCLUDING = _ci(
 # "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
 # "in which case $Y$" in its sentence or the next
 _OR_NEXT = _ci(
-    r"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){0,6}(?:\b(?:or|and/or)\b|/)\s*"
+    rf"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){{0,6}}(?:\b(?:or|and/or)\b|/|{lexicon.OR_WORDS})\s*"
     r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",)
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
 _ELSEWISE = _ci(

@@ -23,7 +23,7 @@ _LATEX_AFTER = re.compile(r"\^(?!\s*\{?\s*\\circ)|_|\}|\{|\\(?![%,!;: $]|text|mb
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{$")
 # a number as written in prose: signs, thousands separators, decimals, simple fractions
 NUMBER = re.compile(
-    r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+    r"(?<![A-Za-z0-9_.\u0370-\u03ff])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 )
 MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)", re.S)
 # LaTeX written without delimiters: "2\\sqrt{3}", "\\frac{14}{3}", "\\pi/6" (one item, whole)
@@ -31,7 +31,7 @@ BARE_LATEX = re.compile(
     r"(?<![\w\\$}{])-?\d*(?:\.\d+)?\\(?:[dt]?frac|sqrt|pi|[dt]?binom)(?![A-Za-z])[\w{}\[\]^+\-*/().\\]*"
 )
 # a number in scientific notation as prose writes it: "3.2 × 10^{5}", "6 \\times 10^{-3}"
-SCIENTIFIC = re.compile(r"(?<![\w.^{])-?\d+(?:\.\d+)?\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{\s*-?\d+\s*\}|-?\d+)")
+SCIENTIFIC = re.compile(r"(?<![A-Za-z0-9_.^{])-?\d+(?:\.\d+)?\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{\s*-?\d+\s*\}|-?\d+)")
 CONNECTOR = re.compile(rf"\s*(?:,|(?:,\s*)?(?:\b(?:and|or)\b|{CONNECTOR_WORDS}))\s*", re.I)
 
 

@@ -21,13 +21,13 @@ def _words(*alternatives: str, cjk: str = "") -> str:
 # a marker that states the answer, ending where the answer starts ("the answer is", "答案是")
 ANSWER_MARKERS = "|".join([
     # fr
-    r"\b(?:la\s+)?(?:bonne\s+)?r[ée]ponse(?:\s+finale)?\s*(?:est|sera|serait|vaut|:|=)|\br[ée]ponse\s+finale\b",
+    r"\b(?:la\s+)?(?:bonne\s+)?r[ée]ponse(?:\s+finale)?\s*(?:est|sera|vaut|:|=)|\br[ée]ponse\s+finale\b",
     # de
-    r"\b(?:die\s+)?(?:richtige\s+|endg[üu]ltige\s+)?antwort\s*(?:ist|lautet|w[äa]re|:|=)|\bendergebnis\s*(?:ist|lautet|:|=)",
+    r"\b(?:die\s+)?(?:richtige\s+|endg[üu]ltige\s+)?antwort\s*(?:ist|lautet|:|=)|\bendergebnis\s*(?:ist|lautet|:|=)",
     # es
-    r"\b(?:la\s+)?respuesta(?:\s+final|\s+correcta)?\s*(?:es|ser[íi]a|ser[áa]|:|=)|\brespuesta\s+final\b",
+    r"\b(?:la\s+)?respuesta(?:\s+final|\s+correcta)?\s*(?:es|ser[áa]|:|=)|\brespuesta\s+final\b",
     # pt
-    r"\b(?:a\s+)?resposta(?:\s+final|\s+correta)?\s*(?:é|e|ser[áa]|seria|:|=)(?!\w)|\bresposta\s+final\b",
+    r"\b(?:a\s+)?resposta(?:\s+final|\s+correta)?\s*(?:é|e|ser[áa]|:|=)(?!\w)|\bresposta\s+final\b",
     # it
     r"\b(?:la\s+)?risposta(?:\s+finale|\s+corretta)?\s*(?:è|e|sar[àa]|:|=)(?!\w)",
     # ru
@@ -40,16 +40,25 @@ ANSWER_MARKERS = "|".join([
     # ko
     r"(?:최종\s*)?(?:정답|답)\s*(?:은|는|:|=)",
     # choices, in English: "The correct option is (B)", "Option: C"
-    r"\b(?:(?:correct|right|best|final)\s+(?:option|choice)\s*(?:is\b|:|=)|(?:option|choice)\s*(?:is\b|:)(?=\s*\(?[A-E]\b))",
+    r"\b(?:(?:correct|right|best|final)\s+(?:option|choice)\s*(?:is\b|:|=)|(?:option|choice)\s*(?:is\b|:)(?=\s*\(?[A-E]\b)"
+    r"|i(?:'d|'ll|\s+would|\s+will)?\s+(?:choose|pick|select|go\s+with)(?=\s*(?:option\s+)?\(?[A-E]\b))",
+    # "the final result is" in the languages whose answers are read: a closing marker
+    r"\br[ée]sultat\s+final\s*(?:est|:|=)|\bresultado\s+final\s*(?:es|é|e|:|=)|\brisultato\s+finale\s*(?:è|e|:|=)"
+    r"|\b(?:окончательный\s+результат|итог)\s*(?::|=|—|–|равен\b)",
 ])  # fmt: skip
 
 # a substring (of the lower-cased text) that every marker above holds: a text with none of
 # them is not searched for these markers at all (the search is the costly part)
 MARKER_KEYS = ("ponse", "antwort", "endergebnis", "respuesta", "resposta", "risposta", "ответ",
-               "答", "正解", "结果", "답", "option", "choice")
+               "sultat", "resultado", "risultato", "итог", "результат",
+               "答", "正解", "结果", "답", "option", "choice", "choose", "pick", "select", "go with")
+# markers of languages that write "3,5" for 3.5 and (all but French and Russian) "1.500" for 1500
+DECIMAL_COMMA = re.compile(r"r[ée]ponse|antwort|endergebnis|respuesta|resposta|risposta|ответ|"
+                           r"r[ée]sultat|resultado|risultato|итог|результат", re.I)
+POINT_THOUSANDS = re.compile(r"antwort|endergebnis|respuesta|resposta|risposta|resultado|risultato", re.I)
 # which of the markers closes the text (outranks what precedes it, as "Final Answer" does)
 FINAL_MARKER = re.compile(
-    r"final|r[ée]ponse\s+finale|endg[üu]ltige|endergebnis|respuesta\s+final|resposta\s+final|"
+    r"final|итог|r[ée]ponse\s+finale|endg[üu]ltige|endergebnis|respuesta\s+final|resposta\s+final|"
     r"risposta\s+finale|окончательный|итоговый|финальный|最终|最后|最終|최종",
     re.I,
 )
@@ -188,5 +197,7 @@ HEDGE_BEFORE = (
     r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|可能是|または|あるいは|もしくは)[\s,:]*"
 )
 
+# "or" in the languages read, for a second value offered right after the answer ("12 (oder 15)")
+OR_WORDS = r"\b(?:oder|ou|o|или|либо)\b|或者|或|または|あるいは|もしくは"
 # "or" and "and" between two values, making them a list ("8 или 9", "8 ou 9", "8 或 9")
 CONNECTOR_WORDS = r"\b(?:или|либо|ou|oder|o|и|et|und|y|e)\b|或者|或|または|あるいは|もしくは|和|及"

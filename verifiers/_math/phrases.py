@@ -17,10 +17,12 @@ from verifiers._math.lexicon import (
     CJK_FILLER,
     CJK_VERDICTS,
     CONNECTOR_WORDS,
+    DECIMAL_COMMA,
     FILLER_WORDS,
     FINAL_MARKER,
     MARKER_KEYS,
     NEGATED_VALUE,
+    POINT_THOUSANDS,
     VERDICT_WORDS,
 )
 from verifiers._math.quantity import COMPOUND, parts
@@ -96,6 +98,7 @@ def phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
             continue
         if not value or _verdict(rest):  # "the answer is correct"
             continue
+        value = _regional(value, mark.group(0))
         tail = value.rsplit(",", 1)[-1].strip()[-12:]
         at = text.find(tail, offset, reach) if tail else -1
         end = at + len(tail) if at >= 0 else reach
@@ -113,6 +116,20 @@ def marks(text: str) -> list[re.Match[str]]:
     if any(key in lower for key in MARKER_KEYS):
         found = sorted(found + list(OTHER_PHRASE.finditer(text)), key=lambda m: m.start())
     return found
+
+
+def _regional(value: str, marker: str) -> str:
+    """A number as the marker's language writes it: "3,5" is 3.5 after "la réponse est",
+    "Ответ:" (not "2,500", which stays English thousands), and "1.500" is 1500 after "die
+    Antwort ist", "la respuesta es" (French and Russian group by spaces)."""
+    number = re.match(r"-?\d+(?:(,|\{,\})(?:\d{1,2}|\d{4,})|(\.)\d{3})(?![\d,.])", value)
+    if not number or re.search(r"\d", value[number.end() :]):  # one number, a unit after it at most
+        return value
+    if number.group(1) and DECIMAL_COMMA.search(marker):
+        return value.replace(number.group(1), ".", 1)
+    if number.group(2) and POINT_THOUSANDS.search(marker):
+        return value.replace(".", "", 1)
+    return value
 
 
 def _verdict(rest: str) -> bool:
