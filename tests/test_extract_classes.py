@@ -2,11 +2,13 @@ r"""The grader reads any model's conclusion: hand-written outputs of every class
 reader got wrong, each with the golds it answers (`right`) and those it does not (`wrong`), in
 two tables: tests/data/extract_classes.jsonl (written with the readers) and
 tests/data/extract_held_out.jsonl, held out: new phrasings of the same classes written after
-the first table passed, in two rounds, each run against the grader before any change for it
+the first table passed, in three rounds, each run against the grader before any change for it
 (round 1, 80 outputs: 3 false positives, a hedge "could also be correct" and refusals in
 German and Russian word order, and 1 false negative, "36 m²"; round 2, 53 outputs: 3 false
 positives, a hedge "also a reasonable answer", "8 или 9", a count after "at first;", and 1
-false negative). Each miss was fixed in the rule of its class, never in the table. Expected
+false negative; round 3, 55 longer outputs: 3 false positives, hedges a blank line after the
+answer and in German word order, "I need more information", and 1 false negative, "la (B)").
+Each miss was fixed in the rule of its class, never in the table. Expected
 verdicts are what a careful reader of the language concludes; where a text offers two
 answers, or declines to answer, no gold is right.
 
@@ -60,8 +62,8 @@ def test_class_row(family: str, gold: str, prediction: str, expected: bool) -> N
 def test_every_class_is_tested_both_ways() -> None:
     """Every class has rows; each has golds it must reject (a grader that accepts everything
     fails), and each but the refusals and hedges has golds it must accept; both tables are
-    whole (440 and 294 verdicts)."""
-    assert [len(verdict_rows(table)) for table in TABLES] == [440, 294]
+    whole (440 and 429 verdicts)."""
+    assert [len(verdict_rows(table)) for table in TABLES] == [440, 429]
     families = {family for family, *_ in ROWS}
     assert families == FAMILIES
     wrong = Counter(family for family, *_, expected in ROWS if not expected)

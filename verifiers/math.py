@@ -62,6 +62,14 @@ tests/test_grader_conclusions.py):
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
   sides to 6 places, so it calls 0.0000672 and 0.0000673 equal; inside tuples, sets and
   matrices its rule is the one that applies.)
+- Any model's conclusion (docs/grader.md): answer markers in Chinese, French, German, Spanish,
+  Portuguese, Russian, Japanese (and Italian, Korean) as in English; a check section after
+  the conclusion ("Verification:", "验证：", "Vérification :") never replaces it; a refusal
+  ("cannot determine", "无法确定") is no answer, its words in the verdict's reason, and is
+  right only against a gold that is itself one; number words, Unicode fractions, superscripts
+  and minus, NBSP / Indian / German digit groups ("1.234" alone stays 1.234), "3 1/2", units
+  as letters ("60 km/h"); a choice letter matches its option's text when `options` are given
+  ("(B) 27" whose text is not option B's answers nothing).
 Shared with math-verify: "10%" is 10; "x=5" and 5 match either way round; a gold
 equation's right side is its value ("f(x)=1" accepts 1); sets ignore order and repeats; a
 gold inequality accepts its interval, but an interval gold wants an interval; "^\circ" is

@@ -21,7 +21,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 _CYRILLIC = str.maketrans("АБВГД", "ABCDE")
-_WORDS = r"(?:option|choice|answer|opci[óo]n|op[çc][ãa]o|opzione|r[ée]ponse|antwort|вариант|选项|選択肢|选)"
+_NAMES = r"(?:option|choice|answer|opci[óo]n|op[çc][ãa]o|opzione|r[ée]ponse|antwort|вариант|选项|選択肢|选)"
+_ARTICLE = r"(?:the|la|le|l'|el|die|der)"
+_WORDS = rf"(?:(?:{_ARTICLE}\s*)?{_NAMES}|{_ARTICLE}(?=\s))"  # "option C", "la (B)", "the option C"
 _LETTER = re.compile(
     rf"\s*(?:{_WORDS}\s*[:：]?\s*)?(?:\(([A-JАБВГД])\)|\[([A-JАБВГД])\]|([A-JАБВГД])(?:[).:]|(?=\s|$)))"
     r"(?:\s*[:\-–]?\s*(.*?))?\s*\.?\s*",

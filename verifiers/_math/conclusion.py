@@ -94,13 +94,13 @@ _UNSURE = _ci(
 _OFFERED = _ci(
     r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
     r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
-    r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
+    r"|would\s+also\s+be|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
     r"could|might|would|may|value|result|becomes|we|get)\s+){0,4}"
     rf"|{lexicon.HEDGE_BEFORE})[\s:]*",)
 # ... or followed by a word that offers it: "12 is also possible"
 _POSSIBLE_AFTER = _ci(
-    r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
+    r"\s*(?:\)\s*)?(?:(?:is|are|seems?|remains?|(?:would|could|might|may|can)\s+(?:also\s+|equally\s+)?be)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
     r"alternative)|valid|correct|right|an?\s+(?:[\w-]+\s+){0,2}(?:answer|solution|option|choice|possibility))"
     r"|(?:is|are)\s+another\s+(?:(?:valid|possible|correct)\s+)?(?:answer|solution|option|possibility)"
@@ -227,6 +227,8 @@ def hedge(text: str, final: Candidate, items) -> str | None:
     Y"); None when there is none. `items(text)` lists the math (start, end, value) of a text,
     as verifiers._math.extract reads it."""
     _, s_end, _ = sentence_bounds(text, final.end)
+    while s_end < len(text) and text[s_end] == "\n":  # the next sentence, past blank lines
+        s_end += 1
     end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
     tail_end = min(end.end() if end else len(text), final.end + _TAIL)
     stop = CORRECTION.search(text, final.end, tail_end)

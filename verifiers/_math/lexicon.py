@@ -144,6 +144,10 @@ REFUSALS = _words(
     r"(?:the\s+)?(?:problem|question)\s+(?:is|seems)\s+(?:ill-posed|incomplete|unanswerable)",
     r"cannot\s+be\s+(?:uniquely\s+)?determined", r"indeterminable", r"undeterminable",
     r"i\s+don'?t\s+know", r"no\s+(?:definite|definitive|unique)\s+answer",
+    r"need\s+more\s+(?:information|info|data|details|context)", r"besoin\s+de\s+plus\s+d'\s*informations?",
+    r"(?:brauche|brauchen|benötige|benötigen)\s+mehr\s+(?:informationen|angaben)",
+    r"necesit[oa]\s+m[áa]s\s+(?:informaci[óo]n|datos)", r"preciso\s+de\s+mais\s+(?:informa[çc][õo]es|dados)",
+    r"нужно\s+больше\s+(?:информации|данных)",
     # fr
     r"impossible\s+de\s+(?:d[ée]terminer|calculer|r[ée]pondre|conclure|trouver|savoir)",
     r"donn[ée]es\s+(?:sont\s+)?insuffisantes",
@@ -175,7 +179,8 @@ REFUSALS = _words(
     r"недостаточно\s+(?:информации|данных|сведений)", r"не\s+хватает\s+(?:информации|данных|сведений)",
     r"без\s+дополнительных\s+(?:данных|сведений|условий)",
     cjk=r"无法(?:确定|计算|求出|求得|得出|得知|算出|回答|判断|确认|知道)|不能(?:确定|求出|计算|回答)|信息不足|条件不足|"
-        r"(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|"
+        r"(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|需要更多(?:的)?(?:信息|条件)|"
+        r"もっと情報が必要|"
         r"缺少(?:必要的)?(?:信息|条件|数据)|无从(?:得知|确定)|"
         r"(?:判断|決定|特定|確定|計算|算出)(?:することは)?できません|求められません|"
         r"(?:求める|決める|答える)ことができません|情報が(?:不足|足りない|足りません)|"
@@ -194,6 +199,8 @@ HEDGE_AFTER = (
 # ... or words before it ("ou peut-être 24", "或者 24", "или 24")
 HEDGE_BEFORE = (
     r"(?:\b(?:ou\s+bien|ou\s+peut-[êe]tre|peut-[êe]tre|oder\s+auch|vielleicht|o\s+tambi[ée]n|quiz[áa]s?|"
+    r"(?:w[äa]re|ist|sind|k[öo]nnte)\s+(?:auch|ebenfalls)|(?:serait|est|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)|"
+    r"(?:ser[íi]a|es|podr[íi]a\s+ser)\s+tambi[ée]n|(?:seria|[ée]|poderia\s+ser)\s+tamb[ée]m|"
     r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|可能是|または|あるいは|もしくは)[\s,:]*"
 )
 
