@@ -2,12 +2,22 @@ r"""The grader reads any model's conclusion: hand-written outputs of every class
 reader got wrong, each with the golds it answers (`right`) and those it does not (`wrong`), in
 two tables: tests/data/extract_classes.jsonl (written with the readers) and
 tests/data/extract_held_out.jsonl, held out: new phrasings of the same classes written after
-the first table passed, in three rounds, each run against the grader before any change for it
+the first table passed, in five rounds, each run against the grader before any change for it
 (round 1, 80 outputs: 3 false positives, a hedge "could also be correct" and refusals in
 German and Russian word order, and 1 false negative, "36 m²"; round 2, 53 outputs: 3 false
 positives, a hedge "also a reasonable answer", "8 или 9", a count after "at first;", and 1
 false negative; round 3, 55 longer outputs: 3 false positives, hedges a blank line after the
-answer and in German word order, "I need more information", and 1 false negative, "la (B)").
+answer and in German word order, "I need more information", and 1 false negative, "la (B)";
+round 4, 55 outputs: 10 false positives, refusals in words no list held ("we can't give a
+definitive answer", "no hay forma de saberlo"; now also read as a negation and a word of
+knowing in one sentence after all the math), hedges ("one could argue for 10", "10 is equally
+defensible", "voire 10", "也可以是 10"), a German "Ergebnis:" before a "Gegenprobe", and 3
+false negatives; round 5, 36 outputs, many of them right ones that must stay right: 6 false
+positives, refusals ("we cannot say how many", "无法作答", "keine eindeutige Antwort möglich")
+and hedges in a supposing parenthesis ("（若每袋 5 个，则为 15）", "bzw. 15, falls"), and 6
+false negatives, 4 of them round 4's refusal-in-other-words rule reading "we don't need to
+know x" (it now also needs a word of being able, or of the answer), "7 (et non 8)", "Antwort:
+Es bleiben 10 Äpfel").
 Each miss was fixed in the rule of its class, never in the table. Expected
 verdicts are what a careful reader of the language concludes; where a text offers two
 answers, or declines to answer, no gold is right.
@@ -62,8 +72,8 @@ def test_class_row(family: str, gold: str, prediction: str, expected: bool) -> N
 def test_every_class_is_tested_both_ways() -> None:
     """Every class has rows; each has golds it must reject (a grader that accepts everything
     fails), and each but the refusals and hedges has golds it must accept; both tables are
-    whole (440 and 429 verdicts)."""
-    assert [len(verdict_rows(table)) for table in TABLES] == [440, 429]
+    whole (457 and 618 verdicts)."""
+    assert [len(verdict_rows(table)) for table in TABLES] == [457, 618]
     families = {family for family, *_ in ROWS}
     assert families == FAMILIES
     wrong = Counter(family for family, *_, expected in ROWS if not expected)

@@ -24,6 +24,7 @@ from fractions import Fraction
 from verifiers._math import lexicon
 from verifiers._math.arith import eval_rational
 from verifiers._math.latex import to_plain
+from verifiers._math.sections import check_start
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ _OR_NEXT = _ci(
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
 _ELSEWISE = _ci(
     r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending|"
-    r"but\s+if|if\s+(?:we|you|one)\b)\b"
+    r"but\s+if)\b"
+    rf"|{lexicon.SUPPOSED_ASIDE}"
     r"|\(\s*(?:if|when|for|assuming)\b",)
 # doubt about the answer: every value in its sentence is a candidate
 _UNSURE = _ci(
@@ -94,13 +96,15 @@ _UNSURE = _ci(
 _OFFERED = _ci(
     r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
     r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
-    r"|would\s+also\s+be|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
+    r"|would\s+also\s+be|(?:could|might|may|one\s+could|some\s+might)\s+(?:also\s+)?argue\s+for"
+    r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
     r"could|might|would|may|value|result|becomes|we|get)\s+){0,4}"
     rf"|{lexicon.HEDGE_BEFORE})[\s:]*",)
 # ... or followed by a word that offers it: "12 is also possible"
 _POSSIBLE_AFTER = _ci(
     r"\s*(?:\)\s*)?(?:(?:is|are|seems?|remains?|(?:would|could|might|may|can)\s+(?:also\s+|equally\s+)?be)\s+"
+    r"(?:also|equally|just\s+as)\s+(?!the\b|a\b|an\b)[a-z]+|(?:is|are|seems?|remains?|(?:would|could|might|may|can)\s+(?:also\s+|equally\s+)?be)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
     r"alternative)|valid|correct|right|an?\s+(?:[\w-]+\s+){0,2}(?:answer|solution|option|choice|possibility))"
     r"|(?:is|are)\s+another\s+(?:(?:valid|possible|correct)\s+)?(?:answer|solution|option|possibility)"
@@ -223,16 +227,21 @@ def turned_at(text: str, end: int) -> int:
 
 def hedge(text: str, final: Candidate, items) -> str | None:
     """A second, different value offered beside `final` (see _OR_NEXT, _ELSEWISE, _OFFERED,
-    _POSSIBLE_AFTER) in the rest of its sentence and the next, joined to it as a list ("X,
-    Y"); None when there is none. `items(text)` lists the math (start, end, value) of a text,
+    _POSSIBLE_AFTER) in the rest of its sentence and the next (past blank lines for a value
+    offered as valid, not in a check section), joined to it as a list ("X, Y"); None when
+    there is none. `items(text)` lists the math (start, end, value) of a text,
     as verifiers._math.extract reads it."""
     _, s_end, _ = sentence_bounds(text, final.end)
-    while s_end < len(text) and text[s_end] == "\n":  # the next sentence, past blank lines
+    end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
+    near = min(end.end() if end else len(text), final.end + _TAIL) - final.end
+    while s_end < len(text) and text[s_end] == "\n":  # a value offered as valid: past blank lines
         s_end += 1
     end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
     tail_end = min(end.end() if end else len(text), final.end + _TAIL)
     stop = CORRECTION.search(text, final.end, tail_end)
     tail_end = stop.start() if stop else tail_end
+    head = check_start(text, final.end)  # a check's values are the check's
+    tail_end = min(tail_end, head) if head is not None else tail_end
     tail = text[final.end : tail_end]
     # (start, end, value, where its cue ends) of each value offered in the tail
     offered = [(a, b, v, 0) for a, b, v in items(tail) if _POSSIBLE_AFTER.match(tail, b)]  # "12 is also possible"
@@ -242,7 +251,7 @@ def hedge(text: str, final: Candidate, items) -> str | None:
         found = items(tail[at : at + 160])
         if found and found[0][0] <= 2:
             offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
-    elsewise = _ELSEWISE.search(tail) or or_next
+    elsewise = _ELSEWISE.search(tail, 0, near) or or_next  # "if ..., 6": in the next sentence only
     if elsewise:  # "unless ..., in which case $Y$", "16 or, if ..., 18": any value after it
         at = elsewise.end()
         cut = SENTENCE_END.search(tail, at)

@@ -39,7 +39,7 @@ from verifiers._math.forms import rewrite
 from verifiers._math.items import BOX, math_items, run
 from verifiers._math.latex import to_plain
 from verifiers._math.phrases import has_prose, phrases
-from verifiers._math.sections import abstention, check_start, final_line
+from verifiers._math.sections import abstention, check_start, declined, final_line
 
 _WITHDRAWN = 200  # characters after an answer in which "that's wrong" withdraws it
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
@@ -87,7 +87,8 @@ def read(text: str, *, words: bool = True, withdraw: bool = True) -> Reading:
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
     candidates = sorted(boxes + stated + markers + _final_line(text, boxes), key=lambda c: c.start)
     if withdraw:
-        refusal = abstention(text, max((c.start for c in candidates if c.committed), default=-1))
+        last = max((c.start for c in candidates if c.committed), default=-1)
+        refusal = abstention(text, last) or (declined(text) if last < 0 else None)
         if refusal:
             return Reading(None, refusal)
     if candidates:

@@ -44,14 +44,19 @@ ANSWER_MARKERS = "|".join([
     r"|i(?:'d|'ll|\s+would|\s+will)?\s+(?:choose|pick|select|go\s+with)(?=\s*(?:option\s+)?\(?[A-E]\b))",
     # "the final result is" in the languages whose answers are read: a closing marker
     r"\br[ée]sultat\s+final\s*(?:est|:|=)|\bresultado\s+final\s*(?:es|é|e|:|=)|\brisultato\s+finale\s*(?:è|e|:|=)"
-    r"|\b(?:окончательный\s+результат|итог)\s*(?::|=|—|–|равен\b)",
+    r"|\b(?:окончательный\s+результат|итог)\s*(?::|=|—|–|равен\b)"
+    # "Ergebnis:", "Résultat :", "Результат:" heading a line: the result stated
+    r"|(?:^|(?<=\n))[\s*#]*(?:ergebnis|r[ée]sultat|resultado|risultato|результат)\s*\**\s*[:：]",
+    # "option (B) is correct", "(B) is the correct answer": the letter before its verdict
+    r"(?<![\w(])(?:option\s*|choice\s*)?(?=\**\(?[A-E]\)?\**\s+is\s+(?:the\s+)?(?:correct|right|best)\b)",
 ])  # fmt: skip
 
 # a substring (of the lower-cased text) that every marker above holds: a text with none of
 # them is not searched for these markers at all (the search is the costly part)
 MARKER_KEYS = ("ponse", "antwort", "endergebnis", "respuesta", "resposta", "risposta", "ответ",
                "sultat", "resultado", "risultato", "итог", "результат",
-               "答", "正解", "结果", "답", "option", "choice", "choose", "pick", "select", "go with")
+               "答", "正解", "结果", "답", "option", "choice", "choose", "pick", "select", "go with",
+               "ergebnis", "correct", "right", "best")
 # markers of languages that write "3,5" for 3.5 and (all but French and Russian) "1.500" for 1500
 DECIMAL_COMMA = re.compile(r"r[ée]ponse|antwort|endergebnis|respuesta|resposta|risposta|ответ|"
                            r"r[ée]sultat|resultado|risultato|итог|результат", re.I)
@@ -117,7 +122,7 @@ CHECK_WORDS = _words(
     r"v[ée]rifions", r"v[ée]rifier", r"contr[ôo]le", r"[üu]berpr[üu]fung", r"[üu]berpr[üu]fen",
     r"probe", r"kontrolle", r"pr[üu]fung", r"verificaci[óo]n", r"comprobaci[óo]n",
     r"verifiquemos", r"comprobemos", r"verificar", r"comprobar", r"verifica[çc][ãa]o",
-    r"verificando", r"conferindo", r"confer[êe]ncia", r"checagem", r"verifica", r"controllo",
+    r"gegenprobe", r"verificando", r"conferindo", r"confer[êe]ncia", r"checagem", r"verifica", r"controllo",
     r"проверка", r"проверим", r"проверяем", r"проверки",
     cjk=r"验证|检验|检查|验算|核对|校验|检验一下|検証|確認|検算|確かめ|검증|확인|검산",
 )
@@ -155,7 +160,7 @@ REFUSALS = _words(
     r"pas\s+(?:assez|suffisamment)\s+d'\s*informations?", r"informations?\s+insuffisantes?",
     r"(?:il\s+)?manque\s+des\s+(?:informations|donn[ée]es)",
     # de
-    r"nicht\s+(?:eindeutig\s+)?(?:bestimm|berechn|beantwort|ermittel|l[öo]sbar)\w*",
+    r"nicht\s+(?:eindeutig\s+)?(?:zu\s+)?(?:bestimm|berechn|beantwort|ermittel|l[öo]sbar)\w*",
     r"(?:angaben|informationen|daten)\s+reichen\s+nicht", r"reichen\s+(?:die\s+)?(?:angaben|informationen|daten)\s+nicht",
     r"l[äa]sst\s+sich\s+nicht\s+(?:eindeutig\s+)?(?:bestimmen|berechnen|beantworten)",
     r"nicht\s+(?:gen[üu]gend|ausreichend|genug)\s+(?:informationen|angaben|daten)",
@@ -179,7 +184,7 @@ REFUSALS = _words(
     r"недостаточно\s+(?:информации|данных|сведений)", r"не\s+хватает\s+(?:информации|данных|сведений)",
     r"без\s+дополнительных\s+(?:данных|сведений|условий)",
     cjk=r"无法(?:确定|计算|求出|求得|得出|得知|算出|回答|判断|确认|知道)|不能(?:确定|求出|计算|回答)|信息不足|条件不足|"
-        r"(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|需要更多(?:的)?(?:信息|条件)|"
+        r"(?:无法|不能)(?:作答|解答|求解|判定)|(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|需要更多(?:的)?(?:信息|条件)|"
         r"もっと情報が必要|"
         r"缺少(?:必要的)?(?:信息|条件|数据)|无从(?:得知|确定)|"
         r"(?:判断|決定|特定|確定|計算|算出)(?:することは)?できません|求められません|"
@@ -194,17 +199,40 @@ HEDGE_AFTER = (
     r"|(?:tambi[ée]n\s+es|es\s+tambi[ée]n|tambi[ée]n\s+podr[íi]a\s+ser|tambi[ée]n\s+ser[íi]a)\s+(?:v[áa]lid[oa]|posible|correct[oa]|una)"
     r"|(?:tamb[ée]m\s+[ée]|[ée]\s+tamb[ée]m|tamb[ée]m\s+poderia\s+ser)\s+(?:v[áa]lid[oa]|poss[íi]vel|corret[oa]|uma)"
     r"|(?:тоже|также)\s+(?:подходит|возмож\w*|вер\w*|правильн\w*|явля\w*|может)"
-    r"|也(?:是|可以|成立|满足|符合|正确|行|可能)|も(?:正解|答え|考えられ|あり得|可能|正し))"
+    r"|也(?:是|可以|成立|满足|符合|正确|行|可能)|も(?:正解|答え|考えられ|あり得|可能|正し)"
+    # "10 est aussi ...", "10 ist auch ...", "10 тоже ...", "10 works too": any word after
+    r"|(?:est|serait|ist|w[äa]re|es|ser[íi]a|[ée]|seria|è|sarebbe)\s+(?:aussi|[ée]galement|auch|ebenfalls|"
+    r"tambi[ée]n|tamb[ée]m|anche)\b|(?:тоже|также)\b"
+    r"|\s(?:works|fits|is\s+(?:fine|ok(?:ay)?|valid|correct|right|possible))\s+(?:too|as\s+well)\b)"
 )
 # ... or words before it ("ou peut-être 24", "或者 24", "или 24")
 HEDGE_BEFORE = (
     r"(?:\b(?:ou\s+bien|ou\s+peut-[êe]tre|peut-[êe]tre|oder\s+auch|vielleicht|o\s+tambi[ée]n|quiz[áa]s?|"
-    r"(?:w[äa]re|ist|sind|k[öo]nnte)\s+(?:auch|ebenfalls)|(?:serait|est|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)|"
+    r"voire|(?:w[äa]re|ist|sind|k[öo]nnte)\s+(?:auch|ebenfalls)|(?:serait|est|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)|"
     r"(?:ser[íi]a|es|podr[íi]a\s+ser)\s+tambi[ée]n|(?:seria|[ée]|poderia\s+ser)\s+tamb[ée]m|"
-    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|可能是|または|あるいは|もしくは)[\s,:]*"
+    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|也可以是|或是|可能是|"
+    r"または|あるいは|もしくは)[\s,:]*"
 )
 
 # "or" in the languages read, for a second value offered right after the answer ("12 (oder 15)")
-OR_WORDS = r"\b(?:oder|ou|o|или|либо)\b|或者|或|または|あるいは|もしくは"
+OR_WORDS = r"\b(?:oder|bzw\.?|beziehungsweise|ou|o|или|либо)(?!\w)|或者|或|または|あるいは|もしくは"
 # "or" and "and" between two values, making them a list ("8 или 9", "8 ou 9", "8 或 9")
 CONNECTOR_WORDS = r"\b(?:или|либо|ou|oder|o|и|et|und|y|e)\b|或者|或|または|あるいは|もしくは|和|及"
+
+# a sentence declining to answer in words no refusal above lists: a negation and a word of
+# knowing or answering in one sentence after all the math ("we can't give a definitive answer",
+# "ist die Frage nicht zu beantworten", "no hay forma de saberlo", "la question reste sans réponse")
+NEGATIONS = (r"\b(?:not|no|never|without|cannot|unable|impossible|unknown|ne|pas|sans|faute|nicht|ohne|"
+             r"kein\w*|sin|sem|n[ãa]o|не|без|нельзя|невозможно)\b|n't|不|无|没|未|ない|ません|不明|できず")
+KNOWING = (r"\b(?:determin\w*|answer\w*|know\w*|say|tell|sure|certain\w*|definitive\w*|solv\w*|"
+           r"d[ée]termin\w*|r[ée]pon\w*|savoir|sait|bestimm\w*|beantwort\w*|wissen|wei[ßs]|"
+           r"respond\w*|respuesta|sab\w*|resposta|responder|определ\w*|ответ\w*|знать|сказать|antwort)\b|"
+           r"确定|知道|回答|作答|解答|答案|判断|分から|わから|答え|特定")
+# ... with a word of being able ("can't", "impossible", "no way", "möglich", "无法", "できない"),
+# or of the answer itself ("sans réponse", "keine Antwort"): "we don't need to know x" declines nothing
+CAPABLE = (r"\b(?:can|cannot|could|able|unable|possible|impossible|way|kann|k[öo]nnen|l[äa]sst|m[öo]glich|"
+           r"peut|peux|pouvons|moyen|sans|puede|puedo|podemos|posible|forma|manera|pode|posso|"
+           r"conseguimos|poss[íi]vel|d[áa]|sem|sin|можно|нельзя|невозможно|удаётся|удается|"
+           r"answer|r[ée]ponse|antwort|respuesta|resposta|ответ)\b|能|法|可能|できな|できません|られません|出せません")
+# a parenthesis that supposes ("(if ...", "（若 ...", "(falls ...", "（1袋5個なら"): a value after it is offered
+SUPPOSED_ASIDE = rf"[(（][^()（）]{{0,40}}?(?:{SUPPOSED}|\bif\b|\bwhen\b|なら|場合|则)"

@@ -61,7 +61,10 @@ _MATH_WORDS = {
     "approx", "infty", "infinity",
 }  # fmt: skip
 _SHORT_WORDS = {"no", "is", "so", "we", "to", "of", "be", "it", "in", "at", "on", "by", "an", "if",
-                "as", "my", "he", "she", "do", "get", "got", "has", "the", "are", "was"}  # fmt: skip
+                "as", "my", "he", "she", "do", "get", "got", "has", "the", "are", "was",
+                # the two-letter words of the other languages read ("7 (et non 8)", "Es bleiben 10")
+                "et", "ou", "la", "le", "de", "du", "un", "il", "es", "er", "zu", "im", "el", "en",
+                "di", "da", "um"}  # fmt: skip
 _WORD = re.compile(r"[^\W\d_]+")  # a word in any script
 _GREEK = re.compile(r"[\u0370-\u03ff\u1f00-\u1fffµ]+")
 # another language's "or" / "and" between two values

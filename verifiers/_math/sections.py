@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from verifiers._math.lexicon import CHECK_LEAD, CHECK_WORDS, REFUSALS
+from verifiers._math.lexicon import CAPABLE, CHECK_LEAD, CHECK_WORDS, KNOWING, NEGATIONS, REFUSALS
 
 _CHECK = re.compile(CHECK_WORDS, re.I)
 _CHECK_REACH = 4000  # characters from the end in which a check of the conclusion is looked for
@@ -30,7 +30,8 @@ _BREAK = re.compile(r"\n|[.!?](?=\s)|[。！？：:]")
 _REFUSAL = re.compile(REFUSALS, re.I)
 # what a refusal is about, when it is the answer and not one step ("we cannot find x alone")
 _ABOUT_ANSWER = re.compile(
-    r"answer|question|problem|information|data|r[ée]ponse|probl[èe]me|informations?|donn[ée]es|"
+    r"answer|question|problem|information|data|how\s+many|how\s+much|the\s+number\s+of|combien|"
+    r"wie\s+viele|cu[áa]nt[oa]s|quant[oa]s|сколько|多少|几|いくつ|r[ée]ponse|probl[èe]me|informations?|donn[ée]es|"
     r"antwort|frage|aufgabe|angaben|respuesta|pregunta|problema|informaci[óo]n|datos|resposta|"
     r"pergunta|informa[çc]|ответ|вопрос|задач|информац|данных|答案|问题|题目|信息|条件|答え|問題|情報",
     re.I,
@@ -55,6 +56,26 @@ def check_start(text: str, after: int) -> int | None:
         head = _head(text, m.start())
         if head is not None and _LEAD.fullmatch(text, head, m.start()) and _HEAD_END.match(text, m.end()):
             return head
+    return None
+
+
+_NEGATION = re.compile(NEGATIONS, re.I)
+_KNOWING = re.compile(KNOWING, re.I)
+_CAPABLE = re.compile(CAPABLE, re.I)
+_SENTENCE = re.compile(r"[^.!?。！？\n]+")
+
+
+def declined(text: str) -> str | None:
+    """With no answer stated: a sentence after all the math that declines in other words (a
+    negation, a word of knowing or answering, and one of being able or of the answer: "we
+    can't give a definitive answer", "reste sans réponse"), its words; else None."""
+    digits = [m.end() for m in re.finditer(r"\d", text[-_REFUSAL_REACH:])]
+    start = len(text) - min(len(text), _REFUSAL_REACH) + (digits[-1] if digits else 0)
+    end = re.compile(r"[.!?。！？\n]").search(text, start)
+    for sentence in _SENTENCE.finditer(text, end.end() if end else len(text)):
+        words = sentence.group(0)
+        if _NEGATION.search(words) and _KNOWING.search(words) and _CAPABLE.search(words):
+            return sentence.group(0).strip()
     return None
 
 
