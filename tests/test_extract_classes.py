@@ -2,7 +2,7 @@ r"""The grader reads any model's conclusion: hand-written outputs of every class
 reader got wrong, each with the golds it answers (`right`) and those it does not (`wrong`), in
 two tables: tests/data/extract_classes.jsonl (written with the readers) and
 tests/data/extract_held_out.jsonl, held out: new phrasings of the same classes written after
-the first table passed, in five rounds, each run against the grader before any change for it
+the first table passed, in seven rounds, each run against the grader before any change for it
 (round 1, 80 outputs: 3 false positives, a hedge "could also be correct" and refusals in
 German and Russian word order, and 1 false negative, "36 m²"; round 2, 53 outputs: 3 false
 positives, a hedge "also a reasonable answer", "8 или 9", a count after "at first;", and 1
@@ -17,7 +17,13 @@ positives, refusals ("we cannot say how many", "无法作答", "keine eindeutige
 and hedges in a supposing parenthesis ("（若每袋 5 个，则为 15）", "bzw. 15, falls"), and 6
 false negatives, 4 of them round 4's refusal-in-other-words rule reading "we don't need to
 know x" (it now also needs a word of being able, or of the answer), "7 (et non 8)", "Antwort:
-Es bleiben 10 Äpfel").
+Es bleiben 10 Äpfel"; round 6, 43 outputs: 6 false positives, hedges with a unit between the
+values ("24 m², or 28 m²", "24 м² (либо 28 м²)", "wobei auch 28 m²") and "je ne peux pas
+conclure", and no false negative; round 7, 36 outputs: 11 false positives, hedges with no
+marker in other languages ("58 moutons, voire 60", "58 Schafe, eventuell auch 60", "也有可能是
+60 只", "One might also say 64"), a check head after an emoji ("### ✅ Verification"),
+refusals ("the remaining count is undetermined", "不确定"), "58 sheep, i.e. ⅞ of the flock",
+and 3 false negatives).
 Each miss was fixed in the rule of its class, never in the table. Expected
 verdicts are what a careful reader of the language concludes; where a text offers two
 answers, or declines to answer, no gold is right.
@@ -72,8 +78,8 @@ def test_class_row(family: str, gold: str, prediction: str, expected: bool) -> N
 def test_every_class_is_tested_both_ways() -> None:
     """Every class has rows; each has golds it must reject (a grader that accepts everything
     fails), and each but the refusals and hedges has golds it must accept; both tables are
-    whole (457 and 618 verdicts)."""
-    assert [len(verdict_rows(table)) for table in TABLES] == [457, 618]
+    whole (457 and 780 verdicts)."""
+    assert [len(verdict_rows(table)) for table in TABLES] == [457, 780]
     families = {family for family, *_ in ROWS}
     assert families == FAMILIES
     wrong = Counter(family for family, *_, expected in ROWS if not expected)

@@ -81,7 +81,7 @@ CONCLUDING = _ci(
 # "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
 # "in which case $Y$" in its sentence or the next
 _OR_NEXT = _ci(
-    rf"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){{0,6}}(?:\b(?:or|and/or)\b|/|{lexicon.OR_WORDS})\s*"
+    rf"{lexicon.UNIT_BETWEEN}(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–、，（-]){{0,6}}(?:\b(?:or|and/or)\b|/|{lexicon.OR_WORDS})\s*"
     r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",)
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
 _ELSEWISE = _ci(
@@ -95,7 +95,7 @@ _UNSURE = _ci(
     r"(?:torn|undecided|can'?t\s+decide)\s+between)\b",)
 _OFFERED = _ci(
     r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
-    r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
+    r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to)|say|claim|argue\s+for)"
     r"|would\s+also\s+be|(?:could|might|may|one\s+could|some\s+might)\s+(?:also\s+)?argue\s+for"
     r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"

@@ -38,6 +38,7 @@ from verifiers._math.conclusion import (
 from verifiers._math.forms import rewrite
 from verifiers._math.items import BOX, math_items, run
 from verifiers._math.latex import to_plain
+from verifiers._math.lexicon import HEDGE_BETWEEN, UNIT_BETWEEN
 from verifiers._math.phrases import has_prose, phrases
 from verifiers._math.sections import abstention, check_start, declined, final_line
 
@@ -52,6 +53,8 @@ _ABOUT = re.compile(
     r"equivalently|\\approx|≈)\W*",
     re.I,
 )
+_HEDGED = re.compile(HEDGE_BETWEEN, re.I)  # another language's "or maybe" between two values
+_UNIT_FIRST = re.compile(rf"^{UNIT_BETWEEN}")
 _MARKUP = re.compile(r"^(\*{1,3}|_{2})(.+?)\1$", re.S)  # "**120**": bold around an answer
 
 
@@ -201,11 +204,13 @@ def _last_statement(text: str, start: int, withdraw: bool) -> str | None:
     before = text[start : found.end]
     items = math_items(before)
     final = Candidate(found.start, found.end, run(before, items), "conclusion")
-    if len(items) > 1 and _ABOUT.fullmatch(before, items[-2][1], items[-1][0]):
+    if len(items) > 1 and _ABOUT.fullmatch(re.sub(_UNIT_FIRST, "", before[items[-2][1] : items[-1][0]], count=1)):
         a, b, value = items[-2]  # "$\\sqrt{2}$, or about $1.414$": the exact value
         final = Candidate(start + a, start + b, value, "conclusion")
     elif len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
         a, b, value = items[-2]
+        if _HEDGED.search(before, b, items[-1][0]) and "\n" not in before[b : items[-1][0]]:
+            return f"{value}, {found.value}"  # "58 moutons, voire 60", "58 只，也有可能是 60 只"
         if _CONTRAST.search(before, b, items[-1][0]):
             offered = hedge(text, Candidate(start + a, start + b, value, "conclusion"), math_items)
             if offered and offered.endswith(f", {found.value}"):

@@ -147,6 +147,7 @@ REFUSALS = _words(
     r"(?:is|are|seems\s+to\s+be|appears\s+to\s+be)\s+missing\s+(?:some\s+)?(?:information|data|details?)",
     r"missing\s+(?:some\s+)?(?:necessary\s+|key\s+|crucial\s+)?(?:information|data)",
     r"(?:the\s+)?(?:problem|question)\s+(?:is|seems)\s+(?:ill-posed|incomplete|unanswerable)",
+    r"(?:is|are|remains?)\s+(?:undetermined|indeterminate|not\s+determined)",
     r"cannot\s+be\s+(?:uniquely\s+)?determined", r"indeterminable", r"undeterminable",
     r"i\s+don'?t\s+know", r"no\s+(?:definite|definitive|unique)\s+answer",
     r"need\s+more\s+(?:information|info|data|details|context)", r"besoin\s+de\s+plus\s+d'\s*informations?",
@@ -156,7 +157,7 @@ REFUSALS = _words(
     # fr
     r"impossible\s+de\s+(?:d[ée]terminer|calculer|r[ée]pondre|conclure|trouver|savoir)",
     r"donn[ée]es\s+(?:sont\s+)?insuffisantes",
-    r"(?:ne\s+)?(?:peut|peux|pouvons|puis)\s+pas\s+(?:[êe]tre\s+)?(?:d[ée]termin[ée]e?|d[ée]terminer|calculer|r[ée]pondre|trouver)",
+    r"(?:ne\s+)?(?:peut|peux|pouvons|puis)\s+pas\s+(?:[êe]tre\s+)?(?:d[ée]termin[ée]e?|d[ée]terminer|calculer|r[ée]pondre|trouver|conclure|savoir|dire)",
     r"pas\s+(?:assez|suffisamment)\s+d'\s*informations?", r"informations?\s+insuffisantes?",
     r"(?:il\s+)?manque\s+des\s+(?:informations|donn[ée]es)",
     # de
@@ -184,7 +185,7 @@ REFUSALS = _words(
     r"недостаточно\s+(?:информации|данных|сведений)", r"не\s+хватает\s+(?:информации|данных|сведений)",
     r"без\s+дополнительных\s+(?:данных|сведений|условий)",
     cjk=r"无法(?:确定|计算|求出|求得|得出|得知|算出|回答|判断|确认|知道)|不能(?:确定|求出|计算|回答)|信息不足|条件不足|"
-        r"(?:无法|不能)(?:作答|解答|求解|判定)|(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|需要更多(?:的)?(?:信息|条件)|"
+        r"(?:无法|不能)(?:作答|解答|求解|判定)|不确定|无法知道|无从知道|(?:分|わ)かりません|答えられ(?:ません|ない)|(?:判断|決定|特定|確定)できない|需要更多(?:的)?(?:信息|条件)|"
         r"もっと情報が必要|"
         r"缺少(?:必要的)?(?:信息|条件|数据)|无从(?:得知|确定)|"
         r"(?:判断|決定|特定|確定|計算|算出)(?:することは)?できません|求められません|"
@@ -208,23 +209,24 @@ HEDGE_AFTER = (
 # ... or words before it ("ou peut-être 24", "或者 24", "или 24")
 HEDGE_BEFORE = (
     r"(?:\b(?:ou\s+bien|ou\s+peut-[êe]tre|peut-[êe]tre|oder\s+auch|vielleicht|o\s+tambi[ée]n|quiz[áa]s?|"
-    r"voire|(?:w[äa]re|ist|sind|k[öo]nnte)\s+(?:auch|ebenfalls)|(?:serait|est|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)|"
+    r"voire|eventuell(?:\s+auch)?|m[öo]glicherweise|vielleicht\s+auch|"
+    r"(?:w[äa]re|ist|sind|k[öo]nnte|wobei|aber|doch)\s+(?:auch|ebenfalls)|mais\s+aussi|pero\s+tambi[ée]n|mas\s+tamb[ée]m|(?:serait|est|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)|"
     r"(?:ser[íi]a|es|podr[íi]a\s+ser)\s+tambi[ée]n|(?:seria|[ée]|poderia\s+ser)\s+tamb[ée]m|"
-    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|也可以是|或是|可能是|"
-    r"または|あるいは|もしくは)[\s,:]*"
+    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|也可以是|也有可能是|也许是|也许|或是|可能是|"
+    r"または|あるいは|もしくは|もしかすると|もしかしたら)[\s,:]*"
 )
 
 # "or" in the languages read, for a second value offered right after the answer ("12 (oder 15)")
 OR_WORDS = r"\b(?:oder|bzw\.?|beziehungsweise|ou|o|или|либо)(?!\w)|或者|或|または|あるいは|もしくは"
 # "or" and "and" between two values, making them a list ("8 или 9", "8 ou 9", "8 或 9")
-CONNECTOR_WORDS = r"\b(?:или|либо|ou|oder|o|и|et|und|y|e)\b|或者|或|または|あるいは|もしくは|和|及"
+CONNECTOR_WORDS = r"\b(?:или|либо|ou|oder|o|и|et|und|y|e)\b|或者|或|または|あるいは|もしくは|和|及|、|，"
 
 # a sentence declining to answer in words no refusal above lists: a negation and a word of
 # knowing or answering in one sentence after all the math ("we can't give a definitive answer",
 # "ist die Frage nicht zu beantworten", "no hay forma de saberlo", "la question reste sans réponse")
 NEGATIONS = (r"\b(?:not|no|never|without|cannot|unable|impossible|unknown|ne|pas|sans|faute|nicht|ohne|"
              r"kein\w*|sin|sem|n[ãa]o|не|без|нельзя|невозможно)\b|n't|不|无|没|未|ない|ません|不明|できず")
-KNOWING = (r"\b(?:determin\w*|answer\w*|know\w*|say|tell|sure|certain\w*|definitive\w*|solv\w*|"
+KNOWING = (r"\b(?:determin\w*|answer\w*|know\w*|say|tell|sure|certain\w*|definitive\w*|solv\w*|conclu\w*|"
            r"d[ée]termin\w*|r[ée]pon\w*|savoir|sait|bestimm\w*|beantwort\w*|wissen|wei[ßs]|"
            r"respond\w*|respuesta|sab\w*|resposta|responder|определ\w*|ответ\w*|знать|сказать|antwort)\b|"
            r"确定|知道|回答|作答|解答|答案|判断|分から|わから|答え|特定")
@@ -236,3 +238,7 @@ CAPABLE = (r"\b(?:can|cannot|could|able|unable|possible|impossible|way|kann|k[ö
            r"answer|r[ée]ponse|antwort|respuesta|resposta|ответ)\b|能|法|可能|できな|できません|られません|出せません")
 # a parenthesis that supposes ("(if ...", "（若 ...", "(falls ...", "（1袋5個なら"): a value after it is offered
 SUPPOSED_ASIDE = rf"[(（][^()（）]{{0,40}}?(?:{SUPPOSED}|\bif\b|\bwhen\b|なら|場合|则)"
+# a unit between a value and the connector after it ("24 m², or 28 m²", "24 м² (либо 28 м²)")
+UNIT_BETWEEN = r"(?:\s*[^\W\d_]{1,12}(?:\^\{?\d\}?)?)?"
+# between two values, the words that make the second one offered beside the first (any language)
+HEDGE_BETWEEN = rf"{HEDGE_BEFORE}|\b(?:o\s+quiz[áa]s?|ou\s+talvez|или\s+может\s+быть)\b"

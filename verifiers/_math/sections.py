@@ -23,7 +23,7 @@ from verifiers._math.lexicon import CAPABLE, CHECK_LEAD, CHECK_WORDS, KNOWING, N
 _CHECK = re.compile(CHECK_WORDS, re.I)
 _CHECK_REACH = 4000  # characters from the end in which a check of the conclusion is looked for
 _REFUSAL_REACH = 1000  # ... and a refusal that ends the reasoning
-_LEAD = re.compile(rf"[\s#*_>\-]*(?:(?:{CHECK_LEAD})[\s,]*){{0,3}}[\s*_]*", re.I)
+_LEAD = re.compile(rf"[^\w\n]*(?:(?:{CHECK_LEAD})[\s,]*){{0,3}}[\s*_]*", re.I)  # "### ✅ Verification"
 # after the head word: a few words, then ":" / "." / the line's end, before any math
 _HEAD_END = re.compile(r"[^\n\d$\\=]{0,50}?(?:[:：.。]|\*\*|\n|$)")
 _BREAK = re.compile(r"\n|[.!?](?=\s)|[。！？：:]")
