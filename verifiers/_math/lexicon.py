@@ -23,7 +23,8 @@ ANSWER_MARKERS = "|".join([
     # fr
     r"\b(?:la\s+)?(?:bonne\s+)?r[ée]ponse(?:\s+finale)?\s*(?:est|sera|vaut|:|=)|\br[ée]ponse\s+finale\b",
     # de
-    r"\b(?:die\s+)?(?:richtige\s+|endg[üu]ltige\s+)?antwort\s*(?:ist|lautet|:|=)|\bendergebnis\s*(?:ist|lautet|:|=)",
+    r"\b(?:die\s+)?(?:richtige\s+|endg[üu]ltige\s+)?antwort\s*(?:ist|lautet|:|=)|\bendergebnis\s*(?:ist|lautet|:|=)"
+    r"|\b(?:ist|lautet)\s+(?:also\s+|somit\s+|daher\s+)?die\s+(?:richtige\s+|endg[üu]ltige\s+)?antwort\b(?=\s*[$\\\d(-])",
     # es
     r"\b(?:la\s+)?respuesta(?:\s+final|\s+correcta)?\s*(?:es|ser[áa]|:|=)|\brespuesta\s+final\b",
     # pt
@@ -204,15 +205,19 @@ HEDGE_AFTER = (
     # "10 est aussi ...", "10 ist auch ...", "10 тоже ...", "10 works too": any word after
     r"|(?:est|serait|ist|w[äa]re|es|ser[íi]a|[ée]|seria|è|sarebbe)\s+(?:aussi|[ée]galement|auch|ebenfalls|"
     r"tambi[ée]n|tamb[ée]m|anche)\b|(?:тоже|также)\b"
-    r"|\s(?:works|fits|is\s+(?:fine|ok(?:ay)?|valid|correct|right|possible))\s+(?:too|as\s+well)\b)"
+    r"|\s(?:works|fits|is\s+(?:fine|ok(?:ay)?|valid|correct|right|possible))\s+(?:too|as\s+well)\b"
+    r"|\s+(?:might|may|could)\b"  # "30 might be what the question intends"
+    # another language's "also" within two words after it: "30 ginge aber auch", "30 也说得通"
+    r"|\s+(?:[^\W\d_]+\s+){0,2}(?:auch|aussi|[ée]galement|tambi[ée]n|tamb[ée]m|anche|тоже|также)\b|\s*[也も])"
 )
 # ... or words before it ("ou peut-être 24", "或者 24", "или 24")
 HEDGE_BEFORE = (
     r"(?:\b(?:ou\s+bien|ou\s+peut-[êe]tre|peut-[êe]tre|oder\s+auch|vielleicht|o\s+tambi[ée]n|quiz[áa]s?|"
-    r"voire|eventuell(?:\s+auch)?|m[öo]glicherweise|vielleicht\s+auch|"
+    r"voire|eventuell(?:\s+auch)?|m[öo]glicherweise|vielleicht\s+auch|aunque|obwohl|bien\s+que|quoique|"
+    r"embora|хотя|"
     r"(?:w[äa]re|ist|sind|k[öo]nnte|wobei|aber|doch)\s+(?:auch|ebenfalls)|mais\s+aussi|pero\s+tambi[ée]n|mas\s+tamb[ée]m|(?:serait|est|pourrait\s+[êe]tre)\s+(?:aussi|[ée]galement)|"
     r"(?:ser[íi]a|es|podr[íi]a\s+ser)\s+tambi[ée]n|(?:seria|[ée]|poderia\s+ser)\s+tamb[ée]m|"
-    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|也可以是|也有可能是|也许是|也许|或是|可能是|"
+    r"tal\s+vez|ou\s+tamb[ée]m|talvez|или\s+же|может\s+быть|возможно)\b|或者|也可能是|也可以是|也有可能是|也许是|也许|或是|可能是|虽然|尽管|"
     r"または|あるいは|もしくは|もしかすると|もしかしたら)[\s,:]*"
 )
 
@@ -228,7 +233,8 @@ NEGATIONS = (r"\b(?:not|no|never|without|cannot|unable|impossible|unknown|ne|pas
              r"kein\w*|sin|sem|n[ãa]o|не|без|нельзя|невозможно)\b|n't|不|无|没|未|ない|ません|不明|できず")
 KNOWING = (r"\b(?:determin\w*|answer\w*|know\w*|say|tell|sure|certain\w*|definitive\w*|solv\w*|conclu\w*|"
            r"d[ée]termin\w*|r[ée]pon\w*|savoir|sait|bestimm\w*|beantwort\w*|wissen|wei[ßs]|"
-           r"respond\w*|respuesta|sab\w*|resposta|responder|определ\w*|ответ\w*|знать|сказать|antwort)\b|"
+           r"respond\w*|respuesta|sab\w*|resposta|responder|определ\w*|ответ\w*|знать|сказать|antwort|"
+           r"l[öo]sung\w*|solution|soluci[óo]n|solu[çc][ãa]o|решени\w*)\b|"
            r"确定|知道|回答|作答|解答|答案|判断|分から|わから|答え|特定")
 # ... with a word of being able ("can't", "impossible", "no way", "möglich", "无法", "できない"),
 # or of the answer itself ("sans réponse", "keine Antwort"): "we don't need to know x" declines nothing
