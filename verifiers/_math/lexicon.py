@@ -234,7 +234,8 @@ NEGATIONS = (r"\b(?:not|no|never|without|cannot|unable|impossible|unknown|ne|pas
 KNOWING = (r"\b(?:determin\w*|answer\w*|know\w*|say|tell|sure|certain\w*|definitive\w*|solv\w*|conclu\w*|"
            r"d[ée]termin\w*|r[ée]pon\w*|savoir|sait|bestimm\w*|beantwort\w*|wissen|wei[ßs]|"
            r"respond\w*|respuesta|sab\w*|resposta|responder|определ\w*|ответ\w*|знать|сказать|antwort|"
-           r"l[öo]sung\w*|solution|soluci[óo]n|solu[çc][ãa]o|решени\w*)\b|"
+           r"l[öo]sung\w*|solution|soluci[óo]n|solu[çc][ãa]o|решени\w*|pin\w*\s+down|establish\w*|"
+           r"figure\w*\s+out|work\w*\s+out|angeb\w*|angegeben|sagen|nennen)\b|"
            r"确定|知道|回答|作答|解答|答案|判断|分から|わから|答え|特定")
 # ... with a word of being able ("can't", "impossible", "no way", "möglich", "无法", "できない"),
 # or of the answer itself ("sans réponse", "keine Antwort"): "we don't need to know x" declines nothing
@@ -245,6 +246,8 @@ CAPABLE = (r"\b(?:can|cannot|could|able|unable|possible|impossible|way|kann|k[ö
 # a parenthesis that supposes ("(if ...", "（若 ...", "(falls ...", "（1袋5個なら"): a value after it is offered
 SUPPOSED_ASIDE = rf"[(（][^()（）]{{0,40}}?(?:{SUPPOSED}|\bif\b|\bwhen\b|なら|場合|则)"
 # a unit between a value and the connector after it ("24 m², or 28 m²", "24 м² (либо 28 м²)")
-UNIT_BETWEEN = r"(?:\s*[^\W\d_]{1,12}(?:\^\{?\d\}?)?)?"
+UNIT_BETWEEN = r"(?:\s*[^\W\d_]{1,12}(?:\^\{?\d\}?)?(?:/[^\W\d_]{1,6})?)?[\s(（]*"
 # between two values, the words that make the second one offered beside the first (any language)
-HEDGE_BETWEEN = rf"{HEDGE_BEFORE}|\b(?:o\s+quiz[áa]s?|ou\s+talvez|или\s+может\s+быть)\b"
+HEDGE_BETWEEN = (rf"{HEDGE_BEFORE}|\b(?:o\s+quiz[áa]s?|ou\s+talvez|или\s+может\s+быть)\b|则是|则为"
+                 # "80 km/h, mit Pause 60 km/h": a condition named right before the second value
+                 r"|\b(?:mit|ohne|with|without|avec|sans|en\s+comptant|con|sin|com|sem|с|без)\s+(?:[^\W\d_]+\s+){0,3}$")

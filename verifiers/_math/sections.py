@@ -66,13 +66,12 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+")
 
 
 def declined(text: str) -> str | None:
-    """With no answer stated: a sentence after all the math that declines in other words (a
+    """With no answer stated: a sentence (or its rest) after all the math that declines in other words (a
     negation, a word of knowing or answering, and one of being able or of the answer: "we
     can't give a definitive answer", "reste sans réponse"), its words; else None."""
     digits = [m.end() for m in re.finditer(r"\d", text[-_REFUSAL_REACH:])]
     start = len(text) - min(len(text), _REFUSAL_REACH) + (digits[-1] if digits else 0)
-    end = re.compile(r"[.!?。！？\n]").search(text, start)
-    for sentence in _SENTENCE.finditer(text, end.end() if end else len(text)):
+    for sentence in _SENTENCE.finditer(text, start):  # the rest of the last number's sentence, and on
         words = sentence.group(0)
         if _NEGATION.search(words) and _KNOWING.search(words) and _CAPABLE.search(words):
             return sentence.group(0).strip()
