@@ -2,7 +2,7 @@ r"""The grader reads any model's conclusion: hand-written outputs of every class
 reader got wrong, each with the golds it answers (`right`) and those it does not (`wrong`), in
 two tables: tests/data/extract_classes.jsonl (written with the readers) and
 tests/data/extract_held_out.jsonl, held out: new phrasings of the same classes written after
-the first table passed, in nine rounds, each run against the grader before any change for it
+the first table passed, in ten rounds, each run against the grader before any change for it
 (round 1, 80 outputs: 3 false positives, a hedge "could also be correct" and refusals in
 German and Russian word order, and 1 false negative, "36 m²"; round 2, 53 outputs: 3 false
 positives, a hedge "also a reasonable answer", "8 или 9", a count after "at first;", and 1
@@ -28,7 +28,11 @@ positives, hedges ("30 might be what the question intends", "30 也说得通", "
 auch", "aunque 30 también") and "eine Lösung ist so nicht möglich", and no false negative;
 round 9, 33 outputs: 6 false positives, hedges with a unit written with "/" between the
 values ("80 km/h (or 60 km/h ...)"), "则是 60", "mit Pause 60 km/h", and refusals "can't be
-pinned down", "lässt sich ... nicht angeben", and no false negative).
+pinned down", "lässt sich ... nicht angeben", and no false negative; round 10, 27 outputs,
+mostly right ones: 1 false positive, a breakdown in a parenthesis after the answer read as
+it ("So he has 30 bottles. (24 from the crates and 6 from the cellar.)"), and 5 false
+negatives, "La réponse est 30 (24 dans les caisses ...)" in three languages (main reads
+English the same way), "30 L").
 Each miss was fixed in the rule of its class, never in the table. Expected
 verdicts are what a careful reader of the language concludes; where a text offers two
 answers, or declines to answer, no gold is right.
@@ -83,8 +87,8 @@ def test_class_row(family: str, gold: str, prediction: str, expected: bool) -> N
 def test_every_class_is_tested_both_ways() -> None:
     """Every class has rows; each has golds it must reject (a grader that accepts everything
     fails), and each but the refusals and hedges has golds it must accept; both tables are
-    whole (457 and 908 verdicts)."""
-    assert [len(verdict_rows(table)) for table in TABLES] == [457, 908]
+    whole (457 and 969 verdicts)."""
+    assert [len(verdict_rows(table)) for table in TABLES] == [457, 969]
     families = {family for family, *_ in ROWS}
     assert families == FAMILIES
     wrong = Counter(family for family, *_, expected in ROWS if not expected)

@@ -126,6 +126,11 @@ _MAYBE = _ci(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b")
 _NEGATED_BEFORE = _ci(
     r"(?:\bnot|n't|\bnever|\bcannot|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)"
     r"(?:\s+(?:be|equal|equals|to|exactly|just|simply|actually|possibly))*\W*$",)
+_SUPPOSING_ASIDE = re.compile(
+    rf"{lexicon.UNIT_BETWEEN}(?=[^()（）]{{0,120}}[)）])([^()（）]*?(?:{lexicon.SUPPOSED}|\bif\b|\bwhen\b|なら|场合|则)[^()（）]*)[)）]",
+    re.I,
+)
+_ASIDE = re.compile(r"\s*[(（][^()（）]*[)）]\s*[.。]?\s*")  # a sentence that is a parenthesis: an aside
 _TAIL = 400  # characters after the conclusion in which hedges and corrections are looked for
 
 
@@ -258,6 +263,9 @@ def hedge(text: str, final: Candidate, items) -> str | None:
         found = items(tail[at : cut.start() if cut else len(tail)])
         if found and not _SAME_VALUE.search(tail, at, at + found[0][0]):  # not "or about 1.414"
             offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
+    aside = _SUPPOSING_ASIDE.match(tail)
+    if aside:  # "24 m² (28 m² if the path counts)": any value in a parenthesis that supposes
+        offered += [(aside.start(1) + a, aside.start(1) + b, v, aside.start(1)) for a, b, v in items(aside.group(1))]
     unsure = _UNSURE.search(text, final.end, min(len(text), final.end + _TAIL))
     if unsure:  # "I'm not sure if it's 18 or 24", a sentence or two later: any other value in it
         cut = SENTENCE_END.search(text, unsure.end())
@@ -296,7 +304,7 @@ def replacement(text: str, after: int, items, *, cue: re.Pattern[str] | None = N
         s_start, s_end, terminator = sentence_bounds(text, pos - 1)
         s_start = max(s_start, after)
         sentence = text[s_start:s_end]
-        if terminator != "?":
+        if terminator != "?" and not _ASIDE.fullmatch(sentence):  # "(24 from the crates and 6 ...)"
             for a, b, value in reversed(items(sentence)):
                 if negated_before(sentence, a) or _quoted(sentence, 0, a) or (
                     cue and not cue.search(sentence, max(0, a - 40), a)

@@ -191,6 +191,8 @@ def before_prose(s: str) -> str:
         if depth == 0 and c.isspace():
             word = re.match(r"\s+[(—–]?\s*([^\W\d_]+)", s[k:])
             if word and has_prose(word.group(1)) and k > 0:  # "... and she wins": no "and"
+                if s.count("(", 0, k) > s.count(")", 0, k):  # "30 (24 from the crates": before the aside
+                    k = s.rindex("(", 0, k)
                 return re.sub(r"(?:\s*[,;:(\[—–]|\s+-|\s+(?:and|or))+\s*$", "", s[:k]).strip()
     return s
 

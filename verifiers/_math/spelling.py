@@ -48,7 +48,7 @@ _VALUE_FIRST = re.compile(r"^\s*(-?\d+(?:\.\d+)?|-?\\[dt]?frac\{\d+\}\{\d+\})\s*
 _UNIT_NAMES = (r"(?:km|m|cm|mm|mi|ft|in|yd|h|hr|hrs|min|s|sec|ms|kg|g|mg|lb|oz|L|l|ml|mL|"
                r"kWh|kW|W|J|N|Pa|V|A|mol|K|m\^\{?[23]\}?|cm\^\{?[23]\}?|s\^\{?2\}?)")
 _SLASH_UNITS = re.compile(
-    rf"(?<=[\d}}])\s*(?:{_UNIT_NAMES}\s*/\s*{_UNIT_NAMES}|°\s*[CF]|(?<=\d)\s(?:m|cm|mm|km|ft|in)\^\{{?[23]\}}?|(?<=\d)\s[msgh])\s*$")
+    rf"(?<=[\d}}])\s*(?:{_UNIT_NAMES}\s*/\s*{_UNIT_NAMES}|°\s*[CF]|(?<=\d)\s(?:m|cm|mm|km|ft|in)\^\{{?[23]\}}?|(?<=\d)\s[msghL])\s*$")
 # thousands groups set apart by a space, a TeX space (\\, \\; \\: \\! "\\ ") or a tie (~)
 _GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[ \t]|\\[,;:! ]|~)+\d{3})+(?![\d.])")
 
