@@ -1,7 +1,9 @@
 """Grading a solution text against a problem's gold: one entry point for every report.
 
     g = grade(problem, text)
-    g.correct    # math: the final answer equals the gold (verifiers.math.verify);
+    g.correct    # math: the final answer equals the gold (verifiers.math.verify; a choice
+                 # problem's options, in its metadata or its prompt, let a letter match its
+                 # option's text);
                  # code: the program passes the hidden tests (the full check)
     g.verified   # what a search could check without the gold: code, the program passes
                  # the public tests; math, given `solution=` (the text the answer came from),
@@ -33,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search.types import Problem
+from verifiers._math import choice
 from verifiers.answers import written_code
 from verifiers.code import TestReport, run_tests
 from verifiers.math import verify
@@ -66,6 +69,14 @@ def program_of(problem: Problem, text: str) -> str:
     return f"{problem.prompt.rstrip()}\n\n\n{code}\n" if _compiles(problem.prompt) else code
 
 
+def options_of(problem: Problem) -> dict[str, str]:
+    """A multiple-choice problem's options, {letter: text}: its metadata's "choices" /
+    "options" (a list, lettered A, B, ..., or a mapping), else those its prompt lists ("(A) 12
+    (B) 27", or one a line); {} for a problem with none."""
+    given = problem.metadata.get("choices") or problem.metadata.get("options")
+    return choice.options_of(given if given else problem.prompt)
+
+
 def steps_verified(solution: str) -> bool:
     """The step checker's verdict on a whole solution: no line has a wrong equation."""
     return all(check_step(line).status != "wrong" for line in solution.splitlines())
@@ -90,6 +101,6 @@ def grade(problem: Problem, text: str, *, timeout: float = 5.0,
         return Grade(hidden.passed_all, public, detail)
     if problem.answer is None:
         raise ValueError(f"math problem {problem.id!r} has no gold answer to grade with")
-    verdict = verify(str(problem.answer), text)
+    verdict = verify(str(problem.answer), text, options=options_of(problem))
     verified = None if solution is None else bool(text.strip()) and steps_verified(solution)
     return Grade(verdict.correct, verified, "" if verdict.correct else verdict.reason)

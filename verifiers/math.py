@@ -62,6 +62,14 @@ tests/test_grader_conclusions.py):
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
   sides to 6 places, so it calls 0.0000672 and 0.0000673 equal; inside tuples, sets and
   matrices its rule is the one that applies.)
+- Any model's conclusion (docs/grader.md): answer markers in Chinese, French, German, Spanish,
+  Portuguese, Russian, Japanese (and Italian, Korean) as in English; a check section after
+  the conclusion ("Verification:", "验证：", "Vérification :") never replaces it; a refusal
+  ("cannot determine", "无法确定") is no answer, its words in the verdict's reason, and is
+  right only against a gold that is itself one; number words, Unicode fractions, superscripts
+  and minus, NBSP / Indian / German digit groups ("1.234" alone stays 1.234), "3 1/2", units
+  as letters ("60 km/h"); a choice letter matches its option's text when `options` are given
+  ("(B) 27" whose text is not option B's answers nothing).
 Shared with math-verify: "10%" is 10; "x=5" and 5 match either way round; a gold
 equation's right side is its value ("f(x)=1" accepts 1); sets ignore order and repeats; a
 gold inequality accepts its interval, but an interval gold wants an interval; "^\circ" is
@@ -73,13 +81,15 @@ Nothing here raises on model output: bad input gives `Verdict(correct=False, rea
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from verifiers._math import quantity
+from verifiers._math import choice, quantity
 from verifiers._math.arith import eval_rational
-from verifiers._math.extract import answer_of
+from verifiers._math.extract import answer_of, read
 from verifiers._math.latex import is_text, to_plain
+from verifiers._math.sections import abstains
 
 MAX_ANSWER_CHARS = 1000  # a longer "answer" is not an answer; refuse it rather than parse it
 _MAX_NORMALIZE_CHARS = 5000
@@ -125,7 +135,8 @@ def normalize(answer: str) -> str:
         return " ".join(str(answer).split())
 
 
-def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float = 1e-6) -> Verdict:
+def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float = 1e-6,
+           options: Mapping[str, str] | None = None) -> Verdict:
     """Whether `prediction` (a full solution or a bare answer) matches the `gold` answer (which
     may itself be a solution: its answer is found the same way).
 
@@ -134,17 +145,25 @@ def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float =
     also waits a second or two for the worker to start, which the timeout does not count).
     `rel_tol`: a decimal written to fewer than 6 places still stands for an exact number when
     half a unit of its last place is within `rel_tol` of it (see `_numbers_equal`).
+    `options`: a multiple-choice problem's options, {letter: text} (verifiers._math.choice
+    reads them out of a problem); a letter then matches its option's text either way round.
     """
     try:
-        return _verify(str(gold), str(prediction), timeout, rel_tol)
+        return _verify(str(gold), str(prediction), timeout, rel_tol, dict(options or {}))
     except Exception as exc:
         return Verdict(False, f"internal error ({type(exc).__name__})", None, None)
 
 
-def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdict:
-    g_raw, p_raw = answer_of(gold, withdraw=False), answer_of(prediction)
+def _verify(gold: str, prediction: str, timeout: float, rel_tol: float,
+            options: dict[str, str]) -> Verdict:
+    g_raw, reading = answer_of(gold, withdraw=False), read(prediction)
+    p_raw = reading.answer
     if g_raw is None:
         return Verdict(False, "no answer found in gold", None, None)
+    if reading.abstained:
+        both = abstains(g_raw)  # a gold "cannot be determined" is answered by a refusal
+        return Verdict(both, f"the prediction abstains ({reading.abstained!r})"
+                       + (", as the gold does" if both else ": no answer"), normalize(g_raw), None)
     if p_raw is None:
         return Verdict(False, "no answer found in prediction", normalize(g_raw), None)
     for name, raw in (("gold", g_raw), ("prediction", p_raw)):
@@ -157,6 +176,9 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float) -> Verdi
     def verdict(correct: bool, reason: str) -> Verdict:
         return Verdict(correct, reason, g, p)
 
+    chosen = choice.compare(g_raw, p_raw, options, lambda a, b: _verify(a, b, timeout, rel_tol, {}).correct, (g, p))
+    if chosen is not None:  # "(B) 27" against "B", or against option B's text
+        return verdict(*chosen)
     if g == p:
         return verdict(True, "identical after normalisation")
     compound = quantity.compare(g_raw, p_raw, gold_text=gold)  # "5 hours and 30 minutes" against 5.5 or 330 minutes

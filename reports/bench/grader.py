@@ -9,7 +9,11 @@
    a fresh process, worker start-up included; total, median and slowest call.
 2. The differential corpus (reports/grader/corpus.py): false positives and negatives against
    how each row was built, and agreement with math-verify's recorded verdicts.
-3. --math-verify-tests DIR: the gold/prediction tables of math-verify's own test files (the
+3. The classes of model conclusion (tests/data/extract_classes.jsonl and its held-out table
+   extract_held_out.jsonl: other languages, checks, refusals, hedges, number words, Unicode and
+   regional number forms, units, mixed numbers, choices, markup): false positives and
+   negatives per class; with --reference, math-verify's on the same verdicts.
+4. --math-verify-tests DIR: the gold/prediction tables of math-verify's own test files (the
    tests/ folder of `pip download math-verify==0.9.0 --no-binary :all:`), read at run time
    (nothing of them is stored here): how often `verify` gives the verdict they expect.
 """
@@ -120,6 +124,39 @@ def corpus() -> None:
         print("  WRONG", r.id, r.expected, repr(r.prediction[-100:]))
 
 
+def classes(reference: bool) -> None:
+    """False positives / negatives per class on the class tables (see the module docstring)."""
+    from reports.grader.corpus import reference_verdict
+    from reports.grader.rows import TESTS_DATA
+    from verifiers.math import verify
+
+    rows = []  # (table, class, gold, prediction, expected)
+    for table in ("extract_classes", "extract_held_out"):
+        for line in (TESTS_DATA / f"{table}.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            rows += [(table, row["family"], g, row["prediction"], g in row["right"])
+                     for g in (*row["right"], *row["wrong"])]
+    times, tally = [], Counter()
+    for table, family, gold, prediction, expected in rows:
+        t = time.perf_counter()
+        correct = verify(gold, prediction).correct
+        times.append(time.perf_counter() - t)
+        tally[(table, family, "n")] += 1
+        tally[(table, family, "fp")] += correct and not expected
+        tally[(table, family, "fn")] += expected and not correct
+        if reference:
+            mv = reference_verdict(gold, prediction)
+            tally[(table, family, "mv fp")] += mv and not expected
+            tally[(table, family, "mv fn")] += expected and not mv
+    print(f"classes: {len(rows)} verdicts, median call {statistics.median(times) * 1e3:.2f} ms")
+    for table in ("extract_classes", "extract_held_out"):
+        for family in sorted({f for t, f, k in tally if t == table}):
+            n, fp, fn = (tally[(table, family, k)] for k in ("n", "fp", "fn"))
+            mv = (f"; math-verify {tally[(table, family, 'mv fp')]} FP / {tally[(table, family, 'mv fn')]} FN"
+                  if reference else "")
+            print(f"  {table:17s} {family:21s} {n:4d} verdicts: {fp} FP / {fn} FN{mv}")
+
+
 def math_verify_tables(folder: Path) -> None:
     """math-verify's parametrized (gold, pred, expected) tables, with its default options."""
     from verifiers.math import verify
@@ -161,6 +198,7 @@ def main() -> None:
     speed(args.reference)
     if not args.skip_corpus:
         corpus()
+    classes(args.reference)
     if args.math_verify_tests:
         math_verify_tables(args.math_verify_tests)
 

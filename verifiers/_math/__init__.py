@@ -3,9 +3,15 @@ normalize, verify, and verifiers.steps: check_step).
 
 Reading the answer (plain string work, no sympy):
   extract.py     which part of a text is its final answer (boxes, phrases, GSM8K's "####")
+  phrases.py     the answer markers ("the answer is", "答案是", "Ответ:") and what each states
   conclusion.py  which stated answer is the conclusion: commitment, corrections, hedges
+  sections.py    around it: check sections, refusals, a final marked line
+  lexicon.py     the words of all that, one table per role, a line per language
+  forms.py       how numbers are written (Unicode, regional groups, mixed numbers), rewritten first
+  numwords.py    English number words ("forty-two")
   items.py       the math in a stretch of prose: spans, quantities, numbers, in order
   quantity.py    compound quantities ("5 hours and 30 minutes")
+  choice.py      multiple-choice letters, a problem's options, and their verdict
 Canonical forms:
   spelling.py    how an answer is spelled, down to one LaTeX string
   latex.py       LaTeX -> a canonical plain string

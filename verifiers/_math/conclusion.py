@@ -21,8 +21,10 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from verifiers._math import lexicon
 from verifiers._math.arith import eval_rational
 from verifiers._math.latex import to_plain
+from verifiers._math.sections import check_start
 
 
 @dataclass(frozen=True)
@@ -40,16 +42,18 @@ def _ci(pattern: str) -> re.Pattern[str]:
 
 
 # a sentence ends at . ! ? followed by a space or the end, or at a line break
-SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|\n")  # "\\!" is a TeX space
+SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|[。！？]|\n")  # "\\!" is a TeX space
 # words that make what follows them (in their clause) a supposition, not a statement
 _SUPPOSED = _ci(
     r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|hypothetically|imagine|"
     r"pretend|might|tempting|mistakenly|wrongly|naively|thought|initially|originally|"
     r"at\s+first|claims?|claimed|wrote|"
-    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b",)
+    r"(?:check|verify|confirm|test)(?:s|ed|ing)?\s+(?:if|whether|that|our|the|my|this))\b"
+    rf"|{lexicon.SUPPOSED}",)
 # words after which a clause states again ("If x = 3, then the answer is 5")
 _RESUMES = _ci(
-    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b",)
+    r"\b(?:then|so|therefore|thus|hence|but|however|consequently|instead|actually|now|which\s+means)\b"
+    rf"|{lexicon.RESUMES}|;",)  # a semicolon ends a clause ("24 at first; 12 are left")
 # a correction: what came before it is withdrawn
 CORRECTION = _ci(
     r"\b(?:wrong|mistakes?|mistaken|(?:an?|my|this|that|the|made\s+an?|in)\s+(?:\w+\s+)?error|erroneous|"
@@ -59,9 +63,10 @@ CORRECTION = _ci(
     r"miscalculat\w*|miscount\w*|misread\w*|redo\w*|re-do\w*|recalculat\w*|recomput\w*|"
     r"reconsider\w*|rethink\w*|re-?examin\w*|re-?evaluat\w*|on\s+second\s+thought|corrections?|"
     r"corrected|scratch\s+that|typo|slip|blunder|(?:over|under|double)[- ]?count\w*|overlooked|"
-    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b",)
+    r"after\s+(?:re)?checking|fix(?:ing)?\s+(?:this|that|it))\b"
+    rf"|{lexicon.CORRECTIONS}",)
 # a softer turn: a different answer after it replaces the conclusion only when restated
-TURN = _ci(r"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+(?:re)?check)\b")
+TURN = _ci(rf"\b(?:wait|hmm+|hold\s+on|actually|instead|let\s+me\s+recheck)\b|{lexicon.TURNS}")
 # what leads to a restated answer after a soft turn ("Actually, it is 18")
 RESTATED = _ci(
     r"(?:\b(?:it'?s|it\s+is|answer\s+is|gives?|get|gets|got|obtain\w*|should\s+be|must\s+be|equals?|"
@@ -76,11 +81,13 @@ CONCLUDING = _ci(
 # "\boxed{X} (or $Y$ if ...)" right after it; "it could also be $Y$", "though $Y$ ...",
 # "in which case $Y$" in its sentence or the next
 _OR_NEXT = _ci(
-    r"(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–-]){0,6}(?:\b(?:or|and/or)\b|/)\s*"
+    rf"{lexicon.UNIT_BETWEEN}(?:\$|\\[)\]]|[\s,;:.!()\[\]*—–、，（-]){{0,6}}(?:\b(?:or|and/or)\b|/|{lexicon.OR_WORDS})\s*"
     r"(?:(?:possibly|maybe|perhaps|even|else|alternatively|just|rather)\s+)?",)
 # cues after which any value later in the sentence is an alternative ("unless ..., then 6")
 _ELSEWISE = _ci(
-    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending)\b"
+    r"\b(?:unless|otherwise|alternatively|or\s+else|if\s+not|if\s+instead|in\s+which\s+case|depending|"
+    r"but\s+if)\b"
+    rf"|{lexicon.SUPPOSED_ASIDE}"
     r"|\(\s*(?:if|when|for|assuming)\b",)
 # doubt about the answer: every value in its sentence is a candidate
 _UNSURE = _ci(
@@ -88,16 +95,25 @@ _UNSURE = _ci(
     r"(?:torn|undecided|can'?t\s+decide)\s+between)\b",)
 _OFFERED = _ci(
     r"\b(?:(?:could|might|may)\s+(?:(?:also|even|just|equally|instead|actually|well|"
-    r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to))"
+    r"possibly|perhaps)\s+)*(?:be(?:\s+equal\s+to)?|equal|give|make|come\s+out\s+(?:as|to)|say|claim|argue\s+for)"
+    r"|would\s+also\s+be|(?:could|might|may|one\s+could|some\s+might)\s+(?:also\s+)?argue\s+for"
     r"|(?:though|although|unless|alternatively|maybe|perhaps|possibly|probably|otherwise|"
     r"or\s+else|in\s+which\s+case)\b[\s,:]*(?:(?:it|the|answer|is|was|it's|be|also|just|even|"
-    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4})[\s:]*",)
+    r"could|might|would|may|value|result|becomes|we|get)\s+){0,4}"
+    rf"|{lexicon.HEDGE_BEFORE})[\s:]*",)
 # ... or followed by a word that offers it: "12 is also possible"
 _POSSIBLE_AFTER = _ci(
-    r"\s*(?:\)\s*)?(?:(?:is|are|would\s+be|could\s+be|might\s+be|may\s+be|seems?|remains?)\s+"
+    r"\s*(?:\)\s*)?(?:(?:is|are|seems?|remains?|(?:would|could|might|may|can)\s+(?:also\s+|equally\s+)?be)\s+"
+    r"(?:also|equally|just\s+as)\s+(?!the\b|a\b|an\b)[a-z]+|(?:is|are|seems?|remains?|(?:would|could|might|may|can)\s+(?:also\s+|equally\s+)?be)\s+"
     r"(?:also\s+|equally\s+|still\s+)?(?:possible|plausible|likely|an?\s+(?:option|possibility|candidate|"
-    r"alternative)|valid|correct|right)|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
-    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b",)
+    r"alternative)|valid|correct|right|an?\s+(?:[\w-]+\s+){0,2}(?:answer|solution|option|choice|possibility))"
+    r"|(?:is|are)\s+another\s+(?:(?:valid|possible|correct)\s+)?(?:answer|solution|option|possibility)"
+    r"|(?:also|equally)\s+(?:works|fits|satisfies|holds)"
+    r"|(?:could|might|may|would)\s+(?:also\s+)?(?:work|fit|hold|apply)"
+    r"|(?:could|might|may|would|can)\s+(?:also\s+|equally\s+|just\s+as\s+well\s+)?be\s+(?:also\s+)?(?:correct|right|"
+    r"valid|possible|acceptable|plausible|the\s+answer|an?\s+(?:answer|solution|option))"
+    r"|(?:can'?t|cannot|can\s+not)\s+be\s+(?:ruled\s+out|excluded|dismissed))\b"
+    rf"|{lexicon.HEDGE_AFTER}",)
 # a value that is part of a computation or a relation, not one offered as the answer
 _OPERATOR_NEXT = re.compile(r"\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|le|ge|leq|geq|neq|ne)\b)")
 # words that restate the value before them ("or about 1.414", "i.e. 0.5")
@@ -110,6 +126,11 @@ _MAYBE = _ci(r"\b(?:maybe|perhaps|possibly|probably|might|could)\b")
 _NEGATED_BEFORE = _ci(
     r"(?:\bnot|n't|\bnever|\bcannot|\binstead\s+of|\brather\s+than|\bthan|≠|\\neq?)"
     r"(?:\s+(?:be|equal|equals|to|exactly|just|simply|actually|possibly))*\W*$",)
+_SUPPOSING_ASIDE = re.compile(
+    rf"{lexicon.UNIT_BETWEEN}(?=[^()（）]{{0,120}}[)）])([^()（）]*?(?:{lexicon.SUPPOSED}|\bif\b|\bwhen\b|なら|场合|则)[^()（）]*)[)）]",
+    re.I,
+)
+_ASIDE = re.compile(r"\s*[(（][^()（）]*[)）]\s*[.。]?\s*")  # a sentence that is a parenthesis: an aside
 _TAIL = 400  # characters after the conclusion in which hedges and corrections are looked for
 
 
@@ -128,7 +149,7 @@ def committed(text: str, start: int, mark_end: int) -> bool:
     """Whether the statement starting at `start` (its answer phrase ending at `mark_end`) is
     asserted: not in a question, a supposition, quotes, nor negated."""
     s_start, _, terminator = sentence_bounds(text, mark_end)
-    if terminator == "?":
+    if terminator in ("?", "？"):
         return False
     clause = text[s_start:start]
     resumed = list(_RESUMES.finditer(clause))
@@ -136,7 +157,7 @@ def committed(text: str, start: int, mark_end: int) -> bool:
         return False
     if _quoted(text, s_start, start):  # 'One might say "the answer is 16"'
         return False
-    return not re.match(r"\s*(?:not\b|n't\b|never\b)", text[mark_end : mark_end + 12], re.I)
+    return not lexicon.NEGATION_AFTER.match(text[mark_end : mark_end + 12])
 
 
 def _quoted(text: str, start: int, pos: int) -> bool:
@@ -157,13 +178,38 @@ def corrected(text: str, start: int, end: int) -> bool:
     """Whether the answer stated at `end` replaces the one before `start`: a correction or a
     turn between them, and the later one not itself offered as a maybe ("Hmm, maybe the
     answer is 3" beside an earlier answer is a hedge, not a correction)."""
-    if not (CORRECTION.search(text, start, end) or TURN.search(text, start, end)):
+    if not (withdrawals(text, start, end, earlier=True) or TURN.search(text, start, end)):
         return False
     return not _MAYBE.search(text, sentence_bounds(text, end)[0], end)
 
 
 # a correction that looks back at an earlier answer, not at the one just given
 _LOOKS_BACK = _ci(r"\b(?:earlier|previously|before|above|at\s+first|initially|first)\b")
+
+
+def withdrawals(text: str, start: int, end: int, *, earlier: bool = False) -> list[re.Match[str]]:
+    """The corrections in text[start:end] that withdraw what precedes them: not one that
+    looks back at an earlier answer (unless `earlier`), nor a verdict on a value tried ("if
+    the answer is 3, then 27 is too large")."""
+    return [m for m in CORRECTION.finditer(text, start, end)
+            if (earlier or not about_earlier(text, m)) and not on_trial(text, m)]
+
+
+def on_trial(text: str, correction: re.Match[str]) -> bool:
+    """Whether a correction judges a value tried: its sentence supposes one before it ("If
+    the answer were 5, 25 is too large", "Trying 3: too small"), or it opens a sentence ("That
+    is too large") right after one that does."""
+    start, _, _ = sentence_bounds(text, correction.start())
+    if _SUPPOSED.search(text, start, correction.start()) or _TRIAL.search(text, start, correction.start()):
+        return True
+    if re.fullmatch(r"\s*(?:that|this|it|which|so|then|[^\W\d_]{1,6})?\W*(?:is|was|'s|gives|makes)?\W*",
+                    text[start : correction.start()], re.I) and start > 0:
+        before, _, _ = sentence_bounds(text, start - 1)
+        return bool(_SUPPOSED.search(text, before, start) or _TRIAL.search(text, before, start))
+    return False
+
+
+_TRIAL = _ci(lexicon.TRIAL)
 
 
 def about_earlier(text: str, correction: re.Match[str]) -> bool:
@@ -186,14 +232,21 @@ def turned_at(text: str, end: int) -> int:
 
 def hedge(text: str, final: Candidate, items) -> str | None:
     """A second, different value offered beside `final` (see _OR_NEXT, _ELSEWISE, _OFFERED,
-    _POSSIBLE_AFTER) in the rest of its sentence and the next, joined to it as a list ("X,
-    Y"); None when there is none. `items(text)` lists the math (start, end, value) of a text,
+    _POSSIBLE_AFTER) in the rest of its sentence and the next (past blank lines for a value
+    offered as valid, not in a check section), joined to it as a list ("X, Y"); None when
+    there is none. `items(text)` lists the math (start, end, value) of a text,
     as verifiers._math.extract reads it."""
     _, s_end, _ = sentence_bounds(text, final.end)
+    end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
+    near = min(end.end() if end else len(text), final.end + _TAIL) - final.end
+    while s_end < len(text) and text[s_end] == "\n":  # a value offered as valid: past blank lines
+        s_end += 1
     end = SENTENCE_END.search(text, s_end) if s_end < len(text) else None
     tail_end = min(end.end() if end else len(text), final.end + _TAIL)
     stop = CORRECTION.search(text, final.end, tail_end)
     tail_end = stop.start() if stop else tail_end
+    head = check_start(text, final.end)  # a check's values are the check's
+    tail_end = min(tail_end, head) if head is not None else tail_end
     tail = text[final.end : tail_end]
     # (start, end, value, where its cue ends) of each value offered in the tail
     offered = [(a, b, v, 0) for a, b, v in items(tail) if _POSSIBLE_AFTER.match(tail, b)]  # "12 is also possible"
@@ -203,13 +256,16 @@ def hedge(text: str, final: Candidate, items) -> str | None:
         found = items(tail[at : at + 160])
         if found and found[0][0] <= 2:
             offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
-    elsewise = _ELSEWISE.search(tail) or or_next
+    elsewise = _ELSEWISE.search(tail, 0, near) or or_next  # "if ..., 6": in the next sentence only
     if elsewise:  # "unless ..., in which case $Y$", "16 or, if ..., 18": any value after it
         at = elsewise.end()
         cut = SENTENCE_END.search(tail, at)
         found = items(tail[at : cut.start() if cut else len(tail)])
         if found and not _SAME_VALUE.search(tail, at, at + found[0][0]):  # not "or about 1.414"
             offered.append((at + found[0][0], at + found[0][1], found[0][2], at))
+    aside = _SUPPOSING_ASIDE.match(tail)
+    if aside:  # "24 m² (28 m² if the path counts)": any value in a parenthesis that supposes
+        offered += [(aside.start(1) + a, aside.start(1) + b, v, aside.start(1)) for a, b, v in items(aside.group(1))]
     unsure = _UNSURE.search(text, final.end, min(len(text), final.end + _TAIL))
     if unsure:  # "I'm not sure if it's 18 or 24", a sentence or two later: any other value in it
         cut = SENTENCE_END.search(text, unsure.end())
@@ -248,7 +304,7 @@ def replacement(text: str, after: int, items, *, cue: re.Pattern[str] | None = N
         s_start, s_end, terminator = sentence_bounds(text, pos - 1)
         s_start = max(s_start, after)
         sentence = text[s_start:s_end]
-        if terminator != "?":
+        if terminator != "?" and not _ASIDE.fullmatch(sentence):  # "(24 from the crates and 6 ...)"
             for a, b, value in reversed(items(sentence)):
                 if negated_before(sentence, a) or _quoted(sentence, 0, a) or (
                     cue and not cue.search(sentence, max(0, a - 40), a)

@@ -19,51 +19,30 @@ A number is never read out of LaTeX written without delimiters (the 3 of "\frac{
 
 from __future__ import annotations
 
-import bisect
 import re
+from dataclasses import dataclass
 
 from verifiers._math.conclusion import (
     CONCLUDING,
-    CORRECTION,
     RESTATED,
-    SENTENCE_END,
     TURN,
     Candidate,
-    about_earlier,
-    committed,
     corrected,
     hedge,
-    negated_before,
     replacement,
+    restates,
     same,
     turned_at,
+    withdrawals,
 )
-from verifiers._math.items import BOX, CONNECTOR, MATH_SPAN, math_items, run
+from verifiers._math.forms import rewrite
+from verifiers._math.items import BOX, math_items, run
 from verifiers._math.latex import to_plain
-from verifiers._math.quantity import COMPOUND, parts
+from verifiers._math.lexicon import HEDGE_BETWEEN, UNIT_BETWEEN
+from verifiers._math.phrases import has_prose, phrases
+from verifiers._math.sections import abstention, check_start, declined, final_line
 
-_PHRASE = re.compile(
-    r"\b(?:final\s+answer\b(?:\s*(?:is\b|:|=))?|answer\s*(?:is\b|:|=)"
-    r"|answer\s+(?:must|should|would|will|has\s+to|ought\s+to)\s+be\b|answer\s+(?:equals|becomes)\b"
-    r"|answer\b(?=\s*[$\\\d(\[{-]))\s*:?(?:\s*\*\*)?",
-    re.I,
-)
-# words between "the answer is" and its math ("is therefore $\frac{14}{3}$")
-_FILLER = re.compile(
-    r"(?:(?:therefore|thus|hence|so|then|now|simply|just|indeed|clearly|exactly|precisely|"
-    r"actually|really|still|finally|definitely|certainly|surely|obviously|evidently|in\s+fact|"
-    r"of\s+course|equal\s+to|given\s+by|the\s+(?:value|number|result)|most|very|quite|[a-z]+ly)\b[\s,:*]*)+",
-    re.I,
-)
-# what "the answer is" may be followed by that is a verdict on it, not an answer
-_VERDICT_WORDS = {"correct", "right", "wrong", "incorrect", "reasonable", "valid", "accurate",
-                  "plausible", "consistent", "clear", "obvious", "below", "above", "follows",
-                  "unclear", "unknown", "sensible", "confirmed", "verified", "checked", "sound",
-                  "good", "fine", "ok", "okay"}
 _WITHDRAWN = 200  # characters after an answer in which "that's wrong" withdraws it
-_MAX_PHRASES = 50  # "the answer is" phrases read, the last ones
-_LINE = 400  # characters of the sentence after "the answer is" that its answer is read from
-_READ = 2000  # characters after "the answer is" in which its answer is read
 _MAX_BOXES = 50  # distinct boxed values normalised to tell a repeat from a hedge
 _GSM8K = re.compile(r"#{4,}\s*([^\n#]*)")  # "#### #### 0" and "#### 0 ####" hold "0"
 _CONTRAST = re.compile(
@@ -74,15 +53,18 @@ _ABOUT = re.compile(
     r"equivalently|\\approx|≈)\W*",
     re.I,
 )
-# words that make a text prose rather than an answer: English words of three or more letters
-# and the common two-letter ones ("is", "so"); "AB", "cm", "sin" and \text{...} are not prose
-_MATH_WORDS = {
-    "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "arcsin", "arccos",
-    "arctan", "sinh", "cosh", "tanh", "pi", "oo", "inf", "gcd", "lcm", "det", "mod", "and", "or",
-    "approx", "infty", "infinity",
-}  # fmt: skip
-_SHORT_WORDS = {"no", "is", "so", "we", "to", "of", "be", "it", "in", "at", "on", "by", "an", "if",
-                "as", "my", "he", "she", "do", "get", "got", "has", "the", "are", "was"}  # fmt: skip
+_HEDGED = re.compile(HEDGE_BETWEEN, re.I)  # another language's "or maybe" between two values
+_UNIT_FIRST = re.compile(rf"^{UNIT_BETWEEN}")
+_MARKUP = re.compile(r"^(\*{1,3}|_{2})(.+?)\1$", re.S)  # "**120**": bold around an answer
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a text answers: `answer` (None for none), and `abstained`, the words of a refusal
+    ("cannot determine") when the text declines to answer."""
+
+    answer: str | None
+    abstained: str | None = None
 
 
 def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | None:
@@ -90,27 +72,84 @@ def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | 
 
     words: a short line of words with no math in it ("Evelyn") is itself the answer; without
     it such a text has none (what a search's candidate needs: a marked answer or some math).
-    withdraw: an answer followed by "that's wrong" (and no new one) is no answer; a gold's
-    text is read without this (a reference answer is never withdrawn).
+    withdraw: an answer followed by "that's wrong" (and no new one) is no answer, and so is a
+    refusal ("I cannot determine the answer"); a gold's text is read without this (a reference
+    answer is never withdrawn).
     """
+    return read(text, words=words, withdraw=withdraw).answer
+
+
+def read(text: str, *, words: bool = True, withdraw: bool = True) -> Reading:
+    """`answer_of`, with the refusal that made it None when one did."""
     after = _after_thinking(text)
     if after is None:
-        return None
-    text = after
+        return Reading(None)
+    text = rewrite(after)
     boxes = _boxes(text)
-    phrases = _phrases(text, boxes)  # a phrase that states a box ranks the box instead
+    stated = phrases(text, boxes)  # a phrase that states a box ranks the box instead
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
-    candidates = sorted(boxes + phrases + markers, key=lambda c: c.start)
+    candidates = sorted(boxes + stated + markers + _final_line(text, boxes), key=lambda c: c.start)
+    if withdraw:
+        last = max((c.start for c in candidates if c.committed), default=-1)
+        refusal = abstention(text, last) or (declined(text) if last < 0 else None)
+        if refusal:
+            return Reading(None, refusal)
     if candidates:
-        return _conclusion(text, candidates, withdraw)
-    bare = _strip_math_delimiters(text.strip()).strip()
+        checked = _checked(text, candidates)
+        return Reading(checked if isinstance(checked, str) else _conclusion(text, checked, withdraw))
+    bare = _unmark(_strip_math_delimiters(text.strip()).strip())
     single = "\n" not in bare or "\\begin" in bare
-    if bare and single and not _has_prose(bare):
-        return bare.rstrip(".").strip() or None
-    math = _last_statement(text, 0, withdraw)
+    if bare and single and not has_prose(bare):
+        return Reading(bare.rstrip(".").strip() or None)
+    math = _before_check(text, withdraw) or _last_statement(text, 0, withdraw)
     if math is None and words and single and 0 < len(bare) <= 100:
-        return bare.rstrip(".").strip() or None
-    return math
+        return Reading(bare.rstrip(".").strip() or None)
+    return Reading(math)
+
+
+def _final_line(text: str, boxes: list[Candidate]) -> list[Candidate]:
+    """A last line that states an answer by its form ("**D**", "**(B) 27**"), as a weak
+    marker; none when it is a box's or holds prose."""
+    line = final_line(text)
+    if line is None or has_prose(line[2]) or any(b.end > line[0] for b in boxes):
+        return []
+    return [Candidate(line[0], line[1], line[2], "phrase")]
+
+
+def _checked(text: str, candidates: list[Candidate]) -> list[Candidate] | str:
+    """The candidates with a check section's restatements dropped; a different answer stated
+    in the check with no correction between is a hedge (the list of both)."""
+    first = next((c for c in candidates if c.committed), None)
+    head = check_start(text, first.end) if first else None
+    if head is None:
+        return candidates
+    conclusion = [c for c in candidates if c.committed and c.end <= head][-1]
+    inside = [c for c in candidates if c.start >= head and c.committed and c.kind == "phrase"]
+    for c in inside:
+        if not same(c.value, conclusion.value) and not restates(c.value, conclusion.value):
+            if corrected(text, conclusion.end, c.start):
+                return candidates
+            return f"{conclusion.value}, {c.value}"
+    return [c for c in candidates if c not in inside]
+
+
+def _before_check(text: str, withdraw: bool) -> str | None:
+    """With no stated answer: the last statement before a check section, when the check
+    names it (it checks that value) and withdraws nothing; else None."""
+    head = check_start(text, 0)
+    if head is None:
+        return None
+    found = _last_statement(text[:head], 0, withdraw)
+    if found is None or withdrawals(text, head, len(text)):
+        return None
+    named = any(same(value, found) for _, _, value in math_items(text[head:]))
+    return found if named else None
+
+
+def _unmark(value: str) -> str:
+    """ "**120**" -> "120": markdown emphasis around a whole answer is no part of it."""
+    m = _MARKUP.match(value.strip())
+    return m.group(2).strip() if m else value
 
 
 def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str | None:
@@ -140,13 +179,14 @@ def _conclusion(text: str, candidates: list[Candidate], withdraw: bool) -> str |
         final = stated[-1]
     else:  # only supposed, questioned or negated answers: what the text asserts besides them
         return _last_statement(text, 0, withdraw)
-    correction = [m for m in CORRECTION.finditer(text, final.end) if not about_earlier(text, m)]
+    correction = withdrawals(text, final.end, len(text))
     if correction:  # "\\boxed{16}. Wait, that's wrong ... Redoing it gives 18."
         found = replacement(text, correction[-1].end(), math_items, cue=CONCLUDING)
         if found is None and withdraw and correction[0].start() - final.end < _WITHDRAWN:
             return None  # withdrawn right after it, and nothing stated instead
     else:  # "The answer is 16. Actually, it's 18."
-        turned = TURN.search(text, final.end)
+        head = check_start(text, final.end)  # a check's "let me check" turns nothing
+        turned = TURN.search(text, final.end, len(text) if head is None else head)
         found = replacement(text, turned.end(), math_items, cue=RESTATED) if turned else None
     if found is not None and not same(found.value, final.value):
         if not corrected(text, final.end, found.start):
@@ -159,16 +199,18 @@ def _last_statement(text: str, start: int, withdraw: bool) -> str | None:
     """The last run of math asserted in text[start:] (not in a question, a supposition or
     after "not"), None when a correction follows it; a hedge beside it makes it a list."""
     found = replacement(text, start, math_items)
-    if found is None or withdraw and CORRECTION.search(text, found.end):  # "We get 18. Wait, that's wrong."
+    if found is None or withdraw and withdrawals(text, found.end, len(text), earlier=True):  # "We get 18. Wait, that's wrong."
         return None
     before = text[start : found.end]
     items = math_items(before)
     final = Candidate(found.start, found.end, run(before, items), "conclusion")
-    if len(items) > 1 and _ABOUT.fullmatch(before, items[-2][1], items[-1][0]):
+    if len(items) > 1 and _ABOUT.fullmatch(re.sub(_UNIT_FIRST, "", before[items[-2][1] : items[-1][0]], count=1)):
         a, b, value = items[-2]  # "$\\sqrt{2}$, or about $1.414$": the exact value
         final = Candidate(start + a, start + b, value, "conclusion")
     elif len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
         a, b, value = items[-2]
+        if _HEDGED.search(before, b, items[-1][0]) and "\n" not in before[b : items[-1][0]]:
+            return f"{value}, {found.value}"  # "58 moutons, voire 60", "58 只，也有可能是 60 只"
         if _CONTRAST.search(before, b, items[-1][0]):
             offered = hedge(text, Candidate(start + a, start + b, value, "conclusion"), math_items)
             if offered and offered.endswith(f", {found.value}"):
@@ -238,95 +280,11 @@ def _closing_braces(text: str) -> dict[int, int]:
     return pairs
 
 
-def _phrases(text: str, boxes: list[Candidate]) -> list[Candidate]:
-    """Every "the answer is" with the answer it states (this line, or the next when it ends
-    there). A phrase whose answer is a box hands its rank to the box ("Final Answer:
-    \\boxed{5}" is a closing box) and states nothing itself."""
-    out: list[Candidate] = []
-    box_starts = [b.start for b in boxes]
-    for mark in list(_PHRASE.finditer(text))[-_MAX_PHRASES:]:  # the conclusion is among the last
-        final = mark.group(0).lower().startswith("final")
-        rest = text[mark.end() : mark.end() + _READ].lstrip(" \t*:")
-        offset = min(len(text), mark.end() + _READ) - len(rest)
-        display = MATH_SPAN.match(rest.lstrip())  # "Answer:\n\\[ 9 \\]" spans lines
-        if display and rest.lstrip()[:2] in ("$$", "\\["):
-            value: str | None = next(g for g in display.groups() if g is not None).strip()
-            reach = offset + len(rest) - len(rest.lstrip()) + display.end()
-        else:
-            line, _, after = rest.partition("\n")
-            if not line.strip():  # "**Final Answer**\n$$ 5 $$"
-                line = after.lstrip("\n").split("\n\n", 1)[0]
-            stop = SENTENCE_END.search(line, 0, _LINE)  # its first sentence, 400 characters at most
-            value = _sentence_answer(line[: stop.end() if stop else _LINE])
-            reach = text.find(line, offset) + len(line)
-        k = bisect.bisect_left(box_starts, mark.end())
-        if k < len(boxes) and boxes[k].start < reach:  # the phrase states a box
-            if final and boxes[k].kind == "box":
-                boxes[k] = Candidate(boxes[k].start, boxes[k].end, boxes[k].value, "close")
-            continue
-        first = re.match(r"[\s*:]*(?:(?:very|quite|probably|definitely|surely|indeed|also)\s+)*([A-Za-z]+)", rest)
-        if not value or (first and first.group(1).lower() in _VERDICT_WORDS):  # "the answer is correct"
-            continue
-        tail = value.rsplit(",", 1)[-1].strip()[-12:]
-        at = text.find(tail, offset, reach) if tail else -1
-        end = at + len(tail) if at >= 0 else reach
-        end += len(re.match(r"[$\s]*(?:\\[)\]])?\$*", text[end:end + 4]).group(0))  # type: ignore[union-attr]
-        kind = "close" if final and re.search(r"[\d\\]", value) else "phrase"
-        out.append(Candidate(mark.start(), end, value, kind, committed(text, mark.start(), mark.end())))
-    return out
-
-
-def _sentence_answer(sentence: str) -> str | None:
-    """ "$\\frac{3}{4}$. Done" -> "\\frac{3}{4}"; "42 apples." -> "42 apples"; "therefore
-    $\\frac{14}{3}$." -> "\\frac{14}{3}" (adverbs before the math are skipped); "5 hours and 30
-    minutes" whole; "The largest $n$ is 34." -> "34" (a sentence that starts in words: its
-    last math)."""
-    s = sentence.replace("\\$", "").strip().lstrip("*").strip()
-    s = re.sub(r"^[#\s]+", "", s)  # "The answer is #### 5": the GSM8K marker is not part of it
-    s = re.sub(r'^\\?["\']|\\?["\']\s*\.?$', "", s.strip())  # quoted: "\"$12$ and $13$\""
-    filler = _FILLER.match(s)
-    if filler and re.match(r"[\d$\\(\[{-]", s[filler.end() :]):  # "is simply $\\frac{14}{3}$"
-        s = s[filler.end() :]
-    if MATH_SPAN.match(s):  # "$12$ and $13$.": the spans joined to the first one
-        items = math_items(s)
-        joined = [items[0]]
-        for item in items[1:]:
-            if not CONNECTOR.fullmatch(s[joined[-1][1] : item[0]]):
-                break
-            joined.append(item)
-        return ", ".join(it[2] for it in joined)
-    compound = COMPOUND.match(s)
-    if compound and parts(compound.group(0)):  # "5 hours and 30 minutes"
-        return compound.group(0)
-    cut = re.split(r"\.(?:\s|$)|\*\*", s)[0].strip()
-    s = cut.strip("$").rstrip(".").strip()
-    if not s:
-        return None
-    head = re.match(r"[A-Za-z]+", s)
-    if head and _has_prose(head.group(0)):  # "The answer is Evelyn."; "the sum, 10, not 12"
-        items = [it for it in math_items(cut) if not negated_before(cut, it[0])]
-        return run(cut, items) if items else s
-    return _before_prose(s)
-
-
-def _before_prose(s: str) -> str:
-    """ "12 because x = 5" -> "12": math ends at the first prose word outside braces (units
-    such as "cm" and words inside \\text{...} are no prose)."""
-    depth = 0
-    for k, c in enumerate(s):
-        depth += (c == "{") - (c == "}")
-        if depth == 0 and c.isspace():
-            word = re.match(r"\s+[(—–]?\s*([A-Za-z]+)\b", s[k:])
-            if word and _has_prose(word.group(1)) and k > 0:  # "... and she wins": no "and"
-                return re.sub(r"(?:\s*[,;:(\[—–]|\s+-|\s+(?:and|or))+\s*$", "", s[:k]).strip()
-    return s
-
-
 def _gsm8k(text: str) -> list[Candidate]:
     """Every GSM8K "#### X" that is followed by something (a closing marker)."""
     out = []
     for mark in _GSM8K.finditer(text):
-        answer = mark.group(1).strip().rstrip(".").strip()
+        answer = _unmark(mark.group(1).strip().rstrip(".").strip())
         if answer:
             out.append(Candidate(mark.start(), mark.end(), answer, "close"))
     return out
@@ -336,14 +294,3 @@ def _strip_math_delimiters(text: str) -> str:
     text = re.sub(r"\\[()\[\]]", " ", text.replace("\\$", ""))
     return text.replace("$", " ")
 
-
-def _has_prose(text: str) -> bool:
-    """Whether `text` has words: a LaTeX command and its {letters} argument are not words."""
-    text = re.sub(r"\\[A-Za-z]+\*?(?:\s*\{[^{}]*\})?", " ", text)
-    for word in re.findall(r"[A-Za-z]+", text):
-        lower = word.lower()
-        if lower in _MATH_WORDS:
-            continue
-        if len(word) >= 3 or lower in _SHORT_WORDS:
-            return True
-    return False

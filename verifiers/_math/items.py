@@ -1,7 +1,9 @@
 """The math in a stretch of prose: spans, compound quantities and numbers, in order.
 
 `math_items(text)` lists (start, end, math) for every $..$ / \\(..\\) / \\[..\\] span, every
-compound quantity ("5 hours and 30 minutes") and every number outside them; `run` joins the
+compound quantity ("5 hours and 30 minutes"), number in scientific notation ("3.2 × 10^{5}"),
+run of number words ("forty-two", as "42"; these two in the last 2000 characters) and every
+number outside them; `run` joins the
 last item to the ones before it that "and" / "or" / "," connect ("$1$, $2$ and $3$" -> "1, 2,
 3"). Plain string work, linear in the text.
 """
@@ -12,6 +14,8 @@ import bisect
 import re
 
 from verifiers._math.conclusion import restates, same
+from verifiers._math.lexicon import CONNECTOR_WORDS, OR_WORDS, UNIT_BETWEEN
+from verifiers._math.numwords import NUMBER_WORDS, prose_number
 from verifiers._math.quantity import COMPOUND, parts
 
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
@@ -20,14 +24,19 @@ _LATEX_AFTER = re.compile(r"\^(?!\s*\{?\s*\\circ)|_|\}|\{|\\(?![%,!;: $]|text|mb
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{$")
 # a number as written in prose: signs, thousands separators, decimals, simple fractions
 NUMBER = re.compile(
-    r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+    r"(?<![A-Za-z0-9_.\u0370-\u03ff])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 )
 MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$([^$]+?)\$|\\\((.+?)\\\)", re.S)
 # LaTeX written without delimiters: "2\\sqrt{3}", "\\frac{14}{3}", "\\pi/6" (one item, whole)
 BARE_LATEX = re.compile(
     r"(?<![\w\\$}{])-?\d*(?:\.\d+)?\\(?:[dt]?frac|sqrt|pi|[dt]?binom)(?![A-Za-z])[\w{}\[\]^+\-*/().\\]*"
 )
-CONNECTOR = re.compile(r"\s*(?:,|(?:,\s*)?\b(?:and|or)\b)\s*", re.I)
+# a number in scientific notation as prose writes it: "3.2 × 10^{5}", "6 \\times 10^{-3}"
+SCIENTIFIC = re.compile(r"(?<![A-Za-z0-9_.^{])-?\d+(?:\.\d+)?\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{\s*-?\d+\s*\}|-?\d+)")
+_WORDS_REACH = 2000  # characters before the end in which numbers in words or in 10^k notation are read
+CONNECTOR = re.compile(rf"\s*(?:[,、，]|(?:[,、，]\s*)?(?:\b(?:and|or)\b|{CONNECTOR_WORDS}))\s*", re.I)
+# a unit, then "or": "24 m², or 28 m²" (not "and": "3 apples and -4.5 pears" is no list)
+_UNIT_CONNECTOR = re.compile(rf"{UNIT_BETWEEN}\s*[,、，]?\s*(?:\bor\b|{OR_WORDS})\s*", re.I)
 
 
 def run(text: str, items: list[tuple[int, int, str]]) -> str:
@@ -35,7 +44,8 @@ def run(text: str, items: list[tuple[int, int, str]]) -> str:
     written twice is one item ("$\\frac{1}{2}$ or $0.5$", "1/2 or 50%")."""
     joined = [items[-1]]
     for item in reversed(items[:-1]):
-        if not CONNECTOR.fullmatch(text[item[1] : joined[0][0]]):
+        gap = text[item[1] : joined[0][0]]
+        if not (CONNECTOR.fullmatch(gap) or _UNIT_CONNECTOR.fullmatch(gap)):
             break
         joined.insert(0, item)
     values: list[str] = []
@@ -64,6 +74,13 @@ def math_items(text: str) -> list[tuple[int, int, str]]:
     for m in COMPOUND.finditer(text, 0, limit):
         if parts(m.group(0)) and not _overlaps(spans, span_starts, m.start(), m.end()):
             items.append((m.start(), m.end(), m.group(0)))
+    taken = sorted((a, b) for a, b, _ in items)
+    taken_starts = [a for a, _ in taken]
+    for pattern in (SCIENTIFIC, NUMBER_WORDS):  # "3.2 × 10^{5}", "forty-two": near the end, where answers are
+        for m in pattern.finditer(text, max(0, limit - _WORDS_REACH), limit):
+            value = m.group(0) if pattern is SCIENTIFIC else prose_number(m.group(0))
+            if value and not _overlaps(taken, taken_starts, m.start(), m.end()):
+                items.append((m.start(), m.end(), value))
     for m in BARE_LATEX.finditer(text, 0, limit):  # "2\\sqrt{3}" written without $...$
         latex = m.group(0).rstrip(".,;:")
         if latex.count("{") == latex.count("}") and not _overlaps(spans, span_starts, m.start(), m.end()):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from verifiers._math.numwords import whole_answer
+
 FUNCTIONS = {
     "sqrt", "root", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan",
     "sinh", "cosh", "tanh", "log", "exp", "binomial", "Abs", "Matrix", "gcd", "lcm", "det",
@@ -29,7 +31,7 @@ WRAPPERS = {
     "displaystyle", "textstyle", "bf", "rm",
 }  # fmt: skip
 
-_UNICODE = {"−": "-", "×": "*", "÷": "/", "·": "*", "π": "\\pi ", "∞": "\\infty ", "°": "",
+_UNICODE = {"°C": "", "°F": "", "℃": "", "€": "", "£": "", "¥": "", "₹": "", "−": "-", "×": "*", "÷": "/", "·": "*", "π": "\\pi ", "∞": "\\infty ", "°": "",
             "≤": "<=", "≥": ">=", "√": "\\sqrt", "∪": "\\cup "}  # fmt: skip
 
 # A LaTeX "word" that is really a unit or noun after a number: "5 \text{ cm}^2", "12 apples".
@@ -39,6 +41,14 @@ _TRAILING_TEXT_UNIT = re.compile(
 _TRAILING_WORDS = re.compile(r"(?<=[\d}])((?:\s+[A-Za-z]{2,}\.?(?:\^\{?\d\}?)?)+)\s*$")
 _THOUSANDS = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?:,\d{3})+(?![\d,])")
 
+# "5 = x": a value, then the one letter it is the value of
+_VALUE_FIRST = re.compile(r"^\s*(-?\d+(?:\.\d+)?|-?\\[dt]?frac\{\d+\}\{\d+\})\s*=\s*([A-Za-z])\s*$")
+# units after a number: letters with "/", a temperature's degree, an area or volume, a one-letter
+# unit: "60 km/h", "25 °C", "36 m^{2}" (from "36 m²"), "12 m", "5 s"
+_UNIT_NAMES = (r"(?:km|m|cm|mm|mi|ft|in|yd|h|hr|hrs|min|s|sec|ms|kg|g|mg|lb|oz|L|l|ml|mL|"
+               r"kWh|kW|W|J|N|Pa|V|A|mol|K|m\^\{?[23]\}?|cm\^\{?[23]\}?|s\^\{?2\}?)")
+_SLASH_UNITS = re.compile(
+    rf"(?<=[\d}}])\s*(?:{_UNIT_NAMES}\s*/\s*{_UNIT_NAMES}|°\s*[CF]|(?<=\d)\s(?:m|cm|mm|km|ft|in)\^\{{?[23]\}}?|(?<=\d)\s[msghL])\s*$")
 # thousands groups set apart by a space, a TeX space (\\, \\; \\: \\! "\\ ") or a tie (~)
 _GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[ \t]|\\[,;:! ]|~)+\d{3})+(?![\d.])")
 
@@ -46,7 +56,13 @@ _GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:[ \t]|\\[,;:! ]|~)+\d{3})+(?![\d.
 def tidy_latex(s: str, *, separators: bool = True) -> str:
     """LaTeX-level fixes shared by `clean` and `for_math_verify`:
     digit groups ("1 000", "10\\,080", "14{,}916") are one number; "or", "and" (spaced or
-    not) and ";" separate the items of a list; "\\approx" reads as "=" ("x \\approx 11")."""
+    not) and ";" separate the items of a list; "\\approx" reads as "=" ("x \\approx 11");
+    number words are digits ("forty-two" -> "42"); "5 = x" is "x = 5" (a value named after
+    it); units written after a number ("60 km/h", "9.8 m/s^{2}", "25 °C") go."""
+    s = whole_answer(s)
+    s = _VALUE_FIRST.sub(r"\2 = \1", s)
+    if re.search(r"\d", s):
+        s = _SLASH_UNITS.sub("", s)
     s = re.sub(r"(?<=\d)\{,\}(?=\d{3})", "", s)
     s = re.sub(r"(?<=\d),\\!\s*(?=\d{3})", "", s)
     s = _GROUPS.sub(lambda m: re.sub(r"\D", "", m.group(0)), s)
