@@ -73,12 +73,12 @@ class Driver:
 
     def solve(self, problem: Problem, algo: str, budget: Budget | None = None, *,
               seed: int = 0, cancel: threading.Event | None = None, progress: Any = False,
-              **knobs: Any) -> Result:
+              fit_budget: bool = True, **knobs: Any) -> Result:
         """search.solve of one run on the driver's engine, with its scorer (none for a search
         that consults none: solve then uses its default, and refuses nothing)."""
         scorer = self.scorers() if registry.uses_scorer(algo, knobs) else None
         return solve(problem, algo, budget, engine=self.engine, scorer=scorer, seed=seed,
-                     progress=progress, cancel=cancel, **knobs)
+                     progress=progress, cancel=cancel, fit_budget=fit_budget, **knobs)
 
     def map(self, fn: Callable[[T, threading.Event], R], items: Sequence[T]
             ) -> Iterator[tuple[int, R | BaseException]]:

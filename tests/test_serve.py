@@ -21,6 +21,7 @@ import uvicorn
 
 import search
 from search import registry
+from search.fit import BudgetTooSmall
 from search.serve import app as app_module
 from search.serve import service as service_module
 from search.serve.app import create_app
@@ -113,8 +114,14 @@ def test_a_plain_request_is_one_sample_and_counts_tokens_as_the_api_does(server,
 def test_every_algorithm_answers_as_it_does_alone(server, client, algo):
     _, service = server
     scorer = "steps" if registry.uses_scorer(algo, {}) else None
+    try:
+        ref = alone(service, algo, scorer=scorer, budget=search.Budget(tokens=300), seed=2)
+    except BudgetTooSmall as refused:  # too narrow a budget: the same refusal, as a 400
+        with pytest.raises(openai.BadRequestError) as err:
+            ask(client, algo=algo, scorer=scorer, budget={"tokens": 300}, seed=2)
+        assert str(refused) in str(err.value)
+        return
     reply = ask(client, algo=algo, scorer=scorer, budget={"tokens": 300}, seed=2)
-    ref = alone(service, algo, scorer=scorer, budget=search.Budget(tokens=300), seed=2)
     same(reply.choices[0], ref)
     assert reply.model_extra["search"]["scorer"] == ref.scorer
     assert reply.usage is not None and reply.usage.completion_tokens <= 300
@@ -126,7 +133,7 @@ def test_n_temperature_max_tokens_and_stop_mean_what_the_api_says(server, client
         model=MODEL, messages=[{"role": "user", "content": QUESTION}], n=3, seed=7,
         temperature=1.2, max_tokens=40, stop=["answer"])
     refs = [alone(service, "best_of_n", n=1, select="vote", seed=7 + i, temperature=1.2,
-                  budget=search.Budget(tokens=40)) for i in range(3)]
+                  budget=search.Budget(tokens=40), fit_budget=False) for i in range(3)]
     assert [c.index for c in reply.choices] == [0, 1, 2]
     for choice, ref in zip(reply.choices, refs):
         cut = ref.text.find("answer")

@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from search.fit import BudgetTooSmall
 from search.serve.plan import BadRequest, Defaults, Plan, plan
 from search.serve.reply import Choice, Reply, error_body, pieces
 from search.serve.service import PROGRESS_EVERY, Cancelled, Search, Service
@@ -34,10 +35,13 @@ def error(message: str, status: int, param: str | None = None) -> JSONResponse:
 
 
 def failure(err: BaseException) -> JSONResponse:
-    """The response to a search that raised: 503 for one cancelled by a shutdown, else 500
-    naming the error (the other requests go on)."""
+    """The response to a search that raised: 503 for one cancelled by a shutdown, 400 for a
+    token budget too small for the search's narrowest width (solve's own message, naming the
+    budget it needs), else 500 naming the error (the other requests go on)."""
     if isinstance(err, Cancelled):
         return error(f"the search was cancelled: {err}", 503)
+    if isinstance(err, BudgetTooSmall):
+        return error(str(err), 400, "budget")
     return error(f"the search failed: {type(err).__name__}: {err}", 500)
 
 

@@ -77,6 +77,9 @@ class Plan:
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage
     echo: str | None = None  # /v1/completions with echo: the prompt, put before each text
+    # max_tokens is a hard cut as the API defines it (finish_reason "length"), so a search
+    # capped by it runs as given; a `budget` alone is fitted as search.solve fits it
+    fit_budget: bool = True
 
 
 def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
@@ -120,7 +123,9 @@ def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
     return Plan(chat=chat, runs=runs, algo=algo, knobs=knobs, scorer=scorer, budget=budget,
                 stop=_stops(body.get("stop")), logprobs=_logprobs(body, chat),
                 stream=bool(_get(body, "stream", bool)), include_usage=_include_usage(body),
-                echo=problems[0].prompt if not chat and _get(body, "echo", bool) else None)
+                echo=problems[0].prompt if not chat and _get(body, "echo", bool) else None,
+                fit_budget=not any(body.get(k) is not None
+                                   for k in ("max_tokens", "max_completion_tokens")))
 
 
 def _message(err: Exception) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from search import scoring
 from search.budget import Meter
+from search.fit import BudgetTooSmall
 from search.many import Driver, Scorers
 from search.progress import Progress, line
 from search.runtime.sched import SCHED, Interrupted
@@ -194,6 +195,9 @@ class Service:
                 raise Cancelled("the search was interrupted")
             outcome = "finished"
             return result
+        except BudgetTooSmall:  # the request's budget, refused before the search began
+            outcome = "refused"
+            raise
         finally:
             with self._guard:
                 self.counts[outcome] += 1
@@ -211,7 +215,8 @@ class Service:
             return None
         try:
             return driver.solve(s.problem, plan.algo, plan.budget, seed=s.seed,
-                                cancel=s.cancel, progress=s.watch, **plan.knobs)
+                                cancel=s.cancel, progress=s.watch, fit_budget=plan.fit_budget,
+                                **plan.knobs)
         except Interrupted:
             return None
         except Exception:
@@ -243,7 +248,7 @@ class Service:
         stats = SCHED.stats
         return {"status": "shutting down" if self.closing else "ok", "model": self.model,
                 "in_flight": self.in_flight, **{k: self.counts[k] for k in (
-                    "requests", "searches", "finished", "cancelled", "failed")},
+                    "requests", "searches", "finished", "cancelled", "refused", "failed")},
                 "kv_cached_tokens": self.driver.engine.cached_tokens  # type: ignore[attr-defined]
                 if cached is not None else None,
                 "batching": {"peak_jobs": stats.peak_jobs, "widest": stats.widest,
