@@ -71,8 +71,9 @@ def parse_knobs(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _declared(name: str, attr: str) -> Any:
-    """What the algorithm's module declares beside it under `attr` (None if nothing)."""
-    return getattr(sys.modules[get(name).__module__], attr, None)
+    """What the algorithm's module declares beside it under `attr` (None if nothing, or if
+    the function has no module: one defined by exec or at a doctest's prompt)."""
+    return getattr(sys.modules.get(get(name).__module__ or ""), attr, None)
 
 
 def deterministic(name: str) -> bool:

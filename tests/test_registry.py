@@ -286,3 +286,17 @@ def test_the_value_scorer_asks_the_engine_through_its_public_switch():
     with pytest.raises(ValueError, match="ScriptedEngine records none"):
         value_scorer(engine)
     assert vars(engine) == before
+
+
+def test_an_algorithm_without_a_module_declares_nothing_and_still_runs(monkeypatch):
+    """A function made by exec (or typed at a doctest's prompt) has no __module__: it declares
+    no width, scorer use or determinism, and solve runs it as one path."""
+    space: dict = {}
+    exec("def first_step(problem, engine, scorer, meter, *, seed=0):\n"
+         "    return engine.expand([engine.root(problem)], 1, seed=seed)[0][0]", space)
+    fn = space["first_step"]
+    assert fn.__module__ is None
+    monkeypatch.setitem(registry.ALGORITHMS._entries, "first_step_exec", fn)
+    assert registry.width("first_step_exec") is None
+    assert not registry.deterministic("first_step_exec")
+    assert registry.uses_scorer("first_step_exec", {})
