@@ -290,7 +290,8 @@ def test_the_value_scorer_asks_the_engine_through_its_public_switch():
 
 def test_an_algorithm_without_a_module_declares_nothing_and_still_runs(monkeypatch):
     """A function made by exec (or typed at a doctest's prompt) has no __module__: it declares
-    no width, scorer use or determinism, and solve runs it as one path."""
+    no width or determinism and is taken to consult its scorer (the safe default), instead of
+    solve's declarations lookup raising KeyError."""
     space: dict = {}
     exec("def first_step(problem, engine, scorer, meter, *, seed=0):\n"
          "    return engine.expand([engine.root(problem)], 1, seed=seed)[0][0]", space)
