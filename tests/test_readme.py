@@ -129,12 +129,21 @@ def test_readme_is_short_and_names_no_issues():
     assert not issues, f"issue numbers in the README: {issues}"
 
 
+def links(path: Path) -> list[str]:
+    """The local pages and images a markdown file links, as paths from the repository."""
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8"))
+    return sorted({(path.parent / t).resolve().relative_to(REPO).as_posix()
+                   for t in targets if "://" not in t})
+
+
 def test_links_and_figures_exist():
-    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", TEXT)
-    local = sorted({t for t in targets if "://" not in t})
-    assert local, "the README links no page"
-    missing = [t for t in local if not (REPO / t).exists()]
-    assert not [t for t in missing if t not in PAGES_FROM_ELSEWHERE], missing
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    found = {page.relative_to(REPO).as_posix(): links(page) for page in pages}
+    assert found["README.md"], "the README links no page"
+    assert {f"docs/{p.name}" for p in pages[1:]} <= set(found["README.md"]) | \
+        PAGES_FROM_ELSEWHERE, "a docs page the README does not link"
+    missing = {(page, t) for page, ts in found.items() for t in ts if not (REPO / t).exists()}
+    assert not {(page, t) for page, t in missing if t not in PAGES_FROM_ELSEWHERE}, missing
 
 
 def test_python_examples():
