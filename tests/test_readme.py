@@ -149,7 +149,7 @@ def test_links_and_figures_exist():
 def test_python_examples():
     pycon = [b for b in BLOCKS if b.kind == "pycon"]
     parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(optionflags=FLAGS)
-    globs: dict[str, object] = {}
+    globs: dict[str, object] = {"__name__": "__main__"}  # as typed at `python`'s prompt
     report = io.StringIO()
     for b in pycon:
         test = parser.get_doctest(b.text, globs, f"README.md:{b.line}", str(README), b.line)
