@@ -136,6 +136,7 @@ def test_ceiling_says_what_a_cut_outside_the_kernels_can_save():
                                     "outside them (27.0 s)")
 
 
+@pytest.mark.slow
 def test_the_workers_part_runs_the_tiny_grid_here_and_on_workers(tmp_path, capsys):
     """bench.eval's workers part: one problem of the tiny grid at concurrency 2 in this
     process and on two worker processes; the rows are the same and both walls are printed."""

@@ -279,6 +279,7 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 
     raise AssertionError(f"the child wrote fewer than {n} rows (exit {proc.poll()})")
 
 
+@pytest.mark.slow
 def test_child_killed_mid_run_resumes_to_the_uninterrupted_rows(tmp_path):
     reference = run_grid(Grid(PROBLEMS, **KILL_GRID), out=tmp_path / "ref.jsonl",
                          engine=Engine(), scorer=scorer(), model="scripted", quiet=True).rows

@@ -104,6 +104,7 @@ def test_an_interrupt_stops_the_workers_keeps_the_rows_and_the_same_call_complet
     assert len(rows) == CELLS == len({r["key"] for r in rows}) and by_key(rows) == reference
 
 
+@pytest.mark.slow
 def test_a_cell_that_kills_every_worker_ends_as_an_error_row(tmp_path):
     out = tmp_path / "runs.jsonl"
     with Workers(1, threads=1, cell_attempts=2) as runner:
@@ -148,6 +149,7 @@ def test_the_cli_refuses_workers_with_ray_and_a_bad_count(capsys):
     assert "positive int" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tiny_arith_rows_on_two_workers_equal_this_process(tmp_path):
     """The real engine and scorer: each worker at one intra-op thread, this process at its
     own count; every row (answers, candidates' scores, token counts) the same."""

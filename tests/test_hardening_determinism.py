@@ -106,6 +106,7 @@ def run_children(folder: Path, outs: list[Path]) -> list[dict[str, Any]]:
     return [json.loads(out.read_text()) for out in outs]
 
 
+@pytest.mark.slow
 def test_every_algorithm_is_deterministic_across_processes(model_folder, tmp_path):
     from search.registry import names
 

@@ -117,6 +117,7 @@ def test_humaneval_public_tests():
     assert sum(1 for p in dataset("humaneval") if not p.tests) == 25
 
 
+@pytest.mark.slow
 def test_humaneval_canonical_solutions_pass_public_tests():
     run_tests = run_tests_fn()
     with_tests = [p for p in dataset("humaneval") if p.tests]

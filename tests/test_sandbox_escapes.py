@@ -226,6 +226,7 @@ def test_clean_up_of_any_depth_never_raises(tmp_path):
     assert any("clean-up left 1" in str(w.message) for w in caught)
 
 
+@pytest.mark.slow
 def test_soak_leaves_nothing_behind():
     """50 mixed honest/hostile runs: honest ones pass, hostile ones fail, and no process,
     work dir, IPC object, AIO quota, fd or zombie is left (reports/bench/soak_sandbox runs
