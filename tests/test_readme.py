@@ -7,6 +7,8 @@
 - ```sh: commands too slow to run here (`make demo`, a full eval). Each `make TARGET` must be
   a target of the Makefile, and each `python -m MODULE ...` must name a module whose
   `--help` lists every `--flag` the line uses.
+- ```python: a client of the HTTP server: run as a script against `python -m search.serve`'s
+  app on an ephemeral loopback port (the block's `http://127.0.0.1:8000` swapped for it).
 - ```toml: entry-point tables of `name = "module:attr"` lines, in groups the project reads.
 
 Any other kind of block is an error, so no example escapes all of these.
@@ -30,10 +32,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 MAX_LINES = 450
-KINDS = ("pycon", "console", "sh", "toml")
+KINDS = ("pycon", "console", "sh", "python", "toml")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-# pages other branches write; the README links them before they land
-PAGES_FROM_ELSEWHERE = {"docs/grader.md", "docs/sandbox.md", "docs/gpu.md", "docs/serve.md"}
 
 
 @dataclass(frozen=True)
@@ -140,10 +140,10 @@ def test_links_and_figures_exist():
     pages = [README, *sorted((REPO / "docs").glob("*.md"))]
     found = {page.relative_to(REPO).as_posix(): links(page) for page in pages}
     assert found["README.md"], "the README links no page"
-    assert {f"docs/{p.name}" for p in pages[1:]} <= set(found["README.md"]) | \
-        PAGES_FROM_ELSEWHERE, "a docs page the README does not link"
+    assert {f"docs/{p.name}" for p in pages[1:]} <= set(found["README.md"]), \
+        "a docs page the README does not link"
     missing = {(page, t) for page, ts in found.items() for t in ts if not (REPO / t).exists()}
-    assert not {(page, t) for page, t in missing if t not in PAGES_FROM_ELSEWHERE}, missing
+    assert not missing, missing
 
 
 def test_python_examples():
@@ -157,6 +157,19 @@ def test_python_examples():
         runner.run(test, out=report.write, clear_globs=False)
         globs.update(test.globs)  # get_doctest copied them: the next block sees these names
     assert runner.failures == 0, report.getvalue()
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.kind == "python"],
+                         ids=lambda b: f"line{b.line}")
+def test_server_client_examples(block):
+    from test_serve import serving  # the server as test_serve runs it: uvicorn in a thread
+
+    default = "http://127.0.0.1:8000"
+    assert default in block.text, f"README line {block.line}: a client block with no server URL"
+    with serving("tiny-arith") as (url, _), contextlib.redirect_stdout(io.StringIO()) as out:
+        code = compile(block.text.replace(default, url), f"README.md:{block.line}", "exec")
+        exec(code, {"__name__": "__main__"})
+    assert out.getvalue().strip(), f"README line {block.line}: the client printed nothing"
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.kind == "console"],

@@ -584,3 +584,27 @@ def test_the_coverage_fit_leaks_no_warning():
         fit = scaling.fit_exp_power_law([1, 2], [0.3, 0.5])
     assert fit.a < 0 and fit.b < 0
     assert fit.predict(np.array([1.0, 2.0])) == pytest.approx([0.3, 0.5], rel=1e-4)
+
+
+def test_paired_difference_does_not_depend_on_the_rows_order():
+    """Rows are written in finishing order: the same runs in any order give the same interval
+    to the last bit, and two searches right on exactly the same runs differ by exactly 0.
+    Hand-made rows: 40 problems x 7 seeds, right where a fixed pattern says."""
+    import random as _random
+
+    from reports.analysis.bands import paired_difference
+
+    def rows(salt: int) -> list[dict]:
+        return [{"problem_id": f"p{i}", "seed": s, "correct": (i * i + s * salt) % 11 < 5}
+                for i in range(40) for s in range(7)]
+
+    a, b = rows(3), rows(4)
+    want = paired_difference(a, b)
+    right = [sum(r["correct"] for r in rs) for rs in (a, b)]
+    assert abs(want[0] - (right[0] - right[1]) / 280) < 1e-12
+    for seed in range(5):
+        shuffled_a, shuffled_b = a[:], b[:]
+        _random.Random(seed).shuffle(shuffled_a)
+        _random.Random(seed + 100).shuffle(shuffled_b)
+        assert paired_difference(shuffled_a, shuffled_b) == want
+    assert paired_difference(a, rows(3)) == (0.0, 0.0, 0.0)

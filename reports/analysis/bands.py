@@ -81,17 +81,19 @@ def band(rows: Sequence[Row], *, seed: int = 0) -> Band:
 def paired_difference(a: Sequence[Row], b: Sequence[Row], *, seed: int = 0
                       ) -> tuple[float, float, float]:
     """(mean accuracy of a - b, 95% CI low, high) by the paired bootstrap over the problems
-    both ran (each problem's accuracy averaged over its seeds)."""
+    both ran (each problem's accuracy averaged over its seeds). The rows' order does not
+    matter: problems are resampled in sorted order, and sums are exactly rounded (fsum), so
+    a difference of exactly 0 never reads as a hair below it."""
     pa, pb = _by_problem(a), _by_problem(b)
-    common = [p for p in pa if p in pb]
+    common = sorted(str(p) for p in pa if p in pb)
     if not common:
         raise ValueError("paired_difference: no problem in common")
     diffs = [sum(bool(r["correct"]) for r in pa[p]) / len(pa[p])
              - sum(bool(r["correct"]) for r in pb[p]) / len(pb[p]) for p in common]
     rng = random.Random(seed)
-    boot = [sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(BOOT)]
+    boot = [math.fsum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(BOOT)]
     lo, hi = _percentiles(boot)
-    return sum(diffs) / len(diffs), lo, hi
+    return math.fsum(diffs) / len(diffs), lo, hi
 
 
 def verdict(diff: tuple[float, float, float]) -> str:
