@@ -42,6 +42,9 @@ TEXT = COMMON + ("prompt", "logprobs", "echo", "suffix", "best_of")
 MAX_STOPS = 4  # as the API allows
 
 
+TOKEN_CAPS = ("max_tokens", "max_completion_tokens")  # the API's names for a hard token cut
+
+
 class BadRequest(ValueError):
     """A request the server refuses: status (400, 404, 413) and the message it answers."""
 
@@ -125,7 +128,7 @@ def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
                 stream=bool(_get(body, "stream", bool)), include_usage=_include_usage(body),
                 echo=problems[0].prompt if not chat and _get(body, "echo", bool) else None,
                 fit_budget=not any(body.get(k) is not None
-                                   for k in ("max_tokens", "max_completion_tokens")))
+                                   for k in TOKEN_CAPS))
 
 
 def _message(err: Exception) -> str:
@@ -277,7 +280,7 @@ def _budget(body: Mapping[str, Any], default: Budget | None) -> Budget | None:
                              f"{', '.join(names)}", param="budget")
     try:
         budget = Budget(**given) if given is not None else default
-        caps = [v for k in ("max_tokens", "max_completion_tokens")
+        caps = [v for k in TOKEN_CAPS
                 if (v := _get(body, k, int)) is not None]
         if caps:
             most = min([*caps] + ([budget.tokens] if budget and budget.tokens else []))
