@@ -40,8 +40,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, ParamSpec
 
 from search.knobtypes import Group, conforms, describe
-from search.select import Outcome
-from search.types import Result
+from search.types import Outcome, Result
 
 P = ParamSpec("P")
 NOT_KNOBS = ("seed",)  # keyword-only, but solve's own argument
@@ -117,9 +116,9 @@ def _aggregates() -> Iterable[str]:
 
 
 def _selections() -> Iterable[str]:
-    from search.select import RULES
+    from search.select import SELECTIONS
 
-    return RULES
+    return SELECTIONS
 
 
 def _resamplers() -> Iterable[str]:

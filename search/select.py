@@ -1,4 +1,4 @@
-"""Choosing the final answer among finished paths, and packing what a search found (Outcome).
+"""Choosing the final answer among a search's candidates (its leaves, scored).
 
 Selection rules are plain functions over candidates:
   by_score       the highest-scoring finished candidate
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from search.answers import extract, vote_key
-from search.budget import Meter
-from search.types import Candidate, Node, Problem, Result, Usage
+from search.types import Candidate, Node, Problem
 
 
 def candidates(problem: Problem, leaves: Sequence[Node], scores: Sequence[float]
@@ -64,15 +63,16 @@ def weighted_vote(problem: Problem, cands: Sequence[Candidate]) -> Candidate | N
     return _vote(problem, cands, lambda c: c.score if math.isfinite(c.score) else 0.0)
 
 
-RULES: dict[str, Callable[[Problem, Sequence[Candidate]], Candidate | None]] = {
+# the selection rules by name: the values of every algorithm's `select` knob
+SELECTIONS: dict[str, Callable[[Problem, Sequence[Candidate]], Candidate | None]] = {
     "score": by_score, "vote": majority_vote, "weighted_vote": weighted_vote}
 SCORED = ("score", "weighted_vote")  # the rules that read candidate scores
 
 
 def rule(name: str) -> Callable[[Problem, Sequence[Candidate]], Candidate | None]:
-    if name not in RULES:
-        raise ValueError(f"unknown selection rule {name!r}; choose from {sorted(RULES)}")
-    return RULES[name]
+    if name not in SELECTIONS:
+        raise ValueError(f"unknown selection rule {name!r}; choose from {sorted(SELECTIONS)}")
+    return SELECTIONS[name]
 
 
 def selected_by(select: str, scored_by: str) -> str:
@@ -83,61 +83,32 @@ def selected_by(select: str, scored_by: str) -> str:
     return select if select not in SCORED else f"{select}({scored_by})"
 
 
-@dataclass(frozen=True)
-class Selection:
-    """The final choice among candidates: a rule, and what Result.selected_by says of it."""
-
-    choose: Callable[[Problem, Sequence[Candidate]], Candidate | None]
-    label: str
-
-    @classmethod
-    def of(cls, select: str, scored_by: str) -> Selection:
-        """A rule of RULES by name; scored_by says what the candidate scores are."""
-        return cls(rule(select), selected_by(select, scored_by))
-
-
 Rank = Callable[[Problem, Sequence[Node], Sequence[Candidate]],
                 tuple[list[Candidate], Candidate | None, Mapping[str, Any]]]
 
 
 @dataclass(frozen=True)
-class Ranking:
-    """A search's own final choice, where candidate scores depend on all the leaves (rpc's
-    perplexity consistency): rank(problem, leaves, their candidates) -> (the candidates as
-    finally scored, the chosen one, stats for Result.stats); label: Result.selected_by."""
+class Selection:
+    """The final choice among a search's leaves: rank(problem, leaves, their candidates) ->
+    (the candidates as finally scored, the chosen one or None, stats for Result.stats);
+    label: what Result.selected_by says of it. Most searches choose by a rule over the
+    candidates (`of`, `choosing`); a search whose candidate scores depend on all the leaves
+    (rpc's perplexity consistency) gives its own rank."""
 
     rank: Rank
     label: str
 
+    @classmethod
+    def choosing(cls, choose: Callable[[Problem, Sequence[Candidate]], Candidate | None],
+             label: str) -> Selection:
+        """A rule that chooses among the candidates as they are scored."""
+        return cls(lambda problem, leaves, cands: (list(cands), choose(problem, cands), {}),
+                   label)
 
-@dataclass(frozen=True)
-class Outcome:
-    """What a search found, before it is a Result: the chosen answer (text, score), the
-    candidates, the tree, the status (as the meter it ran on saw it), its stats, what chose
-    the answer (Result.selected_by), and the knobs it resolved itself (agg=None as the
-    scorer's own, ...). The call that knows every knob's actual value builds the Result from
-    it, once (search.knobs.run)."""
-
-    answer: str | None
-    text: str
-    score: float
-    candidates: tuple[Candidate, ...]
-    tree: Node
-    status: str
-    stats: Mapping[str, Any] = field(default_factory=dict)
-    selected_by: str = ""
-    resolved: Mapping[str, Any] = field(default_factory=dict)
-
-    def result(self, *, usage: Usage, seed: int, algo: str, knobs: Mapping[str, Any],
-               stats: Mapping[str, Any], model: str = "", scorer: str = "",
-               load_seconds: float = 0.0) -> Result:
-        """The Result: what was found, with what the call knows (stats: the Outcome's, and
-        any the call adds)."""
-        return Result(answer=self.answer, text=self.text, score=self.score,
-                      candidates=self.candidates, tree=self.tree, usage=usage, seed=seed,
-                      algo=algo, status=self.status, knobs=dict(knobs), stats=dict(stats),
-                      selected_by=self.selected_by, model=model, scorer=scorer,
-                      load_seconds=load_seconds)
+    @classmethod
+    def of(cls, select: str, scored_by: str) -> Selection:
+        """A rule of SELECTIONS by name; scored_by says what the candidate scores are."""
+        return cls.choosing(rule(select), selected_by(select, scored_by))
 
 
 def best_partial(cands: Sequence[Candidate]) -> Candidate | None:
@@ -146,34 +117,3 @@ def best_partial(cands: Sequence[Candidate]) -> Candidate | None:
     pool = [c for c in cands if not c.finished and c.text]
     return max(pool, key=lambda c: c.score if math.isfinite(c.score) else -math.inf,
                default=None)
-
-
-def pack(problem: Problem, root: Node, cands: Sequence[Candidate], chosen: Candidate | None,
-         meter: Meter, *, resolved: Mapping[str, Any] | None = None,
-         stats: Mapping[str, Any] | None = None, chosen_by: str = "") -> Outcome:
-    """The Outcome of a search; says why when there is no answer (nothing is made up), and
-    which limit cut it short or stopped it (stats["cut_by"], on every "budget_exhausted";
-    stats["cut_in_flight"] when it cut a batch or scorer call short, not between them),
-    and with no answer, its best partial candidate (stats["best_partial"]: its node id). chosen_by: the rule that chose
-    (Result.selected_by); resolved: the knobs the search resolved itself."""
-    if meter.cut == "interrupted":  # stopped from outside (Ctrl-C): the best so far
-        status = "interrupted"
-    elif meter.cut is not None:  # a limit cut work short: the answer is the best so far
-        status = "budget_exhausted"
-    elif chosen is not None:
-        status = "ok"
-    elif any(c.finished for c in cands):
-        status = "no_answer"
-    else:
-        status = "budget_exhausted" if meter.exhausted() else "unfinished"
-    if status in ("budget_exhausted", "interrupted"):
-        stats = {**(stats or {}), "cut_by": meter.stopped_by()}
-        if meter.cut is not None:  # the limit cut work in flight (else: stopped between)
-            stats["cut_in_flight"] = True
-        partial = best_partial(cands) if chosen is None else None
-        if partial is not None:  # no answer is made up; the candidate says how far it got
-            stats["best_partial"] = partial.node_id
-    return Outcome(answer=chosen.answer if chosen else None, text=chosen.text if chosen else "",
-                   score=chosen.score if chosen else -math.inf, candidates=tuple(cands),
-                   tree=root, status=status, stats=dict(stats or {}), selected_by=chosen_by,
-                   resolved=dict(resolved or {}))

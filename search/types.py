@@ -1,8 +1,8 @@
-"""Core types: Problem, Step, Node, Budget, Usage, Result.
+"""Core types: Problem, Step, Node, Budget, Usage, Outcome and Result.
 
 Results, configs and steps are frozen dataclasses. A Node is the one mutable type: it is a
-vertex of a live search tree (children get attached, scores get written) and the engine keeps
-its KV cache segment in a private slot.
+vertex of a live search tree (children get attached, scores get written); engines keep its
+KV cache beside the tree, keyed weakly by the node.
 """
 
 from __future__ import annotations
@@ -328,11 +328,10 @@ class Result:
     so far, None if nothing finished; or the budget stopped the search before any path
     finished, and finishing the best partial path from the reserve did not finish one
     either: answer is None, nothing is made up), "interrupted" (search.solve's `interrupt` was
-    set, e.g. by Ctrl-C: the answer so far, as for a budget), "no_answer"
-    (paths finished but none had an extractable answer), "unfinished" (no path finished
-    although budget was left: a depth, step or batch limit, or an engine that stopped
-    making progress). stats["cut_by"] names the limit on every "budget_exhausted" (or
-    "interrupted").
+    set, e.g. by Ctrl-C: the answer so far, as for a budget), "no_answer" (paths finished
+    but none had an extractable answer), "unfinished" (no path finished although budget was
+    left: a depth, step or batch limit, or an engine that stopped making progress).
+    stats["cut_by"] names the limit on every "budget_exhausted" (or "interrupted").
     text: the chosen solution ("" with no answer: with none after a cut,
     stats["best_partial"] is the node id of the best unfinished candidate, how far it got).
     load_seconds: the time loading took before the search (usage.seconds is the search's).
@@ -362,3 +361,40 @@ class Result:
 
     def to_networkx(self) -> nx.DiGraph:
         return tree_to_networkx(self.tree)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a search found (search.algos: Run.finish), the Result's first stage: the call
+    that knows every knob's actual value, the algorithm's name and seed and the meter's
+    usage makes the Result of it, once. resolved: the knobs the search resolved itself."""
+
+    answer: str | None
+    text: str
+    score: float
+    candidates: tuple[Candidate, ...]
+    tree: Node
+    status: str
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    selected_by: str = ""
+    resolved: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, result: Result, *, resolved: Mapping[str, Any], stats: Mapping[str, Any],
+           selected_by: str) -> Outcome:
+        """What another search found (compute_optimal's probe, or the search it chose): its
+        answer, candidates, tree, status and cut stand; the rest is this search's."""
+        cut = {k: result.stats[k] for k in ("cut_by", "cut_in_flight", "best_partial")
+               if k in result.stats}
+        return cls(answer=result.answer, text=result.text, score=result.score,
+                   candidates=result.candidates, tree=result.tree, status=result.status,
+                   stats={**dict(stats), **cut}, selected_by=selected_by,
+                   resolved=dict(resolved))
+
+    def result(self, *, knobs: Mapping[str, Any], stats: Mapping[str, Any], **call: Any
+               ) -> Result:
+        """The Result: what was found, with what the call knows (search.knobs.run: usage,
+        seed, algo, and model, scorer, load_seconds); stats: the Outcome's and the call's."""
+        found = {f.name: getattr(self, f.name) for f in fields(self)
+                 if f.name not in ("stats", "resolved")}
+        return Result(**found, knobs=dict(knobs), stats=dict(stats), **call)

@@ -166,7 +166,9 @@ def private_imports(root: Path, packages: tuple[str, ...]) -> list[str]:
     return found
 
 
-FINISHES = ("finish", "finish_delegated")  # search/algos/_run.py; Run.finish calls finish
+# how a search ends: `run.finish(...)` of a Run imported from search.algos, or (a search that
+# hands the problem on) `Outcome.of(...)` of what another search's finish found
+ENDINGS = {"finish": ("Run", "search.algos"), "of": ("Outcome", "search.types")}
 
 
 def own_returns(node: ast.AST) -> list[ast.Return]:
@@ -183,32 +185,38 @@ def own_returns(node: ast.AST) -> list[ast.Return]:
 
 def unfinished_algorithms(algos: Path) -> list[str]:
     """'file:line' of each return of an algorithm (the function `name` of algos/name.py) that
-    does not hand back a call of _run's one finish path: `finish` or `finish_delegated`
-    imported from search.algos._run, or a Run's `.finish(...)`; 'file' alone where the file
-    has no such function."""
+    does not hand back the one ending (ENDINGS): a call of `.finish(...)` in a module that
+    imports Run from search.algos (a Run's finish), or of `Outcome.of(...)` with Outcome
+    imported from search.types; 'file' alone where the file has no such function."""
     found = []
     for path in sorted(algos.glob("[!_]*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        imported = {alias.asname or alias.name for node in ast.walk(tree)
-                    if isinstance(node, ast.ImportFrom) and node.module == "search.algos._run"
-                    for alias in node.names}
+        imported = {(node.module, alias.asname or alias.name) for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) for alias in node.names}
         fn = next((node for node in tree.body if isinstance(node, ast.FunctionDef)
                    and node.name == path.stem), None)
         if fn is None:
             found.append(path.name)
             continue
-        for ret in own_returns(fn):
-            call = ret.value.func if isinstance(ret.value, ast.Call) else None
-            ok = (isinstance(call, ast.Name) and call.id in FINISHES and call.id in imported) \
-                or (isinstance(call, ast.Attribute) and call.attr == "finish")
-            if not ok:
-                found.append(f"{path.name}:{ret.lineno}")
+        found += [f"{path.name}:{ret.lineno}" for ret in own_returns(fn)
+                  if not _ends(ret.value, imported)]
     return found
+
+
+def _ends(value: ast.expr | None, imported: set[tuple[str | None, str]]) -> bool:
+    """Whether a returned expression is the one ending (ENDINGS), its class imported."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    name, module = ENDINGS.get(value.func.attr, ("", ""))
+    if (module, name) not in imported:
+        return False
+    owner = value.func.value  # any Run's finish; Outcome.of itself
+    return value.func.attr == "finish" or (isinstance(owner, ast.Name) and owner.id == name)
 
 
 def is_private(module: str) -> bool:
     """A module is private to its top-level package when a component of its dotted name
-    below the top level starts with "_" (search.algos._run; verifiers._sandbox.host)."""
+    below the top level starts with "_" (search.algos._smc; verifiers._sandbox.host)."""
     return any(part.startswith("_") and not part.endswith("__")  # __main__ is public
                for part in module.split(".")[1:])
 

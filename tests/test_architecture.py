@@ -1,9 +1,10 @@
 """The layers hold: search/ (the core) imports no plug-in (rewards, verifiers, problems,
 reports) at run time, no plug-in reaches into a private module of the core (or of another
 plug-in), no module hands on another package's objects as its own, and the project's modules
-import each other without a cycle; every algorithm ends through the one finish path of
-search/algos/_run.py. The detectors live in tests/import_graph.py; the tests at the end of
-this file plant each violation in a scratch tree and check the detector names it."""
+import each other without a cycle; every algorithm ends one way: its Run's finish
+(search.algos), or Outcome.of what another search's finish found. The detectors live in
+tests/import_graph.py; the tests at the end of this file plant each violation in a scratch
+tree and check the detector names it."""
 
 from __future__ import annotations
 
@@ -114,8 +115,8 @@ def test_no_source_module_over_400_lines():
 
 def test_every_algorithm_ends_through_the_one_finish_path():
     bad = unfinished_algorithms(ROOT / CORE / "algos")
-    assert not bad, "end these through search/algos/_run.py (finish, Run.finish or " \
-        "finish_delegated):\n" + "\n".join(bad)
+    assert not bad, "end these with their Run's finish (search.algos: run.finish(leaves)), or " \
+        "Outcome.of(another search's Result):\n" + "\n".join(bad)
 
 
 def test_no_state_is_keyed_by_the_calling_thread():
@@ -191,17 +192,22 @@ def test_detector_finds_cycles_across_and_within_packages(tmp_path):
 
 def test_detector_names_an_algorithm_that_builds_its_own_result(tmp_path):
     root = _tree(tmp_path, {
-        "algos/_run.py": "",
-        "algos/good.py": "from search.algos._run import finish\n\ndef good(run):\n"
+        "algos/_smc.py": "",
+        "algos/good.py": "from search.algos import Run\n\ndef good(problem):\n"
                          "    def inner():\n        return 1\n"
-                         "    if run:\n        return run.finish('good', [])\n"
-                         "    return finish(inner())\n",
+                         "    run = Run.begin(problem)\n"
+                         "    return run.finish([inner()])\n",
+        "algos/hands.py": "from search.types import Outcome\n\ndef hands(result):\n"
+                          "    return Outcome.of(result)\n",
         "algos/bad.py": "from dataclasses import replace\n\ndef bad(result):\n"
                         "    return replace(result, algo='bad')\n",
         "algos/odd.py": "def finish():\n    pass\n\ndef odd():\n    return finish()\n",
+        "algos/own.py": "from search.select import Outcome\n\ndef own(x):\n"
+                        "    if x:\n        return Outcome.of(x)\n    return x.finish()\n",
         "algos/gone.py": "def other():\n    pass\n",
     })
-    assert unfinished_algorithms(root / "algos") == ["bad.py:4", "gone.py", "odd.py:5"]
+    assert unfinished_algorithms(root / "algos") == ["bad.py:4", "gone.py", "odd.py:5",
+                                                     "own.py:5", "own.py:6"]
 
 
 def test_detector_names_an_import_against_the_layers(tmp_path):

@@ -70,19 +70,18 @@ def test_a_name_registered_twice_differently_is_refused_and_bad_targets_are_name
 TOY = '''
 """A third-party package: an algorithm, a scorer and a dataset for tts-search."""
 from problems.datasets import Benchmark
+from search.algos import Run
 from search.knobs import rules
-from search.scoring import score_nodes
-from search.select import by_score, candidates, pack
 from search.types import Problem
 
 
 @rules()
 def pick_one(problem, engine, scorer, meter, *, seed=0, n=4):
     """n one-step solutions from the root; the scorer's best one answers."""
-    root = engine.root(problem)
-    kids = engine.expand([root], n, seed=seed)[0]
-    cands = candidates(problem, kids, score_nodes(scorer, problem, kids, meter=meter))
-    return pack(problem, root, cands, by_score(problem, cands), meter, chosen_by="pick_one")
+    run = Run.begin(problem, engine, scorer, meter, seed=seed)
+    kids = engine.expand([run.root], n, seed=seed)[0]
+    run.score(kids)
+    return run.finish(kids)
 
 
 class Longest:

@@ -1,6 +1,6 @@
 """Helpers shared by the step-level searches: one way to sample a batch of steps, to roll
-paths forward, to score paths and to merge duplicate states. How a search ends (finishing a
-partial path from the budget's reserve, the Result) is in search/algos/_run.py.
+paths forward, to score paths and to merge duplicate states. How a search begins and ends
+(Run, Run.finish) is in search/algos/__init__.py.
 
 Only `Sampler.expand` (and the `step` a caller gives `roll`) reach the engine; every algorithm
 decides which nodes go into them.
@@ -136,12 +136,6 @@ def path_score(node: Node, agg: Callable[[Sequence[float]], float]) -> float:
     """agg of the step rewards along node's path (the root has none: -inf)."""
     rewards = node.rewards()
     return agg(rewards) if rewards else float("-inf")
-
-
-def path_scorer(agg: str) -> Callable[[Node], float]:
-    """path_score under the named aggregation, as a function of the leaf."""
-    fn = aggregate.get(agg)
-    return lambda node: path_score(node, fn)
 
 
 def new_siblings(kids: Sequence[Node]) -> list[Node]:

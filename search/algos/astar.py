@@ -55,7 +55,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from search.algos._run import Run
+from search.algos import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
 from search.budget import Meter
 from search.engines.base import Engine
@@ -63,8 +63,7 @@ from search.fit import Width
 from search.knobs import Rule, at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
-from search.select import Outcome
-from search.types import Node, Problem
+from search.types import Node, Outcome, Problem
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
 COSTS = ("neglog", "complement")

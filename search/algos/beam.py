@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from search import aggregate
-from search.algos._run import Run
+from search.algos import Run
 from search.algos._stepwise import (
     DUPLICATES,
     SAMPLER,
@@ -58,8 +58,7 @@ from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Outcome
-from search.types import Node, Problem
+from search.types import Node, Outcome, Problem
 
 
 @dataclass(slots=True)

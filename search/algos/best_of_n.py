@@ -21,26 +21,18 @@ a named scorer rather than publish a vote labelled with that scorer (`uses_score
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from typing import Any
 
-from search.algos._run import Finisher, finish
-from search.algos._stepwise import (
-    SAMPLER,
-    Sampler,
-    path_scorer,
-    resolve_agg,
-    sample_paths,
-    scored_by,
-)
+from search.algos import Run
+from search.algos._stepwise import SAMPLER, Sampler, sample_paths
 from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, rules
-from search.scoring import Scorer, implicit, score_nodes
-from search.select import Outcome, Selection
-from search.types import Node, Problem
+from search.scoring import Scorer, implicit
+from search.select import Selection
+from search.types import Node, Outcome, Problem
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -58,23 +50,21 @@ def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
     """select: "score", "vote", "weighted_vote", or None: "vote" when no scorer was named,
     else "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
     select = select or ("vote" if implicit(scorer) else "score")
-    agg = resolve_agg(agg, scorer)
-    root = engine.root(problem)
-    done, live, _ = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
+    vote = select == "vote"  # counting answers needs no scorer; ties go to the likelier path
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=sampler, agg=agg,
+                    select=select, selection=Selection.of("vote", "") if vote else None)
+    done, live, _ = sample_paths(engine, run.root, n, meter, sampler, run.rng,
                                  max_depth=max_depth)
-    resolved = dict(select=select, agg=agg)
-    if select == "vote":  # counting answers needs no scorer; ties go to the likelier path
-        return finish(problem, root, done + live, _cum_logprob, meter,
-                      selection=Selection.of("vote", ""),
-                      resolved=resolved, finisher=Finisher(engine, sampler, max_steps=max_depth))
-    # rewards of every step, or of the leaf alone when only the last one counts
     leaves = done + live
-    score_nodes(scorer, problem, leaves if agg == "last"
-                else [a for leaf in leaves for a in leaf.path()[1:]], meter=meter)
-    return finish(problem, root, leaves, path_scorer(agg), meter,
-                  selection=Selection.of(select, scored_by(scorer, agg)), resolved=resolved,
-                  finisher=Finisher(engine, sampler, scorer, leaf_only=agg == "last",
-                                    max_steps=max_depth))
+    resolved = dict(select=select, agg=run.agg)
+    if vote:
+        return run.finish(leaves, score=_cum_logprob, max_depth=max_depth, reserve_scores=None,
+                          resolved=resolved)
+    # rewards of every step, or of the leaf alone when only the last one counts
+    last = run.agg == "last"
+    run.score(leaves if last else [a for leaf in leaves for a in leaf.path()[1:]])
+    return run.finish(leaves, max_depth=max_depth, reserve_scores="leaf" if last else "steps",
+                      resolved=resolved)
 
 
 def _cum_logprob(node: Node) -> float:

@@ -53,15 +53,13 @@ import numpy as np
 
 from search import knobs as _knobs
 from search import registry
-from search.algos._run import finish_delegated
 from search.answers import vote_key
 from search.budget import Meter, submeter
 from search.engines.base import Engine
 from search.knobs import Rule, rules
 from search.scoring import Scorer
-from search.select import Outcome
 from search.session import charging
-from search.types import Budget, Problem, Result
+from search.types import Budget, Outcome, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
 SIGNALS = ("score", "agreement")
@@ -231,7 +229,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
         result = probe if fallback else result
     chosen_by = (f"probe best_of_n: {probe.selected_by}" if result is probe
                  else f"{entry['algo']}: {result.selected_by}")
-    return finish_delegated(
+    return Outcome.of(
         result, selected_by=chosen_by,
         resolved=dict(table=table if isinstance(table, str) else
                       ("default" if table is None else "custom")),

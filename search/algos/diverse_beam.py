@@ -49,7 +49,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from search.algos._run import Finisher, Run, finish
+from search.algos import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, copies, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import Engine
@@ -57,8 +57,8 @@ from search.fit import Width
 from search.knobs import Rule, at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Outcome, Selection
-from search.types import Node, Problem
+from search.select import Selection
+from search.types import Node, Outcome, Problem
 
 C = TypeVar("C")
 Tokens = tuple[int, ...]
@@ -148,14 +148,15 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  select: str = "score", duplicates: str = "merge",
                  sampler: Sampler = SAMPLER) -> Outcome:
     per = n // m // groups
-    if level == "token":  # the scorer is not consulted: paths rank by their log-probability
-        root = engine.root(problem)
-        leaves = _by_token(engine, meter, root, groups=groups, per=per, lam=lam,
-                           width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
-        return finish(problem, root, leaves, lambda leaf: leaf.cum_logprob, meter,
-                      selection=Selection.of(select, "path logprob"), finisher=Finisher(engine, sampler, max_steps=max_depth))
+    token = level == "token"  # the scorer is not consulted: paths rank by their log-probability
     run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
-                    sampler=sampler)
+                    sampler=sampler,
+                    selection=Selection.of(select, "path logprob") if token else None)
+    if token:
+        leaves = _by_token(engine, meter, run.root, groups=groups, per=per, lam=lam,
+                           width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
+        return run.finish(leaves, score=lambda leaf: leaf.cum_logprob, max_depth=max_depth,
+                          reserve_scores=None, resolved={})  # agg plays no part
     sim = same if diversity == "hamming" else (lambda a, b: ngram_overlap(a, b, ngram))
     leaves = _by_step(run, n=n, m=m, groups=groups, per=per, lam=lam, sim=sim,
                       max_depth=max_depth, duplicates=duplicates)

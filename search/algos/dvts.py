@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search.algos._run import Run
+from search.algos import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal, with_copies
 from search.budget import Meter
 from search.engines.base import Engine
@@ -31,8 +31,7 @@ from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Outcome
-from search.types import Node, Problem
+from search.types import Node, Outcome, Problem
 
 
 @dataclass(slots=True)

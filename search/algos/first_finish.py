@@ -33,16 +33,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from search.algos._run import Finisher, finish
+from search.algos import Run
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import Rule, at_least, rules
 from search.scoring import Scorer
-from search.select import Outcome, Selection, majority_vote
+from search.select import Selection, majority_vote
 from search.session import charging
-from search.types import Candidate, Node, Problem
+from search.types import Candidate, Node, Outcome, Problem
 
 
 def uses_scorer(knobs: Mapping[str, Any]) -> bool:
@@ -99,30 +99,29 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
                  top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,
                  stop: Sequence[str] | None = None, count_saved: bool = False) -> Outcome:
-    del scorer  # FFS selects by length (and, for k > 1, by vote), never by reward
-    rng = random.Random(seed)
+    # FFS selects by length (and, for k > 1, by vote), never by reward: no scorer is consulted
     chunks = Sampler(temperature, top_p, chunk_tokens, stop)  # one round: a chunk per path
-    root = engine.root(problem)
-    order: dict[int, int] = {}
-    done, stopped, live = _race(engine, meter, rng, [root], n, order, k, chunks, max_tokens)
-    done.sort(key=lambda p: (p.generated_tokens, order[p.id]))  # finishing order
-    stopped_tokens = sum(p.generated_tokens for p in stopped)
-    saved = _count_saved(engine, rng, stopped, order, chunks, max_tokens) if count_saved \
-        else None
 
     def first_k(problem: Problem, cands: Sequence[Candidate]) -> Candidate | None:
         # done comes first, in finishing order (a path finished from the reserve is alone)
         return majority_vote(problem, [c for c in cands if c.finished][:k])
 
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=chunks,
+                    selection=Selection.choosing(first_k, "first to finish" if k == 1 else
+                                                 f"vote(first {k} to finish)"))
+    rng = run.rng
+    order: dict[int, int] = {}
+    done, stopped, live = _race(engine, meter, rng, [run.root], n, order, k, chunks, max_tokens)
+    done.sort(key=lambda p: (p.generated_tokens, order[p.id]))  # finishing order
+    stopped_tokens = sum(p.generated_tokens for p in stopped)
+    saved = _count_saved(engine, rng, stopped, order, chunks, max_tokens) if count_saved \
+        else None
     # shorter is better: ties in a vote go to the group that finished with fewer tokens
-    return finish(problem, root, done + stopped + live, lambda p: -float(p.generated_tokens),
-                  meter, selection=Selection(first_k, "first to finish" if k == 1 else
-                                             f"vote(first {k} to finish)"),
-                  resolved=dict(stop=list(stop) if stop else None),  # () is no delimiter
-                  stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
-                             saved_tokens=saved),
-                  finisher=Finisher(engine, chunks, max_steps=-(-max_tokens // chunk_tokens)),
-                  partial=live)
+    return run.finish(done + stopped + live, score=lambda p: -float(p.generated_tokens),
+                      max_depth=-(-max_tokens // chunk_tokens), reserve_scores=None,
+                      partial=live, resolved=dict(stop=list(stop) if stop else None),
+                      stats=dict(stopped=len(stopped), stopped_tokens=stopped_tokens,
+                                 saved_tokens=saved))
 
 
 def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order: dict[int, int],

@@ -12,18 +12,17 @@ It consults no scorer (there is nothing to choose between), so search.solve refu
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from typing import Any
 
-from search.algos._run import Finisher, finish
+from search.algos import Run
 from search.algos._stepwise import GREEDY, Sampler, sample_paths
 from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import rules
 from search.scoring import Scorer
-from search.select import Outcome, Selection, by_score
-from search.types import Problem
+from search.select import Selection, by_score
+from search.types import Outcome, Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
@@ -36,10 +35,10 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
 @rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
            sampler: Sampler = GREEDY, max_depth: int = 40) -> Outcome:
-    del scorer  # nothing to choose between: the one path is the answer
-    root = engine.root(problem)
-    done, live, _ = sample_paths(engine, root, 1, meter, sampler, random.Random(seed),
+    # nothing to choose between: the one path is the answer; the scorer is never consulted
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=sampler,
+                    selection=Selection.choosing(by_score, "greedy (the one path)"))
+    done, live, _ = sample_paths(engine, run.root, 1, meter, sampler, run.rng,
                                  max_depth=max_depth)
-    return finish(problem, root, done + live, lambda leaf: leaf.cum_logprob, meter,
-                  selection=Selection(by_score, "greedy (the one path)"),
-                  finisher=Finisher(engine, sampler, max_steps=max_depth))
+    return run.finish(done + live, score=lambda leaf: leaf.cum_logprob, max_depth=max_depth,
+                      reserve_scores=None)

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from search.algos._run import Run
+from search.algos import Run
 from search.algos._stepwise import SAMPLER, Sampler, new_siblings, roll
 from search.budget import Meter
 from search.engines.base import Engine
@@ -38,8 +38,7 @@ from search.fit import Width
 from search.knobs import at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
-from search.select import Outcome
-from search.types import Node, Problem
+from search.types import Node, Outcome, Problem
 
 
 @dataclass(slots=True)

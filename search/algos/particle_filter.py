@@ -26,7 +26,7 @@ demo grid (README, "Reference variants").
 
 from __future__ import annotations
 
-from search.algos._run import Run
+from search.algos import Run
 from search.algos._smc import SweepPlan, resampler, sweep
 from search.algos._stepwise import SAMPLER, Sampler
 from search.budget import Meter
@@ -34,8 +34,7 @@ from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import above, at_least, rules, within
 from search.scoring import Scorer
-from search.select import Outcome
-from search.types import Problem
+from search.types import Outcome, Problem
 
 # the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
 WIDTH = Width(("n",))

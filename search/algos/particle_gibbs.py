@@ -26,7 +26,7 @@ reference records the pass after which it was drawn (ParticleMark.reference).
 
 from __future__ import annotations
 
-from search.algos._run import Run
+from search.algos import Run
 from search.algos._smc import (
     REFERENCE_DRAWS,
     ParticleMark,
@@ -41,8 +41,7 @@ from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import above, at_least, one_of, rules, within
 from search.scoring import Scorer
-from search.select import Outcome
-from search.types import Node, Problem
+from search.types import Node, Outcome, Problem
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
 

@@ -35,14 +35,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from search.algos._run import Finisher, finish
-from search.algos._stepwise import Sampler, roll, scored_by
+from search.algos import Run
+from search.algos._stepwise import Sampler, roll
 from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import at_least, rules
-from search.scoring import Scorer, score_nodes
-from search.select import Outcome, Selection
-from search.types import Node, Problem
+from search.scoring import Scorer
+from search.types import Node, Outcome, Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
@@ -112,7 +111,10 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         top = engine.topk_next([node], width)[0]
         return _Stats(actions=[(t, math.exp(lp)) for t, lp in top])
 
-    root = engine.root(problem)
+    # programs are scored by their public tests (the scorer's last value, whatever its agg)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=Sampler(0.0, 1.0),
+                    agg="last")
+    root = run.root
     stats = {root.id: new_stats(root)}
     cache = _SeqCache()
     programs: list[Node] = []  # every scored completion, in the order found
@@ -147,7 +149,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             cache.entries.append((len(node.token_ids()), tuple(leaf.token_ids()), leaf))
         if leaf.scores.reward is None:
             programs.append(leaf)
-        (reward,) = score_nodes(scorer, problem, [leaf], meter=meter)
+        (reward,) = run.score([leaf])
         # backpropagation: max return along the path
         stats[node.id].visits += 1
         for st, a in trail:
@@ -160,13 +162,10 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
 
     # no program finished before the budget ran out: the cut rollout goes on from the reserve
     rest = max([horizon - leaf.generated_tokens for leaf in cut] + [1])
-    return finish(problem, root, programs + cut, _reward, meter,
-                  selection=Selection.of("score", scored_by(scorer, "last")),
-                  stats=dict(iterations=iterations, programs=len(programs),
-                             cache_hits=cache.hits),
-                  finisher=Finisher(engine, Sampler(0.0, 1.0, rest, None), scorer,
-                                    max_steps=rest),
-                  partial=cut)
+    return run.finish(programs + cut, score=_reward, max_depth=rest, reserve_scores="leaf",
+                      reserve_sampler=Sampler(0.0, 1.0, rest, None), partial=cut,
+                      stats=dict(iterations=iterations, programs=len(programs),
+                                 cache_hits=cache.hits))
 
 
 def _reward(program: Node) -> float:

@@ -36,12 +36,11 @@ live path is finished greedily from the budget's reserve (Budget.reserve).
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from search.algos._run import Finisher, finish
+from search.algos import Run
 from search.algos._stepwise import Sampler, sample_paths
 from search.answers import vote_key
 from search.budget import Meter
@@ -50,8 +49,8 @@ from search.fit import Width
 from search.knobs import at_least, one_of, rules, within
 from search.scores import Mark
 from search.scoring import Scorer
-from search.select import Outcome, Ranking
-from search.types import Candidate, Node, Problem
+from search.select import Selection
+from search.types import Candidate, Node, Outcome, Problem
 from search.weibull import BOUNDS, MAX_STARTS, prune_low
 
 
@@ -154,9 +153,12 @@ WIDTH = Width(("n",))
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
         fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Outcome:
-    del scorer  # RPC ranks answers by the model's own probabilities only
+    # RPC ranks answers by the model's own probabilities only: no scorer is consulted
     fit = dict(bounds=fit_bounds, starts=fit_starts)
-    root = engine.root(problem)
+    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=sampler,
+                    selection=Selection(lambda p, leaves, cands: rank(
+                        p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
+                        "perplexity_consistency(path probabilities)"))
 
     def prune_live(depth: int, done: list[Node], frontier: list[Node]) -> list[Node]:
         """Live RPC: stop paths whose running probability falls in the low component."""
@@ -169,12 +171,10 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
             node.scores.of(RpcMark).rpc_pruned = True
         return cut
 
-    done, frontier, stopped = sample_paths(engine, root, n, meter, sampler, random.Random(seed),
+    done, frontier, stopped = sample_paths(engine, run.root, n, meter, sampler, run.rng,
                                            max_depth=max_depth, prune=prune_live)
     # if the budget stopped it before any path finished, the likeliest live one is finished
     # from the reserve (and, if it finishes, is the one finished path)
-    return finish(problem, root, done + frontier + stopped, path_prob, meter,
-                  selection=Ranking(lambda p, leaves, cands: rank(
-                      p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
-                      "perplexity_consistency(path probabilities)"), stats=dict(live_pruned=len(stopped)),
-                  finisher=Finisher(engine, sampler, max_steps=max_depth), partial=frontier)
+    return run.finish(done + frontier + stopped, score=path_prob, max_depth=max_depth,
+                      reserve_scores=None, partial=frontier,
+                      stats=dict(live_pruned=len(stopped)))
