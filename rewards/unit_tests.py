@@ -37,23 +37,30 @@ class UnitTestScorer(Bindable):
         self._cache: dict[tuple[str, tuple[str, ...], str], tuple[float, dict[str, Any]]] = {}
 
     def score(self, problem: Problem, nodes: Sequence[Node]) -> list[float]:
-        return [self._pass_rate(problem, node) for node in nodes]
+        """Each node's pass rate. One call is charged per program run in the sandbox (a
+        program already run comes from the cache); a call that runs none (every program
+        cached, or no node finished) is charged one per node, as any scorer's."""
+        rated = [self._pass_rate(problem, node) for node in nodes]
+        runs = sum(ran for _, ran in rated)
+        self.meter.charge_scorer(calls=runs or len(nodes))
+        return [rate for rate, _ in rated]
 
-    def _pass_rate(self, problem: Problem, node: Node) -> float:
+    def _pass_rate(self, problem: Problem, node: Node) -> tuple[float, bool]:
+        """The node's pass rate, and whether its program ran now (not from the cache)."""
         if not node.finished or not problem.tests:
-            return 0.0
+            return 0.0, False
         program = program_of(problem, node.text)
         key = (problem.id, problem.tests, program)
-        if key not in self._cache:
+        ran = key not in self._cache
+        if ran:
             from verifiers.code import run_tests  # the sandbox; imported only when code is run
 
             report = run_tests(program, problem.tests, entry_point=problem.entry_point,
                                timeout=self.timeout)
-            self.meter.charge_scorer(calls=1)
             self._cache[key] = (report.pass_rate, sandbox(report.isolation))
         rate, where = self._cache[key]
         self.meter.notes["sandbox"] = where
-        return rate
+        return rate, ran
 
 
 def sandbox(isolation: str) -> dict[str, Any]:

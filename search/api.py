@@ -166,8 +166,9 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
     and scorer that produced it (Result.selected_by says what chose the answer);
     stats["server"] holds this solve's server counts (engines that talk to a server).
     The search runs in a search.session.Session of its own (its meter, KV scope and cancel
-    event), which the engine and scorer receive as views (`part.bind(session)`), so an
-    engine and scorer shared with other searches keep each search's charges and KV apart.
+    event), which the algorithm receives with the engine and scorer as its views
+    (`part.bind(session)`), so an engine and scorer shared with other searches keep each
+    search's charges and KV apart.
     """
     problem = Problem.of(problem)  # text that is not UTF-8 is refused here
     named = scorer is not None
@@ -200,7 +201,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
                     load_seconds=load_seconds, narrowed=narrowed)
     try:
         with watch.watching(session.meter, session.kv, f"{algo} on {model_name}"):
-            return run(fn, (problem, eng, sc, session.meter), dict(seed=seed, **knobs), labels)
+            return run(fn, (problem, eng, sc, session), dict(seed=seed, **knobs), labels)
     finally:
         eng.retain([])  # the tree stays in the Result; its KV cache (this session's) is freed
 

@@ -4,7 +4,7 @@ Limits are hard: no Usage exceeds its Budget in tokens, scorer calls or FLOPs. A
 ask `meter.exhausted()` before each expansion batch; the work already under way then meets
 the limits inside the engine and the scorer loop: a decoding loop keeps a token only while
 one is left (`token_room`: the batch in flight stops at the limit itself, token by token),
-a forward runs only if its FLOPs fit and the seconds are not up (`refuses`), and
+a forward runs only if its FLOPs fit and the seconds are not up (`refuse_forward`), and
 search.scoring.score_nodes scores only as many nodes as calls are left (`scorer_room`).
 Where a limit cut work short, `cut` names it (Result.status is then "budget_exhausted").
 Seconds are checked before each forward and each scorer call, so they overshoot by at most
@@ -12,7 +12,7 @@ one forward pass or one scorer call.
 
 A search stops at its budget's stopping points, (1 - reserve) of each limit (Budget.reserve);
 the rest is held back for finishing the best partial path when nothing finished
-(search/algos/_stepwise.py `complete`), which runs on a sub-meter (`submeter`) whose budget
+(search.algos: Run.finish), which runs on a sub-meter (`submeter`) whose budget
 `Meter.reserve_budget` gives: the reserved tokens (each step capped at what is left of
 them), and the other limits up to the limits themselves. `reached()` is the plain question
 "is any limit itself reached?".
@@ -163,9 +163,9 @@ class Meter:
         if self.cut is None:
             self.cut = limit
 
-    def seconds_up(self) -> bool:
-        """True once the seconds limit is reached (recorded as the cut), or once the stop
-        event is set (recorded as "interrupted")."""
+    def refuse_overtime(self) -> bool:
+        """Refuse work once the seconds limit is reached or the stop event is set, recording
+        the cut ("seconds", or "interrupted"); True when refused."""
         if self.stopped():
             return True
         up = self.budget.seconds is not None and self.seconds >= self.budget.seconds
@@ -183,7 +183,7 @@ class Meter:
     def token_room(self, want: int) -> int:
         """How many of `want` tokens may still be generated: all, or the tokens left (0 once
         the seconds are up). Fewer than `want` records the cut."""
-        if self.seconds_up():
+        if self.refuse_overtime():
             return 0
         left = self.tokens_left()
         if left is not None and left < want:
@@ -191,10 +191,10 @@ class Meter:
             return left
         return want
 
-    def refuses(self, flops: float) -> bool:
-        """Whether a forward costing `flops` may not start: it would pass the FLOPs limit, or
-        the seconds are up (either is recorded as the cut)."""
-        if self.seconds_up():
+    def refuse_forward(self, flops: float) -> bool:
+        """Refuse a forward costing `flops` that may not start: it would pass the FLOPs
+        limit, or the seconds are up (recording the cut); True when refused."""
+        if self.refuse_overtime():
             return True
         if self.budget.flops is not None and self.flops + flops > self.budget.flops:
             self.refuse("flops")
@@ -204,7 +204,7 @@ class Meter:
     def scorer_room(self, want: int) -> int:
         """How many of `want` nodes may still be scored: all, or the scorer calls left (0
         once the seconds are up or the FLOPs are over). Fewer than `want` records the cut."""
-        if want and self.refuses(0.0):
+        if want and self.refuse_forward(0.0):
             return 0
         b = self.budget
         if b.scorer_calls is not None and self.scorer_calls + want > b.scorer_calls:
@@ -221,7 +221,7 @@ class Meter:
 @contextmanager
 def submeter(meter: Meter, budget: Budget) -> Iterator[Meter]:
     """A fresh meter limited to `budget` (same clock) for the block (the engine and scorer
-    charge it through their views, search.session.charging); whatever was charged to it is
+    charge it through their views, search.session.Session.within); whatever was charged to it is
     then charged to `meter` as well."""
     sub = Meter(budget, clock=meter.clock, stop=meter.stop)
     try:

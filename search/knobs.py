@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, ParamSpec
 
 from search.knobtypes import Group, conforms, describe
+from search.session import Session
 from search.types import Outcome, Result
 
 P = ParamSpec("P")
@@ -182,7 +183,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
         labels: Labels = Labels()) -> Result:
     """Call algorithm fn (a @rules function) on args and keyword arguments (knobs flat or
     grouped, seed) after checking its knobs, and build its Result once: what the search found
-    (its Outcome), the algorithm's name, seed and meter's usage, every knob's actual value
+    (its Outcome), the algorithm's name, seed and its session's usage, every knob's actual value
     in signature order (a knob the search resolved itself, agg=None as the scorer's own, as
     resolved; sequences as lists, as JSON writes them), what its parts noted on the meter
     (Meter.notes: a code scorer's sandbox), and the labels."""
@@ -195,7 +196,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
     found: Outcome = raw(*bound.args, **bound.kwargs)
     knobs = {k: found.resolved[k] if k in found.resolved else
              list(v) if isinstance(v, tuple) else v for k, v in actual.items()}
-    meter = bound.arguments["meter"]
+    meter = _session(bound.args).meter
     stats = {**found.stats, **meter.notes,
              **({"server": dict(meter.server)} if labels.server else {}),
              **({"narrowed": dict(labels.narrowed)} if labels.narrowed else {})}
@@ -203,6 +204,16 @@ def run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
                         knobs=knobs, stats=stats, model=labels.model,
                         scorer=labels.scorer if labels.consulted(knobs) else "",
                         load_seconds=labels.load_seconds)
+
+
+def _session(args: Sequence[Any]) -> Session:
+    """The session an algorithm was called with: its fourth argument,
+    fn(problem, engine, scorer, session, ...)."""
+    if len(args) < 4 or not isinstance(args[3], Session):
+        got = type(args[3]).__name__ if len(args) > 3 else "nothing"
+        raise TypeError(f"an algorithm takes the search's search.session.Session as its "
+                        f"fourth argument, got {got}")
+    return args[3]
 
 
 # -- names and types ----------------------------------------------------------------------------

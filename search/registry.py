@@ -1,7 +1,7 @@
 """Algorithms by name. Entries are import paths, so nothing loads until it is used.
 
 Every algorithm has the signature
-    fn(problem, engine, scorer, meter, *, seed=0, **keyword-only knobs) -> Outcome
+    fn(problem, engine, scorer, session, *, seed=0, **keyword-only knobs) -> Outcome
 decorated with search.knobs.rules (the decorated function returns the Result, built once from
 the Outcome with every knob's actual value), and lives in search/algos/<name>.py as a function
 of the same name; adding the file registers it. Another package adds one without editing this

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from search.budget import BudgetReached, Meter
 from search.plugins import Registry
+from search.session import shares
 from search.types import Node, Problem
 
 
@@ -25,10 +26,12 @@ from search.types import Node, Problem
 class Scorer(Protocol):
     """score(problem, nodes) -> one float per node, for the node's latest step (a PRM) or,
     at a finished leaf, for the whole solution (an ORM/verifier). Higher is better.
-    That is all a scorer needs: the core counts its calls (score_nodes) and keeps it within
-    the budget. A scorer that runs a model derives from search.session.Bindable: each search
-    then scores through its view (`scorer.bind(session)`), whose `meter` (the search's) it
-    charges with the tokens and FLOPs of its forwards.
+    That is all a scorer needs: the core counts its calls, one per node (score_nodes), and
+    keeps it within the budget. A scorer that runs a model or counts its own calls derives
+    from search.session.Bindable: each search then scores through its view
+    (`scorer.bind(session)`) and the view charges everything it costs to its session's
+    meter, calls included (`self.meter.charge_scorer(calls=..., tokens=..., flops=...)`);
+    the core then counts nothing for it.
 
     Two optional attributes describe it (read through `path_agg` and `name` below):
       path_agg  how a path's score is formed from its step scores, a search.aggregate
@@ -70,14 +73,14 @@ def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: st
     infinite score is recorded as a failure (scores.invalid) and ranks as -inf, so nothing
     already computed is lost.
 
-    The core counts the calls: one per node scored, charged to the search's `meter` (None:
-    nothing is counted or limited), so a scorer needs no meter of its own; one that charges
-    calls itself (to the same meter, through its view) is taken at its word (the sandbox's unit_tests charges a program's run
-    once, however many nodes share it). Its limits hold here: only as
-    many nodes as calls are left are scored (none once the seconds are up or the FLOPs
-    spent; Meter.scorer_room); a node the budget leaves unscored (an empty step the budget
-    cut before its first token is never scored) is marked so (scores.unscored) and reads
-    -inf.
+    The calls are charged to the search's `meter` (None: nothing is counted or limited) one
+    way per scorer (see Scorer): a Bindable scorer's view charges them itself (the sandbox's
+    unit_tests charges a program's run once, however many nodes share it); for any other
+    scorer the core charges one call per node scored, so a plain scorer needs no meter.
+    The limits hold here: only as many nodes as calls are left are scored (none once the
+    seconds are up or the FLOPs spent; Meter.scorer_room); a node the budget leaves
+    unscored (an empty step the budget cut before its first token is never scored) is
+    marked so (scores.unscored) and reads -inf.
     """
     todo = [n for n in nodes if _stored(n, key) is None]
     for node in [n for n in todo if _empty(n)]:  # nothing to score: the budget gave it no token
@@ -87,14 +90,13 @@ def score_nodes(scorer: Scorer, problem: Problem, nodes: Sequence[Node], key: st
     room = len(todo) if meter is None else meter.scorer_room(len(todo))
     values = None
     if room:
-        before = meter.scorer_calls if meter is not None else 0
         try:
             values = list(scorer.score(problem, todo[:room]))
         except BudgetReached:  # a model scorer's forward would pass a limit: none scored
             pass
         else:
             _store(scorer, todo[:room], values, key)
-            if meter is not None and meter.scorer_calls == before:  # it counted nothing itself
+            if meter is not None and not shares(scorer):  # a view charged its own calls
                 meter.charge_scorer(calls=room)
     for node in todo[0 if values is None else room:]:  # what the budget left unscored
         node.scores.unscored = True

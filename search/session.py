@@ -2,12 +2,13 @@
 
 `search.solve` starts one Session per search: its meter (and through it the budget), its KV
 scope (the search trees it has cached, in any model's KV store: what its `retain` may free)
-and its cancel event (set by the driver of many searches when it is interrupted). Engines and
-scorers receive it explicitly: `part.bind(session)` is the part as that search uses it (a
-`Bindable`'s view), and every charge, every KV entry and every scheduler job of that view
-goes to that session. Nothing is looked up by which thread is calling, so several searches
-in several threads (search.solve_many, the eval runner) share one engine and one scorer and
-each is charged exactly what it spent.
+and its cancel event (set by the driver of many searches when it is interrupted). An
+algorithm receives it (fn(problem, engine, scorer, session, ...)) and uses the engine and
+scorer as that session's views (`bind(part, session)`, search.algos.Run.begin): every charge,
+every KV entry and every scheduler job of a view goes to its session. That is the one route
+by which a search's costs reach its meter. Nothing is looked up by which thread is calling, so
+several searches in several threads (search.solve_many, the eval runner) share one engine and
+one scorer and each is charged exactly what it spent.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from search.budget import Meter
+from search.budget import Meter, submeter
 from search.types import Budget, Node
 
 P = TypeVar("P")
@@ -43,7 +46,8 @@ class KVScope:
 
 @dataclass(frozen=True, eq=False)
 class Session:
-    """One search's own state, handed to the engine and scorer it uses (see module doc).
+    """One search's own state, handed to the algorithm and, through their views, to the
+    engine and scorer it uses (see module doc).
 
     meter: what the search has spent, and its budget (Meter.budget).
     kv: the trees it has cached (KVScope).
@@ -69,21 +73,32 @@ class Session:
         return self.meter.budget
 
     def charging(self, meter: Meter) -> Session:
-        """The same search charging another meter (a sub-meter, a scratch count): same KV
-        scope, same cancel event."""
+        """The same search charging another meter (a scratch count): same KV scope, same
+        cancel event."""
         return dataclasses.replace(self, meter=meter)
+
+    @contextmanager
+    def within(self, budget: Budget) -> Iterator[Session]:
+        """The same search on a sub-meter limited to `budget` for the block (the reserve's
+        finishing, a delegated sub-search; search.budget.submeter): whatever was charged to
+        it is then charged to this session's meter as well."""
+        with submeter(self.meter, budget) as sub:
+            yield self.charging(sub)
 
 
 class Bindable:
     """Base of the engines and scorers that several searches share: each search uses
-    `part.bind(session)`, a view of the part that has every attribute of the part (one
-    shared instance dict: the model, the KV store, the caches, the counters, whatever a
-    method learns and sets) but its own `session`, which its methods charge (`self.meter`),
-    cache under (`self.session.kv`) and stop by. The part itself (unbound) has a session of
-    its own, made on first use: direct calls (tests, benchmarks) charge `part.meter`.
-    A subclass keeps an instance dict (it declares no __slots__ of its own)."""
+    `part.bind(session)`, a view of the part with its own `session`, which its methods
+    charge (`self.meter`), cache under (`self.session.kv`) and stop by. A view reads every
+    other attribute from the part (the model, the KV store, the caches, the counters) and
+    sets none: its instance dict is its own and stays empty, so what one search could set
+    is never set for all by accident; a method that learns something for every search (a
+    server's model name, a counter) sets it on `self.part`, the part itself. The part
+    (unbound) has a session of its own, made on first use: direct calls (tests,
+    benchmarks) charge `part.meter`. A subclass keeps an instance dict (it declares no
+    __slots__ of its own)."""
 
-    __slots__ = ("_session",)  # the one per-view attribute; everything else is shared
+    __slots__ = ("_session", "_part")  # a view's own: its session and the part it views
 
     @property
     def session(self) -> Session:
@@ -98,17 +113,53 @@ class Bindable:
         """The meter this view charges: its session's."""
         return self.session.meter
 
+    @property
+    def part(self: P) -> P:
+        """The part itself: a view's part, or the part (unbound) itself."""
+        try:
+            return object.__getattribute__(self, "_part")
+        except AttributeError:
+            return self
+
+    def __getattr__(self, name: str) -> Any:
+        """A view's attributes are its part's (only reached when the view has none)."""
+        try:
+            part = object.__getattribute__(self, "_part")
+        except AttributeError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                 f"{name!r}") from None
+        return getattr(part, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _is_view(self):
+            raise AttributeError(f"a view of {type(self).__name__} sets no attribute "
+                                 f"({name!r}): set it on the part (self.part.{name}), for "
+                                 "every search, or keep it in the search's own state")
+        object.__setattr__(self, name, value)
+
     def __getstate__(self) -> dict[str, Any]:
-        """What a copy or a pickle (a Ray worker's engine) keeps: the shared state, not the
-        session (a copy starts with one of its own; a cancel event does not pickle)."""
-        return self.__dict__
+        """What a copy or a pickle (a Ray worker's engine) keeps: the part's shared state,
+        not the session (a copy is a part with a session of its own; a cancel event does
+        not pickle)."""
+        return self.part.__dict__
 
     def bind(self: P, session: Session) -> P:
-        """This part as `session`'s search uses it (see the class doc)."""
+        """The part as `session`'s search uses it (see the class doc); a view of that
+        session already is itself."""
+        if _is_view(self) and self.session is session:  # type: ignore[attr-defined]
+            return self
         view = object.__new__(type(self))
-        view.__dict__ = self.__dict__  # shared, so nothing a view sets is lost to the others
-        view._session = session  # type: ignore[attr-defined]
+        object.__setattr__(view, "_part", self.part)  # type: ignore[attr-defined]
+        object.__setattr__(view, "_session", session)
         return view
+
+
+def _is_view(part: object) -> bool:
+    try:
+        object.__getattribute__(part, "_part")
+    except AttributeError:
+        return False
+    return True
 
 
 def bind(part: P, session: Session) -> P:
@@ -117,14 +168,7 @@ def bind(part: P, session: Session) -> P:
     return part.bind(session) if isinstance(part, Bindable) else part
 
 
-def charging(part: P, meter: Meter) -> P:
-    """`part`'s view that charges `meter` (same search: KV scope and cancel event kept);
-    a part that is not Bindable is used as it is."""
-    if not isinstance(part, Bindable):
-        return part
-    return part.bind(part.session.charging(meter))  # type: ignore[return-value]
-
-
 def shares(part: Any) -> bool:
-    """Whether several searches may share `part` and keep their charges apart."""
+    """Whether several searches may share `part` and keep their charges apart (and whether
+    it charges its own costs: search.scoring.score_nodes)."""
     return isinstance(part, Bindable)

@@ -122,7 +122,7 @@ def test_flat_knobs_and_a_sampler_object_are_the_same_call(monkeypatch):
     flat = solve("beam", n=4, m=2, temperature=0.0, step_tokens=5, stop=["\n"])
     monkeypatch.setattr(search.types, "_node_ids", itertools.count())
     eng = engine()
-    direct = registry.get("beam")(PROBLEM, eng, scorer(), eng.meter, seed=2, n=4, m=2,
+    direct = registry.get("beam")(PROBLEM, eng, scorer(), eng.session, seed=2, n=4, m=2,
                                   sampler=Sampler(temperature=0.0, step_tokens=5, stop=("\n",)))
     assert tree_of(flat) == tree_of(direct) and flat.answer == direct.answer
     assert flat.knobs == direct.knobs
@@ -133,7 +133,7 @@ def test_flat_knobs_and_a_sampler_object_are_the_same_call(monkeypatch):
 def test_a_sampler_value_is_checked_like_a_flat_knob():
     eng = engine()
     with pytest.raises(ValueError, match="temperature must be >= 0"):
-        registry.get("beam")(PROBLEM, eng, scorer(), eng.meter, sampler=Sampler(temperature=-1))
+        registry.get("beam")(PROBLEM, eng, scorer(), eng.session, sampler=Sampler(temperature=-1))
 
 
 # -- the depth limit's one name ---------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_max_steps_on_every_other_door():
     fn = registry.get("best_of_n")
     eng = engine()
     with pytest.deprecated_call():
-        direct = fn(PROBLEM, eng, scorer(), eng.meter, n=2, max_steps=1)
+        direct = fn(PROBLEM, eng, scorer(), eng.session, n=2, max_steps=1)
     assert direct.knobs["max_depth"] == 1
     with pytest.deprecated_call():
         assert registry.parse_knobs("greedy", {"max_steps": "3"}) == {"max_depth": 3}

@@ -266,7 +266,7 @@ def test_retain_frees_only_the_sessions_trees(tiny_engine):
 
 
 def test_views_charge_their_own_session_from_any_thread():
-    """A Bindable's views share every attribute but their session: each charges its own
+    """A Bindable's views read every attribute of the part but their session: each charges its own
     meter whichever thread calls it, and a job a view hands the scheduler charges that view's
     meter although the scheduler's thread runs it."""
 
@@ -275,7 +275,7 @@ def test_views_charge_their_own_session_from_any_thread():
             self.calls = 0
 
         def job(self) -> sched.Job[None]:
-            self.calls += 1
+            self.part.calls += 1
             self.meter.charge_model(generated=1)
             return
             yield
@@ -294,7 +294,7 @@ def test_views_charge_their_own_session_from_any_thread():
         SCHED.run(view_a.job(), cancel=a.cancel)
     part.meter.charge_model(generated=5)
     assert (a.meter.generated_tokens, b.meter.generated_tokens) == (2, 1)
-    assert part.calls == 3 and view_b.calls == 3  # one shared state: a view sets it for all
+    assert part.calls == 3 and view_b.calls == 3  # one shared state, set on the part
     assert part.meter.generated_tokens == 5
 
 

@@ -222,7 +222,7 @@ class StuckEngine(ScriptedEngine):
         self.calls = 0
 
     def _empty(self, nodes, n):
-        self.calls += 1
+        self.part.calls += 1
         self.meter.charge_model(passes=1)
         return [[Node(parent=p, step=Step("", (), (), "stop")) for _ in range(n)] for p in nodes]
 

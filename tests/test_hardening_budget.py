@@ -192,11 +192,11 @@ class Scripted(ScriptedEngine):
 
     def expand(self, nodes, n=1, *, max_tokens=256, **kw):  # type: ignore[override]
         whole = self.tokens_per_step
-        self.tokens_per_step = max(1, min(whole, max_tokens))
+        self.part.tokens_per_step = max(1, min(whole, max_tokens))
         try:
             return super().expand(nodes, n, max_tokens=max_tokens, **kw)
         finally:
-            self.tokens_per_step = whole
+            self.part.tokens_per_step = whole
 
 
 def run(algo: str | Callable[..., Any], engine: Any, scorer: Any, budget: Budget, *,
@@ -534,7 +534,7 @@ def test_submeter_hands_everything_it_was_charged_to_its_parent():
     server's own counts) lands on the parent meter too, counted once; the part itself and
     the search's own view still charge their own meters."""
     from search.budget import Meter, submeter
-    from search.session import Bindable, charging
+    from search.session import Bindable
 
     class Part(Bindable):
         pass
@@ -543,7 +543,7 @@ def test_submeter_hands_everything_it_was_charged_to_its_parent():
     view = part.bind(Session(parent))
     parent.charge_server({"requests": 1})
     with submeter(parent, Budget(tokens=10)) as sub:
-        sub_view = charging(view, sub)
+        sub_view = view.bind(view.session.charging(sub))
         sub_view.meter.charge_model(generated=3, prefill=2, flops=5.0, passes=2)
         sub_view.meter.charge_scorer(calls=1, tokens=4)
         sub_view.meter.charge_server({"requests": 2, "completion_tokens": 3})

@@ -96,7 +96,7 @@ def test_value_rules_fail_before_the_model_and_on_direct_calls(no_load, algo, gi
     # the same rule guards a direct call of the algorithm function (one place, not two)
     eng = engine()
     with pytest.raises(ValueError, match=message_re(message)):
-        registry.get(algo)(PROBLEM, eng, ScriptedScorer(lambda p: 0.5), eng.meter, **given)
+        registry.get(algo)(PROBLEM, eng, ScriptedScorer(lambda p: 0.5), eng.session, **given)
 
 
 def message_re(text: str) -> str:
@@ -223,13 +223,13 @@ def test_rules_wrapper_keeps_the_signature():
     for algo in registry.names():
         fn = registry.get(algo)
         params = inspect.signature(fn).parameters
-        assert list(params)[:4] == ["problem", "engine", "scorer", "meter"], algo
+        assert list(params)[:4] == ["problem", "engine", "scorer", "session"], algo
         assert fn.__name__ == algo
 
 
 def test_a_direct_call_with_good_knobs_runs(no_load):
     eng = engine()
-    result = registry.get("beam")(PROBLEM, eng, ScriptedScorer(lambda p: 0.5), eng.meter,
+    result = registry.get("beam")(PROBLEM, eng, ScriptedScorer(lambda p: 0.5), eng.session,
                                   n=4, m=2, seed=1)
     assert result.status == "ok" and isinstance(result.tree, Node)
 

@@ -76,10 +76,10 @@ from search.types import Problem
 
 
 @rules()
-def pick_one(problem, engine, scorer, meter, *, seed=0, n=4):
+def pick_one(problem, engine, scorer, session, *, seed=0, n=4):
     """n one-step solutions from the root; the scorer's best one answers."""
-    run = Run.begin(problem, engine, scorer, meter, seed=seed)
-    kids = engine.expand([run.root], n, seed=seed)[0]
+    run = Run.begin(problem, engine, scorer, session, seed=seed)
+    kids = run.engine.expand([run.root], n, seed=seed)[0]
     run.score(kids)
     return run.finish(kids)
 

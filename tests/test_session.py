@@ -14,12 +14,13 @@ import pytest
 
 import search
 from rewards.self_eval import SelfEvalScorer
-from search.budget import Meter, submeter
+from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.engines.hf import HFEngine
 from search.runtime.sched import SCHED, Interrupted
-from search.session import Bindable, KVScope, Session, bind, charging
-from search.types import Budget, Problem, Usage
+from search.scoring import score_nodes
+from search.session import Bindable, KVScope, Session, bind
+from search.types import Budget, Node, Problem, Step, Usage
 
 PROBLEMS = [Problem(prompt=p) for p in ("1+2=", "9-8+7=")]
 KNOBS: dict[str, Any] = dict(n=3, m=1, step_tokens=5, max_depth=2)
@@ -131,17 +132,18 @@ def test_a_view_shares_the_parts_state_and_keeps_its_session():
     assert s.meter.generated_tokens == 4 and eng.meter.generated_tokens == 0
     assert s.budget == Budget(tokens=10)
     plain = object()
-    assert bind(plain, s) is plain and charging(plain, Meter()) is plain
+    assert bind(plain, s) is plain
 
 
 def test_the_reserve_charges_a_submeter_through_views_of_the_same_search():
-    """charging(view, meter) is the same search (KV scope, cancel event) on another meter;
-    what it spent lands on the search's meter when the sub-meter closes."""
+    """Session.within(budget) is the same search (KV scope, cancel event) on a sub-meter;
+    what its views spent lands on the search's meter when the block ends."""
     part = ScriptedScorer(lambda path: 0.5)
     s = Session(Meter(Budget(tokens=100)))
     view = part.bind(s)
-    with submeter(s.meter, Budget(tokens=5)) as sub:
-        inner = charging(view, sub)
+    with s.within(Budget(tokens=5)) as sub:
+        inner = bind(view, sub)
+        assert inner.meter is sub.meter and inner.meter.budget == Budget(tokens=5)
         assert inner.session.kv is s.kv and inner.session.cancel is s.cancel
         inner.score(Problem(prompt="q"), [])
         inner.meter.charge_scorer(calls=2)
@@ -171,15 +173,57 @@ def _one_step(path: Any) -> list[tuple[str, float]]:
     return [("a", 1.0)] if len(path) < 2 else []
 
 
-def test_bindable_parts_keep_one_slot_of_their_own():
-    class Part(Bindable):
-        x = 0
+def test_scorer_calls_are_charged_one_way_per_scorer():
+    """score_nodes charges a plain scorer one call per node it scores; a Bindable scorer's
+    view charges its own calls and nothing is added to them, whatever it charged (here one
+    call a batch, or none): the core infers nothing from the meter's counts."""
 
-    assert Bindable.__slots__ == ("_session",)
+    class Plain:
+        def score(self, problem, nodes):
+            return [0.5] * len(nodes)
+
+    class Batched(Bindable):
+        def __init__(self, calls: int) -> None:
+            self.calls = calls
+
+        def score(self, problem, nodes):
+            self.meter.charge_scorer(calls=self.calls)
+            return [0.5] * len(nodes)
+
+    root = Node(problem=Problem(prompt="q"), prompt_ids=(0,))
+    for scorer, want in ((Plain(), 3), (Batched(1), 1), (Batched(0), 0)):
+        s = Session()
+        kids = [Node(parent=root, step=Step(t, (1,), (0.0,), "stop")) for t in "abc"]
+        assert score_nodes(bind(scorer, s), Problem(prompt="q"), kids,
+                           meter=s.meter) == [0.5] * 3
+        assert s.meter.scorer_calls == want
+
+
+def test_a_view_reads_the_part_and_sets_nothing_of_its_own():
+    """A view's instance dict is its own and stays empty: it reads the part's attributes,
+    set before or after it was made; setting one through a view is refused (what every
+    search should see is set on view.part); a view of the same session is itself."""
+
+    class Part(Bindable):
+        def __init__(self) -> None:
+            self.x, self.seen = 0, []
+
     part = Part()
-    view = part.bind(Session())
-    view.x = 1
-    assert part.x == 1 and vars(view) is vars(part)
+    s = Session()
+    view, other = part.bind(s), part.bind(Session())
+    part.x = 1
+    view.seen.append("a")  # a shared container: the part's own
+    assert (view.x, other.x, other.seen) == (1, 1, ["a"])
+    assert vars(view) == {} and vars(view) is not vars(part)
+    with pytest.raises(AttributeError, match="view.part.y|self.part.y"):
+        view.y = 2
+    assert not hasattr(part, "y") and not hasattr(other, "y")
+    view.part.x = 3
+    assert (part.x, other.x) == (3, 3)
+    assert view.part is part and part.part is part and view.bind(s) is view
+    assert bind(view, other.session).session is other.session
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = view.nothing
 
 
 # -- one driver of many searches (search.many) ---------------------------------------------------

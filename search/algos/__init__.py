@@ -27,24 +27,25 @@ from typing import Any
 
 from search import aggregate
 from search.algos._stepwise import SAMPLER, Sampler, path_score, resolve_agg, roll, scored_by
-from search.budget import Meter, submeter
+from search.budget import Meter
 from search.engines.base import Engine
 from search.scoring import Scorer, score_nodes
 from search.select import Selection, best_partial, candidates
-from search.session import charging
+from search.session import Session, bind
 from search.types import Candidate, Node, Outcome, Problem
 
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a search: what it was given, its sampler and random stream (seeded once, by
-    the call's seed), the tree's root, the aggregation `agg` of step rewards into path scores
-    (the caller's, else the scorer's own) and the selection of the answer."""
+    """One run of a search: what it was given (the engine and scorer as its session's views,
+    so every cost reaches the session's meter), its sampler and random stream (seeded once,
+    by the call's seed), the tree's root, the aggregation `agg` of step rewards into path
+    scores (the caller's, else the scorer's own) and the selection of the answer."""
 
     problem: Problem
     engine: Engine
     scorer: Scorer
-    meter: Meter
+    session: Session
     sampler: Sampler
     rng: random.Random
     root: Node
@@ -52,7 +53,7 @@ class Run:
     selection: Selection
 
     @classmethod
-    def begin(cls, problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+    def begin(cls, problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
               seed: int, sampler: Sampler = SAMPLER, agg: str | None = None, select: str = "score",
               scored_as: str | None = None, selection: Selection | None = None) -> Run:
         """The run's set-up. The answer is chosen by the rule `select` over path scores
@@ -61,8 +62,14 @@ class Run:
         agg = resolve_agg(agg, scorer)
         if selection is None:
             selection = Selection.of(select, scored_by(scorer, scored_as or agg))
-        return cls(problem, engine, scorer, meter, sampler, random.Random(seed),
+        engine, scorer = bind(engine, session), bind(scorer, session)
+        return cls(problem, engine, scorer, session, sampler, random.Random(seed),
                    engine.root(problem), agg, selection)
+
+    @property
+    def meter(self) -> Meter:
+        """What the search has spent, and its budget: its session's meter."""
+        return self.session.meter
 
     def expand(self, nodes: Sequence[Node], n: int) -> list[list[Node]]:
         """n sampled next steps of every node (one engine batch)."""
@@ -119,21 +126,21 @@ class Run:
     def _complete(self, node: Node, sampler: Sampler, max_depth: int,
                   scores: str | None) -> Node:
         """node extended greedily from the reserve (Run.finish); returns where it got to
-        (node itself if nothing could be spent). Runs on a sub-meter (search.budget.submeter)
-        that the engine's and scorer's views charge, so every token is charged to the run's
-        meter."""
+        (node itself if nothing could be spent). Runs within the reserve's budget
+        (Session.within: the engine's and scorer's views charge a sub-meter), so every token
+        is charged to the run's meter."""
         budget = self.meter.reserve_budget()
         if budget is None:
             return node
         stalled: list[Node] = []
-        with submeter(self.meter, budget) as sub:
-            step = _greedy_step(charging(self.engine, sub), sampler, sub, stalled)
-            [tip], _ = roll([node], step, sub, steps=max_depth,
+        with self.session.within(budget) as sub:
+            step = _greedy_step(bind(self.engine, sub), sampler, sub.meter, stalled)
+            [tip], _ = roll([node], step, sub.meter, steps=max_depth,
                             goes_on=lambda tip: not tip.finished and not stalled)
             if scores is not None and tip is not node and self.meter.scoring_left():
                 new = tip.path()[node.depth + 1:]
-                score_nodes(charging(self.scorer, sub), self.problem,
-                            [tip] if scores == "leaf" else new, meter=sub)
+                score_nodes(bind(self.scorer, sub), self.problem,
+                            [tip] if scores == "leaf" else new, meter=sub.meter)
         return tip
 
 

@@ -57,12 +57,12 @@ from dataclasses import dataclass
 
 from search.algos import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import Rule, at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 EPS = 1e-6  # PRM scores are clipped to [EPS, 1] before -log, so a zero score costs ~13.8
@@ -166,12 +166,12 @@ WIDTH = Width(("width", "k"), spread=4.0)
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
        Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
             "g must be 'sum' for admissible search (additive costs)"))
-def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
           max_depth: int = 40, max_batches: int = 40, select: str = "score",
           sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=None, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=None, select=select,
                     scored_as="-f", sampler=sampler)
     root = run.root
     root.scores.marks[AStarMark.key] = AStarMark(cost=0.0, g=0.0, f=0.0)
@@ -201,7 +201,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
         if top is not None and top.finished:  # the cheapest open state is a solution
             goal = pop()
             break
-        if top is None or meter.exhausted():
+        if top is None or run.meter.exhausted():
             break
         if batches >= max_batches:
             capped = True
@@ -222,7 +222,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, see
         for child in fresh:
             evaluate(child)
             frontier.offer(child)
-        engine.retain(frontier.open_nodes())
+        run.engine.retain(frontier.open_nodes())
 
     open_nodes = [node for node in frontier.open_nodes() if node is not root]
     leaves = ([goal] if goal else []) + [node for node in open_nodes if node.finished]

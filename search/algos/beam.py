@@ -52,12 +52,12 @@ from search.algos._stepwise import (
     roll,
     with_copies,
 )
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 
@@ -74,11 +74,11 @@ WIDTH = Width(("n",), multiple_of="m")
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
        one_of("duplicates", DUPLICATES))
-def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = "score", duplicates: str = "merge",
          sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     agg_fn = aggregate.get(run.agg)
     keep = n // m
@@ -94,7 +94,7 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         return agg_fn(rewards)
 
     for depth in range(max_depth):
-        if not beams or sum(map(copies, done)) >= n or meter.exhausted():
+        if not beams or sum(map(copies, done)) >= n or run.meter.exhausted():
             break
         kids = merge_equal([c for cs in run.expand(beams, width) for c in cs], duplicates)
         run.score(kids)
@@ -106,7 +106,7 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         # sorted() is stable: equal scores keep generation order, so runs are reproducible
         alive = sorted(alive, key=rank_key, reverse=True)
         beams, width = alive[:keep], m
-        engine.retain(beams)
+        run.engine.retain(beams)
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]

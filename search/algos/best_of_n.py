@@ -26,12 +26,12 @@ from typing import Any
 
 from search.algos import Run
 from search.algos._stepwise import SAMPLER, Sampler, sample_paths
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, rules
 from search.scoring import Scorer, implicit
 from search.select import Selection
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 
@@ -44,16 +44,16 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
 WIDTH = Width(("n",))
 
 @rules(at_least(1, "n"))  # with the rules every algorithm shares (search.knobs.COMMON)
-def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
               n: int = 8, select: str | None = None, agg: str | None = None,
               sampler: Sampler = SAMPLER, max_depth: int = 40) -> Outcome:
     """select: "score", "vote", "weighted_vote", or None: "vote" when no scorer was named,
     else "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
     select = select or ("vote" if implicit(scorer) else "score")
     vote = select == "vote"  # counting answers needs no scorer; ties go to the likelier path
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=sampler, agg=agg,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, sampler=sampler, agg=agg,
                     select=select, selection=Selection.of("vote", "") if vote else None)
-    done, live, _ = sample_paths(engine, run.root, n, meter, sampler, run.rng,
+    done, live, _ = sample_paths(run.engine, run.root, n, run.meter, sampler, run.rng,
                                  max_depth=max_depth)
     leaves = done + live
     resolved = dict(select=select, agg=run.agg)

@@ -54,11 +54,11 @@ import numpy as np
 from search import knobs as _knobs
 from search import registry
 from search.answers import vote_key
-from search.budget import Meter, submeter
+from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import Rule, rules
 from search.scoring import Scorer
-from search.session import charging
+from search.session import Session
 from search.types import Budget, Outcome, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
@@ -192,26 +192,28 @@ def _share(meter: Meter, tokens_cap: float | None) -> Budget | None:
 
 
 def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Scorer,
-         meter: Meter, budget: Budget | None, seed: int, knobs: Mapping[str, Any]) -> Result:
-    """fn on its own meter limited to `budget`; what it spent is then charged to `meter`.
-    budget None (nothing left): fn runs on the exhausted `meter` and stops before any batch."""
+         session: Session, budget: Budget | None, seed: int, knobs: Mapping[str, Any]
+         ) -> Result:
+    """fn within `budget` (Session.within: its own meter, whose spending is then charged to
+    the session's). budget None (nothing left): fn runs on the exhausted session and stops
+    before any batch."""
     if budget is None:
-        return fn(problem, engine, scorer, meter, seed=seed, **knobs)
-    with submeter(meter, budget) as sub:  # the engine's and scorer's views charge it
-        return fn(problem, charging(engine, sub), charging(scorer, sub), sub, seed=seed,
-                  **knobs)
+        return fn(problem, engine, scorer, session, seed=seed, **knobs)
+    with session.within(budget) as sub:  # fn's Run binds the engine and scorer to it
+        return fn(problem, engine, scorer, sub, seed=seed, **knobs)
 
 
 @rules(Rule(("table",), lambda t: bool(load_table(t)),
             "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"))
-def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                     seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Outcome:
     tab = load_table(table)
+    meter = session.meter
     rng = random.Random(seed)
     cfg = tab["probe"]
     left = meter.tokens_left()
     probe_budget = _share(meter, None if left is None else cfg["budget_fraction"] * left)
-    probe = _run(registry.get("best_of_n"), problem, engine, scorer, meter, probe_budget,
+    probe = _run(registry.get("best_of_n"), problem, engine, scorer, session, probe_budget,
                  rng.getrandbits(32), dict(n=cfg["n"], select=cfg["select"], agg=cfg["agg"],
                                            temperature=cfg["temperature"],
                                            step_tokens=cfg["step_tokens"],
@@ -223,7 +225,7 @@ def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Met
     budget = _share(meter, entry.get("tokens"))
     result, fallback = probe, entry["algo"] != PROBE
     if budget is not None and entry["algo"] != PROBE:
-        result = _run(registry.get(entry["algo"]), problem, engine, scorer, meter, budget,
+        result = _run(registry.get(entry["algo"]), problem, engine, scorer, session, budget,
                       rng.getrandbits(32), knobs)
         fallback = result.answer is None and probe.answer is not None
         result = probe if fallback else result

@@ -58,6 +58,7 @@ from search.knobs import Rule, at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
 from search.select import Selection
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 C = TypeVar("C")
@@ -141,7 +142,7 @@ WIDTH = Width(("n",), narrow=False)
        Rule(("groups", "n", "m"), lambda g, n, m: (n // m) % g == 0, "groups must divide n/m"),
        one_of("level", ("step", "token")), one_of("diversity", ("hamming", "ngram")),
        one_of("duplicates", DUPLICATES))
-def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
@@ -149,11 +150,11 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                  sampler: Sampler = SAMPLER) -> Outcome:
     per = n // m // groups
     token = level == "token"  # the scorer is not consulted: paths rank by their log-probability
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler,
                     selection=Selection.of(select, "path logprob") if token else None)
     if token:
-        leaves = _by_token(engine, meter, run.root, groups=groups, per=per, lam=lam,
+        leaves = _by_token(run.engine, run.meter, run.root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
         return run.finish(leaves, score=lambda leaf: leaf.cum_logprob, max_depth=max_depth,
                           reserve_scores=None, resolved={})  # agg plays no part

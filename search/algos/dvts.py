@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 from search.algos import Run
 from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal, with_copies
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 
@@ -46,17 +46,17 @@ class DvtsMark(Mark):
 WIDTH = Width(("n",), multiple_of="m")
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES))
-def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def dvts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
          select: str = "score", duplicates: str = "merge",
          sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     heads: list[Node | None] = [run.root] * (n // m)  # None once a subtree has finished
     done: list[Node] = []
     for _ in range(max_depth):
         live = [(i, head) for i, head in enumerate(heads) if head is not None]
-        if not live or meter.exhausted():
+        if not live or run.meter.exhausted():
             break
         kids = [merge_equal(cs, duplicates) for cs in run.expand([h for _, h in live], m)]
         run.score([c for cs in kids for c in cs])
@@ -67,6 +67,6 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             # max keeps the first of equal scores: ties go to the earlier sample
             best = max(children, key=run.path_score)
             heads[i] = None if best.finished else best
-        engine.retain([head for head in heads if head is not None])
+        run.engine.retain([head for head in heads if head is not None])
     leaves = with_copies(done) + [h for h in heads if h is not None and h is not run.root]
     return run.finish(leaves, max_depth=max_depth)

@@ -41,7 +41,7 @@ from search.fit import Width
 from search.knobs import Rule, at_least, rules
 from search.scoring import Scorer
 from search.select import Selection, majority_vote
-from search.session import charging
+from search.session import Session, bind
 from search.types import Candidate, Node, Outcome, Problem
 
 
@@ -95,7 +95,7 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
 WIDTH = Width(("n",), capped="k")
 
 @rules(at_least(1, "n", "k"), Rule(("k", "n"), lambda k, n: k <= n, "k must be <= n"))
-def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+def first_finish(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
                  top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,
                  stop: Sequence[str] | None = None, count_saved: bool = False) -> Outcome:
@@ -106,16 +106,15 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
         # done comes first, in finishing order (a path finished from the reserve is alone)
         return majority_vote(problem, [c for c in cands if c.finished][:k])
 
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=chunks,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, sampler=chunks,
                     selection=Selection.choosing(first_k, "first to finish" if k == 1 else
                                                  f"vote(first {k} to finish)"))
-    rng = run.rng
     order: dict[int, int] = {}
-    done, stopped, live = _race(engine, meter, rng, [run.root], n, order, k, chunks, max_tokens)
+    done, stopped, live = _race(run.engine, run.meter, run.rng, [run.root], n, order, k, chunks,
+                                max_tokens)
     done.sort(key=lambda p: (p.generated_tokens, order[p.id]))  # finishing order
     stopped_tokens = sum(p.generated_tokens for p in stopped)
-    saved = _count_saved(engine, rng, stopped, order, chunks, max_tokens) if count_saved \
-        else None
+    saved = _count_saved(run, stopped, order, chunks, max_tokens) if count_saved else None
     # shorter is better: ties in a vote go to the group that finished with fewer tokens
     return run.finish(done + stopped + live, score=lambda p: -float(p.generated_tokens),
                       max_depth=-(-max_tokens // chunk_tokens), reserve_scores=None,
@@ -124,17 +123,17 @@ def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
                                  saved_tokens=saved))
 
 
-def _count_saved(engine: Engine, rng: random.Random, stopped: list[Node], order: dict[int, int],
-                 chunks: Sampler, max_tokens: int) -> int:
+def _count_saved(run: Run, stopped: list[Node], order: dict[int, int], chunks: Sampler,
+                 max_tokens: int) -> int:
     """Run the stopped paths to the end on a scratch meter; the tokens that took. Their new
     nodes are detached afterwards, so the tree holds only what the budget paid for."""
     if not stopped:
         return 0
-    scratch = Meter()
-    _race(charging(engine, scratch), scratch, rng, list(stopped), 1, order, len(stopped), chunks,
-          max_tokens)
+    scratch = run.session.charging(Meter())  # the same search, counted apart
+    _race(bind(run.engine, scratch), scratch.meter, run.rng, list(stopped), 1, order,
+          len(stopped), chunks, max_tokens)
     for node in stopped:
         for child in list(node.children):
             child.detach()
-    engine.retain([])
-    return scratch.generated_tokens
+    run.engine.retain([])
+    return scratch.meter.generated_tokens

@@ -17,11 +17,11 @@ from typing import Any
 
 from search.algos import Run
 from search.algos._stepwise import GREEDY, Sampler, sample_paths
-from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import rules
 from search.scoring import Scorer
 from search.select import Selection, by_score
+from search.session import Session
 from search.types import Outcome, Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
@@ -33,12 +33,12 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
 
 
 @rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
-def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def greedy(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
            sampler: Sampler = GREEDY, max_depth: int = 40) -> Outcome:
     # nothing to choose between: the one path is the answer; the scorer is never consulted
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=sampler,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, sampler=sampler,
                     selection=Selection.choosing(by_score, "greedy (the one path)"))
-    done, live, _ = sample_paths(engine, run.root, 1, meter, sampler, run.rng,
+    done, live, _ = sample_paths(run.engine, run.root, 1, run.meter, sampler, run.rng,
                                  max_depth=max_depth)
     return run.finish(done + live, score=lambda leaf: leaf.cum_logprob, max_depth=max_depth,
                       reserve_scores=None)

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 from search.algos import Run
 from search.algos._stepwise import SAMPLER, Sampler, new_siblings, roll
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, one_of, rules
 from search.scores import Mark
 from search.scoring import Scorer, reward
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 
@@ -117,17 +117,17 @@ WIDTH = Width(("batch", "k"), spread=2.0)
 
 @rules(at_least(1, "batch", "k"), at_least(0, "c", "virtual_loss"),
        one_of("evaluate", ("prm", "rollout")))
-def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def mcts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
          agg: str | None = None, select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     root = run.root
     tree = Tree(root, c, virtual_loss)
     finished: dict[int, Node] = {}  # every finished path seen, rollouts included
     for _ in range(iterations):
-        if meter.exhausted():
+        if run.meter.exhausted():
             break
         paths = []
         for _ in range(batch):
@@ -152,7 +152,7 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         finished.update((kid.id, kid) for kid in new if kid.finished)
         for path in paths:
             tree.add_virtual_loss(path, -1)
-        engine.retain(tree.frontier())
+        run.engine.retain(tree.frontier())
     for node in root.walk():
         if node.id in tree.stats:
             st = tree.stats[node.id]

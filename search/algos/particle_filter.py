@@ -29,23 +29,23 @@ from __future__ import annotations
 from search.algos import Run
 from search.algos._smc import SweepPlan, resampler, sweep
 from search.algos._stepwise import SAMPLER, Sampler
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import above, at_least, rules, within
 from search.scoring import Scorer
+from search.session import Session
 from search.types import Outcome, Problem
 
 # the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
 WIDTH = Width(("n",))
 
 @rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"))
-def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
                     ess_threshold: float = 1.0, resample_finished: bool = False,
                     max_depth: int = 40, agg: str | None = None,
                     select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
     swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,

@@ -36,11 +36,11 @@ from search.algos._smc import (
     sweep,
 )
 from search.algos._stepwise import SAMPLER, Sampler
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import above, at_least, one_of, rules, within
 from search.scoring import Scorer
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
@@ -51,20 +51,20 @@ WIDTH = Width(("n",), floor=2)
 
 @rules(at_least(2, "n"), at_least(1, "iterations"), above(0, "tau"),
        within(0, 1, "ess_threshold"), one_of("reference", REFERENCE_DRAWS), one_of("pool", POOLS))
-def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
+def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                    seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,
                    resample: str = "multinomial", ess_threshold: float = 1.0,
                    resample_finished: bool = False, reference: str = "weight",
                    pool: str = "all", max_depth: int = 40, agg: str | None = None,
                    select: str = "score",
                    sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, agg=agg, select=select,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)
     path: list[Node] = []  # the reference's nodes, depth 1 to its finished leaf
     seen: dict[int, Node] = {}  # every pass's particles; a kept reference counts once
     for it in range(iterations):
-        if meter.exhausted():
+        if run.meter.exhausted():
             break
         swarm = sweep(run.problem, run.engine, run.scorer, run.meter, run.rng, run.sampler,
                       run.root, plan, reference=path)
@@ -78,7 +78,7 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Mete
             break
         ref.scores.of(ParticleMark).reference = it
         path = ref.path()[1:]
-        engine.retain([ref])
+        run.engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
     return run.finish(leaves, max_depth=max_depth)

@@ -41,6 +41,7 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.knobs import at_least, rules
 from search.scoring import Scorer
+from search.session import Session
 from search.types import Node, Outcome, Problem
 
 DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
@@ -99,21 +100,22 @@ def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[No
 
 
 @rules(at_least(1, "rollouts", "width"))
-def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def pgtd(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          rollouts: int = 128, width: int = 3, c: float = 4.0, c_base: float = 10.0,
          horizon: int = 1024, early_stop: bool = True) -> Outcome:
+    # programs are scored by their public tests (the scorer's last value, whatever its agg)
+    run = Run.begin(problem, engine, scorer, session, seed=seed, sampler=Sampler(0.0, 1.0),
+                    agg="last")
+
     def terminal(node: Node) -> bool:
         return node.finished or node.generated_tokens >= horizon
 
     def new_stats(node: Node) -> _Stats:  # tree caching: top-k of each prefix, computed once
         if terminal(node):
             return _Stats(actions=[])
-        top = engine.topk_next([node], width)[0]
+        top = run.engine.topk_next([node], width)[0]
         return _Stats(actions=[(t, math.exp(lp)) for t, lp in top])
 
-    # programs are scored by their public tests (the scorer's last value, whatever its agg)
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=Sampler(0.0, 1.0),
-                    agg="last")
     root = run.root
     stats = {root.id: new_stats(root)}
     cache = _SeqCache()
@@ -121,7 +123,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
     cut: list[Node] = []  # the rollout the budget stopped, if it did
     iterations = 0
     for _ in range(rollouts):
-        if meter.exhausted():
+        if run.meter.exhausted():
             break
         iterations += 1
         # selection: descend by P-UCB until a new child is created or a terminal is reached
@@ -133,7 +135,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             if a in st.child:
                 node = st.child[a]
                 continue
-            (node,) = engine.extend([node], [[a]], generated=True)
+            (node,) = run.engine.extend([node], [[a]], generated=True)
             st.child[a] = node
             stats[node.id] = new_stats(node)
             break
@@ -141,8 +143,8 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
         # terminal, else its greedy completion
         leaf = cache.find(node)
         if leaf is None:
-            leaf, whole = (node, True) if terminal(node) else _rollout(engine, meter, node,
-                                                                       horizon)
+            leaf, whole = (node, True) if terminal(node) else \
+                _rollout(run.engine, run.meter, node, horizon)
             if not whole:
                 cut.append(leaf)  # budget gone mid-rollout: nothing to score
                 break
@@ -156,7 +158,7 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed
             st.q[a] = max(st.q.get(a, -math.inf), reward)
             st.n[a] = st.n.get(a, 0) + 1
             st.visits += 1
-        engine.retain([n for n in _tree_nodes(root, stats) if not stats[n.id].child])
+        run.engine.retain([n for n in _tree_nodes(root, stats) if not stats[n.id].child])
         if early_stop and reward >= 1.0:
             break
 

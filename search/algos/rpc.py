@@ -43,13 +43,13 @@ from typing import Any
 from search.algos import Run
 from search.algos._stepwise import Sampler, sample_paths
 from search.answers import vote_key
-from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, one_of, rules, within
 from search.scores import Mark
 from search.scoring import Scorer
 from search.select import Selection
+from search.session import Session
 from search.types import Candidate, Node, Outcome, Problem
 from search.weibull import BOUNDS, MAX_STARTS, prune_low
 
@@ -150,12 +150,12 @@ WIDTH = Width(("n",))
 
 @rules(at_least(1, "n", "live_after"), one_of("fit_bounds", BOUNDS),
        within(1, MAX_STARTS, "fit_starts"))
-def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
+def rpc(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
         fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Outcome:
     # RPC ranks answers by the model's own probabilities only: no scorer is consulted
     fit = dict(bounds=fit_bounds, starts=fit_starts)
-    run = Run.begin(problem, engine, scorer, meter, seed=seed, sampler=sampler,
+    run = Run.begin(problem, engine, scorer, session, seed=seed, sampler=sampler,
                     selection=Selection(lambda p, leaves, cands: rank(
                         p, leaves, cands, lambda nodes: _mark_low(nodes, fit)),
                         "perplexity_consistency(path probabilities)"))
@@ -171,7 +171,7 @@ def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed:
             node.scores.of(RpcMark).rpc_pruned = True
         return cut
 
-    done, frontier, stopped = sample_paths(engine, run.root, n, meter, sampler, run.rng,
+    done, frontier, stopped = sample_paths(run.engine, run.root, n, run.meter, sampler, run.rng,
                                            max_depth=max_depth, prune=prune_live)
     # if the budget stopped it before any path finished, the likeliest live one is finished
     # from the reserve (and, if it finishes, is the one finished path)

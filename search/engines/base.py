@@ -53,7 +53,7 @@ def server_cap(meter: Meter, rows: int, max_tokens: int) -> int:
     the tokens left split evenly among the rows, so the batch stays within the budget;
     0 when not one token each fits or the seconds are up (recorded as the cut: the rows
     then get empty steps, budget_child)."""
-    if meter.seconds_up():
+    if meter.refuse_overtime():
         return 0
     left = meter.tokens_left()
     cap = max_tokens if left is None else min(max_tokens, left // rows)

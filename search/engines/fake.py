@@ -64,7 +64,7 @@ class ScriptedEngine(Bindable):
     def _prefill(self, nodes: Sequence[Node]) -> int:
         """Charge each new root's prompt once, as a real engine prefills it once."""
         fresh = {node.root.id for node in nodes} - self._prefilled
-        self._prefilled |= fresh
+        self._prefilled.update(fresh)
         tokens = self.prompt_tokens * len(fresh)
         if tokens:
             self.meter.charge_model(prefill=tokens, processed=tokens,
@@ -112,7 +112,7 @@ class ScriptedEngine(Bindable):
         self.meter.charge_model(generated=processed, processed=processed,
                                 flops=self.flops_per_token * processed,
                                 passes=self.tokens_per_step)
-        self.expand_calls += 1
+        self.part.expand_calls += 1  # the engine's count, over every search
         return out
 
     def _room(self, nodes: Sequence[Node], want: int) -> int:
@@ -120,7 +120,7 @@ class ScriptedEngine(Bindable):
         (search.budget.Meter: tokens left, FLOPs left after the prompts' prefill, seconds);
         the prompts are prefilled (and charged) only where their FLOPs fit."""
         meter, fpt = self.meter, self.flops_per_token
-        if meter.refuses(fpt * self.prompt_tokens * len({n.root.id for n in nodes}
+        if meter.refuse_forward(fpt * self.prompt_tokens * len({n.root.id for n in nodes}
                                                          - self._prefilled)):
             return 0
         self._prefill(nodes)
@@ -177,7 +177,7 @@ class ScriptedEngine(Bindable):
         return out
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        if self.meter.refuses(self.flops_per_token * self.prompt_tokens * len(
+        if self.meter.refuse_forward(self.flops_per_token * self.prompt_tokens * len(
                 {n.root.id for n in nodes} - self._prefilled)):
             return [[] for _ in nodes]  # the prompt's prefill does not fit the budget
         self._prefill(nodes)

@@ -81,9 +81,10 @@ class VLLMEngine(Bindable):
 
     # -- requests ----------------------------------------------------------------------------
     def params(self, **fields: Any) -> Any:
-        if self._sampling is None:
-            self._sampling = importlib.import_module("vllm").SamplingParams
-        return self._sampling(**fields)
+        sampling = self._sampling
+        if sampling is None:  # learned once, for every search: set on the part
+            sampling = self.part._sampling = importlib.import_module("vllm").SamplingParams
+        return sampling(**fields)
 
     def _generate(self, prompts: Sequence[Sequence[int]], params: Sequence[Any],
                   forced: int = 0, generated: bool = False) -> list[Any]:

@@ -159,7 +159,7 @@ class KVTree:
         """`feed` as a job."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
         meter = session.meter
-        if meter.refuses(2.0 * self.n_params * len(tokens) * w):
+        if meter.refuse_forward(2.0 * self.n_params * len(tokens) * w):
             raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
         cache = self.batch(paths, w)
         P = cache.length

@@ -215,7 +215,7 @@ class StepDecoder(Decoder):
                 tok, pos = tok[sel], pos[sel]
                 hid = hid[sel] if hid is not None else None
                 active = [active[b] for b in order]
-            if s.meter.refuses(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
+            if s.meter.refuse_forward(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
                 for b, r in enumerate(active):
                     out[r] = self.cut(rows[r], toks[r], lps[r], cache.take(b, P, P + j),
                                       None if hid is None else hid[b], segs0[r])

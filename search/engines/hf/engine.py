@@ -111,7 +111,7 @@ class HFEngine(Bindable):
         the engine's config says so too. A job in flight reads the flag once
         (KVTree.pass_for), so turning it on mid-search is safe."""
         if not self.kv.keep_hidden:
-            self.config = dataclasses.replace(self.config, keep_hidden=True)
+            self.part.config = dataclasses.replace(self.config, keep_hidden=True)
             self.kv.keep_hidden = True
 
     @property

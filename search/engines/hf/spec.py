@@ -156,7 +156,7 @@ class SpecDecoder(Decoder):
                 break
             if len(keep) < len(active):
                 active = [active[b] for b in cache.keep(keep)]
-            if s.meter.refuses(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
+            if s.meter.refuse_forward(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
                 for b, r in enumerate(active):
                     child = out[r] = self._child(b, r, "budget")
                     if r in last:

@@ -169,7 +169,7 @@ class OpenAIEngine(Bindable):
             if not listed:
                 raise ServerError(f"GET {self.base_url}/models: no model listed; give the "
                                   "model name")
-            self.model = str(listed[0]["id"])
+            self.part.model = str(listed[0]["id"])
         if self.n_params_source is None:
             self._learn_n_params()
         return {"model": self.model, "prompt": prompt, **self.extra_body, **fields}
@@ -178,7 +178,7 @@ class OpenAIEngine(Bindable):
         """n_params from the server (llama-server's meta.n_params), else from the config of
         the tokenizer's model or of the model the server names (vLLM's root), found locally;
         tried once."""
-        self.n_params_source = "unknown"
+        self.part.n_params_source = "unknown"
         try:
             listed = self._models()
         except ServerError:
@@ -187,11 +187,11 @@ class OpenAIEngine(Bindable):
         entry: Mapping[str, Any] = found[0] if found else {}
         meta: Mapping[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
         if isinstance(meta.get("n_params"), int) and meta["n_params"] > 0:
-            self.n_params, self.n_params_source = int(meta["n_params"]), "server"
+            self.part.n_params, self.part.n_params_source = int(meta["n_params"]), "server"
             return
         for name in (self._tokenizer_name, entry.get("root"), self.model):
             if isinstance(name, str) and (count := usage_of.params_from_config(name)):
-                self.n_params, self.n_params_source = count, f"config of {name}"
+                self.part.n_params, self.part.n_params_source = count, f"config of {name}"
                 return
 
     def _count(self, **counts: int) -> None:
@@ -248,7 +248,7 @@ class OpenAIEngine(Bindable):
             except ServerError as err:  # llama-server refuses n above its slot count (HTTP 400)
                 if self.native_n is not None or n == 1 or "HTTP 400" not in str(err):
                     raise
-                self.native_n = False
+                self.part.native_n = False
                 self._count(n_refused=1)
                 wave = [(i, j, body(i, j, 1)) for i in range(len(nodes)) for j in range(n)]
                 continue
@@ -256,7 +256,7 @@ class OpenAIEngine(Bindable):
             for (i, j, b), data in zip(wave, answers):
                 choices = usage_of.choices(data, b["n"], may_ignore_n=self.native_n is not True)
                 if len(choices) < b["n"]:  # the server ignored n: ask for the rest one by one
-                    self.native_n = False
+                    self.part.native_n = False
                     self._count(n_ignored=1)
                     more += [(i, k, body(i, k, 1)) for k in range(1, b["n"])]
                 got[i].update((j + k, c) for k, c in enumerate(choices))
