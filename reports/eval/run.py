@@ -155,7 +155,7 @@ def run_grid(grid: Grid, *, out: str | os.PathLike[str], engine: Engine | str | 
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
-    scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
+    scorer: a rewards.scorers name, a PRM path ("prm:..."), a Scorer object, or None
     (logprob; unit_tests for a pgtd-only grid). Everything is checked before a model loads.
     A deterministic algorithm runs once per grid point; its other seeds' rows are copies
     marked "reused_from_seed" (written after the row they copy, so a killed run resumes
