@@ -252,7 +252,8 @@ r = search.solve("2+2?", "greedy", engine=engine, progress=False)
 print(r.answer, r.status, r.selected_by)
 r = search.solve("2+2?", "best_of_n", engine=engine, progress=False, n=2, select="score")
 print(r.answer, r.status, r.scorer)
-print(sorted(m for m in ("rewards", "verifiers", "problems", "reports") if m in sys.modules))
+print(sorted(m for m in ("rewards", "verifiers", "problems", "training", "reports")
+            if m in sys.modules))
 """
 
 
