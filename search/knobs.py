@@ -159,6 +159,7 @@ def rules(*declared: Rule | tuple[Rule, ...], width: Width | None = None,
         def checked(*args: P.args, **kwargs: P.kwargs) -> Result:
             return run(checked, args, kwargs)
 
+        said.check(fn.__name__, names(checked))
         checked.__traits__ = said  # type: ignore[attr-defined]
         return checked
 

@@ -42,6 +42,17 @@ class Traits:
     scorer: bool | Callable[[Mapping[str, Any]], bool] = True
     deterministic: bool = False
 
+    def check(self, algo: str, knobs: Sequence[str]) -> None:
+        """ValueError where a width or scale names a knob the algorithm (knobs: its
+        knobs) lacks, said when it is declared rather than when a budget meets it."""
+        for what, width in (("width", self.width), ("scale", self.scale)):
+            if isinstance(width, Width):
+                named = (*width.knobs, *width.companions, width.multiple_of, width.capped)
+                lacking = [k for k in named if k is not None and k not in knobs]
+                if lacking:
+                    raise ValueError(f"{algo}: its {what} names {', '.join(lacking)}, not among "
+                                     f"its knobs ({', '.join(knobs) or 'none'})")
+
     def uses_scorer(self, knobs: Mapping[str, Any]) -> bool:
         """Whether a run with these knobs consults its scorer (to search or to choose)."""
         return self.scorer(knobs) if callable(self.scorer) else self.scorer

@@ -64,3 +64,7 @@ def test_declarations_travel_with_the_function(monkeypatch):
         ({}, None, 0, None), ({}, None, 5, 0)]
     with pytest.raises(ValueError, match="scale is a search.fit.Width, 'tokens' or None"):
         rules(scale="samples")
+    with pytest.raises(ValueError, match=r"pick: its width names m, not among its knobs \(n\)"):
+        @rules(width=Width(("n",), companions=("m",)))
+        def pick(problem, engine, scorer, meter, *, seed=0, n=4):
+            raise AssertionError("never run")
