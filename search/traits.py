@@ -65,8 +65,9 @@ class Traits:
             (which must divide what is left) or the largest divisor of what is left up to
             its default; the first takes the rest (astar: k = 4, width = n / 4 for n = 16);
           - then each of the scale's companions the caller left unset takes the largest
-            value up to its default that the rules relating it to the knobs set so far
-            allow (beam's m must divide n: 4 for n = 16, 3 for n = 6, 1 for n = 1).
+            value up to its default that the rules relating it to the knobs set so far (the
+            width's, the companions before it) allow (beam's m must divide n: 4 for n = 16,
+            3 for n = 6, 1 for n = 1; diverse_beam's groups then must divide n / m).
         ValueError where n is below the scale's smallest (each knob at its floor)."""
         if not isinstance(self.scale, Width):
             return {}
@@ -87,9 +88,13 @@ class Traits:
                 value = max(d for d in range(1, int(defaults[knob]) + 1) if left % d == 0)
             out[knob], left = value, left // value
         out = {first: left, **out}
+        settled = dict(out)  # the width's knobs, then each companion in turn
         for knob in scale.companions:
-            if knob not in given:
-                out[knob] = self._largest_allowed(knob, defaults[knob], {**given, **out})
+            if knob in given:
+                settled[knob] = given[knob]
+            else:
+                out[knob] = settled[knob] = self._largest_allowed(knob, defaults[knob],
+                                                                  settled)
         return out
 
     def _largest_allowed(self, knob: str, default: int, values: Mapping[str, Any]) -> int:

@@ -192,6 +192,9 @@ def test_each_algorithm_declares_the_width_the_hand_table_gave():
     with pytest.raises(ValueError, match=r"astar: k=3 must divide the budget 8 \(width \* k"):
         registry.at_width("astar", 8, {"k": 3})
     assert registry.at_width("diverse_beam", 16, {"m": 2}) == {"n": 16, "groups": 4}
+    # a later companion the caller sets does not steer an earlier one: m = 4 as the table
+    # has it, and the knob check then refuses groups = 2 for n / m = 1
+    assert registry.at_width("diverse_beam", 4, {"groups": 2}) == {"n": 4, "m": 4}
 
 
 def test_every_algorithms_width_knobs_run():
