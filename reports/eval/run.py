@@ -21,7 +21,7 @@ codegen, generated with --difficulty (a list; --limit problems per level, defaul
 --data-seed. On a benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
 Each problem carries its own prompt; the engine wraps it (chat template or plain prompt).
 
-A budget value is each algorithm's width knob (reports.eval.grid.WIDTH); --tokens adds a token
+A budget value is each algorithm's width (as it declares: reports.eval.grid); --tokens adds a token
 Budget per run. The model loads once per process; named scorers are built fresh per run, so
 no cache carries over from one run to the next (a PRM path loads once). A named scorer goes
 only to the runs that consult one (search.registry.uses_scorer); with none named, every run
