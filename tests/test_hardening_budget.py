@@ -38,13 +38,13 @@ from hypothesis import strategies as st
 from search.answers import extract
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import get, names
+from search.registry import get, names, uses_scorer
 from search.session import Session, bind
 from search.types import Budget, Problem, Result
 
 ALGOS = names()
 # algorithms that never call the scorer: a scorer-call limit never stops them
-SCORER_FREE = {"rpc", "first_finish", "greedy"}
+SCORER_FREE = {a for a in ALGOS if not uses_scorer(a, {})}  # as each declares
 # those that score every step as they go (best_of_n, pgtd and compute_optimal's best-of-n
 # probe score only complete samples), so one scorer call stops them after one batch
 SCORE_AS_THEY_GO = set(ALGOS) - SCORER_FREE - {"best_of_n", "pgtd", "compute_optimal"}
@@ -217,7 +217,7 @@ def run(algo: str | Callable[..., Any], engine: Any, scorer: Any, budget: Budget
     with pytest.MonkeyPatch.context() as patch:
         instrument(engine, scorer, log, clock, patch)
         patch.setattr(Meter, "exhausted", exhausted)
-        result = fn(PROBLEM, engine.bind(session), bind(scorer, session), meter, seed=seed,
+        result = fn(PROBLEM, engine.bind(session), bind(scorer, session), session, seed=seed,
                     **(knobs or {}))
     return result, log
 
@@ -386,14 +386,14 @@ def test_the_event_log_catches_an_algorithm_that_ignores_its_budget():
     """The checker itself: a loop that never asks the meter is flagged, one that does is not."""
     tree = Tree(seed=1, branch=2, min_depth=5, max_depth=5)  # no path finishes early
 
-    def reckless(problem, engine, scorer, meter, *, seed=0):
+    def reckless(problem, engine, scorer, session, *, seed=0):
         frontier = [engine.root(problem)]
         for _ in range(3):
             frontier = [c for cs in engine.expand(frontier, 1, seed=seed) for c in cs]
 
-    def careful(problem, engine, scorer, meter, *, seed=0):
+    def careful(problem, engine, scorer, session, *, seed=0):
         frontier = [engine.root(problem)]
-        while not meter.exhausted():
+        while not session.meter.exhausted():
             frontier = [c for cs in engine.expand(frontier, 1, seed=seed) for c in cs]
 
     budget = Budget(tokens=3, reserve=0.0)  # 2 tokens per step: the second step crosses it

@@ -12,9 +12,6 @@ It consults no scorer (there is nothing to choose between), so search.solve refu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from search.algos import Run
 from search.algos._stepwise import GREEDY, Sampler, sample_paths
 from search.engines.base import Engine
@@ -24,15 +21,10 @@ from search.select import Selection, by_score
 from search.session import Session
 from search.types import Outcome, Problem
 
-DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
-
-def uses_scorer(knobs: Mapping[str, Any]) -> bool:
-    del knobs
-    return False
-
-
-@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
+# the knob rules every algorithm shares (search.knobs.COMMON); no scorer is consulted, and
+# the seed cannot change the result (greedy decoding throughout)
+@rules(scorer=False, deterministic=True)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
            sampler: Sampler = GREEDY, max_depth: int = 40) -> Outcome:
     # nothing to choose between: the one path is the answer; the scorer is never consulted
