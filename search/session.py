@@ -90,15 +90,38 @@ class Bindable:
     """Base of the engines and scorers that several searches share: each search uses
     `part.bind(session)`, a view of the part with its own `session`, which its methods
     charge (`self.meter`), cache under (`self.session.kv`) and stop by. A view reads every
-    other attribute from the part (the model, the KV store, the caches, the counters) and
-    sets none: its instance dict is its own and stays empty, so what one search could set
-    is never set for all by accident; a method that learns something for every search (a
-    server's model name, a counter) sets it on `self.part`, the part itself. The part
+    other attribute as the part has it (the model, the KV store, the caches, the counters)
+    and sets none: its instance dict is its own and stays empty, so what one search could
+    set is never set for all by accident; a method that learns something for every search
+    (a server's model name, a counter) sets it on `self.part`, the part itself. The part
     (unbound) has a session of its own, made on first use: direct calls (tests,
     benchmarks) charge `part.meter`. A subclass keeps an instance dict (it declares no
     __slots__ of its own)."""
 
-    __slots__ = ("_session", "_part")  # a view's own: its session and the part it views
+    __slots__ = ("_session", "_part")  # _part: None on the part itself, the part on a view
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        del args, kwargs  # for __init__
+        made = super().__new__(cls)
+        object.__setattr__(made, "_part", None)
+        return made
+
+    def __getattribute__(self, name: str) -> Any:
+        """On a view, the part's own attributes first (as the part reads them), then the
+        class's (methods bound to the view, properties run on it)."""
+        part = object.__getattribute__(self, "_part")
+        if part is not None:
+            shared = object.__getattribute__(part, "__dict__")
+            if name in shared:
+                return shared[name]
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if object.__getattribute__(self, "_part") is not None:
+            raise AttributeError(f"a view of {type(self).__name__} sets no attribute "
+                                 f"({name!r}): set it on the part (self.part.{name}), for "
+                                 "every search, or keep it in the search's own state")
+        object.__setattr__(self, name, value)
 
     @property
     def session(self) -> Session:
@@ -116,26 +139,8 @@ class Bindable:
     @property
     def part(self: P) -> P:
         """The part itself: a view's part, or the part (unbound) itself."""
-        try:
-            return object.__getattribute__(self, "_part")
-        except AttributeError:
-            return self
-
-    def __getattr__(self, name: str) -> Any:
-        """A view's attributes are its part's (only reached when the view has none)."""
-        try:
-            part = object.__getattribute__(self, "_part")
-        except AttributeError:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                 f"{name!r}") from None
-        return getattr(part, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if _is_view(self):
-            raise AttributeError(f"a view of {type(self).__name__} sets no attribute "
-                                 f"({name!r}): set it on the part (self.part.{name}), for "
-                                 "every search, or keep it in the search's own state")
-        object.__setattr__(self, name, value)
+        part = object.__getattribute__(self, "_part")
+        return self if part is None else part
 
     def __getstate__(self) -> dict[str, Any]:
         """What a copy or a pickle (a Ray worker's engine) keeps: the part's shared state,
@@ -155,11 +160,7 @@ class Bindable:
 
 
 def _is_view(part: object) -> bool:
-    try:
-        object.__getattribute__(part, "_part")
-    except AttributeError:
-        return False
-    return True
+    return object.__getattribute__(part, "_part") is not None
 
 
 def bind(part: P, session: Session) -> P:

@@ -205,8 +205,10 @@ def test_a_view_reads_the_part_and_sets_nothing_of_its_own():
     search should see is set on view.part); a view of the same session is itself."""
 
     class Part(Bindable):
+        name = "by class"
+
         def __init__(self) -> None:
-            self.x, self.seen = 0, []
+            self.x, self.seen, self.name = 0, [], "its own"
 
     part = Part()
     s = Session()
@@ -214,6 +216,7 @@ def test_a_view_reads_the_part_and_sets_nothing_of_its_own():
     part.x = 1
     view.seen.append("a")  # a shared container: the part's own
     assert (view.x, other.x, other.seen) == (1, 1, ["a"])
+    assert view.name == part.name == "its own"  # the part's attribute, not the class's
     assert vars(view) == {} and vars(view) is not vars(part)
     with pytest.raises(AttributeError, match="view.part.y|self.part.y"):
         view.y = 2
