@@ -5,7 +5,7 @@ being the object or its "module:attr", imported on first use), each with its bui
 one place: algorithms (search.registry.ALGORITHMS: the files of search/algos/), scorers
 (search.scoring.SCORERS: the core's logprob), answer readers (search.answers.READERS),
 embedded models (search.models.EMBEDDED), engine kinds by prefix
-(search.engines.kinds.ENGINES), path aggregations (search.aggregate.AGGREGATES), SMC
+(search.engines.kinds.ENGINE_KINDS), path aggregations (search.aggregate.AGGREGATES), SMC
 resampling schemes (search.algos._smc.RESAMPLERS) and datasets (problems.datasets.DATASETS:
 the benchmarks). Another distribution adds entries by entry points in the group
 "tts_search.<kind>" (algorithms, scorers, answers, models, engines, aggregates, resamplers,
