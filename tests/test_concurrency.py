@@ -22,7 +22,8 @@ from search.engines.hf import HFEngine
 from search.many import SolveManyError, concurrently
 from search.runtime import sched
 from search.runtime.kv import SlabCache
-from search.runtime.sched import SCHED, Pass, SchedStats, run_passes
+from search.runtime.passes import Job, Pass, run_passes
+from search.runtime.sched import SCHED, SchedStats
 from search.session import Bindable, Session
 from search.types import Budget, Node, Problem
 
@@ -274,7 +275,7 @@ def test_views_charge_their_own_session_from_any_thread():
         def __init__(self) -> None:
             self.calls = 0
 
-        def job(self) -> sched.Job[None]:
+        def job(self) -> Job[None]:
             self.calls += 1
             self.meter.charge_model(generated=1)
             return
@@ -302,7 +303,7 @@ def test_a_stopped_session_ends_its_own_jobs_only():
     a, b = Session(), Session()
     ran: list[str] = []
 
-    def job(name: str) -> sched.Job[None]:
+    def job(name: str) -> Job[None]:
         ran.append(name)
         return
         yield

@@ -18,8 +18,8 @@ from search.budget import Meter
 from search.engines.base import budget_child
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
+from search.runtime.passes import Job
 from search.runtime.sampling import Draw, draw
-from search.runtime.sched import Job
 from search.runtime.transfer import readback, upload
 from search.session import Session
 from search.types import Node, Step

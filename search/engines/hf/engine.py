@@ -15,7 +15,7 @@ How a call runs (B rows = nodes x n samples):
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
      from the same distribution (search.engines.hf.spec).
-Each call is a job (search.runtime.sched) whose forwards are Passes: alone by default; while
+Each call is a job (search.runtime.passes) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. Searches share the engine through
 their views (search.session.Bindable: `engine.bind(session)`): a view's calls charge its
@@ -47,7 +47,8 @@ from search.runtime import attention, lean, packed
 from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
-from search.runtime.sched import SCHED, Job
+from search.runtime.passes import Job
+from search.runtime.sched import SCHED
 from search.runtime.transfer import upload
 from search.session import Bindable
 from search.types import Node, Problem, Step

@@ -51,8 +51,8 @@ from search.engines.hf.config import SpecConfig
 from search.engines.hf.decode import Decoder, DecodeState, unique
 from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_path
 from search.runtime.kv import SlabCache
+from search.runtime.passes import Job, Pass
 from search.runtime.sampling import categorical, probs, sample
-from search.runtime.sched import Job, Pass
 from search.runtime.transfer import upload
 from search.types import Node
 
