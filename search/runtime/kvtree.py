@@ -172,7 +172,7 @@ class KVTree:
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
-            meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
+            meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
         new = [cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None

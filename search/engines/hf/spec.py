@@ -260,7 +260,7 @@ class SpecDecoder(Decoder):
         start = upload([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active], dev)
         res = yield s.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q,
                                   self.hidden)
-        s.meter.charge_model(processed=A * q, flops=2.0 * s.n_params * A * q)
+        s.meter.charge_model(flops=2.0 * s.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
         paths, final = self._accept(logits, trees, ids, active)
         # emitted: the accepted nodes' tokens, then the model's token after the last one
