@@ -212,12 +212,6 @@ class HFEngine(Bindable):
         longest = max(min(n.n_tokens + room, self.max_length) for n in rows)
         return len(rows) * longest * self.kv.column_bytes
 
-    def rollout(self, nodes: Sequence[Node], *, max_tokens: int = 512, temperature: float = 0.0,
-                seed: int = 0) -> list[Node]:
-        """Complete each node to EOS (or max_tokens) in one step: one child each."""
-        return [c[0] for c in self.expand(nodes, 1, stop=None, max_tokens=max_tokens,
-                                          temperature=temperature, seed=seed)]
-
     def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
                generated: bool = False) -> list[Node]:
         if len(nodes) != len(continuations):
