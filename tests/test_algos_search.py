@@ -28,7 +28,7 @@ from search.algos.dvts import DvtsMark
 from search.algos.mcts import MctsMark
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
-from search.scores import Mark
+from search.marks import Mark
 from search.session import Session
 from search.types import Budget, Node, Problem
 

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
+from search.marks import Mark
 from search.plugins import Registry
-from search.scores import Mark
 from search.scoring import Scorer, reward, score_nodes
 from search.types import Node, Problem
 
