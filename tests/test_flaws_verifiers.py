@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from problems import arith
+from reports.eval.evaluate import run_grid
 from reports.eval.grade import Grader
 from reports.eval.grid import Grid
-from reports.eval.run import run_grid
 from reports.studies import flaws
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Candidate
