@@ -77,8 +77,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from problems import datasets
-from reports.eval.grid import SAMPLE_TOKENS, Grid, make_grid, parse_ints, parse_knobs
-from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's API
+from reports.eval.cells import (  # SCHEMA and read_rows: part of this module's API
     SCHEMA,
     copy_rows,
     difficulty_of,
@@ -86,6 +85,7 @@ from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's
     read_rows,
     run_here,
 )
+from reports.eval.grid import SAMPLE_TOKENS, Grid, make_grid, parse_ints, parse_knobs
 from search import scoring
 from search.cli import add_threads_argument
 from search.types import Problem
@@ -150,7 +150,7 @@ def run_grid(grid: Grid, *, out: str | os.PathLike[str], engine: Engine | str | 
     appending one row per run; the keywords say where and how it runs.
     runner: runs the pending cells elsewhere (reports.eval.workers.Workers: local processes;
     reports.eval.ray_workers.RayRunner), rows by key;
-    without one they run here (reports.eval.runner.run_here, on a search.many.Driver).
+    without one they run here (reports.eval.cells.run_here, on a search.many.Driver).
     concurrency: runs in flight at once on the engine (per worker with a runner).
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
