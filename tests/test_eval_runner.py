@@ -18,8 +18,8 @@ import pytest
 
 import search
 from problems import arith, codegen
+from reports.eval.correctness import Grader
 from reports.eval.evaluate import SCHEMA, load_problems, main, read_rows, run_grid
-from reports.eval.grade import Grader
 from reports.eval.grid import MIN_WIDTH, WIDTH, Grid, make_grid, parse_knobs, width_knobs
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import get, names, uses_scorer

@@ -8,7 +8,7 @@ from test_budget_limits import deep
 
 import search
 from reports.eval.cells import make_row
-from reports.eval.grade import Grader
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
 from search.engines.fake import ScriptedEngine
 from search.types import Budget, Problem

@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.eval.grade import Grader
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
 from search import registry
 from search.types import Problem, Result, Usage

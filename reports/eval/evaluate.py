@@ -42,7 +42,7 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     gaps} of the code sandbox a code problem's programs ran in; null for math), candidates
     [{answer, score (null if not finite), finished, correct, verified, text (--keep-text)}],
     text (the chosen solution, --keep-text), time (ISO, UTC), reused_from_seed (copies only).
-    verified: what a search could check without the gold (reports.eval.grade): the public tests on
+    verified: what a search could check without the gold (reports.eval.correctness): the public tests on
     code, the arithmetic step checker on math; reports.studies.flaws reads it. A deterministic
     algorithm (greedy, pgtd: the seed cannot change their result) runs with the first seed;
     the rows of the other seeds are copies marked reused_from_seed, which pass@k skips.

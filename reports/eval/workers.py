@@ -46,7 +46,7 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
 from reports.eval.cells import Worker, append_row, died_row, make_row
-from reports.eval.grade import Grader
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
 from reports.eval.progress import GridProgress
 

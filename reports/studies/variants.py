@@ -81,7 +81,7 @@ def authors_prune(p: Sequence[float]) -> np.ndarray:
 def run_rpc(problems: Sequence[Any], seeds: Sequence[int], out: Path, engine: Any) -> list[Row]:
     """One RPC sampling per (problem, seed), re-ranked by every fit; rows appended to out."""
     import search
-    from reports.eval.grade import Grader
+    from reports.eval.correctness import Grader
     from search.algos.rpc import path_prob, rank
     from search.weibull import prune_low
 
