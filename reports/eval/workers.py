@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from reports.eval.cells import Worker, append_row, died_row, make_row
 from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
-from reports.eval.progress import GridProgress
+from reports.eval.grid_progress import GridProgress
 
 if TYPE_CHECKING:
     from search.engines.base import Engine
