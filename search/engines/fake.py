@@ -170,7 +170,7 @@ class ScriptedEngine(Bindable):
             out = [row[0] for row in self._cut([[c] for c in out], room)]
         count = room
         self.meter.charge_model(prefill=0 if generated else count,
-                                generated=count if generated else 0, processed=count,
+                                generated=count if generated else 0,
                                 flops=self.flops_per_token * count)
         return out
 
