@@ -188,8 +188,8 @@ def grids(algos: Sequence[str], scorers: Sequence[str], budgets: Sequence[int]
 
 def main(argv: Sequence[str] | None = None) -> int:
     from reports.bench.eval import ceiling, inside, kernel_clock
-    from reports.eval.evaluate import run_grid
     from reports.eval.grid import Grid
+    from reports.eval.sweep import run_grid
     from reports.eval.workers import Workers, usable_cores
     from reports.figures.plots import accuracy_vs_compute, scorer_effect
     from search.api import check_engine, get_engine

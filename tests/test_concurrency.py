@@ -352,8 +352,8 @@ def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
     """The issue's check: the same grid through reports.eval at --concurrency 1, 4 and 16
     gives the same rows, byte for byte once the timing fields are dropped (the file's order
     is the order runs finished)."""
-    from reports.eval.evaluate import run_grid
     from reports.eval.grid import Grid
+    from reports.eval.sweep import run_grid
 
     grid = Grid(arith_problems(4), ["best_of_n", "beam", "particle_filter"], [4], [0, 1],
                 dataset="arith")

@@ -15,8 +15,8 @@ from test_eval_runner import PROBLEMS, Engine, scorer
 import search
 from reports.analysis import passk
 from reports.analysis.rows import facets, independent
-from reports.eval.evaluate import read_rows, run_grid
 from reports.eval.grid import Grid
+from reports.eval.sweep import read_rows, run_grid
 from reports.figures import plots
 from search import registry
 from search.types import Budget

@@ -14,8 +14,8 @@ import pytest
 from scripted_grid import CELLS, GRID, PROBLEMS, Engine, by_key, file_rows, scorer
 
 from problems import arith
-from reports.eval.evaluate import main, run_grid
 from reports.eval.grid import Grid
+from reports.eval.sweep import main, run_grid
 from reports.eval.workers import Workers, usable_cores
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from problems import arith
 from reports.eval.correctness import Grader
-from reports.eval.evaluate import run_grid
 from reports.eval.grid import Grid
+from reports.eval.sweep import run_grid
 from reports.studies import flaws
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Candidate

@@ -22,8 +22,8 @@ import pytest
 
 import problems
 import search
-from reports.eval.evaluate import main, read_rows, run_grid
 from reports.eval.grid import Grid
+from reports.eval.sweep import main, read_rows, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import names
 from search.types import Budget, Node, Problem, Step

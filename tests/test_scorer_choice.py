@@ -13,8 +13,8 @@ import pytest
 
 import search
 from problems import arith
-from reports.eval.evaluate import read_rows, run_grid
 from reports.eval.grid import Grid
+from reports.eval.sweep import read_rows, run_grid
 from rewards.verifier import StepCheckScorer
 from search import registry, scoring
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of

@@ -155,8 +155,8 @@ def grid_table(rows: Sequence[Row]) -> Iterator[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
-    from reports.eval.evaluate import run_grid
     from reports.eval.grid import Grid, parse_ints
+    from reports.eval.sweep import run_grid
     from search.api import get_engine
 
     args = parse("python -m reports.studies.variants", __doc__, {
