@@ -29,7 +29,7 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
-from search.scores import Mark
+from search.marks import Mark
 from search.scoring import Scorer
 from search.select import Outcome
 from search.types import Node, Problem

@@ -48,7 +48,7 @@ from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, one_of, rules, within
-from search.scores import Mark
+from search.marks import Mark
 from search.scoring import Scorer
 from search.select import Outcome, Ranking
 from search.types import Candidate, Node, Problem
