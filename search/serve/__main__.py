@@ -92,7 +92,7 @@ def _stop(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from search.api import default_model
-    from search.serve.app import create_app
+    from search.serve.app import create_app, listening
     from search.serve.service import Service
 
     ap_args = parse("python -m search.serve", __doc__, OPTIONS, argv, _check)
@@ -110,9 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = ap_args.model or default_model()
     service = Service.load(model, ap_args.scorer, concurrency=ap_args.concurrency)
     app = create_app(service, defaults, names=[model], max_body=ap_args.max_body_bytes)
-    sock = socket.socket(socket.AF_INET6 if ":" in ap_args.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((ap_args.host, ap_args.port))
+    sock = listening(ap_args.host, ap_args.port)
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(app, log_level="warning", access_log=ap_args.access_log,
                             timeout_graceful_shutdown=int(ap_args.grace + JOIN_SECONDS) + 1)
