@@ -37,7 +37,7 @@ test-slow: setup
 	$(PYTHON) -m pytest -q -m slow
 
 lint: setup
-	$(PYTHON) -m ruff check search verifiers rewards problems reports tests
+	$(PYTHON) -m ruff check search verifiers rewards problems training reports tests
 	$(PYTHON) -m pyright --pythonpath $(PYTHON)
 
 bench: setup

@@ -5,14 +5,14 @@
                            [--concurrency 16] [--workers N] [--out runs/demo]
                            [--kernels]
 
-tiny-arith (problems/models, trained here by problems/train.py) solves procedural word
+tiny-arith (training/models, trained here by training/train.py) solves procedural word
 problems (problems.arith) at the default difficulty: generator seed 2024, the demo's set
 since it began; `--data-seeds 2024,6173` adds a second set (6173, chosen before any result
 on it was seen, so that no choice was tuned on it) and a table of the claims that hold on
 every set. Each search runs at each budget (its width: samples in flight, see reports.eval.grid)
 under each process scorer: the arithmetic step checker (rewards.verifier.StepCheckScorer: it
 knows arithmetic, not whether the right quantities were used, so it is an imperfect verifier
-scoring 1 / 0.5 / 0) and the learned PRM, prm:tiny-arith-prm (rewards.prm_train: trained
+scoring 1 / 0.5 / 0) and the learned PRM, prm:tiny-arith-prm (training.prm_train: trained
 from the policy's own rollouts and equation drills); `--scorers` also takes the value head,
 `value` (rewards.value_head: graded scores read off the generator's hidden state, the
 demo's second column until the learned PRM took it: its searches stayed below greedy).

@@ -9,7 +9,7 @@ Two families are in use:
                  "<extra_0>" after every step; a two-way reward head's softmax[1] at each
                  separator is the reward.
 A checkpoint may declare its own reading in prm_format.json (a PRMFormat's fields: its step
-tag, question template, good/bad tokens), as rewards.prm_train's PRMs do: they read the
+tag, question template, good/bad tokens), as training.prm_train's PRMs do: they read the
 policy's own text, "question\nstep1\n\nstep2\n\n...", with "+"/"-" read after each step's
 delimiter. It loads as it is declared, with no other path.
 Each node adds its own step's tokens (step text + tag), so scoring a child after its parent
@@ -156,16 +156,20 @@ class HFPRM(Bindable):
 
     @classmethod
     def load(cls, name_or_path: str, fmt: PRMFormat | str | None = None, **kwargs: Any) -> HFPRM:
-        """Load a PRM by embedded name (problems.reasoners.PRMS: "tiny-arith-prm"), local
-        path or Hugging Face id (reward-head models may need trust_remote_code=True, passed
-        through kwargs)."""
+        """Load a PRM by embedded name ("tiny-arith-prm": an embedded model kept in a folder
+        that declares its format, search.models.folder_of), local path or Hugging Face id
+        (reward-head models may need trust_remote_code=True, passed through kwargs)."""
         from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-        from problems.reasoners import prm_folder
-        from search.models import ModelNotFoundError
+        from search.models import ModelNotFoundError, folder_of
+        from search.scoring import prm_spec
 
         trust = kwargs.pop("trust_remote_code", False)
-        where = str(prm_folder(name_or_path) or name_or_path)
+        kept = folder_of(name_or_path)
+        if kept is not None and fmt is None and declared_format(kept) is None:
+            raise ModelNotFoundError(f"the embedded model {name_or_path!r} is no PRM: its "
+                                     f"folder {kept} declares no {FORMAT_FILE}")
+        where = str(kept or name_or_path)
         fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or declared_format(where)
         try:
             tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust)
@@ -175,7 +179,7 @@ class HFPRM(Bindable):
         except (OSError, ValueError) as err:
             raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err
         prm = cls(model, tok, fmt, **kwargs)
-        prm.name = f"prm:{name_or_path}"
+        prm.name = prm_spec(name_or_path)
         return prm
 
     def prompt_ids(self, problem: Problem) -> list[int]:

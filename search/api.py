@@ -119,18 +119,15 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
             raise TypeError(f"scorer must be a Scorer, a scorer name or None, got "
                             f"{type(scorer).__name__}")
         return str(getattr(scorer, "name", "") or type(scorer).__name__)
-    path = scorer.removeprefix("prm:")
-    if scorer in scoring.known():
-        check = scoring.CHECKS.get(scorer)
-        if check is not None and problem is not None and model is not None:
-            check(problem, model)
-        return scorer
-    if scorer.startswith("prm:") or "/" in path:
+    spec = scoring.parse(scorer)  # an unknown name: "unknown scorer ... did you mean"
+    if spec.prm is not None:
         from search.models import check_model
 
-        check_model(path)
+        check_model(spec.prm)
         return scorer
-    scoring.load(scorer)  # an unknown name: the registry's "unknown scorer ... did you mean" error
+    check = scoring.CHECKS.get(scorer)
+    if check is not None and problem is not None and model is not None:
+        check(problem, model)
     return scorer
 
 

@@ -1,8 +1,8 @@
 """Fitting a search's first width to a small token budget, before the search starts.
 
 A search runs some paths at once from its start (best-of-N its n samples, beam its n rows,
-MCTS its batch x k children, ...): its module declares them, `WIDTH = Width(...)` (none:
-one path, like greedy). With a token budget and an estimate of one path's tokens on the
+MCTS its batch x k children, ...): its function declares them, `@rules(..., width=Width(...))`
+(search.traits; none: one path, like greedy). With a token budget and an estimate of one path's tokens on the
 model (`path_tokens`: an engine's own `path_tokens` attribute, else PATH_TOKENS by model
 name; unknown: nothing is checked), a search whose width cannot finish one path each
 within the budget's stopping point (tokens less the reserve) would spend it all on
@@ -43,7 +43,9 @@ class Width:
     itself lowered to it where the first falls below; capped: a knob that may not exceed
     the first (first_finish's k <= n); spread: paths' worth of tokens spent per path run
     at once before one finishes (a tree search also expands the siblings of the path it
-    follows at every level: 2; searches whose paths run side by side to the end: 1)."""
+    follows at every level: 2; searches whose paths run side by side to the end: 1);
+    companions: knobs that a budget number sets with these (search.traits.Traits.at): each
+    the largest value up to its default that the algorithm's rules allow (beam's m)."""
 
     knobs: tuple[str, ...]
     narrow: bool = True
@@ -51,6 +53,7 @@ class Width:
     multiple_of: str | None = None
     capped: str | None = None
     spread: float = 1.0
+    companions: tuple[str, ...] = ()
 
     def of(self, knobs: Mapping[str, Any]) -> int:
         return math.prod(int(knobs[k]) for k in self.knobs)

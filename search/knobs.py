@@ -9,7 +9,8 @@ An algorithm's knobs are its keyword-only parameters, `seed` excepted (solve's o
      top_p, select, agg, token caps, ...), then the algorithm's own, declared on its function
      with @rules(...) (m divides n, ...): ValueError.
 @rules also runs these checks when the function is called directly, so each rule is written
-once, next to the algorithm it belongs to. The algorithm returns what it found (an Outcome);
+once, next to the algorithm it belongs to; it records them, with the algorithm's other
+declarations, on the function (search.traits). The algorithm returns what it found (an Outcome);
 `run`, behind every call (@rules, search.solve), builds the Result from it once, with every
 knob's actual value. `parse` turns "8", "0.5", "true", "none", "[1, 2]" or "vote" into the
 annotation's type first (the CLI and the eval runner's --knob).
@@ -39,8 +40,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, ParamSpec
 
+from search.fit import Width
 from search.knobtypes import Group, conforms, describe
 from search.select import Outcome
+from search.traits import declare, traits
 from search.types import Result
 
 P = ParamSpec("P")
@@ -140,19 +143,24 @@ COMMON: dict[str, tuple[Rule, ...]] = {
 }
 
 
-def rules(*declared: Rule | tuple[Rule, ...]
-          ) -> Callable[[Callable[P, Outcome]], Callable[P, Result]]:
-    """Declare an algorithm's own value rules. The algorithm function returns what it found
-    (an Outcome); the decorated one is called like it (`run`: knobs checked, even on a
-    direct call) and returns the Result."""
+def rules(*declared: Rule | tuple[Rule, ...], width: Width | None = None,
+          scale: Width | str | None = "width",
+          scorer: bool | Callable[[Mapping[str, Any]], bool] = True,
+          deterministic: bool = False) -> Callable[[Callable[P, Outcome]], Callable[P, Result]]:
+    """Declare an algorithm: its own value rules, and what else others read of it
+    (search.traits.Traits: width, scale, whether it consults its scorer, deterministic).
+    The algorithm function returns what it found (an Outcome); the decorated one is called
+    like it (`run`: knobs checked, even on a direct call) and returns the Result."""
     flat = tuple(r for d in declared for r in (d if isinstance(d, tuple) else (d,)))
+    said = declare(flat, width=width, scale=scale, scorer=scorer, deterministic=deterministic)
 
     def wrap(fn: Callable[P, Outcome]) -> Callable[P, Result]:
         @functools.wraps(fn)
         def checked(*args: P.args, **kwargs: P.kwargs) -> Result:
             return run(checked, args, kwargs)
 
-        checked.__knob_rules__ = flat  # type: ignore[attr-defined]
+        said.check(fn.__name__, names(checked))
+        checked.__traits__ = said  # type: ignore[attr-defined]
         return checked
 
     return wrap
@@ -364,7 +372,7 @@ def check(fn: Callable[..., Any], knobs: Mapping[str, Any], *, complete: bool = 
         raise TypeError(f"{fn.__name__}: {'; '.join(wrong)}")
     if not values_too:
         return values
-    own: tuple[Rule, ...] = getattr(fn, "__knob_rules__", ())
+    own = traits(fn).rules
     failed: set[str] = set()
     broken = []
     for rule in [r for k in values for r in COMMON.get(k, ())] + list(own):

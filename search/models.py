@@ -9,7 +9,8 @@ Embedded:
                  first load de-quantises it to fp32 through transformers (~30 s) and saves the
                  result as safetensors in the cache, keyed by the GGUF's hash; later loads
                  read that (a second or two).
-  tiny-arith, tiny-code   the small reasoners trained here (problems/reasoners.py).
+  tiny-arith, tiny-code   the small reasoners trained here, and their PRMs tiny-arith-prm,
+                          tiny-code-prm (training/reasoners.py; kept in training/models/).
 
 The cache is $TTS_CACHE, else $XDG_CACHE_HOME/tts-search, else ~/.cache/tts-search.
 """
@@ -29,6 +30,7 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -219,15 +221,36 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
 
 
 # name -> loader(dtype=None) -> (model, tokenizer, engine keyword defaults), or its
-# "module:attr"; plug-ins add theirs through register (problems.reasoners: tiny-arith,
-# tiny-code), another package by an entry point in the group "tts_search.models"
+# "module:attr"; plug-ins add theirs through register (training.reasoners: tiny-arith,
+# tiny-code and their PRMs), another package by an entry point in the group "tts_search.models"
 EMBEDDED: Registry[Callable[..., tuple[Any, Any, dict[str, Any]]]] = Registry(
     "models", "embedded model", {"smollm2-135m": _smollm2})
 
 
-def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]]) -> None:
-    """Add an embedded model: loader(dtype=None) -> (model, tokenizer, engine defaults)."""
-    EMBEDDED.add(name, loader)
+@dataclass(frozen=True)
+class Kept:
+    """An embedded model kept in a folder of its own: its loader, and the folder, where what
+    belongs to the model sits beside its weights (a value head, a PRM's declared format)."""
+
+    folder: Path
+    load: Callable[..., tuple[Any, Any, dict[str, Any]]]
+
+    def __call__(self, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+        return self.load(dtype=dtype)
+
+
+def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]], *,
+             folder: Path | None = None) -> None:
+    """Add an embedded model: loader(dtype=None) -> (model, tokenizer, engine defaults);
+    `folder`: where it is kept, for a model kept in a folder of its own (folder_of)."""
+    EMBEDDED.add(name, loader if folder is None else Kept(Path(folder), loader))
+
+
+def folder_of(name: str) -> Path | None:
+    """The folder the embedded model `name` is kept in (register's `folder`); None for a
+    model kept in none (smollm2-135m: the cache) and for any other name or path. Loads no
+    model."""
+    return getattr(EMBEDDED.get(name), "folder", None) if name in EMBEDDED else None
 
 
 def embedded() -> dict[str, Any]:

@@ -9,22 +9,24 @@ embedded models (search.models.EMBEDDED), engine kinds by prefix
 Another distribution adds entries by entry points in the group "tts_search.<kind>"
 (algorithms, scorers, answers, models, engines, datasets), with no edit to this project.
 
-The core (search/) imports no plug-in package; rewards, verifiers and problems import the core
+The core (search/) imports no plug-in package; rewards, verifiers and training import the core
 and register what they add (scorers in search.scoring, answer extractors in search.answers,
-embedded models in search.models). `load()` imports them, once, the first time a name has to
+embedded models and their folders in search.models). `load()` imports them, once, the first time a name has to
 be resolved ("steps", "tiny-arith", a problem's domain), so `import search` alone loads
 nothing more and `search.solve(..., scorer="steps")` still finds everything.
 
 Which modules: DEFAULT (this project's own, the table pyproject.toml declares in the
-entry-point group "tts_search.plugins") and every installed entry point of that group, so
-another distribution can add its own, and a source tree without installed metadata, or with
-metadata older than pyproject.toml, still loads this project's.
+entry-point group "tts_search.plugins") and every entry point of that group that another
+installed distribution declares, so it can add its own; this project's own installed entry
+points are not read (DEFAULT is), so a source tree without installed metadata, or with
+metadata older than pyproject.toml (a plug-in module since renamed), loads this project's.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import re
 import threading
 from collections.abc import Mapping
 from importlib import metadata
@@ -33,17 +35,27 @@ from typing import Any, Generic, TypeVar
 PREFIX = "tts_search."  # entry-point groups: tts_search.<kind> (algorithms, scorers, ...)
 GROUP = PREFIX + "plugins"
 # plug-in name -> the module whose import registers it (kept equal to pyproject.toml's table)
-DEFAULT = {"rewards": "rewards.registry", "verifiers": "verifiers.answers",
-           "problems": "problems.reasoners"}
+DEFAULT = {"rewards": "rewards.scorers", "verifiers": "verifiers.answers",
+           "training": "training.reasoners"}
+DIST = "tts-search"  # this project's distribution, whose installed table DEFAULT stands for
 
 _lock = threading.RLock()  # a plug-in that resolves a name while it loads re-enters
 _loaded: dict[str, str] = {}
 
 
 def entry_modules() -> dict[str, str]:
-    """Plug-in name -> module to import: DEFAULT and the installed entry points."""
-    found = {ep.name: ep.value.partition(":")[0] for ep in metadata.entry_points(group=GROUP)}
+    """Plug-in name -> module to import: DEFAULT and the entry points other installed
+    distributions declare."""
+    found = {ep.name: ep.value.partition(":")[0] for ep in metadata.entry_points(group=GROUP)
+             if not _ours(ep)}
     return {**DEFAULT, **found}
+
+
+def _ours(ep: metadata.EntryPoint) -> bool:
+    """Whether this project's own distribution declares `ep` (its metadata may be older than
+    the source tree that runs)."""
+    dist = getattr(ep, "dist", None)
+    return dist is not None and re.sub(r"[-_.]+", "-", dist.name).lower() == DIST
 
 
 def load() -> dict[str, str]:

@@ -7,23 +7,22 @@ the Outcome with every knob's actual value), and lives in search/algos/<name>.py
 of the same name; adding the file registers it. Another package adds one without editing this
 project: an entry point in the group "tts_search.algorithms", name = "module:function" (see
 search.plugins.Registry). Its knobs are checked by search.knobs (names, types, value rules) before any
-model loads. A module whose algorithm may not consult its scorer says so with
-`uses_scorer(knobs) -> bool` beside it (default: it always does). A module that sets
-DETERMINISTIC = True declares that its result never depends on the seed (the eval runner
-then runs it once and reuses the row for every seed). WIDTH = search.fit.Width(...) says how
-many paths it runs at once from its start, so a small budget narrows or refuses it up front.
+model loads. Everything else others need of it (its width, what a budget number sets, whether
+it consults its scorer, whether the seed can change its result) it declares on its function,
+in the same @rules (search.traits), so an algorithm from anywhere carries it.
 """
 
 from __future__ import annotations
 
 import pkgutil
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from search import knobs as _knobs
+from search.fit import Width
 from search.plugins import Registry
+from search.traits import Traits, traits
 
 ALGO_DIR = Path(__file__).parent / "algos"
 # the built-ins: the modules of search/algos/ (files starting with _ are helpers)
@@ -70,28 +69,35 @@ def parse_knobs(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def _declared(name: str, attr: str) -> Any:
-    """What the algorithm's module declares beside it under `attr` (None if nothing, or if
-    the function has no module: one defined by exec or at a doctest's prompt)."""
-    return getattr(sys.modules.get(get(name).__module__ or ""), attr, None)
+def declared(name: str) -> Traits:
+    """What the algorithm declares (search.traits.Traits)."""
+    return traits(get(name))
 
 
 def deterministic(name: str) -> bool:
-    """Whether the algorithm declares (DETERMINISTIC = True) that the seed cannot change its
-    result."""
-    return bool(_declared(name, "DETERMINISTIC"))
+    """Whether the algorithm declares that the seed cannot change its result."""
+    return declared(name).deterministic
 
 
-def width(name: str) -> Any:
-    """The search.fit.Width the algorithm declares (WIDTH beside it): the paths it runs at
-    once from its start; None: one path."""
-    return _declared(name, "WIDTH")
+def width(name: str) -> Width | None:
+    """The search.fit.Width the algorithm declares: the paths it runs at once from its
+    start; None: one path."""
+    return declared(name).width
 
 
 def uses_scorer(name: str, knobs: Mapping[str, Any]) -> bool:
     """Whether `name` run with `knobs` consults its scorer at all (to search or to choose)."""
-    decide = _declared(name, "uses_scorer")
-    return True if decide is None else bool(decide(knobs))
+    return declared(name).uses_scorer(knobs)
+
+
+def at_width(name: str, n: int, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs budget number n sets for `name` (search.traits.Traits.at: its declared
+    scale; {} where it has none, or a token scale), the caller's `given` knobs winning for
+    companions. ValueError, naming the algorithm, where n or a given knob cannot fit."""
+    try:
+        return declared(name).at(n, _knobs.defaults(get(name)), given)
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None
 
 
 def check_scorer(name: str, knobs: Mapping[str, Any], *, named: bool) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from search.budget import BudgetReached, Meter
@@ -146,7 +147,7 @@ SCORERS: Registry[Callable[..., Scorer]] = Registry("scorers", "scorer",
 # name -> check(problem, model name) raising what the scorer needs and lacks (a gold answer,
 # a value head next to the model), run before any model loads (search.api.check_scorer)
 CHECKS: dict[str, Callable[[Problem, str], None]] = {}
-# loaders of a scorer given by path (a PRM folder or hub id, optionally prefixed "prm:")
+# loaders of a scorer given by path (a PRM folder, embedded name or hub id: parse)
 _PATH_LOADERS: list[Callable[[str], Scorer]] = []
 
 
@@ -160,7 +161,7 @@ def register(name: str, factory: Callable[..., Scorer], *,
 
 
 def register_path_loader(loader: Callable[[str], Scorer]) -> None:
-    """Make `loader(path)` load scorers named by a path or hub id ("prm:..." or "org/name")."""
+    """Make `loader(path)` load the scorers that parse reads as a PRM ("prm:..." or "org/name")."""
     if loader not in _PATH_LOADERS:
         _PATH_LOADERS.append(loader)
 
@@ -171,11 +172,41 @@ def known() -> dict[str, str | Callable[..., Scorer]]:
     return SCORERS.entries()
 
 
+PRM_PREFIX = "prm:"  # a scorer spec naming a PRM: "prm:<folder, embedded name or hub id>"
+
+
+@dataclass(frozen=True)
+class ScorerSpec:
+    """A scorer given by string, read (parse): exactly one of the two is set."""
+
+    name: str | None = None  # a registered scorer ("steps", "value", ...)
+    prm: str | None = None   # a PRM to load: its folder, embedded name or hub id
+
+
+def parse(spec: str) -> ScorerSpec:
+    """The one reading of a scorer string: a registered name is that scorer; otherwise
+    "prm:<path or name>", or a string holding a "/" ("org/name", "./my-prm"), is a PRM to
+    load; anything else is the registry's unknown-scorer ValueError (the known names, the
+    close ones). Loads nothing but the plug-ins."""
+    if spec in SCORERS:
+        return ScorerSpec(name=spec)
+    path = spec.removeprefix(PRM_PREFIX)
+    if spec.startswith(PRM_PREFIX) or "/" in path:
+        return ScorerSpec(prm=path)
+    raise SCORERS.unknown(spec, also=", or a PRM path")
+
+
+def prm_spec(path: str) -> str:
+    """The scorer string naming the PRM at `path` (parse reads it back as ScorerSpec(prm=))."""
+    return PRM_PREFIX + path
+
+
 def load(name: str, *, engine: Any = None) -> Scorer:
-    """A scorer by registry name or PRM path/id; `engine` goes to scorers that reuse it."""
-    if name in SCORERS:
-        return SCORERS.get(name)(engine=engine)
-    path = name.removeprefix("prm:")
-    if (name.startswith("prm:") or "/" in path) and _PATH_LOADERS:
-        return _PATH_LOADERS[-1](path)
-    raise SCORERS.unknown(name, also=", or a PRM path")
+    """A scorer by registry name or PRM path/id (parse); `engine` goes to scorers that
+    reuse it."""
+    spec = parse(name)
+    if spec.name is not None:
+        return SCORERS.get(spec.name)(engine=engine)
+    if not _PATH_LOADERS:
+        raise SCORERS.unknown(name, also=", or a PRM path")
+    return _PATH_LOADERS[-1](str(spec.prm))

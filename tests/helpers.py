@@ -1,7 +1,7 @@
 """Test helpers: small local models (no download, built in a second) and references read
 independently of the code under test.
 
-`tiny_llama` is a randomly initialised LlamaForCausalLM over problems.wordtok.char_tokenizer
+`tiny_llama` is a randomly initialised LlamaForCausalLM over training.wordtok.char_tokenizer
 (a real transformers tokenizer: one token per character, plus <pad>/<bos>/<eos>/<unk>).
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from problems.wordtok import char_tokenizer
+from training.wordtok import char_tokenizer
 
 DATA = Path(__file__).resolve().parent / "data"
 # The start of a program that tries system calls (the sandbox tests'): `errno_of(fn)` is 0 when

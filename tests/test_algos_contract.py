@@ -3,17 +3,19 @@
 The tree: from the root, three first steps; the likeliest ("l") leads to a wrong answer,
 the rarer ("r") to the right one, which the scorer rewards at every step. Any search that
 uses the scorer should find "7"; every algorithm must return a Result within budget, and
-reproduce itself for a seed.
+reproduce itself for a seed. The algorithms: every registered one, and one that a package
+from outside adds (tests/plugin_package.py), installed for its runs.
 """
 
 from __future__ import annotations
 
 import pytest
 from helpers import status_from_tree
+from plugin_package import PLUGIN, greedy_branches
 
 import search
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import names
+from search.registry import names, uses_scorer
 from search.types import Budget, Problem
 
 TREE = {
@@ -44,16 +46,25 @@ def make():
 
 
 PROBLEM = Problem(prompt="toy", id="toy", answer="7")
-# these choose by length, votes or the model's own probabilities: search.solve refuses a
-# scorer for them, so they run with none named
-SCORER_FREE = {"rpc", "first_finish", "greedy"}
 
 
-@pytest.mark.parametrize("algo", names())
+@pytest.fixture(params=[*names(), PLUGIN])
+def algo(request, tmp_path, monkeypatch):
+    """Each algorithm's name; the plug-in's package is installed while its tests run."""
+    if request.param != PLUGIN:
+        yield request.param
+        return
+    with greedy_branches(tmp_path, monkeypatch):
+        assert PLUGIN in names()
+        yield PLUGIN
+
+
 def test_contract(algo):
+    """Those that declare they choose by length, votes or the model's own probabilities
+    (no scorer) run with none named: search.solve refuses one for them."""
     engine, scorer = make()
     budget = Budget(tokens=600)
-    named = None if algo in SCORER_FREE else scorer
+    named = scorer if uses_scorer(algo, {}) else None
     res = search.solve(PROBLEM, algo=algo, budget=budget, engine=engine, scorer=named, seed=3)
     assert isinstance(res, search.Result) and res.algo == algo
     assert res.usage.generated_tokens > 0
@@ -64,7 +75,7 @@ def test_contract(algo):
     assert (again.answer, [c.text for c in again.candidates]) == \
         (res.answer, [c.text for c in res.candidates])
     assert res.selected_by and res.selected_by == again.selected_by
-    if algo not in SCORER_FREE:  # a named scorer is used: it finds the rarer right answer
+    if named is not None:  # a named scorer is used: it finds the rarer right answer
         assert res.answer == "7", res
         assert "ScriptedScorer" in res.selected_by, res.selected_by
     else:
@@ -73,7 +84,6 @@ def test_contract(algo):
             search.solve(PROBLEM, algo=algo, engine=make()[0], scorer=scorer)
 
 
-@pytest.mark.parametrize("algo", names())
 def test_contract_tiny_budget_is_honest(algo):
     """A one-token budget: what the Result says is read back off its tree, independently of
     the code that packed it. Its status follows from the tree and usage; a chosen answer is
@@ -82,7 +92,7 @@ def test_contract_tiny_budget_is_honest(algo):
     engine, scorer = make()
     budget = Budget(tokens=1)
     res = search.solve(PROBLEM, algo=algo, budget=budget, engine=engine,
-                       scorer=None if algo in SCORER_FREE else scorer, seed=0)
+                       scorer=scorer if uses_scorer(algo, {}) else None, seed=0)
     assert res.status == status_from_tree(res, budget)
     nodes = {n.id: n for n in res.tree.walk()}
     if res.answer is not None:

@@ -1,5 +1,5 @@
 """The layers hold: search/ (the core) imports no plug-in (rewards, verifiers, problems,
-reports) at run time, no plug-in reaches into a private module of the core (or of another
+training, reports) at run time, no plug-in reaches into a private module of the core (or of another
 plug-in), no module hands on another package's objects as its own, and the project's modules
 import each other without a cycle; every algorithm ends through the one finish path of
 search/algos/_run.py. The detectors live in tests/import_graph.py; the tests at the end of
@@ -28,9 +28,9 @@ from thread_state import thread_keyed_state
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "search"
-PLUGINS = ("rewards", "verifiers", "problems", "reports")
+PLUGINS = ("rewards", "verifiers", "problems", "training", "reports")
 PACKAGES = (CORE, *PLUGINS)
-PACKAGES_BOTTOM_UP = ("search", "verifiers", "problems", "rewards", "reports")
+PACKAGES_BOTTOM_UP = ("search", "verifiers", "problems", "rewards", "training", "reports")
 CORE_LAYERS = (("search.types", "search.scores", "search.budget", "search.session"),  # vocabulary
                ("search.runtime",),                                   # torch machinery
                ("search.engines",),
@@ -60,7 +60,9 @@ def test_no_import_cycle_among_the_projects_modules():
 
 def test_the_packages_form_layers():
     """Between packages too the imports go one way: search <- verifiers <- problems <- rewards
-    <- reports at most (no package reaches back up), and only reports imports reports."""
+    <- training <- reports at most (no package reaches back up: a scorer finds what it needs
+    at run time through the core's registries, never in training), and only reports imports
+    reports."""
     up = against_layers(ROOT, PACKAGES, [[p] for p in PACKAGES_BOTTOM_UP])
     assert not up, "an import against the layers:\n" + "\n".join(up)
 
@@ -131,7 +133,7 @@ def test_every_package_is_scanned():
     mods = modules(ROOT, PACKAGES)
     for pkg in PACKAGES:
         assert pkg in mods and sum(m.startswith(pkg + ".") for m in mods) >= 3, pkg
-    assert "search.api" in mods and "rewards.registry" in mods
+    assert "search.api" in mods and "rewards.scorers" in mods
 
 
 # -- the detector itself, on planted trees ------------------------------------------------------
@@ -315,7 +317,8 @@ if sys.argv[1] == "no-metadata":  # a source tree without the distribution insta
 import search
 from search import answers, models, plugins, scoring
 from search.types import Problem
-assert not [m for m in ("rewards", "verifiers", "problems", "reports") if m in sys.modules]
+assert not [m for m in ("rewards", "verifiers", "problems", "training", "reports")
+            if m in sys.modules]
 # the core holds the logprob scorer itself; nothing else is registered yet
 assert scoring.SCORERS.registered() == ["logprob"] and "tiny-arith" not in models.EMBEDDED.registered()
 assert answers.READERS.registered() == []
@@ -335,7 +338,7 @@ def test_names_resolve_through_the_plugins_after_a_bare_import_search(how):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines == ["['problems.reasoners', 'rewards.registry', 'verifiers.answers']",
+    assert lines == ["['rewards.scorers', 'training.reasoners', 'verifiers.answers']",
                      "steps embedded", "42", "x = 1"], lines
 
 
@@ -361,3 +364,20 @@ def test_another_distributions_plugin_is_loaded_beside_this_projects(monkeypatch
     assert plugins.entry_modules() == {**plugins.DEFAULT, "extra": "json.decoder"}
     monkeypatch.setattr(plugins, "_loaded", {})
     assert plugins.load()["extra"] == "json.decoder"
+
+
+def test_this_projects_installed_entry_points_give_way_to_the_source_trees(monkeypatch):
+    """Installed metadata of this project older than its pyproject.toml (a plug-in module
+    since renamed, one since dropped) is not read: DEFAULT, the source tree's table, is."""
+    from types import SimpleNamespace
+
+    from search import plugins
+
+    def entry(name: str, value: str, dist: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, value=value, dist=SimpleNamespace(name=dist))
+
+    stale = [entry("rewards", "rewards.gone", "tts_search"),
+             entry("problems", "problems.gone", "TTS-Search"),
+             entry("other", "json.decoder:JSONDecoder", "other-dist")]
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda **kw: stale)
+    assert plugins.entry_modules() == {**plugins.DEFAULT, "other": "json.decoder"}

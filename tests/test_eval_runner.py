@@ -19,9 +19,11 @@ import pytest
 import search
 from problems import arith, codegen
 from reports.eval.grade import Grader
-from reports.eval.grid import MIN_WIDTH, WIDTH, Grid, make_grid, parse_knobs, width_knobs
+from reports.eval.grid import Grid, make_grid, parse_knobs
 from reports.eval.run import SCHEMA, load_problems, main, read_rows, run_grid
+from search import registry
 from search.engines.fake import ScriptedEngine, ScriptedScorer
+from search.fit import Width
 from search.registry import get, names, uses_scorer
 from search.types import Budget, Candidate, Problem, Usage
 
@@ -153,20 +155,58 @@ def test_grading_right_wrong_and_code_false_positives():
     assert (broken.correct, broken.verified) == (False, False)
 
 
-def test_width_table_covers_every_algorithm_and_its_knobs_run():
-    assert set(WIDTH) == set(names())
-    engine = Engine()
-    for algo, knob in WIDTH.items():
-        params = inspect.signature(get(algo)).parameters
-        assert knob is None or params[knob].kind is inspect.Parameter.KEYWORD_ONLY
-        for n in (1, 2, 6, 16):
-            if n < MIN_WIDTH.get(algo, 1) or knob is None:
+# the grid's width table as it was written out by hand before the algorithms declared it:
+# the independent reference for what each declaration makes of a budget N
+def _div4(n: int) -> int:
+    return max(d for d in (1, 2, 3, 4) if n % d == 0)
+
+
+HAND_TABLE = {
+    "best_of_n": lambda n: {"n": n}, "rpc": lambda n: {"n": n},
+    "first_finish": lambda n: {"n": n}, "particle_filter": lambda n: {"n": n},
+    "particle_gibbs": lambda n: {"n": n} if n >= 2 else None,
+    "beam": lambda n: {"n": n, "m": _div4(n)}, "dvts": lambda n: {"n": n, "m": _div4(n)},
+    "diverse_beam": lambda n: {"n": n, "m": _div4(n), "groups": _div4(n // _div4(n))},
+    "astar": lambda n: {"k": _div4(n), "width": n // _div4(n)},
+    "mcts": lambda n: {"iterations": n}, "pgtd": lambda n: {"rollouts": n},
+    "compute_optimal": lambda n: {}, "greedy": lambda n: {},
+}
+
+
+def test_each_algorithm_declares_the_width_the_hand_table_gave():
+    assert set(HAND_TABLE) == set(names())
+    for algo, row in HAND_TABLE.items():
+        for n in range(1, 130):
+            want = row(n)
+            if want is None:
+                with pytest.raises(ValueError, match=f"{algo}: needs a budget .* at least 2"):
+                    registry.at_width(algo, n, {})
                 continue
-            knobs = width_knobs(algo, n, {})
-            if algo == "astar":  # width * k samples per batch: the budget
-                assert knobs["width"] * knobs["k"] == n
-            else:
-                assert knobs[knob] == n
+            assert registry.at_width(algo, n, {}) == want, (algo, n)
+    scales = {a: registry.declared(a).scale for a in names()}
+    assert [a for a, s in scales.items() if s is None] == ["greedy"]
+    assert scales["compute_optimal"] == "tokens"
+    # a companion the caller sets wins, and a budget that its rule refuses is refused
+    assert registry.at_width("beam", 8, {"m": 2}) == {"n": 8}
+    assert registry.at_width("astar", 8, {"k": 2}) == {"k": 2, "width": 4}
+    with pytest.raises(ValueError, match=r"astar: k=3 must divide the budget 8 \(width \* k"):
+        registry.at_width("astar", 8, {"k": 3})
+    assert registry.at_width("diverse_beam", 16, {"m": 2}) == {"n": 16, "groups": 4}
+    # a later companion the caller sets does not steer an earlier one: m = 4 as the table
+    # has it, and the knob check then refuses groups = 2 for n / m = 1
+    assert registry.at_width("diverse_beam", 4, {"groups": 2}) == {"n": 4, "m": 4}
+
+
+def test_every_algorithms_width_knobs_run():
+    engine = Engine()
+    for algo in names():
+        scale = registry.declared(algo).scale
+        for n in (1, 2, 6, 16):
+            if not isinstance(scale, Width) or n < scale.floor:
+                continue
+            knobs = registry.at_width(algo, n, {})
+            assert all(inspect.signature(get(algo)).parameters[k].kind
+                       is inspect.Parameter.KEYWORD_ONLY for k in knobs)
             # the algorithm's own checks accept the combination
             res = search.solve(PROBLEMS[0], algo, Budget(tokens=60), engine=engine,
                                scorer=scorer_for(algo, knobs), **knobs)
@@ -183,7 +223,7 @@ def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
                       knobs={"best_of_n": {"temprature": 0.5}}), **kw)
     with pytest.raises(ValueError, match="set by the budgets"):
         run_grid(Grid(PROBLEMS, ["best_of_n"], [4], knobs={"best_of_n": {"n": 3}}), **kw)
-    with pytest.raises(ValueError, match="m=3 must divide"):
+    with pytest.raises(ValueError, match=r"m must divide n \(got m=3, n=4\)"):
         run_grid(Grid(PROBLEMS, ["beam"], [4], knobs={"beam": {"m": 3}}), **kw)
     with pytest.raises(ValueError, match="unknown scorer"):
         run_grid(Grid(PROBLEMS, ["beam"], [4]), scorer="nope", **kw)

@@ -25,17 +25,16 @@ import search
 from reports.eval.grid import Grid
 from reports.eval.run import main, read_rows, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import names
+from search.registry import names, uses_scorer
 from search.types import Budget, Node, Problem, Step
 
 ALGOS = names()
-# choose by votes, lengths or the model's probabilities: the scorer cannot steer them
-SCORER_FREE = {"rpc", "first_finish", "greedy"}  # search.solve refuses a scorer for them
 
 
 def named(algo: str, scorer: ScriptedScorer) -> ScriptedScorer | None:
-    """The scorer, for an algorithm that consults one (the others get none)."""
-    return None if algo in SCORER_FREE else scorer
+    """The scorer, for an algorithm that declares it consults one (search.solve refuses a
+    scorer for the others: they choose by votes, lengths or the model's probabilities)."""
+    return scorer if uses_scorer(algo, {}) else None
 PROBLEM = Problem(prompt="toy", id="toy", answer="7")
 # two first steps; the right answer lies behind "good ", which a sane scorer prefers
 TREE = {(): [("good ", 0.3), ("bad ", 0.7)], ("good ",): [("The answer is 7.", 1.0)],
@@ -185,7 +184,7 @@ def test_non_finite_scores_are_recorded_as_failures(algo, bad):
         assert node.scores.reward == (-math.inf if on_bad else 0.5)
     assert res.status == "ok" and res.answer in {"3", "7"}
     assert not any(math.isnan(c.score) for c in res.candidates)
-    if algo not in SCORER_FREE:
+    if uses_scorer(algo, {}):
         assert scored
         if any(c.answer == "7" for c in res.candidates) or algo != "compute_optimal":
             assert res.answer == "7", res  # the garbage-scored branch ranks last

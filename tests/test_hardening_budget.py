@@ -38,13 +38,13 @@ from hypothesis import strategies as st
 from search.answers import extract
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import get, names
+from search.registry import get, names, uses_scorer
 from search.session import Session, bind
 from search.types import Budget, Problem, Result
 
 ALGOS = names()
 # algorithms that never call the scorer: a scorer-call limit never stops them
-SCORER_FREE = {"rpc", "first_finish", "greedy"}
+SCORER_FREE = {a for a in ALGOS if not uses_scorer(a, {})}  # as each declares
 # those that score every step as they go (best_of_n, pgtd and compute_optimal's best-of-n
 # probe score only complete samples), so one scorer call stops them after one batch
 SCORE_AS_THEY_GO = set(ALGOS) - SCORER_FREE - {"best_of_n", "pgtd", "compute_optimal"}

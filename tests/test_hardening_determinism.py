@@ -30,7 +30,6 @@ SMALL = {"n": 4, "m": 2, "groups": 2, "width": 2, "k": 2, "iterations": 4, "batc
          "chunk_tokens": 6, "max_tokens": 30}
 TOKENS = 160  # the budget: some runs end by it, others by their depth limits
 SAMPLING = ("best_of_n", "beam", "particle_filter", "rpc")  # must differ between the seeds
-SCORER_FREE = {"rpc", "first_finish", "greedy"}  # never call a scorer: run with none named
 
 
 def _float(x: float) -> str | float:
@@ -63,7 +62,7 @@ def child(folder: str, out: str) -> None:
     import search
     from rewards.self_eval import SelfEvalScorer
     from search.engines.hf import HFEngine
-    from search.registry import get, names
+    from search.registry import get, names, uses_scorer
 
     torch.set_num_threads(1)
     engine = HFEngine.load(folder, device="cpu")
@@ -74,8 +73,8 @@ def child(folder: str, out: str) -> None:
         knobs: dict[str, Any] = {k: v for k, v in SMALL.items() if k in params}
         for seed in (SEED, OTHER_SEED) if algo in SAMPLING else (SEED,):
             result = search.solve(problem, algo, search.Budget(tokens=TOKENS), engine=engine,
-                                  scorer=None if algo in SCORER_FREE else
-                                  SelfEvalScorer(engine), seed=seed, **knobs)
+                                  scorer=SelfEvalScorer(engine) if uses_scorer(algo, knobs)
+                                  else None, seed=seed, **knobs)
             runs[f"{algo}@{seed}"] = dump(result)
     Path(out).write_text(json.dumps(runs, sort_keys=True))
 
@@ -108,7 +107,7 @@ def run_children(folder: Path, outs: list[Path]) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_every_algorithm_is_deterministic_across_processes(model_folder, tmp_path):
-    from search.registry import names
+    from search.registry import names, uses_scorer
 
     first, second = run_children(model_folder, [tmp_path / "a.json", tmp_path / "b.json"])
     assert set(first) == {f"{a}@{SEED}" for a in names()} | {f"{a}@{OTHER_SEED}"
@@ -117,7 +116,7 @@ def test_every_algorithm_is_deterministic_across_processes(model_folder, tmp_pat
         assert first[key] == second[key], f"{key} differs between two processes"
         run = first[key]
         assert run["usage"]["generated_tokens"] > 0 and len(run["tree"]) > 1, key
-        if key.split("@")[0] not in SCORER_FREE:  # the real scorer ran and was recorded
+        if uses_scorer(key.split("@")[0], {}):  # the real scorer ran and was recorded
             assert any("reward" in node["scores"] for node in run["tree"]), key
     for algo in SAMPLING:  # the seed reaches the sampler: another seed, another tree
         assert first[f"{algo}@{SEED}"]["tree"] != first[f"{algo}@{OTHER_SEED}"]["tree"], algo

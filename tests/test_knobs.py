@@ -199,7 +199,7 @@ def test_the_grid_checks_knob_types_and_the_merged_width_knobs():
         parse_knobs(["beam.n=x"], ["beam"])
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         make_grid([PROBLEM], ["beam"], [4], knobs={"beam": {"temperature": -1.0}})
-    with pytest.raises(ValueError, match="groups=3 must divide n/m=2"):
+    with pytest.raises(ValueError, match=r"groups must divide n/m \(got groups=3, n=8, m=4\)"):
         make_grid([PROBLEM], ["diverse_beam"], [8], knobs={"diverse_beam": {"groups": 3}})
     with pytest.raises(ValueError, match="lookahead must be >= 0"):  # after the width merge
         make_grid([PROBLEM], ["beam"], [8], knobs={"beam": {"lookahead": -2}})

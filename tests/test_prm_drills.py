@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from problems import arith
-from problems.arith_drills import LEVELS, SMALL, equation_drills, gold_steps, slip
-from problems.prm_labels import LabelledPath
 from rewards.prm import MATH_SHEPHERD
-from rewards.prm_grow import FRESH_LR_SCALE, drills_for, grow_layers
-from rewards.prm_train import build, train
 from search.models import load_model
+from training.arith_drills import LEVELS, SMALL, equation_drills, gold_steps, slip
+from training.prm_grow import FRESH_LR_SCALE, drills_for, grow_layers
+from training.prm_labels import LabelledPath
+from training.prm_train import build, train
 
 EQ = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 

@@ -12,7 +12,11 @@ import pytest
 import torch
 
 from problems import arith
-from problems.prm_labels import (
+from reports.studies.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
+from rewards.prm import HFPRM, MATH_SHEPHERD, label_ids
+from search.engines.fake import ScriptedEngine
+from search.types import Node, Problem, Step
+from training.prm_labels import (
     LabelConfig,
     LabelledPath,
     Labeller,
@@ -20,11 +24,7 @@ from problems.prm_labels import (
     read_rows,
     spent,
 )
-from reports.studies.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
-from rewards.prm import HFPRM, MATH_SHEPHERD, label_ids
-from rewards.prm_train import Batches, build, encode, loss_and_scores, train
-from search.engines.fake import ScriptedEngine
-from search.types import Node, Problem, Step
+from training.prm_train import Batches, build, encode, loss_and_scores, train
 
 # -- a scripted policy whose rollouts finish: its right answer is 7 --------------------------
 # Every path takes three steps. A path that has taken a step "bad" can only end wrong; one
@@ -187,7 +187,7 @@ def test_first_error_of_a_program_is_where_it_parts_from_the_reference():
     reference's after it fail the hidden tests (run in the sandbox): a line written in other
     words is right, a wrong, dropped or extra stage errs where it stands."""
     from problems import codegen
-    from problems.evaluate import Grader, first_error
+    from training.evaluate import Grader, first_error
 
     p = codegen.generate(1, seed=90_005, difficulty=3)[0]
     lines = p.metadata["solution"][len(p.prompt):].splitlines(keepends=True)
@@ -278,7 +278,7 @@ def test_batches_pad_without_moving_positions(small_prm):
 
 
 def test_training_resumes_from_its_checkpoint(tmp_path, small_prm, monkeypatch):
-    import rewards.prm_train as pt
+    import training.prm_train as pt
 
     _, _, _, paths, _ = small_prm
     (tmp_path / "whole").mkdir()
@@ -350,8 +350,8 @@ def test_policy_format_reads_the_policys_own_tokens():
     """--format policy: the PRM's ids for a path are the policy's ids for its prompt and
     solution as the engine writes them (the step delimiter is the tag), so the policy's
     weights meet the text they were trained on."""
-    from rewards.prm_train import policy_format
     from search.engines.hf import HFEngine
+    from training.prm_train import policy_format
 
     engine = HFEngine.load("tiny-arith")
     fmt = policy_format(engine)
@@ -395,19 +395,21 @@ def test_a_declared_format_loads_with_its_checkpoint(tmp_path):
 # -- the shipped checkpoint ------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["tiny-arith-prm", "tiny-code-prm"])
 def test_shipped_prm_is_found_by_name_before_anything_loads(name):
-    from problems.reasoners import prm_folder
     from search.api import check_scorer
+    from search.models import folder_of
 
-    folder = prm_folder(name)
+    folder = folder_of(name)  # the core's registry: what rewards.prm reads
     assert folder is not None and (folder / "model.safetensors").is_file()
     meta = json.loads((folder / "prm.json").read_text())
     # its training problems are disjoint from the demo's (2024, 6173) and the fit's (99)
     seeds = {meta["training_problems"]["generator_seed"], meta["validation_problems"]["generator_seed"]}
     assert not seeds & {2024, 6173, 99, 12345, 777}
-    assert meta["command"].startswith("python -m rewards.prm_train")
+    assert meta["command"].startswith("python -m training.prm_train")
     assert meta["policy"] == name.removesuffix("-prm")
     assert check_scorer(f"prm:{name}") == f"prm:{name}"
-    assert prm_folder(name.removesuffix("-prm")) is None
+    policy = name.removesuffix("-prm")  # embedded, kept in a folder, but no PRM
+    with pytest.raises(FileNotFoundError, match=f"{policy!r} is no PRM"):
+        HFPRM.load(policy)
 
 
 @pytest.mark.parametrize("name", ["tiny-arith-prm", "tiny-code-prm"])
@@ -418,13 +420,13 @@ def test_shipped_prm_loads_by_name_and_scores_as_a_plain_forward(name):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from problems import codegen
-    from problems.reasoners import prm_folder
     from rewards.prm import declared_format
     from search.scoring import load
+    from training.reasoners import prm_folder
 
     prm = load(f"prm:{name}")
     assert isinstance(prm, HFPRM) and prm.name == f"prm:{name}"
-    folder = prm_folder(name)
+    folder = prm_folder(name)  # found here by training's own table
     assert folder is not None
     fmt = declared_format(folder) or MATH_SHEPHERD
     assert prm.fmt == fmt
@@ -475,7 +477,7 @@ def test_policy_surprise_is_the_engines_own_token_logprobs():
 
 def test_prm_eval_samples_programs_line_by_line():
     """reports.studies.prm_eval on tiny-code: a program's steps are its lines (as prm_train labels
-    them), and each finished one carries its first error (problems.evaluate.first_error)."""
+    them), and each finished one carries its first error (training.evaluate.first_error)."""
     from problems import codegen
     from reports.studies.prm_eval import collect
     from search.engines.hf import HFEngine

@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from problems import reasoners
-from problems.evaluate import task_of
+from training import reasoners
+from training.evaluate import task_of
 
 
 def trained(name: str) -> bool:
@@ -17,7 +17,7 @@ def trained(name: str) -> bool:
 @pytest.fixture(scope="module", params=reasoners.NAMES)
 def name(request) -> str:
     if not trained(request.param):
-        pytest.skip(f"{request.param} is not trained yet (python -m problems.train "
+        pytest.skip(f"{request.param} is not trained yet (python -m training.train "
                     f"{request.param})")
     return request.param
 
@@ -41,8 +41,8 @@ def test_files_and_records(name):
 
 
 def test_loads_by_name_in_the_trained_format(name, engine):
-    from problems.train import Config, target
     from search.models import load_model
+    from training.train import Config, target
 
     _, tok, kwargs = load_model(name)
     config = reasoners.training_record(name)["config"]
@@ -77,7 +77,7 @@ def test_greedy_accuracy_is_the_graded_reference_decoding(name, engine):
     """evaluate.greedy_accuracy (one batch of the fixed set through the engine, the figure
     metrics.json records) decodes what plain forward passes decode, and its share is the
     share of those reference texts the grader finds right (counted here)."""
-    from problems import evaluate
+    from training import evaluate
 
     problems = evaluate.fixed_set(task_of(name))[:4]
     cap = evaluate.cap(problems)
@@ -118,8 +118,9 @@ def test_best_of_n_covers_more_than_greedy_and_votes_the_majority_on_tiny_arith(
     commonest answer among them, counted here with the grader's equivalence. (Whether the
     vote beats greedy is not asserted: over 500 problems maj@16 57.6% and greedy 57.8% tie.)"""
     import search
-    from problems import arith, evaluate
+    from problems import arith
     from search.engines.hf import HFEngine
+    from training import evaluate
     from verifiers.math import verify
 
     level = next(lv for lv in reasoners.metrics("tiny-arith")["levels"]
@@ -148,8 +149,9 @@ def test_public_tests_select_better_programs_than_greedy_on_tiny_code():
     on more problems than the greedy program, and some public-passing picks still fail the
     hidden tests (20 problems at the default level)."""
     import search
-    from problems import codegen, evaluate
+    from problems import codegen
     from search.engines.hf import HFEngine
+    from training import evaluate
     from verifiers.grade import grade
 
     engine = HFEngine.load("tiny-code", device="cpu")

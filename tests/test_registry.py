@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from plugin_package import installed
 
 import search
 from search import answers, api, plugins, registry, scoring
@@ -159,18 +160,9 @@ STEPS = [("so \\boxed{1}.", 0.5), ("so \\boxed{22}.", 0.3), ("so \\boxed{333}.",
 def toy_package(tmp_path, monkeypatch):
     """The package installed on sys.path as a distribution (a dist-info with its
     entry_points.txt), as pip would leave it; the registries read it, then forget it."""
-    (tmp_path / "toy_tts.py").write_text(TOY)
-    info = tmp_path / "toy_tts-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-tts\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(api, "_ENGINES", {})  # engines it loads by name go with it
-    plugins.rescan()
-    yield tmp_path
-    monkeypatch.undo()
-    plugins.rescan()
-    sys.modules.pop("toy_tts", None)
+    with installed(tmp_path, monkeypatch, "toy_tts", TOY, ENTRY_POINTS):
+        yield tmp_path
 
 
 def test_a_package_from_outside_adds_an_algorithm_a_scorer_and_a_dataset(toy_package):
@@ -252,7 +244,8 @@ r = search.solve("2+2?", "greedy", engine=engine, progress=False)
 print(r.answer, r.status, r.selected_by)
 r = search.solve("2+2?", "best_of_n", engine=engine, progress=False, n=2, select="score")
 print(r.answer, r.status, r.scorer)
-print(sorted(m for m in ("rewards", "verifiers", "problems", "reports") if m in sys.modules))
+print(sorted(m for m in ("rewards", "verifiers", "problems", "training", "reports")
+            if m in sys.modules))
 """
 
 

@@ -78,7 +78,7 @@ def test_make_setup_on_a_fresh_clone_gives_a_clean_venv(tmp_path):
     subprocess.run(["make", "-C", str(clone), "setup"], check=True, env=env,
                    capture_output=True, timeout=1200)
     python = clone / ".venv" / "bin" / "python"
-    where = subprocess.run([str(python), "-c", "import search, verifiers, rewards, problems, "
+    where = subprocess.run([str(python), "-c", "import search, verifiers, rewards, problems, training, "
                             "reports; print(search.__file__)"], capture_output=True, text=True,
                            check=True, cwd=tmp_path).stdout
     assert where.startswith(str(clone)), where

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from problems import arith, codegen, train
+from problems import arith, codegen
+from training import train
 
 
 def learned(tok, ids, labels):

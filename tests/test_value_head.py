@@ -8,19 +8,10 @@ import math
 import pytest
 import torch
 
-from problems.value_head import (
-    CONFIDENCE,
-    auc,
-    confidence,
-    features,
-    fit,
-    held_out,
-    load,
-    save,
-)
-from rewards.value_head import ValueHeadScorer
+from rewards.value_head import CONFIDENCE, ValueHeadScorer, confidence, features, load
 from search.engines.hf import HFEngine
 from search.types import Node, Problem, Step
+from training.value_train import auc, fit, held_out, save
 
 
 def test_auc_against_hand_computed():
@@ -140,12 +131,13 @@ def test_committed_tiny_arith_head_ranks_fresh_steps_above_chance():
     3-7, labels from fresh rollouts; AUC 0.68 when written): better than chance, and usable
     as search's "value" scorer."""
     import search
-    from problems import arith, reasoners
-    from problems.value_head import rollout_labels
+    from problems import arith
+    from training import reasoners
+    from training.value_train import rollout_labels
 
     folder = reasoners.MODELS_DIR / "tiny-arith"
     if not (folder / "value_head.safetensors").is_file():
-        pytest.skip("no value head next to tiny-arith (python -m problems.value_head)")
+        pytest.skip("no value head next to tiny-arith (python -m training.value_train)")
     eng = HFEngine.load("tiny-arith", device="cpu", keep_hidden=True)
     head = load(folder)
     problems = [p for lv in (3, 4, 5, 6, 7) for p in arith.generate(8, seed=20_000, difficulty=lv)]

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from problems import arith, codegen
-from problems.wordtok import pieces, word_tokenizer
+from training.wordtok import pieces, word_tokenizer
 
 CODE_ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n"
 

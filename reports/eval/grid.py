@@ -1,10 +1,12 @@
 """The eval grid: problems x algorithms x budgets x seeds, and the stable key of each run.
 
-A budget value N is an algorithm's *width*: how many samples it keeps in flight. WIDTH names
-the knob N sets, read off each signature in search/algos/*.py; `width_knobs` adds the
-companion knobs that must agree with it (unless --knob sets them):
+A budget value N is an algorithm's *width*, set as the algorithm declares on its own function
+(search.traits.Traits.scale, read by search.registry.at_width): a width's knobs multiply to N
+and their companions take the largest value up to their defaults that the algorithm's rules
+allow (unless --knob sets them). With the built-ins:
 
-    best_of_n, rpc, first_finish, particle_filter, particle_gibbs   n = N
+    best_of_n, rpc, first_finish, particle_filter, particle_gibbs   n = N   (particle_gibbs:
+                                                                            N >= 2)
     beam, dvts          n = N, m = div4(N)       (n/m beams, each expanded m ways: N samples
                                                   per depth; m must divide n)
     diverse_beam        n = N, m = div4(N), groups = div4(N / m)
@@ -15,8 +17,8 @@ companion knobs that must agree with it (unless --knob sets them):
     greedy              no width: the budget is ignored; deterministic, so it runs once and
                         its row is reused for every other seed (marked reused_from_seed)
 
-div4(N) is the largest divisor of N that is at most 4 (4 for 4, 16, 64; 3 for 6; 1 for 1),
-search-and-learn's beam width of 4 where N allows it.
+div4(N) is the largest divisor of N that is at most 4 (4 for 4, 16, 64; 3 for 6; 1 for 1):
+the companions' default of 4 (search-and-learn's beam width) where N allows it.
 """
 
 from __future__ import annotations
@@ -30,18 +32,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from search import registry
+from search.fit import Width
 from search.knobs import RENAMED
 from search.knobs import parse as knobs_parse
+from search.traits import TOKENS
 from search.types import Budget, Problem
 
-WIDTH: dict[str, str | None] = {
-    "best_of_n": "n", "beam": "n", "dvts": "n", "diverse_beam": "n", "particle_filter": "n",
-    "particle_gibbs": "n", "rpc": "n", "first_finish": "n", "astar": "width",
-    "mcts": "iterations", "pgtd": "rollouts", "compute_optimal": None, "greedy": None,
-}
-MIN_WIDTH = {"particle_gibbs": 2}  # it keeps one reference particle besides the others
-TOKEN_BUDGET = {"compute_optimal"}  # N means a token budget of N * sample_tokens
-SAMPLE_TOKENS = 512  # default tokens per sample for those
+SAMPLE_TOKENS = 512  # default tokens per sample of an algorithm scaled by tokens
 
 
 @dataclass(frozen=True)
@@ -82,40 +79,6 @@ def run_key(dataset: str, problem_id: str, model: str, scorer: str, algo: str,
     text = json.dumps([dataset, problem_id, model, scorer, algo, dict(knobs), dict(budget), seed],
                       sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-def div4(n: int) -> int:
-    """The largest divisor of n that is at most 4."""
-    return max(d for d in (1, 2, 3, 4) if n % d == 0)
-
-
-def width_knobs(algo: str, n: int, user: Mapping[str, Any]) -> dict[str, Any]:
-    """The knobs budget value n sets for `algo`, given the user's own knobs (which win for
-    companions; the width knob itself is the grid's). ValueError when they disagree."""
-    knob = WIDTH[algo]
-    if knob is None:
-        return {}
-    if n < MIN_WIDTH.get(algo, 1):
-        raise ValueError(f"{algo} needs a budget (width) of at least {MIN_WIDTH[algo]}, got {n}")
-    if algo in ("beam", "dvts", "diverse_beam"):
-        m = int(user.get("m", div4(n)))
-        if m < 1 or n % m:
-            raise ValueError(f"{algo}: m={m} must divide the budget n={n}")
-        out: dict[str, Any] = {"n": n, "m": m}
-        if algo == "diverse_beam":
-            groups = int(user.get("groups", div4(n // m)))
-            if groups < 1 or (n // m) % groups:
-                raise ValueError(f"diverse_beam: groups={groups} must divide n/m={n // m}")
-            out["groups"] = groups
-        return out
-    if algo == "astar":
-        k = int(user.get("k", div4(n)))
-        if k < 1 or n % k:
-            raise ValueError(f"astar: k={k} must divide the budget {n} (width * k samples)")
-        return {"k": k, "width": n // k}
-    if algo == "first_finish" and int(user.get("k", 1)) > n:
-        raise ValueError(f"first_finish: k={user['k']} exceeds the budget n={n}")
-    return {knob: n}
 
 
 def parse_knobs(specs: Iterable[str], algos: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -215,25 +178,23 @@ def make_grid(problems: Sequence[Problem], algos: Sequence[str], budgets: Sequen
         raise ValueError("problem ids must be unique: a run is named by its problem id")
     plans: list[tuple[str, dict[str, Any], int | None, int | None]] = []
     for algo in algos:
-        registry.get(algo)  # unknown name: ValueError with "did you mean"
-        if algo not in WIDTH:
-            raise ValueError(f"no width knob known for {algo!r}: add it to reports.eval.grid.WIDTH")
+        scale = registry.declared(algo).scale  # unknown name: ValueError, "did you mean"
         user = registry.upgrade_knobs(algo, knobs.get(algo, {}))  # old names: a warning
         registry.check_knobs(algo, user, values_too=False)  # typo: "did you mean"; types
-        if WIDTH[algo] in user:
-            raise ValueError(f"{algo}: knob {WIDTH[algo]!r} is set by the budgets; give its "
+        if isinstance(scale, Width) and scale.knobs[0] in user:
+            raise ValueError(f"{algo}: knob {scale.knobs[0]!r} is set by the budgets; give its "
                              "values with --budgets instead")
-        for n in budgets if WIDTH[algo] is not None or algo in TOKEN_BUDGET else [None]:
-            run = {**user, **(width_knobs(algo, n, user) if n is not None else {})}
+        for n in budgets if scale is not None else [None]:
+            run = {**user, **(registry.at_width(algo, n, user) if n is not None else {})}
             registry.check_knobs(algo, run)  # types and value rules, width knobs included
             try:
                 json.dumps(run, allow_nan=False)
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{algo}: knobs must be JSON values ({err})") from None
             cap = tokens
-            if algo in TOKEN_BUDGET and n is not None:
+            if scale == TOKENS and n is not None:
                 cap = n * sample_tokens if tokens is None else min(tokens, n * sample_tokens)
-            plan = (algo, run, n if WIDTH[algo] is not None else None, cap)
+            plan = (algo, run, n if isinstance(scale, Width) else None, cap)
             if plan not in plans:  # e.g. compute_optimal budgets all capped by --tokens
                 plans.append(plan)
     once = {algo: registry.deterministic(algo) for algo in algos}

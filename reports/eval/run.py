@@ -21,7 +21,7 @@ codegen, generated with --difficulty (a list; --limit problems per level, defaul
 --data-seed. On a benchmark, --difficulty keeps the problems of those levels (MATH-500's 1-5).
 Each problem carries its own prompt; the engine wraps it (chat template or plain prompt).
 
-A budget value is each algorithm's width knob (reports.eval.grid.WIDTH); --tokens adds a token
+A budget value is each algorithm's width (as it declares: reports.eval.grid); --tokens adds a token
 Budget per run. The model loads once per process; named scorers are built fresh per run, so
 no cache carries over from one run to the next (a PRM path loads once). A named scorer goes
 only to the runs that consult one (search.registry.uses_scorer); with none named, every run
@@ -155,7 +155,7 @@ def run_grid(grid: Grid, *, out: str | os.PathLike[str], engine: Engine | str | 
 
     engine: an Engine, or a model name/path loaded once here (default: search's default
     model). model: the name rows record (default: the name given, or engine.name).
-    scorer: a rewards.registry name, a PRM path ("prm:..."), a Scorer object, or None
+    scorer: a rewards.scorers name, a PRM path ("prm:..."), a Scorer object, or None
     (logprob; unit_tests for a pgtd-only grid). Everything is checked before a model loads.
     A deterministic algorithm runs once per grid point; its other seeds' rows are copies
     marked "reused_from_seed" (written after the row they copy, so a killed run resumes

@@ -17,8 +17,8 @@ errs). Printed, each as a step AUC against that truth:
                        over the steps with one equation: does it tell a slip from a right
                        step, wherever the step stands;
   each --variants      LABELS:EPOCHS:LR[:FORMAT], a PRM trained here on WORK/labels.jsonl
-                       as rewards.prm_train trains (tiny-arith init, --lm-weight, one thread,
-                       FORMAT math_shepherd (default) or policy: rewards.prm_train's --format),
+                       as training.prm_train trains (tiny-arith init, --lm-weight, one thread,
+                       FORMAT math_shepherd (default) or policy: training.prm_train's --format),
                        with LABELS "mc" (the Monte-Carlo labels) or "truth" (the derivation's:
                        what perfect labels would teach the same model in the same time).
 Training on the truth separates the two bounds: label noise (mc falls short of truth) and
@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from problems.prm_labels import LabelledPath, read_rows
 from search.cli import parse
+from training.prm_labels import LabelledPath, read_rows
 
 PROG = "python -m reports.studies.prm_bounds"
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -60,10 +60,10 @@ def true_labels(path: LabelledPath) -> LabelledPath:
 
 
 def step_scores(model: Any, tok: Any, fmt: Any, paths: Sequence[LabelledPath]) -> list[float]:
-    """A PRM's score of every labelled step of `paths`, in order, read as rewards.prm_train
+    """A PRM's score of every labelled step of `paths`, in order, read as training.prm_train
     reads them in training."""
     from rewards.prm import label_ids
-    from rewards.prm_train import Batches, read
+    from training.prm_train import Batches, read
 
     pair = label_ids(tok, fmt)
     assert pair is not None
@@ -86,7 +86,7 @@ def arithmetic_auc(scores: Sequence[float], paths: Sequence[LabelledPath]) -> fl
     """AUC of per-step scores (one per step of `paths`, in order) against each step's own
     arithmetic (equation_holds), over the steps with one equation: whether a scorer tells a
     wrong equation from a right one wherever it stands."""
-    from problems.value_head import auc
+    from training.value_train import auc
 
     pairs = [(s, ok) for s, ok in zip(scores, (equation_holds(t) for p in paths
                                                 for t in p.steps)) if ok is not None]
@@ -127,10 +127,10 @@ def surprise_scores(engine: Any, paths: Sequence[LabelledPath]) -> dict[str, lis
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
-    from problems.value_head import auc
     from rewards.prm import HFPRM, MATH_SHEPHERD
-    from rewards.prm_train import build, policy_format, train
     from search.engines.hf import HFEngine
+    from training.prm_train import build, policy_format, train
+    from training.value_train import auc
 
     args = parse(PROG, __doc__, OPTIONS, argv)
     torch.set_num_threads(1)

@@ -3,7 +3,7 @@
     python -m reports.studies.prm_eval --scorers prm:tiny-arith-prm,value,steps \
         --problems 200 --data-seed 40002 --val-seed 40001 [--samples 16]
 
-The policy samples `samples` solutions per problem step by step (problems.prm_labels'
+The policy samples `samples` solutions per problem step by step (training.prm_labels'
 sampler); every scorer scores every step of every solution. Then, per scorer:
 
   first-error F1 (ProcessBench, Zheng et al. 2024): a scorer predicts a finished solution's
@@ -11,7 +11,7 @@ sampler); every scorer scores every step of every solution. Then, per scorer:
       on the erroneous solutions (predicted index = true index) and on the correct ones
       (predicted "none"), F1 their harmonic mean. The threshold is chosen on the validation
       problems (--val-seed) and also reported at 1/2, ProcessBench's choice for PRMs. The
-      true first error comes from the generator's derivation (problems.evaluate.first_error:
+      true first error comes from the generator's derivation (training.evaluate.first_error:
       for arithmetic, wrong arithmetic or quantities not those of any correct derivation; for
       a program, whose steps are its lines, the first line after which the reference's
       remaining lines no longer pass the hidden tests).
@@ -64,9 +64,9 @@ class Solution:
 def collect(engine: Any, scorers: Mapping[str, Any], problems: Sequence[Problem], *,
             samples: int, seed: int, temperature: float = 0.8) -> list[Solution]:
     """`samples` solutions per problem, every step scored by every scorer."""
-    from problems.evaluate import Grader, first_error, step_stop
-    from problems.prm_labels import LabelConfig, Labeller
     from search.answers import extract
+    from training.evaluate import Grader, first_error, step_stop
+    from training.prm_labels import LabelConfig, Labeller
 
     sampler = Labeller(engine, LabelConfig(paths=samples, temperature=temperature,
                                            stop=step_stop(problems)), seed=seed)
@@ -143,7 +143,7 @@ def best_threshold(sols: Sequence[Solution], scorer: str) -> float:
 
 def step_auc(sols: Sequence[Solution], scorer: str) -> float:
     """AUC of step scores against "no error up to this step" (finished solutions)."""
-    from problems.value_head import auc
+    from training.value_train import auc
 
     scores, positive = [], []
     for s in sols:
@@ -274,9 +274,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from rewards.prm_train import problems_for
     from search.engines.hf import HFEngine
     from search.scoring import load
+    from training.prm_train import problems_for
 
     args = parse(PROG, __doc__, OPTIONS, argv)
     levels = [int(v) for v in args.levels.split(",")]

@@ -160,13 +160,11 @@ def _f(node: Node) -> float:
     return _value(node, "f")
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("width", "k"), spread=4.0)
-
 @rules(at_least(1, "width", "k", "max_batches"), one_of("g", G_RULES), one_of("cost", COSTS),
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
        Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
-            "g must be 'sum' for admissible search (additive costs)"))
+            "g must be 'sum' for admissible search (additive costs)"),
+       width=Width(("width", "k"), spread=4.0))
 def astar(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",

@@ -70,11 +70,9 @@ class BeamMark(Mark):
     lookahead: float | None = None  # the scorer's value at the end of its rollout
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",), multiple_of="m")
-
 @rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
-       one_of("duplicates", DUPLICATES))
+       one_of("duplicates", DUPLICATES),
+       width=Width(("n",), multiple_of="m", companions=("m",)))
 def beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = "score", duplicates: str = "merge",

@@ -48,10 +48,8 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("select") != "vote"
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",))
-
-@rules(at_least(1, "n"))  # with the rules every algorithm shares (search.knobs.COMMON)
+@rules(at_least(1, "n"),  # with the rules every algorithm shares (search.knobs.COMMON)
+       width=Width(("n",)), scorer=uses_scorer)
 def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
               n: int = 8, select: str | None = None, agg: str | None = None,
               sampler: Sampler = SAMPLER, max_depth: int = 40) -> Outcome:

@@ -61,6 +61,7 @@ from search.knobs import Rule, rules
 from search.scoring import Scorer
 from search.select import Outcome
 from search.session import charging
+from search.traits import TOKENS
 from search.types import Budget, Problem, Result
 
 TABLE = Path(__file__).with_name("compute_optimal_table.json")
@@ -205,7 +206,8 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
 
 
 @rules(Rule(("table",), lambda t: bool(load_table(t)),
-            "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"))
+            "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"),
+       scale=TOKENS)
 def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                     seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Outcome:
     tab = load_table(table)

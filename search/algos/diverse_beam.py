@@ -134,13 +134,12 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
     return knobs.get("level", "step") != "token"
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",), narrow=False)
-
 @rules(at_least(1, "n", "m", "groups", "ngram"), at_least(0, "lam"), divides("m", "n"),
        Rule(("groups", "n", "m"), lambda g, n, m: (n // m) % g == 0, "groups must divide n/m"),
        one_of("level", ("step", "token")), one_of("diversity", ("hamming", "ngram")),
-       one_of("duplicates", DUPLICATES))
+       one_of("duplicates", DUPLICATES),
+       width=Width(("n",), narrow=False, companions=("m", "groups")),
+       scorer=uses_scorer)
 def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",

@@ -43,10 +43,8 @@ class DvtsMark(Mark):
     subtree: int | None = None  # the index of the subtree that generated the node
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",), multiple_of="m")
-
-@rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES))
+@rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES),
+       width=Width(("n",), multiple_of="m", companions=("m",)))
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
          select: str = "score", duplicates: str = "merge",

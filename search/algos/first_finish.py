@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler
@@ -43,12 +42,6 @@ from search.scoring import Scorer
 from search.select import Outcome, Selection, majority_vote
 from search.session import charging
 from search.types import Candidate, Node, Problem
-
-
-def uses_scorer(knobs: Mapping[str, Any]) -> bool:
-    """FFS selects by length (and votes), never by a scorer."""
-    del knobs
-    return False
 
 
 def _kth_tokens(done: Sequence[Node], k: int) -> float:
@@ -91,10 +84,8 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
     return done, stopped, frontier
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",), capped="k")
-
-@rules(at_least(1, "n", "k"), Rule(("k", "n"), lambda k, n: k <= n, "k must be <= n"))
+@rules(at_least(1, "n", "k"), Rule(("k", "n"), lambda k, n: k <= n, "k must be <= n"),
+       width=Width(("n",), capped="k"), scorer=False)
 def first_finish(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,
                  top_p: float = 1.0, chunk_tokens: int = 32, max_tokens: int = 2048,

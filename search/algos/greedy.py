@@ -13,8 +13,6 @@ It consults no scorer (there is nothing to choose between), so search.solve refu
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
-from typing import Any
 
 from search.algos._run import Finisher, finish
 from search.algos._stepwise import GREEDY, Sampler, sample_paths
@@ -25,15 +23,10 @@ from search.scoring import Scorer
 from search.select import Outcome, Selection, by_score
 from search.types import Problem
 
-DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
-
-def uses_scorer(knobs: Mapping[str, Any]) -> bool:
-    del knobs
-    return False
-
-
-@rules()  # the knob rules every algorithm shares (search.knobs.COMMON)
+# the knob rules every algorithm shares (search.knobs.COMMON); no scorer is consulted, and
+# the seed cannot change the result (greedy decoding throughout)
+@rules(scorer=False, deterministic=True)
 def greedy(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
            sampler: Sampler = GREEDY, max_depth: int = 40) -> Outcome:
     del scorer  # nothing to choose between: the one path is the answer

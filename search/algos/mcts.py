@@ -113,11 +113,9 @@ class Tree:
                 if node.id in self.stats and node.id not in self.expanded and not node.finished]
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("batch", "k"), spread=2.0)
-
 @rules(at_least(1, "batch", "k"), at_least(0, "c", "virtual_loss"),
-       one_of("evaluate", ("prm", "rollout")))
+       one_of("evaluate", ("prm", "rollout")),
+       width=Width(("batch", "k"), spread=2.0), scale=Width(("iterations",)))
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,

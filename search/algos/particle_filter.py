@@ -37,10 +37,9 @@ from search.scoring import Scorer
 from search.select import Outcome
 from search.types import Problem
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",))
 
-@rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"))
+@rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"),
+       width=Width(("n",)))
 def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
                     ess_threshold: float = 1.0, resample_finished: bool = False,

@@ -47,11 +47,9 @@ from search.types import Node, Problem
 POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass's
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",), floor=2)
-
 @rules(at_least(2, "n"), at_least(1, "iterations"), above(0, "tau"),
-       within(0, 1, "ess_threshold"), one_of("reference", REFERENCE_DRAWS), one_of("pool", POOLS))
+       within(0, 1, "ess_threshold"), one_of("reference", REFERENCE_DRAWS), one_of("pool", POOLS),
+       width=Width(("n",), floor=2))
 def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *,
                    seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,
                    resample: str = "multinomial", ess_threshold: float = 1.0,

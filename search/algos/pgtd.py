@@ -39,12 +39,11 @@ from search.algos._run import Finisher, finish
 from search.algos._stepwise import Sampler, roll, scored_by
 from search.budget import Meter
 from search.engines.base import Engine
+from search.fit import Width
 from search.knobs import at_least, rules
 from search.scoring import Scorer, score_nodes
 from search.select import Outcome, Selection
 from search.types import Node, Problem
-
-DETERMINISTIC = True  # the seed cannot change the result (greedy decoding throughout)
 
 
 @dataclass
@@ -99,7 +98,9 @@ def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[No
     return leaf, not cut
 
 
-@rules(at_least(1, "rollouts", "width"))
+# the seed cannot change the result (greedy decoding throughout)
+@rules(at_least(1, "rollouts", "width"),
+       scale=Width(("rollouts",)), deterministic=True)
 def pgtd(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
          rollouts: int = 128, width: int = 3, c: float = 4.0, c_base: float = 10.0,
          horizon: int = 1024, early_stop: bool = True) -> Outcome:

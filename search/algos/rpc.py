@@ -68,11 +68,6 @@ class RpcMark(Mark):
 SAMPLER_T1 = Sampler(temperature=1.0)  # the model's own distribution (module doc)
 
 
-def uses_scorer(knobs: Mapping[str, Any]) -> bool:
-    del knobs
-    return False
-
-
 def path_prob(node: Node) -> float:
     """Length-normalised path probability: the geometric mean of its token probabilities."""
     return math.exp(node.cum_logprob / max(1, node.generated_tokens))
@@ -146,11 +141,9 @@ def rank(problem: Problem, leaves: Sequence[Node], cands: Sequence[Candidate],
     return cands, chosen, dict(pruned=sum(pruned))
 
 
-# the paths it runs at once from its start (search.fit: narrowed to fit a small budget)
-WIDTH = Width(("n",))
-
 @rules(at_least(1, "n", "live_after"), one_of("fit_bounds", BOUNDS),
-       within(1, MAX_STARTS, "fit_starts"))
+       within(1, MAX_STARTS, "fit_starts"),
+       width=Width(("n",)), scorer=False)
 def rpc(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, *, seed: int = 0,
         n: int = 8, live: bool = False, live_after: int = 2, fit_bounds: str = "project",
         fit_starts: int = 2, sampler: Sampler = SAMPLER_T1, max_depth: int = 40) -> Outcome:

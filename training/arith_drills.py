@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 
 from problems.arith import EQUATION, STEP_DELIMITER, generate
-from problems.prm_labels import LabelledPath
+from training.prm_labels import LabelledPath
 
 LEVELS = (3, 4, 5, 6, 7, 8)
 SMALL = (1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10)  # |wrong - right| of a near miss

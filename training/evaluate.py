@@ -1,7 +1,7 @@
 """Measure an embedded reasoner and record the table next to its weights (metrics.json).
 
-    python -m problems.evaluate tiny-arith --n 500 --seed 12345 [--levels 5 9] [--samples 16]
-    python -m problems.evaluate tiny-code --n 200 [--levels 3 5]
+    python -m training.evaluate tiny-arith --n 500 --seed 12345 [--levels 5 9] [--samples 16]
+    python -m training.evaluate tiny-code --n 200 [--levels 3 5]
 
 Per difficulty level, on n held-out problems `<generator>.generate(n, seed=seed,
 difficulty=level)` (training only ever used seeds >= 1,000,000; the generator is the one the
@@ -44,7 +44,7 @@ FIXED_SEED, FIXED_N = 777, 50  # the fixed set: generate(50, seed=777), default 
 MAX_ROWS = 256  # rows (problems x samples) decoded together; bounds the KV cache in memory
 
 
-PROG = "python -m problems.evaluate"
+PROG = "python -m training.evaluate"
 OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
     "name": {},
     "--n": dict(type=int, default=500),
@@ -77,7 +77,7 @@ TASKS = {"arith": Task(arith.generate, arith.DEFAULT_DIFFICULTY, 9, 40),
 
 
 def task_of(name: str) -> Task:
-    from problems import reasoners
+    from training import reasoners
 
     return TASKS[reasoners.training_record(name)["config"].get("task", "arith")]
 
@@ -219,7 +219,7 @@ def evaluate(name: str, *, n: int = 500, seed: int = 12345, levels: Sequence[int
     (default all n) at the first level and `hard_sampled` at the others."""
     if seed >= 1_000_000:
         raise ValueError("seeds >= 1,000,000 are training data; pick a smaller one")
-    from problems import reasoners
+    from training import reasoners
 
     task = task_of(name)
     levels = levels or (task.default_difficulty, task.hard_difficulty)

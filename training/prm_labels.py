@@ -111,7 +111,7 @@ class Labeller:
     """Samples and labels paths with one engine; grades with verifiers.grade (cached)."""
 
     def __init__(self, engine: Any, config: LabelConfig, *, seed: int = 0) -> None:
-        from problems.evaluate import Grader
+        from training.evaluate import Grader
 
         self.engine, self.cfg = engine, config
         self.rng = random.Random(seed)

@@ -1,5 +1,5 @@
 """Growing a PRM past its policy: layers added on top that start as the identity, and
-equation drills (problems.arith_drills) trained before the labels.
+equation drills (training.arith_drills) trained before the labels.
 
 A PRM initialised from the policy reads a step with the policy's own layers, whose last one
 holds at each token the policy's prediction of the next. A slip ("29 * 3 = 24") is where the
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from problems.arith_drills import equation_drills
-from problems.prm_labels import LabelledPath
 from search.types import Problem
+from training.arith_drills import equation_drills
+from training.prm_labels import LabelledPath
 
 FRESH_LR_SCALE = 2.0  # grown layers start at zero output: they learn at twice the rate
 
@@ -50,5 +50,5 @@ def drills_for(problems: Sequence[Problem], n: int, seed: int) -> list[LabelledP
     if not n:
         return []
     if not all(p.id.startswith("arith/") for p in problems):
-        raise ValueError("--drills needs the arithmetic task (problems.arith_drills)")
+        raise ValueError("--drills needs the arithmetic task (training.arith_drills)")
     return equation_drills(n, seed=seed)

@@ -1,13 +1,16 @@
-"""The embedded reasoners: small Llamas this project trains itself (problems/train.py).
+"""The embedded reasoners and their PRMs: small Llamas this project trains itself
+(training/train.py, training/prm_train.py), the demo's default models.
 
     model, tokenizer, engine_kwargs = load("tiny-arith")
     search.engines.hf.HFEngine.load("tiny-arith")     # the same, through search.models
 
-Each lives in problems/models/<name>/: config.json, generation_config.json, model.safetensors,
+Each lives in training/models/<name>/: config.json, generation_config.json, model.safetensors,
 the character tokenizer (save_pretrained), training.json (config, seed, threads, data) and
-metrics.json (the table printed by `python -m problems.evaluate <name>`). Importing this
-module registers them as embedded models of the core (search.models.register); search.plugins
-imports it the first time a model name is resolved.
+metrics.json (the table printed by `python -m training.evaluate <name>`); a PRM's folder
+holds its prm_format.json (rewards.prm). Importing this module registers them as embedded
+models of the core with their folders (search.models.register, folder_of), so a scorer finds
+what sits beside a model (a value head, a PRM's format) without importing this package;
+search.plugins imports it the first time a model name is resolved.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ def model_dir(name: str) -> Path:
     folder = MODELS_DIR / name
     if not (folder / "model.safetensors").is_file():
         raise FileNotFoundError(f"reasoner {name!r} has no weights in {folder}; train it with "
-                                f"`python -m problems.train {name}`")
+                                f"`python -m training.train {name}`")
     return folder
 
 
-PRMS = ("tiny-arith-prm", "tiny-code-prm")  # PRMs trained here (rewards/prm_train.py)
+PRMS = ("tiny-arith-prm", "tiny-code-prm")  # PRMs trained here (training/prm_train.py)
 
 
 def prm_folder(name: str) -> Path | None:
@@ -47,7 +50,7 @@ def training_record(name: str) -> dict[str, Any]:
 
 
 def metrics(name: str) -> dict[str, Any]:
-    """The recorded evaluation table ({} before `python -m problems.evaluate` has run)."""
+    """The recorded evaluation table ({} before `python -m training.evaluate` has run)."""
     path = model_dir(name) / "metrics.json"
     return json.loads(path.read_text()) if path.is_file() else {}
 
@@ -74,7 +77,7 @@ def load_prm(name: str, dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     folder = prm_folder(name)
     if folder is None:
         raise FileNotFoundError(f"embedded PRM {name!r} has no weights in {MODELS_DIR / name}; "
-                                "train it with `python -m rewards.prm_train`")
+                                "train it with `python -m training.prm_train`")
     kw = {"dtype": dtype} if dtype is not None else {}
     return (AutoModelForCausalLM.from_pretrained(str(folder), **kw).eval(),
             AutoTokenizer.from_pretrained(str(folder)), {})
@@ -89,7 +92,8 @@ def _loader(name: str) -> Any:
     return load_quietly
 
 
-# embedded models of the core: HFEngine.load("tiny-arith") finds them, and the scorer check
-# (search.api.check_scorer) finds "prm:tiny-arith-prm" before anything loads
+# embedded models of the core: HFEngine.load("tiny-arith") finds them, the scorer check
+# (search.api.check_scorer) finds "prm:tiny-arith-prm" before anything loads, and
+# rewards.prm and rewards.value_head find their folders (search.models.folder_of)
 for _name in NAMES + PRMS:
-    register(_name, _loader(_name))
+    register(_name, _loader(_name), folder=MODELS_DIR / _name)

@@ -1,9 +1,9 @@
 """Train a process reward model from a policy's own rollouts: one command, resumable.
 
-    python -m rewards.prm_train --policy tiny-arith --out problems/models/tiny-arith-prm
+    python -m training.prm_train --policy tiny-arith --out training/models/tiny-arith-prm
 
 1. Label: the policy samples solutions to training problems and Monte-Carlo completions
-   label their steps (problems.prm_labels: Math-Shepherd's soft or hard estimate, or PAV's
+   label their steps (training.prm_labels: Math-Shepherd's soft or hard estimate, or PAV's
    progress; OmegaPRM's binary search for hard labels). Rows land in WORK/labels.jsonl (and
    WORK/val.jsonl for the validation problems) and a re-run labels only what is missing.
 2. Train: the PRM is a causal LM read as Math-Shepherd's are: a step's reward is P("+") /
@@ -18,10 +18,10 @@
    cross-entropy of that two-way softmax against each labelled step's label (soft labels as
    targets in [0, 1]), every step of a path read in one forward. Each epoch is checkpointed
    in WORK; the epoch with the best validation loss is kept. A program's steps are its lines
-   (problems.evaluate.step_stop), a worked solution's its paragraphs. --grow K adds K layers
-   on top of the policy's that start as the identity (rewards.prm_grow); --drills N first
+   (training.evaluate.step_stop), a worked solution's its paragraphs. --grow K adds K layers
+   on top of the policy's that start as the identity (training.prm_grow); --drills N first
    trains one epoch on N arithmetic equation drills, each step labelled by its own
-   arithmetic (problems.arith_drills), so the PRM can tell a slip from a right step.
+   arithmetic (training.arith_drills), so the PRM can tell a slip from a right step.
 3. Save: save_pretrained (model and tokenizer) to OUT with prm.json (the command, the
    problems' generator seeds, label counts, labelling cost, the prefill the shared-prefix
    tree saved, validation figures, minutes). `scorer="prm:OUT"` (or the embedded name) loads
@@ -43,7 +43,18 @@ from typing import Any
 
 import torch
 
-from problems.prm_labels import (
+from rewards.prm import (
+    MATH_SHEPHERD,
+    PRMFormat,
+    declare_format,
+    label_ids,
+    prompt_ids,
+    step_ids,
+)
+from search.engines.base import DEFAULT_STOP
+from search.types import Problem
+from training.prm_grow import FRESH_LR_SCALE, drills_for, grow_layers
+from training.prm_labels import (
     LABELS,
     SEARCHES,
     LabelConfig,
@@ -53,17 +64,6 @@ from problems.prm_labels import (
     saved,
     spent,
 )
-from rewards.prm import (
-    MATH_SHEPHERD,
-    PRMFormat,
-    declare_format,
-    label_ids,
-    prompt_ids,
-    step_ids,
-)
-from rewards.prm_grow import FRESH_LR_SCALE, drills_for, grow_layers
-from search.engines.base import DEFAULT_STOP
-from search.types import Problem
 
 
 def policy_format(engine: Any, stop: Sequence[str] = DEFAULT_STOP) -> PRMFormat:
@@ -201,7 +201,7 @@ def read(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
 def evaluate(model: Any, data: Batches, pair: tuple[int, int], size: int = 64
              ) -> dict[str, float]:
     """Loss and AUC (positive: label > 1/2) over every labelled step of `data`."""
-    from problems.value_head import auc
+    from training.value_train import auc
 
     losses, scores, labels = read(model, data, pair, size)
     positive = [y > 0.5 for y in labels]
@@ -280,15 +280,15 @@ def train(model: Any, tok: Any, fmt: PRMFormat, paths: Sequence[LabelledPath],
 def problems_for(policy: str, n: int, levels: Sequence[int], seed: int) -> list[Problem]:
     """n problems of the policy's task, levels cycled, problem i the i-th of its level's
     stream from generator seed `seed`."""
-    from problems.evaluate import TASKS, task_of
-    from problems.reasoners import NAMES
+    from training.evaluate import TASKS, task_of
+    from training.reasoners import NAMES
 
     task = task_of(policy) if policy in NAMES else TASKS["arith"]
     per = {lv: task.generate(n // len(levels) + 1, seed=seed, difficulty=lv) for lv in levels}
     return [per[levels[i % len(levels)]][i // len(levels)] for i in range(n)]
 
 
-PROG = "python -m rewards.prm_train"
+PROG = "python -m training.prm_train"
 OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
     "--policy": dict(default="tiny-arith", help="the engine's model: name, path or hub id"),
     "--out": dict(type=Path, required=True, help="folder of the saved PRM"),
@@ -314,7 +314,7 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--grow": dict(type=int, default=0, help="decoder layers added on top of the policy's "
                    "(grow_layers)"),
     "--drills": dict(type=int, default=0, help="arithmetic: equation drill paths trained on "
-                     "(one epoch) before the labels (problems.arith_drills)"),
+                     "(one epoch) before the labels (training.arith_drills)"),
     "--drill-seed": dict(type=int, default=40_010, help="the drills' generator seed"),
     "--drill-lr": dict(type=float, default=1e-3),
     "--epochs": dict(type=int, default=8),
@@ -329,8 +329,8 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
 
 
 def main(argv: list[str] | None = None) -> int:
-    from problems.evaluate import step_stop
     from search.cli import parse
+    from training.evaluate import step_stop
 
     args = parse(PROG, __doc__, OPTIONS, argv)
     if args.threads:
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     tok.save_pretrained(args.out)
     declare_format(args.out, fmt)
     labels = [lab for r in rows for lab in r.labels if lab is not None]
-    meta = {"command": "python -m rewards.prm_train " + shlex.join(argv or sys.argv[1:]),
+    meta = {"command": "python -m training.prm_train " + shlex.join(argv or sys.argv[1:]),
             "policy": args.policy, "format": asdict(fmt), "init": args.init,
             "lm_weight": args.lm_weight, "grow": args.grow, "drills": drilled,
             "label_config": asdict(cfg),

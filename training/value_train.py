@@ -1,23 +1,14 @@
-"""A value-head PRM on the generator's own hidden states: the head and its training.
+"""Training the value head (rewards.value_head, the scorer "value"): labels from the
+generator's own rollouts, a logistic fit, its held-out AUC beside simpler baselines.
 
-Its scorer (registered as "value") is rewards.value_head; scoring a step costs no forward.
-
-The engine (HFEngine(keep_hidden=True)) records, for every generated step, the final hidden
-state its last token was predicted from. A logistic head maps that state, next to a few
-confidence figures of the path read off the token log-probabilities the engine already
-recorded (`confidence`), to P(this path reaches a correct answer). Labels follow
-Math-Shepherd (Wang et al. 2024): a step's label is the share of m sampled completions from
-it that grade correct (verifiers.grade: the gold answer, or the hidden tests for code).
+Labels follow Math-Shepherd (Wang et al. 2024): a step's label is the share of m sampled
+completions from it that grade correct (verifiers.grade: the gold answer, or the hidden
+tests for code).
 
     features, labels <- for sampled steps of training problems: ([h(step); conf(path)], share)
     head <- logistic regression on (features, soft labels), L2-regularised
-    score(step) = sigmoid(w . [h(step); conf(path)] + b)
 
-Why the confidence figures: a small reasoner's mistakes are slips it makes while unsure (a
-product it half knows), and the hidden state at the step's end no longer shows how unsure
-the model was at the slip; the path's worst token log-probability does.
-
-Train: python -m problems.value_head --model tiny-arith --problems 200
+Train: python -m training.value_train --model tiny-arith --problems 200
 The head is saved next to the model it belongs to (value_head.safetensors + .json), with
 its held-out AUC and the AUC of simpler baselines measured on the same steps.
 """
@@ -27,7 +18,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,52 +25,9 @@ from typing import Any
 
 import torch
 
+from rewards.value_head import CONFIDENCE, HEAD_FILE, ValueHead, features, model_folder
 from search.engines.base import DEFAULT_STOP
 from search.types import Node, Problem
-
-HEAD_FILE = "value_head.safetensors"
-UNSURE = math.log(0.5)  # a token the model gave less than even odds
-CONFIDENCE = ("path min logprob", "path mean logprob", "step min logprob",
-              "path tokens below log(1/2)", "depth")
-
-
-def confidence(node: Node) -> list[float]:
-    """[len(CONFIDENCE)] figures of node's path from its steps' temperature-1 token
-    log-probabilities (clamped at -30 so a zero-probability token stays finite)."""
-    if node.step is None:
-        raise ValueError("the root has no step to score")
-    path = [max(lp, -30.0) for s in node.steps() for lp in s.logprobs] or [0.0]
-    step = [max(lp, -30.0) for lp in node.step.logprobs] or [0.0]
-    if any(math.isnan(lp) for lp in path):
-        raise ValueError(f"NaN log-probability on the path to {node!r}")
-    return [min(path), sum(path) / len(path), min(step), float(sum(lp < UNSURE for lp in path)),
-            float(node.depth)]
-
-
-def features(engine: Any, nodes: Sequence[Node]) -> torch.Tensor:
-    """[B, hidden + len(CONFIDENCE)]: each node's recorded step state and its path's
-    confidence figures; a clear error for steps this engine did not sample with keep_hidden."""
-    missing = [n for n in nodes if n not in engine.step_features]
-    if missing:
-        raise ValueError(f"no step features for {missing[0]!r}: only steps sampled by this "
-                         "engine with keep_hidden=True can be scored by its value head")
-    hid = torch.stack([engine.step_features[n] for n in nodes])
-    return torch.cat([hid, torch.tensor([confidence(n) for n in nodes], dtype=hid.dtype)], 1)
-
-
-class ValueHead(torch.nn.Module):
-    """Logistic head [hidden] -> P(correct). Inputs are standardised with stored stats."""
-
-    def __init__(self, hidden: int) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(hidden, 1)
-        self.mean: torch.Tensor
-        self.std: torch.Tensor
-        self.register_buffer("mean", torch.zeros(hidden))
-        self.register_buffer("std", torch.ones(hidden))
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:  # [B, hidden] -> [B]
-        return torch.sigmoid(self.linear((h - self.mean) / self.std)).squeeze(-1)
 
 
 def fit(features: torch.Tensor, labels: torch.Tensor, *, l2: float = 1e-3, steps: int = 300,
@@ -123,32 +70,6 @@ def save(head: ValueHead, folder: str | Path, meta: dict[str, Any]) -> None:
     (folder / "value_head.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-def load(folder: str | Path) -> ValueHead:
-    from safetensors.torch import load_file
-
-    path = Path(folder) / HEAD_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"no value head at {path}; train one with "
-                                "`python -m problems.value_head --model <name>`")
-    state = load_file(str(path))
-    head = ValueHead(state["mean"].shape[0])
-    head.load_state_dict(state)
-    return head.eval()
-
-
-def model_folder(engine: Any) -> Path:
-    """The folder of the engine's model, where its head lives: an embedded reasoner's
-    (problems.reasoners) or the local path it was loaded from."""
-    from problems import reasoners
-
-    name = str(getattr(engine, "name", ""))
-    if name in reasoners.NAMES:
-        return reasoners.model_dir(name)
-    if Path(name).is_dir():
-        return Path(name)
-    raise FileNotFoundError(f"no model folder for engine {name!r}: a value head lives next to "
-                            "an embedded reasoner or a locally saved model")
-
 def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
                    completions: int = 4, step_tokens: int = 96, max_steps: int = 12,
                    temperature: float = 1.0, seed: int = 0,
@@ -158,7 +79,7 @@ def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
     from the step that grade correct (a finished step: its own grade). Steps end at `stop`
     (code: lines). Returns features [N, hidden + len(CONFIDENCE)], labels [N] and, per step,
     the index of its problem."""
-    from problems.evaluate import Grader  # verifiers.grade, cached: samples repeat
+    from training.evaluate import Grader  # verifiers.grade, cached: samples repeat
 
     rng = random.Random(seed)
     check = Grader()
@@ -229,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="folder of the model (default: its own folder)")
     args = ap.parse_args(argv)
-    from problems import reasoners
-    from problems.evaluate import TASKS, step_stop, task_of
     from search.engines.hf import HFEngine
+    from training import reasoners
+    from training.evaluate import TASKS, step_stop, task_of
 
     engine = HFEngine.load(args.model, keep_hidden=True)
     task = task_of(args.model) if args.model in reasoners.NAMES else TASKS["arith"]

@@ -2,15 +2,15 @@
 
 Names: steps (arithmetic step checker), oracle (gold-answer verifier),
 self_eval (the generator judges its own steps), unit_tests (public tests in the sandbox),
-value (the value head saved next to the generator's model); anything else is loaded as an HF PRM from a
-local path or Hugging Face id (prefix "prm:" to be explicit, e.g. "prm:./my-prm").
+value (the value head saved next to the generator's model); a PRM by folder, embedded name or
+Hugging Face id ("prm:./my-prm", "prm:tiny-arith-prm"; search.scoring.parse reads the string)
+loads as rewards.prm.HFPRM.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from search.scoring import Scorer, register, register_path_loader
@@ -46,14 +46,13 @@ def _needs_answer(problem: Problem, model: str) -> None:
 def _needs_value_head(problem: Problem, model: str) -> None:
     """The value head lives next to an embedded reasoner or a locally saved model."""
     del problem
-    from problems import reasoners
-    from problems.value_head import HEAD_FILE
+    from rewards.value_head import HEAD_FILE, TRAIN, head_folder
 
-    folder = reasoners.MODELS_DIR / model if model in reasoners.NAMES else Path(model)
+    folder = head_folder(model)
     if not (folder / HEAD_FILE).is_file():
         raise ValueError(f"scorer 'value' needs a value head saved next to the model, and "
                          f"model {model!r} has none (no {HEAD_FILE} in {folder}); train one "
-                         f"with `python -m problems.value_head --model {model}`")
+                         f"with `{TRAIN} --model {model}`")
 
 
 CHECKS = {"oracle": _needs_answer, "value": _needs_value_head}

@@ -1,4 +1,4 @@
-"""The embedded reasoners' tokenizers (problems.train's "char" and "word"): one token per
+"""The embedded reasoners' tokenizers (training.train's "char" and "word"): one token per
 character (char_tokenizer) or per word and digit (word_tokenizer, both committed reasoners'),
 both with the specials SPECIALS.
 

@@ -1,10 +1,10 @@
 """Train an embedded reasoner from scratch on freshly generated problems, on a CPU.
 
-    python -m problems.train tiny-arith [--minutes 58] [--seed 0] [--compile] [--out DIR]
-    python -m problems.train tiny-code ...
+    python -m training.train tiny-arith [--minutes 58] [--seed 0] [--compile] [--out DIR]
+    python -m training.train tiny-code ...
 
 A transformers LlamaForCausalLM over the config's tokenizer (`tokenizer_of`: one token per
-character or per word and digit, problems.wordtok) learns `prompt_template.format(prompt) + solution + <eos>` with the loss on the solution and
+character or per word and digit, training.wordtok) learns `prompt_template.format(prompt) + solution + <eos>` with the loss on the solution and
 <eos> only: for tiny-arith (problems.arith) the worked solution after "prompt\\n"; for
 tiny-code (problems.codegen) the function body that completes the prompt's stub. The
 run is a fixed number of optimizer steps (the config's `steps`), so the same seed and thread
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from problems import arith, codegen
-from problems.wordtok import char_tokenizer, word_tokenizer
+from training.wordtok import char_tokenizer, word_tokenizer
 
 PROMPT_TEMPLATE = "{prompt}\n"  # the engine's plain-prompt template; the solution follows
 CODE_ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n"  # printable ASCII; no tabs
@@ -69,12 +69,12 @@ class Config:
     grad_clip: float = 1.0
     prompt_template: str = PROMPT_TEMPLATE
     alphabet: str = field(default=arith.ALPHABET)
-    tokenizer: str = "char"  # "char" or "word" (problems.wordtok, vocabulary from the task)
+    tokenizer: str = "char"  # "char" or "word" (training.wordtok, vocabulary from the task)
     stop_after: int | None = None  # end here, partway through the schedule (see CONFIGS)
 
 
 CONFIGS: dict[str, Config] = {
-    # 1.2M parameters over word tokens (problems.wordtok: ~3x shorter sequences than
+    # 1.2M parameters over word tokens (training.wordtok: ~3x shorter sequences than
     # characters); ~0.33 s a step on 2 AVX2 cores compiled. The 10,500-step schedule run to
     # its end gives a model right 96% of the time at level 5 and 95% at 6, too strong for
     # search to matter; stopped after 6,000 steps (~33 minutes) it still makes arithmetic
@@ -300,7 +300,7 @@ def train(name: str, *, seed: int = 0, minutes: float = 45.0, out: Path | None =
         "steps_done": done, "stopped_early": done < min(total, stop_after or total), "minutes": round(minutes_used, 2),
         "minutes_cap": minutes, "resumed_after_step": first or None, "tokens_seen": tokens, "threads": torch.get_num_threads(),
         "compiled": compile,
-        "reproduce": f"python -m problems.train {name} --seed {seed} --threads "
+        "reproduce": f"python -m training.train {name} --seed {seed} --threads "
                      f"{torch.get_num_threads()}" + (" --compile" if compile else "")
                      + (f" --stop-after {done}" if done < min(total, cfg.stop_after or total) else ""),
         "torch": torch.__version__, "python": platform.python_version(), "loss_curve": curve,
@@ -334,12 +334,12 @@ def _save(model: Any, tok: Any, out: Path, record: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m problems.train", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", choices=sorted(CONFIGS))
     ap.add_argument("--minutes", type=float, default=45.0, help="wall-clock cap (default 45)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=None, help="default problems/models/<name>")
+    ap.add_argument("--out", type=Path, default=None, help="default training/models/<name>")
     ap.add_argument("--threads", type=int, default=2,
                     help="torch threads; exact reproduction needs the same count (default 2)")
     ap.add_argument("--steps", type=int, default=None, help="override the config's steps")
