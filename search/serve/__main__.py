@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import socket
 import sys
@@ -27,6 +28,9 @@ from search import registry
 from search.cli import parse
 from search.types import Budget
 
+KERNEL_CACHE = 256  # oneDNN kernels kept for reuse (kernel_cache)
+# oneDNN's primitive cache and ideep's (in torch), each read once, when it is first used
+KERNEL_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 OPTIONS: dict[str, dict[str, Any]] = {
     "--model": dict(default=None, help="model name or path (default: search.solve's)"),
     "--scorer": dict(default=None, help="the server's scorer for searches that consult one "
@@ -50,6 +54,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "--grace": dict(type=float, default=30.0, help="seconds the searches in flight get to "
                     "finish on SIGTERM before they are cancelled"),
     "--threads": dict(type=int, default=None, help="torch CPU threads (default: torch's)"),
+    "--kernel-cache": dict(type=int, default=None, metavar="N", help="CPU GEMM kernels kept "
+                           "for reuse, one per batch shape (~0.5 MiB each; default: "
+                           f"{KERNEL_CACHE}, or the environment's, see kernel_cache)"),
     "--access-log": dict(action="store_true", help="log every request (uvicorn's access log)"),
 }
 JOIN_SECONDS = 10.0  # after the grace period: for cancelled searches to end and answer
@@ -58,7 +65,27 @@ JOIN_SECONDS = 10.0  # after the grace period: for cancelled searches to end and
 def _check(args: argparse.Namespace) -> str | None:
     if args.concurrency < 1 or args.max_n < 1 or args.max_body_bytes < 1 or args.grace < 0:
         return "--concurrency, --max-n and --max-body-bytes must be positive, --grace >= 0"
+    if args.kernel_cache is not None and args.kernel_cache < 1:
+        return "--kernel-cache must be positive"
     return None
+
+
+def kernel_cache(entries: int | None) -> None:
+    """Cap the CPU GEMM kernels the process keeps (call it before torch first runs one). The
+    packed linears (search.runtime.packed) run on oneDNN, which builds a kernel for each
+    input shape it meets (rows x features: a forward's token count, for each weight shape) and
+    keeps it in two caches of 1,024 entries each, oneDNN's own and ideep's in torch, about
+    0.5 MiB an entry. A server's forwards merge whichever searches are in flight, so new row
+    counts keep appearing long after start, and its RSS grows with them up to both caches'
+    size (docs/serve.md). Capped, the caches keep the shapes used most recently; one met
+    again after it was dropped is rebuilt (about a millisecond). Results do not change: the
+    kernel depends on the shape alone. An environment that sets the variables keeps its
+    values, unless `entries` is given (--kernel-cache)."""
+    for name in KERNEL_CACHE_VARIABLES:
+        if entries is not None:
+            os.environ[name] = str(entries)
+        else:
+            os.environ.setdefault(name, str(KERNEL_CACHE))
 
 
 def defaults_of(args: argparse.Namespace) -> Any:
@@ -96,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from search.serve.service import Service
 
     ap_args = parse("python -m search.serve", __doc__, OPTIONS, argv, _check)
+    kernel_cache(ap_args.kernel_cache)  # before torch loads (with the model, below)
     if ap_args.threads is not None:
         from search.runtime.omp import use_threads
 
