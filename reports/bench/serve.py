@@ -179,7 +179,9 @@ def engine_ceiling(model: str, clients: int, n: int) -> None:
     at once (search.solve_many)."""
     import search
     from search.runtime.sched import SCHED
+    from search.serve.__main__ import SWITCH_INTERVAL
 
+    sys.setswitchinterval(SWITCH_INTERVAL)  # as the server runs
     engine = search.get_engine(model)
 
     def each() -> float:
