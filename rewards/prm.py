@@ -35,7 +35,8 @@ import torch
 from search.runtime import attention, packed
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
-from search.runtime.sched import SCHED, Job
+from search.runtime.passes import Job
+from search.runtime.sched import SCHED
 from search.session import Bindable
 from search.types import Node, Problem
 

@@ -55,7 +55,7 @@ def _needs_value_head(problem: Problem, model: str) -> None:
                          f"with `{TRAIN} --model {model}`")
 
 
-CHECKS = {"oracle": _needs_answer, "value": _needs_value_head}
+NEEDS = {"oracle": _needs_answer, "value": _needs_value_head}
 
 # the core's registry (search.scoring.SCORERS; it holds "logprob" itself) gets this
 # plug-in's scorers
@@ -66,5 +66,5 @@ for _name, _factory in {
     "unit_tests": _make("rewards.unit_tests", "UnitTestScorer"),
     "value": _make("rewards.value_head", "value_scorer", needs_engine=True),
 }.items():
-    register(_name, _factory, check=CHECKS.get(_name))
+    register(_name, _factory, check=NEEDS.get(_name))
 register_path_loader(_prm)

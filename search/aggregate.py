@@ -1,11 +1,17 @@
 """Aggregating per-step rewards into one path score: plain functions over a list of floats.
-Part of the scorer contract (search.scoring)."""
+Part of the scorer contract (search.scoring).
+
+AGGREGATES is a search.plugins.Registry of them by name (the knob `agg`): another package adds
+one by an entry point in the group "tts_search.aggregates" (value "module:function").
+"""
 
 from __future__ import annotations
 
 import builtins
 import math
 from collections.abc import Callable, Sequence
+
+from search.plugins import Registry
 
 Aggregate = Callable[[Sequence[float]], float]
 
@@ -38,14 +44,11 @@ def mean(scores: Sequence[float]) -> float:
     return float(math.fsum(s) / len(s))
 
 
-AGGREGATES: dict[str, Aggregate] = {"last": last, "min": min, "prod": prod, "mean": mean}
+AGGREGATES: Registry[Aggregate] = Registry("aggregates", "aggregation",
+                                           {"last": last, "min": min, "prod": prod, "mean": mean})
 
 
 def get(agg: str | Aggregate) -> Aggregate:
-    """An aggregation by name or the function itself."""
-    if callable(agg):
-        return agg
-    try:
-        return AGGREGATES[agg]
-    except KeyError:
-        raise ValueError(f"unknown aggregation {agg!r}; choose from {sorted(AGGREGATES)}") from None
+    """An aggregation by name (ValueError naming the known ones if none) or the function
+    itself."""
+    return agg if callable(agg) else AGGREGATES.get(agg)

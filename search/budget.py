@@ -73,14 +73,14 @@ class Meter:
             watch(self)
 
     # -- charging ----------------------------------------------------------------------
-    def charge_model(self, *, generated: int = 0, prefill: int = 0, processed: int = 0,
-                     flops: float = 0.0, passes: int = 1) -> None:
-        """One engine forward batch: `processed` tokens went through the model."""
+    def charge_model(self, *, generated: int = 0, prefill: int = 0, flops: float = 0.0,
+                     passes: int = 1) -> None:
+        """One engine forward batch: its tokens generated and prefilled, its FLOPs (what went
+        through the model) and its passes."""
         self.generated_tokens += generated
         self.prefill_tokens += prefill
         self.forward_passes += passes
         self.flops += flops
-        del processed  # folded into flops; kept as a named argument for readable call sites
         self._charged()
 
     def charge_scorer(self, *, calls: int, tokens: int = 0, flops: float = 0.0) -> None:

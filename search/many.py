@@ -1,5 +1,5 @@
 """Many searches on one engine: the one driver behind `search.solve_many` and the eval
-runner (reports.eval.runner, reports.eval.ray_workers).
+runner (reports.eval.cells, reports.eval.ray_workers).
 
 A `Driver` loads the engine once and the scorer once where loading costs something (a PRM
 path, or a Scorer object given: one instance shared by every run, each run scoring through

@@ -5,9 +5,11 @@ being the object or its "module:attr", imported on first use), each with its bui
 one place: algorithms (search.registry.ALGORITHMS: the files of search/algos/), scorers
 (search.scoring.SCORERS: the core's logprob), answer readers (search.answers.READERS),
 embedded models (search.models.EMBEDDED), engine kinds by prefix
-(search.engines.kinds.ENGINES) and datasets (problems.datasets.DATASETS: the benchmarks).
-Another distribution adds entries by entry points in the group "tts_search.<kind>"
-(algorithms, scorers, answers, models, engines, datasets), with no edit to this project.
+(search.engines.kinds.ENGINE_KINDS), path aggregations (search.aggregate.AGGREGATES), SMC
+resampling schemes (search.algos._smc.RESAMPLERS) and datasets (problems.datasets.DATASETS:
+the benchmarks). Another distribution adds entries by entry points in the group
+"tts_search.<kind>" (algorithms, scorers, answers, models, engines, aggregates, resamplers,
+datasets), with no edit to this project.
 
 The core (search/) imports no plug-in package; rewards, verifiers and training import the core
 and register what they add (scorers in search.scoring, answer extractors in search.answers,
@@ -28,7 +30,7 @@ import difflib
 import importlib
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -144,6 +146,10 @@ class Registry(Generic[T]):
     def registered(self) -> list[str]:
         """The names registered so far, loading nothing."""
         return sorted(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        """The names, sorted (as names(): after loading the plug-ins)."""
+        return iter(self.names())
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (name in self._entries or name in self.entries())

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from search.scores import Scores
+from search.marks import Scores
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -114,7 +114,7 @@ class Node:
     """A partial solution: the path of steps from the problem's root to here.
 
     The root holds the problem and its prompt token ids; every other node holds one Step.
-    `scores` holds the values searches write on the node (search.scores.Scores: what every
+    `scores` holds the values searches write on the node (search.marks.Scores: what every
     search shares, the scorer's reward, merged copies, ...; each algorithm's own values, A*'s
     g and f, MCTS's visits, ..., as a Mark defined in its module; scores.flat() as one
     mapping).

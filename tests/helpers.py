@@ -8,9 +8,11 @@ independently of the code under test.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from training.wordtok import char_tokenizer
 
@@ -128,3 +130,21 @@ def verdict_rows(name: str) -> list[tuple[str, str, str, bool]]:
         out += [(row["family"], gold, row["prediction"], gold in row["right"])
                 for gold in (*row["right"], *row["wrong"])]
     return out
+
+
+@contextmanager
+def worker_calls() -> Iterator[list[float]]:
+    """The timeout of every call the block makes to a sympy worker (verifiers._math.pool's
+    Pool.run), in order. What bounds a verify's time, whatever the machine's speed: beyond its
+    in-process checks it makes these calls, each killed at its timeout."""
+    from verifiers._math.pool import Pool
+
+    calls: list[float] = []
+    run = Pool.run
+
+    def counted(self: Pool, args: tuple[Any, ...], timeout: float) -> tuple[bool, str]:
+        calls.append(timeout)
+        return run(self, args, timeout)
+
+    with mock.patch.object(Pool, "run", counted):
+        yield calls

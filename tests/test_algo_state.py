@@ -21,7 +21,7 @@ from search.algos._stepwise import GreedySampler, Sampler
 from search.algos.astar import AStarMark
 from search.algos.mcts import MctsMark
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.scores import FIELDS, Mark, Scores
+from search.marks import FIELDS, Mark, Scores
 from search.types import Budget, Problem, Result
 
 PROBLEM = Problem(prompt="toy", id="toy", answer="1")

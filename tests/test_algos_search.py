@@ -28,7 +28,7 @@ from search.algos.dvts import DvtsMark
 from search.algos.mcts import MctsMark
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of
-from search.scores import Mark
+from search.marks import Mark
 from search.session import Session
 from search.types import Budget, Node, Problem
 
@@ -423,7 +423,7 @@ def resampling_p_value(draw, weights, n=8, seeds=3000):
 @pytest.mark.parametrize("scheme", ["multinomial", "systematic"])
 def test_resampling_is_unbiased(scheme):
     weights = [0.05, 0.15, 0.3, 0.1, 0.4]
-    assert resampling_p_value(_smc.RESAMPLERS[scheme], weights) > 0.001
+    assert resampling_p_value(_smc.RESAMPLERS.get(scheme), weights) > 0.001
 
 
 def test_resampling_chi_square_catches_a_biased_scheme():
@@ -456,7 +456,7 @@ def make_sweep(children, value, *, n=12, seed=0, reference=(), threshold=1.0,
     engine = ScriptedEngine(children)
     scorer = ScriptedScorer(value)
     root = engine.root(PROBLEM) if not reference else reference[0].root
-    plan = _smc.SweepPlan(n=n, draw=_smc.RESAMPLERS[scheme], ess_threshold=threshold, tau=1.0,
+    plan = _smc.SweepPlan(n=n, draw=_smc.RESAMPLERS.get(scheme), ess_threshold=threshold, tau=1.0,
                           max_depth=10)
     swarm = _smc.sweep(PROBLEM, engine, scorer, Meter(), random.Random(seed), Sampler(), root,
                        plan, reference=reference)
@@ -519,7 +519,7 @@ def test_conditional_sweep_cut_short_still_holds_the_reference():
     assert len(path) >= 4
     for budget in (12, 30):  # 11 sampled steps per round: stops after 2 or 3 rounds
         engine = ScriptedEngine(early_children).bind(Session(Meter(Budget(tokens=budget))))
-        plan = _smc.SweepPlan(n=12, draw=_smc.RESAMPLERS["systematic"], ess_threshold=1.0,
+        plan = _smc.SweepPlan(n=12, draw=_smc.RESAMPLERS.get("systematic"), ess_threshold=1.0,
                               tau=1.0, max_depth=10)
         swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(early_value), engine.meter,
                            random.Random(7), Sampler(), root, plan, reference=path)

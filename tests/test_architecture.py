@@ -32,7 +32,7 @@ CORE = "search"
 PLUGINS = ("rewards", "verifiers", "problems", "training", "reports")
 PACKAGES = (CORE, *PLUGINS)
 PACKAGES_BOTTOM_UP = ("search", "verifiers", "problems", "rewards", "training", "reports")
-CORE_LAYERS = (("search.types", "search.scores", "search.budget", "search.session"),  # vocabulary
+CORE_LAYERS = (("search.types", "search.marks", "search.budget", "search.session"),  # vocabulary
                ("search.runtime",),                                   # torch machinery
                ("search.engines",),
                ("search.scoring", "search.aggregate", "search.logprob"),

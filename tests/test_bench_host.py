@@ -134,7 +134,8 @@ def test_probed_installs_everywhere_and_restores(monkeypatch: pytest.MonkeyPatch
 
 def test_a_lanes_waits_for_a_job_count_as_idle() -> None:
     """The lane's blocking wait (sched._Lane.wait: nothing in flight) is the idle probe."""
-    from search.runtime.sched import SCHED, call
+    from search.runtime.passes import call
+    from search.runtime.sched import SCHED
 
     probes = Probes(owns=lambda: threading.current_thread().name.startswith("tts-engine"))
     with probed(probes, ((IDLE, "search.runtime.sched:_Lane", "wait"),)), \

@@ -22,7 +22,8 @@ from search.engines.hf import HFEngine
 from search.many import SolveManyError, concurrently
 from search.runtime import sched
 from search.runtime.kv import SlabCache
-from search.runtime.sched import SCHED, Pass, SchedStats, run_passes
+from search.runtime.passes import Job, Pass, run_passes
+from search.runtime.sched import SCHED, SchedStats
 from search.session import Bindable, Session
 from search.types import Budget, Node, Problem
 
@@ -274,7 +275,7 @@ def test_views_charge_their_own_session_from_any_thread():
         def __init__(self) -> None:
             self.calls = 0
 
-        def job(self) -> sched.Job[None]:
+        def job(self) -> Job[None]:
             self.part.calls += 1
             self.meter.charge_model(generated=1)
             return
@@ -302,7 +303,7 @@ def test_a_stopped_session_ends_its_own_jobs_only():
     a, b = Session(), Session()
     ran: list[str] = []
 
-    def job(name: str) -> sched.Job[None]:
+    def job(name: str) -> Job[None]:
         ran.append(name)
         return
         yield
@@ -352,7 +353,7 @@ def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
     gives the same rows, byte for byte once the timing fields are dropped (the file's order
     is the order runs finished)."""
     from reports.eval.grid import Grid
-    from reports.eval.run import run_grid
+    from reports.eval.sweep import run_grid
 
     grid = Grid(arith_problems(4), ["best_of_n", "beam", "particle_filter"], [4], [0, 1],
                 dataset="arith")

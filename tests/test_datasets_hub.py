@@ -12,7 +12,7 @@ from dataset_files import GSM8K, LOCAL, MATH500, cache_entry, hub_rows, same, wr
 
 import problems
 from problems.datasets import BENCHMARKS
-from reports.eval.run import main, read_rows
+from reports.eval.sweep import main, read_rows
 
 datasets = pytest.importorskip("datasets", reason="the `datasets` library is not installed")
 

@@ -15,7 +15,7 @@ import scripted_grid
 from scripted_grid import CELLS, GRID, PROBLEMS, Engine, by_key, file_rows, scorer
 
 from reports.eval.grid import Grid
-from reports.eval.run import run_grid
+from reports.eval.sweep import run_grid
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -116,7 +116,7 @@ def test_without_ray_flag_nothing_imports_ray(tmp_path):
     code = f"""
 import sys
 from reports.eval.grid import Grid
-from reports.eval.run import main, run_grid
+from reports.eval.sweep import main, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Problem
 tree = {{(): [("The answer is 4.", 1.0)]}}

@@ -16,7 +16,7 @@ import search
 from reports.analysis import passk
 from reports.analysis.rows import facets, independent
 from reports.eval.grid import Grid
-from reports.eval.run import read_rows, run_grid
+from reports.eval.sweep import read_rows, run_grid
 from reports.figures import plots
 from search import registry
 from search.types import Budget

@@ -18,9 +18,9 @@ import pytest
 
 import search
 from problems import arith, codegen
-from reports.eval.grade import Grader
+from reports.eval.correctness import Grader
 from reports.eval.grid import Grid, make_grid, parse_knobs
-from reports.eval.run import SCHEMA, load_problems, main, read_rows, run_grid
+from reports.eval.sweep import SCHEMA, load_problems, main, read_rows, run_grid
 from search import registry
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.fit import Width
@@ -374,7 +374,7 @@ def test_grid_default_scorer_follows_pgtd(tmp_path):
     """A grid has one scorer: logprob by default, unit_tests for a pgtd-only grid (as solve
     picks for pgtd), and a clear error, before any model loads, where the two would mix or a
     problem has no public tests."""
-    from reports.eval.run import _default_scorer
+    from reports.eval.sweep import _default_scorer
     from search.types import Problem
 
     code = Problem("def f(x):\n", domain="code", tests=("assert f(1) == 1",),

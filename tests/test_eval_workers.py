@@ -15,7 +15,7 @@ from scripted_grid import CELLS, GRID, PROBLEMS, Engine, by_key, file_rows, scor
 
 from problems import arith
 from reports.eval.grid import Grid
-from reports.eval.run import main, run_grid
+from reports.eval.sweep import main, run_grid
 from reports.eval.workers import Workers, usable_cores
 
 

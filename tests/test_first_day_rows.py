@@ -7,9 +7,9 @@ from __future__ import annotations
 from test_budget_limits import deep
 
 import search
-from reports.eval.grade import Grader
+from reports.eval.cells import make_row
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
-from reports.eval.runner import make_row
 from search.engines.fake import ScriptedEngine
 from search.types import Budget, Problem
 

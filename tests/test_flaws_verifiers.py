@@ -1,5 +1,5 @@
 """Verifiers with false positives for reports.studies.flaws: the step checker's `verified` flag on
-math candidates (verifiers.grade, reports.eval.grade, the eval runner's rows), a score threshold
+math candidates (verifiers.grade, reports.eval.correctness, the eval runner's rows), a score threshold
 over the candidate scores rows hold, and the per-problem rates. Expected values are worked by hand
 in the comments; the solutions are hand-written, the engine is scripted (no model)."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from problems import arith
-from reports.eval.grade import Grader
+from reports.eval.correctness import Grader
 from reports.eval.grid import Grid
-from reports.eval.run import run_grid
+from reports.eval.sweep import run_grid
 from reports.studies import flaws
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.types import Candidate

@@ -23,7 +23,7 @@ import pytest
 import problems
 import search
 from reports.eval.grid import Grid
-from reports.eval.run import main, read_rows, run_grid
+from reports.eval.sweep import main, read_rows, run_grid
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.registry import names, uses_scorer
 from search.types import Budget, Node, Problem, Step

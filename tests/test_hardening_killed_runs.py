@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from test_eval_runner import PROBLEMS, Engine, strip
 
-from reports.eval import run as runner
+from reports.eval import sweep as runner
 
 REPO = Path(__file__).resolve().parents[1]
 # 3 arith problems (the ones the scripted engine knows) x 2 algorithms x 2 budgets x 3 seeds

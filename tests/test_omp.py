@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from search.runtime import omp
-from search.runtime.sched import SCHED, call
+from search.runtime.passes import call
+from search.runtime.sched import SCHED
 
 pytestmark = pytest.mark.skipif(
     omp._runtime() is None or torch.get_num_threads() < 2 or not os.path.isdir("/proc/self/task"),
@@ -120,7 +121,7 @@ def test_a_threads_count_is_its_own():
 def test_two_lanes_split_the_threads_and_a_pass_that_cannot_merge_gets_them_all():
     """Two lanes: each job runs on threads // 2; a Pass whose model cannot merge (its own
     forward, whose bits may depend on the thread count) runs on the opener's count."""
-    from search.runtime.sched import Pass, run_passes
+    from search.runtime.passes import Pass, run_passes
 
     default = torch.get_num_threads()
     seen: list[int] = []

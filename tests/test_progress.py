@@ -146,7 +146,7 @@ def test_viewer_takes_a_dataset_problem_and_names_what_made_the_tree(tmp_path, c
 def test_the_grid_bar_moves_while_runs_are_in_flight():
     """The tokens a run generates reach the eval bar as the run charges its meter, before its
     row is written; the row then adds nothing twice (issue 33)."""
-    from reports.eval.progress import GridProgress
+    from reports.eval.grid_progress import GridProgress
     from search.budget import Meter
     from search.session import KVScope
 

@@ -205,7 +205,7 @@ def test_slow_commands_name_real_targets_and_flags():
 def test_entry_point_groups_exist():
     from problems.datasets import DATASETS
     from search.answers import READERS
-    from search.engines.kinds import ENGINES
+    from search.engines.kinds import ENGINE_KINDS
     from search.models import EMBEDDED
     from search.registry import ALGORITHMS
     from search.scoring import SCORERS
@@ -220,5 +220,5 @@ def test_entry_point_groups_exist():
         entries = [ln for ln in b.text.split("\n") if ln.strip() and not ln.startswith("[")]
         assert all(re.match(r'^[\w-]+ = "[\w.]+:[\w.]+"', ln) for ln in entries), entries
     assert groups
-    known = {r.group for r in (DATASETS, READERS, ENGINES, EMBEDDED, ALGORITHMS, SCORERS)}
+    known = {r.group for r in (DATASETS, READERS, ENGINE_KINDS, EMBEDDED, ALGORITHMS, SCORERS)}
     assert groups <= known, groups - known

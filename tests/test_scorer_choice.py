@@ -14,7 +14,7 @@ import pytest
 import search
 from problems import arith
 from reports.eval.grid import Grid
-from reports.eval.run import read_rows, run_grid
+from reports.eval.sweep import read_rows, run_grid
 from rewards.verifier import StepCheckScorer
 from search import registry, scoring
 from search.engines.fake import ScriptedEngine, ScriptedScorer, path_of

@@ -5,6 +5,7 @@ messages search.solve's own checks raise."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -24,7 +25,7 @@ from search import registry
 from search.fit import BudgetTooSmall
 from search.serve import app as app_module
 from search.serve import service as service_module
-from search.serve.app import create_app
+from search.serve.app import create_app, listening
 from search.serve.plan import Defaults
 from search.serve.service import Service
 from search.types import Problem
@@ -40,8 +41,7 @@ def serving(model: str) -> Iterator[tuple[str, Service]]:
     """A server of `model` on 127.0.0.1 (an ephemeral port), uvicorn in a thread."""
     service = Service.load(model, concurrency=8)
     app = create_app(service, Defaults(), names=[model], max_body=MAX_BODY)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock = listening("127.0.0.1", 0)
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -304,6 +304,33 @@ def test_concurrent_clients_get_what_each_gets_alone(server, client):
         assert (sa["answer"], sa["usage"]["generated_tokens"], sa["usage"]["prefill_tokens"]) \
             == (sb["answer"], sb["usage"]["generated_tokens"], sb["usage"]["prefill_tokens"])
     assert health(url)["batching"]["widest"] >= 2  # forwards of several searches merged
+
+
+def test_the_servers_connections_send_without_waiting_for_acks():
+    """Every connection accepted on the server's socket has TCP_NODELAY, as uvicorn's asyncio
+    transport sees it: else a kept-alive connection's response waits out the client's delayed
+    ACK between its headers and its body (Nagle)."""
+    seen: list[int] = []
+
+    class Note(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    async def accept_two() -> None:
+        srv = await asyncio.get_running_loop().create_server(
+            Note, sock=listening("127.0.0.1", 0))
+        port = srv.sockets[0].getsockname()[1]
+        for k in range(2):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            while len(seen) <= k:
+                await asyncio.sleep(0.01)
+            writer.close()
+        srv.close()
+
+    asyncio.run(asyncio.wait_for(accept_two(), 30))
+    assert len(seen) == 2 and all(seen), seen
 
 
 @pytest.mark.slow

@@ -19,6 +19,8 @@ import openai
 import pytest
 from conftest import REPO
 
+from search.serve.__main__ import KERNEL_CACHE, KERNEL_CACHE_VARIABLES, kernel_cache
+
 MODEL = "tiny-arith"
 STARTUP_SECONDS = 300  # loading tiny-arith on a busy machine
 
@@ -77,6 +79,22 @@ def test_bad_names_are_refused_before_the_model_loads():
     proc = serve("--model", MODEL, "--algo", "beam", "--knob", "wdth=3")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "beam() has no knob 'wdth'" in err
+
+
+@pytest.mark.parametrize("given, environment, kept", [
+    (None, None, str(KERNEL_CACHE)),  # the server's default
+    (None, "64", "64"),  # the environment's choice stands
+    (32, "64", "32"),  # --kernel-cache wins
+])
+def test_the_kernel_caches_are_capped_unless_the_environment_says(monkeypatch, given,
+                                                                  environment, kept):
+    for name in KERNEL_CACHE_VARIABLES:
+        if environment is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, environment)
+    kernel_cache(given)
+    assert [os.environ[name] for name in KERNEL_CACHE_VARIABLES] == [kept, kept]
 
 
 def test_sigterm_finishes_or_cancels_the_searches_in_flight_and_exits_0(server):

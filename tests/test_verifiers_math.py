@@ -4,12 +4,13 @@ and a sweep over every gold answer of MATH-500, AIME-24, AMC-23 and GSM8K."""
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from helpers import worker_calls
 
+from reports.bench.grader import PATHOLOGICAL, PATHOLOGICAL_TIMEOUT
 from verifiers.math import Verdict, extract_answer, normalize, verify
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -218,25 +219,15 @@ def test_random_text_never_raises() -> None:
     check()
 
 
-@pytest.mark.parametrize(
-    "prediction",
-    [
-        "9^9^9^9", "9^{9^{9^{9}}}", "10**10**10", "10^{10^{10}}", "2^" * 300 + "2",
-        "1" * 100_000, "(" * 50_000 + ")" * 50_000, r"\boxed{" * 20_000, "x" * 100_000,
-        "(x+1)^{5000}",  # accepted by the size check, too slow to expand: the worker is killed
-        "{" * 400 + "x" + "}" * 400, "1+" * 499 + "1", "100000!", r"\frac{" * 500,
-        r"\boxed{1}" * 20_000, "".join(rf"\boxed{{{k}}}" for k in range(5000)),
-        "Step: $x_1$ is 3 and 4. " * 5000, "$$" * 30_000,
-    ],
-    ids=lambda p: p[:20],
-)  # fmt: skip
-def test_pathological_inputs_return_within_the_timeout(prediction: str) -> None:
-    assert verify("x^2+1", "1+x^2").correct  # a warm sympy worker: startup is not in the timeout
-    start = time.monotonic()
-    verdict = verify("x^2+1", prediction, timeout=1.0)
-    elapsed = time.monotonic() - start
+@pytest.mark.parametrize("prediction", PATHOLOGICAL, ids=lambda p: p[:20])
+def test_pathological_inputs_make_at_most_one_worker_call_under_the_timeout(prediction: str
+                                                                            ) -> None:
+    """What bounds a hostile answer's time on any machine: at most one sympy call, killed at
+    the caller's timeout (the in-process rest is timed by `python -m reports.bench.grader`)."""
+    with worker_calls() as calls:
+        verdict = verify("x^2+1", prediction, timeout=PATHOLOGICAL_TIMEOUT)
     assert not verdict.correct and verdict.reason
-    assert elapsed < 1.0 + 1.0, (elapsed, verdict)
+    assert calls in ([], [PATHOLOGICAL_TIMEOUT]), (calls, verdict)
 
 
 def test_timeout_reason_and_recovery() -> None:

@@ -135,7 +135,7 @@ def inside(spent: Mapping[str, float]) -> float:
 def clocked_run(grid: Grid, out: Path, concurrency: int, **setup: Any) -> tuple[Any, float, float]:
     """(the EvalRun, wall seconds, process CPU seconds) of one fresh grid; an error if any of
     its runs failed."""
-    from reports.eval.run import run_grid
+    from reports.eval.sweep import run_grid
 
     t0, c0 = time.perf_counter(), time.process_time()
     run = run_grid(grid, out=out, quiet=True, concurrency=concurrency, **setup)
@@ -232,7 +232,7 @@ GRID_OPTIONS: dict[str, dict[str, Any]] = {
 def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
     """Issue 20's tiny grid (arith level 5, best_of_n/beam/particle_filter at 4 and 16, the
     steps scorer) and the run_grid keywords that set it up."""
-    from reports.eval.run import load_problems
+    from reports.eval.sweep import load_problems
     from search.api import get_engine
 
     probs = load_problems("arith", limit=limit, difficulty=[5])
@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch
 
-    from reports.eval.run import load_problems
+    from reports.eval.sweep import load_problems
     from search.api import get_engine
     from search.runtime.sched import SCHED
 

@@ -22,7 +22,7 @@ def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: i
 
     from reports.bench.eval import KINDS, inside, kernel_clock
     from search.runtime.kv import batch_cache
-    from search.runtime.sched import Pass
+    from search.runtime.passes import Pass
 
     kv = engine.kv
     lay, gen = kv.layout, torch.Generator().manual_seed(seed)

@@ -13,7 +13,10 @@
    extract_held_out.jsonl: other languages, checks, refusals, hedges, number words, Unicode and
    regional number forms, units, mixed numbers, choices, markup): false positives and
    negatives per class; with --reference, math-verify's on the same verdicts.
-4. --math-verify-tests DIR: the gold/prediction tables of math-verify's own test files (the
+4. Hostile answers (PATHOLOGICAL: towers of powers, 100,000 characters, deep nesting): the
+   slowest verify against its timeout. Each makes at most one worker call, killed at the
+   timeout (tests/test_verifiers_math.py checks that count); this times the in-process rest.
+5. --math-verify-tests DIR: the gold/prediction tables of math-verify's own test files (the
    tests/ folder of `pip download math-verify==0.9.0 --no-binary :all:`), read at run time
    (nothing of them is stored here): how often `verify` gives the verdict they expect.
 """
@@ -31,6 +34,17 @@ from pathlib import Path
 from reports.grader.corpus import BOXED, PROSE, Row, build, math_verify_verdicts, pick
 from reports.grader.rows import last_digit
 from search.cli import command
+
+# predictions built to be slow or huge, each graded against "x^2+1"
+PATHOLOGICAL = (
+    "9^9^9^9", "9^{9^{9^{9}}}", "10**10**10", "10^{10^{10}}", "2^" * 300 + "2",
+    "1" * 100_000, "(" * 50_000 + ")" * 50_000, r"\boxed{" * 20_000, "x" * 100_000,
+    "(x+1)^{5000}",  # accepted by the size check, too slow to expand: the worker is killed
+    "{" * 400 + "x" + "}" * 400, "1+" * 499 + "1", "100000!", r"\frac{" * 500,
+    r"\boxed{1}" * 20_000, "".join(rf"\boxed{{{k}}}" for k in range(5000)),
+    "Step: $x_1$ is 3 and 4. " * 5000, "$$" * 30_000,
+)  # fmt: skip
+PATHOLOGICAL_TIMEOUT = 1.0
 
 
 def math500_candidates() -> list[tuple[str, str]]:
@@ -81,6 +95,20 @@ def speed(reference: bool) -> None:
         print(f"math-verify in-process on the same candidates: {ref:.2f} s (median "
               f"{statistics.median(rtimes) * 1e3:.2f} ms); ratio ours (fresh process, start-up "
               f"included) / math-verify: {total / ref:.2f}")
+
+
+def pathological() -> None:
+    """The slowest hostile answer's verify, against its timeout (warm workers)."""
+    from verifiers.math import verify
+
+    verify("x^2+1", "1+x^2")  # a warm worker: its start-up is no call's
+    _, times, verdicts = timed(lambda g, p: verify(g, p, timeout=PATHOLOGICAL_TIMEOUT),
+                               [("x^2+1", p) for p in PATHOLOGICAL])
+    k = times.index(max(times))
+    print(f"hostile answers: {len(times)}, slowest {times[k]:.2f} s = "
+          f"{times[k] / PATHOLOGICAL_TIMEOUT:.2f}x the timeout of {PATHOLOGICAL_TIMEOUT:g} s "
+          f"({PATHOLOGICAL[k][:20]!r}: {verdicts[k].reason}); median "
+          f"{statistics.median(times) * 1e3:.1f} ms; {sum(v.correct for v in verdicts)} correct")
 
 
 def corpus() -> None:
@@ -196,6 +224,7 @@ def main() -> None:
     parser.add_argument("--skip-corpus", action="store_true")
     args = parser.parse_args()
     speed(args.reference)
+    pathological()
     if not args.skip_corpus:
         corpus()
     classes(args.reference)

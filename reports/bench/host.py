@@ -269,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch
 
-    from reports.eval.run import load_problems
+    from reports.eval.sweep import load_problems
     from search.api import get_engine
 
     n = args.concurrency

@@ -3,15 +3,21 @@
 Starts `python -m search.serve` on 127.0.0.1 (an ephemeral port) and drives it with the
 official openai client from threads of this process.
 
-  c16   16 best-of-8 requests (seeds 0-15) sent one after another, then all at once:
-        throughput ratio (target >= 4x) and p50 latency at concurrency 16 against a lone
-        request's (target <= 3x); every concurrent answer must equal its sequential one.
+  c16   16 best-of-8 requests (seeds 0-15), after one warm-up pass each way, in --rounds
+        rounds of: a lone request (median of 3), the 16 one after another, then all at once.
+        Throughput ratio (target >= 4x) and p50 latency at concurrency 16 against the round's
+        lone request (target <= 3x), medians over the rounds; every answer must equal the
+        first pass's. Why the ratio is what it is: the server's CPU seconds each way (the CPU
+        batching saves) and the cores it kept busy each way (ratio = their product).
+        --ceiling: the same 16 searches in this process without HTTP.
   soak  --minutes at concurrency 32: good requests (a mix of searches, each checked against
         its first answer), 5% bad requests (each must get its 4xx), 5% clients that leave
         after 0.3 s; 0 failed or wrong responses, and the server's peak RSS after warm-up
-        (the first fifth) within 5% of its peak RSS during it (sampled every 2 s).
+        (the first fifth, which runs the same mix) within 5% of its peak RSS during it
+        (sampled every 2 s).
 
-    python -m reports.bench.serve [--part c16|soak|all] [--minutes 10] [--model tiny-arith]
+    python -m reports.bench.serve [--part c16|soak|all] [--rounds 3] [--ceiling]
+                                  [--minutes 10] [--model tiny-arith]
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -114,43 +121,121 @@ def ask(c: openai.OpenAI, model: str, extra: dict[str, Any]
 
 
 # -- c16 --------------------------------------------------------------------------------------------
-def c16(url: str, model: str, clients: int = 16, n: int = 8, ceiling: bool = False) -> None:
+@dataclass(frozen=True)
+class Round:
+    """One round of c16: a lone request's latency (median of 3), the 16 requests one after
+    another and all at once (seconds), the median latency at once, the searches' own median
+    seconds inside the server at once, and the server's CPU seconds one after another and at
+    once."""
+
+    load: float
+    lone: float
+    t_seq: float
+    t_conc: float
+    p50: float
+    inside: float
+    cpu_seq: float
+    cpu_conc: float
+    client_conc: float  # this process's CPU seconds at once (the 16 clients)
+
+    @property
+    def ratio(self) -> float:
+        """t_seq / t_conc = (cpu_seq / cpu_conc) x (cores at once / cores one by one)."""
+        return self.t_seq / self.t_conc
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def c16(url: str, pid: int, model: str, clients: int = 16, n: int = 8, rounds: int = 3,
+        ceiling: bool = False) -> None:
     c = client(url)
     reqs = [{"algo": "best_of_n", "knobs": {"n": n}, "seed": s} for s in range(clients)]
-    ask(c, model, reqs[0])  # warm-up
-    lone = statistics.median(ask(c, model, reqs[0])[0] for _ in range(3))
-    start = time.perf_counter()
-    one_by_one = [ask(c, model, r) for r in reqs]
-    t_seq = time.perf_counter() - start
-    start = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
+    pool = ThreadPoolExecutor(clients)
+    # warm-up: both ways once (the engine's kernels for these batch shapes, the connections)
+    first = [ask(c, model, r)[1] for r in reqs]
+    list(pool.map(lambda r: ask(c, model, r), reqs))
+    done: list[Round] = []
+    wrong = 0
+    for _ in range(rounds):  # each round: lone, one after another, at once, back to back
+        lone = statistics.median(ask(c, model, reqs[0])[0] for _ in range(3))
+        start, cpu = time.perf_counter(), cpu_seconds(pid)
+        one_by_one = [ask(c, model, r) for r in reqs]
+        t_seq, cpu_seq = time.perf_counter() - start, cpu_seconds(pid) - cpu
+        start, cpu, mine = time.perf_counter(), cpu_seconds(pid), cpu_seconds(os.getpid())
         at_once = list(pool.map(lambda r: ask(c, model, r), reqs))
-    t_conc = time.perf_counter() - start
-    wrong = sum(a[1] != b[1] for a, b in zip(one_by_one, at_once))
-    p50 = statistics.median(a[0] for a in at_once)
-    inside = statistics.median(a[2] for a in at_once)
-    print(f"c{clients} best-of-{n} on {model} (load {os.getloadavg()[0]:.1f}):")
-    print(f"  lone request      {lone:.3f} s (median of 3)")
-    print(f"  one after another {t_seq:.2f} s  ({clients / t_seq:.2f} req/s)")
-    print(f"  all at once       {t_conc:.2f} s  ({clients / t_conc:.2f} req/s)")
-    print(f"  throughput ratio  {t_seq / t_conc:.2f}x   (target >= 4x)")
-    print(f"  p50 at c{clients}        {p50:.3f} s = {p50 / lone:.2f}x a lone request's "
-          f"(target <= 3x); the searches' own median {inside:.3f} s in the server")
-    print(f"  answers that differ from one-after-another: {wrong} of {clients}")
-    if ceiling:  # the engine's own batching, in this process, just after
-        import search
+        t_conc, cpu_conc = time.perf_counter() - start, cpu_seconds(pid) - cpu
+        client_conc = cpu_seconds(os.getpid()) - mine
+        wrong += sum(a[1] != f or b[1] != f for a, b, f in zip(one_by_one, at_once, first))
+        done.append(Round(os.getloadavg()[0], lone, t_seq, t_conc,
+                          statistics.median(a[0] for a in at_once),
+                          statistics.median(a[2] for a in at_once), cpu_seq, cpu_conc,
+                          client_conc))
+    pool.shutdown()
+    print(f"c{clients} best-of-{n} on {model}, {rounds} rounds (each: a lone request x3, the "
+          f"{clients} one after another, then all at once):")
+    print("  load  lone s   one-by-one s  at once s  throughput  p50 at once s  p50/lone  "
+          "searches' own p50 s  server CPU s: one-by-one, at once")
+    for r in done:
+        print(f"  {r.load:4.1f}  {r.lone:6.3f}  {r.t_seq:12.2f}  {r.t_conc:9.2f}  "
+              f"{r.ratio:9.2f}x  {r.p50:13.3f}  {r.p50 / r.lone:7.2f}x  {r.inside:19.3f}  "
+              f"{r.cpu_seq:6.2f}, {r.cpu_conc:.2f}")
+    ratio = statistics.median(r.ratio for r in done)
+    slow = statistics.median(r.p50 / r.lone for r in done)
+    print(f"  median over rounds: throughput ratio {ratio:.2f}x (target >= 4x), p50 at "
+          f"c{clients} {slow:.2f}x a lone request's (target <= 3x)")
+    print(f"  answers that differ from the first one-after-another pass: {wrong} of "
+          f"{2 * rounds * clients}")
+    # over all rounds: the ratio is the CPU batching saves times the cores the server keeps
+    # busy at once against one after another (its CPU seconds over the wall seconds)
+    seq, conc = sum(r.t_seq for r in done), sum(r.t_conc for r in done)
+    cpu_seq, cpu_conc = sum(r.cpu_seq for r in done), sum(r.cpu_conc for r in done)
+    print(f"  why, over all rounds ({seq / conc:.2f}x): the server spent {cpu_seq / cpu_conc:.2f}x "
+          f"the CPU on the searches one after another that it spent on them at once, and kept "
+          f"{cpu_seq / seq:.2f} cores busy one after another against {cpu_conc / conc:.2f} at "
+          f"once (of {os.cpu_count()}): {seq / conc:.2f} = {cpu_seq / cpu_conc:.2f} x "
+          f"{(cpu_conc / conc) / (cpu_seq / seq):.2f}; the {clients} clients in this process "
+          f"took {sum(r.client_conc for r in done) / conc:.2f} cores at once")
+    if ceiling:
+        engine_ceiling(model, clients, n)
 
-        engine = search.get_engine(model)
+
+def engine_ceiling(model: str, clients: int, n: int) -> None:
+    """The same searches in this process, without HTTP: one after another through the
+    engine's lanes (the server's path) and inline (search.solve outside serving), against all
+    at once (search.solve_many)."""
+    import search
+    from search.runtime.sched import SCHED
+    from search.serve.__main__ import SWITCH_INTERVAL
+
+    sys.setswitchinterval(SWITCH_INTERVAL)  # as the server runs
+    engine = search.get_engine(model)
+
+    def each() -> float:
         start = time.perf_counter()
         for s in range(clients):
             search.solve(QUESTION, "best_of_n", engine=engine, n=n, seed=s, progress=False)
-        t_alone = time.perf_counter() - start
+        return time.perf_counter() - start
+
+    def many() -> float:
         start = time.perf_counter()
         search.solve_many([QUESTION], "best_of_n", engine=engine, n=n, seeds=range(clients),
                           concurrency=clients)
-        t_many = time.perf_counter() - start
-        print(f"  in-process reference (load {os.getloadavg()[0]:.1f}): solve x{clients} "
-              f"{t_alone:.2f} s, solve_many {t_many:.2f} s: {t_alone / t_many:.2f}x")
+        return time.perf_counter() - start
+
+    many()  # warm-up
+    with SCHED.serving():
+        each()
+        t_lanes = each()
+    t_many = many()
+    t_inline = each()
+    print(f"  in-process reference (load {os.getloadavg()[0]:.1f}): {clients} at once "
+          f"(solve_many) {t_many:.2f} s; one after another through the lanes {t_lanes:.2f} s "
+          f"({t_lanes / t_many:.2f}x), inline {t_inline:.2f} s ({t_inline / t_many:.2f}x)")
 
 
 # -- soak ---------------------------------------------------------------------------------------------
@@ -237,8 +322,10 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "--part": dict(choices=("c16", "soak", "all"), default="all"),
     "--minutes": dict(type=float, default=10.0, help="the soak's length"),
     "--model": dict(default="tiny-arith"),
+    "--rounds": dict(type=int, default=3, help="c16's rounds"),
     "--ceiling": dict(action="store_true", help="also time the same 16 searches in this "
-                      "process, search.solve one by one against search.solve_many"),
+                      "process, one by one (through the lanes, and inline) against "
+                      "search.solve_many"),
 }
 
 
@@ -247,7 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     parts: list[Callable[[str, int], None]] = []
     if args.part in ("c16", "all"):
-        parts.append(lambda url, pid: c16(url, args.model, ceiling=args.ceiling))
+        parts.append(lambda url, pid: c16(url, pid, args.model, rounds=args.rounds,
+                                              ceiling=args.ceiling))
     if args.part in ("soak", "all"):
         parts.append(lambda url, pid: soak(url, pid, args.model, args.minutes))
     with server(args.model, concurrency=32) as (url, pid):

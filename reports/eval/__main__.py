@@ -1,11 +1,11 @@
-"""`python -m reports.eval`: the eval grid's command line (reports.eval.run.main; its module doc
+"""`python -m reports.eval`: the eval grid's command line (reports.eval.sweep.main; its module doc
 lists the options), stopped by Ctrl-C or SIGTERM with the rows written so far kept."""
 
 from __future__ import annotations
 
 import signal
 
-from reports.eval.run import main
+from reports.eval.sweep import main
 from search.__main__ import exit_now
 
 

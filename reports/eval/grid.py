@@ -131,7 +131,7 @@ class Grid:
     algorithm's knobs ({algo: {knob: value}}), a per-run token Budget (`tokens`) and tokens
     per sample, whether rows keep the candidates' texts, and the dataset name rows record.
     `cells()` makes its runs (make_grid, where every check is done, before any model loads);
-    reports.eval.run.run_grid runs them."""
+    reports.eval.sweep.run_grid runs them."""
 
     problems: Sequence[Problem]
     algos: Sequence[str]

@@ -1,5 +1,5 @@
 """Ray-sharded evals: reports.eval's grid spread over Ray workers, one engine per worker
-(each running cells with reports.eval.runner, as a local run does).
+(each running cells with reports.eval.cells, as a local run does).
 
     python -m reports.eval --dataset arith --model tiny-arith --algos beam,best_of_n \
         --budgets 4,16 --out runs/arith.jsonl --ray                  # a local Ray cluster
@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reports.eval.grade import Grader
+from reports.eval.cells import Worker, append_row, died_row, make_row
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
-from reports.eval.progress import GridProgress
-from reports.eval.runner import Worker, append_row, died_row, make_row
+from reports.eval.grid_progress import GridProgress
 from search.extras import require
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ row, fsynced, as it comes back), so the file is the same as a local run's and re
 way. The worker processes start once (plain `python -c` children) and serve every grid run
 through them while the `Workers` block is open: each loads an engine once (by name, or an
 Engine object pickled to it: its functions must be importable by name) and a scorer once per
-engine and scorer (reports.eval.runner.Worker), and runs up to
+engine and scorer (reports.eval.cells.Worker), and runs up to
 `concurrency` cells at once, each in its own thread, their forwards batched. `threads` is
 torch's intra-op thread count in each (default: the usable cores split evenly). Rows are
 those of one process: a row does not depend on the rows batched beside it, and the lean
@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
-from reports.eval.grade import Grader
+from reports.eval.cells import Worker, append_row, died_row, make_row
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
-from reports.eval.progress import GridProgress
-from reports.eval.runner import Worker, append_row, died_row, make_row
+from reports.eval.grid_progress import GridProgress
 
 if TYPE_CHECKING:
     from search.engines.base import Engine

@@ -313,7 +313,7 @@ def _problem(args: argparse.Namespace) -> Problem:
         raise ValueError("give the question text or --dataset (with --index), not both")
     if args.dataset is None:
         return Problem.of(args.problem)
-    from reports.eval.run import load_problems
+    from reports.eval.sweep import load_problems
 
     found = load_problems(args.dataset, path=args.data, data_seed=args.data_seed,
                           limit=args.index + 1, **datasets.options(args),

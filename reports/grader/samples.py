@@ -26,8 +26,9 @@ MAX_TOKENS = 320
 
 
 def sample(per_model: int, n: int, write) -> int:
-    """n whole solutions per problem from each model, decoded in one batch per model (the
-    engine's rollout to EOS or MAX_TOKENS; best-of-n's step-by-step search is too slow here)."""
+    """n whole solutions per problem from each model, decoded in one batch per model (one
+    expand step with no stop string: to EOS or MAX_TOKENS; best-of-n's step-by-step search is
+    too slow here)."""
     import problems
     from problems import arith
     from search.engines.hf import HFEngine
@@ -40,7 +41,8 @@ def sample(per_model: int, n: int, write) -> int:
     for model, (batch, generated) in jobs.items():
         engine = HFEngine.load(model, device="cpu")
         roots = [engine.root(p) for p in batch for _ in range(n)]
-        leaves = engine.rollout(roots, max_tokens=MAX_TOKENS, temperature=0.7, seed=SEED)
+        leaves = [kids[0] for kids in engine.expand(roots, 1, stop=None, max_tokens=MAX_TOKENS,
+                                                    temperature=0.7, seed=SEED)]
         for k, (root, leaf) in enumerate(zip(roots, leaves)):
             p = root.problem
             text = "".join(step.text for step in leaf.steps())

@@ -76,7 +76,7 @@ def label_of(row: Row) -> str:
 def run(problems: Sequence[Any], *, scorers: Sequence[str], seeds: Sequence[int], out: Path,
         engine: Any, quiet: bool, concurrency: int = 1) -> list[Row]:
     from reports.eval.grid import Grid
-    from reports.eval.run import run_grid
+    from reports.eval.sweep import run_grid
 
     rows: list[Row] = []
     for scorer in scorers:

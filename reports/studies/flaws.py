@@ -5,7 +5,7 @@ Imperfect Verifiers". Per problem, from its sampled candidates' flags (`correct`
 `verified` = the verifier accepted it):
 
     recorded flags (default): what reports.eval graded, the public tests on code and the
-        arithmetic step checker on math (reports.eval.grade); candidates with no flag are skipped
+        arithmetic step checker on math (reports.eval.correctness); candidates with no flag are skipped
     --threshold T: a score threshold (a PRM, or any scorer the run used) over the candidate
         scores the rows hold: verified = finished and score >= T, overriding recorded flags
         (a candidate with no finite score is not verified)

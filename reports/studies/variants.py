@@ -81,7 +81,7 @@ def authors_prune(p: Sequence[float]) -> np.ndarray:
 def run_rpc(problems: Sequence[Any], seeds: Sequence[int], out: Path, engine: Any) -> list[Row]:
     """One RPC sampling per (problem, seed), re-ranked by every fit; rows appended to out."""
     import search
-    from reports.eval.grade import Grader
+    from reports.eval.correctness import Grader
     from search.algos.rpc import path_prob, rank
     from search.weibull import prune_low
 
@@ -156,7 +156,7 @@ def grid_table(rows: Sequence[Row]) -> Iterator[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     from problems import arith
     from reports.eval.grid import Grid, parse_ints
-    from reports.eval.run import run_grid
+    from reports.eval.sweep import run_grid
     from search.api import get_engine
 
     args = parse("python -m reports.studies.variants", __doc__, {

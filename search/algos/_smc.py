@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
-from search.scores import Mark
+from search.marks import Mark
+from search.plugins import Registry
 from search.scoring import Scorer, reward, score_nodes
 from search.types import Node, Problem
 
@@ -113,13 +114,15 @@ def systematic(weights: Sequence[float], n: int, rng: random.Random) -> list[int
     return [bisect.bisect_right(cdf, u + j / n) for j in range(n)]
 
 
-RESAMPLERS: dict[str, Resampler] = {"multinomial": multinomial, "systematic": systematic}
+# the knob `resample`; another package adds a scheme by the entry-point group
+# "tts_search.resamplers"
+RESAMPLERS: Registry[Resampler] = Registry("resamplers", "resampling scheme",
+                                           {"multinomial": multinomial, "systematic": systematic})
 
 
 def resampler(name: str) -> Resampler:
-    if name not in RESAMPLERS:
-        raise ValueError(f"unknown resampling scheme {name!r}; choose from {sorted(RESAMPLERS)}")
-    return RESAMPLERS[name]
+    """A resampling scheme by name (ValueError naming the known ones if none)."""
+    return RESAMPLERS.get(name)
 
 
 @dataclass

@@ -60,7 +60,7 @@ from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import Rule, at_least, one_of, rules
-from search.scores import Mark
+from search.marks import Mark
 from search.scoring import Scorer, reward
 from search.session import Session
 from search.types import Node, Outcome, Problem

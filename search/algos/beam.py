@@ -55,7 +55,7 @@ from search.algos._stepwise import (
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
-from search.scores import Mark
+from search.marks import Mark
 from search.scoring import Scorer
 from search.session import Session
 from search.types import Node, Outcome, Problem

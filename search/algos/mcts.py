@@ -35,7 +35,7 @@ from search.algos._stepwise import SAMPLER, Sampler, new_siblings, roll
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, one_of, rules
-from search.scores import Mark
+from search.marks import Mark
 from search.scoring import Scorer, reward
 from search.session import Session
 from search.types import Node, Outcome, Problem

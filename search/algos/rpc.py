@@ -46,7 +46,7 @@ from search.answers import vote_key
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, one_of, rules, within
-from search.scores import Mark
+from search.marks import Mark
 from search.scoring import Scorer
 from search.select import Selection
 from search.session import Session

@@ -67,8 +67,7 @@ class ScriptedEngine(Bindable):
         self._prefilled.update(fresh)
         tokens = self.prompt_tokens * len(fresh)
         if tokens:
-            self.meter.charge_model(prefill=tokens, processed=tokens,
-                                    flops=self.flops_per_token * tokens)
+            self.meter.charge_model(prefill=tokens, flops=self.flops_per_token * tokens)
         return tokens
 
     def _step(self, text: str, prob: float, finished: bool) -> Step:
@@ -109,8 +108,7 @@ class ScriptedEngine(Bindable):
             out.append(kids)
         if processed < rows * self.tokens_per_step:  # the budget ends in this call
             out = self._cut(out, processed)
-        self.meter.charge_model(generated=processed, processed=processed,
-                                flops=self.flops_per_token * processed,
+        self.meter.charge_model(generated=processed, flops=self.flops_per_token * processed,
                                 passes=self.tokens_per_step)
         self.part.expand_calls += 1  # the engine's count, over every search
         return out
@@ -172,7 +170,7 @@ class ScriptedEngine(Bindable):
             out = [row[0] for row in self._cut([[c] for c in out], room)]
         count = room
         self.meter.charge_model(prefill=0 if generated else count,
-                                generated=count if generated else 0, processed=count,
+                                generated=count if generated else 0,
                                 flops=self.flops_per_token * count)
         return out
 

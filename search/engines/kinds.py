@@ -5,7 +5,7 @@
     anything else      a transformers model by embedded name, path or Hugging Face id
                        (search.engines.hf; its kind is "hf")
 
-ENGINES is a search.plugins.Registry of EngineKind by prefix: another package adds a kind by
+ENGINE_KINDS is a search.plugins.Registry of EngineKind by prefix: another package adds a kind by
 an entry point in the group "tts_search.engines" (name = the prefix, value =
 "module:attr" naming an EngineKind), and `solve(engine="myprefix:...")` then loads it.
 Each kind's modules are imported only when a name of that kind is checked or loaded.
@@ -73,7 +73,7 @@ def _check_hf(name: str) -> None:
     check_model(name)
 
 
-ENGINES: Registry[EngineKind] = Registry("engines", "engine kind", {
+ENGINE_KINDS: Registry[EngineKind] = Registry("engines", "engine kind", {
     "openai": EngineKind(_load_openai, _check_openai),
     "vllm": EngineKind(_load_vllm, _check_vllm),
     DEFAULT_KIND: EngineKind(_load_hf, _check_hf),
@@ -83,6 +83,6 @@ ENGINES: Registry[EngineKind] = Registry("engines", "engine kind", {
 def kind_of(name: str) -> EngineKind:
     """The kind that loads engine `name`: its prefix's ("openai:..."), else transformers'."""
     prefix, sep, _ = name.partition(":")
-    if sep and prefix != DEFAULT_KIND and prefix and "/" not in prefix and prefix in ENGINES:
-        return ENGINES.get(prefix)
-    return ENGINES.get(DEFAULT_KIND)
+    if sep and prefix != DEFAULT_KIND and prefix and "/" not in prefix and prefix in ENGINE_KINDS:
+        return ENGINE_KINDS.get(prefix)
+    return ENGINE_KINDS.get(DEFAULT_KIND)

@@ -101,7 +101,7 @@ class VLLMEngine(Bindable):
         processed = prefill + new
         self.meter.charge_model(generated=new + (forced if generated else 0),
                                 prefill=prefill - (forced if generated else 0),
-                                processed=processed, passes=1 + longest,
+                                passes=1 + longest,
                                 flops=2.0 * (self.n_params or 0) * processed)
         return list(outs)
 

@@ -8,7 +8,7 @@ its last token (`Segment.logits`: LM logits, or a reward head's output) is known
 A forward over several rows copies their paths' segments into one batch cache
 (kv.batch_cache: in place by default) and copies each row's new columns back out.
 
-Model work is written as jobs (search.runtime.sched: generators yielding one Pass per
+Model work is written as jobs (search.runtime.passes: generators yielding one Pass per
 forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
 job (`ensure_job`, `feed_job`) to the end. The model work is done for a search's
 search.session.Session, passed in: its meter is charged, the trees it caches join its KV
@@ -28,7 +28,8 @@ import torch
 from search.budget import BudgetReached
 from search.runtime import kv as kvmod
 from search.runtime.kv import Segment
-from search.runtime.sched import SCHED, Pass
+from search.runtime.passes import Pass
+from search.runtime.sched import SCHED
 from search.runtime.transfer import upload
 from search.session import KVScope, Session
 from search.types import Node
@@ -171,7 +172,7 @@ class KVTree:
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
-            meter.charge_model(prefill=prefill, processed=n, flops=2.0 * self.n_params * n)
+            meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
         new = [cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None

@@ -275,7 +275,7 @@ class LeanLlama:
         return self._forward([(ids, pos, cache, mask, keep, hidden)])[0]
 
     def forward_many(self, passes: Sequence[Any]) -> list[Output]:
-        """Several Passes (search.runtime.sched.Pass: each its own rows, slab cache and mask)
+        """Several Passes (search.runtime.passes.Pass: each its own rows, slab cache and mask)
         in one forward: every linear, norm and element-wise op runs once over all their
         tokens, attention runs per Pass on its own cache. Each Pass's output is bit for bit
         what it gets alone (those ops compute a row the same way whatever rows are beside

@@ -60,11 +60,7 @@ from typing import Any, TypeVar
 import torch
 
 from search.runtime.omp import release_pool, set_threads_here, threads_here
-from search.runtime.passes import PASS_TOKENS, Job, Pass, Sampled, call, drive, run_passes
-
-# the jobs' names (search.runtime.passes) are this module's too
-__all__ = ["PASS_TOKENS", "SCHED", "Interrupted", "Job", "Pass", "Sampled", "SchedStats",
-           "Scheduler", "call", "default_kv_bytes", "default_lanes", "drive", "run_passes"]
+from search.runtime.passes import Job, Pass, call, drive, run_passes
 
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import socket
 import sys
@@ -27,6 +28,9 @@ from search import registry
 from search.cli import parse
 from search.types import Budget
 
+KERNEL_CACHE = 256  # oneDNN kernels kept for reuse (kernel_cache)
+# oneDNN's primitive cache and ideep's (in torch), each read once, when it is first used
+KERNEL_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 OPTIONS: dict[str, dict[str, Any]] = {
     "--model": dict(default=None, help="model name or path (default: search.solve's)"),
     "--scorer": dict(default=None, help="the server's scorer for searches that consult one "
@@ -50,15 +54,43 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "--grace": dict(type=float, default=30.0, help="seconds the searches in flight get to "
                     "finish on SIGTERM before they are cancelled"),
     "--threads": dict(type=int, default=None, help="torch CPU threads (default: torch's)"),
+    "--kernel-cache": dict(type=int, default=None, metavar="N", help="CPU GEMM kernels kept "
+                           "for reuse, one per batch shape (~0.5 MiB each; default: "
+                           f"{KERNEL_CACHE}, or the environment's, see kernel_cache)"),
     "--access-log": dict(action="store_true", help="log every request (uvicorn's access log)"),
 }
 JOIN_SECONDS = 10.0  # after the grace period: for cancelled searches to end and answer
+# seconds a thread that wants the interpreter lock waits before the holder is asked to give it
+# up (Python's default: 0.005). A lane's forward runs in TorchScript pieces without the lock
+# and takes it back between them, while dozens of request and search threads want it too:
+# a shorter wait hands it back to the lane sooner (16 searches at once finish sooner)
+SWITCH_INTERVAL = 0.0005
 
 
 def _check(args: argparse.Namespace) -> str | None:
     if args.concurrency < 1 or args.max_n < 1 or args.max_body_bytes < 1 or args.grace < 0:
         return "--concurrency, --max-n and --max-body-bytes must be positive, --grace >= 0"
+    if args.kernel_cache is not None and args.kernel_cache < 1:
+        return "--kernel-cache must be positive"
     return None
+
+
+def kernel_cache(entries: int | None) -> None:
+    """Cap the CPU GEMM kernels the process keeps (call it before torch first runs one). The
+    packed linears (search.runtime.packed) run on oneDNN, which builds a kernel for each
+    input shape it meets (rows x features: a forward's token count, for each weight shape) and
+    keeps it in two caches of 1,024 entries each, oneDNN's own and ideep's in torch, about
+    0.5 MiB an entry. A server's forwards merge whichever searches are in flight, so new row
+    counts keep appearing long after start, and its RSS grows with them up to both caches'
+    size (docs/serve.md). Capped, the caches keep the shapes used most recently; one met
+    again after it was dropped is rebuilt (about a millisecond). Results do not change: the
+    kernel depends on the shape alone. An environment that sets the variables keeps its
+    values, unless `entries` is given (--kernel-cache)."""
+    for name in KERNEL_CACHE_VARIABLES:
+        if entries is not None:
+            os.environ[name] = str(entries)
+        else:
+            os.environ.setdefault(name, str(KERNEL_CACHE))
 
 
 def defaults_of(args: argparse.Namespace) -> Any:
@@ -92,10 +124,12 @@ def _stop(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from search.api import default_model
-    from search.serve.app import create_app
+    from search.serve.app import create_app, listening
     from search.serve.service import Service
 
     ap_args = parse("python -m search.serve", __doc__, OPTIONS, argv, _check)
+    kernel_cache(ap_args.kernel_cache)  # before torch loads (with the model, below)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     if ap_args.threads is not None:
         from search.runtime.omp import use_threads
 
@@ -110,9 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = ap_args.model or default_model()
     service = Service.load(model, ap_args.scorer, concurrency=ap_args.concurrency)
     app = create_app(service, defaults, names=[model], max_body=ap_args.max_body_bytes)
-    sock = socket.socket(socket.AF_INET6 if ":" in ap_args.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((ap_args.host, ap_args.port))
+    sock = listening(ap_args.host, ap_args.port)
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(app, log_level="warning", access_log=ap_args.access_log,
                             timeout_graceful_shutdown=int(ap_args.grace + JOIN_SECONDS) + 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -207,3 +208,17 @@ def create_app(service: Service, defaults: Defaults, *, names: Sequence[str],
         return JSONResponse(dict(report), status_code=503 if service.closing else 200)
 
     return app
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) for uvicorn. Made with IPPROTO_TCP named, so that
+    asyncio sets TCP_NODELAY on every connection it accepts (it does so only for sockets whose
+    protocol says TCP; a plain socket.socket() says 0), and with TCP_NODELAY set here too (Linux
+    passes it on to accepted sockets): without it a response's headers and body, written
+    apart, wait out the client's delayed ACK on a kept-alive connection, 40 ms a request."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                         socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    return sock

@@ -116,7 +116,8 @@ class Service:
         self.counts: Counter[str] = Counter()
         self.closing = False
         self._stack = ExitStack()
-        self._trimmed = time.monotonic()
+        self._ended = threading.Event()  # a search ended since the last trim (_janitor)
+        self._stopping = threading.Event()
 
     @classmethod
     def load(cls, model: str, scorer: str | None = None, *, concurrency: int = 32,
@@ -129,6 +130,21 @@ class Service:
     def open(self) -> None:
         """Start serving: the engine's lanes batch every search from now on."""
         self._stack.enter_context(SCHED.serving(self.driver.max_kv_bytes))
+        threading.Thread(target=self._janitor, name="tts-serve-trim", daemon=True).start()
+
+    def _janitor(self) -> None:
+        """Hand freed memory back to the OS (trim_memory) after searches end, at most every
+        TRIM_EVERY seconds, in a thread of its own: a trim walks every arena of the C heap,
+        which takes milliseconds, and run by a search's own thread it would delay that
+        search's answer."""
+        while True:
+            self._ended.wait()
+            if self._stopping.is_set():
+                return
+            self._ended.clear()
+            trim_memory()
+            if self._stopping.wait(TRIM_EVERY):
+                return
 
     def close(self, join_seconds: float = 10.0) -> None:
         """Cancel what still runs, wait for it (up to join_seconds), stop serving."""
@@ -138,6 +154,8 @@ class Service:
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.05)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stopping.set()
+        self._ended.set()
         self._stack.close()
 
     def drain(self, grace: float) -> None:
@@ -202,11 +220,7 @@ class Service:
             with self._guard:
                 self.counts[outcome] += 1
                 self._live.discard(s)
-                trim = time.monotonic() - self._trimmed >= TRIM_EVERY
-                if trim:
-                    self._trimmed = time.monotonic()
-            if trim:
-                trim_memory()
+            self._ended.set()  # the janitor trims the heap, off this search's answer
 
     @staticmethod
     def _solve(s: Search, driver: Driver, plan: Plan) -> Result | None:

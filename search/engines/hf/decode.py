@@ -18,8 +18,8 @@ from search.budget import Meter
 from search.engines.base import budget_child
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
+from search.runtime.passes import Job
 from search.runtime.sampling import Draw, draw
-from search.runtime.sched import Job
 from search.runtime.transfer import readback, upload
 from search.session import Session
 from search.types import Node, Step
@@ -224,7 +224,7 @@ class StepDecoder(Decoder):
                               hid is not None)
             p.draw = self._draw(active)
             res = yield p
-            s.meter.charge_model(processed=len(active), flops=2.0 * s.n_params * len(active))
+            s.meter.charge_model(flops=2.0 * s.n_params * len(active))
             tok, lp = res.tokens, res.logprobs
             if hid is not None:
                 prev, hid = hid, res.out.hidden_states[-1][:, -1].float()

@@ -15,7 +15,7 @@ How a call runs (B rows = nodes x n samples):
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
      from the same distribution (search.engines.hf.spec).
-Each call is a job (search.runtime.sched) whose forwards are Passes: alone by default; while
+Each call is a job (search.runtime.passes) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. Searches share the engine through
 their views (search.session.Bindable: `engine.bind(session)`): a view's calls charge its
@@ -47,7 +47,8 @@ from search.runtime import attention, lean, packed
 from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
-from search.runtime.sched import SCHED, Job
+from search.runtime.passes import Job
+from search.runtime.sched import SCHED
 from search.runtime.transfer import upload
 from search.session import Bindable
 from search.types import Node, Problem, Step
@@ -210,12 +211,6 @@ class HFEngine(Bindable):
         """Bytes of batch cache a call over these rows may hold (no prefix shared)."""
         longest = max(min(n.n_tokens + room, self.max_length) for n in rows)
         return len(rows) * longest * self.kv.column_bytes
-
-    def rollout(self, nodes: Sequence[Node], *, max_tokens: int = 512, temperature: float = 0.0,
-                seed: int = 0) -> list[Node]:
-        """Complete each node to EOS (or max_tokens) in one step: one child each."""
-        return [c[0] for c in self.expand(nodes, 1, stop=None, max_tokens=max_tokens,
-                                          temperature=temperature, seed=seed)]
 
     def extend(self, nodes: Sequence[Node], continuations: Sequence[str | Sequence[int]], *,
                generated: bool = False) -> list[Node]:

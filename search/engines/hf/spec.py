@@ -51,8 +51,8 @@ from search.engines.hf.config import SpecConfig
 from search.engines.hf.decode import Decoder, DecodeState, unique
 from search.engines.hf.drafter import Drafter, DraftTree, greedy_path, sampled_path
 from search.runtime.kv import SlabCache
+from search.runtime.passes import Job, Pass
 from search.runtime.sampling import categorical, probs, sample
-from search.runtime.sched import Job, Pass
 from search.runtime.transfer import upload
 from search.types import Node
 
@@ -260,7 +260,7 @@ class SpecDecoder(Decoder):
         start = upload([self.rows[r].n_tokens + len(self.toks[r]) - 1 for r in active], dev)
         res = yield s.kv.pass_for(ids, start[:, None] + depth, cache, self._mask(trees, q), q,
                                   self.hidden)
-        s.meter.charge_model(processed=A * q, flops=2.0 * s.n_params * A * q)
+        s.meter.charge_model(flops=2.0 * s.n_params * A * q)
         logits = res.logits.float()  # [A, q, V]
         paths, final = self._accept(logits, trees, ids, active)
         # emitted: the accepted nodes' tokens, then the model's token after the last one

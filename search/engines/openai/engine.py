@@ -215,7 +215,7 @@ class OpenAIEngine(Bindable):
             self.server_stats["retries"] = self.pool.retried  # the pool's, for every thread
         if good:
             self.meter.charge_model(generated=completion, prefill=evaluated,
-                                    processed=processed, passes=1 + longest,
+                                    passes=1 + longest,
                                     flops=2.0 * (self.n_params or 0) * processed)
         failed = [a for a in answers if isinstance(a, ServerError)]
         if failed:

@@ -42,7 +42,7 @@ Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes
     gaps} of the code sandbox a code problem's programs ran in; null for math), candidates
     [{answer, score (null if not finite), finished, correct, verified, text (--keep-text)}],
     text (the chosen solution, --keep-text), time (ISO, UTC), reused_from_seed (copies only).
-    verified: what a search could check without the gold (reports.eval.grade): the public tests on
+    verified: what a search could check without the gold (reports.eval.correctness): the public tests on
     code, the arithmetic step checker on math; reports.studies.flaws reads it. A deterministic
     algorithm (greedy, pgtd: the seed cannot change their result) runs with the first seed;
     the rows of the other seeds are copies marked reused_from_seed, which pass@k skips.
@@ -77,8 +77,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from problems import datasets
-from reports.eval.grid import SAMPLE_TOKENS, Grid, make_grid, parse_ints, parse_knobs
-from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's API
+from reports.eval.cells import (  # SCHEMA and read_rows: part of this module's API
     SCHEMA,
     copy_rows,
     difficulty_of,
@@ -86,6 +85,7 @@ from reports.eval.runner import (  # SCHEMA and read_rows: part of this module's
     read_rows,
     run_here,
 )
+from reports.eval.grid import SAMPLE_TOKENS, Grid, make_grid, parse_ints, parse_knobs
 from search import scoring
 from search.cli import add_threads_argument
 from search.types import Problem
@@ -150,7 +150,7 @@ def run_grid(grid: Grid, *, out: str | os.PathLike[str], engine: Engine | str | 
     appending one row per run; the keywords say where and how it runs.
     runner: runs the pending cells elsewhere (reports.eval.workers.Workers: local processes;
     reports.eval.ray_workers.RayRunner), rows by key;
-    without one they run here (reports.eval.runner.run_here, on a search.many.Driver).
+    without one they run here (reports.eval.cells.run_here, on a search.many.Driver).
     concurrency: runs in flight at once on the engine (per worker with a runner).
 
     engine: an Engine, or a model name/path loaded once here (default: search's default

@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.eval.grade import Grader
+from reports.eval.correctness import Grader
 from reports.eval.grid import Cell
 from search import registry
 from search.types import Problem, Result, Usage
@@ -235,7 +235,7 @@ def run_here(pending: Sequence[tuple[Cell, str]], prior: Sequence[Mapping[str, A
              ) -> dict[str, dict[str, Any]]:
     """Run the pending cells (in grid order, up to the driver's concurrency at once),
     appending each row as its run ends; returns them by key."""
-    from reports.eval.progress import GridProgress
+    from reports.eval.grid_progress import GridProgress
 
     grader = Grader()
     new: dict[str, dict[str, Any]] = {}
