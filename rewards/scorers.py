@@ -5,28 +5,101 @@ self_eval (the generator judges its own steps), unit_tests (public tests in the 
 value (the value head saved next to the generator's model); a PRM by folder, embedded name or
 Hugging Face id ("prm:./my-prm", "prm:tiny-arith-prm"; search.scoring.parse reads the string)
 loads as rewards.prm.HFPRM.
+
+A scorer is one file: each public module of this package declares its own scorers by
+decorating their class or factory with search.scoring.registered_as(name, ..., check=,
+engine=). Importing this module (search.plugins does it on first need) registers every such
+declaration, read from the modules' source, so no scorer module (nor torch, which the PRM and
+the value head import) loads before its scorer is made or its check runs.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from typing import Any
+import ast
+import importlib.util
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
 
-from search.scoring import Scorer, register, register_path_loader
+from search.plugins import resolve
+from search.scoring import Factory, Scorer, register, register_path_loader
 from search.types import Problem
 
+PACKAGE = __name__.rpartition(".")[0]  # "rewards"
+DECORATOR = "registered_as"  # search.scoring's, as a scorer module applies it
 
-def _make(module: str, cls: str, *, needs_engine: bool = False) -> Callable[..., Scorer]:
-    def make(engine: Any = None) -> Scorer:
-        factory = getattr(importlib.import_module(module), cls)
-        if needs_engine:
-            if engine is None:
-                raise ValueError(f"scorer {cls} needs the generator engine")
-            return factory(engine)
-        return factory()
 
-    return make
+@dataclass(frozen=True)
+class Check:
+    """A scorer's check(problem, model) by import path "module:function", imported when it
+    runs (the module's own decorator replaces it by the function once the module loads)."""
+
+    target: str
+
+    def __call__(self, problem: Problem, model: str) -> None:
+        resolve(self.target)(problem, model)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One name of a registered_as declaration, as read from a module's source."""
+
+    name: str
+    factory: Factory
+    check: Check | None
+
+
+def declared(module: str, source: str) -> list[Declared]:
+    """The registered_as declarations on the top-level classes and functions of `module`
+    (its `source`), one per name."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            for deco in node.decorator_list:
+                if _called(deco.func if isinstance(deco, ast.Call) else deco) == DECORATOR:
+                    names, engine, check = _read(module, deco)
+                    factory = Factory(f"{module}:{node.name}", engine)
+                    found += [Declared(n, factory, check) for n in names]
+    return found
+
+
+def _read(module: str, deco: ast.expr) -> tuple[list[str], bool, Check | None]:
+    """A declaration's names, engine= and check=, which it must spell plainly (string
+    literals, True/False, a function of the module) to be read without running it."""
+    if not isinstance(deco, ast.Call):
+        deco = ast.Call(deco, [], [], lineno=deco.lineno)  # no names: refused below
+    kw = {k.arg: k.value for k in deco.keywords}
+    engine, check = kw.pop("engine", ast.Constant(False)), kw.pop("check", None)
+    names = [a.value for a in deco.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if names and len(names) == len(deco.args) and \
+            not kw and isinstance(engine, ast.Constant) and isinstance(engine.value, bool) and \
+            (check is None or isinstance(check, ast.Name)):
+        return names, engine.value, None if check is None else Check(f"{module}:{check.id}")
+    raise ValueError(f"{module}, line {deco.lineno}: {DECORATOR} takes its names as string "
+                     "literals, engine=True/False and check=<a function of the module>, so "
+                     "that it can be read without importing the module")
+
+
+def _called(func: ast.expr) -> str:
+    """The name a decorator calls: `registered_as` or `scoring.registered_as`."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def modules() -> dict[str, str]:
+    """Every public module of this package (a file not starting with "_") -> its source."""
+    found = {}
+    spec = importlib.util.find_spec(PACKAGE)
+    assert spec is not None and spec.submodule_search_locations is not None
+    for info in pkgutil.iter_modules(spec.submodule_search_locations):
+        if info.name.startswith("_"):
+            continue
+        module = f"{PACKAGE}.{info.name}"
+        origin = getattr(importlib.util.find_spec(module), "origin", None)
+        if origin is not None and origin.endswith(".py"):
+            found[module] = Path(origin).read_text(encoding="utf-8")
+    return found
 
 
 def _prm(path: str) -> Scorer:
@@ -35,36 +108,9 @@ def _prm(path: str) -> Scorer:
     return HFPRM.load(path)
 
 
-def _needs_answer(problem: Problem, model: str) -> None:
-    del model
-    if problem.answer is None:
-        raise ValueError(f"scorer 'oracle' compares with the gold answer, but problem "
-                         f"{problem.id!r} has none; give Problem(answer=...) (--answer on "
-                         "the command line)")
-
-
-def _needs_value_head(problem: Problem, model: str) -> None:
-    """The value head lives next to an embedded reasoner or a locally saved model."""
-    del problem
-    from rewards.value_head import HEAD_FILE, TRAIN, head_folder
-
-    folder = head_folder(model)
-    if not (folder / HEAD_FILE).is_file():
-        raise ValueError(f"scorer 'value' needs a value head saved next to the model, and "
-                         f"model {model!r} has none (no {HEAD_FILE} in {folder}); train one "
-                         f"with `{TRAIN} --model {model}`")
-
-
-NEEDS = {"oracle": _needs_answer, "value": _needs_value_head}
-
 # the core's registry (search.scoring.SCORERS; it holds "logprob" itself) gets this
-# plug-in's scorers
-for _name, _factory in {
-    "steps": _make("rewards.verifier", "StepCheckScorer"),
-    "oracle": _make("rewards.verifier", "OracleScorer"),
-    "self_eval": _make("rewards.self_eval", "SelfEvalScorer", needs_engine=True),
-    "unit_tests": _make("rewards.unit_tests", "UnitTestScorer"),
-    "value": _make("rewards.value_head", "value_scorer", needs_engine=True),
-}.items():
-    register(_name, _factory, check=NEEDS.get(_name))
+# package's scorers
+for _module, _source in modules().items():
+    for _found in declared(_module, _source):
+        register(_found.name, _found.factory, check=_found.check)
 register_path_loader(_prm)

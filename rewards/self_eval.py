@@ -12,12 +12,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from search.scoring import registered_as
 from search.session import Bindable, bind
 from search.types import Node, Problem
 
 QUESTION = "\n\nIs the last step above correct? Answer Yes or No.\nAnswer:"
 
 
+@registered_as("self_eval", engine=True)
 class SelfEvalScorer(Bindable):
     """A path's score is the product of its steps' (path_agg "prod"), as Xie et al. score
     a reasoning chain by the product of its steps' self-evaluated confidences."""

@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from search.scoring import registered_as
 from search.session import Bindable
 from search.types import Node, Problem
 from verifiers.grade import program_of
 
 
+@registered_as("unit_tests")
 class UnitTestScorer(Bindable):
     """Scorer: public-test pass rate of each finished node's program (0 if unfinished)."""
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from search.models import folder_of
+from search.scoring import registered_as
 from search.session import Bindable
 from search.types import Node, Problem
 
@@ -107,6 +108,18 @@ def model_folder(engine: Any) -> Path:
                             "an embedded reasoner or a locally saved model")
 
 
+def needs_value_head(problem: Problem, model: str) -> None:
+    """The value scorer's check before any model loads: a head lives next to the model (an
+    embedded reasoner or a locally saved model)."""
+    del problem
+    folder = head_folder(model)
+    if not (folder / HEAD_FILE).is_file():
+        raise ValueError(f"scorer 'value' needs a value head saved next to the model, and "
+                         f"model {model!r} has none (no {HEAD_FILE} in {folder}); train one "
+                         f"with `{TRAIN} --model {model}`")
+
+
+@registered_as("value", check=needs_value_head, engine=True)
 def value_scorer(engine: Any) -> ValueHeadScorer:
     """The scorer registered as "value": the head saved next to the engine's model. It asks
     the engine to record step features (its public switch, HFEngine.record_features), so

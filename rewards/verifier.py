@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from search.answers import extract
+from search.scoring import registered_as
 from search.session import Bindable
 from search.types import Node, Problem
 
@@ -18,6 +19,7 @@ from search.types import Node, Problem
 STEP_REWARD = {"correct": 1.0, "none": 0.5, "wrong": 0.0}
 
 
+@registered_as("steps")
 class StepCheckScorer(Bindable):
     """Reward of a node's latest step: 1 if every equation in it is right, 0 if one is
     wrong, 0.5 if it has none. The step that finishes a solution is judged with its answer
@@ -50,6 +52,16 @@ class StepCheckScorer(Bindable):
         return out
 
 
+def needs_answer(problem: Problem, model: str) -> None:
+    """The oracle's check before any model loads: the problem has a gold answer."""
+    del model
+    if problem.answer is None:
+        raise ValueError(f"scorer 'oracle' compares with the gold answer, but problem "
+                         f"{problem.id!r} has none; give Problem(answer=...) (--answer on "
+                         "the command line)")
+
+
+@registered_as("oracle", check=needs_answer)
 class OracleScorer(Bindable):
     """1.0 for a finished solution whose answer matches the gold answer, else 0.0
     (unfinished paths score 0). Needs Problem.answer. It judges the leaf: path_agg "last"."""

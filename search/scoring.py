@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from search.budget import BudgetReached, Meter
-from search.plugins import Registry
+from search.plugins import Registry, resolve
 from search.session import shares
 from search.types import Node, Problem
 
@@ -160,6 +160,37 @@ def register(name: str, factory: Callable[..., Scorer], *,
     SCORERS.add(name, factory)
     if check is not None:
         CHECKS[name] = check
+
+
+@dataclass(frozen=True)
+class Factory:
+    """factory(engine=None) -> Scorer for the class or function at `target` ("module:attr",
+    imported on the first call), made as make() or, with `engine`, as make(engine)."""
+
+    target: str
+    engine: bool = False
+
+    def __call__(self, engine: Any = None) -> Scorer:
+        if self.engine and engine is None:
+            raise ValueError(f"scorer {self.target.rpartition(':')[2]} needs the generator engine")
+        return resolve(self.target)(engine) if self.engine else resolve(self.target)()
+
+
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+def registered_as(*names: str, check: Callable[[Problem, str], None] | None = None,
+                  engine: bool = False) -> Callable[[M], M]:
+    """Decorator form of register: the decorated class or function (a Factory: make() or,
+    with `engine`, make(engine)) is the scorer called each of `names`. rewards.scorers reads
+    these decorators in its modules' source, so nothing is imported before it is used."""
+    def declare(make: M) -> M:
+        target = f"{make.__module__}:{make.__qualname__}"
+        for each in names:
+            register(each, Factory(target, engine), check=check)
+        return make
+
+    return declare
 
 
 def register_path_loader(loader: Callable[[str], Scorer]) -> None:
