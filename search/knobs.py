@@ -126,7 +126,7 @@ def _selections() -> Iterable[str]:
 
 
 def _resamplers() -> Iterable[str]:
-    from search.algos._smc import RESAMPLERS
+    from search.resample import RESAMPLERS
 
     return RESAMPLERS
 

@@ -6,7 +6,7 @@ one place: algorithms (search.registry.ALGORITHMS: the files of search/algos/), 
 (search.scoring.SCORERS: the core's logprob), answer readers (search.answers.READERS),
 embedded models (search.models.EMBEDDED), engine kinds by prefix
 (search.engines.kinds.ENGINE_KINDS), path aggregations (search.aggregate.AGGREGATES), SMC
-resampling schemes (search.algos._smc.RESAMPLERS) and datasets (problems.datasets.DATASETS:
+resampling schemes (search.resample.RESAMPLERS) and datasets (problems.datasets.DATASETS:
 the benchmarks). Another distribution adds entries by entry points in the group
 "tts_search.<kind>" (algorithms, scorers, answers, models, engines, aggregates, resamplers,
 datasets), with no edit to this project.

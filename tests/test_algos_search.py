@@ -18,7 +18,7 @@ from scipy.stats import chisquare
 
 import search
 import search.algos.particle_gibbs as pg_module
-from search import registry
+from search import registry, resample
 from search.algos import _smc
 from search.algos._smc import ParticleMark
 from search.algos._stepwise import Sampler
@@ -398,13 +398,13 @@ def test_systematic_resampling_by_hand():
     rng = random.Random(0)
     for _ in range(200):
         counts = [0, 0, 0]
-        for i in _smc.systematic([0.5, 0.3, 0.2], 10, rng):
+        for i in resample.systematic([0.5, 0.3, 0.2], 10, rng):
             counts[i] += 1
         assert counts == [5, 3, 2]  # n * w are integers: every u gives exactly these
     for _ in range(200):
         w = [rng.random() for _ in range(5)] + [0.0]
         counts = [0] * 6
-        for i in _smc.systematic(w, 7, rng):
+        for i in resample.systematic(w, 7, rng):
             counts[i] += 1
         for c, wi in zip(counts, w):
             assert math.floor(7 * wi / sum(w)) <= c <= math.ceil(7 * wi / sum(w))
@@ -423,7 +423,7 @@ def resampling_p_value(draw, weights, n=8, seeds=3000):
 @pytest.mark.parametrize("scheme", ["multinomial", "systematic"])
 def test_resampling_is_unbiased(scheme):
     weights = [0.05, 0.15, 0.3, 0.1, 0.4]
-    assert resampling_p_value(_smc.RESAMPLERS.get(scheme), weights) > 0.001
+    assert resampling_p_value(resample.RESAMPLERS.get(scheme), weights) > 0.001
 
 
 def test_resampling_chi_square_catches_a_biased_scheme():
@@ -456,7 +456,7 @@ def make_sweep(children, value, *, n=12, seed=0, reference=(), threshold=1.0,
     engine = ScriptedEngine(children)
     scorer = ScriptedScorer(value)
     root = engine.root(PROBLEM) if not reference else reference[0].root
-    plan = _smc.SweepPlan(n=n, draw=_smc.RESAMPLERS.get(scheme), ess_threshold=threshold, tau=1.0,
+    plan = _smc.SweepPlan(n=n, draw=resample.RESAMPLERS.get(scheme), ess_threshold=threshold, tau=1.0,
                           max_depth=10)
     swarm = _smc.sweep(PROBLEM, engine, scorer, Meter(), random.Random(seed), Sampler(), root,
                        plan, reference=reference)
@@ -466,11 +466,11 @@ def make_sweep(children, value, *, n=12, seed=0, reference=(), threshold=1.0,
 def test_resampling_preserves_the_live_mass_and_leaves_frozen_weights():
     root = ScriptedEngine(lambda p: []).root(PROBLEM)
     swarm = _smc.Swarm([root] * 3, [math.log(1.0), math.log(3.0), math.log(2.0)])
-    swarm.resample([0, 1], _smc.systematic, random.Random(0), keep_first=False)
+    swarm.resample([0, 1], resample.systematic, random.Random(0), keep_first=False)
     # live slots 0 and 1 share their mass 1 + 3 equally; slot 2 (not resampled) keeps 2
     assert [math.exp(w) for w in swarm.log_weights] == pytest.approx([2.0, 2.0, 2.0])
     swarm = _smc.Swarm([root] * 3, [math.log(1.0), math.log(5.0), math.log(2.0)])
-    swarm.resample([1, 2], _smc.multinomial, random.Random(0), keep_first=True)
+    swarm.resample([1, 2], resample.multinomial, random.Random(0), keep_first=True)
     assert [math.exp(w) for w in swarm.log_weights] == pytest.approx([1.0, 3.5, 3.5])
 
 
@@ -519,7 +519,7 @@ def test_conditional_sweep_cut_short_still_holds_the_reference():
     assert len(path) >= 4
     for budget in (12, 30):  # 11 sampled steps per round: stops after 2 or 3 rounds
         engine = ScriptedEngine(early_children).bind(Session(Meter(Budget(tokens=budget))))
-        plan = _smc.SweepPlan(n=12, draw=_smc.RESAMPLERS.get("systematic"), ess_threshold=1.0,
+        plan = _smc.SweepPlan(n=12, draw=resample.RESAMPLERS.get("systematic"), ess_threshold=1.0,
                               tau=1.0, max_depth=10)
         swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(early_value), engine.meter,
                            random.Random(7), Sampler(), root, plan, reference=path)

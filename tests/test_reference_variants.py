@@ -16,6 +16,7 @@ import pytest
 
 import search
 import search.algos.particle_gibbs as pg_module
+from search import resample
 from search.algos import _smc
 from search.algos._stepwise import Sampler
 from search.budget import Meter
@@ -34,7 +35,7 @@ REWARD = {"The answer is 1.": 0.9, "a ": 0.5, "The answer is 2.": 0.5}
 
 def two_particles(seed: int, resample_finished: bool) -> list[str]:
     engine = ScriptedEngine(lambda p: EARLY.get(p, []))
-    plan = _smc.SweepPlan(n=2, draw=_smc.multinomial, ess_threshold=1.0, tau=1.0, max_depth=5,
+    plan = _smc.SweepPlan(n=2, draw=resample.multinomial, ess_threshold=1.0, tau=1.0, max_depth=5,
                           resample_finished=resample_finished)
     swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(lambda p: REWARD[p[-1]]), Meter(),
                        random.Random(seed), Sampler(), engine.root(PROBLEM), plan)
@@ -56,7 +57,7 @@ def test_finished_particles_in_the_pool_change_the_answer_mix_as_computed_by_han
 
 def test_a_copied_finisher_is_never_extended():
     engine = ScriptedEngine(lambda p: EARLY.get(p, []))
-    plan = _smc.SweepPlan(n=8, draw=_smc.systematic, ess_threshold=1.0, tau=1.0, max_depth=5,
+    plan = _smc.SweepPlan(n=8, draw=resample.systematic, ess_threshold=1.0, tau=1.0, max_depth=5,
                           resample_finished=True)
     swarm = _smc.sweep(PROBLEM, engine, ScriptedScorer(lambda p: REWARD[p[-1]]), Meter(),
                        random.Random(3), Sampler(), engine.root(PROBLEM), plan)

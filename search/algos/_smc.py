@@ -39,23 +39,20 @@ logit(last step's reward) / tau: both references, the authors' code and its_hub)
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from search.algos._stepwise import Sampler
 from search.budget import Meter
 from search.engines.base import Engine
 from search.marks import Mark
-from search.plugins import Registry
+from search.resample import Resampler, multinomial
 from search.scoring import Scorer, reward, score_nodes
 from search.types import Node, Problem
 
 CLIP = 1e-7
-Resampler = Callable[[Sequence[float], int, random.Random], list[int]]
 
 
 @dataclass(slots=True)
@@ -97,32 +94,6 @@ def ess(weights: Sequence[float]) -> float:
     """Effective sample size 1 / sum w_i^2 of (normalised here) weights."""
     total = math.fsum(weights)
     return total * total / math.fsum(w * w for w in weights)
-
-
-def multinomial(weights: Sequence[float], n: int, rng: random.Random) -> list[int]:
-    """n ancestor indices drawn independently with probability proportional to weights."""
-    return rng.choices(range(len(weights)), weights=weights, k=n)
-
-
-def systematic(weights: Sequence[float], n: int, rng: random.Random) -> list[int]:
-    """n ancestor indices at the evenly spaced points u + j/n, u ~ U[0, 1/n)."""
-    total = math.fsum(weights)
-    cdf = list(itertools.accumulate(w / total for w in weights))
-    cdf[-1] = 1.0  # rounding must not leave a point past the last particle
-    u = rng.random() / n
-    # bisect_right: particle i owns [cdf[i-1], cdf[i]), so zero weight owns nothing
-    return [bisect.bisect_right(cdf, u + j / n) for j in range(n)]
-
-
-# the knob `resample`; another package adds a scheme by the entry-point group
-# "tts_search.resamplers"
-RESAMPLERS: Registry[Resampler] = Registry("resamplers", "resampling scheme",
-                                           {"multinomial": multinomial, "systematic": systematic})
-
-
-def resampler(name: str) -> Resampler:
-    """A resampling scheme by name (ValueError naming the known ones if none)."""
-    return RESAMPLERS.get(name)
 
 
 @dataclass

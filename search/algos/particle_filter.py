@@ -27,11 +27,12 @@ demo grid (README, "Reference variants").
 from __future__ import annotations
 
 from search.algos import Run
-from search.algos._smc import SweepPlan, resampler, sweep
+from search.algos._smc import SweepPlan, sweep
 from search.algos._stepwise import SAMPLER, Sampler
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import above, at_least, rules, within
+from search.resample import resampler
 from search.scoring import Scorer
 from search.session import Session
 from search.types import Outcome, Problem

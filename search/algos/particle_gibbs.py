@@ -32,13 +32,13 @@ from search.algos._smc import (
     ParticleMark,
     SweepPlan,
     pick_reference,
-    resampler,
     sweep,
 )
 from search.algos._stepwise import SAMPLER, Sampler
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import above, at_least, one_of, rules, within
+from search.resample import resampler
 from search.scoring import Scorer
 from search.session import Session
 from search.types import Node, Outcome, Problem
