@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def chosen_node_id(result: Result) -> int | None:
     """The node id of the chosen candidate, or None when no answer was chosen.
 
-    `search.select.pack` copies the chosen candidate's answer, text and score into the
+    `search.algos.Run.finish` copies the chosen candidate's answer, text and score into the
     Result; selection rules keep the first of equal candidates, so the first candidate that
     matches all three is the chosen one."""
     if result.answer is None:
