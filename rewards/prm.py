@@ -1,20 +1,23 @@
-"""Process reward models from transformers, scoring every step with a KV cache per tree.
+"""Process reward models from transformers: loading by name (load_prm), and the project's own
+PRMs scored step by step with a KV cache per tree (HFPRM).
 
-Two families are in use:
-  math_shepherd  (Wang et al. 2024, "Math-Shepherd"): a causal LM reads
-                 "question step1 ки\\nstep2 ки\\n..."; a step's reward is
-                 P("+") / (P("+") + P("-")) at its tag.
-  qwen_prm       (Zhang et al. 2025, "The Lessons of Developing Process Reward Models in
-                 Mathematical Reasoning", Qwen2.5-Math-PRM): a chat-formatted solution with
-                 "<extra_0>" after every step; a two-way reward head's softmax[1] at each
-                 separator is the reward.
-A checkpoint may declare its own reading in prm_format.json (a PRMFormat's fields: its step
-tag, question template, good/bad tokens), as training.prm_train's PRMs do: they read the
-policy's own text, "question\nstep1\n\nstep2\n\n...", with "+"/"-" read after each step's
-delimiter. It loads as it is declared, with no other path.
-Each node adds its own step's tokens (step text + tag), so scoring a child after its parent
-runs only the child's tokens through the PRM. Steps are tokenised one by one (not the joined
-text), which can differ from whole-text tokenisation at step boundaries.
+Which reading a PRM gets (rewards.prm_load.choose_format): a hub family's, read as its model
+card reads it (rewards.prm_formats: math-shepherd, qwen-prm, rlhflow, trl, value-head; scored
+by rewards.prm_hub.HubPRM), or the project's own, declared by the checkpoint in
+prm_format.json (a PRMFormat: its step tag, question template, good/bad tokens), as
+training.prm_train's PRMs do. Each loads by its format's class, its head checked
+(rewards.prm_load): a mismatch is an error, never a fallback.
+
+The project's own formats (PRMFormat families):
+  math_shepherd  a causal LM reads "question step1<tag>step2<tag>..."; a step's reward is
+                 P("+") / (P("+") + P("-")) after the last token of its text + tag, as
+                 training.prm_train trains it (the hub's Math-Shepherd reads AT its "ки"
+                 tag: that is rewards.prm_formats' math-shepherd, not this family).
+  qwen_prm       a chat-formatted solution with "<extra_0>" after every step, a two-way
+                 token classifier's softmax[1] after it; steps tokenised one by one.
+HFPRM: each node adds its own step's tokens (step text + tag), so scoring a child after its
+parent runs only the child's tokens through the PRM. Steps are tokenised one by one (not the
+joined text), which can differ from whole-text tokenisation at step boundaries.
 Memory: after each call the PRM keeps only the paths it just scored (what a search expands
 next) of the calling search's trees; anything else is recomputed on demand and charged.
 Concurrent searches (search.solve_many) share the PRM: their scoring forwards are batched
@@ -156,32 +159,10 @@ class HFPRM(Bindable):
         self._pair = label_ids(tokenizer, self.fmt)
 
     @classmethod
-    def load(cls, name_or_path: str, fmt: PRMFormat | str | None = None, **kwargs: Any) -> HFPRM:
-        """Load a PRM by embedded name ("tiny-arith-prm": an embedded model kept in a folder
-        that declares its format, search.models.folder_of), local path or Hugging Face id
-        (reward-head models may need trust_remote_code=True, passed through kwargs)."""
-        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
-
-        from search.models import ModelNotFoundError, folder_of
-        from search.scoring import prm_spec
-
-        trust = kwargs.pop("trust_remote_code", False)
-        kept = folder_of(name_or_path)
-        if kept is not None and fmt is None and declared_format(kept) is None:
-            raise ModelNotFoundError(f"the embedded model {name_or_path!r} is no PRM: its "
-                                     f"folder {kept} declares no {FORMAT_FILE}")
-        where = str(kept or name_or_path)
-        fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or declared_format(where)
-        try:
-            tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust)
-            head = fmt is not None and fmt.family == QWEN_PRM.family  # a reward head
-            auto = AutoModel if head else AutoModelForCausalLM
-            model = auto.from_pretrained(where, trust_remote_code=trust)
-        except (OSError, ValueError) as err:
-            raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err
-        prm = cls(model, tok, fmt, **kwargs)
-        prm.name = prm_spec(name_or_path)
-        return prm
+    def load(cls, name_or_path: str, fmt: PRMFormat | str | None = None, **kwargs: Any) -> Any:
+        """load_prm(name_or_path, format=fmt, **kwargs): an HFPRM for a format of the
+        project's own, a rewards.prm_hub.HubPRM for a hub format."""
+        return load_prm(name_or_path, format=fmt, **kwargs)
 
     def prompt_ids(self, problem: Problem) -> list[int]:
         return prompt_ids(self.tokenizer, self.fmt, problem.prompt)
@@ -220,3 +201,59 @@ class HFPRM(Bindable):
             values.append(self.reward(seg.logits))
         self.kv.retain(nodes, self.session.kv)
         return values
+
+
+def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noqa: A002
+             trust_remote_code: bool = False, **kwargs: Any) -> Any:
+    """Load a PRM by embedded name ("tiny-arith-prm": kept in a folder that declares its
+    format, search.models.folder_of), local path or Hugging Face id, in `format`: a hub
+    format's name (rewards.prm_formats), "declared" (the folder's prm_format.json), a
+    PRMFormat or one of FORMATS' families (the project's readings), or None (declared, else
+    the hub id's, else the one format the checkpoint's class fits). trust_remote_code: let
+    the checkpoint's own code run (Qwen2.5-Math-PRM's class is such code). kwargs: device
+    (and fast, for HFPRM). A format the checkpoint does not fit raises
+    rewards.prm_formats.PRMFormatError; a checkpoint that is not there, ModelNotFoundError.
+    The PRM's `load_seconds` is the time this took."""
+    import time
+
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+    from rewards.prm_formats import DECLARED, PRMFormatError, hub_format
+    from rewards.prm_hub import HubPRM
+    from rewards.prm_load import choose_format, load_head, load_model
+    from search.models import ModelNotFoundError, folder_of
+    from search.scoring import prm_spec
+
+    began = time.perf_counter()
+    kept = folder_of(name_or_path)
+    if kept is not None and format is None and declared_format(kept) is None:
+        raise ModelNotFoundError(f"the embedded model {name_or_path!r} is no PRM: its "
+                                 f"folder {kept} declares no {FORMAT_FILE}")
+    where = str(kept or name_or_path)
+    own = FORMATS[format] if isinstance(format, str) and format in FORMATS else format
+    try:
+        declared = declared_format(where) if Path(where).is_dir() else None
+        if isinstance(own, PRMFormat):
+            chosen, declared = DECLARED, own
+        else:
+            chosen = choose_format(name_or_path, where, own, declared is not None)
+        tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code)
+        if chosen == DECLARED:
+            assert declared is not None
+            head = declared.good is None  # a reward head: a two-way token classifier
+            auto = AutoModelForTokenClassification if head else AutoModelForCausalLM
+            model = load_model(auto, where, f"declared {declared.family}", trust_remote_code)
+            prm: Any = HFPRM(model, tok, declared, **kwargs)
+        else:
+            fmt = hub_format(chosen)
+            kwargs.pop("fast", None)  # HFPRM's; a hub PRM runs plain forwards
+            prm = HubPRM(load_head(where, fmt, trust_remote_code=trust_remote_code), tok,
+                         fmt, **kwargs)
+    except PRMFormatError:
+        raise
+    except (OSError, ValueError) as err:
+        raise ModelNotFoundError(f"could not load PRM {name_or_path!r}: {err}") from err
+    prm.name = prm_spec(name_or_path, format=format if isinstance(format, str) else None,
+                        trust_remote_code=trust_remote_code)
+    prm.load_seconds = time.perf_counter() - began
+    return prm

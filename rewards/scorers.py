@@ -3,8 +3,9 @@
 Names: steps (arithmetic step checker), oracle (gold-answer verifier),
 self_eval (the generator judges its own steps), unit_tests (public tests in the sandbox),
 value (the value head saved next to the generator's model); a PRM by folder, embedded name or
-Hugging Face id ("prm:./my-prm", "prm:tiny-arith-prm"; search.scoring.parse reads the string)
-loads as rewards.prm.HFPRM.
+Hugging Face id, with its format and trust_remote_code when it needs them ("prm:./my-prm",
+"prm:tiny-arith-prm", "prm:/ckpt/qwen-prm,format=qwen-prm,trust_remote_code=true";
+search.scoring.parse reads the string) loads through rewards.prm.load_prm.
 
 A scorer is one file: each public module of this package declares its own scorers by
 decorating their class or factory with search.scoring.registered_as(name, ..., check=,
@@ -20,9 +21,11 @@ import importlib.util
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from rewards.prm_formats import check_format
 from search.plugins import resolve
-from search.scoring import Factory, Scorer, register, register_path_loader
+from search.scoring import Factory, Scorer, ScorerSpec, register, register_path_loader
 from search.types import Problem
 
 PACKAGE = __name__.rpartition(".")[0]  # "rewards"
@@ -102,10 +105,17 @@ def modules() -> dict[str, str]:
     return found
 
 
-def _prm(path: str) -> Scorer:
+def _prm(path: str, **options: Any) -> Scorer:
+    """The PRM at `path` (options: format=, trust_remote_code=; rewards.prm.load_prm)."""
     from rewards.prm import HFPRM
 
-    return HFPRM.load(path)
+    return HFPRM.load(path, **options)
+
+
+def _check_prm(spec: ScorerSpec) -> None:
+    """A format= that names no format is refused before anything loads."""
+    if spec.format is not None:
+        check_format(spec.format)
 
 
 # the core's registry (search.scoring.SCORERS; it holds "logprob" itself) gets this
@@ -113,4 +123,4 @@ def _prm(path: str) -> Scorer:
 for _module, _source in modules().items():
     for _found in declared(_module, _source):
         register(_found.name, _found.factory, check=_found.check)
-register_path_loader(_prm)
+register_path_loader(_prm, check=_check_prm)

@@ -24,6 +24,7 @@ DEFAULT_MODEL = "smollm2-135m"
 _ENGINES: dict[str, Engine] = {}  # loaded models stay in memory between calls
 _LOADS: dict[str, threading.Lock] = {}  # one per model name: its one load, the others wait
 _LOADS_LOCK = threading.Lock()
+_PRMS: dict[str, Scorer] = {}  # PRMs named by string stay loaded too, by their canonical spec
 
 
 def default_model() -> str:
@@ -44,6 +45,24 @@ def get_engine(engine: Engine | str | None = None, **kwargs: Any) -> Engine:
         if name not in _ENGINES:
             _ENGINES[name] = _load_engine(name)
     return _ENGINES[name]
+
+
+def _load_once(table: dict[str, Any], name: str, load: Any) -> Any:
+    """table[name], made by load() on first need: threads asking for the same name at once
+    wait for its one load (a lock per name); other names load meanwhile."""
+    with _LOADS_LOCK:
+        lock = _LOADS.setdefault(name, threading.Lock())
+    with lock:
+        if name not in table:
+            table[name] = load()
+    return table[name]
+
+
+def _load_prm(scorer: str, engine: Engine) -> Scorer:
+    from search.models import LOADING
+
+    with LOADING:  # a PRM loads through transformers: one load at a time (search.models)
+        return scoring.load(scorer, engine=engine)
 
 
 def _load_engine(name: str, **kwargs: Any) -> Engine:
@@ -78,6 +97,11 @@ def get_scorer(scorer: Scorer | str | None, engine: Engine, *, implicit: bool = 
         return scorer
     from search.models import LOADING
 
+    spec = scoring.parse(scorer or "logprob")
+    if spec.prm is not None:  # a model: loaded once per process, like an engine
+        return _load_once(_PRMS, scoring.prm_spec(spec.prm, format=spec.format,
+                                                  trust_remote_code=spec.trust_remote_code),
+                          functools.partial(_load_prm, str(scorer), engine))
     with LOADING:  # a PRM loads through transformers: one load at a time (search.models)
         made = scoring.load(scorer or "logprob", engine=engine)
     if not getattr(made, "name", "") and scorer in scoring.known():
@@ -124,6 +148,7 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
         from search.models import check_model
 
         check_model(spec.prm)
+        scoring.check_prm(spec)
         return scorer
     check = scoring.CHECKS.get(scorer)
     if check is not None and problem is not None and model is not None:

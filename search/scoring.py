@@ -149,8 +149,12 @@ SCORERS: Registry[Callable[..., Scorer]] = Registry("scorers", "scorer",
 # name -> check(problem, model name) raising what the scorer needs and lacks (a gold answer,
 # a value head next to the model), run before any model loads (search.api.check_scorer)
 CHECKS: dict[str, Callable[[Problem, str], None]] = {}
-# loaders of a scorer given by path (a PRM folder, embedded name or hub id: parse)
-_PATH_LOADERS: list[Callable[[str], Scorer]] = []
+# loaders of a scorer given by path (a PRM folder, embedded name or hub id: parse), called
+# as loader(path, **ScorerSpec.options())
+_PATH_LOADERS: list[Callable[..., Scorer]] = []
+# checks of a PRM spec's options that load nothing (a format name no row has), run by
+# check_prm before any model loads
+_PRM_CHECKS: list[Callable[[ScorerSpec], None]] = []
 
 
 def register(name: str, factory: Callable[..., Scorer], *,
@@ -193,10 +197,21 @@ def registered_as(*names: str, check: Callable[[Problem, str], None] | None = No
     return declare
 
 
-def register_path_loader(loader: Callable[[str], Scorer]) -> None:
-    """Make `loader(path)` load the scorers that parse reads as a PRM ("prm:..." or "org/name")."""
+def register_path_loader(loader: Callable[..., Scorer], *,
+                         check: Callable[[ScorerSpec], None] | None = None) -> None:
+    """Make `loader(path, **options)` load the scorers that parse reads as a PRM ("prm:..."
+    or "org/name"; options: ScorerSpec.options(), given only when the spec says them), and
+    `check(spec)` refuse what it cannot load without loading anything."""
     if loader not in _PATH_LOADERS:
         _PATH_LOADERS.append(loader)
+    if check is not None and check not in _PRM_CHECKS:
+        _PRM_CHECKS.append(check)
+
+
+def check_prm(spec: ScorerSpec) -> None:
+    """Run the registered checks of a PRM spec (loads no model)."""
+    for check in _PRM_CHECKS:
+        check(spec)
 
 
 def known() -> dict[str, str | Callable[..., Scorer]]:
@@ -206,32 +221,64 @@ def known() -> dict[str, str | Callable[..., Scorer]]:
 
 
 PRM_PREFIX = "prm:"  # a scorer spec naming a PRM: "prm:<folder, embedded name or hub id>"
+# what a PRM spec may add after its path, ",key=value" each: the format it is read in
+# (rewards.prm_formats: math-shepherd, qwen-prm, rlhflow, trl, value-head, declared) and
+# whether the checkpoint's own code may run (Qwen2.5-Math-PRM's class ships as such code)
+PRM_OPTIONS = ("format", "trust_remote_code")
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
 @dataclass(frozen=True)
 class ScorerSpec:
-    """A scorer given by string, read (parse): exactly one of the two is set."""
+    """A scorer given by string, read (parse): exactly one of name and prm is set."""
 
     name: str | None = None  # a registered scorer ("steps", "value", ...)
     prm: str | None = None   # a PRM to load: its folder, embedded name or hub id
+    format: str | None = None  # the PRM's format (None: declared or read off the checkpoint)
+    trust_remote_code: bool = False
+
+    def options(self) -> dict[str, Any]:
+        """The PRM's loading options as keywords (only those given)."""
+        out: dict[str, Any] = {}
+        if self.format is not None:
+            out["format"] = self.format
+        if self.trust_remote_code:
+            out["trust_remote_code"] = True
+        return out
 
 
 def parse(spec: str) -> ScorerSpec:
     """The one reading of a scorer string: a registered name is that scorer; otherwise
-    "prm:<path or name>", or a string holding a "/" ("org/name", "./my-prm"), is a PRM to
-    load; anything else is the registry's unknown-scorer ValueError (the known names, the
-    close ones). Loads nothing but the plug-ins."""
+    "prm:<path or name>[,format=NAME][,trust_remote_code=true]", or a string holding a "/"
+    ("org/name", "./my-prm"), is a PRM to load; anything else is the registry's
+    unknown-scorer ValueError (the known names, the close ones). Loads nothing but the
+    plug-ins."""
     if spec in SCORERS:
         return ScorerSpec(name=spec)
     path = spec.removeprefix(PRM_PREFIX)
     if spec.startswith(PRM_PREFIX) or "/" in path:
-        return ScorerSpec(prm=path)
+        path, *extra = path.split(",")
+        options = dict(_option(spec, part) for part in extra)
+        trust = options.get("trust_remote_code", "false")
+        if trust not in _TRUE + _FALSE:
+            raise ValueError(f"{spec!r}: trust_remote_code is true or false, got {trust!r}")
+        return ScorerSpec(prm=path.strip(), format=options.get("format"),
+                          trust_remote_code=trust in _TRUE)
     raise SCORERS.unknown(spec, also=", or a PRM path")
 
 
-def prm_spec(path: str) -> str:
-    """The scorer string naming the PRM at `path` (parse reads it back as ScorerSpec(prm=))."""
-    return PRM_PREFIX + path
+def _option(spec: str, part: str) -> tuple[str, str]:
+    key, eq, value = (x.strip() for x in part.partition("="))
+    if not eq or key not in PRM_OPTIONS or not value:
+        raise ValueError(f"{spec!r}: after a PRM's path come ',key=value' options, key one of "
+                         f"{', '.join(PRM_OPTIONS)}; got {part!r}")
+    return key, value.lower() if key == "trust_remote_code" else value
+
+
+def prm_spec(path: str, *, format: str | None = None, trust_remote_code: bool = False) -> str:
+    """The scorer string naming the PRM at `path` read in `format` (parse reads it back)."""
+    return PRM_PREFIX + path + (f",format={format}" if format else "") + \
+        (",trust_remote_code=true" if trust_remote_code else "")
 
 
 def load(name: str, *, engine: Any = None) -> Scorer:
@@ -242,4 +289,4 @@ def load(name: str, *, engine: Any = None) -> Scorer:
         return SCORERS.get(spec.name)(engine=engine)
     if not _PATH_LOADERS:
         raise SCORERS.unknown(name, also=", or a PRM path")
-    return _PATH_LOADERS[-1](str(spec.prm))
+    return _PATH_LOADERS[-1](str(spec.prm), **spec.options())
