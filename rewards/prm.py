@@ -160,9 +160,10 @@ class HFPRM(Bindable):
 
     @classmethod
     def load(cls, name_or_path: str, fmt: PRMFormat | str | None = None, **kwargs: Any) -> Any:
-        """load_prm(name_or_path, format=fmt, **kwargs): an HFPRM for a format of the
-        project's own, a rewards.prm_hub.HubPRM for a hub format."""
-        return load_prm(name_or_path, format=fmt, **kwargs)
+        """load_prm(name_or_path, format=fmt, **kwargs) (format= may come in kwargs, as a
+        scorer spec's options do): an HFPRM for a format of the project's own, a
+        rewards.prm_hub.HubPRM for a hub format."""
+        return load_prm(name_or_path, format=kwargs.pop("format", fmt), **kwargs)
 
     def prompt_ids(self, problem: Problem) -> list[int]:
         return prompt_ids(self.tokenizer, self.fmt, problem.prompt)

@@ -24,6 +24,7 @@ from search.types import Node, Problem
 
 LOGIT_BUDGET = 1 << 27  # floats of [B, T, vocab] logits one forward of a causal-LM PRM may make
 TOKEN_BUDGET = 1 << 14  # tokens one forward may hold
+PROBE = ("What is 1 + 1?", ["1 + 1 = 2.", "The answer is 2."])
 
 
 class HubPRM(Bindable):
@@ -47,6 +48,9 @@ class HubPRM(Bindable):
         self.pad = int(getattr(tokenizer, "pad_token_id", None) or 0)
         self.load_seconds = 0.0  # set by the loader (rewards.prm.load_prm)
         self.lock = threading.Lock()
+        # the format must read a path on this tokenizer (its tags single tokens, its chat
+        # template there): a PRMFormatError now, not in the middle of a search
+        self.encode(*PROBE)
 
     def encode(self, question: str, steps: Sequence[str]) -> Encoded:
         return self.fmt.encode(self.tokenizer, question, steps)

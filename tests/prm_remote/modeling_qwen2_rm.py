@@ -24,8 +24,7 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None,
-                past_key_values=None, inputs_embeds=None, use_cache=None, **kwargs):
+                inputs_embeds=None, **kwargs):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         position_ids=position_ids, past_key_values=past_key_values,
-                         inputs_embeds=inputs_embeds, use_cache=use_cache)
+                         position_ids=position_ids, inputs_embeds=inputs_embeds)
         return TokenClassifierOutput(logits=self.score(out[0]))
