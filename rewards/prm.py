@@ -209,7 +209,7 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
     """Load a PRM by embedded name ("tiny-arith-prm": kept in a folder that declares its
     format, search.models.folder_of), local path or Hugging Face id, in `format`: a hub
     format's name (rewards.prm_formats), "declared" (the folder's prm_format.json), a
-    PRMFormat or one of FORMATS' families (the project's readings), or None (declared, else
+    PRMFormat (a reading of the project's own), or None (declared, else
     the hub id's, else the one format the checkpoint's class fits). trust_remote_code: let
     the checkpoint's own code run (Qwen2.5-Math-PRM's class is such code). kwargs: device
     (and fast, for HFPRM). A format the checkpoint does not fit raises
@@ -231,7 +231,7 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
         raise ModelNotFoundError(f"the embedded model {name_or_path!r} is no PRM: its "
                                  f"folder {kept} declares no {FORMAT_FILE}")
     where = str(kept or name_or_path)
-    own = FORMATS[format] if isinstance(format, str) and format in FORMATS else format
+    own = format
     try:
         declared = declared_format(where) if Path(where).is_dir() else None
         if isinstance(own, PRMFormat):

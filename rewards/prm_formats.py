@@ -99,10 +99,17 @@ def shepherd_encode(tok: Any, question: str, steps: Sequence[str]) -> Encoded:
 
 
 def shepherd_pair(tok: Any) -> tuple[int, int]:
-    pair = _ids(tok.encode("+ -"))[1:]
-    if len(pair) != 2:
-        raise PRMFormatError(f"Math-Shepherd reads tokenizer.encode('+ -')[1:] as its (+, -) "
-                             f"tokens; this tokenizer gives {pair}, not two tokens")
+    return _labels(tok, _ids(tok.encode("+ -"))[1:], "Math-Shepherd reads "
+                   "tokenizer.encode('+ -')[1:] (after BOS)")
+
+
+def _labels(tok: Any, pair: list[int], how: str) -> tuple[int, int]:
+    """The (good, bad) label ids a card's code picks, refused unless they are "+" and "-"
+    (a tokenizer unlike the card's makes the same code pick other tokens)."""
+    spelled = [str(tok.decode([i])).strip() for i in pair]
+    if spelled != ["+", "-"]:
+        raise PRMFormatError(f"{how} as its ('+', '-') label tokens; on this tokenizer that "
+                             f"gives {pair} = {spelled}")
     return pair[0], pair[1]
 
 
@@ -169,7 +176,8 @@ def rlhflow_encode(tok: Any, question: str, steps: Sequence[str]) -> Encoded:
 
 
 def rlhflow_pair(tok: Any) -> tuple[int, int]:
-    return _ids(tok.encode(RLHFLOW_GOOD))[-1], _ids(tok.encode(RLHFLOW_BAD))[-1]
+    return _labels(tok, [_ids(tok.encode(RLHFLOW_GOOD))[-1], _ids(tok.encode(RLHFLOW_BAD))[-1]],
+                   "RLHFlow reads tokenizer.encode('+')[-1], tokenizer.encode('-')[-1]")
 
 
 # -- TRL PRMTrainer -------------------------------------------------------------------------
