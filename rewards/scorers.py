@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewards.prm_formats import check_format
 from search.plugins import resolve
 from search.scoring import Factory, Scorer, ScorerSpec, register, register_path_loader
 from search.types import Problem
@@ -114,6 +113,8 @@ def _prm(path: str, **options: Any) -> Scorer:
 
 def _check_prm(spec: ScorerSpec) -> None:
     """A format= that names no format is refused before anything loads."""
+    from rewards.prm_formats import check_format
+
     if spec.format is not None:
         check_format(spec.format)
 
