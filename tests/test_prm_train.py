@@ -13,7 +13,7 @@ import torch
 
 from problems import arith
 from reports.studies.prm_eval import Solution, best_threshold, first_error_f1, rerank, step_auc
-from rewards.prm import HFPRM, MATH_SHEPHERD, label_ids
+from rewards.prm import HFPRM, MATH_SHEPHERD, declare_format, label_ids
 from search.engines.fake import ScriptedEngine
 from search.types import Node, Problem, Step
 from training.prm_labels import (
@@ -238,6 +238,7 @@ def small_prm(tmp_path_factory):
                     batch_size=4, progress=False)
     model.eval().save_pretrained(out)
     tok.save_pretrained(out)
+    declare_format(out, MATH_SHEPHERD)  # as the command saves it: a causal LM says its reading
     return model, tok, out, paths, history
 
 
