@@ -42,7 +42,7 @@ V_HEAD = ("v_head.summary.weight", "v_head.summary.bias")  # Skywork's PRM_MODEL
 
 def config_of(where: str) -> dict[str, Any]:
     """The checkpoint's config.json as a dict (a folder's, or a cached hub id's)."""
-    from transformers.utils import cached_file
+    from transformers.utils.hub import cached_file
 
     path = Path(where) / "config.json" if Path(where).is_dir() else \
         cached_file(where, "config.json")
@@ -76,7 +76,7 @@ def read_weights(where: str, names: list[str]) -> dict[str, torch.Tensor]:
 
 
 def _safetensors(where: str) -> list[str]:
-    from transformers.utils import cached_file
+    from transformers.utils.hub import cached_file
 
     def find(name: str) -> str | None:
         if Path(where).is_dir():
@@ -186,12 +186,11 @@ def check_loading(info: Mapping[str, Any], where: str, fmt: str) -> None:
     """Refuse a load whose report says weights were newly initialised or mismatched."""
     missing = sorted(info.get("missing_keys") or [])
     mismatched = sorted(str(k) for k in info.get("mismatched_keys") or [])
-    if missing or mismatched:
-        what = "; ".join(x for x in (
-            missing and f"missing from the checkpoint (they would be random): {missing[:6]}",
-            mismatched and f"of another shape: {mismatched[:6]}") if x)
+    what = ([f"missing from the checkpoint (they would be random): {missing[:6]}"] if missing
+            else []) + ([f"of another shape: {mismatched[:6]}"] if mismatched else [])
+    if what:
         raise PRMFormatError(f"{where} does not hold what format {fmt}'s class expects: "
-                             f"weights {what}")
+                             f"weights {'; '.join(what)}")
 
 
 def _value_head(where: str, model: Any) -> torch.nn.Linear:

@@ -17,7 +17,7 @@ import torch
 REMOTE = Path(__file__).resolve().parent / "prm_remote"  # our copy of Qwen's PRM code layout
 ALPHABET = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +-*/=.,:?!'()\n"
             "\\{}_ки")
-SIZES = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+SIZES: dict[str, Any] = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=1024)
 QWEN_CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
              "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -138,7 +138,8 @@ def trl(folder: Path, seed: int = 3, *, num_labels: int = 2) -> Path:
 
     tok = byte_tok(bos="<|bos|>")
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=len(tok), num_labels=num_labels, **SIZES)
+    cfg = Qwen2Config(vocab_size=len(tok), **SIZES)
+    cfg.num_labels = num_labels
     return _save(Qwen2ForTokenClassification(cfg), tok, folder)
 
 

@@ -12,7 +12,9 @@ from prm_checkpoints import math_shepherd
 
 import rewards.prm_load
 import search
+from rewards.prm_hub import HubPRM
 from search import api
+from search.engines.fake import ScriptedEngine
 from search.engines.hf import HFEngine
 from search.types import Problem
 
@@ -44,14 +46,15 @@ def test_a_second_solve_with_the_same_prm_loads_nothing(tiny_model, tmp_path, co
     assert second.load_seconds < first.load_seconds
     prm = api.get_scorer(spec, eng)
     assert prm is api.get_scorer(f"prm:{folder}, format=math-shepherd", eng)  # same spec
-    assert prm.load_seconds > 0 and counted == [str(folder)]
+    assert isinstance(prm, HubPRM) and prm.load_seconds > 0 and counted == [str(folder)]
 
 
 def test_threads_asking_at_once_share_one_load(tmp_path, counted):
     folder = math_shepherd(tmp_path / "ms")
     spec = f"prm:{folder},format=math-shepherd"
+    engine = ScriptedEngine(lambda path: [])  # a PRM ignores the generator engine
     got: list[object] = []
-    threads = [threading.Thread(target=lambda: got.append(api.get_scorer(spec, None)))
+    threads = [threading.Thread(target=lambda: got.append(api.get_scorer(spec, engine)))
                for _ in range(4)]
     for t in threads:
         t.start()

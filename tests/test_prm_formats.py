@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from prm_checkpoints import BUILDERS
 
+from rewards.prm_hub import HubPRM
 from search import scoring
 from search.types import Node, Problem, Step
 
@@ -145,6 +146,12 @@ def folders(tmp_path_factory):
     return {name: build(root / name) for name, build in BUILDERS.items()}
 
 
+def hub(spec: str) -> HubPRM:
+    prm = scoring.load(spec)
+    assert isinstance(prm, HubPRM)
+    return prm
+
+
 def path_nodes(problem: Problem, steps: list[str], suffix: str = "") -> list[Node]:
     """The path's step nodes, each step's text as an engine leaves it (`suffix`: its
     delimiter)."""
@@ -161,7 +168,7 @@ def test_step_rewards_equal_the_model_card(folders, name):
     batch), the steps with the engine's "\\n\\n" delimiter on them: each node's reward is
     the card's reward for its step."""
     folder = folders[name]
-    prm = scoring.load(f"prm:{folder}{SPEC[name]}")
+    prm = hub(f"prm:{folder}{SPEC[name]}")
     assert prm.fmt.name == name and prm.name == f"prm:{folder}{SPEC[name]}"
     problem = Problem(prompt=QUESTION)
     a, b = path_nodes(problem, STEPS, "\n\n"), path_nodes(problem, OTHER, "\n\n")
@@ -177,7 +184,7 @@ def test_the_reward_is_read_at_the_cards_token(folders, name):
     """The positions read hold the token the card reads at: Math-Shepherd's "ки" tag (not
     the "\\n" after it, one token late), Qwen's <extra_0>, RLHFlow's token just before the
     assistant's "+", the step separator for TRL and Skywork."""
-    prm = scoring.load(f"prm:{folders[name]}{SPEC[name]}")
+    prm = hub(f"prm:{folders[name]}{SPEC[name]}")
     tok = prm.tokenizer
     enc = prm.encode(QUESTION, STEPS)
     read = [enc.ids[i] for i in enc.at]
@@ -197,8 +204,9 @@ def test_the_reward_is_read_at_the_cards_token(folders, name):
 def test_the_one_token_late_reading_differs(folders):
     """Reading Math-Shepherd at the "\\n" after its tag (the old reading) gives other
     values than the card: the offset matters on this checkpoint."""
-    prm = scoring.load(f"prm:{folders['math-shepherd']},format=math-shepherd")
+    prm = hub(f"prm:{folders['math-shepherd']},format=math-shepherd")
     enc = prm.encode(QUESTION, STEPS)
+    assert prm.pair is not None
     with torch.no_grad():
         logits = prm.model(torch.tensor([enc.ids])).logits[0][:, list(prm.pair)]
     at_tag = logits[enc.at[:-1]].softmax(-1)[:, 0]
@@ -211,7 +219,7 @@ def test_a_multi_line_step_is_read_as_skywork_splits_it(folders):
     """Skywork splits a response on "\\n": a step holding one is two of the card's steps,
     and its reward is its last piece's."""
     folder = folders["value-head"]
-    prm = scoring.load(f"prm:{folder}")
+    prm = hub(f"prm:{folder}")
     steps = ["She starts with 3 apples.", "3 + 4\n= 7.", "The answer is 7."]
     want = value_card(folder, QUESTION, steps)
     assert len(want) == 4

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from prm_checkpoints import BUILDERS, char_tok, math_shepherd, qwen_prm, trl, value_head
+from prm_checkpoints import BUILDERS, char_tok, qwen_prm, trl, value_head
 
 import search
 from rewards.prm_formats import PRMFormatError
