@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from rewards.prm_formats import PRMFormatError
 from search.runtime import attention, packed
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
@@ -86,7 +87,7 @@ def declared_format(folder: str | Path) -> PRMFormat | None:
     try:
         return PRMFormat(**fields)
     except TypeError as err:
-        raise ValueError(f"{path}: not a PRM format ({err})") from None
+        raise PRMFormatError(f"{path}: not a PRM format ({err})") from None
 
 
 def declare_format(folder: str | Path, fmt: PRMFormat) -> None:
@@ -129,7 +130,8 @@ def label_ids(tokenizer: Any, fmt: PRMFormat) -> tuple[int, int] | None:
 def _single_token(tokenizer: Any, text: str) -> int:
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        raise ValueError(f"PRM label {text!r} is not a single token for this tokenizer: {ids}")
+        raise PRMFormatError(f"PRM label {text!r} is not a single token for this tokenizer: "
+                             f"{ids}")
     return int(ids[0])
 
 

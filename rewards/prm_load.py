@@ -236,8 +236,10 @@ class Rewards:
         if self.head == VALUE:
             return model(ids, attention_mask=mask).float()
         out = model(input_ids=ids, attention_mask=mask)
-        logits = (out[0] if isinstance(out, tuple) else out.logits).float()
+        # the logits: the output itself, its first item (a tuple) or .logits (a ModelOutput)
+        logits = out if isinstance(out, torch.Tensor) else \
+            out[0] if isinstance(out, tuple) else out.logits
         if self.head == LM_PAIR:
-            assert pair is not None
-            return torch.softmax(logits[..., list(pair)], -1)[..., 0]
-        return torch.softmax(logits, -1)[..., 1]  # two labels: the positive class
+            assert pair is not None  # [B, T, 2] before the cast: a full vocab stays as it is
+            return torch.softmax(logits[..., list(pair)].float(), -1)[..., 0]
+        return torch.softmax(logits.float(), -1)[..., 1]  # two labels: the positive class
