@@ -135,3 +135,14 @@ def test_solve_refuses_before_the_search_runs(good, tiny_model, monkeypatch):
         search.solve(Problem(prompt="1+2="), "beam", engine=eng,
                      scorer=f"prm:{good['trl']},format=skywork", progress=False)
     assert started == [] and loads == []
+
+
+def test_prm_spec_options_read_back():
+    from search.scoring import ScorerSpec, parse, prm_spec
+
+    want = ScorerSpec(prm="/ckpt/q", format="qwen-prm", trust_remote_code=True)
+    assert parse("prm:/ckpt/q, format=qwen-prm ,trust_remote_code=TRUE") == want
+    assert parse(prm_spec("/ckpt/q", format="qwen-prm", trust_remote_code=True)) == want
+    assert parse("org/prm,trust_remote_code=false") == ScorerSpec(prm="org/prm")
+    assert want.options() == {"format": "qwen-prm", "trust_remote_code": True}
+    assert ScorerSpec(prm="x").options() == {}
