@@ -71,14 +71,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from verifiers._sandbox import files, host, seccomp
+from verifiers._sandbox import asserts, files, host, seccomp, verdict
 
 Isolation = Literal["auto", "bwrap", "unshare", "rlimits"]
 RunError = Literal["syntax_error", "program_error", "timeout", "memory", "output_limit",
@@ -111,6 +110,7 @@ class TestReport:
     # what this run's mode does not isolate on this host: rlimits_gaps() under rlimits, and
     # "host_caches" where the program read host files (see docs/sandbox.md)
     gaps: tuple[str, ...] = ()
+    startup: float = 0.0  # of `seconds`, those before the program ran (not on its clock)
 
     @property
     def num_passed(self) -> int:
@@ -143,8 +143,40 @@ def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = N
     not isolate here; it must name every item of `rlimits_gaps()`. Raises SandboxUnavailable
     for isolation="auto" where neither bwrap nor unshare works, and for "rlimits" without it.
     """
-    if isinstance(tests, str) or isinstance(unisolated, str):
-        raise TypeError("tests and unisolated are sequences (of snippets, of names), not a string")
+    if isinstance(tests, str):
+        raise TypeError("tests is a sequence of snippets, not a string")
+    _check_isolation(isolation, unisolated, site_packages)
+    job = _Job(available_isolation() if isolation == "auto" else isolation, program,
+               entry_point, None if call_timeout is None else float(call_timeout),
+               int(memory_mb) << 20, max_output_bytes, site_packages, plain_returns)
+    tests = list(tests)
+    return _scheduled(job, tests, asserts.schedule(tests), float(timeout))
+
+
+def run_io(program: str, cases: Sequence[tuple[str, str]], *, time_limit: float = 2.0,
+           timeout: float | None = None, memory_mb: int = 512,
+           max_output_bytes: int = 1 << 20, isolation: Isolation = "auto",
+           site_packages: bool = False, unisolated: Iterable[str] = ()) -> TestReport:
+    """Judge a program that reads stdin and writes stdout (APPS, CodeContests): one result per
+    (input, expected output) case. The program runs as `__main__` on each input (fd 0 and
+    sys.stdin read it; `sys.exit(0)` ends a case normally) in one sandbox, and what it printed
+    to sys.stdout is compared in the judge with the expected output, whitespace-normalised
+    (the same tokens). time_limit: wall seconds per case (a case past it ends the run: the
+    cases after it are not run); timeout: for all cases (default time_limit x cases + 1).
+    Every case is run whatever the verdicts before it. Other arguments as for run_tests."""
+    if isinstance(cases, (str, bytes)):
+        raise TypeError("cases is a sequence of (input, expected output) pairs")
+    pairs = [(str(given), str(expected)) for given, expected in cases]
+    _check_isolation(isolation, unisolated, site_packages)
+    job = _Job(available_isolation() if isolation == "auto" else isolation, program, None,
+               float(time_limit), int(memory_mb) << 20, max_output_bytes, site_packages, True)
+    total = float(timeout) if timeout is not None else time_limit * len(pairs) + 1.0
+    return _run(job, [f"case {i}" for i in range(len(pairs))], total, pairs)
+
+
+def _check_isolation(isolation: str, unisolated: Iterable[str], site_packages: bool) -> None:
+    if isinstance(unisolated, str):
+        raise TypeError("unisolated is a sequence of names, not a string")
     if isolation not in ("auto", *_MODES):
         raise ValueError(f"unknown isolation {isolation!r}")
     if isolation == "rlimits":
@@ -156,10 +188,6 @@ def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = N
         if site_packages:
             raise ValueError("site_packages needs isolation 'bwrap' or 'unshare': under "
                              "'rlimits' Landlock cannot hide the packages' data files")
-    mode = available_isolation() if isolation == "auto" else isolation
-    return _run(mode, program, list(tests), entry_point, float(timeout),
-                None if call_timeout is None else float(call_timeout), int(memory_mb) << 20,
-                max_output_bytes, site_packages, plain_returns)
 
 
 def passes(program: str, tests: Sequence[str], **kwargs) -> bool:
@@ -229,29 +257,72 @@ def rlimits_gaps() -> frozenset[str]:
                       *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 
 
-def _run(mode: str, program: str, tests: list[str], entry_point: str | None, timeout: float,
-         call_timeout: float | None, memory: int, max_output: int, site_packages: bool,
-         plain_returns: bool) -> TestReport:
-    start = time.monotonic()
-    entries = host.layout(site_packages, use_image=not site_packages)
+@dataclass(frozen=True)
+class _Job:
+    """What every run of one run_tests / run_io call shares."""
+
+    mode: str
+    program: str
+    entry_point: str | None
+    call_timeout: float | None
+    memory: int
+    max_output: int
+    site_packages: bool
+    plain_returns: bool
+
+
+def _scheduled(job: _Job, tests: list[str], runs: list[list[int]], timeout: float) -> TestReport:
+    """The tests in runs of one program process each (asserts.schedule), `timeout` shared by
+    all: the report of them all, as if one run. A run that ends in an error ends the job."""
+    reports: list[TestReport] = []
+    results: list[TestResult | None] = [None] * len(tests)
+    left = timeout
+    for indices in runs:
+        if left <= 0:
+            break
+        report = _run(job, [tests[i] for i in indices], left)
+        reports.append(report)
+        left -= report.seconds if report.error else report.seconds - report.startup
+        for i, result in zip(indices, report.results):
+            results[i] = result
+        if report.error:
+            break
+    first = next((r for r in reports if r.error), reports[-1] if reports else None)
+    if first is None:
+        return TestReport(tuple(TestResult(False, "not run") for _ in tests))
+    if first.error is None and left <= 0 and None in results:
+        first = TestReport((), "timeout", f"time limit of {timeout:g}s exceeded", first.isolation)
+    not_run = TestResult(False, f"not run: {first.error}: {first.detail}".rstrip(": "))
+    output = "".join(r.output for r in reports)
+    return TestReport(tuple(r or not_run for r in results), first.error, first.detail,
+                      reports[0].isolation, files.clean_text(output, host.OUTPUT_KEPT),
+                      sum(r.seconds for r in reports), reports[0].gaps,
+                      sum(r.startup for r in reports))
+
+
+def _run(job: _Job, tests: list[str], timeout: float,
+         cases: list[tuple[str, str]] | None = None) -> TestReport:
+    """One run: the program's process and the judge's, for `tests` (or stdin `cases`)."""
+    start, mode = time.monotonic(), job.mode
+    entries = host.layout(job.site_packages, use_image=not job.site_packages)
     workroot, workdir = files.private_workdir() if mode == "rlimits" else (None, None)
     sources = {"os_source": host.compiled("seccomp.py", "confine.py"),
                "wire_source": host.compiled("wire.py")}
-    program_payload = {"program": program, "mode": mode, "timeout": timeout,
-                       "memory_bytes": memory, "disk_bytes": host.DISK_BYTES,
-                       "disk_inodes": host.DISK_INODES,
-                       "lenient": not plain_returns, "layout": entries,
+    program_payload = {"program": job.program, "mode": mode, "timeout": timeout,
+                       "memory_bytes": job.memory, "disk_bytes": host.DISK_BYTES,
+                       "disk_inodes": host.DISK_INODES, "stdin_mode": cases is not None,
+                       "lenient": not job.plain_returns, "layout": entries,
                        "readable": host.readable(entries),
                        "bwrap_nests": mode == "bwrap" and host.bwrap_nests(), **sources}
-    judge_payload = {"tests": tests, "entry_point": entry_point, "timeout": timeout,
-                     "asserts_source": host.compiled("asserts.py"),
-                     "call_timeout": call_timeout, "startup": host.STARTUP_GRACE,
-                     "judge_memory": max(2 * memory, 1 << 30), **sources}
+    judge_payload = {"tests": tests, "entry_point": job.entry_point, "timeout": timeout,
+                     "cases": cases, "case_timeout": job.call_timeout,
+                     "call_timeout": job.call_timeout, "startup": host.STARTUP_GRACE,
+                     "judge_memory": max(2 * job.memory, 1 << 30), **sources}
     run = host.Run(mode)
-    run.gaps = tuple(sorted(rlimits_gaps())) if mode == "rlimits" else host.gaps(mode,
-                                                                                 site_packages)
+    run.gaps = tuple(sorted(rlimits_gaps())) if mode == "rlimits" else host.gaps(
+        mode, job.site_packages)
     try:
-        fds = host.start(run, program_payload, judge_payload, site_packages, workdir)
+        fds = host.start(run, program_payload, judge_payload, job.site_packages, workdir)
     except OSError as exc:
         host.finish(run, wait_first=False)
         return _report(run, tests, ("sandbox_error", f"cannot start sandbox: {exc}"),
@@ -260,13 +331,13 @@ def _run(mode: str, program: str, tests: list[str], entry_point: str | None, tim
         if workroot is not None and run.sandbox is None:
             files.remove_tree(workroot)
     try:
-        host.collect(run, *fds, timeout, max_output)
+        host.collect(run, *fds, timeout, job.max_output)
     finally:
         end = next((r for r in run.records if r.get("kind") == "end"), {})
         host.finish(run, wait_first=end.get("error") == "exited")
         if workroot is not None:
             files.remove_tree(workroot)
-    return _report(run, tests, run.fault or _run_error(run), time.monotonic() - start)
+    return _report(run, tests, run.fault or verdict.run_error(run), time.monotonic() - start)
 
 
 def _report(run: host.Run, tests: list[str], fault: tuple[str | None, str],
@@ -282,43 +353,5 @@ def _report(run: host.Run, tests: list[str], fault: tuple[str | None, str],
     return TestReport(tuple(r or not_run for r in results), error, detail,  # type: ignore[arg-type]
                       files.clean_text(ready[0] if ready else run.mode),
                       files.clean_text(run.output.decode(errors="replace"), host.OUTPUT_KEPT),
-                      seconds, run.gaps)
-
-
-def _run_error(run: host.Run) -> tuple[str | None, str]:
-    """Classify a run the judge saw to its end (or that ended without it)."""
-    kinds = {r.get("kind"): r for r in run.records}
-    program = kinds.get("program")
-    if program is not None and program["status"] != "ok":
-        status = program["status"]
-        error = {"syntax": "syntax_error", "memory": "memory"}.get(status, "program_error")
-        return error, program["reason"]
-    end = kinds.get("end")
-    if end is not None and end.get("error") == "exited":
-        if "ready" not in kinds:
-            return "sandbox_error", f"sandbox failed to start (exit status {run.returncode})"
-        if not run.exited:  # it closed its end of the pipe, but lived on
-            return "exited", end["detail"]
-        return _exit_error(run.returncode, end["detail"])
-    if end is not None and end.get("error"):
-        return end["error"], end["detail"]
-    memory = [r for r in run.records if r.get("kind") == "test" and r["status"] == "memory"]
-    if memory:
-        return "memory", memory[0]["reason"]
-    if end is not None:
-        return None, ""
-    tail = run.output.decode(errors="replace").strip().splitlines()[-1:]
-    return "sandbox_error", f"the judge stopped without a verdict {tail}".rstrip(" []")
-
-
-def _exit_error(returncode: int, detail: str) -> tuple[str, str]:
-    """The program's process ended by itself: how, from its exit status."""
-    if returncode == -signal.SIGXCPU:
-        return "timeout", "CPU time limit exceeded"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:  # a real-time signal
-            name = f"signal {-returncode}"
-        return "crashed", f"killed by {name}"
-    return "exited", f"{detail} (exit status {returncode})"
+                      seconds, run.gaps, seconds if run.ready_at is None else
+                      max(0.0, min(seconds, run.ready_at - (time.monotonic() - seconds))))

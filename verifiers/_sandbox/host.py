@@ -191,6 +191,7 @@ class Run:
     returncode: int = 0  # the sandbox's exit status; -n for a signal n
     exited: bool = False  # the sandbox exited by itself (else the caller killed it)
     gaps: tuple[str, ...] = ()  # what the mode does not isolate here (TestReport.gaps)
+    ready_at: float | None = None  # time.monotonic() when the program was ready
 
 
 def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: bool,
@@ -320,6 +321,7 @@ def collect(run: Run, results_fd: int, output_fds: tuple[int, int], timeout: flo
                 for line in lines:
                     run.records.append(json.loads(line))  # the judge is trusted
                     if run.records[-1].get("kind") == "ready":
+                        run.ready_at = time.monotonic()
                         deadline = time.monotonic() + timeout + JUDGE_SLACK
     # what the program printed before its last answer is in the pipe already; a program
     # still writing is not waited for (bounded reads, only while there is room to keep)

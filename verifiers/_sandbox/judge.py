@@ -18,15 +18,17 @@ as a normal exception (SystemExit, StopIteration: `map` would swallow it). A bui
 the program raised is re-raised here with its type and message. A call that times out, a
 program that dies or breaks the protocol ends the run: the remaining tests are not run.
 
-A test's asserts run by asserts.py's rule (its source travels in the payload): no code of the
-test runs, or runs differently, because an answer was wrong. The judge's own limits: its
+A test runs as Python runs it (its asserts raise, `and`/`or`/any()/all() short-circuit). No
+test sees another's calls: the caller gives a run only tests whose calls cannot depend on a
+verdict, and at most one test whose calls can, last (asserts.py). Stdin mode (`cases`): each
+case's input is sent in turn, whatever the verdicts, and the output compared here. The
+judge's own limits: its
 address space, CPU time (RLIMIT_CPU past the run's clock), and what the program's answers may
 cost it (wire.py: each frame's cost checked before parsing, the run's frames and cost capped).
 
 The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
 """
 
-import _ast
 import builtins
 import os
 import sys
@@ -88,11 +90,19 @@ class Channel:
         if self.fatal is not None:
             self.fail(f"{name}() not called: {self.fatal.detail}")
         wire, what = self.wire, f"in a call to {name}()"
+        refs = wire["Refs"]()  # the arguments' lists, dicts and sets, as the program sees them
         try:
-            frame = wire["dumps"]({"call": name, "args": wire["encode"](list(args)),
-                                   "kwargs": wire["encode"](kwargs)})
+            frame = wire["dumps"]({"call": name,
+                                   "args": wire["encode"]([list(args), kwargs], False, 0, refs)})
         except (wire["NotPlain"], RecursionError) as exc:
             self.fail(f"argument of {name}() is not plain data ({exc})")
+        answer = self.exchange(frame, what)
+        return self.unpack(name, answer, refs)
+
+    def exchange(self, frame, what):
+        """Send one request and return the program's answer (a JSON tree), under the run's
+        clock and the call's; a fault ends the run (and fails the current test)."""
+        wire = self.wire
         deadline, limit = self.deadline, f"time limit of {self.timeout:g}s"
         assert deadline is not None  # calls start after the program is ready
         if self.call_timeout is not None and time.monotonic() + self.call_timeout < deadline:
@@ -109,32 +119,27 @@ class Channel:
         except _Fatal as fatal:
             self.fatal = fatal
             self.fail(fatal.detail)
-        return self.unpack(name, answer, args, kwargs)
+        return answer
 
-    def unpack(self, name, answer, args, kwargs):
-        """The value (or exception) of the program's answer; the call fails if it is not one."""
+    def unpack(self, name, answer, refs):
+        """The value (or exception) of the program's answer; the call fails if it is not one.
+        refs: the call's arguments' containers, which the answer may name (and refill)."""
         wire = self.wire
         if type(answer) is not dict:
             self.fail(f"broken answer from {name}()")
         if "raise" in answer:
-            kind, message = answer["raise"] if type(answer["raise"]) is list else (None, None)
-            cls = _EXCEPTIONS.get(kind) if type(kind) is str else None
-            if cls is None or type(message) is not str:
-                self.fail(f"{name}() raised {str(kind)[:100]}: {str(message)[:500]}")
-            try:
-                exc = cls(message)
-            except Exception:
-                exc = RuntimeError(f"{kind}: {message}")
-            if answer.get("subclass") is True:  # the program's own class, re-raised as its base
-                exc.tts_program_subclass = True  # type: ignore[attr-defined]
-            raise exc
+            raise _exception(wire, answer, name, self.fail)
         if "ok" not in answer:
             self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
+        ours = len(refs.objects)
+        out = wire["Refs"](refs.objects)
         try:
-            value = wire["decode"](answer["ok"])
-            for key, tree in answer.get("mutated", []):
-                target = args[key] if type(key) is int else kwargs[key]
-                _refill(target, wire["decode"](tree))
+            value = wire["decode"](answer["ok"], 0, out)
+            changes = [(key, wire["decode"](tree, 0, out)) for key, tree in answer["mutated"]]
+            for key, contents in changes:
+                if type(key) is not int or not 0 <= key < ours:
+                    raise ValueError("a change to no argument")
+                _refill(out.objects[key], contents)
         except (wire["NotPlain"], TypeError, LookupError, ValueError) as exc:
             self.fail(f"{name}() returned data that is not plain ({exc})")
         return value
@@ -142,6 +147,31 @@ class Channel:
     def fail(self, reason):
         self.violations.append(reason)
         raise _CallFailed(reason)
+
+
+def _exception(wire, answer, name, fail):
+    """The builtin exception a program's answer says its call raised, with its args where they
+    are plain data and make one of that class (else its message alone)."""
+    kind, message = answer["raise"] if type(answer["raise"]) is list and len(
+        answer["raise"]) == 2 else (None, None)
+    cls = _EXCEPTIONS.get(kind) if type(kind) is str else None
+    if cls is None or type(message) is not str:
+        fail(f"{name}() raised {str(kind)[:100]}: {str(message)[:500]}")
+    exc = None
+    if "args" in answer:
+        try:
+            args = wire["decode"](answer["args"])
+            exc = cls(*args) if type(args) is list else None
+        except Exception:
+            exc = None
+    if type(exc) is not cls:  # OSError(errno, ...) may pick a subclass; keep the class said
+        try:
+            exc = cls(message)
+        except Exception:
+            exc = RuntimeError(f"{kind}: {message}")
+    if answer.get("subclass") is True:  # the program's own class, re-raised as its base
+        exc.tts_program_subclass = True  # type: ignore[attr-defined]
+    return exc
 
 
 def _refill(target, value):
@@ -186,9 +216,9 @@ def _bindings(channel, names, entry_point, used):
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     callables, modules, values = {}, {}, {}
     for name, what in names.items():
-        if type(name) is not str or (name in vars(builtins) and name != entry_point):
-            continue  # a program global shadowing a builtin is not what tests mean
-        if what == "call":
+        if type(name) is not str:
+            continue
+        if what == "call":  # a builtin's name too: the program's own, as Python binds it
             callables[name] = _proxy(channel, name)
         elif name not in used:
             continue
@@ -204,8 +234,8 @@ def _bindings(channel, names, entry_point, used):
                     pass
         elif type(what) is dict and "value" in what:
             values[name] = what["value"]
-    if entry_point is not None and entry_point in names:
-        callables[entry_point] = _proxy(channel, entry_point)  # always the program's, by call
+    if entry_point is not None:  # always the program's: a NameError if it defines none
+        callables[entry_point] = _proxy(channel, entry_point)
 
     def fresh():
         ns = {"__name__": "__main__", "__builtins__": builtins, **modules, **callables}
@@ -240,14 +270,10 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         sys.stderr.write(f"judge setup failed: {_describe(exc)}\n")
         os._exit(70)
     channel = Channel(wire, request_fd, response_fd, config["timeout"], config["call_timeout"])
-    rules: dict = {"__name__": "sandbox_asserts"}  # how asserts run: asserts.py
-    exec(config["asserts_source"], rules)
     compiled = []
     for i, source in enumerate(config["tests"]):
         try:
-            tree = compile(source, f"<test {i}>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-            compiled.append(compile(rules["record_asserts"](tree), f"<test {i}>", "exec",
-                                    dont_inherit=True))
+            compiled.append(compile(source, f"<test {i}>", "exec", dont_inherit=True))
         except BaseException as exc:  # a broken test fails alone
             compiled.append(_describe(exc))
     try:
@@ -263,6 +289,8 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         return report(kind="end", error=fatal.error, detail=fatal.detail)
     except (AttributeError, TypeError):
         return report(kind="end", error="tampered", detail="broken message from the program")
+    if config["cases"] is not None:
+        return _judge_cases(channel, config, report)
     used = set().union(*(_names_in(t) for t in compiled if not isinstance(t, str)))
     fresh = _bindings(channel, loaded.get("names") or {}, config["entry_point"], used)
     for i, test in enumerate(compiled):
@@ -270,15 +298,11 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             report(kind="test", index=i, status="fail", reason=f"test does not compile: {test}")
             continue
         channel.violations.clear()
-        asserts = rules["Asserts"](_status_of, _describe)
-        try:
-            exec(test, {**fresh(), rules["NAME"]: asserts, "all": rules["eager_all"],
-                        "any": rules["eager_any"]})
+        try:  # as Python runs it: its asserts raise, its and/or/any/all short-circuit
+            exec(test, fresh())
             status, reason = "pass", ""
         except BaseException as exc:
             status, reason = _status_of(exc), _describe(exc)
-        if asserts.failures:
-            status, reason = asserts.failures[0]
         if channel.violations:  # even if the test caught the exception
             status, reason = "fail", channel.violations[0][:600]
         report(kind="test", index=i, status=status, reason=reason)
@@ -286,6 +310,40 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             break
     sys.stdout.flush()
     sys.stderr.flush()
+    fatal = channel.fatal
+    report(kind="end", error=fatal and fatal.error, detail=fatal.detail if fatal else "")
+
+
+def _normalised(text):
+    """Output as judges of stdin/stdout problems compare it: its whitespace-separated tokens."""
+    return text.split()
+
+
+def _judge_cases(channel, config, report):
+    """Stdin mode: each case's input goes to the program, which runs it as __main__; what it
+    printed is compared here with the expected output (whitespace-normalised). Every case is
+    sent whatever the verdicts before it: nothing the program sees depends on one."""
+    wire, limit = channel.wire, config["case_timeout"]
+    for i, (given, expected) in enumerate(config["cases"]):
+        channel.call_timeout = limit
+        try:
+            answer = channel.exchange(wire["dumps"]({"stdin": given}), f"on case {i}")
+            if type(answer) is not dict:
+                raise _CallFailed("broken answer")
+            printed, error = answer.get("stdout"), answer.get("error")
+            if "bad" in answer or type(printed) is not str:
+                status, reason = "fail", str(answer.get("bad", "broken answer"))[:600]
+            elif error is not None:
+                status, reason = "fail", f"case {i}: {str(error)[:580]}"
+            elif _normalised(printed) == _normalised(expected):
+                status, reason = "pass", ""
+            else:
+                status, reason = "fail", f"case {i}: wrong output"
+        except _CallFailed as exc:
+            status, reason = "fail", str(exc)[:600]
+        report(kind="test", index=i, status=status, reason=reason)
+        if channel.fatal is not None:
+            break
     fatal = channel.fatal
     report(kind="end", error=fatal and fatal.error, detail=fatal.detail if fatal else "")
 
