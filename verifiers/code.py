@@ -69,6 +69,7 @@ the judge sees only the converted data. Classes defined by the program cannot be
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -142,9 +143,19 @@ def run_tests(program: str, tests: Sequence[str], *, entry_point: str | None = N
     unisolated: under isolation="rlimits", the caller's acknowledgement of what that mode does
     not isolate here; it must name every item of `rlimits_gaps()`. Raises SandboxUnavailable
     for isolation="auto" where neither bwrap nor unshare works, and for "rlimits" without it.
+    Tests that are all stdin cases (`stdin_case`) go to run_io: call_timeout (default
+    STDIN_TIME_LIMIT) is the per-case limit, and the clock at least that per case.
     """
     if isinstance(tests, str):
         raise TypeError("tests is a sequence of snippets, not a string")
+    cases = [stdin_case_of(t) for t in tests]
+    if any(c is not None for c in cases):  # stdin/stdout cases (stdin_case): run_io
+        if not all(c is not None for c in cases):
+            raise ValueError("tests mix stdin cases (stdin_case) with Python snippets")
+        limit = call_timeout or STDIN_TIME_LIMIT  # per case; the run's clock fits them all
+        return run_io(program, cases, time_limit=limit,  # type: ignore[arg-type]
+                      timeout=max(timeout, limit * len(cases) + 1.0), memory_mb=memory_mb, max_output_bytes=max_output_bytes,
+                      isolation=isolation, site_packages=site_packages, unisolated=unisolated)
     _check_isolation(isolation, unisolated, site_packages)
     job = _Job(available_isolation() if isolation == "auto" else isolation, program,
                entry_point, None if call_timeout is None else float(call_timeout),
@@ -172,6 +183,30 @@ def run_io(program: str, cases: Sequence[tuple[str, str]], *, time_limit: float 
                float(time_limit), int(memory_mb) << 20, max_output_bytes, site_packages, True)
     total = float(timeout) if timeout is not None else time_limit * len(pairs) + 1.0
     return _run(job, [f"case {i}" for i in range(len(pairs))], total, pairs)
+
+
+STDIN_TIME_LIMIT = 2.0  # seconds per stdin case, unless call_timeout says otherwise
+_STDIN_MARK = "%tts-stdin-case\n"  # not Python: a stdin case never runs as a snippet
+
+
+def stdin_case(given: str, expected: str) -> str:
+    """A stdin/stdout case as a test string: a Problem's tests (and hidden_tests) may be all
+    such cases, and run_tests (so grading and the unit_tests scorer) then judges them with
+    run_io. The first line is not Python, so no other runner can mistake it for a test."""
+    return _STDIN_MARK + json.dumps([str(given), str(expected)])
+
+
+def stdin_case_of(test: str) -> tuple[str, str] | None:
+    """The (input, expected output) of a test made by stdin_case; None for any other."""
+    if not isinstance(test, str) or not test.startswith(_STDIN_MARK):
+        return None
+    try:
+        given, expected = json.loads(test[len(_STDIN_MARK):])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"malformed stdin case: {exc}") from None
+    if not isinstance(given, str) or not isinstance(expected, str):
+        raise ValueError("malformed stdin case: input and output must be strings")
+    return given, expected
 
 
 def _check_isolation(isolation: str, unisolated: Iterable[str], site_packages: bool) -> None:
