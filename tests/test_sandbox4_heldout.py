@@ -130,3 +130,29 @@ def test_property_test_of_2500_calls_on_1000_int_lists(mode):
 def test_no_entry_point_is_a_name_error(mode):
     report = judge("x = 1\n", ["assert max(1, 2) == 2"], mode, entry_point="max")
     assert "NameError" in report.results[0].reason
+
+
+FUTEX = '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+word = ctypes.c_int(0)
+def futex(op):
+    """errno of FUTEX_WAIT (op 0, shared) or FUTEX_WAIT_PRIVATE (op 128) on a word holding 0,
+    told to wait only if it holds 1: EAGAIN (11) where the call is allowed."""
+    libc.syscall.restype = ctypes.c_long
+    libc.syscall(202, ctypes.byref(word), op, 1, None)
+    return ctypes.get_errno()
+def sigpending():
+    import resource
+    return resource.getrlimit(resource.RLIMIT_SIGPENDING)
+'''
+
+
+def test_shared_futex_is_refused(mode):
+    """A shared futex (keyed by the page it sits on: two runs mapping the same image could
+    signal each other) is refused; a private one works; RLIMIT_SIGPENDING is set."""
+    report = judge(FUTEX, ["assert futex(0) == 1", "assert futex(128) == 11",
+                           "assert sigpending() == (16, 16)"], mode)
+    if "seccomp" not in report.isolation:
+        pytest.skip("no seccomp filter here")
+    assert [r.passed for r in report.results] == [True, True, True], report

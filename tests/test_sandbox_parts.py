@@ -90,15 +90,18 @@ def test_subclasses_and_other_objects_are_refused(value):
         wire.encode(value)
 
 
-def test_depth_and_cycles_are_capped():
+def test_depth_is_capped_and_cycles_are_references():
     deep: list = []
     for _ in range(wire.DEPTH_MAX + 1):
         deep = [deep]
-    cyclic: list = []
+    with pytest.raises(wire.NotPlain, match="nested"):
+        wire.encode(deep)
+    cyclic: list = [1]
     cyclic.append(cyclic)
-    for value in (deep, cyclic):
-        with pytest.raises(wire.NotPlain, match="nested"):
-            wire.encode(value)
+    back = wire.decode(wire.loads(wire.dumps(wire.encode(cyclic))[4:]))
+    assert back[0] == 1 and back[1] is back
+    with pytest.raises(wire.NotPlain, match="reference"):  # a reference to nothing yet
+        wire.decode({"r": 0})
     with pytest.raises(wire.NotPlain):  # and a forged deep tree the encoder never made
         wire.decode(json.loads("[" * (wire.DEPTH_MAX + 1) + "]" * (wire.DEPTH_MAX + 1)))
 

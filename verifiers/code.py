@@ -16,13 +16,16 @@ them, depth- and size-capped), rebuilt by the judge from bytes; anything else, s
 included, fails that call. The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
-No progress signal: no code of a test runs, or runs differently, because an answer was wrong
-(_sandbox/asserts.py): an assert's message is never evaluated, a failed or raising assert is
-recorded and the test goes on, every operand of an assert's test and every item of all()/any()
-is evaluated; so the calls the program gets do not depend on whether its answers were accepted
-(a test's own `if` or loop on an answer still can). Nothing it writes outlives its run, and
-it reads no host file: bwrap and unshare show it an image of the interpreter on a tmpfs, so no
-page-cache residency, dentry or access time moves for a later run to time (docs/sandbox.md).
+Tests run as Python runs them (asserts raise, and/or/any/all short-circuit, messages evaluate on
+failure), and no program process outlives a test whose calls could depend on a verdict: the tests
+are cut into runs by a schedule fixed before any answer is seen (_sandbox/asserts.py), so the
+calls a program gets never tell it whether an answer was accepted. Answers keep identity and
+aliasing (an answer that is an argument is that object; shared references stay shared), and
+exceptions arrive as their builtin class with their args. `if __name__ == "__main__":` blocks do
+not run for function calls. Stdin/stdout problems: run_io (or stdin_case tests). Nothing it
+writes outlives its run, and it reads no host file: bwrap and unshare show it an image of the
+interpreter on a tmpfs, so no page-cache residency, dentry or access time moves for a later run
+to time (docs/sandbox.md).
 
 Isolation of the program (`isolation="auto"` takes the first of bwrap, unshare that works):
 - "bwrap" (Debian package `bubblewrap`): new user, pid, net, ipc, uts and cgroup namespaces;
@@ -50,8 +53,8 @@ handlers, signals or scheduling aimed at others, mounts, namespaces). So the mem
 holds is its address space (`memory_mb`) plus at most its two tmpfs (64 MiB, 4,096 inodes each); its
 CPU time is RLIMIT_CPU. The judge gets its own allowlist (read-only), dies with the caller and
 cannot be read or traced by the program's uid; its CPU is capped, and each answer is checked
-against a cost cap before it is parsed, the run's answers against a total (_sandbox/wire.py):
-a hostile stream of frames is a recorded "tampered" error. The caller adds a wall clock and an
+against a cost cap before it is parsed, the run's answers against a total (_sandbox/wire.py,
+sized to honest property tests: docs/sandbox.md): a hostile stream of frames is a recorded "tampered" error. The caller adds a wall clock and an
 output cap (the program's stdout+stderr and the judge's, on separate pipes), an empty stdin and
 a scrubbed environment, kills and reaps every process of a run, and removes the rlimits work dir without
 recursion; strings from the program reach a TestReport as valid UTF-8, control characters escaped,
@@ -286,8 +289,10 @@ def rlimits_gaps() -> frozenset[str]:
     the image it reads that alone (Landlock), as bwrap and unshare do. On x86_64 the file
     system is
     read-only to the program (seccomp), and IPC, sockets, processes and the page-cache calls
-    are denied as in every mode."""
-    return frozenset({"host_pids", *host.gaps("rlimits", False),
+    are denied as in every mode. "host_metadata": it can stat() and readlink() any host path
+    (Landlock governs opening, not lookups), so it learns which host files exist, their sizes
+    and times."""
+    return frozenset({"host_pids", "host_metadata", *host.gaps("rlimits", False),
                       *(() if files.landlock_abi() else ("file_reads",)),
                       *(() if os.uname().machine == "x86_64" else ("no_seccomp",))})
 

@@ -94,13 +94,14 @@ class Channel:
             self.fail(f"{name}() not called: {self.fatal.detail}")
         wire, what = self.wire, f"in a call to {name}()"
         refs = wire["Refs"]()  # the arguments' lists, dicts and sets, as the program sees them
+        wrapper = [list(args), kwargs]
         try:
             frame = wire["dumps"]({"call": name,
-                                   "args": wire["encode"]([list(args), kwargs], False, 0, refs)})
+                                   "args": wire["encode"](wrapper, False, 0, refs)})
         except (wire["NotPlain"], RecursionError) as exc:
             self.fail(f"argument of {name}() is not plain data ({exc})")
         answer = self.exchange(frame, what)
-        return self.unpack(name, answer, refs)
+        return self.unpack(name, answer, refs, {id(w) for w in (wrapper, *wrapper)})
 
     def exchange(self, frame, what):
         """Send one request and return the program's answer (a JSON tree), under the run's
@@ -124,9 +125,10 @@ class Channel:
             self.fail(fatal.detail)
         return answer
 
-    def unpack(self, name, answer, refs):
+    def unpack(self, name, answer, refs, outer):
         """The value (or exception) of the program's answer; the call fails if it is not one.
-        refs: the call's arguments' containers, which the answer may name (and refill)."""
+        refs: the call's arguments' containers, which the answer may name (and refill, all but
+        those whose ids are in `outer`: the request's own wrapping)."""
         wire = self.wire
         if type(answer) is not dict:
             self.fail(f"broken answer from {name}()")
@@ -138,9 +140,10 @@ class Channel:
         out = wire["Refs"](refs.objects)
         try:
             value = wire["decode"](answer["ok"], 0, out)
-            changes = [(key, wire["decode"](tree, 0, out)) for key, tree in answer["mutated"]]
+            changes = [(key, wire["decode"](tree, 0, out))
+                       for key, tree in answer.get("mutated", [])]
             for key, contents in changes:
-                if type(key) is not int or not 0 <= key < ours:
+                if type(key) is not int or not 0 <= key < ours or id(out.objects[key]) in outer:
                     raise ValueError("a change to no argument")
                 _refill(out.objects[key], contents)
         except (wire["NotPlain"], TypeError, LookupError, ValueError) as exc:
