@@ -224,8 +224,10 @@ def test_memory_limit_is_the_parameter():
 
 def test_plain_returns_rule_and_its_opt_out():
     gen = "def evens(n):\n    return (i for i in range(0, n, 2))\n"
-    report = run_tests(gen, ["assert list(evens(5)) == [0, 2, 4]"], entry_point="evens")
-    assert "generator is not plain data" in report.results[0].reason
+    report = run_tests(gen + "class P:\n    pass\ndef p():\n    return P()\n",
+                       ["assert list(evens(5)) == [0, 2, 4]", "assert p()"])
+    assert report.results[0].passed  # an iterator crosses as one, over what it yields
+    assert "P is not plain data" in report.results[1].reason
     # converted to plain data on the program's side: a list, as the judge sees it
     lenient = run_tests(gen + "class I(int):\n    def __eq__(self, o):\n        return True\n"
                         "def one():\n    return I(1)\n",

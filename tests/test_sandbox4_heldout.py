@@ -64,6 +64,13 @@ HONEST = [
     ("builtin_named_function_the_program_defines",
      "def max(a, b):\n    return b if b > a else a\n\ndef abs(x):\n    return x if x > 0 else -x\n",
      ["assert max(3, 2) == 3 and abs(-4) == 4"], "max"),
+    ("iterators_and_ranges",
+     "def evens(n):\n    return range(0, n, 2)\n\ndef squares(n):\n    return (i * i for i in range(n))\n"
+     "\ndef strs(xs):\n    return map(str, xs)\n\nnumbers = iter([1, 2, 3])\n\n"
+     "def first():\n    return next(numbers)\n",
+     ["assert list(evens(5)) == [0, 2, 4] and evens(5) == range(0, 5, 2)",
+      "it = squares(3)\nassert next(it) == 0 and list(it) == [1, 4]",
+      "assert list(strs([1, 2])) == ['1', '2'] and first() == 1"], None),
     ("answer_of_600k_ints",
      "def big(n):\n    return list(range(n))\n\ndef total(xs):\n    return sum(xs)\n",
      ["assert big(600000) == list(range(600000))",

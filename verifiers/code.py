@@ -11,9 +11,9 @@ false positives is the caller's job.
 Two processes per run. The program runs alone in a sandbox and only answers calls. The tests run
 in a trusted judge process (not the caller's) where each of the program's functions is a proxy:
 the arguments go to the sandbox over a pipe, and what comes back is plain data, exact builtin
-types only (None, bool, int, float, complex, str, bytes and list/tuple/dict/set/frozenset of
-them, depth- and size-capped), rebuilt by the judge from bytes; anything else, subclasses
-included, fails that call. The program never sees a test, an expected value or a verdict, and
+types only (None, bool, int, float, complex, str, bytes, range and list/tuple/dict/set/frozenset
+of them, depth- and size-capped; an iterator as what it yields), rebuilt by the judge from
+bytes, shared references kept; anything else, subclasses included, fails that call. The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
 Tests run as Python runs them (asserts raise, and/or/any/all short-circuit, messages evaluate on

@@ -124,6 +124,8 @@ def _manifest(namespace, wire):
             names[name] = {"module": str(getattr(value, "__name__", ""))}
         elif callable(value):
             names[name] = "call"
+        elif hasattr(type(value), "__next__"):
+            continue  # an iterator: copying it would consume the program's own
         else:
             try:
                 names[name] = {"value": wire["encode"](value)}

@@ -10,6 +10,10 @@ JSON. Values are plain data only, exact builtin types, written as a JSON tree:
     tuple set frozenset dict bytes complex
                        as {"t": [...]}, {"s": [...]}, {"f": [...]}, {"d": [[k, v], ...]},
                        {"b": hex}, {"c": [real, imag]}
+    range              as {"g": [start, stop, step]}
+    an iterator (a generator, map, zip...)
+                       as {"it": [...]}, what it yields (an endless one is refused), and
+                       arrives as an iterator over those items
     a list, dict or set met before in the same message
                        as {"r": k}: the k-th list, dict or set of the message, counted in
                        the order they open (so `[[0] * 3] * 3` stays one row three times, and a
@@ -90,12 +94,26 @@ def encode(value, lenient=False, depth=0, refs=None):
         return {"b": value.hex()}
     if kind is complex:
         return {"c": [value.real, value.imag]}
+    if kind is range and not lenient:
+        return {"g": [value.start, value.stop, value.step]}
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__") and not lenient:  # a generator
+        return {"it": [encode(item, lenient, depth, refs) for item in _items(value)]}
     if lenient:  # _coerce returns an exact builtin type, so this recursion ends
         return encode(_coerce(value), True, depth, refs)
     raise NotPlain(f"{_name(kind)} is not plain data")
 
 
 _BASES: tuple = (int, float, complex, str, bytes, tuple, frozenset, set, list, dict)
+
+
+def _items(iterator):
+    """What an iterator yields, at most MESSAGE_MAX // 4 items (an endless one is refused)."""
+    items = []
+    for item in iterator:
+        items.append(item)
+        if len(items) > MESSAGE_MAX // 4:
+            raise NotPlain("iterator too long")
+    return items
 
 
 def _coerce(value):
@@ -106,12 +124,7 @@ def _coerce(value):
             return base(value)
     if not hasattr(value, "__iter__"):
         raise NotPlain(f"{_name(type(value))} is not plain data")
-    items = []
-    for item in value:
-        items.append(item)
-        if len(items) > MESSAGE_MAX // 4:
-            raise NotPlain("iterable too long")
-    return items
+    return _items(value)
 
 
 def decode(tree, depth=0, refs=None):
@@ -145,8 +158,13 @@ def decode(tree, depth=0, refs=None):
         if tag == "c" and type(body) is list and len(body) == 2 and all(
                 type(x) in (int, float) for x in body):
             return complex(float(body[0]), float(body[1]))
+        if tag == "g" and type(body) is list and len(body) == 3 and all(
+                type(x) is int for x in body):
+            return range(*body)
         if type(body) is not list:
             raise NotPlain("malformed value")
+        if tag == "it":
+            return iter([decode(item, depth, refs) for item in body])
         if tag == "d":
             if not all(type(pair) is list and len(pair) == 2 for pair in body):
                 raise NotPlain("malformed dict")
