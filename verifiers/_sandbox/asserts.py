@@ -17,6 +17,7 @@ only program call is then its last: nothing it does after depends on the answer.
 from __future__ import annotations
 
 import ast
+import functools
 
 SAFE = frozenset({"abs", "bool", "bytes", "complex", "dict", "float", "frozenset", "int",
                   "isinstance", "len", "list", "repr", "round", "set", "sorted", "str", "sum",
@@ -26,6 +27,7 @@ _BRANCHING = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.
 _SETUP = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Pass)
 
 
+@functools.lru_cache(maxsize=4096)  # a search judges many programs on the same tests
 def one_question(source: str) -> bool:
     """Whether the calls of test `source` are fixed before any answer is seen (see above)."""
     try:
