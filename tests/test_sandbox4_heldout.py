@@ -71,6 +71,13 @@ HONEST = [
      ["assert list(evens(5)) == [0, 2, 4] and evens(5) == range(0, 5, 2)",
       "it = squares(3)\nassert next(it) == 0 and list(it) == [1, 4]",
       "assert list(strs([1, 2])) == ['1', '2'] and first() == 1"], None),
+    ("objects_of_the_programs_classes",
+     "class Stack:\n    def __init__(self):\n        self.items = []\n"
+     "    def push(self, x):\n        self.items.append(x)\n        return self\n"
+     "    def pop(self):\n        return self.items.pop()\n\ndef make():\n    return Stack()\n"
+     "\ndef adder(n):\n    return lambda x: x + n\n",
+     ["s = Stack()\nassert s.push(1) is s and s.push(2).items == [1, 2] and s.pop() == 2",
+      "assert make() is not make() and adder(2)(3) == 5"], None),
     ("answer_of_600k_ints",
      "def big(n):\n    return list(range(n))\n\ndef total(xs):\n    return sum(xs)\n",
      ["assert big(600000) == list(range(600000))",
@@ -103,6 +110,10 @@ HOSTILE = [
     ("learns_from_a_caught_failure_count",
      "calls = []\ndef f(x):\n    calls.append(x)\n    return len(calls) % 2\n",
      ["assert f(0) == 1 and f(1) == 1 and f(2) == 1", "assert f(0) == 0"], "f"),
+    ("object_equal_to_everything",
+     "class Eq:\n    def __eq__(self, other):\n        return True\n    def __bool__(self):\n"
+     "        return True\n\ndef f(x):\n    return Eq()\n",
+     ["assert f(1) == 2", "assert f(1)", "assert not f(1) != 2"], "f"),
     ("raises_a_fake_assertion_error_subclass",
      "class Fine(AssertionError):\n    pass\n\ndef f(x):\n    raise Fine('ok')\n",
      ["assert f(1) == 2"], "f"),
@@ -119,7 +130,7 @@ def test_honest_programs_pass(mode, name, program, tests, entry):
 def test_hostile_programs_fail(mode, name, program, tests, entry):
     report = judge(program, tests, mode, entry_point=entry)
     assert not report.passed_all
-    if name.startswith("learns_"):  # the learning must win nothing: not one test passes
+    if name.startswith(("learns_", "object_")):  # it must win nothing: not one test passes
         assert report.num_passed == 0, [r.reason for r in report.results]
 
 

@@ -13,7 +13,7 @@ in a trusted judge process (not the caller's) where each of the program's functi
 the arguments go to the sandbox over a pipe, and what comes back is plain data, exact builtin
 types only (None, bool, int, float, complex, str, bytes, range and list/tuple/dict/set/frozenset
 of them, depth- and size-capped; an iterator as what it yields), rebuilt by the judge from
-bytes, shared references kept; anything else, subclasses included, fails that call. The program never sees a test, an expected value or a verdict, and
+bytes, shared references kept; anything else, subclasses included, is a handle (below). The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
 Tests run as Python runs them (asserts raise, and/or/any/all short-circuit, messages evaluate on
@@ -66,8 +66,9 @@ not counted); `call_timeout` also bounds each call. A call that times out, or a 
 exits, crashes or breaks the protocol, ends the run: the tests after it count as not run.
 `plain_returns=False` makes the program's side convert what it returns into plain data first
 (subclasses to their builtin base, iterables such as generators to lists); still sound, since
-the judge sees only the converted data. Classes defined by the program cannot be used by tests
-(their instances are not plain data). Threads are refused.
+the judge sees only the converted data. An answer that is not plain data (an instance of the
+program's class, a closure) stays in the program's process; the test gets a handle to it, whose
+attributes and methods it may read and call (_sandbox/calls.py). Threads are refused.
 """
 
 from __future__ import annotations

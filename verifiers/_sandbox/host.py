@@ -207,7 +207,7 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
-        judge_payload["main_source"] = compiled("judge.py")
+        judge_payload["main_source"] = compiled("calls.py", "judge.py")
         program_payload["main_source"] = compiled("runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
                            [request_w, answer_r, results_w, parent], judge_out_w,

@@ -26,6 +26,7 @@ judge's own limits: its
 address space, CPU time (RLIMIT_CPU past the run's clock), and what the program's answers may
 cost it (wire.py: each frame's cost checked before parsing, the run's frames and cost capped).
 
+The calls into the program (Channel, proxies, handles) are calls.py's, exec'd in front of this.
 The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
 """
 
@@ -34,173 +35,12 @@ import os
 import sys
 import time
 
+if "Channel" not in globals():  # read alone (linters): calls.py is exec'd in front of this
+    from verifiers._sandbox.calls import Channel, _CallFailed, _describe, _Fatal, _proxy
+
 _HIDDEN = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter",
                      "turtle", "turtledemo", "test"})  # standard modules with effects on import
-_EXCEPTIONS = {name: cls for name, cls in vars(builtins).items()
-               if isinstance(cls, type) and issubclass(cls, Exception)
-               and not issubclass(cls, (StopIteration, StopAsyncIteration))}
-
-
 _OWN = "\0own"  # in fresh()'s namespace: the names it binds to the program
-
-
-class _CallFailed(BaseException):
-    """A call that fails its test whatever the test does with it (BaseException: a test's
-    `except Exception` does not swallow it; the judge records it besides)."""
-
-
-class _Fatal(Exception):
-    def __init__(self, error, detail):
-        super().__init__(detail)
-        self.error, self.detail = error, detail
-
-
-def _describe(exc):
-    try:
-        name, message = type(exc).__name__, str(exc)
-        text = f"{name}: {message}" if message else name
-        return text if len(text) <= 600 else text[:600] + "..."
-    except BaseException:
-        return "<unprintable exception>"
-
-
-class Channel:
-    """Calls into the program, one at a time, under the run's clock."""
-
-    def __init__(self, wire, request_fd, response_fd, timeout, call_timeout):
-        self.wire, self.request_fd = wire, request_fd
-        self.answers = wire["Reader"](response_fd, budget=True)
-        self.timeout, self.call_timeout = timeout, call_timeout
-        self.deadline = None  # set when the program is ready
-        self.fatal = None  # _Fatal once the program can no longer be called
-        self.violations = []  # reasons the current test fails, whatever it caught
-        for fd in (request_fd, response_fd):
-            os.set_blocking(fd, False)
-
-    def receive(self, deadline, what, limit=None):
-        wire = self.wire
-        try:
-            return wire["loads"](self.answers.frame(deadline))
-        except TimeoutError:
-            limit = limit or f"time limit of {self.timeout:g}s"
-            raise _Fatal("timeout", f"{limit} exceeded {what}") from None
-        except EOFError:
-            raise _Fatal("exited", f"the program's process ended {what}") from None
-        except wire["NotPlain"] as exc:
-            raise _Fatal("tampered", f"broken message from the program {what}: {exc}") from None
-
-    def call(self, name, args, kwargs):
-        if self.fatal is not None:
-            self.fail(f"{name}() not called: {self.fatal.detail}")
-        wire, what = self.wire, f"in a call to {name}()"
-        refs = wire["Refs"]()  # the arguments' lists, dicts and sets, as the program sees them
-        wrapper = [list(args), kwargs]
-        try:
-            frame = wire["dumps"]({"call": name,
-                                   "args": wire["encode"](wrapper, False, 0, refs)})
-        except (wire["NotPlain"], RecursionError) as exc:
-            self.fail(f"argument of {name}() is not plain data ({exc})")
-        answer = self.exchange(frame, what)
-        return self.unpack(name, answer, refs, {id(w) for w in (wrapper, *wrapper)})
-
-    def exchange(self, frame, what):
-        """Send one request and return the program's answer (a JSON tree), under the run's
-        clock and the call's; a fault ends the run (and fails the current test)."""
-        wire = self.wire
-        deadline, limit = self.deadline, f"time limit of {self.timeout:g}s"
-        assert deadline is not None  # calls start after the program is ready
-        if self.call_timeout is not None and time.monotonic() + self.call_timeout < deadline:
-            deadline = time.monotonic() + self.call_timeout
-            limit = f"call time limit of {self.call_timeout:g}s"
-        try:
-            try:
-                wire["write_frame"](self.request_fd, frame, deadline)
-            except TimeoutError:
-                raise _Fatal("timeout", f"{limit} exceeded {what}") from None
-            except OSError:
-                raise _Fatal("exited", f"the program's process ended {what}") from None
-            answer = self.receive(deadline, what, limit)
-        except _Fatal as fatal:
-            self.fatal = fatal
-            self.fail(fatal.detail)
-        return answer
-
-    def unpack(self, name, answer, refs, outer):
-        """The value (or exception) of the program's answer; the call fails if it is not one.
-        refs: the call's arguments' containers, which the answer may name (and refill, all but
-        those whose ids are in `outer`: the request's own wrapping)."""
-        wire = self.wire
-        if type(answer) is not dict:
-            self.fail(f"broken answer from {name}()")
-        if "raise" in answer:
-            exc = _exception(wire, answer)
-            if exc is None:
-                self.fail(f"{name}() raised {str(answer['raise'])[:600]}")
-            raise exc
-        if "ok" not in answer:
-            self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
-        ours = len(refs.objects)
-        out = wire["Refs"](refs.objects)
-        try:
-            value = wire["decode"](answer["ok"], 0, out)
-            changes = [(key, wire["decode"](tree, 0, out))
-                       for key, tree in answer.get("mutated", [])]
-            for key, contents in changes:
-                if type(key) is not int or not 0 <= key < ours or id(out.objects[key]) in outer:
-                    raise ValueError("a change to no argument")
-                _refill(out.objects[key], contents)
-        except (wire["NotPlain"], TypeError, LookupError, ValueError) as exc:
-            self.fail(f"{name}() returned data that is not plain ({exc})")
-        return value
-
-    def fail(self, reason):
-        self.violations.append(reason)
-        raise _CallFailed(reason)
-
-
-def _exception(wire, answer):
-    """The builtin exception a program's answer says its call raised, with its args where they
-    are plain data and make one of that class (else its message alone); None for a class
-    a test must not see as a normal exception (or none)."""
-    kind, message = answer["raise"] if type(answer["raise"]) is list and len(
-        answer["raise"]) == 2 else (None, None)
-    cls = _EXCEPTIONS.get(kind) if type(kind) is str else None
-    if cls is None or type(message) is not str:
-        return None
-    exc = None
-    if "args" in answer:
-        try:
-            args = wire["decode"](answer["args"])
-            exc = cls(*args) if type(args) is list else None
-        except Exception:
-            exc = None
-    if type(exc) is not cls:  # OSError(errno, ...) may pick a subclass; keep the class said
-        try:
-            exc = cls(message)
-        except Exception:
-            exc = RuntimeError(f"{kind}: {message}")
-    if answer.get("subclass") is True:  # the program's own class, re-raised as its base
-        exc.tts_program_subclass = True  # type: ignore[attr-defined]
-    return exc
-
-
-def _refill(target, value):
-    """Give an argument the program changed its new contents, in place, as a call would."""
-    if type(target) is not type(value) or type(target) not in (list, dict, set):
-        raise TypeError("an argument changed type")
-    if type(target) is list:
-        target[:] = value
-    else:
-        target.clear()
-        target.update(value)
-
-
-def _proxy(channel, name):
-    def call(*args, **kwargs):
-        return channel.call(name, args, kwargs)
-
-    call.__name__ = call.__qualname__ = name
-    return call
 
 
 def _status_of(exc):

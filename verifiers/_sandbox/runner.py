@@ -181,32 +181,58 @@ def _raised(wire, exc):
     return answer
 
 
-def _answer(namespace, request, wire, lenient):
+class _Kept:
+    """The objects this process keeps for the judge (its handles name them by number)."""
+
+    def __init__(self, wire):
+        self.objects, self.numbers, self.not_plain = [], {}, wire["NotPlain"]
+
+    def keep(self, obj):
+        number = self.numbers.get(id(obj))
+        if number is None:
+            number = self.numbers[id(obj)] = len(self.objects)
+            self.objects.append(obj)  # alive for the run: its id is never reused
+        return number
+
+    def get(self, number):
+        if not 0 <= number < len(self.objects):
+            raise self.not_plain("no such object")
+        return self.objects[number]
+
+
+def _answer(namespace, request, wire, lenient, kept):
     """The answer to one call request (a JSON-ready dict). The request's arguments arrive
     with their shared references; the answer refers to them where it holds them, and gives
-    the new contents of each argument list, dict or set the call changed."""
+    the new contents of each argument list, dict or set the call changed. A request with a
+    handle calls the kept object, or (attr) reads its attribute."""
     refs = wire["Refs"]()
-    name = request["call"]
+    refs.handle = kept.get
+    name = request.get("call")
     pair = wire["decode"](request["args"], 0, refs)
     args, kwargs = pair
-    if name not in namespace:
+    if name is None:
+        target, attr = kept.get(request["handle"]), request.get("attr")
+    elif name not in namespace:
         return {"raise": ["NameError", f"name {name!r} is not defined"],
                 "args": [f"name {name!r} is not defined"]}
+    else:
+        target, attr = namespace[name], None
     outer = {id(pair), id(args), id(kwargs)}
     watched = [(k, obj, _snapshot(obj)) for k, obj in enumerate(refs.objects)
                if type(obj) in _MUTABLE and id(obj) not in outer]
     try:
-        result = namespace[name](*args, **kwargs)
+        result = target(*args, **kwargs) if attr is None else getattr(target, str(attr))
     except BaseException as exc:
         return _raised(wire, exc)
     try:
         out = wire["Refs"](refs.objects)
+        out.keep = None if lenient else kept.keep
         answer = {"ok": wire["encode"](result, lenient, 0, out)}
         answer["mutated"] = [[k, _contents(wire, obj, lenient, out)]
                              for k, obj, before in watched if _changed(obj, before)]
         return answer
     except BaseException as exc:  # NotPlain, RecursionError, a raising __iter__ ...
-        return {"bad": f"{name}() returned {_describe(exc)}"}
+        return {"bad": f"{name or 'an object'}() returned {_describe(exc)}"}
 
 
 def _run_main(code, data, stdin_fd):
@@ -293,11 +319,12 @@ def main(config, wire, fds):
     _send(wire, response_fd, {"loaded": status, "reason": reason, "names": names})
     if status != "ok":
         _exit(0)
+    kept = _Kept(wire)
     while True:
         try:
             request = wire["loads"](requests.frame())
         except EOFError:
             _exit(0)  # the judge is done; skip teardown, so no program __del__ or atexit runs
-        answer = _answer(namespace, request, wire, config["lenient"])
+        answer = _answer(namespace, request, wire, config["lenient"], kept)
         _flush(streams)  # the output so far reaches the caller before the answer
         _send(wire, response_fd, answer)

@@ -14,6 +14,9 @@ JSON. Values are plain data only, exact builtin types, written as a JSON tree:
     an iterator (a generator, map, zip...)
                        as {"it": [...]}, what it yields (an endless one is refused), and
                        arrives as an iterator over those items
+    an object that is none of these (the program's side only)
+                       as {"h": k}: the k-th object the program's process keeps for the
+                       judge, which holds a handle to it (_sandbox/calls.py)
     a list, dict or set met before in the same message
                        as {"r": k}: the k-th list, dict or set of the message, counted in
                        the order they open (so `[[0] * 3] * 3` stays one row three times, and a
@@ -56,6 +59,8 @@ class Refs:
     def __init__(self, objects=()):
         self.objects = list(objects)
         self.index = {id(obj): k for k, obj in enumerate(self.objects)}
+        self.keep = None  # the program's side: object -> its handle number (see _sandbox/calls.py)
+        self.handle = None  # number -> the object (program's side) or the judge's Handle
 
     def add(self, obj):
         self.index[id(obj)] = len(self.objects)
@@ -98,8 +103,17 @@ def encode(value, lenient=False, depth=0, refs=None):
         return {"g": [value.start, value.stop, value.step]}
     if hasattr(kind, "__next__") and hasattr(kind, "__iter__") and not lenient:  # a generator
         return {"it": [encode(item, lenient, depth, refs) for item in _items(value)]}
+    handle = getattr(value, "tts_handle", None)  # the judge's Handle of a program object
+    if type(handle) is int:
+        return {"h": handle}
     if lenient:  # _coerce returns an exact builtin type, so this recursion ends
-        return encode(_coerce(value), True, depth, refs)
+        try:
+            return encode(_coerce(value), True, depth, refs)
+        except NotPlain:
+            if refs.keep is None:
+                raise
+    if refs.keep is not None:  # an object that stays in the program's process
+        return {"h": refs.keep(value)}
     raise NotPlain(f"{_name(kind)} is not plain data")
 
 
@@ -150,6 +164,10 @@ def decode(tree, depth=0, refs=None):
         if type(body) is not int or not 0 <= body < len(refs.objects):
             raise NotPlain("malformed reference")
         return refs.objects[body]
+    if tag == "h":
+        if refs.handle is None or type(body) is not int:
+            raise NotPlain("malformed handle")
+        return refs.handle(body)
     try:
         if tag == "i" and type(body) is str:
             return int(body, 16)
