@@ -13,7 +13,8 @@ in a trusted judge process (not the caller's) where each of the program's functi
 the arguments go to the sandbox over a pipe, and what comes back is plain data, exact builtin
 types only (None, bool, int, float, complex, str, bytes, range and list/tuple/dict/set/frozenset
 of them, depth- and size-capped; an iterator as what it yields), rebuilt by the judge from
-bytes, shared references kept; anything else, subclasses included, is a handle (below). The program never sees a test, an expected value or a verdict, and
+bytes, shared references kept; anything else, subclasses included, is a handle (below).
+The program never sees a test, an expected value or a verdict, and
 holds no key: all it can do is answer a call wrongly. So introspection, bytecode surgery,
 patched builtins, `__eq__` tricks or a forged report change nothing but its own answers.
 Tests run as Python runs them (asserts raise, and/or/any/all short-circuit, messages evaluate on
