@@ -74,9 +74,15 @@ HONEST = [
     ("objects_of_the_programs_classes",
      "class Stack:\n    def __init__(self):\n        self.items = []\n"
      "    def push(self, x):\n        self.items.append(x)\n        return self\n"
-     "    def pop(self):\n        return self.items.pop()\n\ndef make():\n    return Stack()\n"
+     "    def pop(self):\n        return self.items.pop()\n"
+     "    def __len__(self):\n        return len(self.items)\n"
+     "    def __iter__(self):\n        return iter(self.items)\n"
+     "    def __getitem__(self, i):\n        return self.items[i]\n"
+     "\ndef make():\n    return Stack()\n"
      "\ndef adder(n):\n    return lambda x: x + n\n",
      ["s = Stack()\nassert s.push(1) is s and s.push(2).items == [1, 2] and s.pop() == 2",
+      "s = Stack().push(3).push(4)\nassert len(s) == 2 and list(s) == [3, 4] and s[1] == 4 and s",
+      "assert not Stack()",
       "assert make() is not make() and adder(2)(3) == 5"], None),
     ("answer_of_600k_ints",
      "def big(n):\n    return list(range(n))\n\ndef total(xs):\n    return sum(xs)\n",
@@ -113,7 +119,8 @@ HOSTILE = [
     ("object_equal_to_everything",
      "class Eq:\n    def __eq__(self, other):\n        return True\n    def __bool__(self):\n"
      "        return True\n\ndef f(x):\n    return Eq()\n",
-     ["assert f(1) == 2", "assert f(1)", "assert not f(1) != 2"], "f"),
+     ["assert f(1) == 2", "assert not f(1) != 2", "assert 2 in [f(1)]",
+      "assert f(1) in {2}"], "f"),
     ("raises_a_fake_assertion_error_subclass",
      "class Fine(AssertionError):\n    pass\n\ndef f(x):\n    raise Fine('ok')\n",
      ["assert f(1) == 2"], "f"),

@@ -5,8 +5,10 @@ handles for the program's objects that are not plain data.
 A handle stands in the judge for an object that stays in the program's process (an instance
 of the program's class, a closure): the tests may read its attributes and call it or its
 methods (each a call into the program), pass it back as an argument, and compare it by
-identity (one handle per object); it has no truth value, length, order or equality of its
-own (those would be the program's verdict on itself), so `assert make()` fails the call.
+identity (one handle per object), take its truth value, length, items and `h[key]` (each the
+program's answer, as a plain value of that kind would be). It has no equality, order, hash
+or `in` of its own: those would take the test's expected value to the program, which could
+then answer "equal" without knowing it; a handle is equal to itself only.
 """
 
 import builtins
@@ -65,15 +67,16 @@ class Channel:
         except wire["NotPlain"] as exc:
             raise _Fatal("tampered", f"broken message from the program {what}: {exc}") from None
 
-    def call(self, name, args, kwargs, handle=None, attr=None):
-        """The program's `name(*args, **kwargs)`; with a handle, the handle's object called, or
-        (attr) its attribute read."""
+    def call(self, name, args, kwargs, handle=None, attr=None, op=None):
+        """The program's `name(*args, **kwargs)`; with a handle, the handle's object called,
+        (attr) its attribute read, or (op) bool, len, iter or getitem of it."""
         if self.fatal is not None:
             self.fail(f"{name}() not called: {self.fatal.detail}")
         wire, what = self.wire, f"in a call to {name}()"
         refs = wire["Refs"]()  # the arguments' lists, dicts and sets, as the program sees them
         wrapper = [list(args), kwargs]
-        request = {"call": name} if handle is None else {"handle": handle, "attr": attr}
+        request = {"call": name} if handle is None else {"handle": handle, "attr": attr,
+                                                          "op": op}
         try:
             request["args"] = wire["encode"](wrapper, False, 0, refs)
             frame = wire["dumps"](request)
@@ -217,8 +220,23 @@ class Handle:
     def __call__(self, *args, **kwargs):
         return self._channel.call(f"<object {self.tts_handle}>", args, kwargs, self.tts_handle)
 
+    def _op(self, op, *args):
+        return self._channel.call(f"{op}(<object {self.tts_handle}>)", args, {},
+                                  self.tts_handle, None, op)
+
     def __bool__(self):
-        self._channel.fail("a program object has no truth value in a test")
+        value = self._op("bool")
+        return value if type(value) is bool else self._channel.fail("bool() is not a bool")
+
+    def __len__(self):
+        value = self._op("len")
+        return value if type(value) is int else self._channel.fail("len() is not an int")
+
+    def __iter__(self):
+        return iter(self._op("iter"))
+
+    def __getitem__(self, key):
+        return self._op("getitem", key)
 
     def __repr__(self):
         return f"<program object {self.tts_handle}>"

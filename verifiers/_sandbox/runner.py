@@ -166,6 +166,9 @@ def _contents(wire, obj, lenient, refs):
     return {"s": [encode(item, lenient, 1, refs) for item in obj]}
 
 
+_OPS = {"bool": bool, "len": len, "iter": list, "getitem": lambda obj, key: obj[key]}
+
+
 def _raised(wire, exc):
     """The answer for an exception: its nearest builtin class, message and args."""
     try:
@@ -210,6 +213,7 @@ def _answer(namespace, request, wire, lenient, kept):
     name = request.get("call")
     pair = wire["decode"](request["args"], 0, refs)
     args, kwargs = pair
+    op = request.get("op")
     if name is None:
         target, attr = kept.get(request["handle"]), request.get("attr")
     elif name not in namespace:
@@ -221,7 +225,10 @@ def _answer(namespace, request, wire, lenient, kept):
     watched = [(k, obj, _snapshot(obj)) for k, obj in enumerate(refs.objects)
                if type(obj) in _MUTABLE and id(obj) not in outer]
     try:
-        result = target(*args, **kwargs) if attr is None else getattr(target, str(attr))
+        if op is not None:  # what a plain value of that kind gives: the test's own ops
+            result = _OPS[op](target, *args)
+        else:
+            result = target(*args, **kwargs) if attr is None else getattr(target, str(attr))
     except BaseException as exc:
         return _raised(wire, exc)
     try:
