@@ -194,9 +194,8 @@ def _proxy(channel, name):
         return channel.call(name, args, kwargs)
 
     call.__name__ = call.__qualname__ = name
+    call.tts_program_function = name  # as an argument: the program's own function (wire.py)
     return call
-
-
 
 
 class Handle:

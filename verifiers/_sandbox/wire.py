@@ -14,6 +14,8 @@ JSON. Values are plain data only, exact builtin types, written as a JSON tree:
     an iterator (a generator, map, zip...)
                        as {"it": [...]}, what it yields (an endless one is refused), and
                        arrives as an iterator over those items
+    a function of the program (the judge's proxy of it, as an argument)
+                       as {"fn": name}: the program's own global of that name
     an object that is none of these (the program's side only)
                        as {"h": k}: the k-th object the program's process keeps for the
                        judge, which holds a handle to it (_sandbox/calls.py)
@@ -61,6 +63,7 @@ class Refs:
         self.index = {id(obj): k for k, obj in enumerate(self.objects)}
         self.keep = None  # the program's side: object -> its handle number (see _sandbox/calls.py)
         self.handle = None  # number -> the object (program's side) or the judge's Handle
+        self.function = None  # the program's side: a global's name -> the program's function
 
     def add(self, obj):
         self.index[id(obj)] = len(self.objects)
@@ -106,6 +109,9 @@ def encode(value, lenient=False, depth=0, refs=None):
     handle = getattr(value, "tts_handle", None)  # the judge's Handle of a program object
     if type(handle) is int:
         return {"h": handle}
+    function = getattr(value, "tts_program_function", None)  # the judge's proxy of one
+    if type(function) is str:
+        return {"fn": function}
     if lenient:  # _coerce returns an exact builtin type, so this recursion ends
         try:
             return encode(_coerce(value), True, depth, refs)
@@ -168,6 +174,10 @@ def decode(tree, depth=0, refs=None):
         if refs.handle is None or type(body) is not int:
             raise NotPlain("malformed handle")
         return refs.handle(body)
+    if tag == "fn":
+        if refs.function is None or type(body) is not str:
+            raise NotPlain("malformed function")
+        return refs.function(body)
     try:
         if tag == "i" and type(body) is str:
             return int(body, 16)
