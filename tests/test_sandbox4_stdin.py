@@ -107,3 +107,18 @@ def test_unit_test_scorer_rates_stdin_problems(problems):
     nodes = [Node(parent=root, step=Step(f"```python\n{text}```", (1,), (0.0,), "eos"))
              for text in (SUM, "print(6)\n", "print(7)\n")]
     assert UnitTestScorer().score(problem, nodes) == [1.0, 1.0, 0.0]
+
+
+def test_loader_reads_the_original_folders(tmp_path):
+    folder = tmp_path / "0007"
+    folder.mkdir()
+    (folder / "question.txt").write_text("Print the input doubled.")
+    (folder / "input_output.json").write_text('{"inputs": ["2\\n", "5\\n"], "outputs": ["4\\n", "10\\n"]}')
+    (folder / "solutions.json").write_text('["print(2 * int(input()))"]')
+    (folder / "metadata.json").write_text('{"difficulty": "introductory", "url": "u"}')
+    (problem,) = apps.load(tmp_path)
+    assert problem.id == "apps/0007" and problem.metadata["difficulty"] == "introductory"
+    assert len(problem.tests) == 1 and len(problem.hidden_tests) == 2
+    assert run_tests(problem.metadata["solutions"][0], problem.hidden_tests).passed_all
+    with pytest.raises(ValueError, match="equally long"):
+        apps.from_row({"question": "q", "input_output": {"inputs": ["1"], "outputs": []}})
