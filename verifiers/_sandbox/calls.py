@@ -21,18 +21,18 @@ _EXCEPTIONS = {name: cls for name, cls in vars(builtins).items()
 
 
 
-class _CallFailed(BaseException):
+class CallFailed(BaseException):
     """A call that fails its test whatever the test does with it (BaseException: a test's
     `except Exception` does not swallow it; the judge records it besides)."""
 
 
-class _Fatal(Exception):
+class Fatal(Exception):
     def __init__(self, error, detail):
         super().__init__(detail)
         self.error, self.detail = error, detail
 
 
-def _describe(exc):
+def describe(exc):
     try:
         name, message = type(exc).__name__, str(exc)
         text = f"{name}: {message}" if message else name
@@ -49,7 +49,7 @@ class Channel:
         self.answers = wire["Reader"](response_fd, budget=True)
         self.timeout, self.call_timeout = timeout, call_timeout
         self.deadline = None  # set when the program is ready
-        self.fatal = None  # _Fatal once the program can no longer be called
+        self.fatal = None  # Fatal once the program can no longer be called
         self.violations = []  # reasons the current test fails, whatever it caught
         self.handles, self.issued = {}, 0  # Handle by number; numbers the program gave so far
         for fd in (request_fd, response_fd):
@@ -61,11 +61,11 @@ class Channel:
             return wire["loads"](self.answers.frame(deadline))
         except TimeoutError:
             limit = limit or f"time limit of {self.timeout:g}s"
-            raise _Fatal("timeout", f"{limit} exceeded {what}") from None
+            raise Fatal("timeout", f"{limit} exceeded {what}") from None
         except EOFError:
-            raise _Fatal("exited", f"the program's process ended {what}") from None
+            raise Fatal("exited", f"the program's process ended {what}") from None
         except wire["NotPlain"] as exc:
-            raise _Fatal("tampered", f"broken message from the program {what}: {exc}") from None
+            raise Fatal("tampered", f"broken message from the program {what}: {exc}") from None
 
     def call(self, name, args, kwargs, handle=None, attr=None, op=None):
         """The program's `name(*args, **kwargs)`; with a handle, the handle's object called,
@@ -98,11 +98,11 @@ class Channel:
             try:
                 wire["write_frame"](self.request_fd, frame, deadline)
             except TimeoutError:
-                raise _Fatal("timeout", f"{limit} exceeded {what}") from None
+                raise Fatal("timeout", f"{limit} exceeded {what}") from None
             except OSError:
-                raise _Fatal("exited", f"the program's process ended {what}") from None
+                raise Fatal("exited", f"the program's process ended {what}") from None
             answer = self.receive(deadline, what, limit)
-        except _Fatal as fatal:
+        except Fatal as fatal:
             self.fatal = fatal
             self.fail(fatal.detail)
         return answer
@@ -149,7 +149,7 @@ class Channel:
 
     def fail(self, reason):
         self.violations.append(reason)
-        raise _CallFailed(reason)
+        raise CallFailed(reason)
 
 
 def _exception(wire, answer):
@@ -189,7 +189,7 @@ def _refill(target, value):
         target.update(value)
 
 
-def _proxy(channel, name):
+def proxy(channel, name):
     def call(*args, **kwargs):
         return channel.call(name, args, kwargs)
 

@@ -36,7 +36,7 @@ import sys
 import time
 
 if "Channel" not in globals():  # read alone (linters): calls.py is exec'd in front of this
-    from verifiers._sandbox.calls import Channel, _CallFailed, _describe, _Fatal, _proxy
+    from verifiers._sandbox.calls import CallFailed, Channel, Fatal, describe, proxy
 
 _HIDDEN = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter",
                      "turtle", "turtledemo", "test"})  # standard modules with effects on import
@@ -78,7 +78,7 @@ def _bindings(channel, names, entry_point, used):
                                        or name not in used or what != "call"):
             continue
         if what == "call":
-            callables[name] = _proxy(channel, name)
+            callables[name] = proxy(channel, name)
         elif name not in used:
             continue
         elif type(what) is dict and type(what.get("module")) is str:
@@ -94,7 +94,7 @@ def _bindings(channel, names, entry_point, used):
         elif type(what) is dict and "value" in what:
             values[name] = what["value"]
     if entry_point is not None:  # always the program's: a NameError if it defines none
-        callables[entry_point] = _proxy(channel, entry_point)
+        callables[entry_point] = proxy(channel, entry_point)
 
     def fresh():
         ns = {"__name__": "__main__", "__builtins__": builtins, **modules, **callables,
@@ -127,7 +127,7 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
     try:
         _confine(config, parent)
     except BaseException as exc:
-        sys.stderr.write(f"judge setup failed: {_describe(exc)}\n")
+        sys.stderr.write(f"judge setup failed: {describe(exc)}\n")
         os._exit(70)
     channel = Channel(wire, request_fd, response_fd, config["timeout"], config["call_timeout"])
     compiled = []
@@ -135,7 +135,7 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         try:
             compiled.append(compile(source, f"<test {i}>", "exec", dont_inherit=True))
         except BaseException as exc:  # a broken test fails alone
-            compiled.append(_describe(exc))
+            compiled.append(describe(exc))
     try:
         ready = channel.receive(time.monotonic() + config["startup"], "before it started")
         channel.deadline = time.monotonic() + config["timeout"]
@@ -145,7 +145,7 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         report(kind="program", status=str(status), reason=str(loaded.get("reason", ""))[:600])
         if status != "ok":
             return report(kind="end", error=None, detail="")
-    except _Fatal as fatal:
+    except Fatal as fatal:
         return report(kind="end", error=fatal.error, detail=fatal.detail)
     except (AttributeError, TypeError):
         return report(kind="end", error="tampered", detail="broken message from the program")
@@ -167,7 +167,7 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             exec(test, namespace)
             status, reason = "pass", ""
         except BaseException as exc:
-            status, reason = _status_of(exc), _describe(exc)
+            status, reason = _status_of(exc), describe(exc)
         if channel.violations:  # even if the test caught the exception
             status, reason = "fail", channel.violations[0][:600]
         report(kind="test", index=i, status=status, reason=reason)
@@ -194,7 +194,7 @@ def _judge_cases(channel, config, report):
         try:
             answer = channel.exchange(wire["dumps"]({"stdin": given}), f"on case {i}")
             if type(answer) is not dict:
-                raise _CallFailed("broken answer")
+                raise CallFailed("broken answer")
             printed, error = answer.get("stdout"), answer.get("error")
             if "bad" in answer or type(printed) is not str:
                 status, reason = "fail", str(answer.get("bad", "broken answer"))[:600]
@@ -204,7 +204,7 @@ def _judge_cases(channel, config, report):
                 status, reason = "pass", ""
             else:
                 status, reason = "fail", f"case {i}: wrong output"
-        except _CallFailed as exc:
+        except CallFailed as exc:
             status, reason = "fail", str(exc)[:600]
         report(kind="test", index=i, status=status, reason=reason)
         if channel.fatal is not None:
