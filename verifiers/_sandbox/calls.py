@@ -122,7 +122,7 @@ class Channel:
         if "ok" not in answer:
             self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
         ours = len(refs.objects)
-        out = wire["Refs"](refs.objects)
+        out = refs  # the answer counts on from the arguments' containers
         out.handle = self.handle
         try:
             value = wire["decode"](answer["ok"], 0, out)

@@ -166,13 +166,6 @@ def _contents(wire, obj, lenient, refs):
     return {"s": [encode(item, lenient, 1, refs) for item in obj]}
 
 
-def _global(namespace, name, wire):
-    """The program's global function `name` (a test passed the judge's proxy of it)."""
-    if not callable(namespace.get(name)):
-        raise wire["NotPlain"](f"no function {name!r} in the program")
-    return namespace[name]
-
-
 _OPS = {"bool": bool, "len": len, "iter": list, "getitem": lambda obj, key: obj[key]}
 
 
@@ -194,8 +187,15 @@ def _raised(wire, exc):
 class _Kept:
     """The objects this process keeps for the judge (its handles name them by number)."""
 
-    def __init__(self, wire):
+    def __init__(self, wire, namespace):
         self.objects, self.numbers, self.not_plain = [], {}, wire["NotPlain"]
+        self.namespace = namespace
+
+    def function(self, name):
+        """The program's global function `name` (a test passed the judge's proxy of it)."""
+        if not callable(self.namespace.get(name)):
+            raise self.not_plain(f"no function {name!r} in the program")
+        return self.namespace[name]
 
     def keep(self, obj):
         number = self.numbers.get(id(obj))
@@ -216,8 +216,7 @@ def _answer(namespace, request, wire, lenient, kept):
     the new contents of each argument list, dict or set the call changed. A request with a
     handle calls the kept object, or (attr) reads its attribute."""
     refs = wire["Refs"]()
-    refs.handle = kept.get
-    refs.function = lambda global_name: _global(namespace, global_name, wire)
+    refs.handle, refs.function = kept.get, kept.function
     name = request.get("call")
     pair = wire["decode"](request["args"], 0, refs)
     args, kwargs = pair
@@ -240,7 +239,7 @@ def _answer(namespace, request, wire, lenient, kept):
     except BaseException as exc:
         return _raised(wire, exc)
     try:
-        out = wire["Refs"](refs.objects)
+        out = refs  # the answer counts on from the arguments' containers
         out.keep = None if lenient else kept.keep
         answer = {"ok": wire["encode"](result, lenient, 0, out)}
         answer["mutated"] = [[k, _contents(wire, obj, lenient, out)]
@@ -334,7 +333,7 @@ def main(config, wire, fds):
     _send(wire, response_fd, {"loaded": status, "reason": reason, "names": names})
     if status != "ok":
         _exit(0)
-    kept = _Kept(wire)
+    kept = _Kept(wire, namespace)
     while True:
         try:
             request = wire["loads"](requests.frame())

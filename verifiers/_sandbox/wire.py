@@ -160,7 +160,7 @@ def decode(tree, depth=0, refs=None):
     depth += 1
     if kind is list:
         out = []
-        refs.objects.append(out)
+        refs.add(out)
         out.extend(decode(item, depth, refs) for item in tree)
         return out
     if kind is not dict or len(tree) != 1:
@@ -197,14 +197,14 @@ def decode(tree, depth=0, refs=None):
             if not all(type(pair) is list and len(pair) == 2 for pair in body):
                 raise NotPlain("malformed dict")
             table = {}
-            refs.objects.append(table)
+            refs.add(table)
             for k, v in body:  # TypeError: unhashable
                 key = decode(k, depth, refs)
                 table[key] = decode(v, depth, refs)
             return table
         if tag == "s":
             made = set()
-            refs.objects.append(made)
+            refs.add(made)
             made.update(decode(item, depth, refs) for item in body)
             return made
         items = [decode(item, depth, refs) for item in body]
