@@ -10,6 +10,11 @@ program already run for the same problem and tests is answered from a cache with
 
 Which program a solution text means: verifiers.grade.program_of.
 
+Stdin/stdout problems (APPS, CodeContests: problems.apps) carry their cases as tests made by
+verifiers.code.stdin_case; run_tests judges those with run_io (the program reads each case's
+input, its output is compared whitespace-normalised, each case under its time limit), so the
+reward is the share of public cases answered right, and PG-TD searches on them unchanged.
+
 Every search it scores for records the sandbox its programs ran in on its meter (Meter.notes,
 so Result.stats["sandbox"]): {"isolation": the report's layers, e.g. "bwrap,seccomp,rlimits",
 "gaps": what that mode does not isolate here, verifiers.code.rlimits_gaps() under the

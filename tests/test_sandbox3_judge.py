@@ -84,22 +84,21 @@ def _judged(mode: str, program: str, test: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize(("shape", "count", "test"), [
-    # one frame just under MESSAGE_MAX: 390 MiB of objects before, refused unparsed now
-    (b"{}", 5_000_000, "assert add(1, 2) == 3"),
-    # a stream of frames each under COST_MAX, every answer kept by the test
-    (b"[]", 200_000, "kept = [add(i, 1) for i in range(40)]\nassert kept[0] == 2"),
+@pytest.mark.parametrize(("shape", "count", "test", "error", "bound"), [
+    # one frame just under MESSAGE_MAX: 390 MiB of objects before, refused unparsed now: the
+    # judge holds its baseline and a frame's bytes
+    (b"{}", 5_000_000, "assert add(1, 2) == 3", {"tampered"}, 48 + 3 * wire.MESSAGE_MAX / 2**20),
+    # a stream of frames each under COST_MAX, every answer kept by the test: the judge's
+    # address space (RLIMIT_AS, 1 GiB here) bounds it, and its CPU the run's clock: a
+    # recorded "memory" or "timeout" error, whichever comes first on the machine
+    (b"[]", 1_500_000, "kept = [add(i, 1) for i in range(40)]\nassert kept[0] == 2",
+     {"memory", "timeout"}, 1024 + 64),
 ])
 def test_a_hostile_stream_of_frames_is_a_recorded_error_not_a_grown_judge(mode, shape, count,
-                                                                        test):
+                                                                        test, error, bound):
     program = FLOOD.replace("SHAPE", repr(shape)).replace("COUNT", str(count))
     result = _judged(mode, program, test)
-    assert result["error"] == "tampered" and result["passed"] == 0, result
-    assert "cost" in result["detail"], result
-    # the judge stayed far below what parsing the answers takes (390 MiB for the first):
-    # its baseline, a frame's bytes read, and objects capped at RUN_COST_MAX (a bound
-    # twice the measured cost)
-    bound = 48 + 3 * wire.MESSAGE_MAX / 2**20 + wire.RUN_COST_MAX / 2**21
+    assert result["error"] in error and result["passed"] == 0, result
     assert result["judge_max_rss_mib"] < bound, result
 
 

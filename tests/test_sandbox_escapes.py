@@ -110,12 +110,15 @@ def test_no_learning_across_runs(mode):
 CALLS_SEEN = "def f(x):\n    print('called', x)\n    return {answer}\n"
 
 
-def test_calls_do_not_depend_on_earlier_answers():
-    """The program sees every call of a test whether its first answer was right or wrong."""
-    tests = ["assert f(1) == 1\nassert f(2) == 1\nfor i in range(3, 5):\n    assert f(i) == 1"]
+def test_a_wrong_answer_ends_its_test_and_its_process():
+    """As in Python, a failed assert ends its test; the test after it gets a new process, so
+    the program never sees that a test stopped early."""
+    tests = ["assert f(1) == 1\nassert f(2) == 1\nfor i in range(3, 5):\n    assert f(i) == 1",
+             "assert f(9) == 1"]
     right = run_tests(CALLS_SEEN.format(answer=1), tests, entry_point="f")
     wrong = run_tests(CALLS_SEEN.format(answer=0), tests, entry_point="f")
-    assert right.output == wrong.output == "".join(f"called {i}\n" for i in range(1, 5))
+    assert right.output == "".join(f"called {i}\n" for i in (1, 2, 3, 4, 9))
+    assert wrong.output == "called 1\ncalled 9\n"
     assert not wrong.passed_all and wrong.results[0].reason == "AssertionError"
 
 

@@ -9,6 +9,7 @@ import pytest
 import test_sandbox
 from test_sandbox import _mode_available
 
+import problems.humaneval  # noqa: F401 - at import: it sets the OpenMP environment once
 from verifiers.code import Isolation, rlimits_gaps, run_tests
 
 # the shared fixtures (pytest finds fixtures by their names in the test's module)

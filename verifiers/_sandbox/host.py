@@ -191,6 +191,7 @@ class Run:
     returncode: int = 0  # the sandbox's exit status; -n for a signal n
     exited: bool = False  # the sandbox exited by itself (else the caller killed it)
     gaps: tuple[str, ...] = ()  # what the mode does not isolate here (TestReport.gaps)
+    ready_at: float | None = None  # time.monotonic() when the program was ready
 
 
 def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: bool,
@@ -206,7 +207,7 @@ def start(run: Run, program_payload: dict, judge_payload: dict, site_packages: b
     info_r, info_w = os.pipe() if run.mode != "rlimits" else (-1, -1)
     parent, started = os.getpid(), False
     try:
-        judge_payload["main_source"] = compiled("judge.py")
+        judge_payload["main_source"] = compiled("calls.py", "judge.py")
         program_payload["main_source"] = compiled("runner.py")
         run.judge = _popen(_interpreter(site_packages, "judge"), judge_payload,
                            [request_w, answer_r, results_w, parent], judge_out_w,
@@ -320,6 +321,7 @@ def collect(run: Run, results_fd: int, output_fds: tuple[int, int], timeout: flo
                 for line in lines:
                     run.records.append(json.loads(line))  # the judge is trusted
                     if run.records[-1].get("kind") == "ready":
+                        run.ready_at = time.monotonic()
                         deadline = time.monotonic() + timeout + JUDGE_SLACK
     # what the program printed before its last answer is in the pipe already; a program
     # still writing is not waited for (bounded reads, only while there is room to keep)

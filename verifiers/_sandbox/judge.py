@@ -18,149 +18,29 @@ as a normal exception (SystemExit, StopIteration: `map` would swallow it). A bui
 the program raised is re-raised here with its type and message. A call that times out, a
 program that dies or breaks the protocol ends the run: the remaining tests are not run.
 
-A test's asserts run by asserts.py's rule (its source travels in the payload): no code of the
-test runs, or runs differently, because an answer was wrong. The judge's own limits: its
+A test runs as Python runs it (its asserts raise, `and`/`or`/any()/all() short-circuit). No
+test sees another's calls: the caller gives a run only tests whose calls cannot depend on a
+verdict, and at most one test whose calls can, last (asserts.py). Stdin mode (`cases`): each
+case's input is sent in turn, whatever the verdicts, and the output compared here. The
+judge's own limits: its
 address space, CPU time (RLIMIT_CPU past the run's clock), and what the program's answers may
 cost it (wire.py: each frame's cost checked before parsing, the run's frames and cost capped).
 
+The calls into the program (Channel, proxies, handles) are calls.py's, exec'd in front of this.
 The results go to the parent as JSON lines on RESULT_FD: ready, program, one per test, end.
 """
 
-import _ast
 import builtins
 import os
 import sys
 import time
 
+if "Channel" not in globals():  # read alone (linters): calls.py is exec'd in front of this
+    from verifiers._sandbox.calls import CallFailed, Channel, Fatal, describe, proxy
+
 _HIDDEN = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter",
                      "turtle", "turtledemo", "test"})  # standard modules with effects on import
-_EXCEPTIONS = {name: cls for name, cls in vars(builtins).items()
-               if isinstance(cls, type) and issubclass(cls, Exception)
-               and not issubclass(cls, (StopIteration, StopAsyncIteration))}
-
-
-class _CallFailed(BaseException):
-    """A call that fails its test whatever the test does with it (BaseException: a test's
-    `except Exception` does not swallow it; the judge records it besides)."""
-
-
-class _Fatal(Exception):
-    def __init__(self, error, detail):
-        super().__init__(detail)
-        self.error, self.detail = error, detail
-
-
-def _describe(exc):
-    try:
-        name, message = type(exc).__name__, str(exc)
-        text = f"{name}: {message}" if message else name
-        return text if len(text) <= 600 else text[:600] + "..."
-    except BaseException:
-        return "<unprintable exception>"
-
-
-class Channel:
-    """Calls into the program, one at a time, under the run's clock."""
-
-    def __init__(self, wire, request_fd, response_fd, timeout, call_timeout):
-        self.wire, self.request_fd = wire, request_fd
-        self.answers = wire["Reader"](response_fd, budget=True)
-        self.timeout, self.call_timeout = timeout, call_timeout
-        self.deadline = None  # set when the program is ready
-        self.fatal = None  # _Fatal once the program can no longer be called
-        self.violations = []  # reasons the current test fails, whatever it caught
-        for fd in (request_fd, response_fd):
-            os.set_blocking(fd, False)
-
-    def receive(self, deadline, what, limit=None):
-        wire = self.wire
-        try:
-            return wire["loads"](self.answers.frame(deadline))
-        except TimeoutError:
-            limit = limit or f"time limit of {self.timeout:g}s"
-            raise _Fatal("timeout", f"{limit} exceeded {what}") from None
-        except EOFError:
-            raise _Fatal("exited", f"the program's process ended {what}") from None
-        except wire["NotPlain"] as exc:
-            raise _Fatal("tampered", f"broken message from the program {what}: {exc}") from None
-
-    def call(self, name, args, kwargs):
-        if self.fatal is not None:
-            self.fail(f"{name}() not called: {self.fatal.detail}")
-        wire, what = self.wire, f"in a call to {name}()"
-        try:
-            frame = wire["dumps"]({"call": name, "args": wire["encode"](list(args)),
-                                   "kwargs": wire["encode"](kwargs)})
-        except (wire["NotPlain"], RecursionError) as exc:
-            self.fail(f"argument of {name}() is not plain data ({exc})")
-        deadline, limit = self.deadline, f"time limit of {self.timeout:g}s"
-        assert deadline is not None  # calls start after the program is ready
-        if self.call_timeout is not None and time.monotonic() + self.call_timeout < deadline:
-            deadline = time.monotonic() + self.call_timeout
-            limit = f"call time limit of {self.call_timeout:g}s"
-        try:
-            try:
-                wire["write_frame"](self.request_fd, frame, deadline)
-            except TimeoutError:
-                raise _Fatal("timeout", f"{limit} exceeded {what}") from None
-            except OSError:
-                raise _Fatal("exited", f"the program's process ended {what}") from None
-            answer = self.receive(deadline, what, limit)
-        except _Fatal as fatal:
-            self.fatal = fatal
-            self.fail(fatal.detail)
-        return self.unpack(name, answer, args, kwargs)
-
-    def unpack(self, name, answer, args, kwargs):
-        """The value (or exception) of the program's answer; the call fails if it is not one."""
-        wire = self.wire
-        if type(answer) is not dict:
-            self.fail(f"broken answer from {name}()")
-        if "raise" in answer:
-            kind, message = answer["raise"] if type(answer["raise"]) is list else (None, None)
-            cls = _EXCEPTIONS.get(kind) if type(kind) is str else None
-            if cls is None or type(message) is not str:
-                self.fail(f"{name}() raised {str(kind)[:100]}: {str(message)[:500]}")
-            try:
-                exc = cls(message)
-            except Exception:
-                exc = RuntimeError(f"{kind}: {message}")
-            if answer.get("subclass") is True:  # the program's own class, re-raised as its base
-                exc.tts_program_subclass = True  # type: ignore[attr-defined]
-            raise exc
-        if "ok" not in answer:
-            self.fail(str(answer.get("bad", f"broken answer from {name}()"))[:600])
-        try:
-            value = wire["decode"](answer["ok"])
-            for key, tree in answer.get("mutated", []):
-                target = args[key] if type(key) is int else kwargs[key]
-                _refill(target, wire["decode"](tree))
-        except (wire["NotPlain"], TypeError, LookupError, ValueError) as exc:
-            self.fail(f"{name}() returned data that is not plain ({exc})")
-        return value
-
-    def fail(self, reason):
-        self.violations.append(reason)
-        raise _CallFailed(reason)
-
-
-def _refill(target, value):
-    """Give an argument the program changed its new contents, in place, as a call would."""
-    if type(target) is not type(value) or type(target) not in (list, dict, set):
-        raise TypeError("an argument changed type")
-    if type(target) is list:
-        target[:] = value
-    else:
-        target.clear()
-        target.update(value)
-
-
-def _proxy(channel, name):
-    def call(*args, **kwargs):
-        return channel.call(name, args, kwargs)
-
-    call.__name__ = call.__qualname__ = name
-    return call
+_OWN = "\0own"  # in fresh()'s namespace: the names it binds to the program
 
 
 def _status_of(exc):
@@ -185,11 +65,20 @@ def _bindings(channel, names, entry_point, used):
     Modules and values are bound only where some test names them (`used`)."""
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     callables, modules, values = {}, {}, {}
+    # a program function named like a builtin is the one under test where the test says so:
+    # the entry point, or, with none, where the tests call no other function of the program
+    # (`assert max(1, 2) == 2`); elsewhere the name is the builtin the test means (its `abs`
+    # in `abs(candidate(x) - y) < 1e-6`)
+    plain_calls = {n for n, what in names.items() if what == "call" and n in used
+                   and n not in vars(builtins)}
     for name, what in names.items():
-        if type(name) is not str or (name in vars(builtins) and name != entry_point):
-            continue  # a program global shadowing a builtin is not what tests mean
+        if type(name) is not str:
+            continue
+        if name in vars(builtins) and (entry_point is not None or plain_calls
+                                       or name not in used or what != "call"):
+            continue
         if what == "call":
-            callables[name] = _proxy(channel, name)
+            callables[name] = proxy(channel, name)
         elif name not in used:
             continue
         elif type(what) is dict and type(what.get("module")) is str:
@@ -204,11 +93,12 @@ def _bindings(channel, names, entry_point, used):
                     pass
         elif type(what) is dict and "value" in what:
             values[name] = what["value"]
-    if entry_point is not None and entry_point in names:
-        callables[entry_point] = _proxy(channel, entry_point)  # always the program's, by call
+    if entry_point is not None:  # always the program's: a NameError if it defines none
+        callables[entry_point] = proxy(channel, entry_point)
 
     def fresh():
-        ns = {"__name__": "__main__", "__builtins__": builtins, **modules, **callables}
+        ns = {"__name__": "__main__", "__builtins__": builtins, **modules, **callables,
+              _OWN: {*callables, *values}}
         for name, tree in values.items():
             try:
                 ns[name] = channel.wire["decode"](tree)
@@ -237,19 +127,15 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
     try:
         _confine(config, parent)
     except BaseException as exc:
-        sys.stderr.write(f"judge setup failed: {_describe(exc)}\n")
+        sys.stderr.write(f"judge setup failed: {describe(exc)}\n")
         os._exit(70)
     channel = Channel(wire, request_fd, response_fd, config["timeout"], config["call_timeout"])
-    rules: dict = {"__name__": "sandbox_asserts"}  # how asserts run: asserts.py
-    exec(config["asserts_source"], rules)
     compiled = []
     for i, source in enumerate(config["tests"]):
         try:
-            tree = compile(source, f"<test {i}>", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-            compiled.append(compile(rules["record_asserts"](tree), f"<test {i}>", "exec",
-                                    dont_inherit=True))
+            compiled.append(compile(source, f"<test {i}>", "exec", dont_inherit=True))
         except BaseException as exc:  # a broken test fails alone
-            compiled.append(_describe(exc))
+            compiled.append(describe(exc))
     try:
         ready = channel.receive(time.monotonic() + config["startup"], "before it started")
         channel.deadline = time.monotonic() + config["timeout"]
@@ -259,10 +145,12 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
         report(kind="program", status=str(status), reason=str(loaded.get("reason", ""))[:600])
         if status != "ok":
             return report(kind="end", error=None, detail="")
-    except _Fatal as fatal:
+    except Fatal as fatal:
         return report(kind="end", error=fatal.error, detail=fatal.detail)
     except (AttributeError, TypeError):
         return report(kind="end", error="tampered", detail="broken message from the program")
+    if config["cases"] is not None:
+        return _judge_cases(channel, config, report)
     used = set().union(*(_names_in(t) for t in compiled if not isinstance(t, str)))
     fresh = _bindings(channel, loaded.get("names") or {}, config["entry_point"], used)
     for i, test in enumerate(compiled):
@@ -270,15 +158,16 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             report(kind="test", index=i, status="fail", reason=f"test does not compile: {test}")
             continue
         channel.violations.clear()
-        asserts = rules["Asserts"](_status_of, _describe)
-        try:
-            exec(test, {**fresh(), rules["NAME"]: asserts, "all": rules["eager_all"],
-                        "any": rules["eager_any"]})
+        namespace = fresh()
+        if not _names_in(test) & namespace.pop(_OWN):
+            report(kind="test", index=i, status="fail",
+                   reason="the test uses no name of the program (so it tests nothing of it)")
+            continue
+        try:  # as Python runs it: its asserts raise, its and/or/any/all short-circuit
+            exec(test, namespace)
             status, reason = "pass", ""
         except BaseException as exc:
-            status, reason = _status_of(exc), _describe(exc)
-        if asserts.failures:
-            status, reason = asserts.failures[0]
+            status, reason = _status_of(exc), describe(exc)
         if channel.violations:  # even if the test caught the exception
             status, reason = "fail", channel.violations[0][:600]
         report(kind="test", index=i, status=status, reason=reason)
@@ -286,6 +175,40 @@ def _judge(config, wire, request_fd, response_fd, result_fd, parent):
             break
     sys.stdout.flush()
     sys.stderr.flush()
+    fatal = channel.fatal
+    report(kind="end", error=fatal and fatal.error, detail=fatal.detail if fatal else "")
+
+
+def _normalised(text):
+    """Output as judges of stdin/stdout problems compare it: its whitespace-separated tokens."""
+    return text.split()
+
+
+def _judge_cases(channel, config, report):
+    """Stdin mode: each case's input goes to the program, which runs it as __main__; what it
+    printed is compared here with the expected output (whitespace-normalised). Every case is
+    sent whatever the verdicts before it: nothing the program sees depends on one."""
+    wire, limit = channel.wire, config["case_timeout"]
+    for i, (given, expected) in enumerate(config["cases"]):
+        channel.call_timeout = limit
+        try:
+            answer = channel.exchange(wire["dumps"]({"stdin": given}), f"on case {i}")
+            if type(answer) is not dict:
+                raise CallFailed("broken answer")
+            printed, error = answer.get("stdout"), answer.get("error")
+            if "bad" in answer or type(printed) is not str:
+                status, reason = "fail", str(answer.get("bad", "broken answer"))[:600]
+            elif error is not None:
+                status, reason = "fail", f"case {i}: {str(error)[:580]}"
+            elif _normalised(printed) == _normalised(expected):
+                status, reason = "pass", ""
+            else:
+                status, reason = "fail", f"case {i}: wrong output"
+        except CallFailed as exc:
+            status, reason = "fail", str(exc)[:600]
+        report(kind="test", index=i, status=status, reason=reason)
+        if channel.fatal is not None:
+            break
     fatal = channel.fatal
     report(kind="end", error=fatal and fatal.error, detail=fatal.detail if fatal else "")
 

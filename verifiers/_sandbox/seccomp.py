@@ -20,12 +20,15 @@ once confined. Why each family is allowed:
   system clocks and its own CPU clocks only (ids 0-11: no other process's CPU time).
 - itself: getpid, gettid, getppid, get[e]uid, get[e]gid, getgroups, uname, getrusage, times,
   sched_getaffinity (pid 0 or its own), prlimit64 (read its own limits only), getrandom,
-  sched_yield, futex, rt_sigprocmask, rt_sigreturn, kill and tgkill (itself only: abort),
+  sched_yield, futex (FUTEX_PRIVATE_FLAG only: a shared futex is keyed by the file page it
+  sits on, so two runs mapping the same interpreter image could wait and wake each other),
+  rt_sigprocmask, rt_sigreturn, kill and tgkill (itself only: abort),
   exit, exit_group.
 - writing its tmpfs (runner under bwrap/unshare only, where /tmp and /work are size-capped
   tmpfs that die with the run): openat for writing, pwrite64, ftruncate, fsync, fdatasync,
   mkdir(at), rmdir, unlink(at), rename(at,at2), symlink(at), chmod, fchmod, fchmodat,
-  utimensat, chdir, fchdir.
+  utimensat, chdir, fchdir; ftruncate in every role (read-only roles have no writable file
+  but the stdin memfd, made before the filter: a case's input is written there).
 - judge only: poll (its pipes to the program, with a deadline).
 
 Denied by omission, among others: processes and threads (clone, fork, exec), sockets and
@@ -63,9 +66,9 @@ _PLAIN = (  # allowed whatever the arguments (see the module docstring)
     "faccessat2", "getcwd", "write", "writev", "dup", "dup2", "dup3",
     "gettimeofday", "time", "nanosleep", "getpid", "gettid",
     "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "uname", "getrusage",
-    "times", "getrandom", "sched_yield", "futex", "rt_sigprocmask", "rt_sigreturn", "exit",
-    "exit_group")
-_TMPFS_WRITES = ("pwrite64", "ftruncate", "fsync", "fdatasync", "mkdir", "mkdirat", "rmdir",
+    "times", "getrandom", "sched_yield", "rt_sigprocmask", "rt_sigreturn", "exit",
+    "exit_group", "ftruncate")
+_TMPFS_WRITES = ("pwrite64", "fsync", "fdatasync", "mkdir", "mkdirat", "rmdir",
                  "unlink", "unlinkat", "rename", "renameat", "renameat2", "symlink", "symlinkat",
                  "chmod", "fchmod", "fchmodat", "utimensat", "chdir", "fchdir")
 MADVISE_ALLOWED = (0, 1, 2, 4, 8, 14, 15)  # NORMAL RANDOM SEQUENTIAL DONTNEED FREE (NO)HUGEPAGE
@@ -78,6 +81,7 @@ CLOCKS_END = 12
 IOCTL_ALLOWED = (0x5401, 0x5413, 0x5421, 0x5451, 0x5450)  # TCGETS TIOCGWINSZ FIONBIO FIO(N)CLEX
 # openat flags that write or create: O_WRONLY O_RDWR O_CREAT O_TRUNC __O_TMPFILE
 OPEN_WRITING = 0x1 | 0x2 | 0x40 | 0x200 | 0x400000
+FUTEX_PRIVATE_FLAG = 128
 
 AUDIT_ARCH_X86_64, X32_BIT = 0xC000003E, 0x40000000
 # classic BPF opcodes and seccomp return values
@@ -135,6 +139,7 @@ def _rules(own_pid, role):
         **dict.fromkeys(("clock_gettime", "clock_getres", "clock_nanosleep"),
                         [(LD_ABS_W, _arg(0), None, None), (JGE_K, CLOCKS_END, "deny", "allow")]),
         "ioctl": _one_of(1, IOCTL_ALLOWED),
+        "futex": [(LD_ABS_W, _arg(1), None, None), (JSET_K, FUTEX_PRIVATE_FLAG, "allow", "deny")],
         "fcntl": [*_one_of(1, FCNTL_ALLOWED), (JEQ_K, F_SETFL, None, "deny"),
                   (LD_ABS_W, _arg(2), None, None), (JSET_K, O_ASYNC, "deny", "allow")],
     }
