@@ -36,7 +36,7 @@ def test_a_plain_request_is_one_sample_with_seed_0():
     p = chat()
     algo, knobs = SAMPLE
     assert (p.algo, dict(p.knobs), p.scorer, p.budget) == \
-        (algo, {**knobs, "stop": ("\n\n",)}, None, None)
+        (algo, knobs, None, None)  # tiny-arith's delimiter is the searches' default
     assert [(prob.prompt, prob.domain, seed) for prob, seed in p.runs] == \
         [("What is 2 + 3?", "math", 0)]
     assert not (p.stream or p.logprobs or p.stop)
@@ -47,11 +47,11 @@ def test_the_servers_defaults_fill_what_a_request_leaves_out():
                       budget=Budget(tokens=500), seed=9)
     p = chat(server)
     assert (p.algo, dict(p.knobs), p.scorer, p.budget, p.runs[0][1]) == \
-        ("beam", {"n": 4, "m": 2, "stop": ("\n\n",)}, "steps", Budget(tokens=500), 9)
+        ("beam", {"n": 4, "m": 2}, "steps", Budget(tokens=500), 9)
     # another algorithm: the server's knobs are not its knobs; a scorer it never consults
     # is not handed to it (the server's), but one the request names is refused
     p = chat(server, algo="greedy")
-    assert (p.algo, dict(p.knobs), p.scorer) == ("greedy", {"stop": ("\n\n",)}, None)
+    assert (p.algo, dict(p.knobs), p.scorer) == ("greedy", {}, None)
     with pytest.raises(BadRequest, match="never consults a scorer"):
         chat(server, algo="greedy", scorer="steps")
 

@@ -337,7 +337,9 @@ def _step_delimiter(body: Mapping[str, Any], algo: str, knobs: dict[str, Any],
                              "disagree; give one", param="step_delimiter")
         knobs["stop"] = value
     elif has and "stop" not in knobs:
-        knobs["stop"] = reading.form.step_delimiter if reading.form else None
+        value = reading.form.step_delimiter if reading.form else None
+        if value != registry.check_knobs(algo, {}, values_too=False)["stop"]:  # its default
+            knobs["stop"] = value
 
 
 def _budget(body: Mapping[str, Any], default: Budget | None) -> Budget | None:
