@@ -299,7 +299,7 @@ def unreadable(engine: Any, problem: Problem) -> str:
     ids = engine.prompt_ids(problem)
     tokenizer = getattr(engine, "tokenizer", None)
     unk = getattr(tokenizer, "unk_token_id", None)
-    if unk is None or unk not in ids:
+    if tokenizer is None or unk is None or unk not in ids:
         return ""
     texts = [problem.prompt, *(m.get("content", "") for m in problem.messages)]
     chars = dict.fromkeys(c for t in texts for c in t)
