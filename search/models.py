@@ -222,29 +222,21 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Form:
-    """What a model declares about the text it was trained on, for callers that build its
-    problems from free text (the server, search.serve): a model that declares nothing reads
-    its chat template's turns (or its plain prompt) and writes free text.
-
-    domain: the Problem.domain its prompts are (its answers are read by that domain's reader,
-    search.answers: "math" reads "The answer is N."). step_delimiter: the text its steps end
-    with (the step-level searches' `stop`). reads: what prompts it understands, in a sentence
-    a refusal can quote."""
+    """The text a model was trained on (search.serve reads it; a model with none writes free
+    text): its problems' domain (whose reader reads its answers), what ends its steps (the
+    searches' `stop`), and what prompts it reads, in words a refusal can quote."""
 
     domain: str = "math"
     step_delimiter: tuple[str, ...] | None = None
     reads: str = ""
 
 
-# name -> the Form an embedded model declares (register's `form`); none: free text
-FORMS: dict[str, Form] = {}
+FORMS: dict[str, Form] = {}  # name -> the Form an embedded model declares (register's `form`)
 
 
 def form_of(name: str) -> Form | None:
-    """The Form the model `name` declares, None for any model that declares none (a path,
-    a hub id, smollm2-135m). Loads no model (the plug-ins, which declare theirs, load first)."""
-    embedded()
-    return FORMS.get(name)
+    """The Form the model `name` declares (None: none); embedded() loads the plug-ins first."""
+    return FORMS.get(name) if embedded() else None
 
 
 # name -> loader(dtype=None) -> (model, tokenizer, engine keyword defaults), or its
@@ -269,8 +261,7 @@ class Kept:
 def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]], *,
              folder: Path | None = None, form: Form | None = None) -> None:
     """Add an embedded model: loader(dtype=None) -> (model, tokenizer, engine defaults);
-    `folder`: where it is kept, for a model kept in a folder of its own (folder_of); `form`:
-    the text it was trained on, where it declares one (form_of)."""
+    `folder`: where it is kept, if in a folder of its own (folder_of); `form`: its Form."""
     EMBEDDED.add(name, loader if folder is None else Kept(Path(folder), loader))
     if form is not None:
         FORMS[name] = form

@@ -49,6 +49,13 @@ from search.cli import parse
 
 QUESTION = "Tom has 12 apples. Tom buys 5 more apples. How many apples does Tom have now?"
 DATA_SEED, WIDTHS, SCORER = 2024, (4, 16), "steps"  # the demo's problem set, widths, scorer
+# the demo's searches with its knobs (reports.demo's ALGOS and KNOBS, which a benchmark may not
+# import: tests/test_serve_bench.py checks that they agree)
+SEARCHES: dict[str, dict[str, Any]] = {
+    "greedy": {}, "best_of_n": {"select": "weighted_vote"}, "beam": {"duplicates": "merge"},
+    "astar": {"ties": "deep", "duplicates": "merge"},
+    "particle_filter": {"resample_finished": False},
+    "particle_gibbs": {"reference": "weight", "pool": "all"}, "compute_optimal": {}}
 LEVELS = (1, 4, 16)  # concurrency levels of the load part
 TRIM_WAIT = 3.0  # seconds for the server's memory trim (every 2 s) once idle
 GOOD = [  # the soak's searches (extra fields): small budgets, several algorithms
@@ -153,12 +160,11 @@ def requests(count: int) -> list[Request]:
     """`count` requests: the demo's problems (generator seed 2024, level 5) in order, each
     with the next of the demo's (algorithm, width) cells, seeds 0, 1, ..."""
     from problems import arith
-    from reports.demo import ALGOS, KNOBS
     from reports.eval.grid import make_grid
 
     problems = arith.generate(count, seed=DATA_SEED, difficulty=arith.DEFAULT_DIFFICULTY)
-    cells = make_grid(problems[:1], ALGOS, WIDTHS, knobs={a: KNOBS[a] for a in ALGOS
-                                                          if a in KNOBS})
+    cells = make_grid(problems[:1], list(SEARCHES), WIDTHS,
+                      knobs={a: k for a, k in SEARCHES.items() if k})
     return [Request(p, cells[i % len(cells)].algo, dict(cells[i % len(cells)].knobs),
                     cells[i % len(cells)].tokens, i) for i, p in enumerate(problems)]
 
