@@ -159,3 +159,21 @@ def test_free_text_answers_are_the_reply_or_what_the_pattern_captures():
     assert answers.extract(grouped, "no equation") is None
     whole = Problem(prompt="x", domain=TEXT, metadata={ANSWER_PATTERN: r"^Answer: .+$"})
     assert answers.extract(whole, "think\nAnswer: Paris\n") == "Answer: Paris"
+
+
+def test_a_raw_prompt_is_read_as_its_text_stands():
+    from search.engines.prompts import PromptFormat
+    from search.types import Problem
+
+    class ChatTokenizer:  # has a chat template, which a raw prompt must not go through
+        chat_template = "{{ messages }}"
+
+        def __call__(self, text: str) -> dict[str, list[int]]:
+            return {"input_ids": [ord(c) for c in text]}
+
+        def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("a raw prompt went through the chat template")
+
+    raw = Problem(prompt="Once upon", metadata={PROMPT_FORM: RAW})
+    assert PromptFormat().ids(raw, ChatTokenizer()) == [ord(c) for c in "Once upon"]
+    assert PromptFormat().text(raw, ChatTokenizer()) == "Once upon"
