@@ -4,8 +4,8 @@ Each choice is one search's Result: its chosen text (cut before the first `stop`
 finish_reason "stop" when the chosen path finished (or a stop string cut it); where the budget
 (max_tokens or any other limit) ended the search before a path was chosen, its best partial
 path (the highest-scoring unfinished one, search.select.best_partial: the text so far, as an
-OpenAI endpoint returns it) with finish_reason "length"; and an extra `search` field with the search's status, answer,
-selected_by, score, seed and full Usage. `usage` counts as the API does: prompt_tokens once
+OpenAI endpoint returns it) with finish_reason "length"; and an extra `search` field with the
+search's status, answer, selected_by, score, seed and full Usage. `usage` counts as the API does: prompt_tokens once
 per prompt, completion_tokens every token the searches generated (as OpenAI counts a
 reasoning model's hidden tokens, with completion_tokens_details.reasoning_tokens the ones not
 in the returned texts), and `usage.search` the full Usage summed over the choices.
@@ -41,12 +41,13 @@ class Choice:
     def of(cls, index: int, result: Result, plan: Plan, engine: Engine) -> Choice:
         shown = shown_candidate(result)
         node = node_of(result, shown)
-        text = shown.text if shown is not None else ""
+        text = result.text or (shown.text if shown is not None else "")
         cut = min((i for s in plan.stop if (i := text.find(s)) >= 0), default=-1)
         if cut >= 0:
             text, reason = text[:cut], "stop"
         else:
-            reason = "stop" if shown is not None and shown.finished else "length"
+            finished = shown.finished if shown is not None else result.status == "ok"
+            reason = "stop" if finished else "length"
         steps = node.steps() if node is not None else []
         tokens: list[tuple[str, float]] = []
         if plan.logprobs:
@@ -87,7 +88,8 @@ class Choice:
 
 def shown_candidate(result: Result) -> Candidate | None:
     """The candidate a choice shows: the chosen one (whose text is the Result's), else the
-    best partial path where a budget cut the search before a path was chosen, else None."""
+    best partial path where a budget cut the search before a path was chosen; None where
+    there is neither."""
     if result.text:
         chosen = [c for c in result.candidates if c.text == result.text]
         return next((c for c in chosen if c.finished), chosen[0] if chosen else None)
