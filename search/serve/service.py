@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 import math
 import threading
 import time
@@ -226,12 +225,7 @@ class Service:
         outcome = "failed"
         try:
             result = self._solve(s, driver, plan)
-            if result is None:
-                # the cancelled search's tree goes now (the exception that held it is gone),
-                # not at some later collection: its KV segments are keyed weakly by its nodes,
-                # which hold each other in cycles (search.solve's own `retain([])` at its end
-                # is refused once the search is cancelled)
-                gc.collect()
+            if result is None:  # its KV is freed already: search.solve's own retain([])
                 outcome = "cancelled"
                 raise Cancelled("the search was interrupted")
             outcome = "finished"
