@@ -220,6 +220,25 @@ def _smollm2(dtype: Any = None) -> tuple[Any, Any, dict[str, Any]]:
     return model, tok, {}
 
 
+@dataclass(frozen=True)
+class Form:
+    """The text a model was trained on (search.serve reads it; a model with none writes free
+    text): its problems' domain (whose reader reads its answers), what ends its steps (the
+    searches' `stop`), and what prompts it reads, in words a refusal can quote."""
+
+    domain: str = "math"
+    step_delimiter: tuple[str, ...] | None = None
+    reads: str = ""
+
+
+FORMS: dict[str, Form] = {}  # name -> the Form an embedded model declares (register's `form`)
+
+
+def form_of(name: str) -> Form | None:
+    """The Form the model `name` declares (None: none); embedded() loads the plug-ins first."""
+    return FORMS.get(name) if embedded() else None
+
+
 # name -> loader(dtype=None) -> (model, tokenizer, engine keyword defaults), or its
 # "module:attr"; plug-ins add theirs through register (training.reasoners: tiny-arith,
 # tiny-code and their PRMs), another package by an entry point in the group "tts_search.models"
@@ -240,10 +259,12 @@ class Kept:
 
 
 def register(name: str, loader: Callable[..., tuple[Any, Any, dict[str, Any]]], *,
-             folder: Path | None = None) -> None:
+             folder: Path | None = None, form: Form | None = None) -> None:
     """Add an embedded model: loader(dtype=None) -> (model, tokenizer, engine defaults);
-    `folder`: where it is kept, for a model kept in a folder of its own (folder_of)."""
+    `folder`: where it is kept, if in a folder of its own (folder_of); `form`: its Form."""
     EMBEDDED.add(name, loader if folder is None else Kept(Path(folder), loader))
+    if form is not None:
+        FORMS[name] = form
 
 
 def folder_of(name: str) -> Path | None:

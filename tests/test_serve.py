@@ -1,11 +1,14 @@
 """search.serve through the official openai client, against a server on 127.0.0.1 (an
 ephemeral port, uvicorn in a thread of this process): every answer is checked against
 search.solve run here on the same engine (the request alone), bad requests against the
-messages search.solve's own checks raise."""
+messages search.solve's own checks raise. tiny-arith reads word problems (search.models.Form);
+SmolLM2 (slow) reads a chat through its template."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import socket
 import threading
@@ -19,19 +22,23 @@ import httpx
 import openai
 import pytest
 import uvicorn
+from conftest import REPO
 
 import search
 from search import registry
 from search.fit import BudgetTooSmall
+from search.select import best_partial
 from search.serve import app as app_module
 from search.serve import service as service_module
 from search.serve.app import create_app, listening
 from search.serve.plan import Defaults
 from search.serve.service import Service
+from search.serve.text import ANSWER_PATTERN, TEXT
 from search.types import Problem
 
 MODEL = "tiny-arith"
-QUESTION = "What is 17 * 23 - 5?"
+QUESTION = "Tom has 12 apples. Tom buys 5 more apples. How many apples does Tom have now?"
+OTHER = "Mia has 30 coins. Mia loses 4 coins. How many coins does Mia have now?"
 LONG = {"knobs": {"n": 8}, "temperature": 3.0}  # rambling paths: seconds of work, no end soon
 MAX_BODY = 64 << 10
 
@@ -163,7 +170,7 @@ def test_logprobs_are_the_chosen_paths_tokens(server, client):
 
 def test_text_completions_take_several_prompts_and_echo(server, client):
     _, service = server
-    prompts = [QUESTION, "What is 2 + 3?"]
+    prompts = [QUESTION, OTHER]
     reply = client.completions.create(model=MODEL, prompt=prompts, n=2, echo=True,
                                       extra_body={"algo": "greedy"})
     assert len(reply.choices) == 4
@@ -257,6 +264,10 @@ def test_malformed_bodies_get_4xx_and_touch_nothing(server, client):
         (post(json.dumps({**good, "messages": [{"role": "system", "content": "Be brief."},
                                                 *good["messages"]]})),
          400, "this model has no chat template"),
+        # tiny-arith's alphabet has no "W": it would read its unknown token there
+        (post(json.dumps({**good, "messages": [{"role": "user", "content": "What is 2 + 3?"}]})),
+         400, "the model 'tiny-arith' cannot read 'W': its tokenizer has no token for it; it "
+              "reads arithmetic word problems"),
     ]
     for response, status, words in cases:
         assert response.status_code == status, response.text
@@ -267,23 +278,63 @@ def test_malformed_bodies_get_4xx_and_touch_nothing(server, client):
     assert health(url)["failed"] == 0 and ask(client).choices[0].message.content
 
 
-def test_a_client_that_leaves_cancels_its_search_and_frees_its_kv(server):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cut_search_returns_its_best_partial_path_as_length(server, client, stream):
+    _, service = server
+    ref = alone(service, "best_of_n", n=1, select="vote", seed=1,
+                budget=search.Budget(tokens=12), fit_budget=False)
+    partial = best_partial(ref.candidates)
+    assert ref.text == "" and partial is not None and partial.text  # no path ended
+    reply = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": QUESTION}], seed=1, max_tokens=12,
+        stream=stream)
+    if stream:
+        chunks = [c for c in reply if c.choices]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+        reason = chunks[-1].choices[0].finish_reason
+    else:
+        text, reason = reply.choices[0].message.content, reply.choices[0].finish_reason
+    assert (text, reason) == (partial.text, "length")
+
+
+def test_answer_pattern_and_step_delimiter_shape_the_search(server, client):
+    _, service = server
+    extra = {"algo": "best_of_n", "knobs": {"n": 4}, "seed": 3, "step_delimiter": "\n",
+             "answer_pattern": r"(\d+) apples\.$"}
+    reply = ask(client, **extra)
+    problem = Problem(QUESTION, id="request", domain=TEXT,
+                      metadata={ANSWER_PATTERN: extra["answer_pattern"]})
+    ref = search.solve(problem, "best_of_n", engine=service.driver.engine, n=4, seed=3,
+                       stop=("\n",), progress=False)
+    same(reply.choices[0], ref)
+    assert ref.answer is not None and ref.answer.isdigit()  # "N apples." read as N
+    assert all(len(n.step.text.split("\n")) <= 2 for n in ref.tree.walk() if n.step)
+
+
+def test_a_client_that_leaves_cancels_its_search_and_frees_its_kv(server, client):
+    """Two clients leave (a plain request, a stream) while others are answered: once nothing
+    runs, the engine holds no KV at once (each search frees its own as it ends, cancelled
+    too; no garbage collection is waited for)."""
     url, service = server
     body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}], **LONG}
     before = health(url)
-    with pytest.raises(httpx.ReadTimeout):  # a plain request: its client gives up waiting
-        httpx.post(url + "/v1/chat/completions", json=body, timeout=1.5)
-    with httpx.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True},
-                      timeout=30) as r:  # a stream: its client stops reading, after progress
-        lines = r.iter_lines()
-        while not next(lines).startswith(": 0: search"):
-            pass
+    with ThreadPoolExecutor(3) as pool:  # answered meanwhile: a load around the leavers
+        answered = pool.map(lambda s: ask(client, algo="best_of_n", knobs={"n": 4}, seed=s),
+                            range(3))
+        with pytest.raises(httpx.ReadTimeout):  # a plain request: its client gives up
+            httpx.post(url + "/v1/chat/completions", json=body, timeout=1.5)
+        with httpx.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True},
+                          timeout=30) as r:  # a stream: its client stops reading, after progress
+            lines = r.iter_lines()
+            while not next(lines).startswith(": 0: search"):
+                pass
+        assert all(a.choices[0].message.content for a in answered)
     deadline = time.monotonic() + 60
-    while (now := health(url))["in_flight"] or now["cancelled"] < before["cancelled"] + 2 \
-            or now["kv_cached_tokens"]:
+    while (now := health(url))["in_flight"] or now["cancelled"] < before["cancelled"] + 2:
         assert time.monotonic() < deadline, (before, now)
         time.sleep(0.1)
-    assert now["finished"] == before["finished"], (before, now)
+    assert now["kv_cached_tokens"] == 0, now
+    assert now["finished"] == before["finished"] + 3, (before, now)
 
 
 def test_concurrent_clients_get_what_each_gets_alone(server, client):
@@ -333,16 +384,53 @@ def test_the_servers_connections_send_without_waiting_for_acks():
     assert len(seen) == 2 and all(seen), seen
 
 
+CONVERSATION = [{"role": "system", "content": "You are a helpful assistant. Answer in one "
+                                               "short sentence."},
+                {"role": "user", "content": "Hi! I have a geography question."},
+                {"role": "assistant", "content": "Sure, ask away."},
+                {"role": "user", "content": "What is the capital of France?"}]
+
+
 @pytest.mark.slow
-def test_a_conversation_goes_to_a_chat_model_as_its_turns():
-    """SmolLM2 has a chat template: a system turn and a user turn reach it as chat turns."""
-    conversation = [{"role": "system", "content": "You are a careful calculator."},
-                    {"role": "user", "content": "What is 2 + 3?"}]
-    with serving("smollm2-135m") as (url, service):
+def test_a_chat_model_answers_a_conversation_as_its_template_reads_it():
+    """SmolLM2 has a chat template: the system turn and the earlier turns reach it as they
+    are (no instruction added), its reply is free text (no math answer forced), and a cut
+    request shows the text so far."""
+    model = "smollm2-135m"
+    with serving(model) as (url, service):
         c = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=300)
-        reply = c.chat.completions.create(model="smollm2-135m", messages=conversation,  # type: ignore[arg-type]
-                                          extra_body={"algo": "greedy", "budget": {"tokens": 60}})
-        ref = search.solve(Problem(messages=tuple(conversation), id="request"), "greedy",
-                           search.Budget(tokens=60), engine=service.driver.engine,
-                           progress=False)
+        reply = c.chat.completions.create(model=model, messages=CONVERSATION,  # type: ignore[arg-type]
+                                          temperature=0, seed=0)
+        cut = c.chat.completions.create(model=model, messages=CONVERSATION,  # type: ignore[arg-type]
+                                        temperature=0, seed=0, max_tokens=4)
+        problem = Problem(messages=tuple(CONVERSATION), id="request", domain=TEXT)
+        ref = search.solve(problem, "best_of_n", engine=service.driver.engine, n=1,
+                           select="vote", temperature=0.0, stop=None, progress=False)
+        engine = service.driver.engine
+        # the prompt is the model's own chat template over the messages, nothing else
+        rendered = engine.tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+            CONVERSATION, tokenize=False, add_generation_prompt=True)
+        assert engine.decode(ref.tree.prompt_ids, skip_special=False) == rendered  # type: ignore[attr-defined]
+        idle = health(url)
+    content = reply.choices[0].message.content
+    assert content and "Paris" in content and reply.choices[0].finish_reason == "stop"
     same(reply.choices[0], ref)
+    assert ref.answer == content.strip() and ref.status == "ok"
+    assert cut.choices[0].finish_reason == "length"
+    assert cut.choices[0].message.content and content.startswith(cut.choices[0].message.content)
+    assert cut.usage is not None and cut.usage.completion_tokens <= 4
+    assert (idle["in_flight"], idle["kv_cached_tokens"]) == (0, 0)
+
+
+def test_the_docs_first_example_answers_its_question(server):
+    """docs/serve.md's first client block, run against this server (its URL swapped in)."""
+    url, _ = server
+    text = (REPO / "docs" / "serve.md").read_text(encoding="utf-8")
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block.replace("http://127.0.0.1:8000", url), "docs/serve.md", "exec"),
+             {"__name__": "__main__"})
+    solution = out.getvalue().split("\n{")[0]  # the content, before the search field's line
+    assert solution.startswith("Mia has 5 * 8 = 40 apples.")
+    assert solution.rstrip().endswith("The answer is 161.")

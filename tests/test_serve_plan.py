@@ -6,19 +6,24 @@ from typing import Any
 
 import pytest
 
-from search.serve.plan import SAMPLE, BadRequest, Defaults, plan
+from search.engines.prompts import PROMPT_FORM, RAW
+from search.models import Form
+from search.serve.plan import SAMPLE, BadRequest, Defaults, Reading, plan
+from search.serve.text import ANSWER_PATTERN, TEXT
 from search.types import Budget
 
 MODEL = "tiny-arith"
 USER = [{"role": "user", "content": "What is 2 + 3?"}]
+ARITH = Reading(chat_template=False, form=Form(domain="math", step_delimiter=("\n\n",)))
+CHAT = Reading()  # a chat template, no declared form (SmolLM2)
 
 
 PLAIN = Defaults()
 
 
-def chat(defaults: Defaults = PLAIN, **fields: Any):
+def chat(defaults: Defaults = PLAIN, reading: Reading = ARITH, **fields: Any):
     return plan({"model": MODEL, "messages": USER, **fields}, chat=True, models=[MODEL],
-                defaults=defaults)
+                defaults=defaults, reading=reading)
 
 
 def refused(words: str, **fields: Any) -> None:
@@ -30,8 +35,10 @@ def refused(words: str, **fields: Any) -> None:
 def test_a_plain_request_is_one_sample_with_seed_0():
     p = chat()
     algo, knobs = SAMPLE
-    assert (p.algo, dict(p.knobs), p.scorer, p.budget) == (algo, knobs, None, None)
-    assert [(prob.prompt, seed) for prob, seed in p.runs] == [("What is 2 + 3?", 0)]
+    assert (p.algo, dict(p.knobs), p.scorer, p.budget) == \
+        (algo, knobs, None, None)  # tiny-arith's delimiter is the searches' default
+    assert [(prob.prompt, prob.domain, seed) for prob, seed in p.runs] == \
+        [("What is 2 + 3?", "math", 0)]
     assert not (p.stream or p.logprobs or p.stop)
 
 
@@ -63,10 +70,45 @@ def test_n_seed_max_tokens_temperature_and_stop_map_onto_the_search():
 
 def test_text_completions_give_one_run_per_prompt_and_choice():
     p = plan({"model": MODEL, "prompt": ["1+1", "2+2"], "n": 2, "echo": True}, chat=False,
-             models=[MODEL], defaults=Defaults())
+             models=[MODEL], defaults=Defaults(), reading=ARITH)
     assert [(prob.prompt, seed) for prob, seed in p.runs] == \
         [("1+1", 0), ("1+1", 1), ("2+2", 0), ("2+2", 1)]
     assert p.echo and not p.chat
+    assert PROMPT_FORM not in p.runs[0][0].metadata  # through the model's own template
+    # a chat model continues the text as it stands (no template, no instruction)
+    p = plan({"model": MODEL, "prompt": "Once upon"}, chat=False, models=[MODEL],
+             defaults=Defaults(), reading=CHAT)
+    assert (p.runs[0][0].metadata[PROMPT_FORM], p.runs[0][0].domain) == (RAW, TEXT)
+
+
+def test_a_chat_model_gets_the_messages_as_they_are_and_free_text_steps_and_answers():
+    conversation = [{"role": "system", "content": "Be brief."}, *USER,
+                    {"role": "assistant", "content": "5"}, {"role": "user", "content": "And 3 + 4?"}]
+    for messages in (USER, conversation):
+        p = chat(reading=CHAT, messages=messages)
+        problem = p.runs[0][0]
+        assert [dict(m) for m in problem.messages] == messages and problem.prompt == ""
+        assert problem.domain == TEXT and ANSWER_PATTERN not in problem.metadata
+        assert p.knobs["stop"] is None  # no delimiter declared or asked for: none
+
+
+def test_step_delimiter_and_answer_pattern_come_from_the_request():
+    p = chat(reading=CHAT, step_delimiter="\n", answer_pattern=r"answer: (\w+)")
+    assert p.knobs["stop"] == ("\n",)
+    assert (p.runs[0][0].domain, p.runs[0][0].metadata[ANSWER_PATTERN]) == \
+        (TEXT, r"answer: (\w+)")
+    # the model's declared delimiter gives way to the request's, null included
+    assert chat(step_delimiter=["\n", "."]).knobs["stop"] == ("\n", ".")
+    assert chat(step_delimiter=None).knobs["stop"] is None
+    # an answer pattern reads a declared-math model's answers as free text
+    assert chat(answer_pattern=r"\d+").runs[0][0].domain == TEXT
+    refused("step_delimiter must be", step_delimiter=[])
+    refused("step_delimiter must be", step_delimiter=3)
+    refused("disagree", algo="beam", scorer="steps", step_delimiter="\n",
+            knobs={"stop": ["\n\n"]})
+    refused("pgtd has no steps to delimit", algo="pgtd", step_delimiter="\n")
+    refused("is not a regular expression", answer_pattern="(")
+    refused("has 2 groups", answer_pattern="(a)(b)")
 
 
 def test_what_a_search_cannot_honour_is_refused_by_name():
@@ -96,12 +138,42 @@ def test_the_model_and_the_messages_are_checked():
     parts = [{"role": "user", "content": [{"type": "text", "text": "What is "},
                                           {"type": "text", "text": "2 + 3?"}]}]
     p = plan({"model": MODEL, "messages": parts}, chat=True, models=[MODEL],
-             defaults=Defaults())
+             defaults=Defaults(), reading=ARITH)
     assert p.runs[0][0].prompt == "What is 2 + 3?"
     conversation = [{"role": "system", "content": "Be brief."}, *USER]
-    p = plan({"model": MODEL, "messages": conversation}, chat=True, models=[MODEL],
-             defaults=Defaults())
-    assert [dict(m) for m in p.runs[0][0].messages] == conversation
     with pytest.raises(BadRequest, match="no chat template"):
         plan({"model": MODEL, "messages": conversation}, chat=True, models=[MODEL],
-             defaults=Defaults(), turns=False)
+             defaults=Defaults(), reading=ARITH)
+
+
+def test_free_text_answers_are_the_reply_or_what_the_pattern_captures():
+    from search import answers
+    from search.types import Problem
+
+    free = Problem(prompt="Capital of France?", domain=TEXT)
+    assert answers.extract(free, "  The capital is Paris.\n") == "The capital is Paris."
+    assert answers.extract(free, " \n ") is None
+    assert answers.vote_key(free, "Paris.") == answers.vote_key(free, " paris ") == "paris"
+    grouped = Problem(prompt="x", domain=TEXT, metadata={ANSWER_PATTERN: r"= (\d+)"})
+    assert answers.extract(grouped, "2 + 3 = 5\n5 * 2 = 10\nso 10") == "10"  # the last match
+    assert answers.extract(grouped, "no equation") is None
+    whole = Problem(prompt="x", domain=TEXT, metadata={ANSWER_PATTERN: r"^Answer: .+$"})
+    assert answers.extract(whole, "think\nAnswer: Paris\n") == "Answer: Paris"
+
+
+def test_a_raw_prompt_is_read_as_its_text_stands():
+    from search.engines.prompts import PromptFormat
+    from search.types import Problem
+
+    class ChatTokenizer:  # has a chat template, which a raw prompt must not go through
+        chat_template = "{{ messages }}"
+
+        def __call__(self, text: str) -> dict[str, list[int]]:
+            return {"input_ids": [ord(c) for c in text]}
+
+        def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("a raw prompt went through the chat template")
+
+    raw = Problem(prompt="Once upon", metadata={PROMPT_FORM: RAW})
+    assert PromptFormat().ids(raw, ChatTokenizer()) == [ord(c) for c in "Once upon"]
+    assert PromptFormat().text(raw, ChatTokenizer()) == "Once upon"

@@ -22,6 +22,7 @@ from conftest import REPO
 from search.serve.__main__ import KERNEL_CACHE, KERNEL_CACHE_VARIABLES, kernel_cache
 
 MODEL = "tiny-arith"
+QUESTION = "Tom has 12 apples. Tom buys 5 more apples. How many apples does Tom have now?"
 STARTUP_SECONDS = 300  # loading tiny-arith on a busy machine
 
 
@@ -48,7 +49,7 @@ def lines_of(proc: subprocess.Popen[str]) -> queue.SimpleQueue[str | None]:
 
 @pytest.fixture
 def server() -> Iterator[tuple[subprocess.Popen[str], str, queue.SimpleQueue[str | None]]]:
-    proc = serve("--model", MODEL, "--port", "0", "--grace", "1")
+    proc = serve("--model", MODEL, "--port", "0", "--grace", "3")
     lines = lines_of(proc)
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -105,7 +106,7 @@ def test_sigterm_finishes_or_cancels_the_searches_in_flight_and_exits_0(server):
     def ask(name: str, **extra: Any) -> None:
         try:
             answers[name] = client.chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": "What is 2 + 3?"}],
+                model=MODEL, messages=[{"role": "user", "content": QUESTION}],
                 extra_body=extra)
         except openai.APIStatusError as err:
             answers[name] = err
@@ -118,6 +119,15 @@ def test_sigterm_finishes_or_cancels_the_searches_in_flight_and_exits_0(server):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
+    # while it drains, the server still answers: /health with 503, a new search with 503
+    deadline = time.monotonic() + 30
+    while (health := httpx.get(url + "/health")).status_code == 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert health.status_code == 503 and health.json()["status"] == "shutting down"
+    ask("late")
+    late = answers["late"]
+    assert isinstance(late, openai.APIStatusError) and late.status_code == 503
     assert proc.wait(timeout=120) == 0
     endless.join(timeout=30)
     got = answers["endless"]

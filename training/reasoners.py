@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from search.models import quiet_transformers, register
+from search.models import Form, quiet_transformers, register
 
 MODELS_DIR = Path(__file__).parent / "models"
 NAMES = ("tiny-arith", "tiny-code")
@@ -92,8 +92,15 @@ def _loader(name: str) -> Any:
     return load_quietly
 
 
+# tiny-arith reads problems.arith's word problems and writes one step per operation, steps
+# apart by a blank line, ending "The answer is N." (the math reader's form)
+FORMS = {"tiny-arith": Form(domain="math", step_delimiter=("\n\n",),
+                            reads="arithmetic word problems in the form problems.arith writes "
+                                  "them (\"Mia has 5 boxes with 8 apples in each box. ... How "
+                                  "many apples does Ivy have now?\")")}
+
 # embedded models of the core: HFEngine.load("tiny-arith") finds them, the scorer check
 # (search.api.check_scorer) finds "prm:tiny-arith-prm" before anything loads, and
 # rewards.prm and rewards.value_head find their folders (search.models.folder_of)
 for _name in NAMES + PRMS:
-    register(_name, _loader(_name), folder=MODELS_DIR / _name)
+    register(_name, _loader(_name), folder=MODELS_DIR / _name, form=FORMS.get(_name))

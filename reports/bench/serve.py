@@ -1,23 +1,27 @@
-"""Load test of search.serve on loopback: batching under concurrency, and a soak.
+"""Load test of search.serve on loopback: throughput and latency on realistic requests, memory
+once idle, and a soak.
 
 Starts `python -m search.serve` on 127.0.0.1 (an ephemeral port) and drives it with the
 official openai client from threads of this process.
 
-  c16   16 best-of-8 requests (seeds 0-15), after one warm-up pass each way, in --rounds
-        rounds of: a lone request (median of 3), the 16 one after another, then all at once.
-        Throughput ratio (target >= 4x) and p50 latency at concurrency 16 against the round's
-        lone request (target <= 3x), medians over the rounds; every answer must equal the
-        first pass's. Why the ratio is what it is: the server's CPU seconds each way (the CPU
-        batching saves) and the cores it kept busy each way (ratio = their product).
-        --ceiling: the same 16 searches in this process without HTTP.
+  load  16 realistic requests: the demo's level-5 word problems (generator seed 2024), each
+        under the next of the demo's searches at the next of its widths (4, 16; its knobs,
+        scorer steps). After a warm-up, --rounds rounds of: the 16 one after another (c1),
+        four at a time (c4), all at once (c16), then the same 16 through solve_many's
+        Driver in this process, all at once. Prints one table: requests per second (median
+        over rounds), p50 and p95 latency, and each way against solve_many (target: c16 >=
+        0.9x); every answer must equal the in-process run's.
+  idle  4 passes of the 16 at c16, 10% of the clients leaving after 0.1-1 s: once idle, the
+        KV the server holds (target 0) and its RSS against the RSS after the first pass
+        (target within 5%).
   soak  --minutes at concurrency 32: good requests (a mix of searches, each checked against
         its first answer), 5% bad requests (each must get its 4xx), 5% clients that leave
         after 0.3 s; 0 failed or wrong responses, and the server's peak RSS after warm-up
         (the first fifth, which runs the same mix) within 5% of its peak RSS during it
         (sampled every 2 s).
 
-    python -m reports.bench.serve [--part c16|soak|all] [--rounds 3] [--ceiling]
-                                  [--minutes 10] [--model tiny-arith]
+    python -m reports.bench.serve [--part load|idle|soak|all] [--rounds 2] [--minutes 10]
+                                  [--model tiny-arith]
 """
 
 from __future__ import annotations
@@ -43,7 +47,17 @@ import openai
 
 from search.cli import parse
 
-QUESTION = "What is 17 * 23 - 5?"
+QUESTION = "Tom has 12 apples. Tom buys 5 more apples. How many apples does Tom have now?"
+DATA_SEED, WIDTHS, SCORER = 2024, (4, 16), "steps"  # the demo's problem set, widths, scorer
+# the demo's searches with its knobs (reports.demo's ALGOS and KNOBS, which a benchmark may not
+# import: tests/test_serve_bench.py checks that they agree)
+SEARCHES: dict[str, dict[str, Any]] = {
+    "greedy": {}, "best_of_n": {"select": "weighted_vote"}, "beam": {"duplicates": "merge"},
+    "astar": {"ties": "deep", "duplicates": "merge"},
+    "particle_filter": {"resample_finished": False},
+    "particle_gibbs": {"reference": "weight", "pool": "all"}, "compute_optimal": {}}
+LEVELS = (1, 4, 16)  # concurrency levels of the load part
+TRIM_WAIT = 3.0  # seconds for the server's memory trim (every 2 s) once idle
 GOOD = [  # the soak's searches (extra fields): small budgets, several algorithms
     {"algo": "best_of_n", "knobs": {"n": 4}, "budget": {"tokens": 200}},
     {"algo": "beam", "scorer": "steps", "knobs": {"n": 4, "m": 2}, "budget": {"tokens": 200}},
@@ -107,135 +121,170 @@ def client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
 
 
-def ask(c: openai.OpenAI, model: str, extra: dict[str, Any]
-        ) -> tuple[float, tuple[Any, ...], float]:
-    """(latency in seconds, what must match: text, answer, generated tokens; the search's
-    own seconds in the server)."""
+def ask(c: openai.OpenAI, model: str, extra: dict[str, Any]) -> tuple[float, tuple[Any, ...]]:
+    """(latency in seconds, what must match: text, answer, generated tokens)."""
     start = time.perf_counter()
     r = c.chat.completions.create(model=model, extra_body=extra,
                                   messages=[{"role": "user", "content": QUESTION}])
-    seconds = time.perf_counter() - start
     s = r.choices[0].model_extra["search"]  # type: ignore[index]
-    return seconds, (r.choices[0].message.content, s["answer"], s["usage"]["generated_tokens"]), \
-        s["usage"]["seconds"]
+    return time.perf_counter() - start, (r.choices[0].message.content, s["answer"],
+                                         s["usage"]["generated_tokens"])
 
 
-# -- c16 --------------------------------------------------------------------------------------------
+# -- load -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Round:
-    """One round of c16: a lone request's latency (median of 3), the 16 requests one after
-    another and all at once (seconds), the median latency at once, the searches' own median
-    seconds inside the server at once, and the server's CPU seconds one after another and at
-    once."""
+class Request:
+    """One realistic request: a level-5 word problem under one of the demo's searches at one
+    of its widths (reports.eval.grid.make_grid: its knobs and token cap), scored by the step
+    checker where the search consults a scorer."""
 
-    load: float
-    lone: float
-    t_seq: float
-    t_conc: float
-    p50: float
-    inside: float
-    cpu_seq: float
-    cpu_conc: float
-    client_conc: float  # this process's CPU seconds at once (the 16 clients)
+    problem: Any  # search.types.Problem
+    algo: str
+    knobs: dict[str, Any]
+    tokens: int | None
+    seed: int
 
     @property
-    def ratio(self) -> float:
-        """t_seq / t_conc = (cpu_seq / cpu_conc) x (cores at once / cores one by one)."""
-        return self.t_seq / self.t_conc
+    def scorer(self) -> str | None:
+        from search import registry
+
+        return SCORER if registry.uses_scorer(self.algo, self.knobs) else None
+
+    def extra(self) -> dict[str, Any]:
+        return {"algo": self.algo, "knobs": self.knobs, "seed": self.seed,
+                **({"scorer": self.scorer} if self.scorer else {}),
+                **({"budget": {"tokens": self.tokens}} if self.tokens else {})}
 
 
-def cpu_seconds(pid: int) -> float:
-    """The process's CPU time so far (user + system), seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def requests(count: int) -> list[Request]:
+    """`count` requests: the demo's problems (generator seed 2024, level 5) in order, each
+    with the next of the demo's (algorithm, width) cells, seeds 0, 1, ..."""
+    from problems import arith
+    from reports.eval.grid import make_grid
+
+    problems = arith.generate(count, seed=DATA_SEED, difficulty=arith.DEFAULT_DIFFICULTY)
+    cells = make_grid(problems[:1], list(SEARCHES), WIDTHS,
+                      knobs={a: k for a, k in SEARCHES.items() if k})
+    return [Request(p, cells[i % len(cells)].algo, dict(cells[i % len(cells)].knobs),
+                    cells[i % len(cells)].tokens, i) for i, p in enumerate(problems)]
 
 
-def c16(url: str, pid: int, model: str, clients: int = 16, n: int = 8, rounds: int = 3,
-        ceiling: bool = False) -> None:
-    c = client(url)
-    reqs = [{"algo": "best_of_n", "knobs": {"n": n}, "seed": s} for s in range(clients)]
-    pool = ThreadPoolExecutor(clients)
-    # warm-up: both ways once (the engine's kernels for these batch shapes, the connections)
-    first = [ask(c, model, r)[1] for r in reqs]
-    list(pool.map(lambda r: ask(c, model, r), reqs))
-    done: list[Round] = []
+def ask_request(c: openai.OpenAI, model: str, r: Request) -> tuple[float, tuple[Any, ...]]:
+    """(latency in seconds, what must match the in-process run: text, answer, tokens)."""
+    start = time.perf_counter()
+    reply = c.chat.completions.create(model=model, extra_body=r.extra(),
+                                      messages=[{"role": "user", "content": r.problem.prompt}])
+    s = reply.choices[0].model_extra["search"]  # type: ignore[index]
+    return time.perf_counter() - start, (reply.choices[0].message.content, s["answer"],
+                                         s["usage"]["generated_tokens"])
+
+
+def in_process(model: str, reqs: list[Request]) -> tuple[Callable[[], float], list[Any]]:
+    """solve_many's machinery (search.many.Driver, all at once) over the same requests in
+    this process: a timer of one pass, and each run's (text, answer, tokens)."""
+    from search.many import Driver
+
+    drivers = {s: Driver.load(model, s, concurrency=len(reqs)) for s in {r.scorer for r in reqs}}
+    out: list[Any] = [None] * len(reqs)
+
+    def one(r: Request, cancel: threading.Event) -> Any:
+        from search.types import Budget
+
+        return drivers[r.scorer].solve(r.problem, r.algo, Budget(tokens=r.tokens) if r.tokens
+                                       else None, seed=r.seed, cancel=cancel, **r.knobs)
+
+    def timed() -> float:
+        start = time.perf_counter()
+        for i, res in drivers[reqs[0].scorer].map(one, reqs):
+            if isinstance(res, BaseException):
+                raise res
+            out[i] = (res.text, res.answer, res.usage.generated_tokens)
+        return time.perf_counter() - start
+
+    return timed, out
+
+
+def load(url: str, pid: int, model: str, count: int = 16, rounds: int = 2) -> None:
+    """Throughput at c1, c4 and c16 and their p50/p95 latency, against the same requests
+    through solve_many's Driver in this process, measured alternately in each round."""
+    c, reqs = client(url), requests(count)
+    timed, ref = in_process(model, reqs)
+    pools = {k: ThreadPoolExecutor(k) for k in LEVELS}
+
+    def at(k: int) -> tuple[float, list[float], list[Any]]:
+        start = time.perf_counter()
+        got = list(pools[k].map(lambda r: ask_request(c, model, r), reqs))
+        return time.perf_counter() - start, [g[0] for g in got], [g[1] for g in got]
+
+    at(count)  # warm-up: the server's kernels for these shapes, the connections
+    timed()
+    walls: dict[Any, list[float]] = {k: [] for k in (*LEVELS, "solve_many")}
+    lat: dict[int, list[float]] = {k: [] for k in LEVELS}
     wrong = 0
-    for _ in range(rounds):  # each round: lone, one after another, at once, back to back
-        lone = statistics.median(ask(c, model, reqs[0])[0] for _ in range(3))
-        start, cpu = time.perf_counter(), cpu_seconds(pid)
-        one_by_one = [ask(c, model, r) for r in reqs]
-        t_seq, cpu_seq = time.perf_counter() - start, cpu_seconds(pid) - cpu
-        start, cpu, mine = time.perf_counter(), cpu_seconds(pid), cpu_seconds(os.getpid())
-        at_once = list(pool.map(lambda r: ask(c, model, r), reqs))
-        t_conc, cpu_conc = time.perf_counter() - start, cpu_seconds(pid) - cpu
-        client_conc = cpu_seconds(os.getpid()) - mine
-        wrong += sum(a[1] != f or b[1] != f for a, b, f in zip(one_by_one, at_once, first))
-        done.append(Round(os.getloadavg()[0], lone, t_seq, t_conc,
-                          statistics.median(a[0] for a in at_once),
-                          statistics.median(a[2] for a in at_once), cpu_seq, cpu_conc,
-                          client_conc))
-    pool.shutdown()
-    print(f"c{clients} best-of-{n} on {model}, {rounds} rounds (each: a lone request x3, the "
-          f"{clients} one after another, then all at once):")
-    print("  load  lone s   one-by-one s  at once s  throughput  p50 at once s  p50/lone  "
-          "searches' own p50 s  server CPU s: one-by-one, at once")
-    for r in done:
-        print(f"  {r.load:4.1f}  {r.lone:6.3f}  {r.t_seq:12.2f}  {r.t_conc:9.2f}  "
-              f"{r.ratio:9.2f}x  {r.p50:13.3f}  {r.p50 / r.lone:7.2f}x  {r.inside:19.3f}  "
-              f"{r.cpu_seq:6.2f}, {r.cpu_conc:.2f}")
-    ratio = statistics.median(r.ratio for r in done)
-    slow = statistics.median(r.p50 / r.lone for r in done)
-    print(f"  median over rounds: throughput ratio {ratio:.2f}x (target >= 4x), p50 at "
-          f"c{clients} {slow:.2f}x a lone request's (target <= 3x)")
-    print(f"  answers that differ from the first one-after-another pass: {wrong} of "
-          f"{2 * rounds * clients}")
-    # over all rounds: the ratio is the CPU batching saves times the cores the server keeps
-    # busy at once against one after another (its CPU seconds over the wall seconds)
-    seq, conc = sum(r.t_seq for r in done), sum(r.t_conc for r in done)
-    cpu_seq, cpu_conc = sum(r.cpu_seq for r in done), sum(r.cpu_conc for r in done)
-    print(f"  why, over all rounds ({seq / conc:.2f}x): the server spent {cpu_seq / cpu_conc:.2f}x "
-          f"the CPU on the searches one after another that it spent on them at once, and kept "
-          f"{cpu_seq / seq:.2f} cores busy one after another against {cpu_conc / conc:.2f} at "
-          f"once (of {os.cpu_count()}): {seq / conc:.2f} = {cpu_seq / cpu_conc:.2f} x "
-          f"{(cpu_conc / conc) / (cpu_seq / seq):.2f}; the {clients} clients in this process "
-          f"took {sum(r.client_conc for r in done) / conc:.2f} cores at once")
-    if ceiling:
-        engine_ceiling(model, clients, n)
+    for _ in range(rounds):
+        for k in LEVELS:
+            wall, latencies, answers = at(k)
+            walls[k].append(wall)
+            lat[k] += latencies
+            wrong += sum(a != b for a, b in zip(answers, ref))
+            if k == count:  # solve_many right after c16, on the same machine load
+                walls["solve_many"].append(timed())
+    for pool in pools.values():
+        pool.shutdown()
+    best = {k: statistics.median(v) for k, v in walls.items()}
+    algos = Counter(r.algo for r in reqs)
+    print(f"load: {count} level-5 tiny-arith problems (seed {DATA_SEED}) under the demo's "
+          f"searches at widths {', '.join(map(str, WIDTHS))} ({', '.join(f'{a} x{n}' for a, n in algos.items())}), "
+          f"scorer {SCORER}; {rounds} rounds after a warm-up, load {os.getloadavg()[0]:.1f}")
+    print("| way | requests/s | p50 latency s | p95 latency s | vs solve_many |")
+    print("|---|---|---|---|---|")
+    for k in LEVELS:
+        q = statistics.quantiles(lat[k], n=20, method="inclusive")
+        print(f"| server, c{k} | {count / best[k]:.2f} | {statistics.median(lat[k]):.2f} | "
+              f"{q[18]:.2f} | {best['solve_many'] / best[k]:.2f}x |")
+    print(f"| solve_many in-process, all at once | {count / best['solve_many']:.2f} | | | 1.00x |")
+    print(f"  per round, c{count} against solve_many: " + ", ".join(
+        f"{a:.2f} s / {b:.2f} s" for a, b in zip(walls[count], walls["solve_many"])))
+    print(f"  answers that differ from the in-process run: {wrong} of {rounds * len(LEVELS) * count}")
 
 
-def engine_ceiling(model: str, clients: int, n: int) -> None:
-    """The same searches in this process, without HTTP: one after another through the
-    engine's lanes (the server's path) and inline (search.solve outside serving), against all
-    at once (search.solve_many)."""
-    import search
-    from search.runtime.sched import SCHED
-    from search.serve.__main__ import SWITCH_INTERVAL
+def idle(url: str, pid: int, model: str, count: int = 16, passes: int = 4,
+         leave: float = 0.1, seed: int = 0) -> None:
+    """After a load of `passes` x `count` requests at concurrency `count`, a `leave` share of
+    whose clients go after a random 0.1-1 s: the KV the server holds once idle (target 0)
+    and its RSS against the RSS after the first pass (the warm-up; target within 5%)."""
+    c, reqs, rng = client(url), requests(count), random.Random(seed)
 
-    sys.setswitchinterval(SWITCH_INTERVAL)  # as the server runs
-    engine = search.get_engine(model)
+    def one(r: Request) -> str:
+        if rng.random() >= leave:
+            ask_request(c, model, r)
+            return "answered"
+        hasty = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0,
+                              timeout=rng.uniform(0.1, 1.0))
+        try:
+            ask_request(hasty, model, r)
+            return "answered"
+        except openai.APITimeoutError:
+            return "left"
 
-    def each() -> float:
-        start = time.perf_counter()
-        for s in range(clients):
-            search.solve(QUESTION, "best_of_n", engine=engine, n=n, seed=s, progress=False)
-        return time.perf_counter() - start
-
-    def many() -> float:
-        start = time.perf_counter()
-        search.solve_many([QUESTION], "best_of_n", engine=engine, n=n, seeds=range(clients),
-                          concurrency=clients)
-        return time.perf_counter() - start
-
-    many()  # warm-up
-    with SCHED.serving():
-        each()
-        t_lanes = each()
-    t_many = many()
-    t_inline = each()
-    print(f"  in-process reference (load {os.getloadavg()[0]:.1f}): {clients} at once "
-          f"(solve_many) {t_many:.2f} s; one after another through the lanes {t_lanes:.2f} s "
-          f"({t_lanes / t_many:.2f}x), inline {t_inline:.2f} s ({t_inline / t_many:.2f}x)")
+    counts: Counter[str] = Counter()
+    warm = 0
+    with ThreadPoolExecutor(count) as pool:
+        for k in range(passes):
+            counts.update(pool.map(one, reqs))
+            if k == 0:
+                warm = rss_kib(pid)
+    deadline = time.monotonic() + 120
+    while (health := httpx.get(url + "/health", timeout=120).json())["in_flight"]:
+        assert time.monotonic() < deadline, health
+        time.sleep(0.2)
+    time.sleep(TRIM_WAIT)  # the server hands freed memory back every 2 s
+    now = rss_kib(pid)
+    print(f"idle after {passes} x {count} requests at c{count}, {leave:.0%} of clients leaving "
+          f"({counts['left']} left): {health['kv_cached_tokens']} KV tokens held (target 0), "
+          f"{health['cancelled']} searches cancelled, {health['failed']} failed; RSS "
+          f"{now / 1024:.0f} MiB against {warm / 1024:.0f} MiB after the warm-up pass: "
+          f"{100 * (now - warm) / warm:+.1f}% (target within 5%)")
 
 
 # -- soak ---------------------------------------------------------------------------------------------
@@ -319,13 +368,10 @@ def soak(url: str, pid: int, model: str, minutes: float, workers: int = 32, seed
 
 
 OPTIONS: dict[str, dict[str, Any]] = {
-    "--part": dict(choices=("c16", "soak", "all"), default="all"),
+    "--part": dict(choices=("load", "idle", "soak", "all"), default="all"),
     "--minutes": dict(type=float, default=10.0, help="the soak's length"),
     "--model": dict(default="tiny-arith"),
-    "--rounds": dict(type=int, default=3, help="c16's rounds"),
-    "--ceiling": dict(action="store_true", help="also time the same 16 searches in this "
-                      "process, one by one (through the lanes, and inline) against "
-                      "search.solve_many"),
+    "--rounds": dict(type=int, default=2, help="the load part's rounds"),
 }
 
 
@@ -333,9 +379,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse("python -m reports.bench.serve", __doc__, OPTIONS, argv)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     parts: list[Callable[[str, int], None]] = []
-    if args.part in ("c16", "all"):
-        parts.append(lambda url, pid: c16(url, pid, args.model, rounds=args.rounds,
-                                              ceiling=args.ceiling))
+    if args.part in ("load", "all"):
+        parts.append(lambda url, pid: load(url, pid, args.model, rounds=args.rounds))
+    if args.part in ("idle", "all"):
+        parts.append(lambda url, pid: idle(url, pid, args.model))
     if args.part in ("soak", "all"):
         parts.append(lambda url, pid: soak(url, pid, args.model, args.minutes))
     with server(args.model, concurrency=32) as (url, pid):

@@ -13,6 +13,10 @@ from typing import Any
 
 from search.types import Problem
 
+# a Problem whose metadata[PROMPT_FORM] is RAW is read as its prompt's text stands: no chat
+# template, no instruction, no template around it (an OpenAI text completion on a chat model)
+PROMPT_FORM, RAW = "prompt_form", "raw"
+
 INSTRUCTIONS: Mapping[str, str] = {
     "math": ("{prompt}\n\nSolve the problem step by step. Put a blank line between steps. "
              "End with: The answer is <answer>."),
@@ -50,6 +54,8 @@ class PromptFormat:
 
     def text(self, problem: Problem, tokenizer: Any = None) -> str:
         """The whole prompt as text (the chat template rendered, generation prompt added)."""
+        if raw(problem):
+            return problem.prompt
         if self.uses_chat(tokenizer):
             return str(tokenizer.apply_chat_template(self.messages(problem), tokenize=False,
                                                      add_generation_prompt=True))
@@ -60,7 +66,9 @@ class PromptFormat:
 
     def ids(self, problem: Problem, tokenizer: Any) -> list[int]:
         """The prompt's token ids, tokenised as the transformers engine does."""
-        if self.uses_chat(tokenizer):
+        if raw(problem):
+            ids = tokenizer(problem.prompt)["input_ids"]
+        elif self.uses_chat(tokenizer):
             out = tokenizer.apply_chat_template(self.messages(problem), tokenize=True,
                                                 add_generation_prompt=True)
             ids = out["input_ids"] if isinstance(out, Mapping) else out
@@ -70,3 +78,12 @@ class PromptFormat:
         if not ids:
             raise ValueError("the prompt tokenised to nothing")
         return ids
+
+
+def raw(problem: Problem) -> bool:
+    """Whether the problem's prompt is read as its text stands (PROMPT_FORM)."""
+    if problem.metadata.get(PROMPT_FORM) != RAW:
+        return False
+    if problem.messages:
+        raise ValueError("a raw prompt is text: give a prompt, not chat messages")
+    return True

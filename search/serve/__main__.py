@@ -3,8 +3,9 @@
     python -m search.serve --model tiny-arith [--scorer steps] [--algo beam] --port 8000
 
 Binds 127.0.0.1 unless --host says otherwise. Names and knobs are checked before the model
-loads. On SIGTERM (or Ctrl-C) it takes no new requests, lets the searches in flight finish for
-up to --grace seconds, cancels the rest (their clients get a 503), and exits 0.
+loads. On SIGTERM (or Ctrl-C) it starts no new searches (503; /health answers 503), lets the
+searches in flight finish for up to --grace seconds, cancels the rest (their clients get a
+503), stops accepting connections, and exits 0.
 """
 
 from __future__ import annotations
@@ -160,18 +161,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, whose shutdown first drains the service: no new searches, those in
-    flight get `grace` seconds, then are cancelled so that their requests answer (503)
-    before uvicorn waits for the connections to close."""
+    """uvicorn's server, whose shutdown first drains the service while it still answers: no
+    new searches (503), /health 503, those in flight get `grace` seconds, then are cancelled
+    so that their requests answer (503); then uvicorn stops accepting and waits for the
+    connections to close."""
 
     def __init__(self, config: uvicorn.Config, service: Any, grace: float) -> None:
         super().__init__(config)
         self.service, self.grace = service, grace
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        drain = asyncio.create_task(asyncio.to_thread(self.service.drain, self.grace))
+        await asyncio.to_thread(self.service.drain, self.grace)
         await super().shutdown(sockets)
-        await drain
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from search.fit import BudgetTooSmall
-from search.serve.plan import BadRequest, Defaults, Plan, plan
+from search.models import form_of
+from search.serve.plan import BadRequest, Defaults, Plan, Reading, plan
 from search.serve.reply import Choice, Reply, error_body, pieces
 from search.serve.service import PROGRESS_EVERY, Cancelled, Search, Service
 from search.types import Result
@@ -165,12 +166,15 @@ def create_app(service: Service, defaults: Defaults, *, names: Sequence[str],
             await asyncio.to_thread(service.close)
 
     app = FastAPI(title="tts-search", lifespan=lifespan)
-    turns = bool(getattr(service.driver.engine, "chat", True))  # a chat template (hf engine)
+    # how the model reads prompts: its chat template (the hf engine's), what it declares
+    reading = Reading(chat_template=bool(getattr(service.driver.engine, "chat", True)),
+                      form=form_of(service.model))
 
     async def complete(request: Request, chat: bool) -> Response:
         try:
             body = await read_json(request, max_body)
-            p = plan(body, chat=chat, models=names, defaults=defaults, turns=turns)
+            p = plan(body, chat=chat, models=names, defaults=defaults, reading=reading)
+            await asyncio.to_thread(service.check_prompts, p)
             searches = service.start(p)
         except BadRequest as err:
             return error(str(err), err.status, err.param)

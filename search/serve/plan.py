@@ -15,8 +15,17 @@ Standard fields mean what the OpenAI API says, mapped onto a search:
     stream             the chosen text as SSE chunks once the search ends, progress before it
 
 The search's own fields (extra fields of the body): algo, knobs, scorer, budget ({tokens,
-seconds, scorer_calls, flops, reserve}). Fields absent take the server's defaults (Defaults);
-with no --algo the default is plain sampling: best_of_n with one sample.
+seconds, scorer_calls, flops, reserve}), step_delimiter and answer_pattern. Fields absent take
+the server's defaults (Defaults); with no --algo the default is plain sampling: best_of_n with
+one sample.
+
+The prompt is what the model reads (Reading): a model with a chat template gets the request's
+messages as they are (system and earlier turns included, no instruction added), a text prompt
+as its text stands; a model without one gets one user message or prompt through its own plain
+template. Steps end at `step_delimiter`, else at what the model declares (search.models.Form),
+else nowhere but the step's token cap; the answer is what `answer_pattern` matches, else what
+the model's declared domain reads (tiny-arith: "The answer is N."), else the whole reply
+(search.serve.text).
 """
 
 from __future__ import annotations
@@ -29,16 +38,19 @@ from typing import Any
 
 from search import registry
 from search.api import check_run, check_scorer
+from search.engines.prompts import PROMPT_FORM, RAW
+from search.models import Form
+from search.serve.text import ANSWER_PATTERN, TEXT, pattern
 from search.types import Budget, Problem
 
 SAMPLE = ("best_of_n", {"n": 1, "select": "vote"})  # plain sampling: one path, nothing to pick
-SEARCH_FIELDS = ("algo", "knobs", "scorer", "budget")
+SEARCH_FIELDS = ("algo", "knobs", "scorer", "budget", "step_delimiter", "answer_pattern")
 COMMON = ("model", "n", "seed", "temperature", "top_p", "max_tokens", "stop", "stream",
           "stream_options", "user", "metadata", "store", "service_tier", "presence_penalty",
           "frequency_penalty", "logit_bias") + SEARCH_FIELDS
 CHAT = COMMON + ("messages", "max_completion_tokens", "logprobs", "top_logprobs",
                  "response_format", "tools", "tool_choice", "parallel_tool_calls")
-TEXT = COMMON + ("prompt", "logprobs", "echo", "suffix", "best_of")
+TEXT_FIELDS = COMMON + ("prompt", "logprobs", "echo", "suffix", "best_of")
 MAX_STOPS = 4  # as the API allows
 
 
@@ -66,6 +78,15 @@ class Defaults:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How the served model reads a request: chat_template (its tokenizer has one); form:
+    the text it was trained on, where it declares one (search.models.form_of)."""
+
+    chat_template: bool = True
+    form: Form | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """One request's searches: every (problem, seed) in `runs` is one choice, in order."""
 
@@ -86,15 +107,17 @@ class Plan:
 
 
 def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
-         defaults: Defaults, turns: bool = True) -> Plan:
-    """The Plan of a parsed request body, or BadRequest naming what is wrong. turns: whether
-    the engine takes chat turns (its model has a chat template)."""
+         defaults: Defaults, reading: Reading = Reading()) -> Plan:
+    """The Plan of a parsed request body, or BadRequest naming what is wrong. reading: how
+    the served model reads its prompts (see the module doc)."""
     if not isinstance(body, Mapping):
         raise BadRequest(f"the request body must be a JSON object, got {type(body).__name__}")
-    _known_fields(body, CHAT if chat else TEXT)
+    _known_fields(body, CHAT if chat else TEXT_FIELDS)
     _check_model(body.get("model"), models)
     _refuse_unsupported(body, chat)
-    problems = _chat_problem(body, turns) if chat else _text_problems(body)
+    kind = _kind(body, reading)
+    problems = _chat_problem(body, reading, kind) if chat else \
+        _text_problems(body, reading, kind)
     algo = _get(body, "algo", str)
     given = _get(body, "knobs", Mapping)
     # the server's knobs go with the server's algorithm only
@@ -106,6 +129,7 @@ def plan(body: Mapping[str, Any], *, chat: bool, models: Sequence[str],
         knobs = {**sample, **knobs}
     knobs = {k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()}  # JSON lists
     _sampling_knobs(body, algo, knobs)
+    _step_delimiter(body, algo, knobs, reading)
     named = _get(body, "scorer", str)
     scorer = named if named is not None else defaults.scorer
     budget = _budget(body, defaults.budget)
@@ -216,9 +240,23 @@ def _problem(**kwargs: Any) -> Problem:
         raise BadRequest(str(err)) from None
 
 
-def _chat_problem(body: Mapping[str, Any], turns: bool) -> tuple[Problem]:
-    """One user turn is the problem's prompt (the engine frames it as it frames any problem,
-    with its per-domain instructions); longer conversations go to the engine as chat turns."""
+def _kind(body: Mapping[str, Any], reading: Reading) -> dict[str, Any]:
+    """The Problem's domain and metadata: answer_pattern's (search.serve.text), else the
+    model's declared domain, else free text."""
+    given = _get(body, "answer_pattern", str)
+    if given is not None:
+        try:
+            pattern(given)
+        except ValueError as err:
+            raise BadRequest(str(err), param="answer_pattern") from None
+        return {"domain": TEXT, "metadata": {ANSWER_PATTERN: given}}
+    return {"domain": reading.form.domain if reading.form else TEXT}
+
+
+def _chat_problem(body: Mapping[str, Any], reading: Reading, kind: Mapping[str, Any]
+                  ) -> tuple[Problem]:
+    """A model with a chat template reads the messages as they are, through it; one without
+    reads one user message through its plain template."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty array of {role, content}",
@@ -230,22 +268,27 @@ def _chat_problem(body: Mapping[str, Any], turns: bool) -> tuple[Problem]:
                              param="messages")
         said.append({"role": m["role"], "content": _text(m.get("content"),
                                                           f"messages[{i}].content")})
+    if reading.chat_template:
+        return (_problem(messages=tuple(said), id="request", **kind),)
     if len(said) == 1 and said[0]["role"] == "user":
-        return (_problem(prompt=said[0]["content"], id="request"),)
-    if not turns:
-        raise BadRequest("this model has no chat template, so it reads one user message (the "
-                         "problem), not a conversation", param="messages")
-    return (_problem(messages=tuple(said), id="request"),)
+        return (_problem(prompt=said[0]["content"], id="request", **kind),)
+    raise BadRequest("this model has no chat template, so it reads one user message (the "
+                     "problem), not a conversation", param="messages")
 
 
-def _text_problems(body: Mapping[str, Any]) -> tuple[Problem, ...]:
+def _text_problems(body: Mapping[str, Any], reading: Reading, kind: Mapping[str, Any]
+                   ) -> tuple[Problem, ...]:
+    """One Problem per prompt: its text as it stands for a model with a chat template (a
+    completion continues the text), through the model's plain template for one without."""
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
     if not isinstance(prompts, list) or not prompts or \
             not all(isinstance(p, str) for p in prompts):
         raise BadRequest("prompt must be a string or a non-empty array of strings (token "
                          "arrays are not supported)", param="prompt")
-    return tuple(_problem(prompt=p, id=f"request-{i}") for i, p in enumerate(prompts))
+    if reading.chat_template:
+        kind = {**kind, "metadata": {**kind.get("metadata", {}), PROMPT_FORM: RAW}}
+    return tuple(_problem(prompt=p, id=f"request-{i}", **kind) for i, p in enumerate(prompts))
 
 
 def _sampling_knobs(body: Mapping[str, Any], algo: str, knobs: dict[str, Any]) -> None:
@@ -267,6 +310,36 @@ def _sampling_knobs(body: Mapping[str, Any], algo: str, knobs: dict[str, Any]) -
             raise BadRequest(f"{key}={value} and knobs.{key}={knobs[key]} disagree; give one",
                              param=key)
         knobs[key] = value
+
+
+def _step_delimiter(body: Mapping[str, Any], algo: str, knobs: dict[str, Any],
+                    reading: Reading) -> None:
+    """The step delimiters into the algorithm's `stop` knob: step_delimiter's (a string, an
+    array of strings, or null: none), else the knob's own value, else the model's declared
+    ones, else none (a step ends at its token cap or the model's end of text)."""
+    try:
+        has = "stop" in registry.knob_names(algo)
+    except ValueError as err:  # an unknown algorithm: its own message
+        raise BadRequest(str(err)) from None
+    if "step_delimiter" in body:
+        given = body["step_delimiter"]
+        delims = [given] if isinstance(given, str) else given
+        if delims is not None and (not isinstance(delims, list) or not delims or not all(
+                isinstance(d, str) and d for d in delims)):
+            raise BadRequest("step_delimiter must be a non-empty string, an array of them, or "
+                             "null (no delimiter)", param="step_delimiter")
+        value = tuple(delims) if delims is not None else None
+        if not has:
+            raise BadRequest(f"{algo} has no steps to delimit (no stop knob); leave "
+                             "step_delimiter out", param="step_delimiter")
+        if "stop" in knobs and knobs["stop"] != value:
+            raise BadRequest(f"step_delimiter={given!r} and knobs.stop={knobs['stop']!r} "
+                             "disagree; give one", param="step_delimiter")
+        knobs["stop"] = value
+    elif has and "stop" not in knobs:
+        value = reading.form.step_delimiter if reading.form else None
+        if value != registry.check_knobs(algo, {}, values_too=False)["stop"]:  # its default
+            knobs["stop"] = value
 
 
 def _budget(body: Mapping[str, Any], default: Budget | None) -> Budget | None:

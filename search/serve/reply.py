@@ -1,9 +1,11 @@
 """Results -> OpenAI response objects: a completion, its stream chunks, its usage.
 
 Each choice is one search's Result: its chosen text (cut before the first `stop` string),
-finish_reason "stop" when the chosen path finished (or a stop string cut it) and "length"
-when the budget ended it first, and an extra `search` field with the search's status, answer,
-selected_by, score, seed and full Usage. `usage` counts as the API does: prompt_tokens once
+finish_reason "stop" when the chosen path finished (or a stop string cut it); where the budget
+(max_tokens or any other limit) ended the search before a path was chosen, its best partial
+path (the highest-scoring unfinished one, search.select.best_partial: the text so far, as an
+OpenAI endpoint returns it) with finish_reason "length"; and an extra `search` field with the
+search's status, answer, selected_by, score, seed and full Usage. `usage` counts as the API does: prompt_tokens once
 per prompt, completion_tokens every token the searches generated (as OpenAI counts a
 reasoning model's hidden tokens, with completion_tokens_details.reasoning_tokens the ones not
 in the returned texts), and `usage.search` the full Usage summed over the choices.
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from search.engines.base import Engine
+from search.select import best_partial
 from search.serve.plan import Plan
-from search.types import Node, Result, Usage
+from search.types import Candidate, Node, Result, Usage
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,14 @@ class Choice:
 
     @classmethod
     def of(cls, index: int, result: Result, plan: Plan, engine: Engine) -> Choice:
-        node = chosen_node(result)
-        text = result.text
+        shown = shown_candidate(result)
+        node = node_of(result, shown)
+        text = result.text or (shown.text if shown is not None else "")
         cut = min((i for s in plan.stop if (i := text.find(s)) >= 0), default=-1)
         if cut >= 0:
             text, reason = text[:cut], "stop"
         else:
-            finished = node.finished if node is not None else result.status == "ok"
+            finished = shown.finished if shown is not None else result.status == "ok"
             reason = "stop" if finished else "length"
         steps = node.steps() if node is not None else []
         tokens: list[tuple[str, float]] = []
@@ -82,14 +86,21 @@ class Choice:
                 "text_offset": offsets}
 
 
-def chosen_node(result: Result) -> Node | None:
-    """The node whose path is the Result's text (the chosen candidate's), None when nothing
-    was chosen."""
-    ids = [c.node_id for c in result.candidates if c.text == result.text]
-    if not ids or not result.text:
+def shown_candidate(result: Result) -> Candidate | None:
+    """The candidate a choice shows: the chosen one (whose text is the Result's), else the
+    best partial path where a budget cut the search before a path was chosen; None where
+    there is neither."""
+    if result.text:
+        chosen = [c for c in result.candidates if c.text == result.text]
+        return next((c for c in chosen if c.finished), chosen[0] if chosen else None)
+    return best_partial(result.candidates)
+
+
+def node_of(result: Result, cand: Candidate | None) -> Node | None:
+    """The candidate's node in the Result's tree (None for none)."""
+    if cand is None:
         return None
-    by_id = {n.id: n for n in result.tree.walk()}
-    return next((by_id[i] for i in ids if i in by_id), None)
+    return next((n for n in result.tree.walk() if n.id == cand.node_id), None)
 
 
 def usage(choices: Sequence[Choice]) -> dict[str, Any]:

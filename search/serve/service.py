@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 import math
 import threading
 import time
@@ -29,6 +28,7 @@ from search import scoring
 from search.budget import Meter
 from search.fit import BudgetTooSmall
 from search.many import Driver, Scorers
+from search.models import form_of
 from search.progress import Progress, line
 from search.runtime.sched import SCHED, Interrupted
 from search.serve.plan import BadRequest, Plan
@@ -184,6 +184,28 @@ class Service:
                                                d.max_kv_bytes)
             return self._drivers[scorer]
 
+    def check_prompts(self, plan: Plan) -> None:
+        """BadRequest for a prompt the model cannot read: one longer than its context, or
+        text its tokenizer has no token for (it would read its unknown token there, and
+        answer something else: tiny-arith's alphabet has no "W"), naming the characters and
+        what the model reads where it declares it. Blocking: run it off the event loop."""
+        engine = self.driver.engine
+        problems = list({id(p): p for p, _ in plan.runs}.values())  # n seeds: one Problem
+        if not hasattr(engine, "prompt_ids"):  # an engine that tokenises nothing here
+            return
+        try:
+            unread = SCHED.call(lambda: [unreadable(engine, p) for p in problems])
+        except ValueError as err:  # too long for the context
+            raise BadRequest(str(err)) from None
+        chars = sorted({c for u in unread for c in u})
+        if chars:
+            form = form_of(self.model)
+            reads = f"; it reads {form.reads}" if form is not None and form.reads else ""
+            raise BadRequest(f"the model {self.model!r} cannot read "
+                             f"{', '.join(map(repr, chars))}: its tokenizer has no token for "
+                             f"{'it' if len(chars) == 1 else 'them'}{reads}", param="messages"
+                             if plan.chat else "prompt")
+
     def start(self, plan: Plan) -> list[Search]:
         """Start every search of the plan (one per choice, in order)."""
         if self.closing:
@@ -203,12 +225,7 @@ class Service:
         outcome = "failed"
         try:
             result = self._solve(s, driver, plan)
-            if result is None:
-                # the cancelled search's tree goes now (the exception that held it is gone),
-                # not at some later collection: its KV segments are keyed weakly by its nodes,
-                # which hold each other in cycles (search.solve's own `retain([])` at its end
-                # is refused once the search is cancelled)
-                gc.collect()
+            if result is None:  # its KV is freed already: search.solve's own retain([])
                 outcome = "cancelled"
                 raise Cancelled("the search was interrupted")
             outcome = "finished"
@@ -267,3 +284,18 @@ class Service:
                 if cached is not None else None,
                 "batching": {"peak_jobs": stats.peak_jobs, "widest": stats.widest,
                              "ticks": stats.ticks, "passes": stats.passes}}
+
+
+def unreadable(engine: Any, problem: Problem) -> str:
+    """The characters of the problem's text that the engine's tokenizer reads as its unknown
+    token ("" where it has none, or reads them all); ValueError for a prompt too long for the
+    engine's context (engine.prompt_ids's)."""
+    ids = engine.prompt_ids(problem)
+    tokenizer = getattr(engine, "tokenizer", None)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if tokenizer is None or unk is None or unk not in ids:
+        return ""
+    texts = [problem.prompt, *(m.get("content", "") for m in problem.messages)]
+    chars = dict.fromkeys(c for t in texts for c in t)
+    return "".join(c for c in chars
+                   if unk in tokenizer(c, add_special_tokens=False)["input_ids"])

@@ -308,7 +308,9 @@ class HFEngine(Bindable):
         return out
 
     def retain(self, live: Sequence[Node]) -> None:
-        SCHED.call(self.kv.retain, list(live), self.session.kv, cancel=self.session.cancel)
+        # not cancellable: a cancelled search's own retain([]) (search.solve's last act) frees
+        # its KV now, not when a garbage collection finds its tree
+        SCHED.call(self.kv.retain, list(live), self.session.kv)
 
     @property
     def cached_tokens(self) -> int:
