@@ -29,14 +29,18 @@ from verifiers._math.conclusion import (
     Candidate,
     corrected,
     hedge,
+    negated_before,
     replacement,
     restates,
     same,
+    sentence_bounds,
     turned_at,
     withdrawals,
 )
+from verifiers._math.doubt import doubt
 from verifiers._math.forms import rewrite
 from verifiers._math.items import BOX, math_items, run
+from verifiers._math.languages import decimal_comma, identify, translate
 from verifiers._math.latex import to_plain
 from verifiers._math.lexicon import HEDGE_BETWEEN, UNIT_BETWEEN
 from verifiers._math.phrases import has_prose, phrases
@@ -60,12 +64,26 @@ _MARKUP = re.compile(r"^(\*{1,3}|_{2})(.+?)\1$", re.S)  # "**120**": bold around
 
 @dataclass(frozen=True)
 class Reading:
-    """What a text answers: `answer` (None for none), and `abstained`, the words of a refusal
-    ("cannot determine") when the text declines to answer."""
+    """What a text answers: `answer` (None for none), `abstained`, the words of a refusal
+    ("cannot determine") when the text declines to answer, and `unread`, why the conclusion
+    was not read with confidence (verifiers._math.doubt), when asked to abstain."""
 
     answer: str | None
     abstained: str | None = None
+    unread: str | None = None
 
+
+# "3,5" in a language that writes a decimal comma: not in a list ("1,2,3") nor English
+# thousands (three digits after the comma)
+_DECIMAL_COMMA = re.compile(r"(?<![\d,.])(\d+),(\d{1,2}|\d{4,})(?![\d]|,\d)")
+# a markdown table's rows ("| Total | **42** |") and its rule ("|---|:--:|")
+_TABLE_ROW = re.compile(r"^[ \t]*\|(.*)\|[ \t]*$", re.M)
+_TABLE_RULE = re.compile(r"[\s|:-]*")
+# the head of a new problem on a line of its own ("Problem:", "Question 2:", "Q:"), after
+# which a few-shot run-on invents the next problem
+_NEXT_PROBLEM = re.compile(
+    r"\n[ \t#*]*(?:Problem|Question|Exercise|Task|Q)(?:\s*\d+)?[ \t*]*[:：.]", re.I)
+_ANSWERED = re.compile(r"\b(?:answer|solution)\b|\\boxed|####", re.I)
 
 def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | None:
     """The final answer in `text` (a whole solution or already a bare answer), or None.
@@ -79,32 +97,99 @@ def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | 
     return read(text, words=words, withdraw=withdraw).answer
 
 
-def read(text: str, *, words: bool = True, withdraw: bool = True) -> Reading:
-    """`answer_of`, with the refusal that made it None when one did."""
+def read(text: str, *, words: bool = True, withdraw: bool = True, abstain: bool = False) -> Reading:
+    """`answer_of`, with the refusal that made it None when one did. abstain: a conclusion
+    not read with confidence (verifiers._math.doubt) is no answer, its reason `unread`."""
     after = _after_thinking(text)
     if after is None:
-        return Reading(None)
+        return Reading(None, unread="cut off inside a <think> block" if abstain else None)
     text = rewrite(after)
+    lang = identify(text)
+    if lang and lang != "en":
+        text = translate(text, lang)
+        if decimal_comma(lang):
+            text = _DECIMAL_COMMA.sub(r"\1.\2", text)
+    text = _run_on(_tables(text))
+    reading, marked, last_end = _read(text, words, withdraw)
+    if abstain and reading.answer is not None:
+        reason = doubt(text, lang, marked=marked, last_end=last_end)
+        if reason:
+            return Reading(None, reading.abstained, reason)
+    return reading
+
+
+def _tables(text: str) -> str:
+    """A markdown table as lines of prose: "| Total | 42 |" -> "Total: 42.", its rule gone."""
+    if "|" not in text:
+        return text
+
+    def row(m: re.Match[str]) -> str:
+        cells = [c.strip() for c in m.group(1).split("|")]
+        if _TABLE_RULE.fullmatch(m.group(1)):
+            return ""
+        return (f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else cells[0]).rstrip(".") + "."
+
+    return _TABLE_ROW.sub(row, text)
+
+
+def _run_on(text: str) -> str:
+    """The text up to a new problem's head that follows its math and leads to an answer of its
+    own (a few-shot run-on: the model invents the next problem and answers it)."""
+    for m in _NEXT_PROBLEM.finditer(text):
+        if re.search(r"\d", text[: m.start()]) and _ANSWERED.search(text, m.end()):
+            return text[: m.start()]
+    return text
+
+
+def _read(text: str, words: bool, withdraw: bool) -> tuple[Reading, bool, int]:
+    """The reading of a rewritten text, whether an answer was stated (a marker, a box, a final
+    line) and where the last one stated ends (-1 for none)."""
     boxes = _boxes(text)
     stated = phrases(text, boxes)  # a phrase that states a box ranks the box instead
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
     candidates = sorted(boxes + stated + markers + _final_line(text, boxes), key=lambda c: c.start)
+    if not candidates:
+        candidates = _bold(text)
+    last_end = max((c.end for c in candidates if c.committed), default=-1)
     if withdraw:
         last = max((c.start for c in candidates if c.committed), default=-1)
         refusal = abstention(text, last) or (declined(text) if last < 0 else None)
         if refusal:
-            return Reading(None, refusal)
+            return Reading(None, refusal), True, last_end
     if candidates:
         checked = _checked(text, candidates)
-        return Reading(checked if isinstance(checked, str) else _conclusion(text, checked, withdraw))
+        value = checked if isinstance(checked, str) else _conclusion(text, checked, withdraw)
+        return Reading(value), last_end >= 0, last_end
     bare = _unmark(_strip_math_delimiters(text.strip()).strip())
     single = "\n" not in bare or "\\begin" in bare
     if bare and single and not has_prose(bare):
-        return Reading(bare.rstrip(".").strip() or None)
+        return Reading(bare.rstrip(".").strip() or None), True, len(text)
     math = _before_check(text, withdraw) or _last_statement(text, 0, withdraw)
     if math is None and words and single and 0 < len(bare) <= 100:
-        return Reading(bare.rstrip(".").strip() or None)
-    return Reading(math)
+        return Reading(bare.rstrip(".").strip() or None), True, len(text)
+    return Reading(math), False, -1
+
+
+# a bold value ("**126**") in the last paragraph, then the rest of its sentence: a unit or a
+# few words, then an aside ("since ...", "(12 cartons of 7)") or the sentence's end
+_BOLD = re.compile(r"\*\*([^*\n]{1,40})\*\*")
+_ASIDE_AFTER = re.compile(
+    r"(?:\s*[^\W\d_]+){0,3}\s*(?:$|[.。!]|,?\s*(?:since|because|as|for|from|which|—|–|-\s)|\s*[(:;])", re.I)
+
+
+def _bold(text: str) -> list[Candidate]:
+    """With no other stated answer: the last bold value of the last paragraph, when what
+    follows it in its sentence is an aside and no sentence after it holds math (a weak
+    marker: "He needs **126** bottles, since 7 cases hold 18 per case.")."""
+    paragraph = max(text.rstrip().rfind("\n\n"), 0)
+    found = [m for m in _BOLD.finditer(text, paragraph) if not has_prose(m.group(1)) and re.search(r"\d", m.group(1))]
+    if not found:
+        return []
+    m = found[-1]
+    _, end, _ = sentence_bounds(text, m.end())
+    if not _ASIDE_AFTER.match(text, m.end(), end) or math_items(text[end:]):
+        return []
+    return [Candidate(m.start(), m.end(), m.group(1).strip(), "phrase")]
 
 
 def _final_line(text: str, boxes: list[Candidate]) -> list[Candidate]:
@@ -248,8 +333,8 @@ def _boxes(text: str) -> list[Candidate]:
             content = re.match(r"[^\s$]*", text[j:]).group(0)  # type: ignore[union-attr]
             end = j + len(content)
         content = _unbox(re.sub(r"^[#\s]+", "", content).strip())  # "\boxed{#### 5}"
-        if content:
-            out.append(Candidate(m.start(), end + 1, content, "box"))
+        if content:  # "it is not \boxed{5}" states nothing
+            out.append(Candidate(m.start(), end + 1, content, "box", not negated_before(text, m.start())))
     return out
 
 

@@ -1,0 +1,106 @@
+r"""When the conclusion is not read with confidence: the reasons to abstain ("unread").
+
+A reading is unread, with its reason, when
+- the text's language is one no table reads (a script outside them: Georgian, Amharic; or
+  Latin words no table knows well enough) and words follow the last stated answer, or there
+  is none: a hedge, refusal or negation in that language could not be seen;
+- the text stops mid-sentence (its last sentence ends in a word that needs more, such as "of",
+  "is", "which gives", or holds math but no full stop): a cut-off output, whatever it
+  computed before the cut;
+- with no answer marker, box or final line (the last statement of prose is read):
+  a refusal anywhere near the end ("nie można ustalić", "we cannot determine x"), or, in
+  the sentence of that statement or after it, a word of doubt (maybe, would, if, a question)
+  or a negation that is not of another value ("120, not 60" names the answer; "60 değil" and
+  "but we don't know" do not).
+Readers run on the text after verifiers._math.languages has put its table words in English,
+so these rules are the same in every language read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from verifiers._math import lexicon
+from verifiers._math.conclusion import replacement, sentence_bounds
+from verifiers._math.items import math_items
+from verifiers._math.languages import TABLES
+from verifiers._math.sections import check_start
+
+_REFUSAL = re.compile(lexicon.REFUSALS, re.I)
+_DOUBT = re.compile(
+    r"\b(?:maybe|perhaps|possibly|probably|might|could|would|unless|guess\w*|estimat\w*|approximate\w*|"
+    r"roughly|assum\w*|unsure|uncertain)\b|[?？]"
+    rf"|{lexicon.HEDGE_BEFORE}|{lexicon.SUPPOSED}|\bif\b",
+    re.I,
+)
+# a negation, unless what it negates is another value ("not 60", "nicht 60", "не 60")
+_NEGATION = re.compile(
+    r"(?:\b(?:not|isnot|no|never|cannot|nicht|kein\w*|pas|n[ãa]o|nunca|не|нет)\b|n't|不|没|ない|ません)(?!\s*[-\d$\\])",
+    re.I,
+)
+# words a sentence cannot end on: it was cut off there
+_DANGLING = re.compile(
+    r"\b(?:the|a|an|of|to|in|on|at|by|for|with|from|and|or|but|so|then|is|are|was|were|be|we|it|"
+    r"this|that|which|gives?|get|gets|equals?|yields?|becomes?|makes?|has|have|its|their|our|"
+    r"total|leaves?|leaving|giving|into|as|than|per)\s*$|[,;:=+\-*/×÷(\[{\\]\s*$",
+    re.I,
+)
+_OPEN_END = re.compile(r"[^\W\d_][\u0300-\u036f\u0900-\u0dff]*\s*$|[,;=+\-*/×÷(\[{\\]\s*$")
+_CLOSED_LINE = re.compile(r"^\s*(?:#|\*\*|__|\||>|[-*]\s)")
+_DIGIT_OR_OPERATOR = re.compile(r"\d|[=+×÷]")
+
+
+_WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0900-\u0dff\u064b-\u065f])+")
+_UNKNOWN_WORDS = 3  # unknown words after an unmarked last statement that make it unread
+_CLAUSE = re.compile(r"[,;:，；：]")
+
+
+def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
+    """Whether `text` stops mid-sentence (see the module docstring); never for Thai, which
+    ends sentences without a mark, nor for a heading, a bold line, a table row, or a last
+    line that states the answer (`last_end`: where the last stated answer ends)."""
+    stripped = text.rstrip()
+    line_start = stripped.rfind("\n") + 1
+    line = stripped[line_start:]
+    if lang == "th" or last_end >= line_start or not _OPEN_END.search(line) or _CLOSED_LINE.match(line):
+        return False
+    last = re.split(r"[.!?。！？]\s", line)[-1]
+    words = _WORD.findall(last)
+    if len(words) < 3:
+        return False
+    if _DANGLING.search(last):
+        return True
+    own = TABLES[lang].words if lang and lang in TABLES else frozenset()
+    earlier = re.search(r"[.!?。！？]\s|\n", stripped[: len(stripped) - len(last)])  # a text of more than it
+    return bool(earlier) and bool(_DIGIT_OR_OPERATOR.search(last) or words[-1].lower() in own)
+
+
+def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | None:
+    """Why the reading of `text` is not confident, or None. marked: the answer was stated
+    (a marker, a box, a final line); last_end: where the last one stated ends (-1 for none)."""
+    if lang is None and (not marked or re.search(r"[^\W\d_]{2,}", text[max(0, last_end) :])):
+        return "its language is one the grader has no table for"
+    if cut_off(text, lang, last_end):
+        return "the text stops mid-sentence"
+    if marked:
+        return None
+    tabled = bool(lang) and any(TABLES[lang or "en"].roles["markers"])  # its words are put in English
+    refusal = _REFUSAL.search(text, max(0, len(text) - 1500)) if tabled else None
+    if refusal:  # the step-or-answer test reads English, French, ... words only
+        return f"a refusal before its last statement ({refusal.group(0)!r})"
+    found = replacement(text, 0, math_items)
+    if found is None:
+        return None
+    start, end, _ = sentence_bounds(text, found.start)
+    clause = max([start, *(m.end() for m in _CLAUSE.finditer(text, start, found.start))])
+    word = _DOUBT.search(text, clause, end) or _NEGATION.search(text, found.end, end)
+    if word:
+        return f"a word of doubt or negation by its last statement ({word.group(0).strip()!r})"
+    if tabled:
+        head = check_start(text, found.end)
+        after = _WORD.findall(text, found.end, head if head is not None else len(text))
+        known = TABLES[lang or "en"].words | TABLES["en"].words
+        unknown = [w for w in after if w.lower() not in known]
+        if len(unknown) >= _UNKNOWN_WORDS:
+            return f"words after its last statement that the grader does not know ({' '.join(unknown[:4])!r})"
+    return None
