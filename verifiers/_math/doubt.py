@@ -46,12 +46,13 @@ _DANGLING = re.compile(
     re.I,
 )
 _OPEN_END = re.compile(r"[^\W\d_][\u0300-\u036f\u0900-\u0dff]*\s*$|[,;=+\-*/×÷(\[{\\]\s*$")
-_CLOSED_LINE = re.compile(r"^\s*(?:#|\*\*|__|\||>|[-*]\s)")
+_CLOSED_LINE = re.compile(r"^\s*(?:#|\*\*|__|\||>|~|[-*]\s?)")  # a heading, bold, a table, a signature
 _DIGIT_OR_OPERATOR = re.compile(r"\d|[=+×÷]")
 
 
 _WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0900-\u0dff\u064b-\u065f])+")
 _UNKNOWN_WORDS = 3  # unknown words after an unmarked last statement that make it unread
+_MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b", re.I)
 _CLAUSE = re.compile(r"[,;:，；：]")
 
 
@@ -60,11 +61,12 @@ def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
     ends sentences without a mark, nor for a heading, a bold line, a table row, or a last
     line that states the answer (`last_end`: where the last stated answer ends)."""
     stripped = text.rstrip()
-    line_start = stripped.rfind("\n") + 1
-    line = stripped[line_start:]
-    if lang == "th" or last_end >= line_start or not _OPEN_END.search(line) or _CLOSED_LINE.match(line):
+    line = stripped[stripped.rfind("\n") + 1 :]
+    if lang == "th" or not _OPEN_END.search(line) or _CLOSED_LINE.match(line):
         return False
     last = re.split(r"[.!?。！？]\s", line)[-1]
+    if last_end > len(stripped) - len(last):  # the answer is stated in the last sentence
+        return False
     words = _WORD.findall(last)
     if len(words) < 3:
         return False
@@ -72,7 +74,9 @@ def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
         return True
     own = TABLES[lang].words if lang and lang in TABLES else frozenset()
     earlier = re.search(r"[.!?。！？]\s|\n", stripped[: len(stripped) - len(last)])  # a text of more than it
-    return bool(earlier) and bool(_DIGIT_OR_OPERATOR.search(last) or words[-1].lower() in own)
+    if not earlier:  # one sentence: a long one with math in it, ending on a word
+        return len(words) >= 8 and bool(_DIGIT_OR_OPERATOR.search(last))
+    return len(words) >= 4 or bool(_DIGIT_OR_OPERATOR.search(last)) or words[-1].lower() in own
 
 
 def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | None:
@@ -83,7 +87,8 @@ def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | 
     if cut_off(text, lang, last_end):
         return "the text stops mid-sentence"
     if marked:
-        return None
+        hedged = _MAYBE.search(text, *sentence_bounds(text, max(0, last_end - 1))[:2])
+        return f"a hedge in the sentence of its answer ({hedged.group(0)!r})" if hedged else None
     tabled = bool(lang) and any(TABLES[lang or "en"].roles["markers"])  # its words are put in English
     refusal = _REFUSAL.search(text, max(0, len(text) - 1500)) if tabled else None
     if refusal:  # the step-or-answer test reads English, French, ... words only

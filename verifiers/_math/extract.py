@@ -59,6 +59,8 @@ _ABOUT = re.compile(
 )
 _HEDGED = re.compile(HEDGE_BETWEEN, re.I)  # another language's "or maybe" between two values
 _UNIT_FIRST = re.compile(rf"^{UNIT_BETWEEN}")
+# "we should not write $\boxed{10}$": a negation a few words before a box
+_NOT_WRITTEN = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:[A-Za-z]+\s+){0,2}[$\\(\[\s]*$", re.I)
 _MARKUP = re.compile(r"^(\*{1,3}|_{2})(.+?)\1$", re.S)  # "**120**": bold around an answer
 
 
@@ -334,7 +336,8 @@ def _boxes(text: str) -> list[Candidate]:
             end = j + len(content)
         content = _unbox(re.sub(r"^[#\s]+", "", content).strip())  # "\boxed{#### 5}"
         if content:  # "it is not \boxed{5}" states nothing
-            out.append(Candidate(m.start(), end + 1, content, "box", not negated_before(text, m.start())))
+            negated = negated_before(text, m.start()) or _NOT_WRITTEN.search(text, max(0, m.start() - 40), m.start())
+            out.append(Candidate(m.start(), end + 1, content, "box", not negated))
     return out
 
 

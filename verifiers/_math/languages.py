@@ -10,6 +10,7 @@ The data are one table a language, `verifiers/_math/languages/<code>.json`:
   refusals       declining to answer ("nie można ustalić", "informasi tidak cukup")
   suppose        "if" ("jeśli", "eğer")
   corrections    "mistake" ("błąd", "hata")
+  letters        letters only it writes among the tables ("ığş", "łśżąę"), which identify it too
   problem_heads  the head of a new problem ("Zadanie", "Soal"), which ends a few-shot run-on
   decimal, group the locale's decimal and grouping symbols (CLDR through Babel)
   numbers        {value: [words]}, spelled by num2words (reports/grader/lexicons.py fills
@@ -53,6 +54,7 @@ _SCRIPT = re.compile("|".join(f"(?P<{name}>[{chars}]+)" for name, chars in SCRIP
 _LETTER = re.compile(r"[^\W\d_]")
 _LATEX = re.compile(r"\\[A-Za-z]+|\$[^$]*\$")
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff']+")
+_UNITS = frozenset("kg km cm mm ml mg min sec hr hrs km/h usd eur rp".split())  # no language's words
 _REACH = 4000  # characters from the end that identify the language
 # a word boundary in scripts with combining marks (Devanagari, Bengali, Telugu, Arabic vowels)
 _MARKS = "\u0300-\u036f\u0900-\u0dff\u064b-\u065f\u0670"
@@ -67,6 +69,7 @@ class Language:
     script: str
     spaced: bool  # words are separated by spaces (not Thai, Chinese, Japanese)
     negation_after: bool  # "60 değil": the negation follows the value it negates
+    letters: re.Pattern[str] | None  # letters only it writes among the tables ("ı", "ł", "ő")
     words: frozenset[str]  # its function words and those of its roles and numbers
     roles: dict[str, tuple[str, ...]]
     decimal: str
@@ -81,7 +84,8 @@ def _load(path: Path) -> Language:
             *(w for spellings in data.get("numbers", {}).values() for w in spellings)]
     words = frozenset(w for phrase in said for w in re.findall(r"[^\W\d_]+", phrase.lower()))
     return Language(
-        path.stem, data["name"], data["script"], data["spaced"], data.get("negation_after", False), words,
+        path.stem, data["name"], data["script"], data["spaced"], data.get("negation_after", False),
+        re.compile(f"[{data['letters']}]") if data.get("letters") else None, words,
         {role: tuple(data.get(role, ())) for role in ROLES}, data.get("decimal", "."),
         data.get("group", ","), {k: tuple(v) for k, v in data.get("numbers", {}).items()},
     )
@@ -123,15 +127,17 @@ def identify(text: str) -> str | None:
         if script == "Cyrl":
             return "uk" if _UKRAINIAN.search(tail) else "ru"
         return "zh" if script == "Hani" else None
-    words = [w.lower().strip("'") for w in _LATIN_WORD.findall(tail) if len(w) > 1 or w in "aAoOeEyYi"]
+    words = [w.lower().strip("'") for w in _LATIN_WORD.findall(tail)
+             if (len(w) > 1 or w in "aAoOeEyYi") and w.lower() not in _UNITS]
     if not words:
         return ""
-    hits = {lang.code: sum(w in lang.words for w in words) for lang in _LATIN}
+    hits = {lang.code: sum(w in lang.words or bool(lang.letters and lang.letters.search(w)) for w in words)
+            for lang in _LATIN}
     best = max(hits, key=lambda code: (hits[code], code == "en"))
-    if hits[best] >= max(1, 0.1 * len(words)):
+    if hits[best] >= max(1 if len(words) <= 3 else 2, 0.1 * len(words)):
         return best
     # a short English text of words no table lists ("Janet makes dollars"); else unknown
-    return "en" if len(words) <= 6 and all(w.isascii() for w in words) else None
+    return "en" if len(words) <= 6 and hits["en"] and all(w.isascii() for w in words) else None
 
 
 @cache
