@@ -122,6 +122,15 @@ def extract_answer(text: str) -> str | None:
     return computed.group(1).strip() if computed else answer
 
 
+def unread_reason(text: str) -> str | None:
+    """Why the conclusion of a solution text is not read with confidence (a language no table
+    reads, a cut-off text, doubt around an unmarked last statement), or None when it is read."""
+    try:
+        return read(str(text), abstain=True).unread
+    except Exception:  # never raise on model output
+        return None
+
+
 def normalize(answer: str) -> str:
     """Canonical string of an extracted answer, for grouping answers in majority voting.
 

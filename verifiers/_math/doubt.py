@@ -94,8 +94,8 @@ def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | 
     if refusal:  # the step-or-answer test reads English, French, ... words only
         return f"a refusal before its last statement ({refusal.group(0)!r})"
     found = replacement(text, 0, math_items)
-    if found is None:
-        return None
+    if found is None:  # "if 3 × 20 = 60": every value supposed, questioned or negated
+        return "no value is asserted"
     start, end, _ = sentence_bounds(text, found.start)
     clause = max([start, *(m.end() for m in _CLAUSE.finditer(text, start, found.start))])
     word = _DOUBT.search(text, clause, end) or _NEGATION.search(text, found.end, end)

@@ -167,8 +167,8 @@ def _read(text: str, words: bool, withdraw: bool) -> tuple[Reading, bool, int]:
     if bare and single and not has_prose(bare):
         return Reading(bare.rstrip(".").strip() or None), True, len(text)
     math = _before_check(text, withdraw) or _last_statement(text, 0, withdraw)
-    if math is None and words and single and 0 < len(bare) <= 100:
-        return Reading(bare.rstrip(".").strip() or None), True, len(text)
+    if math is None and words and single and 0 < len(bare) <= 100:  # "Evelyn"; with digits, unsure
+        return Reading(bare.rstrip(".").strip() or None), not re.search(r"\d", bare), len(text)
     return Reading(math), False, -1
 
 

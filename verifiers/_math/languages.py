@@ -20,10 +20,11 @@ Korean hold only their words, problem heads and numbers: their answer words are 
 verifiers/_math/lexicon.py.
 
 `identify(text)` names the language: a script that only one table writes (Thai, Bengali,
-Telugu, Devanagari, Hebrew, Greek, Hangul; Arabic and Persian, Russian and Ukrainian and
-Chinese and Japanese told apart by their own letters), else, in a Latin script, the table
-whose words the text uses most, when they are enough of its words; "" for a text of no words,
-None for a language no table reads. `translate(text, code)` rewrites each table word in the
+Telugu, Devanagari, Hebrew, Greek, Hangul; Japanese where kana are, else Chinese), else,
+among the tables of its script (Latin; Cyrillic; Arabic), the one whose words and letters the
+text uses most, when they are enough of its words; "" for a text of no words, None for a
+language no table reads (a script none writes: Georgian, Amharic, Tamil; Latin words none
+knows). `translate(text, code)` rewrites each table word in the
 English the readers know ("Odpowiedź:" -> "Answer:", "lub" -> "or", "nie" -> "not",
 "czterdzieści dwa" -> "42"), longest phrase first, whole words only (but in Thai, Chinese and
 Japanese, written without spaces).
@@ -53,8 +54,8 @@ SCRIPTS = {
 _SCRIPT = re.compile("|".join(f"(?P<{name}>[{chars}]+)" for name, chars in SCRIPTS.items()))
 _LETTER = re.compile(r"[^\W\d_]")
 _LATEX = re.compile(r"\\[A-Za-z]+|\$[^$]*\$")
-_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff']+")
-_UNITS = frozenset("kg km cm mm ml mg min sec hr hrs km/h usd eur rp".split())  # no language's words
+_WORDS = {name: re.compile(f"[{chars}{'' if name != 'Latn' else chr(39)}]+") for name, chars in SCRIPTS.items()}
+_UNITS = frozenset(["kg", "km", "cm", "mm", "ml", "mg", "min", "sec", "hr", "hrs", "km/h", "usd", "eur", "rp"])  # no language's words
 _REACH = 4000  # characters from the end that identify the language
 # a word boundary in scripts with combining marks (Devanagari, Bengali, Telugu, Arabic vowels)
 _MARKS = "\u0300-\u036f\u0900-\u0dff\u064b-\u065f\u0670"
@@ -92,12 +93,9 @@ def _load(path: Path) -> Language:
 
 
 TABLES = {lang.code: lang for lang in map(_load, sorted(_TABLES.glob("*.json")))}
-_LATIN = [lang for lang in TABLES.values() if lang.script == "Latn"]
 # a script that one table reads; the others are told apart by letters only one of them has
 _BY_SCRIPT = {"Thai": "th", "Beng": "bn", "Telu": "te", "Deva": "hi", "Hebr": "he", "Grek": "el",
               "Hang": "ko", "Kana": "ja"}
-_PERSIAN = re.compile("[\u067e\u0686\u0698\u06af\u06cc\u06a9]")  # پ چ ژ گ ی ک
-_UKRAINIAN = re.compile("[іїєґІЇЄҐ]")
 
 
 def identify(text: str) -> str | None:
@@ -122,22 +120,29 @@ def identify(text: str) -> str | None:
         script = max(other, key=other.__getitem__)
         if script in _BY_SCRIPT:
             return _BY_SCRIPT[script]
-        if script == "Arab":
-            return "fa" if _PERSIAN.search(tail) else "ar"
-        if script == "Cyrl":
-            return "uk" if _UKRAINIAN.search(tail) else "ru"
-        return "zh" if script == "Hani" else None
-    words = [w.lower().strip("'") for w in _LATIN_WORD.findall(tail)
+        if script == "Hani":
+            return "zh"
+        return _by_words(tail, script, short=False) if script in ("Arab", "Cyrl") else None
+    return _by_words(tail, "Latn", short=True)
+
+
+def _by_words(tail: str, script: str, *, short: bool) -> str | None:
+    """Among the tables of a script, the one whose words and letters the text uses most, when
+    they are enough of its words (see `identify`); short: a text of a few English words is
+    English even when its words are in no table ("Janet makes dollars")."""
+    tables = [lang for lang in TABLES.values() if lang.script == script]
+    words = [w.lower().strip("'") for w in _WORDS[script].findall(tail)
              if (len(w) > 1 or w in "aAoOeEyYi") and w.lower() not in _UNITS]
     if not words:
         return ""
     hits = {lang.code: sum(w in lang.words or bool(lang.letters and lang.letters.search(w)) for w in words)
-            for lang in _LATIN}
+            for lang in tables}
     best = max(hits, key=lambda code: (hits[code], code == "en"))
     if hits[best] >= max(1 if len(words) <= 3 else 2, 0.1 * len(words)):
         return best
-    # a short English text of words no table lists ("Janet makes dollars"); else unknown
-    return "en" if len(words) <= 6 and hits["en"] and all(w.isascii() for w in words) else None
+    if short and len(words) <= 6 and hits["en"] and all(w.isascii() for w in words):
+        return "en"
+    return best if script != "Latn" else None
 
 
 @cache
