@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math import verify
 from verifiers._math.languages import TABLES, identify, translate
+from verifiers.math import verify
 
 TABLED = sorted(code for code, lang in TABLES.items() if lang.roles["markers"])
 MGSM = {"bn", "de", "es", "fr", "ja", "ru", "sw", "te", "th", "zh"}
@@ -28,7 +28,7 @@ def rows(role: str) -> list[tuple[str, str]]:
 
 
 def test_every_language_the_issue_names_has_a_table() -> None:
-    assert MGSM | ISSUE <= set(TABLES)
+    assert set(TABLES) >= MGSM | ISSUE
     assert ISSUE | {"bn", "sw", "te"} <= set(TABLED)  # their words are read from the tables
     for code in TABLED:
         roles = TABLES[code].roles
@@ -140,7 +140,7 @@ def test_unmarked_conclusion_row(code: str) -> None:
     """With no marker: the last statement is the answer when nothing doubts it, and unread
     when a hedge or a negation follows it."""
     lang = TABLES[code]
-    plain = f"12 + 30 = 42."
+    plain = "12 + 30 = 42."
     assert verify("42", plain).correct
     doubted = f"12 + 30 = 42, {lang.roles['hedges'][0]} 43."
     assert not verify("42", doubted).correct and not verify("43", doubted).correct

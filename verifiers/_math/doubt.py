@@ -23,7 +23,7 @@ import re
 from verifiers._math import lexicon
 from verifiers._math.conclusion import replacement, sentence_bounds
 from verifiers._math.items import math_items
-from verifiers._math.languages import TABLES
+from verifiers._math.languages import MARKS, TABLES, WORD
 from verifiers._math.sections import check_start
 
 _REFUSAL = re.compile(lexicon.REFUSALS, re.I)
@@ -45,14 +45,15 @@ _DANGLING = re.compile(
     r"total|leaves?|leaving|giving|into|as|than|per)\s*$|[,;:=+\-*/×÷(\[{\\]\s*$",
     re.I,
 )
-_OPEN_END = re.compile(r"[^\W\d_][\u0300-\u036f\u0900-\u0dff]*\s*$|[,;=+\-*/×÷(\[{\\]\s*$")
+_OPEN_END = re.compile(f"[^\\W\\d_][{MARKS}]*\\s*$|[,;=+\\-*/×÷(\\[{{\\\\]\\s*$")
 _CLOSED_LINE = re.compile(r"^\s*(?:#|\*\*|__|\||>|~|[-*]\s?)")  # a heading, bold, a table, a signature
 _DIGIT_OR_OPERATOR = re.compile(r"\d|[=+×÷]")
 
 
-_WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0900-\u0dff\u064b-\u065f])+")
 _UNKNOWN_WORDS = 3  # unknown words after an unmarked last statement that make it unread
 _MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b", re.I)
+_OR_BEFORE = re.compile(
+    r"\bor\b(?!\s+(?:about|approximately|approx|roughly|around|nearly|equivalently|simply|in\s+other))", re.I)  # "..., or 43": a second value offered
 _CLAUSE = re.compile(r"[,;:，；：]")
 
 
@@ -64,16 +65,16 @@ def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
     line = stripped[stripped.rfind("\n") + 1 :]
     if lang == "th" or not _OPEN_END.search(line) or _CLOSED_LINE.match(line):
         return False
-    last = re.split(r"[.!?。！？]\s", line)[-1]
+    last = re.split(r"[.!?。！？।]\s|।", line)[-1]
     if last_end > len(stripped) - len(last):  # the answer is stated in the last sentence
         return False
-    words = _WORD.findall(last)
+    words = WORD.findall(last)
     if len(words) < 3:
         return False
     if _DANGLING.search(last):
         return True
     own = TABLES[lang].words if lang and lang in TABLES else frozenset()
-    earlier = re.search(r"[.!?。！？]\s|\n", stripped[: len(stripped) - len(last)])  # a text of more than it
+    earlier = re.search(r"[.!?。！？]\s|।|\n", stripped[: len(stripped) - len(last)])  # a text of more than it
     if not earlier:  # one sentence: a long one with math in it, ending on a word
         return len(words) >= 8 and bool(_DIGIT_OR_OPERATOR.search(last))
     return len(words) >= 4 or bool(_DIGIT_OR_OPERATOR.search(last)) or words[-1].lower() in own
@@ -98,12 +99,13 @@ def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | 
         return "no value is asserted"
     start, end, _ = sentence_bounds(text, found.start)
     clause = max([start, *(m.end() for m in _CLAUSE.finditer(text, start, found.start))])
-    word = _DOUBT.search(text, clause, end) or _NEGATION.search(text, found.end, end)
+    word = (_DOUBT.search(text, clause, end) or _MAYBE.search(text, start, end)
+            or _OR_BEFORE.search(text, clause, found.start) or _NEGATION.search(text, found.end, end))
     if word:
         return f"a word of doubt or negation by its last statement ({word.group(0).strip()!r})"
     if tabled:
         head = check_start(text, found.end)
-        after = _WORD.findall(text, found.end, head if head is not None else len(text))
+        after = WORD.findall(text, found.end, head if head is not None else len(text))
         known = TABLES[lang or "en"].words | TABLES["en"].words
         unknown = [w for w in after if w.lower() not in known]
         if len(unknown) >= _UNKNOWN_WORDS:

@@ -291,7 +291,9 @@ def _last_statement(text: str, start: int, withdraw: bool) -> str | None:
     before = text[start : found.end]
     items = math_items(before)
     final = Candidate(found.start, found.end, run(before, items), "conclusion")
-    if len(items) > 1 and _ABOUT.fullmatch(re.sub(_UNIT_FIRST, "", before[items[-2][1] : items[-1][0]], count=1)):
+    if len(items) > 1 and _ABOUT.fullmatch(re.sub(_UNIT_FIRST, "", before[items[-2][1] : items[-1][0]], count=1)) and (
+        re.search(r"[,(≈]|\\approx|\bor\b", before[items[-2][1] : items[-1][0]])  # "58 sheep, i.e. ⅞", not "4 hours that is 240"
+    ):
         a, b, value = items[-2]  # "$\\sqrt{2}$, or about $1.414$": the exact value
         final = Candidate(start + a, start + b, value, "conclusion")
     elif len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another

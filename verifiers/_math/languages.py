@@ -53,14 +53,19 @@ SCRIPTS = {
 }  # fmt: skip
 _SCRIPT = re.compile("|".join(f"(?P<{name}>[{chars}]+)" for name, chars in SCRIPTS.items()))
 _LETTER = re.compile(r"[^\W\d_]")
-_LATEX = re.compile(r"\\[A-Za-z]+|\$[^$]*\$")
+_LATEX = re.compile(r"\\[A-Za-z]+\*?(?:\{[^{}]*\})?|\$[^$]*\$")  # "\end{align*}", "$x$": no words
 _WORDS = {name: re.compile(f"[{chars}{'' if name != 'Latn' else chr(39)}]+") for name, chars in SCRIPTS.items()}
 _UNITS = frozenset(["kg", "km", "cm", "mm", "ml", "mg", "min", "sec", "hr", "hrs", "km/h", "usd", "eur", "rp"])  # no language's words
 _REACH = 4000  # characters from the end that identify the language
+# the combining marks of the scripts read (Devanagari, Bengali, Telugu, Thai vowel signs; Arabic vowels)
+MARKS = ("\u0300-\u036f\u064b-\u065f\u0670\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
+         "\u0981-\u0983\u09bc-\u09d7\u09e2\u09e3\u0c00-\u0c04\u0c3e-\u0c56\u0c62\u0c63\u0e31\u0e34-\u0e3a\u0e47-\u0e4e")
 # a word boundary in scripts with combining marks (Devanagari, Bengali, Telugu, Arabic vowels)
-_MARKS = "\u0300-\u036f\u0900-\u0dff\u064b-\u065f\u0670"
-_BEFORE = rf"(?<![^\W\d_])(?<![{_MARKS}])"
-_AFTER = rf"(?![^\W\d_])(?![{_MARKS}])"
+_BEFORE = rf"(?<![^\W\d_])(?<![{MARKS}])"
+_AFTER = rf"(?![^\W\d_])(?![{MARKS}])"
+
+
+WORD = re.compile(f"(?:[^\\W\\d_]|[{MARKS}])+")  # a word, with its combining marks ("কলা", "টি")
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def _load(path: Path) -> Language:
     # the words that identify it: its function words and every word of its roles and numbers
     said = [*data["words"], *(p for role in ROLES for p in data.get(role, ())),
             *(w for spellings in data.get("numbers", {}).values() for w in spellings)]
-    words = frozenset(w for phrase in said for w in re.findall(r"[^\W\d_]+", phrase.lower()))
+    words = frozenset(w for phrase in said for w in WORD.findall(phrase.lower()))
     return Language(
         path.stem, data["name"], data["script"], data["spaced"], data.get("negation_after", False),
         re.compile(f"[{data['letters']}]") if data.get("letters") else None, words,
@@ -138,9 +143,9 @@ def _by_words(tail: str, script: str, *, short: bool) -> str | None:
     hits = {lang.code: sum(w in lang.words or bool(lang.letters and lang.letters.search(w)) for w in words)
             for lang in tables}
     best = max(hits, key=lambda code: (hits[code], code == "en"))
-    if hits[best] >= max(1 if len(words) <= 3 else 2, 0.1 * len(words)):
+    if hits[best] >= max(1 if len(words) <= 3 else 2, 0.25 * len(words)):
         return best
-    if short and len(words) <= 6 and hits["en"] and all(w.isascii() for w in words):
+    if short and len(words) <= 6 and (hits["en"] or len(words) <= 2) and all(w.isascii() for w in words):
         return "en"
     return best if script != "Latn" else None
 
