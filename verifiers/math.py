@@ -56,7 +56,12 @@ tests/test_grader_conclusions.py):
   equal.
 - Percent: "25%" is the gold 25 (the percent is the question's unit), and "10%" is also 0.1,
   but only against a gold that is no integer: "2500%" is not the gold 25 (math-verify reads
-  any p% as p/100 too).
+  any p% as p/100 too). A percent below one keeps its sign: "0.25%" is 0.0025, never the
+  gold 0.25 (no question's 0.25 is asked as 0.25%).
+- Abstention: where the conclusion is not read with confidence (a language no table reads,
+  a text cut off mid-sentence, doubt around an unmarked last statement; verifiers/_math/doubt.py),
+  the verdict is unread (`Verdict.unread`, its reason), never correct; `guess=True` reads
+  the last statement instead, as before.
 - A decimal against an exact number (either side the gold) must be that number rounded at the
   precision written, to 6 decimal places or finer than `rel_tol` of its value: 1/3 matches
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
