@@ -50,7 +50,7 @@ _CLOSED_LINE = re.compile(r"^\s*(?:#|\*\*|__|\||>|~|[-*]\s?)")  # a heading, bol
 _DIGIT_OR_OPERATOR = re.compile(r"\d|[=+×÷]")
 
 
-_UNKNOWN_WORDS = 3  # unknown words after an unmarked last statement that make it unread
+_UNKNOWN_WORDS = 4  # unknown words after an unmarked last statement that make it unread
 _MAYBE = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b", re.I)
 _OR_BEFORE = re.compile(
     r"\bor\b(?!\s+(?:about|approximately|approx|roughly|around|nearly|equivalently|simply|in\s+other))", re.I)  # "..., or 43": a second value offered
@@ -75,9 +75,28 @@ def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
         return True
     own = TABLES[lang].words if lang and lang in TABLES else frozenset()
     earlier = re.search(r"[.!?。！？]\s|।|\n", stripped[: len(stripped) - len(last)])  # a text of more than it
-    if not earlier:  # one sentence: a long one with math in it, ending on a word
-        return len(words) >= 8 and bool(_DIGIT_OR_OPERATOR.search(last))
+    if not earlier:  # one sentence with math in it: a long one, or one whose last clause stops short
+        clause = last.rsplit(",", 1)[-1] if "," in last else ""
+        stops = bool(clause) and not re.search(r"\d", clause) and len(WORD.findall(clause)) <= 3
+        return bool(_DIGIT_OR_OPERATOR.search(last)) and (len(words) >= 8 or stops)
     return len(words) >= 4 or bool(_DIGIT_OR_OPERATOR.search(last)) or words[-1].lower() in own
+
+
+_SENTENCES = re.compile(r"[^.!?。！？।\n]+")
+_DECLINE_REACH = 600  # characters before the last statement in which a refusal is looked for
+
+
+def _declining(text: str, before: int) -> str | None:
+    """A sentence with a negation and no digit shortly before `before` (a refusal in words no
+    table lists: "Не вистачає даних, щоб відповісти.", "Nie mamy wystarczających
+    informacji."): its words, else None."""
+    for m in _SENTENCES.finditer(text, max(0, before - _DECLINE_REACH), before):
+        words = m.group(0)
+        if re.search(r"\d", words) or not _NEGATION.search(words):
+            continue
+        if m.end() <= before and not re.search(r"\d", text[m.end() : m.end() + 1]):
+            return words.strip()
+    return None
 
 
 def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | None:
@@ -97,6 +116,9 @@ def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | 
     found = replacement(text, 0, math_items)
     if found is None:  # "if 3 × 20 = 60": every value supposed, questioned or negated
         return "no value is asserted"
+    declining = _declining(text, found.start) if tabled else None
+    if declining:
+        return f"a negated sentence with no math before its last statement ({declining!r})"
     start, end, _ = sentence_bounds(text, found.start)
     clause = max([start, *(m.end() for m in _CLAUSE.finditer(text, start, found.start))])
     word = (_DOUBT.search(text, clause, end) or _MAYBE.search(text, start, end)

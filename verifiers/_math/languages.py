@@ -172,17 +172,39 @@ def _translation(code: str) -> tuple[re.Pattern[str], dict[str, str]] | None:
 
 
 def translate(text: str, code: str) -> str:
-    """`text` with the table words of language `code` in English (see the module docstring)."""
+    """`text` with the table words of language `code` in English (see the module docstring);
+    "100 هزار" (100 thousand) is 100000, and in a language that groups digits by points
+    ("2.500" for 2500 in Indonesian, German, Turkish) one point group is thousands."""
     found = _translation(code)
     if found is None:
         return text
     pattern, english = found
+    text = _CURRENCY.sub(r"\1 ", text)
+    thousand = _thousand(code)
+    if thousand is not None:
+        text = thousand.sub(lambda m: str(int(m.group(1)) * 1000), text)
+    if TABLES[code].group == "." and "." in text:
+        text = _POINT_GROUPS.sub(lambda m: m.group(0).replace(".", ""), text)
 
     def said(m: re.Match[str]) -> str:
         word = english.get(re.sub(r"\s+", " ", m.group(0).lower()), m.group(0))
         return f" {word} " if not TABLES[code].spaced else word
 
     return pattern.sub(said, text)
+
+
+_CURRENCY = re.compile(r"\b(Rp|Rs|RM|TL|Kč|zł|USD|EUR|IDR|VND)(?=\d)")  # "Rp10.000": the number apart
+_POINT_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3})+(?![\d]|[.,]\d)")
+
+
+@cache
+def _thousand(code: str) -> re.Pattern[str] | None:
+    """A number of thousands written with the word ("100 هزار", "12 ribu", "5 bin")."""
+    words = TABLES[code].numbers.get("1000", ())
+    if not words:
+        return None
+    alternatives = "|".join(re.escape(w) for w in words)
+    return re.compile(rf"(?<![\d.,])(\d{{1,3}})\s+(?:{alternatives}){_AFTER}", re.I)
 
 
 def decimal_comma(code: str | None) -> bool:
