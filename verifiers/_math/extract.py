@@ -33,7 +33,6 @@ from verifiers._math.conclusion import (
     replacement,
     restates,
     same,
-    sentence_bounds,
     turned_at,
     withdrawals,
 )
@@ -42,6 +41,7 @@ from verifiers._math.forms import rewrite
 from verifiers._math.items import BOX, math_items, run
 from verifiers._math.languages import decimal_comma, identify, translate
 from verifiers._math.latex import to_plain
+from verifiers._math.layout import bold, run_on, tables
 from verifiers._math.lexicon import HEDGE_BETWEEN, UNIT_BETWEEN
 from verifiers._math.phrases import has_prose, phrases
 from verifiers._math.sections import abstention, check_start, declined, final_line
@@ -78,14 +78,7 @@ class Reading:
 # "3,5" in a language that writes a decimal comma: not in a list ("1,2,3") nor English
 # thousands (three digits after the comma)
 _DECIMAL_COMMA = re.compile(r"(?<![\d,.])(\d+),(\d{1,2}|\d{4,})(?![\d]|,\d)")
-# a markdown table's rows ("| Total | **42** |") and its rule ("|---|:--:|")
-_TABLE_ROW = re.compile(r"^[ \t]*\|(.*)\|[ \t]*$", re.M)
-_TABLE_RULE = re.compile(r"[\s|:-]*")
-# the head of a new problem on a line of its own ("Problem:", "Question 2:", "Q:"), after
-# which a few-shot run-on invents the next problem
-_NEXT_PROBLEM = re.compile(
-    r"\n[ \t#*]*(?:Problem|Question|Exercise|Task|Q)(?:\s*\d+)?[ \t*]*[:：.]", re.I)
-_ANSWERED = re.compile(r"\b(?:answer|solution)\b|\\boxed|####", re.I)
+
 
 def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | None:
     """The final answer in `text` (a whole solution or already a bare answer), or None.
@@ -111,36 +104,13 @@ def read(text: str, *, words: bool = True, withdraw: bool = True, abstain: bool 
         text = translate(text, lang)
         if decimal_comma(lang):
             text = _DECIMAL_COMMA.sub(r"\1.\2", text)
-    text = _run_on(_tables(text))
+    text = run_on(tables(text))
     reading, marked, last_end = _read(text, words, withdraw)
     if abstain and reading.answer is not None:
         reason = doubt(text, lang, marked=marked, last_end=last_end)
         if reason:
             return Reading(None, reading.abstained, reason)
     return reading
-
-
-def _tables(text: str) -> str:
-    """A markdown table as lines of prose: "| Total | 42 |" -> "Total: 42.", its rule gone."""
-    if "|" not in text:
-        return text
-
-    def row(m: re.Match[str]) -> str:
-        cells = [c.strip() for c in m.group(1).split("|")]
-        if _TABLE_RULE.fullmatch(m.group(1)):
-            return ""
-        return (f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else cells[0]).rstrip(".") + "."
-
-    return _TABLE_ROW.sub(row, text)
-
-
-def _run_on(text: str) -> str:
-    """The text up to a new problem's head that follows its math and leads to an answer of its
-    own (a few-shot run-on: the model invents the next problem and answers it)."""
-    for m in _NEXT_PROBLEM.finditer(text):
-        if re.search(r"\d", text[: m.start()]) and _ANSWERED.search(text, m.end()):
-            return text[: m.start()]
-    return text
 
 
 def _read(text: str, words: bool, withdraw: bool) -> tuple[Reading, bool, int]:
@@ -151,7 +121,7 @@ def _read(text: str, words: bool, withdraw: bool) -> tuple[Reading, bool, int]:
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
     candidates = sorted(boxes + stated + markers + _final_line(text, boxes), key=lambda c: c.start)
     if not candidates:
-        candidates = _bold(text)
+        candidates = bold(text)
     last_end = max((c.end for c in candidates if c.committed), default=-1)
     if withdraw:
         last = max((c.start for c in candidates if c.committed), default=-1)
@@ -170,28 +140,6 @@ def _read(text: str, words: bool, withdraw: bool) -> tuple[Reading, bool, int]:
     if math is None and words and single and 0 < len(bare) <= 100:  # "Evelyn"; with digits, unsure
         return Reading(bare.rstrip(".").strip() or None), not re.search(r"\d", bare), len(text)
     return Reading(math), False, -1
-
-
-# a bold value ("**126**") in the last paragraph, then the rest of its sentence: a unit or a
-# few words, then an aside ("since ...", "(12 cartons of 7)") or the sentence's end
-_BOLD = re.compile(r"\*\*([^*\n]{1,40})\*\*")
-_ASIDE_AFTER = re.compile(
-    r"(?:\s*[^\W\d_]+){0,3}\s*(?:$|[.。!]|,?\s*(?:since|because|as|for|from|which|—|–|-\s)|\s*[(:;])", re.I)
-
-
-def _bold(text: str) -> list[Candidate]:
-    """With no other stated answer: the last bold value of the last paragraph, when what
-    follows it in its sentence is an aside and no sentence after it holds math (a weak
-    marker: "He needs **126** bottles, since 7 cases hold 18 per case.")."""
-    paragraph = max(text.rstrip().rfind("\n\n"), 0)
-    found = [m for m in _BOLD.finditer(text, paragraph) if not has_prose(m.group(1)) and re.search(r"\d", m.group(1))]
-    if not found:
-        return []
-    m = found[-1]
-    _, end, _ = sentence_bounds(text, m.end())
-    if not _ASIDE_AFTER.match(text, m.end(), end) or math_items(text[end:]):
-        return []
-    return [Candidate(m.start(), m.end(), m.group(1).strip(), "phrase")]
 
 
 def _final_line(text: str, boxes: list[Candidate]) -> list[Candidate]:
