@@ -2,8 +2,8 @@ r"""When the conclusion is not read with confidence: the reasons to abstain ("un
 
 A reading is unread, with its reason, when
 - the text's language is one no table reads (a script outside them: Georgian, Amharic; or
-  Latin words no table knows well enough) and words follow the last stated answer, or there
-  is none: a hedge, refusal or negation in that language could not be seen;
+  Latin words no table knows well enough) and three words or more follow the last stated
+  answer, or there is none: a hedge, refusal or negation in that language could not be seen;
 - the text stops mid-sentence (its last sentence ends in a word that needs more, such as "of",
   "is", "which gives", or holds math but no full stop): a cut-off output, whatever it
   computed before the cut;
@@ -102,7 +102,7 @@ def _declining(text: str, before: int) -> str | None:
 def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | None:
     """Why the reading of `text` is not confident, or None. marked: the answer was stated
     (a marker, a box, a final line); last_end: where the last one stated ends (-1 for none)."""
-    if lang is None and (not marked or re.search(r"[^\W\d_]{2,}", text[max(0, last_end) :])):
+    if lang is None and (not marked or len(re.findall(r"[^\W\d_]{2,}", text[max(0, last_end) :])) >= 3):
         return "its language is one the grader has no table for"
     if cut_off(text, lang, last_end):
         return "the text stops mid-sentence"

@@ -53,7 +53,8 @@ SCRIPTS = {
 }  # fmt: skip
 _SCRIPT = re.compile("|".join(f"(?P<{name}>[{chars}]+)" for name, chars in SCRIPTS.items()))
 _LETTER = re.compile(r"[^\W\d_]")
-_LATEX = re.compile(r"\\[A-Za-z]+\*?(?:\{[^{}]*\})?|\$[^$]*\$")  # "\end{align*}", "$x$": no words
+# no words: LaTeX ("\end{align*}", "$x$"), code ([asy] blocks, ``` fences), addresses
+_LATEX = re.compile(r"\\[A-Za-z]+\*?(?:\{[^{}]*\})?|\$[^$]*\$|\[asy\].*?(?:\[/asy\]|$)|```.*?(?:```|$)|\S*://\S*", re.S)
 _WORDS = {name: re.compile(f"[{chars}{'' if name != 'Latn' else chr(39)}]+") for name, chars in SCRIPTS.items()}
 _UNITS = frozenset(["kg", "km", "cm", "mm", "ml", "mg", "min", "sec", "hr", "hrs", "km/h", "usd", "eur", "rp"])  # no language's words
 _REACH = 4000  # characters from the end that identify the language
