@@ -83,16 +83,24 @@ def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
 
 
 _SENTENCES = re.compile(r"[^.!?。！？।\n]+")
+_THAI_SENTENCES = re.compile(r"[^.!?\n]+?(?=[.!?\n]|\s(?=\d)|\s{2}|$)")  # Thai: a space ends one
+# what a refusal says is not known or given ("we don't know how many", "it is not given")
+_KNOWN = re.compile(r"\b(?:know\w*|sure|certain|given|told|stated|specified|information|data|unknown|unclear)\b", re.I)
 _DECLINE_REACH = 600  # characters before the last statement in which a refusal is looked for
 
 
-def _declining(text: str, before: int) -> str | None:
+def _declining(text: str, before: int, tabled: bool, lang: str | None) -> str | None:
     """A sentence with a negation and no digit shortly before `before` (a refusal in words no
     table lists: "Не вистачає даних, щоб відповісти.", "Nie mamy wystarczających
-    informacji."): its words, else None."""
-    for m in _SENTENCES.finditer(text, max(0, before - _DECLINE_REACH), before):
+    informacji."; in English and the languages of lexicon.py, whose readers know more, only
+    one that also says what is not known: "We don't know how many girls there are."): its
+    words, else None."""
+    sentences = _THAI_SENTENCES if lang == "th" else _SENTENCES
+    for m in sentences.finditer(text, max(0, before - _DECLINE_REACH), before):
         words = m.group(0)
         if re.search(r"\d", words) or not _NEGATION.search(words):
+            continue
+        if not tabled and not _KNOWN.search(words):
             continue
         if m.end() <= before and not re.search(r"\d", text[m.end() : m.end() + 1]):
             return words.strip()
@@ -116,7 +124,7 @@ def doubt(text: str, lang: str | None, *, marked: bool, last_end: int) -> str | 
     found = replacement(text, 0, math_items)
     if found is None:  # "if 3 × 20 = 60": every value supposed, questioned or negated
         return "no value is asserted"
-    declining = _declining(text, found.start) if tabled else None
+    declining = _declining(text, found.start, tabled, lang)
     if declining:
         return f"a negated sentence with no math before its last statement ({declining!r})"
     start, end, _ = sentence_bounds(text, found.start)
