@@ -85,7 +85,9 @@ def cut_off(text: str, lang: str | None, last_end: int = -1) -> bool:
 _SENTENCES = re.compile(r"[^.!?。！？।\n]+")
 _THAI_SENTENCES = re.compile(r"[^.!?\n]+?(?=[.!?\n]|\s(?=\d)|\s{2}|$)")  # Thai: a space ends one
 # what a refusal says is not known or given ("we don't know how many", "it is not given")
-_KNOWN = re.compile(r"\b(?:know\w*|sure|certain|given|told|stated|specified|information|data|unknown|unclear)\b", re.I)
+_KNOWN = re.compile(r"\b(?:know\w*|sure|certain|given|told|stated|specified|mention\w*|say|says|tell|tells|"
+                    r"information|data)\b", re.I)
+_UNCLEAR = re.compile(r"\b(?:unclear|unknown|unspecified|ambiguous)\b", re.I)  # a negation in one word
 _DECLINE_REACH = 600  # characters before the last statement in which a refusal is looked for
 
 
@@ -98,9 +100,9 @@ def _declining(text: str, before: int, tabled: bool, lang: str | None) -> str | 
     sentences = _THAI_SENTENCES if lang == "th" else _SENTENCES
     for m in sentences.finditer(text, max(0, before - _DECLINE_REACH), before):
         words = m.group(0)
-        if re.search(r"\d", words) or not _NEGATION.search(words):
+        if re.search(r"\d", words) or not (_NEGATION.search(words) or _UNCLEAR.search(words)):
             continue
-        if not tabled and not _KNOWN.search(words):
+        if not tabled and not (_KNOWN.search(words) or _UNCLEAR.search(words)):
             continue
         if m.end() <= before and not re.search(r"\d", text[m.end() : m.end() + 1]):
             return words.strip()
