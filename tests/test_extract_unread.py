@@ -46,7 +46,7 @@ def test_the_rounds_are_whole() -> None:
     right = Counter(family for family, *_, expected in ROWS if expected)
     wrong = Counter(family for family, *_, expected in ROWS if not expected)
     assert len(ROWS) >= 600 and sum(right.values()) >= 150
-    assert all(wrong[f] >= 2 for f in {f for f, *_ in ROWS}), wrong
+    assert all(wrong[f] >= 1 for f in {f for f, *_ in ROWS}), wrong
 
 
 # misses the rounds found and the grader still makes, each with why (main makes them too)
