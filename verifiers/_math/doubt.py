@@ -7,11 +7,15 @@ A reading is unread, with its reason, when
 - the text stops mid-sentence (its last sentence ends in a word that needs more, such as "of",
   "is", "which gives", or holds math but no full stop): a cut-off output, whatever it
   computed before the cut;
-- with no answer marker, box or final line (the last statement of prose is read):
-  a refusal anywhere near the end ("nie można ustalić", "we cannot determine x"), or, in
-  the sentence of that statement or after it, a word of doubt (maybe, would, if, a question)
-  or a negation that is not of another value ("120, not 60" names the answer; "60 değil" and
-  "but we don't know" do not).
+- with no answer marker, box or final line (the last statement of prose is read): nothing
+  asserted at all ("if 3 × 20 = 60"); a word of doubt in that statement's clause (might,
+  would, if, "or" before it, a question) or a maybe in its sentence; a negation after it that
+  is not of another value ("120, not 60" names the answer; "60 değil", "but we don't know"
+  do not); a sentence with a negation and no digit shortly before it (in English and the
+  languages of lexicon.py, one that says what is not known: "We don't know how many girls
+  there are.", "It is unclear how many ..."); and, in a language read from the tables, a
+  refusal anywhere near the end ("nie można ustalić") or four words after the statement that
+  neither its table nor English lists ("... 120 byłoby tylko zgadywaniem").
 Readers run on the text after verifiers._math.languages has put its table words in English,
 so these rules are the same in every language read.
 """
