@@ -136,19 +136,36 @@ def _by_words(tail: str, script: str, *, short: bool) -> str | None:
     """Among the tables of a script, the one whose words and letters the text uses most, when
     they are enough of its words (see `identify`); short: a text of a few English words is
     English even when its words are in no table ("Janet makes dollars")."""
-    tables = [lang for lang in TABLES.values() if lang.script == script]
     words = [w.lower().strip("'") for w in _WORDS[script].findall(tail)
              if (len(w) > 1 or w in "aAoOeEyYi") and w.lower() not in _UNITS]
     if not words:
         return ""
-    hits = {lang.code: sum(w in lang.words or bool(lang.letters and lang.letters.search(w)) for w in words)
-            for lang in tables}
+    index, letters = _index(script)
+    hits = dict.fromkeys(index[""], 0)  # every table of the script, none hit yet
+    for w in words:  # a word counts once for each table that lists it or writes one of its letters
+        for code in index.get(w, frozenset()) | {c for ch in set(w) & letters.keys() for c in letters[ch]}:
+            hits[code] += 1
     best = max(hits, key=lambda code: (hits[code], code == "en"))
     if hits[best] >= max(1 if len(words) <= 3 else 2, 0.25 * len(words)):
         return best
     if short and len(words) <= 6 and (hits["en"] or len(words) <= 2) and all(w.isascii() for w in words):
         return "en"
     return best if script != "Latn" else None
+
+
+@cache
+def _index(script: str) -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
+    """For the tables of a script: word -> the tables that list it ("" -> all of them), and
+    letter -> the tables that alone write it."""
+    tables = [lang for lang in TABLES.values() if lang.script == script]
+    words: dict[str, set[str]] = {"": {lang.code for lang in tables}}
+    letters: dict[str, set[str]] = {}
+    for lang in tables:
+        for w in lang.words:
+            words.setdefault(w, set()).add(lang.code)
+        for ch in lang.letters.pattern.strip("[]") if lang.letters else "":
+            letters.setdefault(ch.lower(), set()).add(lang.code)
+    return ({w: frozenset(c) for w, c in words.items()}, {ch: frozenset(c) for ch, c in letters.items()})
 
 
 @cache
