@@ -248,8 +248,10 @@ def _percent_below_one(g_raw: str, p_raw: str, g: str, p: str) -> tuple[bool, st
     that value or nothing (a percent question's gold is its number, "25" for "25%", but no
     question's gold of 0.25 is asked as 0.25%); None when the rule does not apply."""
     for (a_raw, a), (b_raw, b) in (((p_raw, p), (g_raw, g)), ((g_raw, g), (p_raw, p))):
+        if "%" not in a_raw or "%" in b_raw:
+            continue
         x, y = _rational(a), _rational(b)
-        if "%" in a_raw and "%" not in b_raw and x is not None and y is not None and 0 < abs(x) < 1:
+        if x is not None and y is not None and 0 < abs(x) < 1:
             if x / 100 == y:
                 return True, "equal as a percentage"
             return False, "a percent below one is not the number without its sign"
