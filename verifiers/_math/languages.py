@@ -141,7 +141,7 @@ def _by_words(tail: str, script: str, *, short: bool) -> str | None:
     if not words:
         return ""
     index, letters = _index(script)
-    hits = dict.fromkeys(index[""], 0)  # every table of the script, none hit yet
+    hits = dict.fromkeys(sorted(index[""]), 0)  # every table of the script, in a fixed order (ties)
     for w in words:  # a word counts once for each table that lists it or writes one of its letters
         for code in index.get(w, frozenset()) | {c for ch in set(w) & letters.keys() for c in letters[ch]}:
             hits[code] += 1
