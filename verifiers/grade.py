@@ -10,6 +10,9 @@
                  # the arithmetic step checker finds no wrong equation in it; else None
 
     grade(problem, answer, solution=text)    # math: grade `answer`, verify `text`
+    g.unread     # math: why the conclusion of the text (`solution`'s when given) was not read
+                 # with confidence (verifiers.math.verify's `unread`): never correct, counted
+                 # apart from wrong answers; guess=True grades the last statement instead
 
 A public-passing program that fails its hidden tests is a false positive of public-test
 verification (`g.false_positive`); a right-looking calculation that reaches a wrong answer (a
@@ -38,7 +41,7 @@ from search.types import Problem
 from verifiers._math import choice
 from verifiers.answers import written_code
 from verifiers.code import TestReport, run_tests
-from verifiers.math import verify
+from verifiers.math import unread_reason, verify
 from verifiers.steps import check_step
 
 
@@ -47,6 +50,7 @@ class Grade:
     correct: bool
     verified: bool | None = None  # public tests (code) / step checker (math); None: no check
     detail: str = ""  # why it is wrong, when it is
+    unread: str | None = None  # math: why the conclusion was not read with confidence
 
     @property
     def false_positive(self) -> bool:
@@ -83,9 +87,11 @@ def steps_verified(solution: str) -> bool:
 
 
 def grade(problem: Problem, text: str, *, timeout: float = 5.0,
-          solution: str | None = None) -> Grade:
+          solution: str | None = None, guess: bool = False) -> Grade:
     """Grade `text` against `problem`'s gold answer (math) or hidden tests (code). solution
-    (math): the full solution `text` was extracted from, to verify with the step checker."""
+    (math): the full solution `text` was extracted from, to verify with the step checker;
+    its conclusion must be read with confidence, else the grade is unread. guess (math): read
+    the last statement where the conclusion is unsure (verifiers.math.verify)."""
     if problem.domain == "code":
         if not problem.hidden_tests:
             raise ValueError(f"code problem {problem.id!r} has no hidden tests to grade with")
@@ -101,6 +107,9 @@ def grade(problem: Problem, text: str, *, timeout: float = 5.0,
         return Grade(hidden.passed_all, public, detail)
     if problem.answer is None:
         raise ValueError(f"math problem {problem.id!r} has no gold answer to grade with")
-    verdict = verify(str(problem.answer), text, options=options_of(problem))
+    verdict = verify(str(problem.answer), text, options=options_of(problem), guess=guess)
     verified = None if solution is None else bool(text.strip()) and steps_verified(solution)
+    unread = verdict.unread or (None if guess or solution is None else unread_reason(solution))
+    if unread:
+        return Grade(False, verified, f"unread: {unread}", unread)
     return Grade(verdict.correct, verified, "" if verdict.correct else verdict.reason)

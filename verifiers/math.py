@@ -56,7 +56,12 @@ tests/test_grader_conclusions.py):
   equal.
 - Percent: "25%" is the gold 25 (the percent is the question's unit), and "10%" is also 0.1,
   but only against a gold that is no integer: "2500%" is not the gold 25 (math-verify reads
-  any p% as p/100 too).
+  any p% as p/100 too). A percent below one keeps its sign: "0.25%" is 0.0025, never the
+  gold 0.25 (no question's 0.25 is asked as 0.25%).
+- Abstention: where the conclusion is not read with confidence (a language no table reads,
+  a text cut off mid-sentence, doubt around an unmarked last statement; verifiers/_math/doubt.py),
+  the verdict is unread (`Verdict.unread`, its reason), never correct; `guess=True` reads
+  the last statement instead, as before.
 - A decimal against an exact number (either side the gold) must be that number rounded at the
   precision written, to 6 decimal places or finer than `rel_tol` of its value: 1/3 matches
   0.333333 but not 0.333 or 0.33333; 100000 does not match 100009.9. (math-verify rounds both
@@ -101,6 +106,9 @@ class Verdict:
     reason: str
     gold_parsed: str | None  # normalised gold answer (None when none was found)
     pred_parsed: str | None  # normalised predicted answer
+    # why the prediction's conclusion was not read with confidence (verifiers._math.doubt):
+    # an abstention, never correct, counted apart from wrong answers; None when it was read
+    unread: str | None = None
 
 
 def extract_answer(text: str) -> str | None:
@@ -117,6 +125,15 @@ def extract_answer(text: str) -> str | None:
     # "=" when everything before is numbers and operators (not "x = 5", not a list)
     computed = _COMPUTATION.match(answer or "")
     return computed.group(1).strip() if computed else answer
+
+
+def unread_reason(text: str) -> str | None:
+    """Why the conclusion of a solution text is not read with confidence (a language no table
+    reads, a cut-off text, doubt around an unmarked last statement), or None when it is read."""
+    try:
+        return read(str(text), abstain=True).unread
+    except Exception:  # never raise on model output
+        return None
 
 
 def normalize(answer: str) -> str:
@@ -136,7 +153,7 @@ def normalize(answer: str) -> str:
 
 
 def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float = 1e-6,
-           options: Mapping[str, str] | None = None) -> Verdict:
+           options: Mapping[str, str] | None = None, guess: bool = False) -> Verdict:
     """Whether `prediction` (a full solution or a bare answer) matches the `gold` answer (which
     may itself be a solution: its answer is found the same way).
 
@@ -147,19 +164,25 @@ def verify(gold: str, prediction: str, *, timeout: float = 2.0, rel_tol: float =
     half a unit of its last place is within `rel_tol` of it (see `_numbers_equal`).
     `options`: a multiple-choice problem's options, {letter: text} (verifiers._math.choice
     reads them out of a problem); a letter then matches its option's text either way round.
+    `guess`: where the conclusion is not read with confidence (a language no table reads, a
+    cut-off text, doubt around an unmarked last statement: verifiers._math.doubt), grade the
+    last statement anyway, as the grader did before it could abstain; by default such a
+    prediction is `unread` (correct False, `unread` its reason).
     """
     try:
-        return _verify(str(gold), str(prediction), timeout, rel_tol, dict(options or {}))
+        return _verify(str(gold), str(prediction), timeout, rel_tol, dict(options or {}), guess)
     except Exception as exc:
         return Verdict(False, f"internal error ({type(exc).__name__})", None, None)
 
 
 def _verify(gold: str, prediction: str, timeout: float, rel_tol: float,
-            options: dict[str, str]) -> Verdict:
-    g_raw, reading = answer_of(gold, withdraw=False), read(prediction)
+            options: dict[str, str], guess: bool = True) -> Verdict:
+    g_raw, reading = answer_of(gold, withdraw=False), read(prediction, abstain=not guess)
     p_raw = reading.answer
     if g_raw is None:
         return Verdict(False, "no answer found in gold", None, None)
+    if reading.unread:
+        return Verdict(False, f"unread: {reading.unread}", normalize(g_raw), None, reading.unread)
     if reading.abstained:
         both = abstains(g_raw)  # a gold "cannot be determined" is answered by a refusal
         return Verdict(both, f"the prediction abstains ({reading.abstained!r})"
@@ -179,6 +202,9 @@ def _verify(gold: str, prediction: str, timeout: float, rel_tol: float,
     chosen = choice.compare(g_raw, p_raw, options, lambda a, b: _verify(a, b, timeout, rel_tol, {}).correct, (g, p))
     if chosen is not None:  # "(B) 27" against "B", or against option B's text
         return verdict(*chosen)
+    percent = _percent_below_one(g_raw, p_raw, g, p)
+    if percent is not None:  # "0.25%" is not the gold 0.25
+        return verdict(*percent)
     if g == p:
         return verdict(True, "identical after normalisation")
     compound = quantity.compare(g_raw, p_raw, gold_text=gold)  # "5 hours and 30 minutes" against 5.5 or 330 minutes
@@ -215,6 +241,21 @@ def worker_startup_seconds() -> float:
 _COMPUTATION = re.compile(r"^\s*[-+*/×÷·^().\d\s=]*\d[-+*/×÷·^().\d\s=]*=\s*(-?[\d.,]+)\s*$")
 _NUMERAL = re.compile(r"(\d+)_(\w+)")  # a numeral with its base as a subscript (plain form)
 _CLOSED_AT_INFINITY = re.compile(r"\[-?oo\b|\boo\]")
+
+
+def _percent_below_one(g_raw: str, p_raw: str, g: str, p: str) -> tuple[bool, str] | None:
+    """A percent sign on one side only, on a number below one: "0.25%" is 0.0025, so it is
+    that value or nothing (a percent question's gold is its number, "25" for "25%", but no
+    question's gold of 0.25 is asked as 0.25%); None when the rule does not apply."""
+    for (a_raw, a), (b_raw, b) in (((p_raw, p), (g_raw, g)), ((g_raw, g), (p_raw, p))):
+        if "%" not in a_raw or "%" in b_raw:
+            continue
+        x, y = _rational(a), _rational(b)
+        if x is not None and y is not None and 0 < abs(x) < 1:
+            if x / 100 == y:
+                return True, "equal as a percentage"
+            return False, "a percent below one is not the number without its sign"
+    return None
 
 
 def _numerals_equal(g: str, p: str) -> tuple[bool, str]:

@@ -11,8 +11,13 @@
    how each row was built, and agreement with math-verify's recorded verdicts.
 3. The classes of model conclusion (tests/data/extract_classes.jsonl and its held-out table
    extract_held_out.jsonl: other languages, checks, refusals, hedges, number words, Unicode and
-   regional number forms, units, mixed numbers, choices, markup): false positives and
-   negatives per class; with --reference, math-verify's on the same verdicts.
+   regional number forms, units, mixed numbers, choices, markup; and the abstention rounds
+   extract_unread_round*.jsonl: 28 more languages, prose algebra, decimal commas, repeating
+   decimals, tables, negated boxes, bold answers with an aside, percents, cut-off texts,
+   few-shot run-ons, unknown scripts): false positives and negatives per class, and the
+   verdicts left unread (counted apart: an unread right output is also a false negative);
+   with --reference, math-verify's on the same verdicts; with --guess, the grader reading
+   the last statement where it would abstain.
 4. Hostile answers (PATHOLOGICAL: towers of powers, 100,000 characters, deep nesting): the
    slowest verify against its timeout. Each makes at most one worker call, killed at the
    timeout (tests/test_verifiers_math.py checks that count); this times the in-process rest.
@@ -152,14 +157,23 @@ def corpus() -> None:
         print("  WRONG", r.id, r.expected, repr(r.prediction[-100:]))
 
 
-def classes(reference: bool) -> None:
+def class_tables() -> list[str]:
+    """The names of the class tables in tests/data, the abstention rounds last."""
+    from reports.grader.rows import TESTS_DATA
+
+    rounds = sorted(p.stem for p in TESTS_DATA.glob("extract_unread_round*.jsonl"))
+    return ["extract_classes", "extract_held_out", *rounds]
+
+
+def classes(reference: bool, guess: bool = False) -> None:
     """False positives / negatives per class on the class tables (see the module docstring)."""
     from reports.grader.corpus import reference_verdict
     from reports.grader.rows import TESTS_DATA
     from verifiers.math import verify
 
+    tables = class_tables()
     rows = []  # (table, class, gold, prediction, expected)
-    for table in ("extract_classes", "extract_held_out"):
+    for table in tables:
         for line in (TESTS_DATA / f"{table}.jsonl").read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             rows += [(table, row["family"], g, row["prediction"], g in row["right"])
@@ -167,22 +181,30 @@ def classes(reference: bool) -> None:
     times, tally = [], Counter()
     for table, family, gold, prediction, expected in rows:
         t = time.perf_counter()
-        correct = verify(gold, prediction).correct
+        verdict = verify(gold, prediction, guess=guess)
+        correct = verdict.correct
         times.append(time.perf_counter() - t)
         tally[(table, family, "n")] += 1
+        tally[(table, family, "right")] += expected
         tally[(table, family, "fp")] += correct and not expected
         tally[(table, family, "fn")] += expected and not correct
+        tally[(table, family, "unread")] += verdict.unread is not None
         if reference:
             mv = reference_verdict(gold, prediction)
             tally[(table, family, "mv fp")] += mv and not expected
             tally[(table, family, "mv fn")] += expected and not mv
-    print(f"classes: {len(rows)} verdicts, median call {statistics.median(times) * 1e3:.2f} ms")
-    for table in ("extract_classes", "extract_held_out"):
-        for family in sorted({f for t, f, k in tally if t == table}):
-            n, fp, fn = (tally[(table, family, k)] for k in ("n", "fp", "fn"))
+    print(f"classes{' (guess: no abstention)' if guess else ''}: {len(rows)} verdicts, median call "
+          f"{statistics.median(times) * 1e3:.2f} ms")
+    for table in tables:
+        families = sorted({f for t, f, k in tally if t == table})
+        for family in families:
+            n, fp, fn, unread = (tally[(table, family, k)] for k in ("n", "fp", "fn", "unread"))
             mv = (f"; math-verify {tally[(table, family, 'mv fp')]} FP / {tally[(table, family, 'mv fn')]} FN"
                   if reference else "")
-            print(f"  {table:17s} {family:21s} {n:4d} verdicts: {fp} FP / {fn} FN{mv}")
+            print(f"  {table:22s} {family:21s} {n:4d} verdicts: {fp} FP / {fn} FN, {unread} unread{mv}")
+        total = {k: sum(tally[(table, f, k)] for f in families) for k in ("n", "right", "fp", "fn", "unread")}
+        print(f"  {table:22s} {'all':21s} {total['n']:4d} verdicts ({total['right']} right): {total['fp']} FP / "
+              f"{total['fn']} FN ({total['fn'] / max(1, total['right']):.1%} of right), {total['unread']} unread")
 
 
 def math_verify_tables(folder: Path) -> None:
@@ -222,12 +244,16 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="also time math-verify")
     parser.add_argument("--math-verify-tests", type=Path, help="math-verify's tests/ folder")
     parser.add_argument("--skip-corpus", action="store_true")
+    parser.add_argument("--guess", action="store_true",
+                        help="also grade the class tables without abstention (verify(guess=True))")
     args = parser.parse_args()
     speed(args.reference)
     pathological()
     if not args.skip_corpus:
         corpus()
     classes(args.reference)
+    if args.guess:
+        classes(False, guess=True)
     if args.math_verify_tests:
         math_verify_tables(args.math_verify_tests)
 

@@ -1,7 +1,7 @@
 """Grading a run: its chosen answer and every candidate, against the problem's gold; never raises.
 
     grader = Grader()
-    grader.result(problem, result)          # -> Graded(correct, verified, error) of the answer
+    grader.result(problem, result)          # -> Graded(correct, verified, error, unread) of the answer
     grader.candidates(problem, result)      # -> one Graded per candidate, in order
 
 Math: verifiers.math.verify(gold, answer) on the extracted answer, the one the row records, so
@@ -15,6 +15,10 @@ Code: the program the text stands for (verifiers.grade.program_of: a fenced bloc
 verified = passes the public ones (None when the problem has none). A finished candidate is
 graded even when search.answers.extract found no program in it (completion-style text).
 An exception while grading gives correct=False and error="Type: message".
+Unread (math): the solution's conclusion was not read with confidence (verifiers.grade's
+`unread`: a language no table reads, a cut-off text, doubt around an unmarked last
+statement); never correct, its reason in `unread` so a report counts it apart from wrong
+answers. Grader(guess=True) grades the last statement instead, as before abstention.
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ class Graded:
     correct: bool
     verified: bool | None = None
     error: str | None = None
+    unread: str | None = None  # why the conclusion was not read (math); counted apart
 
 
 class Grader:
     """Grades texts; remembers code verdicts, which cost two sandbox runs each."""
 
-    def __init__(self, *, timeout: float = 5.0) -> None:
+    def __init__(self, *, timeout: float = 5.0, guess: bool = False) -> None:
         self.timeout = timeout
+        self.guess = guess
         self._code: dict[tuple[str, str], Graded] = {}
 
     def text(self, problem: Problem, text: str | None, *, solution: str | None = None
@@ -60,10 +66,10 @@ class Grader:
         from verifiers.grade import grade  # imports the sandbox only when grading starts
 
         try:
-            g = grade(problem, text, timeout=self.timeout, solution=solution)
+            g = grade(problem, text, timeout=self.timeout, solution=solution, guess=self.guess)
         except Exception as err:  # a grading failure is recorded, never fatal to the grid
             return Graded(False, None, f"{type(err).__name__}: {err}")
-        return Graded(bool(g.correct), g.verified)
+        return Graded(bool(g.correct), g.verified, None, g.unread)
 
     def candidate(self, problem: Problem, cand: Candidate) -> Graded:
         if problem.domain == "code":

@@ -7,6 +7,10 @@ Reading the answer (plain string work, no sympy):
   conclusion.py  which stated answer is the conclusion: commitment, corrections, hedges
   sections.py    around it: check sections, refusals, a final marked line
   lexicon.py     the words of all that, one table per role, a line per language
+  languages.py   which language a text is in, and its table words put in English
+                 (languages/<code>.json: one table a language, 31 of them)
+  doubt.py       when the conclusion is not read with confidence: the reasons to abstain
+  layout.py      markdown tables, few-shot run-ons, a bold answer with an aside
   forms.py       how numbers are written (Unicode, regional groups, mixed numbers), rewritten first
   numwords.py    English number words ("forty-two")
   items.py       the math in a stretch of prose: spans, quantities, numbers, in order

@@ -42,7 +42,7 @@ def _ci(pattern: str) -> re.Pattern[str]:
 
 
 # a sentence ends at . ! ? followed by a space or the end, or at a line break
-SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|[。！？]|\n")  # "\\!" is a TeX space
+SENTENCE_END = re.compile(r"(?<!\\)[.!?](?=\s|$)|[。！？।]|\n")  # "\\!" is a TeX space
 # words that make what follows them (in their clause) a supposition, not a statement
 _SUPPOSED = _ci(
     r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|hypothetically|imagine|"

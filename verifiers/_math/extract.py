@@ -29,15 +29,19 @@ from verifiers._math.conclusion import (
     Candidate,
     corrected,
     hedge,
+    negated_before,
     replacement,
     restates,
     same,
     turned_at,
     withdrawals,
 )
+from verifiers._math.doubt import doubt
 from verifiers._math.forms import rewrite
 from verifiers._math.items import BOX, math_items, run
+from verifiers._math.languages import decimal_comma, identify, translate
 from verifiers._math.latex import to_plain
+from verifiers._math.layout import bold, run_on, tables
 from verifiers._math.lexicon import HEDGE_BETWEEN, UNIT_BETWEEN
 from verifiers._math.phrases import has_prose, phrases
 from verifiers._math.sections import abstention, check_start, declined, final_line
@@ -55,16 +59,25 @@ _ABOUT = re.compile(
 )
 _HEDGED = re.compile(HEDGE_BETWEEN, re.I)  # another language's "or maybe" between two values
 _UNIT_FIRST = re.compile(rf"^{UNIT_BETWEEN}")
+# "we should not write $\boxed{10}$": a negation a few words before a box
+_NOT_WRITTEN = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:[A-Za-z]+\s+){0,2}[$\\(\[\s]*$", re.I)
 _MARKUP = re.compile(r"^(\*{1,3}|_{2})(.+?)\1$", re.S)  # "**120**": bold around an answer
 
 
 @dataclass(frozen=True)
 class Reading:
-    """What a text answers: `answer` (None for none), and `abstained`, the words of a refusal
-    ("cannot determine") when the text declines to answer."""
+    """What a text answers: `answer` (None for none), `abstained`, the words of a refusal
+    ("cannot determine") when the text declines to answer, and `unread`, why the conclusion
+    was not read with confidence (verifiers._math.doubt), when asked to abstain."""
 
     answer: str | None
     abstained: str | None = None
+    unread: str | None = None
+
+
+# "3,5" in a language that writes a decimal comma: not in a list ("1,2,3") nor English
+# thousands (three digits after the comma)
+_DECIMAL_COMMA = re.compile(r"(?<![\d,.])(\d+),(\d{1,2}|\d{4,})(?![\d]|,\d)")
 
 
 def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | None:
@@ -79,32 +92,54 @@ def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | 
     return read(text, words=words, withdraw=withdraw).answer
 
 
-def read(text: str, *, words: bool = True, withdraw: bool = True) -> Reading:
-    """`answer_of`, with the refusal that made it None when one did."""
+def read(text: str, *, words: bool = True, withdraw: bool = True, abstain: bool = False) -> Reading:
+    """`answer_of`, with the refusal that made it None when one did. abstain: a conclusion
+    not read with confidence (verifiers._math.doubt) is no answer, its reason `unread`."""
     after = _after_thinking(text)
     if after is None:
-        return Reading(None)
+        return Reading(None, unread="cut off inside a <think> block" if abstain else None)
     text = rewrite(after)
+    lang = identify(text)
+    if lang and lang != "en":
+        text = translate(text, lang)
+        if decimal_comma(lang):
+            text = _DECIMAL_COMMA.sub(r"\1.\2", text)
+    text = run_on(tables(text))
+    reading, marked, last_end = _read(text, words, withdraw)
+    if abstain and reading.answer is not None:
+        reason = doubt(text, lang, marked=marked, last_end=last_end)
+        if reason:
+            return Reading(None, reading.abstained, reason)
+    return reading
+
+
+def _read(text: str, words: bool, withdraw: bool) -> tuple[Reading, bool, int]:
+    """The reading of a rewritten text, whether an answer was stated (a marker, a box, a final
+    line) and where the last one stated ends (-1 for none)."""
     boxes = _boxes(text)
     stated = phrases(text, boxes)  # a phrase that states a box ranks the box instead
     markers = [m for m in _gsm8k(text) if not any(b.start < m.start < b.end for b in boxes)]
     candidates = sorted(boxes + stated + markers + _final_line(text, boxes), key=lambda c: c.start)
+    if not candidates:
+        candidates = bold(text)
+    last_end = max((c.end for c in candidates if c.committed), default=-1)
     if withdraw:
         last = max((c.start for c in candidates if c.committed), default=-1)
         refusal = abstention(text, last) or (declined(text) if last < 0 else None)
         if refusal:
-            return Reading(None, refusal)
+            return Reading(None, refusal), True, last_end
     if candidates:
         checked = _checked(text, candidates)
-        return Reading(checked if isinstance(checked, str) else _conclusion(text, checked, withdraw))
+        value = checked if isinstance(checked, str) else _conclusion(text, checked, withdraw)
+        return Reading(value), last_end >= 0, last_end
     bare = _unmark(_strip_math_delimiters(text.strip()).strip())
     single = "\n" not in bare or "\\begin" in bare
     if bare and single and not has_prose(bare):
-        return Reading(bare.rstrip(".").strip() or None)
+        return Reading(bare.rstrip(".").strip() or None), True, len(text)
     math = _before_check(text, withdraw) or _last_statement(text, 0, withdraw)
-    if math is None and words and single and 0 < len(bare) <= 100:
-        return Reading(bare.rstrip(".").strip() or None)
-    return Reading(math)
+    if math is None and words and single and 0 < len(bare) <= 100:  # "Evelyn"; with digits, unsure
+        return Reading(bare.rstrip(".").strip() or None), not re.search(r"\d", bare), len(text)
+    return Reading(math), False, -1
 
 
 def _final_line(text: str, boxes: list[Candidate]) -> list[Candidate]:
@@ -204,7 +239,9 @@ def _last_statement(text: str, start: int, withdraw: bool) -> str | None:
     before = text[start : found.end]
     items = math_items(before)
     final = Candidate(found.start, found.end, run(before, items), "conclusion")
-    if len(items) > 1 and _ABOUT.fullmatch(re.sub(_UNIT_FIRST, "", before[items[-2][1] : items[-1][0]], count=1)):
+    if len(items) > 1 and _ABOUT.fullmatch(re.sub(_UNIT_FIRST, "", before[items[-2][1] : items[-1][0]], count=1)) and (
+        re.search(r"[,(≈]|\\approx|\bor\b", before[items[-2][1] : items[-1][0]])  # "58 sheep, i.e. ⅞", not "4 hours that is 240"
+    ):
         a, b, value = items[-2]  # "$\\sqrt{2}$, or about $1.414$": the exact value
         final = Candidate(start + a, start + b, value, "conclusion")
     elif len(items) > 1:  # "$X$, but it could also be $Y$": the last value offered beside another
@@ -248,8 +285,9 @@ def _boxes(text: str) -> list[Candidate]:
             content = re.match(r"[^\s$]*", text[j:]).group(0)  # type: ignore[union-attr]
             end = j + len(content)
         content = _unbox(re.sub(r"^[#\s]+", "", content).strip())  # "\boxed{#### 5}"
-        if content:
-            out.append(Candidate(m.start(), end + 1, content, "box"))
+        if content:  # "it is not \boxed{5}" states nothing
+            negated = negated_before(text, m.start()) or _NOT_WRITTEN.search(text, max(0, m.start() - 40), m.start())
+            out.append(Candidate(m.start(), end + 1, content, "box", not negated))
     return out
 
 

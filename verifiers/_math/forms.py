@@ -20,6 +20,10 @@ linear in the text:
                                               proper: numerator below denominator)
   superscripts "x²", "10⁵", "10⁻³", "cm²"  -> "x^{2}", "10^{5}", "10^{-3}", "cm^{2}"
   \hspace{..}, \vspace{..}, \kern..        -> nothing (spacing, no content)
+  digits of other scripts "৪২", "۴۲", "๔๒"  -> "42" (every Unicode decimal digit; the Arabic
+                                              decimal and group signs "٫", "٬" -> ".", ",")
+  repeating decimals "0.\overline{3}",      -> "\frac{1}{3}", "\frac{1}{6}" (the repeating block
+  "0.1\overline{6}", "0.(3)", "0.1(6)"       in a bar or in brackets right after the digits)
 A mixed number is read as one value everywhere after this ("4\frac{1}{4}" is 17/4: latex.py
 and math-verify both read it so).
 """
@@ -49,10 +53,19 @@ _SUPER_TO = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
 _SPACING = re.compile(r"\\[hv]space\*?\s*\{[^{}]*\}|\\(?:kern|mkern|hskip|mskip)\s*-?[\d.]+\s*(?:pt|em|ex|mu|mm|cm|in)")
 
 
+_DIGITS = {c: str(unicodedata.decimal(chr(c))) for start in (0x660, 0x6F0, 0x966, 0x9E6, 0xC66, 0xE50, 0xFF10)
+           for c in range(start, start + 10)} | {0x66B: ".", 0x66C: ","}
+_NATIVE_DIGIT = re.compile("[\u0660-\u066c\u06f0-\u06f9\u0966-\u096f\u09e6-\u09ef\u0c66-\u0c6f\u0e50-\u0e59\uff10-\uff19]")
+# "0.1\overline{6}", "0.\overline{3}", "0.1(6)": whole part, digits before the block, the block
+_REPEATING = re.compile(r"(?<![\d.])(\d+)\.(\d*)(?:\\overline\s*\{(\d+)\}|\\dot\s*\{(\d)\}|\((\d+)\)(?![\d(]))")
+
+
 def rewrite(text: str) -> str:
     """`text` with each written form above in the one spelling the readers know."""
     if text.isascii():  # the common case: only the ASCII rules apply
         return _ascii_rules(text)
+    if _NATIVE_DIGIT.search(text):
+        text = text.translate(_DIGITS)
     text = _MINUS.sub("-", text)
     text = _SPACE_GROUPS.sub(lambda m: _ODD_SPACE.sub("", m.group(0)), text)
     text = _ODD_SPACE.sub(" ", text).replace("\u2044", "/")
@@ -66,7 +79,18 @@ def _ascii_rules(text: str) -> str:
         text = _GROUPED.sub(_grouped, text)
     if "\\" in text:
         text = _SPACING.sub("", text)
+    if "(" in text or "\\" in text:
+        text = _REPEATING.sub(_repeating, text)
     return text
+
+
+def _repeating(m: re.Match[str]) -> str:
+    """ "0.1(6)" -> "\\frac{1}{6}": the whole part and the digits before the block, plus the
+    block repeated for ever (block / 99..9, shifted past the digits before it)."""
+    whole, before, block = m.group(1), m.group(2), m.group(3) or m.group(4) or m.group(5)
+    value = Fraction(int(whole + before or "0"), 10 ** len(before)) + Fraction(
+        int(block), (10 ** len(block) - 1) * 10 ** len(before))
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
 def _grouped(m: re.Match[str]) -> str:

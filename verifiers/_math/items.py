@@ -33,6 +33,16 @@ BARE_LATEX = re.compile(
 )
 # a number in scientific notation as prose writes it: "3.2 × 10^{5}", "6 \\times 10^{-3}"
 SCIENTIFIC = re.compile(r"(?<![A-Za-z0-9_.^{])-?\d+(?:\.\d+)?\s*(?:×|\\times|\\cdot|·)\s*10\s*\^\s*(?:\{\s*-?\d+\s*\}|-?\d+)")
+# algebra written in prose without $: "4x^{3} + 2x", "3x^{2} - 5x + 2", "9a^{2}" (superscripts
+# are rewritten to ^{..} first): terms of a number and a one-letter variable with a power, or a
+# variable after a number ("2x", not "5km": the letter ends the word), joined by + and -; one
+# item, whole, when a term has a power or a variable follows a number next to an operator
+_TERM = r"(?:\d+(?:\.\d+)?)?[a-z](?:\^\{-?\d+\}|\^\d)?(?![A-Za-z])|\d+(?:\.\d+)?(?!\d|\.\d)"
+PROSE_ALGEBRA = re.compile(
+    rf"(?<![\w.^{{\\])-?(?:{_TERM})(?:\s*[-+]\s*(?:{_TERM}))*(?![\w^{{])"
+)
+_POWERED = re.compile(r"\d[a-z]\^|[a-z]\^.*\s[-+]\s")
+_PRODUCT = re.compile(r"\d[a-z](?![A-Za-z])")
 _WORDS_REACH = 2000  # characters before the end in which numbers in words or in 10^k notation are read
 CONNECTOR = re.compile(rf"\s*(?:[,、，]|(?:[,、，]\s*)?(?:\b(?:and|or)\b|{CONNECTOR_WORDS}))\s*", re.I)
 # a unit, then "or": "24 m², or 28 m²" (not "and": "3 apples and -4.5 pears" is no list)
@@ -81,6 +91,13 @@ def math_items(text: str) -> list[tuple[int, int, str]]:
             value = m.group(0) if pattern is SCIENTIFIC else prose_number(m.group(0))
             if value and not _overlaps(taken, taken_starts, m.start(), m.end()):
                 items.append((m.start(), m.end(), value))
+    algebra_in = "^" in text or bool(_PRODUCT.search(text, 0, limit))  # (most texts have none)
+    for m in PROSE_ALGEBRA.finditer(text, 0, limit) if algebra_in else ():  # "4x^{3} + 2x": not 4
+        algebra = m.group(0)
+        if (_POWERED.search(algebra) or _PRODUCT.search(algebra) and re.search(r"\s[-+]\s", algebra)) and not _overlaps(
+            spans, span_starts, m.start(), m.end()
+        ):
+            items.append((m.start(), m.end(), algebra))
     for m in BARE_LATEX.finditer(text, 0, limit):  # "2\\sqrt{3}" written without $...$
         latex = m.group(0).rstrip(".,;:")
         if latex.count("{") == latex.count("}") and not _overlaps(spans, span_starts, m.start(), m.end()):

@@ -101,8 +101,9 @@ RESUMES = _words(r"alors", r"donc", r"dann", r"also", r"entonces", r"ent[ãa]o",
                  r"тогда", cjk=r"那么|则|所以|因此|ならば|なので")
 # a negation right after a marker ("die Antwort ist nicht 3", "la respuesta no es 3")
 NEGATION_AFTER = re.compile(r"\s*(?:not\b|n't\b|never\b|nicht\b|pas\b|no\b|não\b|не\b|不|並不|ではな|じゃな)", re.I)
-# a negation right after the value ("答えは3ではない", "3 ist es nicht")
-NEGATED_VALUE = re.compile(r"\s*(?:ではな|ではありません|じゃな|가\s*아니|이\s*아니)")
+# a negation right after the value ("答えは3ではない"; "60 değil" becomes "60 isnot":
+# verifiers/_math/languages.py)
+NEGATED_VALUE = re.compile(r"\s*(?:ではな|ではありません|じゃな|가\s*아니|이\s*아니|isnot\b)")
 
 # a correction: what came before it is withdrawn (beside conclusion.CORRECTION's English)
 CORRECTIONS = _words(

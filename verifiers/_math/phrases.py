@@ -168,7 +168,7 @@ def sentence_answer(sentence: str) -> str | None:
     compound = COMPOUND.match(s)
     if compound and parts(compound.group(0)):  # "5 hours and 30 minutes"
         return compound.group(0)
-    cut = re.split(r"\.(?:\s|$)|\*\*|__|[。！？]", s)[0].strip()
+    cut = re.split(r"\.(?:\s|$)|\*\*|__|[。！？।]", s)[0].strip()
     s = cut.strip("$").rstrip(".").strip()
     if not s:
         return None
@@ -202,7 +202,7 @@ def has_prose(text: str) -> bool:
     text = re.sub(r"\\[A-Za-z]+\*?(?:\s*\{[^{}]*\})?", " ", text)
     for word in _WORD.findall(text):
         lower = word.lower()
-        if lower in _MATH_WORDS or _GREEK.fullmatch(word):
+        if lower in _MATH_WORDS or _GREEK.fullmatch(word) and len(word) <= 2:  # "θ", not "ευρώ"
             continue
         if not word.isascii() or len(word) >= 3 or lower in _SHORT_WORDS:
             return True
