@@ -29,7 +29,7 @@ from search.types import Budget, Candidate, Problem, Usage
 
 REPO = Path(__file__).resolve().parents[1]
 FIELDS = {"schema", "key", "dataset", "problem_id", "difficulty", "model", "scorer",
-          "selected_by", "algo", "knobs", "budget", "seed", "answer", "gold", "correct",
+          "selected_by", "algo", "knobs", "budget", "seed", "answer", "gold", "correct", "unread",
           "status", "error", "usage", "load_seconds", "cut_by", "narrowed", "sandbox",
           "candidates", "time"}
 PROBLEMS = arith.generate(3, seed=5, difficulty=2)
@@ -386,3 +386,25 @@ def test_grid_default_scorer_follows_pgtd(tmp_path):
         _default_scorer(["pgtd", "best_of_n"], [code])
     with pytest.raises(ValueError, match="not a code problem"):
         _default_scorer(["pgtd"], [code, math])
+
+
+def test_unread_conclusions_are_counted_apart_from_wrong():
+    """A chosen answer whose conclusion the grader cannot read (a cut-off text, a language it
+    has no table for) is never correct, and the row and the summary say so apart."""
+    from reports.eval.correctness import Grader
+    from reports.eval.sweep import summarize
+
+    problem = Problem(prompt="x", answer="12", domain="math")
+    grader = Grader()
+    cut = grader.text(problem, "12", solution="So 3 * 4 = 12, and then the number of")
+    foreign = grader.text(problem, "12", solution="ამიტომ პასუხი არის 12")
+    read = grader.text(problem, "12", solution="3 * 4 = 12. The answer is 12.")
+    assert (cut.correct, foreign.correct, read.correct) == (False, False, True)
+    assert cut.unread and foreign.unread and read.unread is None
+    assert Grader(guess=True).text(problem, "12", solution="So 3 * 4 = 12, and then the").correct
+    usage = {"generated_tokens": 10, "scorer_calls": 0, "seconds": 0.0}
+    rows = [{"algo": "greedy", "budget": {"width": None, "tokens": None}, "status": "ok",
+             "usage": usage, "correct": g.correct, "unread": g.unread}
+            for g in (cut, foreign, read)]
+    (summary,) = summarize(rows)
+    assert (summary["runs"], summary["accuracy"], summary["unread"]) == (3, 1 / 3, 2)

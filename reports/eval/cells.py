@@ -122,7 +122,8 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
         "scorer": names["scorer"], "selected_by": None, "algo": cell.algo,
         "knobs": dict(cell.knobs),
         "budget": {"width": cell.width, "tokens": cell.tokens}, "seed": cell.seed,
-        "answer": None, "gold": problem.answer, "correct": False, "status": "error",
+        "answer": None, "gold": problem.answer, "correct": False, "unread": None,
+        "status": "error",
         "error": error, "usage": Usage().as_dict(), "load_seconds": None, "cut_by": None,
         "narrowed": None, "sandbox": sandbox_of(problem, None), "candidates": []}
     if result is not None:
@@ -132,6 +133,8 @@ def make_row(cell: Cell, key: str, names: Mapping[str, str], result: Result | No
             scorer=names["scorer"] if registry.uses_scorer(cell.algo, result.knobs) else None,
             selected_by=result.selected_by,
             answer=result.answer, correct=chosen.correct, status=result.status,
+            # why the grader could not read the conclusion (math): counted apart from wrong
+            unread=chosen.unread,
             error=None if chosen.error is None else f"grading: {chosen.error}",
             usage=result.usage.as_dict(),
             # loading is not the search's (usage.seconds); the driver loads before the runs

@@ -217,7 +217,8 @@ def _default_scorer(algos: Sequence[str], problems: Sequence[Problem]) -> str:
 # -- summary and command line ----------------------------------------------------------------
 def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per (algo, width, tokens): runs, accuracy, mean generated tokens, scorer calls and
-    seconds per run, errors; grid order."""
+    seconds per run, errors, unread (answers whose conclusion the grader could not read,
+    counted apart from wrong); grid order."""
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["algo"], r["budget"]["width"], r["budget"]["tokens"]), []).append(r)
@@ -225,7 +226,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
              "accuracy": sum(bool(r["correct"]) for r in g) / len(g),
              **{k: sum(r["usage"][k] for r in g) / len(g)
                 for k in ("generated_tokens", "scorer_calls", "seconds")},
-             "errors": sum(r["status"] == "error" for r in g)}
+             "errors": sum(r["status"] == "error" for r in g),
+             "unread": sum(r.get("unread") is not None for r in g)}
             for (a, w, t), g in groups.items()]
 
 
@@ -332,5 +334,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in summarize(run.rows):
             print(f"  {s['algo']:>16} width={s['width']!s:>4} tokens={s['tokens']!s:>6}  "
                   f"acc {s['accuracy']:.3f}  gen tokens {s['generated_tokens']:9.1f}  "
-                  f"runs {s['runs']}" + (f"  errors {s['errors']}" if s["errors"] else ""))
+                  f"runs {s['runs']}" + (f"  errors {s['errors']}" if s["errors"] else "")
+                  + (f"  unread {s['unread']}" if s["unread"] else ""))
     return 0
