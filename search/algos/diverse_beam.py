@@ -57,7 +57,7 @@ from search.fit import Width
 from search.knobs import Rule, at_least, divides, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer
-from search.select import Selection
+from search.select import DEFAULT, Selection
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -145,13 +145,13 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, session: Sess
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
-                 select: str = "score", duplicates: str = "merge",
+                 select: str = DEFAULT, duplicates: str = "merge",
                  sampler: Sampler = SAMPLER) -> Outcome:
     per = n // m // groups
     token = level == "token"  # the scorer is not consulted: paths rank by their log-probability
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler,
-                    selection=Selection.of(select, "path logprob") if token else None)
+                    selection=Selection.of(select, "path logprob", seed=seed) if token else None)
     if token:
         leaves = _by_token(run.engine, run.meter, run.root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
