@@ -66,7 +66,7 @@ SELECTING = ("best_of_n", "beam", "astar", "particle_filter", "particle_gibbs")
 # defaults; docs/results.md says which reference each follows)
 KNOBS: dict[str, dict[str, Any]] = {
     "beam": {"duplicates": "keep"},
-    "astar": {"ties": "deep", "duplicates": "merge", "finalists": 4},
+    "astar": {"ties": "deep", "duplicates": "keep", "finalists": 4},
     "particle_filter": {"resample_finished": False},
     "particle_gibbs": {"reference": "weight", "pool": "all"},
 }

@@ -8,11 +8,12 @@ search goes on until `finalists` finished states have been popped (finalists=1: 
     push root with f = 0
     repeat until `finalists` finished states are popped, the queue empties, or the budget ends:
         pop up to `width` states in f order (a finished one ends the batch: it waits its turn)
-        expand each with K sampled steps, in one engine batch; merge repeated states
+        expand each with K sampled steps, in one engine batch (duplicates: below)
         score the new steps with the PRM (r in [0, 1])
         g(child) = g(parent) + c(r_child)      with c(r) = -log r
         h(child) = 0 if finished or admissible, else h_weight * (1 - r_child)
-        merge a child whose state is already known (keep the lower g); push the rest
+        push the children (duplicates="merge": a child whose state is known at a lower g is
+            merged into it)
     return select(the popped finished states)   (else the finished, then open, states found)
 
 Choices where the paper leaves room:
@@ -35,9 +36,13 @@ Choices where the paper leaves room:
   breadth-first (TODO-MEASURED: reports/studies/astar.py).
 - Costs (knob `cost`): "neglog" c(r) = -log r (a probability's surprisal) or "complement"
   c(r) = 1 - r (bounded: a zero score costs 1, not 13.8).
-- A state is (path text, finished): equal texts reached by different step splits are one
-  state; the lower g wins and an expanded state is never reopened (duplicates="merge";
-  "keep" treats every sampled node as its own state, to measure what merging saves).
+- Duplicates (knob `duplicates`): "keep" (the default, as search-and-learn runs its
+  searches: no duplicate filtering) treats every sampled node as its own state, so a step
+  the model samples four times is expanded four times, and a batch always samples
+  width * K steps. "merge" makes a state (path text, finished): equal texts reached by
+  different step splits are one state; the lower g wins and an expanded state is never
+  reopened. With a small model most samples of a step are equal, so merging leaves one
+  state per depth, K samples a batch and a frontier that can run dry with the budget left.
 - The root's single expansion samples K * width steps, so every batch has the same width.
 - A cap: best-first search has no natural stop but the goal, and with flat or misleading
   scores it may expand for a long time (a width-16 run once spent 60,481 tokens where beam
@@ -173,7 +178,7 @@ def _f(node: Node) -> float:
        width=Width(("width", "k"), spread=4.0))
 def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
-          g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
+          g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "keep",
           finalists: int = 4, max_depth: int = 40, max_batches: int = 40,
           agg: str | None = None, select: str = DEFAULT, sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
