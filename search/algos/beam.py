@@ -26,7 +26,7 @@ nor when every unfinished candidate is kept anyway (it could not change the beam
 budget ends mid-rollout, no lookahead score is written (the search stops at this depth).
 
 Width per depth (search-and-learn's beam_search, which copies the kept beams back up to N
-rows every iteration): every depth samples N steps, spread over the beams kept (`spread`: M
+rows every iteration): every depth samples N steps, spread over the beams kept (_stepwise.spread: M
 each when N/M are kept; when fewer survive, because paths finished or were merged, each
 gets N // kept and the best-ranked one more), so a depth never spends less than N samples.
 
@@ -57,6 +57,7 @@ from search.algos._stepwise import (
     SAMPLER,
     Sampler,
     copies,
+    expand_spread,
     merge_equal,
     roll,
     with_copies,
@@ -104,7 +105,8 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
     for depth in range(max_depth):
         if not beams or sum(map(copies, done)) >= n or run.meter.exhausted():
             break
-        kids = merge_equal(_expand(run, beams, n), duplicates)
+        kids = merge_equal([c for cs in expand_spread(run.expand, beams, n) for c in cs],
+                           duplicates)
         run.score(kids)
         done += [c for c in kids if c.finished]
         alive = [c for c in kids if not c.finished]
@@ -119,21 +121,6 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]
     return run.finish(leaves, max_depth=max_depth)
-
-
-def spread(n: int, k: int) -> list[int]:
-    """n samples over k beams (in rank order): n // k each, one more to each of the first
-    n % k (the best-ranked), so every depth samples n steps however many beams are kept."""
-    return [n // k + (i < n % k) for i in range(k)]
-
-
-def _expand(run: Run, beams: Sequence[Node], n: int) -> list[Node]:
-    """n sampled next steps spread over the beams (spread), one engine batch, in beam order."""
-    widths = spread(n, len(beams))
-    if len(set(widths)) == 1:
-        return [c for cs in run.expand(beams, widths[0]) for c in cs]
-    rows = [b for b, w in zip(beams, widths) for _ in range(w)]
-    return [c for (c,) in run.expand(rows, 1)]
 
 
 def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:
