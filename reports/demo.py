@@ -156,7 +156,7 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
 def _rule(selected_by: str) -> str:
     """The rule of a Result.selected_by ("weighted_vote(steps, min)" -> "weighted_vote"),
     without what a reserve finish adds."""
-    return selected_by.split(", after ")[0].split("(")[0]
+    return selected_by.split(", after ")[0].split("(")[0].strip()
 
 
 @printout

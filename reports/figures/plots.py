@@ -221,6 +221,8 @@ def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
         for bar in bars.lines[2]:
             bar.set_gid(f"band-{i}")
         for px, py, budget in zip(c["x"], c["y"], c["budget"]):
+            if budget == "none":  # no width to name (greedy)
+                continue
             ax.annotate(str(budget), (px, py), textcoords="offset points", xytext=(4, 4),
                         fontsize=7, color=color)
     _dress(axes, X_NAMES[x] + " (mean over problems)", "accuracy")
