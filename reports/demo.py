@@ -1,7 +1,8 @@
 """The demo sweep (`make demo`): search vs no search on the embedded reasoner.
 
     python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
-                           [--data-seeds 2024] [--scorers steps,prm:tiny-arith-prm]
+                           [--data-seeds 2024] [--scorers steps,oracle_steps,prm:tiny-arith-prm]
+                           [--select weighted_vote]
                            [--concurrency 16] [--workers N] [--out runs/demo]
                            [--kernels]
 
@@ -12,8 +13,11 @@ on it was seen, so that no choice was tuned on it) and a table of the claims tha
 every set. Each search runs at each budget (its width: samples in flight, see reports.eval.grid)
 under each process scorer: the arithmetic step checker (rewards.verifier.StepCheckScorer: it
 knows arithmetic, not whether the right quantities were used, so it is an imperfect verifier
-scoring 1 / 0.5 / 0) and the learned PRM, prm:tiny-arith-prm (training.prm_train: trained
-from the policy's own rollouts and equation drills); `--scorers` also takes the value head,
+scoring 1 / 0.5 / 0), the oracle step scorer (rewards.oracle_steps: 0 from the first step off
+the gold derivation, a perfect PRM's ceiling for studies) and the learned PRM,
+prm:tiny-arith-prm (training.prm_train: trained from the policy's own rollouts and equation
+drills). Every search that selects ends with the same final rule, `--select` (default
+weighted_vote), printed with the table; `--scorers` also takes the value head,
 `value` (rewards.value_head: graded scores read off the generator's hidden state, the
 demo's second column until the learned PRM took it: its searches stayed below greedy).
 Greedy decoding is the baseline; best-of-N also runs at widths 1, 2 and 8, the
