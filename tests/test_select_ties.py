@@ -33,33 +33,36 @@ TIED = [cand("a: The answer is 7.", "7", 1.0, 1), cand("b: The answer is 3.", "3
         Candidate(text="c", answer=None, score=1.0, finished=False, node_id=3)]
 
 
+def pick(name: str, cands: list[Candidate], seed: int | None) -> Candidate:
+    """The rule's choice (ties drawn by the seed's stream; None: canonical order)."""
+    chosen = SELECTIONS[name](PROBLEM, cands, rng=None if seed is None else tie_seed(seed))
+    assert chosen is not None
+    return chosen
+
+
 @pytest.mark.parametrize("name", sorted(SELECTIONS))
 def test_same_seed_same_pick_in_any_order(name):
-    choose = SELECTIONS[name]
     for seed in range(20):
-        picks = {choose(PROBLEM, list(order), rng=tie_seed(seed)).text
-                 for order in itertools.permutations(TIED)}
+        picks = {pick(name, list(order), seed).text for order in itertools.permutations(TIED)}
         assert len(picks) == 1, (name, seed, picks)
 
 
 @pytest.mark.parametrize("name", sorted(SELECTIONS))
 def test_a_tie_is_drawn_not_won_by_one_side(name):
-    choose = SELECTIONS[name]
-    wins = Counter(choose(PROBLEM, TIED, rng=tie_seed(seed)).answer for seed in range(200))
+    wins = Counter(pick(name, TIED, seed).answer for seed in range(200))
     assert set(wins) == {"7", "3"} and min(wins.values()) > 60, wins
     # without a draw the canonical order decides (answer, then text), not the list order
-    assert {choose(PROBLEM, list(order)).answer for order in itertools.permutations(TIED)} \
-        == {"3"}
+    assert {pick(name, list(order), None).answer
+            for order in itertools.permutations(TIED)} == {"3"}
 
 
 def test_ties_are_only_among_the_best():
     cands = [cand("x", "3", 0.5, 1), cand("y", "7", 1.0, 2), cand("z", "7", 0.5, 3)]
     for seed in range(10):
-        assert SELECTIONS["score"](PROBLEM, cands, rng=tie_seed(seed)).text == "y"
+        assert pick("score", cands, seed).text == "y"
         # a vote's tie in weight goes to the larger summed score before any draw
-        assert SELECTIONS["vote"](PROBLEM, [cands[0], cands[2]], rng=tie_seed(seed)).text \
-            in ("x", "z")
-        assert SELECTIONS["weighted_vote"](PROBLEM, cands, rng=tie_seed(seed)).text == "y"
+        assert pick("vote", [cands[0], cands[2]], seed).text in ("x", "z")
+        assert pick("weighted_vote", cands, seed).text == "y"
 
 
 def children(path):
