@@ -1,7 +1,8 @@
 """The demo sweep (`make demo`): search vs no search on the embedded reasoner.
 
     python -m reports.demo [--problems 100] [--difficulty 5] [--budgets 4,16] [--seeds 0,1,2]
-                           [--data-seeds 2024] [--scorers steps,prm:tiny-arith-prm]
+                           [--data-seeds 2024] [--scorers steps,oracle_steps,prm:tiny-arith-prm]
+                           [--select weighted_vote]
                            [--concurrency 16] [--workers N] [--out runs/demo]
                            [--kernels]
 
@@ -12,8 +13,11 @@ on it was seen, so that no choice was tuned on it) and a table of the claims tha
 every set. Each search runs at each budget (its width: samples in flight, see reports.eval.grid)
 under each process scorer: the arithmetic step checker (rewards.verifier.StepCheckScorer: it
 knows arithmetic, not whether the right quantities were used, so it is an imperfect verifier
-scoring 1 / 0.5 / 0) and the learned PRM, prm:tiny-arith-prm (training.prm_train: trained
-from the policy's own rollouts and equation drills); `--scorers` also takes the value head,
+scoring 1 / 0.5 / 0), the oracle step scorer (rewards.oracle_steps: 0 from the first step off
+the gold derivation, a perfect PRM's ceiling for studies) and the learned PRM,
+prm:tiny-arith-prm (training.prm_train: trained from the policy's own rollouts and equation
+drills). Every search that selects ends with the same final rule, `--select` (default
+weighted_vote), printed with the table; `--scorers` also takes the value head,
 `value` (rewards.value_head: graded scores read off the generator's hidden state, the
 demo's second column until the learned PRM took it: its searches stayed below greedy).
 Greedy decoding is the baseline; best-of-N also runs at widths 1, 2 and 8, the
@@ -46,7 +50,7 @@ from search.cli import parse, printout
 
 ALGOS = ("greedy", "best_of_n", "beam", "astar", "particle_filter", "particle_gibbs",
          "compute_optimal")
-SCORERS = ("steps", "prm:tiny-arith-prm")
+SCORERS = ("steps", "oracle_steps", "prm:tiny-arith-prm")
 # the demo's problem set; its second, 6173, chosen before any result on it was seen, runs by
 # `--data-seeds 2024,6173` (a claim stands only where it holds on both)
 DATA_SEEDS = (2024,)
@@ -57,16 +61,25 @@ TABLE_SCORER = "steps"  # compute_optimal's shipped table was fitted under this 
 # (4 iterations: ~4x best-of-N's tokens at equal width, the costliest search here) is the
 # costliest search here
 STEPS_ONLY = ("compute_optimal", "particle_gibbs")
+# one final-selection rule for every search in the comparison (`--select`): each answer's
+# votes weighed by its path score (the scorer's path_agg), chosen on generator seed 31337
+# (docs/results.md); greedy has one path and compute_optimal selects as its table says
+SELECT = "weighted_vote"
+SELECTING = ("best_of_n", "beam", "astar", "particle_filter", "particle_gibbs")
 # every knob that has a reference variant is spelled out, so the rows say what ran (the
-# defaults, chosen by the measurements in the README); best-of-N weighs each answer's votes
-# by its path score (the scorer's path_agg)
+# defaults; docs/results.md says which reference each follows)
 KNOBS: dict[str, dict[str, Any]] = {
-    "best_of_n": {"select": "weighted_vote"},
-    "beam": {"duplicates": "merge"},
-    "astar": {"ties": "deep", "duplicates": "merge"},
+    "beam": {"duplicates": "keep"},
+    "astar": {"ties": "deep", "duplicates": "keep", "finalists": 4},
     "particle_filter": {"resample_finished": False},
     "particle_gibbs": {"reference": "weight", "pool": "all"},
 }
+
+
+def knobs(select: str) -> dict[str, dict[str, Any]]:
+    """The demo's knobs per algorithm, `select` the final rule of every selecting search."""
+    return {a: {"select": select, **KNOBS.get(a, {})} if a in SELECTING else dict(KNOBS[a])
+            for a in (*SELECTING, *KNOBS)}
 
 
 PROG = "python -m reports.demo"
@@ -81,6 +94,8 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--budgets": dict(type=parse_ints, default=[4, 16]),
     "--seeds": dict(type=parse_ints, default=[0, 1, 2]),
     "--scorers": dict(default=",".join(SCORERS)),
+    "--select": dict(default=SELECT, help="the final selection of every search that "
+                     "selects (score, vote, weighted_vote): one rule for all"),
     "--concurrency": dict(type=int, default=16, help="searches in flight at once in each "
                           "process (rows are the same at any value)"),
     "--workers": dict(type=int, default=None, help="processes running the searches, one "
@@ -108,6 +123,10 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
         yield ("pass@k ceiling of these problems (best-of-N samples pooled over seeds, "
                "unbiased estimator): " + ", ".join(
                    f"pass@{j} {ceiling(bon, j):.1%}" for j in (1, 4, k)))
+    chosen = group([r for r in rows if r.get("selected_by")], lambda r: r["algo"])
+    yield "final selection: " + "; ".join(
+        f"{algo} " + ", ".join(sorted({_rule(r["selected_by"]) for r in g}))
+        for algo, g in chosen.items())
     base = band(greedy).accuracy if greedy else float("nan")
     yield (f"{'scorer':>18} {'algorithm':>16} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
            f"{'gen tokens':>10} {'scorer calls':>12} {'seconds':>7} {'runs':>5}  "
@@ -136,6 +155,12 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
         yield (f"best at width {k}: {key[1]} ({key[0]}) {acc:.1%} at {tokens:.0f} tokens"
                f"{spent}, closing {(acc - base) / (top - base):.0%} of the gap from "
                f"greedy {base:.1%} to pass@{k} {top:.1%}")
+
+
+def _rule(selected_by: str) -> str:
+    """The rule of a Result.selected_by ("weighted_vote(steps, min)" -> "weighted_vote"),
+    without what a reserve finish adds."""
+    return selected_by.split(", after ")[0].split("(")[0].strip()
 
 
 @printout
@@ -214,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for scorer, grid_algos, budgets in grids(algos, scorers, args.budgets):
             run = run_grid(Grid(problems, algos=grid_algos, budgets=budgets, seeds=args.seeds,
                                 dataset="arith",
-                                knobs={a: k for a, k in KNOBS.items() if a in grid_algos}),
+                                knobs={a: k for a, k in knobs(args.select).items()
+                                       if a in grid_algos}),
                            out=args.out / "demo.jsonl", engine=engine, model=args.model,
                            scorer=scorer, quiet=args.quiet, concurrency=args.concurrency,
                            runner=runner)
@@ -235,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"concurrency {args.concurrency} "
           f"{f'on each of up to {workers} worker processes' if workers > 1 else 'here'}, "
           f"{wall:.0f} s")
+    print(f"final selection: {args.select} for {', '.join(a for a in SELECTING if a in algos)}"
+          "; greedy has one path, compute_optimal selects as its table says")
     if args.kernels:
         print(ceiling(wall, inside(spent)))
     for seed, part in sets.items():

@@ -127,9 +127,12 @@ def check_pops_in_f_order(res):
 def test_astar_admissible_matches_exhaustive_search(tree_seed, width):
     tree, reward = random_tree(tree_seed)
     best = min(leaf_paths(tree), key=lambda p: path_cost(p, reward))
-    res = run("astar", tree, reward, admissible=True, width=width, k=40, seed=tree_seed)
+    res = run("astar", tree, reward, admissible=True, width=width, k=40, seed=tree_seed,
+              finalists=1, duplicates="merge")
     assert res.text == "".join(best)
-    assert res.score == pytest.approx(-path_cost(best, reward))
+    goal = next(n for n in nodes(res) if n.finished and n.text == res.text
+                and star(n).pop is not None)
+    assert star(goal).f == pytest.approx(path_cost(best, reward))
     popped = check_pops_in_f_order(res)
     assert popped[-1].text == res.text and popped[-1].finished  # the goal is the last pop
     if width == 1:  # h = 0 is consistent: one pop at a time, f never decreases
@@ -140,7 +143,7 @@ def test_astar_admissible_matches_exhaustive_search(tree_seed, width):
 @pytest.mark.parametrize("tree_seed", range(6))
 def test_astar_default_heuristic_pops_in_f_order(tree_seed):
     tree, reward = random_tree(tree_seed)
-    res = run("astar", tree, reward, width=2, k=8, seed=1)
+    res = run("astar", tree, reward, width=2, k=8, seed=1, finalists=1, duplicates="merge")
     check_pops_in_f_order(res)
     goal = max((n for n in nodes(res) if star(n).pop is not None), key=lambda n: num(star(n).pop))
     assert goal.finished and res.text == goal.text  # it stopped at the first finished pop
@@ -164,7 +167,7 @@ def test_astar_tie_rule_on_a_flat_verifier(ties, pops):
     root, one state per depth, the goal (4 pops); "fifo" pops breadth-first: the root, both
     depth-1 and all four depth-2 states, then the goal (8)."""
     res = run("astar", {}, lambda p: 1.0, engine=ScriptedEngine(flat_binary), width=1, k=16,
-              ties=ties, seed=0)
+              ties=ties, seed=0, finalists=1, duplicates="merge")
     popped = [n for n in nodes(res) if star(n).pop is not None]
     assert len({last(c) for c in res.tree.children}) == 2  # k=16 saw both children
     assert len(popped) == pops and max(popped, key=lambda n: num(star(n).pop)).finished
@@ -180,6 +183,35 @@ def test_astar_keep_scores_every_sample_and_merge_one_per_state():
         scored = res.usage.scorer_calls
         assert scored == (len(sampled) if d == "keep" else len(states))
         assert all(n.scores.merged_into is None for n in sampled) == (d == "keep")
+
+
+@pytest.mark.parametrize("finalists", [1, 3])
+def test_astar_collects_its_finalists_in_f_order(finalists):
+    """The search stops once `finalists` finished states were popped; those (and only
+    those) are the candidates, each popped when its f was the open minimum."""
+    tree, reward = random_tree(5)
+    res = run("astar", tree, reward, width=2, k=8, seed=1, finalists=finalists,
+              duplicates="merge")
+    check_pops_in_f_order(res)
+    goals = sorted((n for n in nodes(res) if n.finished and star(n).pop is not None),
+                   key=lambda n: num(star(n).pop))
+    assert len(goals) == finalists == res.stats["finalists"]
+    assert sorted(c.node_id for c in res.candidates) == sorted(n.id for n in goals)
+    last_pop = max(num(star(n).pop) for n in nodes(res) if star(n).pop is not None)
+    assert num(star(goals[-1]).pop) == last_pop  # it stopped at the last finalist
+
+
+def test_beam_samples_n_steps_a_depth_over_the_beams_kept():
+    """One distinct state survives depth 1 (merged): the next depth still samples n steps,
+    all from it (search-and-learn copies its kept beams back up to n)."""
+    tree = {(): [("s ", 1.0)], ("s ",): [("t ", 0.5), ("u ", 0.5)],
+            **{("s ", x): [("The answer is 1.", 1.0)] for x in ("t ", "u ")}}
+    for duplicates in ("merge", "keep"):
+        res = run("beam", tree, lambda p: 1.0, n=8, m=2, duplicates=duplicates, seed=0)
+        at = {d: [n for n in nodes(res) if n.depth == d] for d in (1, 2)}
+        assert len(at[1]) == 8 and len(at[2]) == 8, duplicates
+        kept = {n.parent.id for n in at[2]}
+        assert len(kept) == (1 if duplicates == "merge" else 4)
 
 
 @pytest.mark.parametrize("g", ["mean", "last"])
@@ -200,7 +232,7 @@ def test_astar_merges_duplicate_states():
     # "ab" + "c." and "a" + "bc." are the same solution text reached two ways
     tree = {(): [("ab", 0.5), ("a", 0.5)], ("ab",): [("c.", 1.0)], ("a",): [("bc.", 1.0)]}
     reward = {("ab",): 0.9, ("a",): 0.5, ("ab", "c."): 0.9, ("a", "bc."): 0.9}
-    res = run("astar", tree, reward, admissible=True, width=2, k=8)
+    res = run("astar", tree, reward, admissible=True, width=2, k=8, duplicates="merge")
     finals = [n for n in nodes(res) if n.finished and star(n).f is not None]
     assert {n.text for n in finals} == {"abc."}
     kept = [n for n in finals if star(n).merged_into is None]

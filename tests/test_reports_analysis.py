@@ -165,7 +165,7 @@ def check_files(data: dict) -> ET.Element:
 @pytest.mark.parametrize("x", ["generated_tokens", "scorer_calls"])
 def test_accuracy_vs_compute_plots_the_seed_means(tmp_path, x):
     rs = sweep()
-    data = plots.accuracy_vs_compute(rs, tmp_path, x=x)
+    data = plots.accuracy_vs_compute(rs, tmp_path, x=x, band="minmax")
     check_files(data)
     assert [c["label"] for c in data["curves"]] == ["best_of_n", "beam"]
     for c in data["curves"]:
@@ -182,6 +182,27 @@ def test_accuracy_vs_compute_plots_the_seed_means(tmp_path, x):
             assert (c["lo"][i], c["hi"][i]) == (pytest.approx(min(accs)),
                                                 pytest.approx(max(accs)))
             assert c["x"][i] == pytest.approx(np.mean(costs))
+
+
+def test_accuracy_vs_compute_bands_are_problem_bootstrap_intervals_labelled_by_width(tmp_path):
+    """The default band: a 95% bootstrap interval over problems, which holds the point and
+    stays within the problems' own accuracies; every point carries its width as text."""
+    rs = sweep()
+    data = plots.accuracy_vs_compute(rs, tmp_path)
+    tree = check_files(data)
+    texts = " ".join("".join(e.itertext()) for e in tree.iter() if e.tag.endswith("text"))
+    assert data["band"] == "problems" and "bootstrap interval over problems" in texts
+    for c in data["curves"]:
+        for i, budget in enumerate(c["budget"]):
+            assert budget in texts
+            w = int(budget.removeprefix("w="))
+            per_problem = [np.mean([r["correct"] for r in rs if r["algo"] == c["label"]
+                                    and r["budget"]["width"] == w and r["problem_id"] == p])
+                           for p in {r["problem_id"] for r in rs}]
+            assert min(per_problem) <= c["lo"][i] <= c["y"][i] <= c["hi"][i] <= \
+                max(per_problem)
+            if min(per_problem) < max(per_problem):
+                assert c["lo"][i] < c["hi"][i]
 
 
 def test_coverage_plot_has_points_and_fit(tmp_path):

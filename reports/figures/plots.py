@@ -10,7 +10,7 @@ says which), never pooled into one line. Titles and the JSON ("models", "scorers
 model and scorer the rows came from; where rows mix several, curve labels carry them too.
 
     python -m reports.figures.plots runs.jsonl [more.jsonl ...] --out DIR \
-        [--x generated_tokens|flops|scorer_calls] [--band minmax|std] [--knobs m,groups]
+        [--x generated_tokens|flops|scorer_calls] [--band problems|minmax|std] [--knobs m,groups]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from search.cli import parse
 X_METRICS = ("generated_tokens", "flops", "scorer_calls")
 X_NAMES = {"generated_tokens": "generated tokens per problem", "flops": "FLOPs per problem",
            "scorer_calls": "scorer calls per problem"}
-BANDS = ("minmax", "std")
+BANDS = ("problems", "minmax", "std")
 INDEPENDENT = frozenset({"best_of_n", "rpc"})  # searches whose candidates are independent samples
 
 
@@ -137,12 +137,31 @@ def _framed(rows: Sequence[Row], kind: str, **fields: Any) -> dict[str, Any]:
 
 
 # -- (a) accuracy vs compute ------------------------------------------------------------------
-def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens", band: str = "minmax",
-                    knobs: Sequence[str] = ()) -> dict[str, Any]:
+BAND_TITLES = {"problems": "95% bootstrap interval over problems", "minmax": "min-max over seeds",
+               "std": "±1 std over seeds"}
+
+
+def _band(rows: Sequence[Row], accs: Sequence[float], band: str) -> tuple[float, float]:
+    """A point's band: the 95% percentile bootstrap over problems (reports.analysis.bands,
+    each resampled problem with all its seeds' rows), or the per-seed accuracies' min..max,
+    or their mean +- std (ddof 0)."""
+    if band == "problems":
+        from reports.analysis.bands import band as bootstrap
+
+        b = bootstrap(rows)
+        return b.ci_low, b.ci_high
+    if band == "minmax":
+        return min(accs), max(accs)
+    mean, spread = float(np.mean(accs)), float(np.std(accs))
+    return mean - spread, mean + spread
+
+
+def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens",
+                    band: str = "problems", knobs: Sequence[str] = ()) -> dict[str, Any]:
     """Per curve (algorithm, split by `knobs`) one point per budget: per seed, accuracy =
     mean(correct) over its rows (failed runs count as wrong) and cost = mean x over the rows
-    that recorded it; the point is the mean over seeds, the band min..max (or mean +- std,
-    ddof 0) of the per-seed accuracies. Points without a positive cost are listed in
+    that recorded it; the point is the mean over seeds, its band (`_band`) the 95% bootstrap
+    interval over problems by default. Points without a positive cost are listed in
     "dropped" (a log axis cannot show them). Points are sorted by cost."""
     if x not in X_METRICS:
         raise ValueError(f"unknown x {x!r}; choose from {X_METRICS}")
@@ -162,9 +181,7 @@ def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens", band: s
                 known = [c for c in costs if not math.isnan(c)]
                 cost = float(np.mean(known)) if known else math.nan
                 acc = float(np.mean(accs))
-                spread = float(np.std(accs))
-                lo, hi = (min(accs), max(accs)) if band == "minmax" else (acc - spread,
-                                                                           acc + spread)
+                lo, hi = _band(brows, accs, band)
                 # seeds: independent runs (a deterministic algorithm's copies are not)
                 point = dict(x=cost, y=acc, lo=lo, hi=hi, budget=budget_label(brows[0]),
                              seeds=len({r["seed"] for r in independent(brows)}),
@@ -184,19 +201,30 @@ def accuracy_series(rows: Sequence[Row], *, x: str = "generated_tokens", band: s
 
 
 def accuracy_vs_compute(rows: Sequence[Row], out_dir: str | Path, *,
-                        x: str = "generated_tokens", band: str = "minmax",
+                        x: str = "generated_tokens", band: str = "problems",
                         knobs: Sequence[str] = (), stem: str = "accuracy_vs_compute"
                         ) -> dict[str, Any]:
+    """One curve per algorithm (split by `knobs`) through its widths, each point labelled
+    with its budget (the width) and drawn with its band as an error bar."""
     data = accuracy_series(rows, x=x, band=band, knobs=knobs)
-    fig, axes = _panels(data, "Accuracy vs compute (band: "
-                        f"{'min-max' if band == 'minmax' else '±1 std'} over seeds)")
+    fig, axes = _panels(data, f"Accuracy vs compute (bars: {BAND_TITLES[band]})")
     colors = _colors([c["label"] for c in data["curves"]])
     for i, c in enumerate(data["curves"]):
         ax = _axis(axes, data, c)
-        (line,) = ax.plot(c["x"], c["y"], marker="o", label=c["label"], color=colors[c["label"]])
+        color = colors[c["label"]]
+        (line,) = ax.plot(c["x"], c["y"], marker="o", label=c["label"], color=color)
         line.set_gid(f"curve-{i}")
-        fill = ax.fill_between(c["x"], c["lo"], c["hi"], alpha=0.2, color=colors[c["label"]])
-        fill.set_gid(f"band-{i}")
+        bars = ax.errorbar(c["x"], c["y"], yerr=[[y - lo for y, lo in zip(c["y"], c["lo"])],
+                                                 [hi - y for y, hi in zip(c["y"], c["hi"])]],
+                           fmt="none", ecolor=color, alpha=0.5, capsize=3)
+        bars.set_label("_nolegend_")
+        for bar in bars.lines[2]:
+            bar.set_gid(f"band-{i}")
+        for px, py, budget in zip(c["x"], c["y"], c["budget"]):
+            if budget == "none":  # no width to name (greedy)
+                continue
+            ax.annotate(str(budget), (px, py), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7, color=color)
     _dress(axes, X_NAMES[x] + " (mean over problems)", "accuracy")
     return save(fig, data, out_dir, stem)
 
@@ -328,7 +356,7 @@ def tokens_to_solve(rows: Sequence[Row], out_dir: str | Path, *, knobs: Sequence
 
 
 def make_all(rows: Sequence[Row], out_dir: str | Path, *, x: str = "generated_tokens",
-             band: str = "minmax", knobs: Sequence[str] = (), source: str = "candidates"
+             band: str = "problems", knobs: Sequence[str] = (), source: str = "candidates"
              ) -> dict[str, dict[str, Any]]:
     return {"accuracy_vs_compute": accuracy_vs_compute(rows, out_dir, x=x, band=band,
                                                        knobs=knobs),
@@ -341,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "runs": dict(nargs="+", help="JSONL files written by reports.eval"),
         "--out": dict(required=True, help="directory for the PNG/SVG/JSON files"),
         "--x": dict(default="generated_tokens", choices=X_METRICS),
-        "--band": dict(default="minmax", choices=BANDS),
+        "--band": dict(default="problems", choices=BANDS),
         "--source": dict(default="candidates", choices=SOURCES,
                          help="coverage samples: each row's candidates, or each row"),
         "--knobs": dict(default="", help="comma-separated knobs that split curves"),

@@ -30,7 +30,7 @@ from search.algos._stepwise import SAMPLER, Sampler, path_score, resolve_agg, ro
 from search.budget import Meter
 from search.engines.base import Engine
 from search.scoring import Scorer, score_nodes
-from search.select import Selection, best_partial, candidates
+from search.select import DEFAULT, Selection, best_partial, candidates, tie_break
 from search.session import Session, bind
 from search.types import Candidate, Node, Outcome, Problem
 
@@ -54,14 +54,14 @@ class Run:
 
     @classmethod
     def begin(cls, problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
-              seed: int, sampler: Sampler = SAMPLER, agg: str | None = None, select: str = "score",
+              seed: int, sampler: Sampler = SAMPLER, agg: str | None = None, select: str = DEFAULT,
               scored_as: str | None = None, selection: Selection | None = None) -> Run:
         """The run's set-up. The answer is chosen by the rule `select` over path scores
         (scored_as: what candidate scores are when they are not agg of step rewards, A*'s
         "-f", for Result.selected_by), or by `selection` where the search chooses its own way."""
         agg = resolve_agg(agg, scorer)
         if selection is None:
-            selection = Selection.of(select, scored_by(scorer, scored_as or agg))
+            selection = Selection.of(select, scored_by(scorer, scored_as or agg), seed=seed)
         engine, scorer = bind(engine, session), bind(scorer, session)
         return cls(problem, engine, scorer, session, sampler, random.Random(seed),
                    engine.root(problem), agg, selection)
@@ -93,7 +93,7 @@ class Run:
         the Outcome.
 
         If the budget stopped the search (meter.exhausted()) before any leaf finished, its
-        best partial leaf (highest score, the first of ties; of `partial` when given) is
+        best partial leaf (highest score, of ties the first by text; of `partial` when given) is
         first finished greedily from the reserve: greedy steps (temperature 0, the stop and
         step size of `reserve_sampler`, default the run's sampler, each step capped at the
         reserve's tokens left) until the path finishes, a step adds no token, max_depth more
@@ -107,7 +107,9 @@ class Run:
         pool = [leaf for leaf in (leaves if partial is None else partial)
                 if leaf.step is not None and not leaf.finished]
         if pool and not any(leaf.finished for leaf in leaves) and self.meter.exhausted():
-            best = max(pool, key=score)
+            top = max(map(score, pool))  # of equal scores, the first by text
+            best = tie_break([leaf for leaf in pool if score(leaf) == top], lambda n: n.text,
+                             None)
             tip = self._complete(best, reserve_sampler or self.sampler, max_depth,
                                  reserve_scores)
             if tip is not best:

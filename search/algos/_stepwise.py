@@ -152,6 +152,25 @@ def new_siblings(kids: Sequence[Node]) -> list[Node]:
     return out
 
 
+# -- a depth's width spread over the beams kept ---------------------------------------------
+def spread(n: int, k: int) -> list[int]:
+    """n samples over k beams (in rank order): n // k each, one more to each of the first
+    n % k (the best-ranked), so a depth samples n steps however many beams are kept."""
+    return [n // k + (i < n % k) for i in range(k)]
+
+
+def expand_spread(expand: Callable[[Sequence[Node], int], list[list[Node]]],
+                  nodes: Sequence[Node], n: int) -> list[list[Node]]:
+    """n sampled next steps spread over the nodes (spread), in one engine batch: each
+    node's children, in node order. `expand` is Run.expand."""
+    widths = spread(n, len(nodes))
+    if len(set(widths)) == 1:
+        return expand(nodes, widths[0])
+    rows = [b for b, w in zip(nodes, widths) for _ in range(w)]
+    kids = iter([c for (c,) in expand(rows, 1)])
+    return [[next(kids) for _ in range(w)] for w in widths]
+
+
 # -- duplicate states ----------------------------------------------------------------------
 DUPLICATES = ("merge", "keep")
 

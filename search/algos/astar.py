@@ -2,17 +2,19 @@
 
 Chatziveroglou 2025, "A*-Decoding: Token-Efficient Inference Scaling" (arXiv:2505.13672).
 A state is a partial solution; its successors are K sampled next steps; the open list is
-ordered by f = g + h, and the search returns as soon as a finished state is popped.
+ordered by f = g + h. The paper returns as soon as a finished state is popped; here the
+search goes on until `finalists` finished states have been popped (finalists=1: the paper).
 
     push root with f = 0
-    repeat until a finished state is popped, the queue empties, or the budget ends:
+    repeat until `finalists` finished states are popped, the queue empties, or the budget ends:
         pop up to `width` states in f order (a finished one ends the batch: it waits its turn)
-        expand each with K sampled steps, in one engine batch; merge repeated states
+        expand each with K sampled steps, in one engine batch (duplicates: below)
         score the new steps with the PRM (r in [0, 1])
         g(child) = g(parent) + c(r_child)      with c(r) = -log r
         h(child) = 0 if finished or admissible, else h_weight * (1 - r_child)
-        merge a child whose state is already known (keep the lower g); push the rest
-    return the popped finished state (else the best finished, then open, states found)
+        push the children (duplicates="merge": a child whose state is known at a lower g is
+            merged into it)
+    return select(the popped finished states)   (else the finished, then open, states found)
 
 Choices where the paper leaves room:
 - g: the step cost is the PRM's negative log c = -log r (r clipped to [1e-6, 1]), so
@@ -34,15 +36,24 @@ Choices where the paper leaves room:
   breadth-first (TODO-MEASURED: reports/studies/astar.py).
 - Costs (knob `cost`): "neglog" c(r) = -log r (a probability's surprisal) or "complement"
   c(r) = 1 - r (bounded: a zero score costs 1, not 13.8).
-- A state is (path text, finished): equal texts reached by different step splits are one
-  state; the lower g wins and an expanded state is never reopened (duplicates="merge";
-  "keep" treats every sampled node as its own state, to measure what merging saves).
+- Duplicates (knob `duplicates`): "keep" (the default, as search-and-learn runs its
+  searches: no duplicate filtering) treats every sampled node as its own state, so a step
+  the model samples four times is expanded four times, and a batch always samples
+  width * K steps. "merge" makes a state (path text, finished): equal texts reached by
+  different step splits are one state; the lower g wins and an expanded state is never
+  reopened. With a small model most samples of a step are equal, so merging leaves one
+  state per depth, K samples a batch and a frontier that can run dry with the budget left.
 - The root's single expansion samples K * width steps, so every batch has the same width.
 - A cap: best-first search has no natural stop but the goal, and with flat or misleading
   scores it may expand for a long time (a width-16 run once spent 60,481 tokens where beam
   search spends ~1,300). At most `max_batches` batches run (default 40: the depth limit
   of a beam search sampling as many steps per batch, so A* never samples more than that
   beam search could); Result.stats says how many ran and whether the cap stopped it.
+- Finalists (knob `finalists`, default 4): the finished states popped before the search
+  stops, handed like every search's finished paths to the shared final selection (`select`
+  over path scores, agg of step rewards: search.select). The paper stops at the first, which
+  leaves a vote nothing to weigh; 4 gives the selection a choice at a width-16 search's
+  cost of a few more batches (finalists=1 is the paper's search).
 A*'s values of a node are its AStarMark (node.scores.of(AStarMark)): scored nodes record cost,
 g and f; popped nodes pop (pop order) and batch; a merged node merged_into (the id of the
 state that replaced it).
@@ -62,6 +73,7 @@ from search.fit import Width
 from search.knobs import Rule, at_least, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer, reward
+from search.select import DEFAULT
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -159,23 +171,23 @@ def _f(node: Node) -> float:
     return _value(node, "f")
 
 
-@rules(at_least(1, "width", "k", "max_batches"), one_of("g", G_RULES), one_of("cost", COSTS),
+@rules(at_least(1, "width", "k", "max_batches", "finalists"), one_of("g", G_RULES), one_of("cost", COSTS),
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
        Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
             "g must be 'sum' for admissible search (additive costs)"),
        width=Width(("width", "k"), spread=4.0))
 def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
-          g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "merge",
-          max_depth: int = 40, max_batches: int = 40, select: str = "score",
-          sampler: Sampler = SAMPLER) -> Outcome:
-    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=None, select=select,
-                    scored_as="-f", sampler=sampler)
+          g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "keep",
+          finalists: int = 4, max_depth: int = 40, max_batches: int = 40,
+          agg: str | None = None, select: str = DEFAULT, sampler: Sampler = SAMPLER) -> Outcome:
+    run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
+                    sampler=sampler)
     root = run.root
     root.scores.marks[AStarMark.key] = AStarMark(cost=0.0, g=0.0, f=0.0)
     frontier = Frontier(ties=ties, merge=duplicates == "merge")
     frontier.offer(root)
-    goal: Node | None = None
+    goals: list[Node] = []  # finished states popped, in pop order
     pops = batches = 0
     capped = False
 
@@ -197,8 +209,10 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
     while True:
         top = frontier.peek()
         if top is not None and top.finished:  # the cheapest open state is a solution
-            goal = pop()
-            break
+            goals.append(pop())
+            if len(goals) >= finalists:
+                break
+            continue
         if top is None or run.meter.exhausted():
             break
         if batches >= max_batches:
@@ -223,17 +237,8 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
         run.engine.retain(frontier.open_nodes())
 
     open_nodes = [node for node in frontier.open_nodes() if node is not root]
-    leaves = ([goal] if goal else []) + [node for node in open_nodes if node.finished]
-    if not leaves:  # nothing finished: report the most promising partial paths
-        leaves = open_nodes[:width]
-
-    def neg_f(leaf: Node) -> float:  # a path finished from the reserve is evaluated here
-        for node in leaf.path()[1:]:
-            if node.scores.get(AStarMark) is None:
-                if node.scores.reward is None:
-                    return -math.inf  # its steps could not be scored (no scorer calls left)
-                evaluate(node)
-        return -_f(leaf)
-
-    return run.finish(leaves, score=neg_f, max_depth=max_depth,
-                      stats=dict(batches=batches, capped=capped))
+    # the popped solutions; else (the budget or cap ended the search first) the finished
+    # states found, else the most promising partial paths
+    leaves = goals or [node for node in open_nodes if node.finished] or open_nodes[:width]
+    return run.finish(leaves, max_depth=max_depth,
+                      stats=dict(batches=batches, capped=capped, finalists=len(goals)))

@@ -11,8 +11,8 @@ with M sampled next steps, so N new steps are scored at every depth.
         if lookahead > 0: roll each unfinished candidate `lookahead` steps further at
             temperature 0 and score the rollout's end with the PRM  (Snell et al. sec. 5.1)
         beams <- top N/M unfinished paths by agg(step rewards)
-        beams <- M sampled next steps of each beam
-    return select(done)   (best score by default; agg: the scorer's own by default)
+        beams <- N sampled next steps spread over the beams (M each when N/M are kept)
+    return select(done)   (the shared selection, search.select; agg: the scorer's own)
 
 Lookahead (Snell et al.'s "lookahead search"; search-and-learn's generate_k_steps): the
 rollouts of all candidates advance together, one batched temperature-0 expand per lookahead
@@ -25,14 +25,23 @@ among finished paths uses their own PRM rewards. Our choices: no lookahead at th
 nor when every unfinished candidate is kept anyway (it could not change the beams); if the
 budget ends mid-rollout, no lookahead score is written (the search stops at this depth).
 
-Duplicates (knob `duplicates`; search-and-learn's filter_duplicates): a small model often
-samples the same step several times from one beam ("The answer is 135." four times).
-"merge" keeps one node per state (path text, finished) of each depth's candidates: it alone
-is scored, ranked and kept, so the N/M beams are distinct, and it counts as the number of
-samples it stands for (scores.copies) toward N finished paths and in a vote. When fewer
-distinct beams survive than N/M, fewer steps are sampled at the next depth (unlike
-search-and-learn, which copies beams back up to N rows). "keep" scores and carries every
-sample, identical ones included (the textbook loop).
+Width per depth (search-and-learn's beam_search, which copies the kept beams back up to N
+rows every iteration): every depth samples N steps, spread over the beams kept (_stepwise.spread: M
+each when N/M are kept; when fewer survive, because paths finished or were merged, each
+gets N // kept and the best-ranked one more), so a depth never spends less than N samples.
+
+Duplicates (knob `duplicates`; search-and-learn's filter_duplicates, off by default there):
+a small model often samples the same step several times from one beam ("The answer is
+135." four times). "keep" (the default, as search-and-learn runs it) scores and carries
+every sample, identical ones included. "merge" keeps one node per state (path text,
+finished) of each depth's candidates: it alone is scored, ranked and kept, so the kept beams
+are distinct, and it counts as the number of samples it stands for (scores.copies) toward N
+finished paths and in a vote; the samples it saves are spent on the kept beams at the next
+depth (the spread above).
+
+Ranking ties (equal keys) keep generation order, so a beam's children are ranked together
+(search-and-learn's argsort does the same); the final choice among finished paths is the
+shared selection (search.select), whose ties are drawn from the run's seed.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from search.algos._stepwise import (
     SAMPLER,
     Sampler,
     copies,
+    expand_spread,
     merge_equal,
     roll,
     with_copies,
@@ -57,6 +67,7 @@ from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer
+from search.select import DEFAULT
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -74,13 +85,13 @@ class BeamMark(Mark):
        width=Width(("n",), multiple_of="m", companions=("m",)))
 def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
-         agg: str | None = None, select: str = "score", duplicates: str = "merge",
+         agg: str | None = None, select: str = DEFAULT, duplicates: str = "keep",
          sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     agg_fn = aggregate.get(run.agg)
     keep = n // m
-    beams, width = [run.root], n
+    beams: list[Node] = [run.root]
     done: list[Node] = []
 
     def rank_key(node: Node) -> float:
@@ -94,7 +105,8 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
     for depth in range(max_depth):
         if not beams or sum(map(copies, done)) >= n or run.meter.exhausted():
             break
-        kids = merge_equal([c for cs in run.expand(beams, width) for c in cs], duplicates)
+        kids = merge_equal([c for cs in expand_spread(run.expand, beams, n) for c in cs],
+                           duplicates)
         run.score(kids)
         done += [c for c in kids if c.finished]
         alive = [c for c in kids if not c.finished]
@@ -103,7 +115,7 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
             _look_ahead(run, alive, lookahead)
         # sorted() is stable: equal scores keep generation order, so runs are reproducible
         alive = sorted(alive, key=rank_key, reverse=True)
-        beams, width = alive[:keep], m
+        beams = alive[:keep]
         run.engine.retain(beams)
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path

@@ -30,7 +30,7 @@ from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import at_least, rules
 from search.scoring import Scorer, implicit
-from search.select import Selection
+from search.select import DEFAULT, Selection
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -46,11 +46,11 @@ def best_of_n(problem: Problem, engine: Engine, scorer: Scorer, session: Session
               n: int = 8, select: str | None = None, agg: str | None = None,
               sampler: Sampler = SAMPLER, max_depth: int = 40) -> Outcome:
     """select: "score", "vote", "weighted_vote", or None: "vote" when no scorer was named,
-    else "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
-    select = select or ("vote" if implicit(scorer) else "score")
+    else search.select.DEFAULT, "score" (see the module doc). agg: None for the scorer's own (Scorer.path_agg)."""
+    select = select or ("vote" if implicit(scorer) else DEFAULT)
     vote = select == "vote"  # counting answers needs no scorer; ties go to the likelier path
     run = Run.begin(problem, engine, scorer, session, seed=seed, sampler=sampler, agg=agg,
-                    select=select, selection=Selection.of("vote", "") if vote else None)
+                    select=select, selection=Selection.of("vote", "", seed=seed) if vote else None)
     done, live, _ = sample_paths(run.engine, run.root, n, run.meter, sampler, run.rng,
                                  max_depth=max_depth)
     leaves = done + live

@@ -36,9 +36,10 @@ Diversity (knob `diversity`):
 A candidate (same parent, same continuation) is taken by one group at most, so groups never
 hold the same beam (the paper lets groups duplicate a candidate; that only happens at the
 root, where every group starts). Chosen nodes record their group (DiverseBeamMark.group).
-At level="step", duplicates="merge" keeps one node per state among a beam's M samples
-(siblings only: groups hold different beams), counted as the samples it stands for; "keep"
-carries every sample.
+At level="step", every depth samples N steps spread over the beams kept, as beam search
+does (search/algos/beam.py); duplicates="keep" (the default, as beam's) carries every
+sample, "merge" keeps one node per state among a beam's samples (siblings only: groups hold
+different beams), counted as the samples it stands for.
 At level="token", the chosen tokens are appended with engine.extend(generated=True): they
 come from the model's own next-token distribution, so they count as generated tokens.
 """
@@ -50,14 +51,22 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from search.algos import Run
-from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, copies, merge_equal, with_copies
+from search.algos._stepwise import (
+    DUPLICATES,
+    SAMPLER,
+    Sampler,
+    copies,
+    expand_spread,
+    merge_equal,
+    with_copies,
+)
 from search.budget import Meter
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import Rule, at_least, divides, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer
-from search.select import Selection
+from search.select import DEFAULT, Selection
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -145,13 +154,13 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, session: Sess
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,
                  diversity: str = "ngram", ngram: int = 2, level: str = "step",
                  max_depth: int = 40, max_tokens: int = 256, agg: str | None = None,
-                 select: str = "score", duplicates: str = "merge",
+                 select: str = DEFAULT, duplicates: str = "keep",
                  sampler: Sampler = SAMPLER) -> Outcome:
     per = n // m // groups
     token = level == "token"  # the scorer is not consulted: paths rank by their log-probability
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler,
-                    selection=Selection.of(select, "path logprob") if token else None)
+                    selection=Selection.of(select, "path logprob", seed=seed) if token else None)
     if token:
         leaves = _by_token(run.engine, run.meter, run.root, groups=groups, per=per, lam=lam,
                            width=1 if diversity == "hamming" else ngram, max_tokens=max_tokens)
@@ -166,14 +175,14 @@ def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, session: Sess
 def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim: Similarity,
              max_depth: int, duplicates: str) -> list[Node]:
     beams: list[list[Node]] = [[run.root] for _ in range(groups)]
-    width, done = n, []
+    done: list[Node] = []
     for _ in range(max_depth):
         flat = _unique(beams)
         if not flat or sum(map(copies, done)) >= n or run.meter.exhausted():
             break
         # equal siblings merge (one beam's samples); groups hold different beams, and
         # merging across beams would let one group's candidate absorb another's
-        kids = [merge_equal(cs, duplicates) for cs in run.expand(flat, width)]
+        kids = [merge_equal(cs, duplicates) for cs in expand_spread(run.expand, flat, n)]
         children = {node.id: cs for node, cs in zip(flat, kids)}
         new = [c for cs in kids for c in cs]
         run.score(new)
@@ -183,7 +192,6 @@ def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim
                               unit=lambda c: c.step.token_ids if c.step else (),
                               ident=lambda c: c.id, sim=sim)
         run.engine.retain(_tag(beams))
-        width = m
     return with_copies(done) or [b for b in _unique(beams) if b is not run.root]
 
 

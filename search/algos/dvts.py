@@ -30,6 +30,7 @@ from search.fit import Width
 from search.knobs import at_least, divides, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer
+from search.select import DEFAULT
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -46,7 +47,7 @@ class DvtsMark(Mark):
        width=Width(("n",), multiple_of="m", companions=("m",)))
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,
-         select: str = "score", duplicates: str = "merge",
+         select: str = DEFAULT, duplicates: str = "merge",
          sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)

@@ -37,6 +37,7 @@ from search.fit import Width
 from search.knobs import at_least, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer, reward
+from search.select import DEFAULT
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -118,7 +119,7 @@ class Tree:
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,
          virtual_loss: float = 1.0, evaluate: str = "prm", max_depth: int = 40,
-         agg: str | None = None, select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
+         agg: str | None = None, select: str = DEFAULT, sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     root = run.root

@@ -34,6 +34,7 @@ from search.fit import Width
 from search.knobs import above, at_least, rules, within
 from search.resample import resampler
 from search.scoring import Scorer
+from search.select import DEFAULT
 from search.session import Session
 from search.types import Outcome, Problem
 
@@ -44,7 +45,7 @@ def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, session: S
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",
                     ess_threshold: float = 1.0, resample_finished: bool = False,
                     max_depth: int = 40, agg: str | None = None,
-                    select: str = "score", sampler: Sampler = SAMPLER) -> Outcome:
+                    select: str = DEFAULT, sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     plan = SweepPlan(n, resampler(resample), ess_threshold, tau, max_depth, resample_finished)

@@ -40,6 +40,7 @@ from search.fit import Width
 from search.knobs import above, at_least, one_of, rules, within
 from search.resample import resampler
 from search.scoring import Scorer
+from search.select import DEFAULT
 from search.session import Session
 from search.types import Node, Outcome, Problem
 
@@ -54,7 +55,7 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, session: Se
                    resample: str = "multinomial", ess_threshold: float = 1.0,
                    resample_finished: bool = False, reference: str = "weight",
                    pool: str = "all", max_depth: int = 40, agg: str | None = None,
-                   select: str = "score",
+                   select: str = DEFAULT,
                    sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
