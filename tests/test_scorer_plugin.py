@@ -19,8 +19,8 @@ from search import scoring
 
 ROOT = Path(__file__).resolve().parent.parent
 # what this project's scorers are called, and which check a problem before any model loads
-NAMES = {"steps", "oracle", "self_eval", "unit_tests", "value"}
-CHECKED = {"oracle", "value"}
+NAMES = {"steps", "oracle", "oracle_steps", "self_eval", "unit_tests", "value"}
+CHECKED = {"oracle", "oracle_steps", "value"}
 
 
 def _python(code: str, *path: Path) -> list[str]:
@@ -41,8 +41,8 @@ from pathlib import Path
 metadata.entry_points = lambda **kw: []
 from search import plugins, scoring
 plugins.DEFAULT.clear()  # no plug-in loads: only the modules' own decorators register
-for path in sorted(Path(sys.argv[1]).glob("*.py")):
-    if not path.name.startswith("_"):
+for path in sorted(Path(sys.argv[1]).glob("*.py")):  # the scorer modules, not the plug-in's
+    if not path.name.startswith("_") and path.stem != "scorers":
         import_module("rewards." + path.stem)
 print(json.dumps({name: [entry.target, entry.engine] for name, entry
                   in scoring.SCORERS._entries.items() if name != "logprob"}))

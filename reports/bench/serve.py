@@ -49,13 +49,16 @@ from search.cli import parse
 
 QUESTION = "Tom has 12 apples. Tom buys 5 more apples. How many apples does Tom have now?"
 DATA_SEED, WIDTHS, SCORER = 2024, (4, 16), "steps"  # the demo's problem set, widths, scorer
-# the demo's searches with its knobs (reports.demo's ALGOS and KNOBS, which a benchmark may not
-# import: tests/test_serve_bench.py checks that they agree)
+# the demo's searches with its knobs and its one final rule (reports.demo's ALGOS and
+# knobs(SELECT), which a benchmark may not import: tests/test_serve_bench.py checks that they
+# agree)
 SEARCHES: dict[str, dict[str, Any]] = {
-    "greedy": {}, "best_of_n": {"select": "weighted_vote"}, "beam": {"duplicates": "merge"},
-    "astar": {"ties": "deep", "duplicates": "merge"},
-    "particle_filter": {"resample_finished": False},
-    "particle_gibbs": {"reference": "weight", "pool": "all"}, "compute_optimal": {}}
+    "greedy": {}, "best_of_n": {"select": "weighted_vote"},
+    "beam": {"select": "weighted_vote", "duplicates": "keep"},
+    "astar": {"select": "weighted_vote", "ties": "deep", "duplicates": "keep", "finalists": 4},
+    "particle_filter": {"select": "weighted_vote", "resample_finished": False},
+    "particle_gibbs": {"select": "weighted_vote", "reference": "weight", "pool": "all"},
+    "compute_optimal": {}}
 LEVELS = (1, 4, 16)  # concurrency levels of the load part
 TRIM_WAIT = 3.0  # seconds for the server's memory trim (every 2 s) once idle
 GOOD = [  # the soak's searches (extra fields): small budgets, several algorithms
