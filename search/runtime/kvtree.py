@@ -42,12 +42,60 @@ def generator_tokens(node: Node) -> Sequence[int]:
     return node.prompt_ids if node.step is None else node.step.token_ids
 
 
+class PromptCache:
+    """Prompts' complete segments by token ids, shared by every search on one KV tree (other
+    seeds, searches, requests): a prompt whose segment is here is never prefilled again.
+    An entry some live root holds costs nothing extra; the entries no root holds are kept,
+    least recently used first out, while their bytes stay under `cap` (0: none kept)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        # token ids -> (segment, the live roots holding it), least recently used first
+        self._entries: dict[tuple[int, ...], tuple[Segment, weakref.WeakSet[Node]]] = {}
+        self.hits = 0
+
+    def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
+        """The prompt's segment for `root` (now one of its holders), None if not here."""
+        key = tuple(ids)
+        entry = self._entries.pop(key, None)
+        if entry is None or (hidden and entry[0].hidden is None):
+            return None
+        self._entries[key] = entry  # most recently used last
+        entry[1].add(root)
+        self.hits += 1
+        return entry[0]
+
+    def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
+        key = tuple(ids)
+        self._entries.pop(key, None)
+        holders: weakref.WeakSet[Node] = weakref.WeakSet()
+        holders.add(root)
+        self._entries[key] = (seg, holders)
+        self.evict()
+
+    def evict(self) -> None:
+        """Drop least recently used entries no live root holds until the rest fit the cap."""
+        free = [k for k, (_, holders) in self._entries.items() if not holders]
+        held = sum(self._entries[k][0].kv.nbytes for k in free)
+        for k in free:
+            if held <= self.cap:
+                break
+            held -= self._entries.pop(k)[0].kv.nbytes
+
+    @property
+    def unheld_bytes(self) -> int:
+        return sum(seg.kv.nbytes for seg, holders in self._entries.values() if not holders)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
                  *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
-                 share_prefix: int = 0) -> None:
+                 share_prefix: int = 0, prompt_cache: int = 0) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
         self.device = device
@@ -56,6 +104,10 @@ class KVTree:
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
         self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
+        # tree mode (set by an engine whose forward is the lean one, with share_prefix > 0):
+        # batch caches hold only new columns, paths are read where they live (SlabCache.over)
+        self.tree = False
+        self.prompts = PromptCache(prompt_cache)
         self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
@@ -102,6 +154,8 @@ class KVTree:
     def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
               ) -> kvmod.SlabCache | kvmod.GrowingCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
+        if self.tree:
+            return kvmod.SlabCache.over(paths, room, self.layout)
         return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace,
                                  share_prefix=self.share_prefix)
 
@@ -173,7 +227,9 @@ class KVTree:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
             meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
-        new = [cache.take(b, P, P + w) for b in range(len(tokens))]
+        # tree mode: the new columns stay where the forward wrote them (no row ever moves)
+        new = [cache.view(b, P, P + w) if isinstance(cache, kvmod.SlabCache) and cache.tree
+               else cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last
@@ -190,6 +246,11 @@ class KVTree:
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
         """`ensure` as a job."""
+        for node in nodes:  # a prompt another search prefilled: its KV, not a forward
+            root = node.root
+            if root not in self._segs and (seg := self.prompts.get(
+                    root, self.own(root), self.keep_hidden)) is not None:
+                self.put(root, seg, session.kv)
         while True:
             todo: dict[int, Node] = {}
             for node in nodes:
@@ -227,6 +288,10 @@ class KVTree:
                                                     all_logits=False, prefill=prefill)
         for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
             seg = self._segs.get(a)
-            kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
-            self.put(a, Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
-                                hidden=None if hidden is None else hidden[i]), session.kv)
+            kv = kv_new if seg is None else seg.extended(kv_new)
+            done = Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
+                           hidden=None if hidden is None else hidden[i],
+                           buf=None if seg is None else seg.buf)
+            self.put(a, done, session.kv)
+            if a.parent is None:
+                self.prompts.add(a, self.own(a), done)

@@ -73,7 +73,8 @@ class HFEngine(Bindable):
         self.tokenizer = tokenizer
         self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
-                         inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix)
+                         inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix,
+                         prompt_cache=cfg.prompt_cache)
         # child -> the hidden state its step's last token was predicted from (keep_hidden)
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
@@ -92,6 +93,9 @@ class HFEngine(Bindable):
         self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
+        # paths read where they live (kv.SlabCache.over): the lean forward's attention only
+        self.kv.tree = not self.forward_note and cfg.inplace_kv and cfg.share_prefix > 0 \
+            and self.kv.layout.cascade
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
