@@ -228,7 +228,7 @@ class KVTree:
         else:
             meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
         # tree mode: the new columns stay where the forward wrote them (no row ever moves)
-        new = [cache.view(b, P, P + w) if isinstance(cache, kvmod.SlabCache) and cache.tree
+        new = [cache.view(b, P, P + w) if self.tree and isinstance(cache, kvmod.SlabCache)
                else cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None

@@ -50,7 +50,7 @@ from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job
 from search.runtime.sched import SCHED
 from search.runtime.transfer import upload
-from search.session import Bindable
+from search.session import Bindable, Session
 from search.types import Node, Problem, Step
 
 
@@ -166,6 +166,17 @@ class HFEngine(Bindable):
 
     def _root(self, problem: Problem) -> Node:
         return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
+
+    def prefill(self, problems: Sequence[Problem]) -> int:
+        """Prefill each distinct prompt of `problems` once, in shared forwards, into the
+        prompt cache (kvtree.PromptCache), charged to no search: the searches that follow on
+        these prompts (search.solve_many's) prefill none of them. Returns the prompt tokens
+        fed (0 for prompts already cached)."""
+        session = Session()
+        view = self.bind(session)
+        roots = list({tuple(r.prompt_ids): r for r in map(view.root, problems)}.values())
+        SCHED.run(self.kv.ensure_job(roots, session), cancel=session.cancel)
+        return session.meter.prefill_tokens
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special,
