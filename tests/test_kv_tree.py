@@ -9,6 +9,7 @@ import copy
 
 import pytest
 import torch
+from helpers import dump
 
 import search
 from search.runtime.kv import Segment
@@ -41,35 +42,35 @@ def test_kv_bytes_moved_per_forward_do_not_grow_with_the_context():
 
 
 def test_a_second_search_on_a_prompt_prefills_none_of_it(tiny_model, engine):
-    """Another seed on the same prompt reuses the prompt's KV: 0 prefilled tokens, and the
-    same tree as on a fresh engine (the cached KV is the one a prefill computes)."""
+    """Another seed on the same prompt reuses the prompt's KV: the model computes none of it
+    (KVTree.prefilled), and the Result is the one a fresh engine gives (the cached KV is the
+    one a prefill computes; the hit is charged as the forward it saves)."""
     from search.engines.hf import HFEngine
 
     problem = Problem(prompt="12+34=", answer="46")
     budget = Budget(tokens=60)
-    first = search.solve(problem, "best_of_n", budget, engine=engine, seed=0, n=4)
-    second = search.solve(problem, "best_of_n", budget, engine=engine, seed=1, n=4)
     prompt = len(engine.prompt_ids(problem))
-    assert first.usage.prefill_tokens >= prompt and second.usage.prefill_tokens == \
-        first.usage.prefill_tokens - prompt
+    search.solve(problem, "best_of_n", budget, engine=engine, seed=0, n=4)
+    first = engine.kv.prefilled
+    assert first >= prompt
+    second = search.solve(problem, "best_of_n", budget, engine=engine, seed=1, n=4)
+    assert engine.kv.prefilled - first == first - prompt  # all but the prompt
     model, tok = tiny_model
-    cold = search.solve(problem, "best_of_n", budget, seed=1, n=4,
-                        engine=HFEngine(copy.deepcopy(model), tok, chat=False))
-    assert [c.text for c in cold.candidates] == [c.text for c in second.candidates]
-    assert cold.usage.generated_tokens == second.usage.generated_tokens
+    fresh = HFEngine(copy.deepcopy(model), tok, chat=False)
+    cold = search.solve(problem, "best_of_n", budget, seed=1, n=4, engine=fresh)
+    assert fresh.kv.prefilled == first
+    assert dump(cold) == dump(second)
 
 
 def test_solve_many_prefills_a_prompt_once(engine):
-    """16 searches of one prompt at concurrency 16: the prompt is prefilled once, before
-    them (HFEngine.prefill), and none of them prefills it."""
-    added = []
-    add = engine.kv.prompts.add
-    engine.kv.prompts.add = lambda *a: (added.append(a[1]), add(*a))[1]  # type: ignore[method-assign]
+    """16 searches of one prompt at concurrency 16: the prompt is computed once, before them
+    (HFEngine.prefill); each run is charged it, as alone."""
     problem = Problem(prompt="7*8=", answer="56")
+    prompt = len(engine.prompt_ids(problem))
     results = search.solve_many([problem], "best_of_n", Budget(tokens=24), engine=engine,
                                 seeds=range(16), concurrency=16, n=2)
-    assert len(added) == 1 and list(added[0]) == engine.prompt_ids(problem)
-    assert len(results) == 16 and all(r.usage.prefill_tokens == 0 for r in results)
+    assert engine.kv.prefilled == prompt and engine.kv.prompts.hits == 16
+    assert len(results) == 16 and all(r.usage.prefill_tokens == prompt for r in results)
 
 
 def test_prompt_cache_evicts_the_least_recently_used_unheld_prompt():

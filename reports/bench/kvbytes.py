@@ -141,22 +141,21 @@ def measure(rows: int, length: int, tokens: int, per_prompt: int = 16, **options
 
     count(lambda: eng.kv.ensure(roots, eng.session))
 
+    def figures(name: str, expand: Callable[[int, int], Any], forwards: int) -> list[Any]:
+        """Moved bytes per forward over new KV: per expand of T tokens, and per step (the
+        marginal of T more); returns both calls' outputs."""
+        (once, a), (twice, b) = count(lambda: expand(tokens, 0)), count(lambda: expand(2 * tokens, 1))
+        out[f"{name}_expand"] = once / forwards / (rows * column)
+        out[f"{name}_step"] = (twice - once) / tokens / (rows * column)
+        return [a, b]
+
     out: dict[str, float] = {}
-    kids: list[Any] = []  # the prompts' children, from their first expand
-    for name in ("prompts", "children"):
-        moved = {}
-        for t in (tokens, 2 * tokens):
-            if name == "prompts":
-                moved[t], got = count(lambda t=t: eng.expand(roots, per_prompt, stop=None,
-                                                             max_tokens=t, seed=3))
-                if t == tokens:
-                    kids = [k for ks in got for k in ks]
-            else:
-                moved[t], _ = count(lambda t=t: eng.expand(kids, 1, stop=None, max_tokens=t,
-                                                           seed=4))
-        forwards = tokens - 1 + (name == "children")  # (children: their last token fed first)
-        out[f"{name}_expand"] = moved[tokens] / forwards / (rows * column)
-        out[f"{name}_step"] = (moved[2 * tokens] - moved[tokens]) / tokens / (rows * column)
+    got = figures("prompts", lambda t, i: eng.expand(roots, per_prompt, stop=None, max_tokens=t,
+                                                     seed=3), tokens - 1)
+    kids = [[k for ks in g for k in ks] for g in got]  # each call's children its own set
+    # (children: their last sampled token is fed first, one forward more)
+    figures("children", lambda t, i: eng.expand(kids[i], 1, stop=None, max_tokens=t, seed=4),
+            tokens)
     return out
 
 

@@ -16,7 +16,11 @@ same small interface (`BatchKV`) for the engine's loops:
 Both take several query tokens per row in one forward (prefill, forced continuations, and
 later draft tokens to verify), writing them at columns [length, length + q).
 
-Shared prefix (cascade attention): when every row's path starts with the same segments (the
+Tree mode (SlabCache.over, the lean forward's): the slab holds only the rows' new columns
+(no padding, nothing of a path copied in) and each row attends first to its path's segments
+where they live, a segment read by several rows once for all of them (attention.tree_attend).
+
+Shared prefix (cascade attention, the other forwards): when every row's path starts with the same segments (the
 prompt of a best-of-N, a beam search's or a particle filter's batch) and they hold at least
 `share_prefix` tokens, the slab holds only each row's own suffix and the prefix stays one
 tensor, never copied per row: attention.sdpa_gqa attends to [prefix || row suffix] with the

@@ -5,8 +5,10 @@ The store is keyed weakly by Node, so several models can cache the same tree sid
 `own_tokens(node)` that says which token ids a node adds in that model's vocabulary.
 A node is *complete* when every token of its path is cached and the model's output after
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
-A forward over several rows copies their paths' segments into one batch cache
-(kv.batch_cache: in place by default) and copies each row's new columns back out.
+A forward over several rows reads their paths' segments where they live (tree mode, the lean
+forward's: kv.SlabCache.over) or copies them into one batch cache (kv.batch_cache), and
+keeps each row's new columns. Prompts' segments are also kept by token ids (PromptCache), so
+a prompt is prefilled once for every search on it while it is held or fits the cache.
 
 Model work is written as jobs (search.runtime.passes: generators yielding one Pass per
 forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
@@ -18,6 +20,7 @@ scope, and `retain` under that scope frees segments of those trees only.
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
@@ -53,34 +56,39 @@ class PromptCache:
         # token ids -> (segment, the live roots holding it), least recently used first
         self._entries: dict[tuple[int, ...], tuple[Segment, weakref.WeakSet[Node]]] = {}
         self.hits = 0
+        self._lock = threading.Lock()  # (the scheduler's lanes run jobs in several threads)
 
     def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
         """The prompt's segment for `root` (now one of its holders), None if not here."""
         key = tuple(ids)
-        entry = self._entries.pop(key, None)
-        if entry is None or (hidden and entry[0].hidden is None):
-            return None
-        self._entries[key] = entry  # most recently used last
-        entry[1].add(root)
-        self.hits += 1
-        return entry[0]
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self._entries[key] = entry  # most recently used last
+            if hidden and entry[0].hidden is None:
+                return None
+            entry[1].add(root)
+            self.hits += 1
+            return entry[0]
 
     def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
-        key = tuple(ids)
-        self._entries.pop(key, None)
         holders: weakref.WeakSet[Node] = weakref.WeakSet()
         holders.add(root)
-        self._entries[key] = (seg, holders)
+        with self._lock:
+            self._entries.pop(tuple(ids), None)
+            self._entries[tuple(ids)] = (seg, holders)
         self.evict()
 
     def evict(self) -> None:
         """Drop least recently used entries no live root holds until the rest fit the cap."""
-        free = [k for k, (_, holders) in self._entries.items() if not holders]
-        held = sum(self._entries[k][0].kv.nbytes for k in free)
-        for k in free:
-            if held <= self.cap:
-                break
-            held -= self._entries.pop(k)[0].kv.nbytes
+        with self._lock:
+            free = [k for k, (_, holders) in self._entries.items() if not holders]
+            held = sum(self._entries[k][0].kv.nbytes for k in free)
+            for k in free:
+                if held <= self.cap:
+                    break
+                held -= self._entries.pop(k)[0].kv.nbytes
 
     @property
     def unheld_bytes(self) -> int:
@@ -108,6 +116,7 @@ class KVTree:
         # batch caches hold only new columns, paths are read where they live (SlabCache.over)
         self.tree = False
         self.prompts = PromptCache(prompt_cache)
+        self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
         self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
@@ -223,6 +232,7 @@ class KVTree:
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
+        self.prefilled += prefill
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
@@ -246,11 +256,6 @@ class KVTree:
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
         """`ensure` as a job."""
-        for node in nodes:  # a prompt another search prefilled: its KV, not a forward
-            root = node.root
-            if root not in self._segs and (seg := self.prompts.get(
-                    root, self.own(root), self.keep_hidden)) is not None:
-                self.put(root, seg, session.kv)
         while True:
             todo: dict[int, Node] = {}
             for node in nodes:
@@ -267,6 +272,28 @@ class KVTree:
             for width, group in groups.items():
                 yield from self._complete(group, width, session)
 
+    def _cached_prompts(self, group: list[Node], width: int, session: Session) -> list[Node]:
+        """Give the roots of `group` whose prompts are cached (PromptCache) their segment;
+        the rest are left to compute. A hit is charged to the session as the forward it
+        saves (its tokens, FLOPs and pass; the same budget check first), so a search's
+        Result does not depend on what the cache holds; `prefilled` counts what was
+        computed."""
+        hits = [(a, seg) for a in group if a.parent is None and a not in self._segs
+                and (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None]
+        if not hits:
+            return group
+        meter = session.meter
+        if meter.refuse_forward(2.0 * self.n_params * len(group) * width):
+            raise BudgetReached(f"a forward of {len(group) * width} tokens passes the budget")
+        n, rest = len(hits) * width, [a for a in group if all(a is not h for h, _ in hits)]
+        if self.as_scorer:
+            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
+        else:
+            meter.charge_model(prefill=n, flops=2.0 * self.n_params * n, passes=0 if rest else 1)
+        for a, seg in hits:
+            self.put(a, seg, session.kv)
+        return rest
+
     def _complete(self, group: list[Node], width: int, session: Session
                   ) -> Generator[Pass, Any, None]:
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
@@ -275,6 +302,9 @@ class KVTree:
                 seg = self._segs[a.parent]  # complete: `a` is the first incomplete on its path
                 self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0, logits=seg.logits,
                                     hidden=seg.hidden), session.kv)
+            return
+        group = self._cached_prompts(group, width, session)
+        if not group:
             return
         pasts, starts, tokens, prefill = [], [], [], 0
         for a in group:

@@ -3,14 +3,16 @@
 How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
-  2. The rows' path segments are copied, left-padded, into one preallocated buffer sized
-     for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
-     n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
-     and decoded together one token per forward pass (for plain Llama-family models,
-     search.runtime.lean's forward: the same function in fewer ops, on CPU or CUDA; other
-     models run transformers' forward, and the engine warns: forward_note),
-     each token's K/V written in place; a row leaves the batch when its step stops, and
-     the child keeps a copy of the KV of the tokens this step added.
+  2. The rows decode together one token per forward pass, each token's K/V written in
+     place into a buffer sized for the step's new tokens. On the lean forward (plain
+     Llama-family models, search.runtime.lean: the same function in fewer ops, on CPU or
+     CUDA) nothing of a path is copied: every row attends to its path's segments where they
+     live, each segment once for all the rows under it (kv.SlabCache.over,
+     attention.tree_attend). Other models run transformers' forward (the engine warns:
+     forward_note) over the rows' paths copied, left-padded, into the buffer (a prefix
+     common to all rows kept once under cascade attention: `share_prefix`). A row leaves
+     the batch when its step stops, and the child keeps a copy of the KV of the tokens this
+     step added, with room for its last token (fed when it is expanded).
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
@@ -169,14 +171,16 @@ class HFEngine(Bindable):
 
     def prefill(self, problems: Sequence[Problem]) -> int:
         """Prefill each distinct prompt of `problems` once, in shared forwards, into the
-        prompt cache (kvtree.PromptCache), charged to no search: the searches that follow on
-        these prompts (search.solve_many's) prefill none of them. Returns the prompt tokens
-        fed (0 for prompts already cached)."""
+        prompt cache (kvtree.PromptCache): the searches that follow on these prompts
+        (search.solve_many's) compute none of them (each is still charged its prompt, as
+        the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens
+        computed (0 for prompts already cached)."""
         session = Session()
         view = self.bind(session)
         roots = list({tuple(r.prompt_ids): r for r in map(view.root, problems)}.values())
+        before = self.kv.prefilled
         SCHED.run(self.kv.ensure_job(roots, session), cancel=session.cancel)
-        return session.meter.prefill_tokens
+        return self.kv.prefilled - before
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special,
