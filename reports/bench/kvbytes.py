@@ -159,11 +159,43 @@ def measure(rows: int, length: int, tokens: int, per_prompt: int = 16, **options
     return out
 
 
-def run_here(rows: int, lengths: list[int], tokens: int) -> list[dict[str, float]]:
-    return [{"L": L, **measure(rows, L, tokens)} for L in lengths]
+def prefills(searches: int = 16) -> dict[str, int]:
+    """Prompt tokens the model computed (tiny-arith, best-of-4, one arith prompt): by a first
+    solve, a second (another seed) on the same engine, and `searches` seeds of it in one
+    solve_many at that concurrency on a fresh engine (KVTree.prefilled where the engine
+    counts it; else the runs' prefill_tokens, which were all computed)."""
+    import search
+    from problems import arith
+
+    problem, other = arith.generate(2, seed=7, difficulty=4)  # (get_engine keeps engines)
+    budget = search.Budget(tokens=120)
+
+    def computed(eng: Any, run: Callable[[], list[Any]]) -> int:
+        before = getattr(eng.kv, "prefilled", None)
+        results = run()
+        if before is None:
+            return sum(r.usage.prefill_tokens for r in results)
+        return eng.kv.prefilled - before
+
+    eng: Any = search.get_engine("tiny-arith")
+    out = {"prompt": len(eng.prompt_ids(problem))}
+    for name, seed in (("first", 0), ("second", 1)):
+        out[name] = computed(eng, lambda seed=seed: [search.solve(
+            problem, "best_of_n", budget, engine=eng, seed=seed, n=4)])
+    out["other"] = len(eng.prompt_ids(other))
+    out["many"] = computed(eng, lambda: search.solve_many(
+        [other], "best_of_n", budget, engine=eng, seeds=range(searches),
+        concurrency=searches, n=4))
+    return out
 
 
-def run_old(path: str, rows: int, lengths: list[int], tokens: int) -> list[dict[str, float]]:
+def run_here(rows: int, lengths: list[int], tokens: int) -> dict[str, Any]:
+    """Both tables' figures on this checkout's code (no lengths: the prefill counts only)."""
+    return {"bytes": [{"L": L, **measure(rows, L, tokens)} for L in lengths],
+            "prefill": prefills()}
+
+
+def run_old(path: str, rows: int, lengths: list[int], tokens: int) -> dict[str, Any]:
     """The same measure on another checkout's code (this file run there as a script)."""
     code = (f"import sys, json; sys.path.insert(0, {path!r}); "
             f"sys.argv = ['kvbytes']; exec(open({__file__!r}).read().replace("
@@ -174,28 +206,38 @@ def run_old(path: str, rows: int, lengths: list[int], tokens: int) -> list[dict[
     return json.loads(got.stdout.strip().splitlines()[-1])
 
 
-def table(results: dict[str, list[dict[str, float]]], rows: int, tokens: int) -> str:
+def table(results: dict[str, dict[str, Any]], rows: int, tokens: int) -> str:
     lines = [f"KV bytes moved per forward / new KV per forward ({rows} rows, {tokens} tokens "
              "a row, random fp32 Llama, 4 layers, 2 KV heads x 32)",
              "| code | L | 16 a prompt: expand | step | children: expand | step |",
              "| --- | --- | --- | --- | --- | --- |"]
     for code, res in results.items():
-        for r in res:
+        for r in res["bytes"]:
             lines.append(f"| {code} | {r['L']} | {r['prompts_expand']:.2f}x | "
                          f"{r['prompts_step']:.2f}x | {r['children_expand']:.2f}x | "
                          f"{r['children_step']:.2f}x |")
+    lines += ["", "Prompt tokens computed (tiny-arith, best-of-4, one arith prompt of "
+              f"{next(iter(results.values()))['prefill']['prompt']} tokens; tokens computed "
+              "over whole searches, the steps' recomputation included)",
+              "| code | first solve | second solve, another seed | 16 seeds of another "
+              f"prompt ({next(iter(results.values()))['prefill']['other']} tokens) in "
+              "solve_many |",
+              "| --- | --- | --- | --- |"]
+    for code, res in results.items():
+        p = res["prefill"]
+        lines.append(f"| {code} | {p['first']} | {p['second']} | {p['many']} |")
     return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description="KV bytes moved by expand, per forward")
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--lengths", default="128,512")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--old", help="a checkout of older code to measure side by side")
     a = ap.parse_args()
-    lengths = [int(x) for x in a.lengths.split(",")]
-    results = {"this": run_here(a.rows, lengths, a.tokens)}
+    lengths = [int(x) for x in a.lengths.split(",") if x]  # "": the prefill counts only
+    results: dict[str, dict[str, Any]] = {"this": run_here(a.rows, lengths, a.tokens)}
     if a.old:
         results[Path(a.old).name] = run_old(str(Path(a.old).resolve()), a.rows, lengths,
                                             a.tokens)
