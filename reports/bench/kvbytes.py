@@ -129,8 +129,9 @@ def measure(rows: int, length: int, tokens: int, per_prompt: int = 16, **options
     lay = eng.kv.layout
     column = lay.layers * 2 * lay.kv_heads * lay.head_dim * torch.finfo(lay.dtype).bits // 8
     gen = torch.Generator().manual_seed(1)
+    vocab = eng.model.config.vocab_size
     roots = [eng.session.kv.add(Node(problem=Problem(prompt=f"p{i}"), prompt_ids=torch.randint(
-        0, 256, (length,), generator=gen).tolist())) for i in range(rows // per_prompt)]
+        0, vocab, (length,), generator=gen).tolist())) for i in range(rows // per_prompt)]
     mode = KVBytes(lay.layers, lay.head_dim)  # one for all: it knows every KV storage made
 
     def count(call: Callable[[], Any]) -> tuple[int, Any]:
