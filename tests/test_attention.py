@@ -126,23 +126,26 @@ def sharing_engines(tiny_model, device="cpu", **kw):
     return plain, shared, seen
 
 
-def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device):
+@pytest.mark.parametrize("tree", [False, True])
+def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device, tree):
     """Rows whose paths share the root and one step (and some a further step of their own)
-    decode over one copy of the shared part: greedy tokens equal plain generate, logprobs and
+    decode over one copy of the shared part (tree attention: over every path's segments
+    where they live): greedy tokens equal plain generate, logprobs and
     every child's KV segment equal a plain full forward, sampled tokens equal the engine that
     copies the prefix per row (same seed)."""
     from search.types import Problem
 
     model, _ = tiny_model
-    plain, eng, seen = sharing_engines(tiny_model, device)
+    plain, eng, seen = sharing_engines(tiny_model, device, tree_attention=tree)
     root = eng.root(Problem(prompt="12+34=56 and 7*8="))
     (a,) = eng.extend([root], ["9 9"])
     ((b,),) = eng.expand([a], 1, stop=None, max_tokens=5, temperature=0)
     nodes = [a, b, a]
     seen.clear()
     kids = [k for ks in eng.expand(nodes, 2, stop=None, max_tokens=9, temperature=0) for k in ks]
-    # the root and a's and b's steps, each read where it lives by the rows under it
-    assert seen and seen[-1] == b.n_tokens
+    # tree attention: the root and a's and b's steps, each read where it lives by the rows
+    # under it; else root + a's step, the prefix common to all six rows, kept once
+    assert seen and seen[-1] == (b.n_tokens if tree else a.n_tokens)
     for kid in kids:
         assert kid.parent is not None and kid.step is not None
         ids = kid.token_ids()

@@ -114,6 +114,7 @@ def engine(vocab: int = 256, hidden: int = 256, layers: int = 4, heads: int = 8,
                       num_key_value_heads=kv_heads, max_position_embeddings=4096,
                       tie_word_embeddings=False)
     torch.manual_seed(seed)
+    options.setdefault("tree_attention", True)  # the paths read where they live, unless asked
     eng = HFEngine(LlamaForCausalLM(cfg).eval(), _Chars(), chat=False, max_length=4096,
                    **options)
     eng.eos_ids = frozenset()

@@ -4,15 +4,16 @@ How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
   2. The rows decode together one token per forward pass, each token's K/V written in
-     place into a buffer sized for the step's new tokens. On the lean forward (plain
-     Llama-family models, search.runtime.lean: the same function in fewer ops, on CPU or
-     CUDA) nothing of a path is copied: every row attends to its path's segments where they
-     live, each segment once for all the rows under it (kv.SlabCache.over,
-     attention.tree_attend). Other models run transformers' forward (the engine warns:
-     forward_note) over the rows' paths copied, left-padded, into the buffer (a prefix
-     common to all rows kept once under cascade attention: `share_prefix`). A row leaves
-     the batch when its step stops, and the child keeps a copy of the KV of the tokens this
-     step added, with room for its last token (fed when it is expanded).
+     place into a buffer sized for the step's new tokens. With `tree_attention` on the lean
+     forward (plain Llama-family models, search.runtime.lean: the same function in fewer
+     ops, on CPU or CUDA) nothing of a path is copied: every row attends to its path's
+     segments where they live, each segment once for all the rows under it
+     (kv.SlabCache.over, attention.tree_attend). Otherwise (the default; other models run
+     transformers' forward, and the engine warns: forward_note) the rows' paths are copied,
+     left-padded, into the buffer (a prefix common to all rows kept once under cascade
+     attention: `share_prefix`). A row leaves the batch when its step stops, and the child
+     keeps a copy of the KV of the tokens this step added, with room for its last token
+     (fed when it is expanded).
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
@@ -96,8 +97,8 @@ class HFEngine(Bindable):
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
         # paths read where they live (kv.SlabCache.over): the lean forward's attention only
-        self.kv.tree = not self.forward_note and cfg.inplace_kv and cfg.share_prefix > 0 \
-            and self.kv.layout.cascade
+        self.kv.tree = (cfg.tree_attention and not self.forward_note and cfg.inplace_kv
+                        and cfg.share_prefix > 0 and self.kv.layout.cascade)
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
