@@ -175,12 +175,19 @@ class HFEngine(Bindable):
         prompt cache (kvtree.PromptCache): the searches that follow on these prompts
         (search.solve_many's) compute none of them (each is still charged its prompt, as
         the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens
-        computed (0 for prompts already cached)."""
+        computed (0 for prompts already cached). A prompt the engine refuses (too long for
+        its context) is skipped here: its own run meets the refusal and fails alone."""
         session = Session()
         view = self.bind(session)
-        roots = list({tuple(r.prompt_ids): r for r in map(view.root, problems)}.values())
+        roots: dict[tuple[int, ...], Node] = {}
+        for problem in problems:
+            try:
+                root = view.root(problem)
+            except ValueError:
+                continue
+            roots.setdefault(tuple(root.prompt_ids), root)
         before = self.kv.prefilled
-        SCHED.run(self.kv.ensure_job(roots, session), cancel=session.cancel)
+        SCHED.run(self.kv.ensure_job(list(roots.values()), session), cancel=session.cancel)
         return self.kv.prefilled - before
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
