@@ -124,6 +124,9 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
     for p, s in runs:
         check_scorer(check_run(p, algo, budget, s, scorer, knobs), p, model_name)
     driver = Driver.load(engine, scorer, concurrency=concurrency, max_kv_bytes=max_kv_bytes)
+    prefill = getattr(driver.engine, "prefill", None)  # an engine with a prompt cache
+    if prefill is not None and concurrency > 1 and len(runs) > 1:
+        prefill(probs)  # each prompt once: the runs in flight would each miss it at once
     results: list[Result | None] = [None] * len(runs)
     errors: list[BaseException | None] = [None] * len(runs)
 

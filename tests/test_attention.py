@@ -103,7 +103,9 @@ def steps(kids) -> list[tuple[int, ...]]:
 
 def sharing_engines(tiny_model, device="cpu", **kw):
     """The same model behind an engine that never shares (the reference) and one that
-    shares any common prefix (share_prefix=1), recording each batch cache's shared length."""
+    shares (share_prefix=1), recording per batch cache the path tokens its rows read where
+    they live, not copied into it (on the lean forward: every path's segments, SlabCache.over;
+    on transformers': the common prefix, SlabCache.prefix)."""
     import copy
 
     from search.engines.hf import HFEngine
@@ -116,29 +118,34 @@ def sharing_engines(tiny_model, device="cpu", **kw):
 
     def spy(paths, room):
         cache = batch(paths, room)
-        seen.append(cache.shared)
+        assert not cache.tree or cache.start == 0  # nothing of a path copied in
+        seen.append(cache.shared + sum(p.shape[3] for p in cache.parts))
         return cache
 
     shared.kv.batch = spy  # type: ignore[method-assign]
     return plain, shared, seen
 
 
-def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device):
+@pytest.mark.parametrize("tree", [False, True])
+def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device, tree):
     """Rows whose paths share the root and one step (and some a further step of their own)
-    decode over one copy of the shared part: greedy tokens equal plain generate, logprobs and
+    decode over one copy of the shared part (tree attention: over every path's segments
+    where they live): greedy tokens equal plain generate, logprobs and
     every child's KV segment equal a plain full forward, sampled tokens equal the engine that
     copies the prefix per row (same seed)."""
     from search.types import Problem
 
     model, _ = tiny_model
-    plain, eng, seen = sharing_engines(tiny_model, device)
+    plain, eng, seen = sharing_engines(tiny_model, device, tree_attention=tree)
     root = eng.root(Problem(prompt="12+34=56 and 7*8="))
     (a,) = eng.extend([root], ["9 9"])
     ((b,),) = eng.expand([a], 1, stop=None, max_tokens=5, temperature=0)
     nodes = [a, b, a]
     seen.clear()
     kids = [k for ks in eng.expand(nodes, 2, stop=None, max_tokens=9, temperature=0) for k in ks]
-    assert seen and seen[-1] == a.n_tokens  # root + a's step: one copy for all six rows
+    # tree attention: the root and a's and b's steps, each read where it lives by the rows
+    # under it; else root + a's step, the prefix common to all six rows, kept once
+    assert seen and seen[-1] == (b.n_tokens if tree else a.n_tokens)
     for kid in kids:
         assert kid.parent is not None and kid.step is not None
         ids = kid.token_ids()

@@ -21,7 +21,7 @@ from search.budget import Meter
 from search.engines.hf import HFEngine
 from search.many import SolveManyError, concurrently
 from search.runtime import sched
-from search.runtime.kv import SlabCache
+from search.runtime.kv import SlabCache, batch_cache
 from search.runtime.passes import Job, Pass, run_passes
 from search.runtime.sched import SCHED, SchedStats
 from search.session import Bindable, Session
@@ -86,9 +86,11 @@ def test_extend_and_next_logprobs_identical_at_any_concurrency(tiny_model, devic
 
 
 # -- the merged forward against each Pass alone -----------------------------------------------
-def _passes(eng: HFEngine) -> list[Pass]:
+def _passes(eng: HFEngine, twins: list[Pass] | None = None) -> list[Pass]:
     """Passes of every kind the engine makes: decode rows of different path lengths, a shared
-    prefix (cascade), a prefill of several tokens with every position's logits, one row."""
+    prefix, a prefill of several tokens with every position's logits, one row. twins: gets
+    each Pass again over a batch cache with the rows' paths copied in (kv.batch_cache: what
+    transformers' forward reads), for a reference."""
     roots = [eng.root(Problem(prompt=p)) for p in ("12345678+" * 3, "9-8=" * 5, "1+1=", "77*6=")]
     eng.kv.ensure(roots, eng.session)
     kids = eng.expand(roots[:2], 3, stop=None, max_tokens=4, seed=2)
@@ -97,28 +99,36 @@ def _passes(eng: HFEngine) -> list[Pass]:
     kv = eng.kv
     out = []
 
+    def made(nodes: list[Node], room: int, ids: torch.Tensor, pos: torch.Tensor, keep: int,
+             hidden: bool) -> Pass:
+        paths = [kv.path_parts(n) for n in nodes]
+        for cache in (kv.batch(paths, room), batch_cache(paths, room, kv.layout, share_prefix=4)):
+            p = kv.pass_for(ids, pos, cache, cache.attention_mask(ids.shape[1]), keep, False)
+            p.hidden = hidden
+            if twins is None:
+                return p
+            twins.append(p)
+        return twins.pop(-2)
+
     def decode(nodes: list[Node], hidden: bool) -> Pass:
-        cache = kv.batch([kv.path_parts(n) for n in nodes], 3)
         ids = torch.tensor([[5 + i] for i in range(len(nodes))], device=kv.device)
         pos = torch.tensor([[n.n_tokens] for n in nodes], device=kv.device)
-        p = kv.pass_for(ids, pos, cache, cache.attention_mask(1), 1, False)
-        p.hidden = hidden
-        return p
+        return made(nodes, 3, ids, pos, 1, hidden)
 
     out.append(decode(rows, True))  # 6 rows, two trees: no common prefix
     out.append(decode(kids[0], False))  # 3 rows of one root: the prompt shared (cascade)
     out.append(decode(roots[2:3], True))  # a lone row
-    cache = kv.batch([kv.path_parts(n) for n in roots[2:]], 5)  # 2 rows x 5 tokens each
     ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]], device=kv.device)
     pos = torch.tensor([[n.n_tokens] for n in roots[2:]], device=kv.device) + torch.arange(
         5, device=kv.device)
-    out.append(kv.pass_for(ids, pos, cache, cache.attention_mask(5), 0, False))
+    out.append(made(roots[2:], 5, ids, pos, 0, False))  # 2 rows x 5 tokens each
     return out
 
 
 def _clone(p: Pass) -> Pass:
     c = p.cache
-    cache = SlabCache(c.buf.clone(), c.valid.clone(), c.length, c.mask_kind, c.prefix)
+    cache = SlabCache(c.buf.clone(), c.valid.clone(), c.length, c.mask_kind, c.prefix,
+                      (c.parts, [list(r) for r in c.row_parts]) if c.tree else None)
     return Pass(p.forward, p.input_ids, p.position_ids, cache, cache.attention_mask(
         p.input_ids.shape[1]), p.keep, p.hidden)
 
@@ -126,8 +136,12 @@ def _clone(p: Pass) -> Pass:
 def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model):
     model, tok = tiny_model
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=4)
-    passes = _passes(eng)
-    assert passes[1].cache.prefix is not None and passes[0].cache.prefix is None
+    twins: list[Pass] = []
+    passes = _passes(eng, twins)
+    assert len(twins) == len(passes) and not any(t.cache.tree for t in twins)
+    # rows read their paths where they live: the prompt once for kids[0]'s three rows
+    assert passes[1].cache.tree and passes[1].cache.readers()[0][1] is None
+    assert passes[0].cache.tree and all(r is not None for _, r in passes[0].cache.readers())
     assert eng.forward.row_invariant  # packed linears: the Passes share one forward
     alone = [_clone(p) for p in passes]
     together = [_clone(p) for p in passes]
@@ -141,8 +155,9 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model):
             assert torch.equal(a.hidden_states[-1], b.hidden_states[-1])
         n = pa.cache.length  # (columns past it were never written: empty memory)
         assert n == pb.cache.length and torch.equal(pa.cache.buf[..., :n, :], pb.cache.buf[..., :n, :])
-    # and the merged forward computes what transformers' forward computes
-    ref = [_clone(p) for p in passes]
+    # and the merged forward computes what transformers' forward computes over the same
+    # rows' paths copied into its cache
+    ref = [_clone(p) for p in twins]
     with torch.no_grad():
         for p, o in zip(ref, outs):
             r = eng.model(input_ids=p.input_ids, attention_mask=p.mask, position_ids=p.position_ids,

@@ -159,7 +159,9 @@ def test_decode_writes_in_place_without_concatenating_the_cache(tiny_model):
 
 def test_multi_token_forward_and_rewind_match_single_steps(tiny_engine, tiny_model):
     """Several tokens per row in one forward (how drafts get verified) equal the same
-    tokens fed one per forward, on left-padded rows; rewinding drops them exactly."""
+    tokens fed one per forward, through the engine's forward over its batch cache (the
+    rows' paths read where they live); rewinding drops them exactly. The reference: a plain
+    full forward of each whole sequence."""
     model, _ = tiny_model
     eng = tiny_engine
     nodes = tree_nodes(eng)[:3]
@@ -170,7 +172,7 @@ def test_multi_token_forward_and_rewind_match_single_steps(tiny_engine, tiny_mod
 
     def forward(cache, ids, at):
         with torch.no_grad():
-            out = model(input_ids=ids, attention_mask=cache.attention_mask(ids.shape[1]),
+            out = eng.forward(input_ids=ids, attention_mask=cache.attention_mask(ids.shape[1]),
                         position_ids=pos + at + torch.arange(ids.shape[1]),
                         past_key_values=cache, use_cache=True)
         return out.logits.float()

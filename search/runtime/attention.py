@@ -91,6 +91,67 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     return out.view(B, H, q, d).transpose(1, 2).contiguous()
 
 
+def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                bias: torch.Tensor, parts: Sequence[tuple[torch.Tensor, torch.Tensor,
+                                                          torch.Tensor | None]],
+                scale: float) -> torch.Tensor:
+    """Attention of query (B, H, q, d) over each row's path segments where they live, then
+    its own columns key/value (B, KV, T, d) under bias (B, 1, g*q, T) (group_bias) -> (B, q,
+    H, d) in query's dtype. parts: (keys, values (KV, S, d), the rows reading it [k] long or
+    None for all), every row's in its path's order; a part is visible to every query token.
+
+    One attention call per part with its readers' queries stacked (as cascade's prefix: a
+    segment's keys are read once for all rows under it), one over the rows' own columns; the
+    results merged by their log-sum-exps, own first, then the parts in order (max, exp and
+    index_add_ are exact per element), so a row's bits depend on its own path alone."""
+    B, H, q, d = query.shape
+    KV = key.shape[1]
+    gq = H // KV * q
+    qs, _ = stack_queries(query, KV)  # [B, KV, gq, d]
+    own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
+    halves = []
+    top = own_lse.clone()
+    for k, v, rows in parts:
+        sq = qs if rows is None else qs.index_select(0, rows)
+        b = sq.shape[0]
+        o, lse = lse_attention(sq.transpose(0, 1).reshape(1, KV, b * gq, d), k[None], v[None],
+                               None, scale)
+        o, lse = o.view(KV, b, gq, d).transpose(0, 1), lse.view(KV, b, gq).transpose(0, 1)
+        if rows is None:
+            torch.maximum(top, lse, out=top)
+        else:
+            top.index_copy_(0, rows, torch.maximum(top.index_select(0, rows), lse))
+        halves.append((o, lse, rows))
+    w = (own_lse - top).exp_()
+    num, den = own.float() * w[..., None], w
+    for o, lse, rows in halves:
+        wp = (lse - (top if rows is None else top.index_select(0, rows))).exp_()
+        if rows is None:
+            num.add_(o.float() * wp[..., None])
+            den = den + wp
+        else:
+            num.index_add_(0, rows, o.float() * wp[..., None])
+            den = den.index_add(0, rows, wp)
+    out = num.div_(den[..., None]).to(query.dtype)  # [B, KV, gq, d]
+    return out.reshape(B, H, q, d).transpose(1, 2)
+
+
+def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  bias: torch.Tensor | None, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """query (B, M, m, d) over key/value (B, M, S, d) (bias additive (B, 1, m, S) or None) ->
+    (out (B, M, m, d), its log-sum-exp (B, M, m) float32): the CPU flash kernel where there
+    is one, else the same function as matmuls and a softmax."""
+    if _FLASH is not None and query.device.type == "cpu":
+        out, lse = _FLASH(query, key, value, attn_mask=bias, scale=scale)
+        return out, lse
+    scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale
+    if bias is not None:
+        scores = scores + bias
+    lse = torch.logsumexp(scores, -1)
+    p = torch.exp(scores - lse[..., None]).to(value.dtype)
+    return torch.matmul(p, value), lse
+
+
 def one_thread() -> AbstractContextManager[None]:
     """Run the block's torch ops on one intra-op thread (the calling thread's count comes
     back after it). The lean forward runs its attention calls so: the CPU flash kernel splits

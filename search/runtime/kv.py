@@ -16,7 +16,11 @@ same small interface (`BatchKV`) for the engine's loops:
 Both take several query tokens per row in one forward (prefill, forced continuations, and
 later draft tokens to verify), writing them at columns [length, length + q).
 
-Shared prefix (cascade attention): when every row's path starts with the same segments (the
+Tree mode (SlabCache.over, the lean forward's): the slab holds only the rows' new columns
+(no padding, nothing of a path copied in) and each row attends first to its path's segments
+where they live, a segment read by several rows once for all of them (attention.tree_attend).
+
+Shared prefix (cascade attention, the other forwards): when every row's path starts with the same segments (the
 prompt of a best-of-N, a beam search's or a particle filter's batch) and they hold at least
 `share_prefix` tokens, the slab holds only each row's own suffix and the prefix stays one
 tensor, never copied per row: attention.sdpa_gqa attends to [prefix || row suffix] with the
@@ -46,10 +50,27 @@ class Segment:
     sampled token is fed only if and when the node is expanded.
     """
 
-    kv: torch.Tensor  # [L, 2, H, n, D]
+    kv: torch.Tensor  # [L, 2, H, n, D]: the first n columns of `buf` where it has one
     n: int
     logits: torch.Tensor | None = None  # [V] float32
     hidden: torch.Tensor | None = None  # [hidden size]: final layer at the last token, if kept
+    # [L, 2, H, capacity, D]: where kv lives, with columns to spare after it (a generated
+    # child's room for its last token, fed when it is expanded); None: kv is all there is
+    buf: torch.Tensor | None = None
+
+    @staticmethod
+    def spare(buf: torch.Tensor, n: int) -> Segment:
+        """A segment of buf's first n columns, the rest its room to grow in place."""
+        return Segment(kv=buf[:, :, :, :n], n=n, buf=buf)
+
+    def extended(self, new: torch.Tensor) -> torch.Tensor:
+        """kv with new [L, 2, H, w, D] after it: written in place (only the new columns
+        copied) where buf has room, else one concatenated tensor."""
+        end = self.n + new.shape[3]
+        if self.buf is not None and end <= self.buf.shape[3]:
+            self.buf[:, :, :, self.n:end].copy_(new)
+            return self.buf[:, :, :, :end]
+        return new if self.n == 0 else torch.cat([self.kv, new], dim=3)
 
 
 @dataclass(frozen=True)
@@ -95,7 +116,7 @@ class BatchKV(Protocol):
 
     def attention_mask(self, q: int) -> torch.Tensor: ...
 
-    def take(self, slot: int, start: int, stop: int) -> torch.Tensor: ...
+    def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor: ...
 
     def keep(self, slots: Sequence[int]) -> list[int]: ...
 
@@ -140,9 +161,10 @@ class _SlabLayer(CacheLayerMixin):
     is_sliding = False
 
     def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int,
-                 shared: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 shared: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 tree: bool = False) -> None:
         super().__init__()
-        self.n = n
+        self.n, self.tree = n, tree
         self.shared = shared
         self.view(k, v)
         self.is_initialized = True
@@ -157,6 +179,9 @@ class _SlabLayer(CacheLayerMixin):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.n + key_states.shape[2]
+        if self.tree:
+            raise RuntimeError("a tree-mode slab cache (SlabCache.over) is read by the lean "
+                               "forward only: transformers' attention cannot see its parts")
         if end > self.k.shape[2] or key_states.shape[0] != self.k.shape[0]:
             raise RuntimeError(f"slab cache of {self.k.shape[0]} rows x {self.k.shape[2]} "
                                f"columns cannot take {tuple(key_states.shape)} after "
@@ -189,13 +214,20 @@ class SlabCache(Cache):
     """
 
     def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str,
-                 prefix: torch.Tensor | None = None) -> None:
+                 prefix: torch.Tensor | None = None,
+                 tree: tuple[list[torch.Tensor], list[list[int]]] | None = None) -> None:
         self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
         self.start = length  # columns given at creation (the rows' cached paths)
         self.prefix = prefix
         self.shared = 0 if prefix is None else prefix.shape[3]
+        # tree mode (SlabCache.over): the slab holds only the rows' new columns; each row
+        # first attends to its path's segments where they live, parts[k] [L, 2, H, S_k, D],
+        # row_parts[slot] the parts it reads in path order (attention.tree_attend)
+        self.parts, self.row_parts = tree if tree is not None else ([], [])
+        self._readers: list[tuple[int, torch.Tensor | None]] | None = None
         self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length,
-                                 None if prefix is None else (prefix[i, 0], prefix[i, 1]))
+                                 None if prefix is None else (prefix[i, 0], prefix[i, 1]),
+                                 bool(self.parts))
                       for i in range(buf.shape[0])]
         super().__init__(layers=list(self.slabs))
         if mask == "additive":  # eager attention adds the mask to its scores
@@ -234,6 +266,56 @@ class SlabCache(Cache):
         if into:
             torch.ops.aten._foreach_copy_(into, segments)
         return SlabCache(buf, valid, P, layout.mask, prefix)
+
+    @staticmethod
+    def over(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout) -> SlabCache:
+        """Tree mode: a slab of `room` columns per row for its new tokens only, nothing of
+        the paths copied; each path's segments (its nodes' kv [L, 2, H, n_i, D], root first;
+        one tensor read by several rows is one part) stay where they live and are attended
+        there (the lean forward's attention.tree_attend)."""
+        if layout.mask != "bool" or not layout.cascade:
+            raise ValueError("a tree-mode cache needs the cascade attention (sdpa_gqa)")
+        index: dict[int, int] = {}
+        parts: list[torch.Tensor] = []
+        row_parts: list[list[int]] = []
+        for path in paths:
+            mine = []
+            for kv in path:
+                if kv.shape[3]:
+                    k = index.setdefault(id(kv), len(parts))
+                    if k == len(parts):
+                        parts.append(kv)
+                    mine.append(k)
+            row_parts.append(mine)
+        buf = torch.empty(layout.layers, 2, len(paths), layout.kv_heads, room, layout.head_dim,
+                          dtype=layout.dtype, device=layout.device)
+        valid = torch.ones(len(paths), room, dtype=torch.bool, device=layout.device)
+        return SlabCache(buf, valid, 0, layout.mask, tree=(parts, row_parts))
+
+    @property
+    def tree(self) -> bool:
+        """Whether the rows' paths are read where they live (SlabCache.over)."""
+        return bool(self.parts)
+
+    def readers(self) -> list[tuple[int, torch.Tensor | None]]:
+        """Per part some live row reads: (its index in parts, the live slots reading it
+        [k] long, None where every live row does), in parts' order (a row's parts come in
+        its path's order: a node's part first appears no later than its descendants')."""
+        if not self.parts:
+            return []
+        if self._readers is None:
+            slots: list[list[int]] = [[] for _ in self.parts]
+            for b in range(self.rows):
+                for k in self.row_parts[b]:
+                    slots[k].append(b)
+            self._readers = [(k, None if len(s) == self.rows else upload(s, self.buf.device))
+                             for k, s in enumerate(slots) if s]
+        return self._readers
+
+    def view(self, slot: int, start: int, stop: int) -> torch.Tensor:
+        """One row's columns [L, 2, H, stop - start, D] where they are (no copy: valid while
+        no keep() moves rows, e.g. a prefill's new columns)."""
+        return self.buf[:, :, slot, :, start:stop]
 
     @property
     def length(self) -> int:
@@ -288,9 +370,15 @@ class SlabCache(Cache):
         for layer in self.slabs:
             layer.n = length
 
-    def take(self, slot: int, start: int, stop: int) -> torch.Tensor:
-        """A fresh [L, 2, H, stop - start, D] copy of one row's columns."""
-        return self.buf[:, :, slot, :, start:stop].clone()
+    def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
+        """A fresh [L, 2, H, stop - start + spare, D] copy of one row's columns, `spare`
+        columns left unwritten after them (room to grow in place: Segment.spare)."""
+        if not spare:
+            return self.buf[:, :, slot, :, start:stop].clone()
+        L, two, _, H, _, D = self.buf.shape
+        out = self.buf.new_empty(L, two, H, stop - start + spare, D)
+        out[:, :, :, :stop - start].copy_(self.buf[:, :, slot, :, start:stop])
+        return out
 
     def keep(self, slots: Sequence[int]) -> list[int]:
         """Keep the rows in `slots`; returns `order`: new slot i holds old slot order[i].
@@ -308,7 +396,10 @@ class SlabCache(Cache):
             if self.mask_kind == "additive":
                 self.bias[h].copy_(self.bias[m])
             order[h] = m
+            if self.row_parts:
+                self.row_parts[h] = self.row_parts[m]
         self.rows = k
+        self._readers = None
         for i, layer in enumerate(self.slabs):
             layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
         return order
@@ -338,7 +429,8 @@ class GrowingCache(DynamicCache):
                                    dim=1)
         return self.valid[:, :self.length + q]
 
-    def take(self, slot: int, start: int, stop: int) -> torch.Tensor:
+    def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
+        """A copy of one row's columns (no spare columns: a segment here grows by copy)."""
         return torch.stack([torch.stack((layer.keys[slot, :, start:stop],  # type: ignore[index]
                                          layer.values[slot, :, start:stop]))  # type: ignore[index]
                             for layer in self.layers]).clone()

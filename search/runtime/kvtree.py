@@ -5,8 +5,10 @@ The store is keyed weakly by Node, so several models can cache the same tree sid
 `own_tokens(node)` that says which token ids a node adds in that model's vocabulary.
 A node is *complete* when every token of its path is cached and the model's output after
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
-A forward over several rows copies their paths' segments into one batch cache
-(kv.batch_cache: in place by default) and copies each row's new columns back out.
+A forward over several rows reads their paths' segments where they live (tree mode, the lean
+forward's: kv.SlabCache.over) or copies them into one batch cache (kv.batch_cache), and
+keeps each row's new columns. Prompts' segments are also kept by token ids (PromptCache), so
+a prompt is prefilled once for every search on it while it is held or fits the cache.
 
 Model work is written as jobs (search.runtime.passes: generators yielding one Pass per
 forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
@@ -18,6 +20,7 @@ scope, and `retain` under that scope frees segments of those trees only.
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
@@ -42,12 +45,65 @@ def generator_tokens(node: Node) -> Sequence[int]:
     return node.prompt_ids if node.step is None else node.step.token_ids
 
 
+class PromptCache:
+    """Prompts' complete segments by token ids, shared by every search on one KV tree (other
+    seeds, searches, requests): a prompt whose segment is here is never prefilled again.
+    An entry some live root holds costs nothing extra; the entries no root holds are kept,
+    least recently used first out, while their bytes stay under `cap` (0: none kept)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        # token ids -> (segment, the live roots holding it), least recently used first
+        self._entries: dict[tuple[int, ...], tuple[Segment, weakref.WeakSet[Node]]] = {}
+        self.hits = 0
+        self._lock = threading.Lock()  # (the scheduler's lanes run jobs in several threads)
+
+    def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
+        """The prompt's segment for `root` (now one of its holders), None if not here."""
+        key = tuple(ids)
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self._entries[key] = entry  # most recently used last
+            if hidden and entry[0].hidden is None:
+                return None
+            entry[1].add(root)
+            self.hits += 1
+            return entry[0]
+
+    def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
+        holders: weakref.WeakSet[Node] = weakref.WeakSet()
+        holders.add(root)
+        with self._lock:
+            self._entries.pop(tuple(ids), None)
+            self._entries[tuple(ids)] = (seg, holders)
+        self.evict()
+
+    def evict(self) -> None:
+        """Drop least recently used entries no live root holds until the rest fit the cap."""
+        with self._lock:
+            free = [k for k, (_, holders) in self._entries.items() if not holders]
+            held = sum(self._entries[k][0].kv.nbytes for k in free)
+            for k in free:
+                if held <= self.cap:
+                    break
+                held -= self._entries.pop(k)[0].kv.nbytes
+
+    @property
+    def unheld_bytes(self) -> int:
+        return sum(seg.kv.nbytes for seg, holders in self._entries.values() if not holders)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
                  *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
-                 share_prefix: int = 0) -> None:
+                 share_prefix: int = 0, prompt_cache: int = 0) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
         self.device = device
@@ -56,6 +112,11 @@ class KVTree:
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
         self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
+        # tree mode (set by an engine whose forward is the lean one, with share_prefix > 0):
+        # batch caches hold only new columns, paths are read where they live (SlabCache.over)
+        self.tree = False
+        self.prompts = PromptCache(prompt_cache)
+        self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
         self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
@@ -102,6 +163,8 @@ class KVTree:
     def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
               ) -> kvmod.SlabCache | kvmod.GrowingCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
+        if self.tree:
+            return kvmod.SlabCache.over(paths, room, self.layout)
         return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace,
                                  share_prefix=self.share_prefix)
 
@@ -169,11 +232,14 @@ class KVTree:
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
+        self.prefilled += prefill
         if self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
             meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
-        new = [cache.take(b, P, P + w) for b in range(len(tokens))]
+        # tree mode: the new columns stay where the forward wrote them (no row ever moves)
+        new = [cache.view(b, P, P + w) if self.tree and isinstance(cache, kvmod.SlabCache)
+               else cache.take(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last
@@ -206,6 +272,28 @@ class KVTree:
             for width, group in groups.items():
                 yield from self._complete(group, width, session)
 
+    def _cached_prompts(self, group: list[Node], width: int, session: Session) -> list[Node]:
+        """Give the roots of `group` whose prompts are cached (PromptCache) their segment;
+        the rest are left to compute. A hit is charged to the session as the forward it
+        saves (its tokens, FLOPs and pass; the same budget check first), so a search's
+        Result does not depend on what the cache holds; `prefilled` counts what was
+        computed."""
+        hits = [(a, seg) for a in group if a.parent is None and a not in self._segs
+                and (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None]
+        if not hits:
+            return group
+        meter = session.meter
+        if meter.refuse_forward(2.0 * self.n_params * len(group) * width):
+            raise BudgetReached(f"a forward of {len(group) * width} tokens passes the budget")
+        n, rest = len(hits) * width, [a for a in group if all(a is not h for h, _ in hits)]
+        if self.as_scorer:
+            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
+        else:
+            meter.charge_model(prefill=n, flops=2.0 * self.n_params * n, passes=0 if rest else 1)
+        for a, seg in hits:
+            self.put(a, seg, session.kv)
+        return rest
+
     def _complete(self, group: list[Node], width: int, session: Session
                   ) -> Generator[Pass, Any, None]:
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
@@ -214,6 +302,9 @@ class KVTree:
                 seg = self._segs[a.parent]  # complete: `a` is the first incomplete on its path
                 self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0, logits=seg.logits,
                                     hidden=seg.hidden), session.kv)
+            return
+        group = self._cached_prompts(group, width, session)
+        if not group:
             return
         pasts, starts, tokens, prefill = [], [], [], 0
         for a in group:
@@ -227,6 +318,10 @@ class KVTree:
                                                     all_logits=False, prefill=prefill)
         for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
             seg = self._segs.get(a)
-            kv = kv_new if seg is None or seg.n == 0 else torch.cat([seg.kv, kv_new], dim=3)
-            self.put(a, Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
-                                hidden=None if hidden is None else hidden[i]), session.kv)
+            kv = kv_new if seg is None else seg.extended(kv_new)
+            done = Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
+                           hidden=None if hidden is None else hidden[i],
+                           buf=None if seg is None else seg.buf)
+            self.put(a, done, session.kv)
+            if a.parent is None:
+                self.prompts.add(a, self.own(a), done)

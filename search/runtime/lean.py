@@ -167,6 +167,8 @@ class _Part:
     values: list[torch.Tensor]
     pre_k: list[torch.Tensor]  # per layer the shared prefix's keys [1, KV, S, d] (or [])
     pre_v: list[torch.Tensor]
+    # tree mode (SlabCache.over): per part its kv [L, 2, KV, S, d] and readers (or None)
+    tree: list[tuple[torch.Tensor, torch.Tensor | None]]
 
     @staticmethod
     def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor,
@@ -180,14 +182,15 @@ class _Part:
         # would turn the bool mask into one per call (0 or -inf: the same kernel input, the
         # same bits)
         bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
-            if cache.shared or stacked else torch.zeros(mask.shape, dtype=x.dtype,
+            if cache.shared or cache.tree or stacked else torch.zeros(mask.shape, dtype=x.dtype,
                                                         device=x.device
                                                         ).masked_fill_(~mask, float("-inf"))
         prefix = None if cache.prefix is None else cache.prefix.unsqueeze(2)  # [L, 2, 1, KV, S, d]
         return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
                      list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)),
                      [] if prefix is None else list(prefix[:, 0].unbind(0)),
-                     [] if prefix is None else list(prefix[:, 1].unbind(0)))
+                     [] if prefix is None else list(prefix[:, 1].unbind(0)),
+                     [(cache.parts[k], rows) for k, rows in cache.readers()])
 
     @property
     def shared(self) -> bool:
@@ -322,7 +325,10 @@ class LeanLlama:
                 qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
                                                                         self.eps)),
                                                cos, sin, H, KV, d, sizes, new)
-            if by_layer:
+            if any(pt.tree for pt in plan):  # paths read where they live: per Pass
+                with attention.one_thread():
+                    whole = torch.cat([self._attend_part(pt, qk, li, flash) for pt in plan])
+            elif by_layer:
                 with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
                     whole = scripted.ATTEND(qk, H, KV, d, self.scale, *widths, *by_layer[li],
                                             biases)
@@ -354,8 +360,27 @@ class LeanLlama:
             at += B * k
         return outs
 
+    def _attend_part(self, pt: _Part, qk: torch.Tensor, li: int, flash: bool) -> torch.Tensor:
+        """One Pass's attention in layer li -> [B q, H d]: over its rows' path segments
+        (attention.tree_attend) in tree mode, else as the Passes of a forward without one."""
+        H, KV, d = self.heads, self.kv_heads, self.head_dim
+        rows = qk[pt.at:pt.at + pt.B * pt.q]
+        if pt.tree:
+            parts = [(kv[li, 0], kv[li, 1], r) for kv, r in pt.tree]
+            out = attention.tree_attend(pt.query(qk, H), pt.keys[li], pt.values[li], pt.bias,
+                                        parts, self.scale)
+            return out.reshape(pt.B * pt.q, H * d)
+        if flash:
+            empty = rows.new_empty(0)
+            return scripted.ATTEND(rows, H, KV, d, self.scale, [pt.B], [pt.q], [pt.keys[li]],
+                                   [pt.values[li]], [pt.pre_k[li] if pt.shared else empty],
+                                   [pt.pre_v[li] if pt.shared else empty], [pt.bias])
+        return self._attend(pt.query(qk, H), pt.keys[li], pt.values[li], None, pt.bias,
+                            (pt.pre_k[li][0], pt.pre_v[li][0]) if pt.shared else None
+                            ).reshape(pt.B * pt.q, -1)
+
     def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor, bias: torch.Tensor | None,
+                mask: torch.Tensor | None, bias: torch.Tensor | None,
                 shared: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         """query [B, H, q, d] over the slab's keys/values [B, KV, T, d] (after a shared
         prefix, if any) under mask [B, 1, q or 1, T] (bias: its additive form, cascade's

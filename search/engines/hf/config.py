@@ -87,9 +87,18 @@ class HFConfig:
     # fp32 linears on CPU (under int8, those it leaves in fp32) on oneDNN-prepacked
     # weights, faster at every batch size and batch-invariant (None: wherever it runs)
     pack: bool | None = None
-    # rows whose paths start with the same >= this many cached tokens (a prompt sampled n
-    # times) attend to one copy of them (kv.SlabCache.prefix); 0: never
+    # rows whose paths start with the same >= this many cached tokens attend to one copy of
+    # them (kv.SlabCache.prefix); 0: every row's path copied into its batch cache
     share_prefix: int = 64
+    # with the lean forward and share_prefix > 0: every row reads its path's segments where
+    # they live (kv.SlabCache.over, attention.tree_attend: nothing of a path copied into the
+    # batch cache). Off by default while that attention runs one call per segment outside
+    # the lean layer's fused pieces, which costs small models more CPU than the copies it
+    # saves (reports.bench.kvbytes prints the bytes either way)
+    tree_attention: bool = False
+    # bytes of prompts' KV kept by token ids while no search holds them (kvtree.PromptCache:
+    # least recently used out first); a prompt held or kept here is never prefilled again
+    prompt_cache: int = 1 << 30
     # the engine's forwards over its slab cache run lean.py (the same function in fewer
     # ops) where the model is a plain Llama-family block (fp32, bf16 or fp16; CPU or CUDA);
     # False: always transformers' forward
@@ -110,6 +119,11 @@ class HFConfig:
         if not isinstance(self.share_prefix, int) or self.share_prefix < 0:
             raise ValueError(f"share_prefix must be an int >= 0 (0: never share), got "
                              f"{self.share_prefix!r}")
+        if not isinstance(self.tree_attention, bool):
+            raise TypeError(f"tree_attention must be True or False, got {self.tree_attention!r}")
+        if not isinstance(self.prompt_cache, int) or self.prompt_cache < 0:
+            raise ValueError(f"prompt_cache must be an int >= 0 (bytes), got "
+                             f"{self.prompt_cache!r}")
         if self.merge not in (None, True, False):
             raise TypeError(f"merge must be None, True or False, got {self.merge!r}")
         if not isinstance(self.speculate, (bool, SpecConfig)):

@@ -111,10 +111,11 @@ class Decoder:
     def child(self, parent: Node, toks: list[int], lps: list[float], reason: str,
               kv: torch.Tensor) -> Node:
         """The row's child, holding the KV of its step's tokens but the last (kv
-        [L, 2, H, len(toks) - 1, D]: the last is fed when the child is expanded)."""
+        [L, 2, H, >= len(toks) - 1, D], its columns past those the room where the last,
+        fed when the child is expanded, is written: Segment.spare)."""
         step = Step(self.s.decode(toks), tuple(toks), tuple(lps), reason)
         child = Node(parent=parent, step=step)
-        self.s.kv.put(child, Segment(kv=kv, n=len(toks) - 1), self.s.session.kv)
+        self.s.kv.put(child, Segment.spare(kv, len(toks) - 1), self.s.session.kv)
         return child
 
 
@@ -204,7 +205,7 @@ class StepDecoder(Decoder):
                 if why is not None:
                     r = active[b]
                     child = out[r] = self.child(rows[r], toks[r], lps[r], why,
-                                                cache.take(b, P, P + j))
+                                                cache.take(b, P, P + j, spare=1))
                     if hid is not None:
                         s.features[child] = hid[b].clone()
             if not keep:

@@ -3,14 +3,17 @@
 How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
-  2. The rows' path segments are copied, left-padded, into one preallocated buffer sized
-     for the whole step (kv.SlabCache; a prefix common to all rows, such as the prompt of
-     n samples, stays one shared copy under cascade attention: `share_prefix`, attention.py)
-     and decoded together one token per forward pass (for plain Llama-family models,
-     search.runtime.lean's forward: the same function in fewer ops, on CPU or CUDA; other
-     models run transformers' forward, and the engine warns: forward_note),
-     each token's K/V written in place; a row leaves the batch when its step stops, and
-     the child keeps a copy of the KV of the tokens this step added.
+  2. The rows decode together one token per forward pass, each token's K/V written in
+     place into a buffer sized for the step's new tokens. With `tree_attention` on the lean
+     forward (plain Llama-family models, search.runtime.lean: the same function in fewer
+     ops, on CPU or CUDA) nothing of a path is copied: every row attends to its path's
+     segments where they live, each segment once for all the rows under it
+     (kv.SlabCache.over, attention.tree_attend). Otherwise (the default; other models run
+     transformers' forward, and the engine warns: forward_note) the rows' paths are copied,
+     left-padded, into the buffer (a prefix common to all rows kept once under cascade
+     attention: `share_prefix`). A row leaves the batch when its step stops, and the child
+     keeps a copy of the KV of the tokens this step added, with room for its last token
+     (fed when it is expanded).
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
@@ -50,7 +53,7 @@ from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job
 from search.runtime.sched import SCHED
 from search.runtime.transfer import upload
-from search.session import Bindable
+from search.session import Bindable, Session
 from search.types import Node, Problem, Step
 
 
@@ -73,7 +76,8 @@ class HFEngine(Bindable):
         self.tokenizer = tokenizer
         self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
-                         inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix)
+                         inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix,
+                         prompt_cache=cfg.prompt_cache)
         # child -> the hidden state its step's last token was predicted from (keep_hidden)
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
@@ -92,6 +96,9 @@ class HFEngine(Bindable):
         self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
+        # paths read where they live (kv.SlabCache.over): the lean forward's attention only
+        self.kv.tree = (cfg.tree_attention and not self.forward_note and cfg.inplace_kv
+                        and cfg.share_prefix > 0 and self.kv.layout.cascade)
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
@@ -162,6 +169,26 @@ class HFEngine(Bindable):
 
     def _root(self, problem: Problem) -> Node:
         return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
+
+    def prefill(self, problems: Sequence[Problem]) -> int:
+        """Prefill each distinct prompt of `problems` once, in shared forwards, into the
+        prompt cache (kvtree.PromptCache): the searches that follow on these prompts
+        (search.solve_many's) compute none of them (each is still charged its prompt, as
+        the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens
+        computed (0 for prompts already cached). A prompt the engine refuses (too long for
+        its context) is skipped here: its own run meets the refusal and fails alone."""
+        session = Session()
+        view = self.bind(session)
+        roots: dict[tuple[int, ...], Node] = {}
+        for problem in problems:
+            try:
+                root = view.root(problem)
+            except ValueError:
+                continue
+            roots.setdefault(tuple(root.prompt_ids), root)
+        before = self.kv.prefilled
+        SCHED.run(self.kv.ensure_job(list(roots.values()), session), cancel=session.cancel)
+        return self.kv.prefilled - before
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special,

@@ -1,0 +1,105 @@
+"""The engine's KV where it lives: rows read their paths' segments in place (no path copied
+into a batch cache, KV bytes moved per forward flat in the context length), and prompts
+cached by token ids (a second search on a prompt prefills none of it; LRU eviction of
+unheld prompts under a byte cap)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from helpers import dump
+
+import search
+from search.runtime.kv import Segment
+from search.runtime.kvtree import PromptCache
+from search.types import Budget, Node, Problem
+
+
+@pytest.fixture
+def engine(tiny_model):
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    return HFEngine(copy.deepcopy(model), tok, chat=False)
+
+
+def test_kv_bytes_moved_per_forward_do_not_grow_with_the_context():
+    """Counted by reports.bench.kvbytes' dispatch-mode counter on a random Llama: an expand
+    of 16 rows a prompt and an expand of their children move at most 3x the new KV per
+    forward (the new columns written, the children's columns kept), the same at L=32 and
+    L=96; the old path's per-row copies grew with L."""
+    from reports.bench.kvbytes import measure
+
+    small = measure(16, 32, 6, vocab=64, hidden=64, layers=2, heads=4)
+    large = measure(16, 96, 6, vocab=64, hidden=64, layers=2, heads=4)
+    for figures in (small, large):
+        assert all(0 < v <= 3.0 for v in figures.values()), figures
+    assert small == large
+    copied = measure(16, 96, 6, vocab=64, hidden=64, layers=2, heads=4, share_prefix=0)
+    assert copied["children_expand"] > 2 * large["children_expand"]
+
+
+def test_a_second_search_on_a_prompt_prefills_none_of_it(tiny_model, engine):
+    """Another seed on the same prompt reuses the prompt's KV: the model computes none of it
+    (KVTree.prefilled), and the Result is the one a fresh engine gives (the cached KV is the
+    one a prefill computes; the hit is charged as the forward it saves)."""
+    from search.engines.hf import HFEngine
+
+    problem = Problem(prompt="12+34=", answer="46")
+    budget = Budget(tokens=60)
+    prompt = len(engine.prompt_ids(problem))
+    search.solve(problem, "best_of_n", budget, engine=engine, seed=0, n=4)
+    first = engine.kv.prefilled
+    assert first >= prompt
+    second = search.solve(problem, "best_of_n", budget, engine=engine, seed=1, n=4)
+    assert engine.kv.prefilled - first == first - prompt  # all but the prompt
+    model, tok = tiny_model
+    fresh = HFEngine(copy.deepcopy(model), tok, chat=False)
+    cold = search.solve(problem, "best_of_n", budget, seed=1, n=4, engine=fresh)
+    assert fresh.kv.prefilled == first
+    assert dump(cold) == dump(second)
+
+
+def test_solve_many_prefills_a_prompt_once(engine):
+    """16 searches of one prompt at concurrency 16: the prompt is computed once, before them
+    (HFEngine.prefill); each run is charged it, as alone."""
+    problem = Problem(prompt="7*8=", answer="56")
+    prompt = len(engine.prompt_ids(problem))
+    results = search.solve_many([problem], "best_of_n", Budget(tokens=24), engine=engine,
+                                seeds=range(16), concurrency=16, n=2)
+    assert engine.kv.prefilled == prompt and engine.kv.prompts.hits == 16
+    assert len(results) == 16 and all(r.usage.prefill_tokens == prompt for r in results)
+
+
+def test_prompt_cache_evicts_the_least_recently_used_unheld_prompt():
+    """Entries no live root holds are kept while their bytes fit the cap, least recently
+    used out first; a held entry is never evicted and costs the cap nothing."""
+    import gc
+
+    def seg() -> Segment:
+        return Segment(kv=torch.zeros(1, 2, 1, 4, 2), n=4, logits=torch.zeros(3))
+
+    size = seg().kv.nbytes
+    cache = PromptCache(2 * size)
+    held = Node(problem=Problem(prompt="h"), prompt_ids=[3])
+    cache.add(held, [3], seg())
+    for i in range(3):  # each root dies as soon as it is added
+        cache.add(Node(problem=Problem(prompt=str(i)), prompt_ids=[i]), [i], seg())
+    gc.collect()
+    cache.evict()
+    assert len(cache) == 3 and cache.unheld_bytes == 2 * size  # 0 went: the oldest unheld
+    probe = Node(problem=Problem(prompt="p"), prompt_ids=[0])
+    assert cache.get(probe, [0], False) is None
+    assert cache.get(probe, [1], False) is not None  # 1 used again: now the newest, and held
+    cache.add(Node(problem=Problem(prompt="5"), prompt_ids=[5]), [5], seg())
+    gc.collect()
+    cache.evict()
+    assert len(cache) == 4  # unheld: 2 and 5, which fit
+    del probe
+    gc.collect()
+    cache.evict()  # unheld: 2, 1, 5 by age of use: 2 goes
+    other = Node(problem=Problem(prompt="q"), prompt_ids=[2])
+    assert cache.get(other, [2], False) is None and cache.get(other, [1], False) is not None
+    assert cache.get(other, [3], False) is not None and cache.get(other, [5], False) is not None
