@@ -210,7 +210,7 @@ def test_beam_samples_n_steps_a_depth_over_the_beams_kept():
         res = run("beam", tree, lambda p: 1.0, n=8, m=2, duplicates=duplicates, seed=0)
         at = {d: [n for n in nodes(res) if n.depth == d] for d in (1, 2)}
         assert len(at[1]) == 8 and len(at[2]) == 8, duplicates
-        kept = {n.parent.id for n in at[2]}
+        kept = {n.parent.id for n in at[2] if n.parent is not None}
         assert len(kept) == (1 if duplicates == "merge" else 4)
 
 
