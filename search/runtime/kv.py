@@ -12,7 +12,7 @@ same small interface (`BatchKV`) for the engine's loops:
                 valid prefix, with a ready-made 4D mask (a view for one-token steps). Rows
                 that leave a decode loop are swapped out (one row copy each), never regrown.
   GrowingCache  the transformers DynamicCache it replaces (torch.cat per token and layer),
-                kept for comparison (`inplace=False`, reports/bench/engine.py).
+                kept for comparison (`inplace=False`, reports/bench/engine.py; growing.py).
 Both take several query tokens per row in one forward (prefill, forced continuations, and
 later draft tokens to verify), writing them at columns [length, length + q).
 
@@ -20,11 +20,11 @@ Tree mode (SlabCache.over, the lean forward's): the slab holds only the rows' ne
 (no padding, nothing of a path copied in) and each row attends first to its path's segments
 where they live, a segment read by several rows once for all of them (attention.tree_attend).
 
-Shared prefix (cascade attention, the other forwards): when every row's path starts with the same segments (the
-prompt of a best-of-N, a beam search's or a particle filter's batch) and they hold at least
-`share_prefix` tokens, the slab holds only each row's own suffix and the prefix stays one
-tensor, never copied per row: attention.sdpa_gqa attends to [prefix || row suffix] with the
-prefix's keys read once for all rows (one GEMM) instead of once per row.
+Shared prefix (cascade attention, the other forwards): when every row's path starts with
+the same segments (the prompt of a best-of-N, a beam search's or a particle filter's batch)
+and they hold at least `share_prefix` tokens, the slab holds only each row's own suffix and
+the prefix stays one tensor, never copied per row: attention.sdpa_gqa attends to [prefix ||
+row suffix] with the prefix's keys read once for all rows (one GEMM), not once per row.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
-from transformers import DynamicCache
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from search.runtime import attention
+from search.runtime.growing import GrowingCache
 from search.runtime.transfer import upload
 
 
@@ -75,12 +75,9 @@ class Segment:
 
 @dataclass(frozen=True)
 class KVLayout:
-    """What a batch cache must hold for one model: sizes, dtype, device, mask form.
-
-    mask: "bool" (sdpa) or "additive" (eager) for a 4D mask built here, "2d" to hand a
-    [B, T] padding mask to transformers and let it build the mask (other attention kinds,
-    sliding-window layers).
-    """
+    """What a batch cache must hold for one model: sizes, dtype, device, mask form. mask:
+    "bool" (sdpa) or "additive" (eager) for a 4D mask built here, "2d" to hand a [B, T]
+    padding mask to transformers to build (other attention kinds, sliding-window layers)."""
 
     layers: int
     kv_heads: int
@@ -134,9 +131,7 @@ def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLa
             return SlabCache.from_paths(paths, room, layout)
         prefix = shared[0] if k == 1 else torch.cat(shared, dim=3)
         return SlabCache.from_paths([p[k:] for p in paths], room, layout, prefix=prefix)
-    kvs = [None if not p else p[0] if len(p) == 1 else torch.cat(list(p), dim=3) for p in paths]
-    stacked, mask = stack_left_padded(kvs)
-    return GrowingCache(stacked, mask.to(layout.device))
+    return GrowingCache.of(paths, layout.device)
 
 
 def common_parts(paths: Sequence[Sequence[torch.Tensor]]) -> int:
@@ -403,61 +398,3 @@ class SlabCache(Cache):
         for i, layer in enumerate(self.slabs):
             layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
         return order
-
-
-# -- the DynamicCache path it replaces ----------------------------------------------------
-class GrowingCache(DynamicCache):
-    """transformers' DynamicCache with the BatchKV interface: every forward concatenates
-    its K/V (and the mask) onto the whole cache."""
-
-    prefix: torch.Tensor | None = None  # never a shared prefix: every row holds its path
-    shared = 0
-
-    def __init__(self, stacked: torch.Tensor | None, valid: torch.Tensor) -> None:
-        super().__init__(ddp_cache_data=None if stacked is None else
-                         [(stacked[i, 0], stacked[i, 1]) for i in range(stacked.shape[0])])
-        self.valid = valid  # [B, length] 0/1
-
-    @property
-    def length(self) -> int:
-        return self.get_seq_length()
-
-    def attention_mask(self, q: int) -> torch.Tensor:
-        grow = self.length + q - self.valid.shape[1]
-        if grow > 0:
-            self.valid = torch.cat([self.valid, self.valid.new_ones(self.valid.shape[0], grow)],
-                                   dim=1)
-        return self.valid[:, :self.length + q]
-
-    def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
-        """A copy of one row's columns (no spare columns: a segment here grows by copy)."""
-        return torch.stack([torch.stack((layer.keys[slot, :, start:stop],  # type: ignore[index]
-                                         layer.values[slot, :, start:stop]))  # type: ignore[index]
-                            for layer in self.layers]).clone()
-
-    def keep(self, slots: Sequence[int]) -> list[int]:
-        idx = torch.as_tensor(list(slots), dtype=torch.long, device=self.valid.device)
-        self.batch_select_indices(idx)
-        self.valid = self.valid[idx]
-        return list(slots)
-
-
-# -- helpers (also used by the scorers) ----------------------------------------------------
-def stack_left_padded(kvs: Sequence[torch.Tensor | None], like: torch.Tensor | None = None
-                      ) -> tuple[torch.Tensor | None, torch.Tensor]:
-    """Stack per-row caches [L,2,H,P_i,D] into [L,2,B,H,P,D], zero-left-padded, and a
-    [B, P] 0/1 attention mask. Rows given as None have nothing cached (P_i = 0)."""
-    lengths = [0 if kv is None else kv.shape[3] for kv in kvs]
-    P = max(lengths)
-    ref = next((kv for kv in kvs if kv is not None), like)
-    if P == 0 or ref is None:
-        return None, torch.ones(len(kvs), 0, dtype=torch.long,
-                                device=None if ref is None else ref.device)
-    L, two, H, _, D = ref.shape
-    out = ref.new_zeros(L, two, len(kvs), H, P, D)
-    mask = torch.zeros(len(kvs), P, dtype=torch.long, device=ref.device)
-    for b, (kv, n) in enumerate(zip(kvs, lengths)):
-        if kv is not None and n:
-            out[:, :, b, :, P - n:] = kv
-            mask[b, P - n:] = 1
-    return out, mask

@@ -30,6 +30,7 @@ import torch
 
 from search.budget import BudgetReached
 from search.runtime import kv as kvmod
+from search.runtime.growing import GrowingCache
 from search.runtime.kv import Segment
 from search.runtime.passes import Pass
 from search.runtime.sched import SCHED
@@ -161,7 +162,7 @@ class KVTree:
         return self._layout
 
     def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
-              ) -> kvmod.SlabCache | kvmod.GrowingCache:
+              ) -> kvmod.SlabCache | GrowingCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
         if self.tree:
             return kvmod.SlabCache.over(paths, room, self.layout)

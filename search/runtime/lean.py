@@ -3,9 +3,8 @@
 transformers' forward is written for every case at once: per layer it builds the rotary
 tables, passes keyword bundles through four module levels, runs RMSNorm as six small ops,
 rotates q and k with slices, negations and concatenations, and adds residuals as separate
-ops. At 16 rows x 1 token (a decode step of a best-of-16 search) SmolLM2-135M spends
-~30 ms of an ~80 ms step outside its GEMMs on this project's 2-core machine. `LeanLlama`
-computes the same function in fewer, wider ops:
+ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs.
+`LeanLlama` computes the same function in fewer, wider ops:
 
 - the rotary tables are computed once by the model's own rotary module (then indexed by
   position), and q and k are rotated together: x*cos + roll(x, d/2)*sin', where sin' is sin
@@ -21,7 +20,7 @@ computes the same function in fewer, wider ops:
   once per layer for all Passes: the per-Pass work left in a layer is its attention calls;
 - a layer runs as three TorchScript functions (search.runtime.scripted: before attention,
   attention, after it), which hold no Python interpreter lock while they run, so the search
-  threads' Python runs beside them (issue 35).
+  threads' Python runs beside them.
 
 One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
 linears, TorchScript pieces, CPU flash attention). On a GPU, or in bf16/fp16, the same layer
@@ -167,8 +166,7 @@ class _Part:
     values: list[torch.Tensor]
     pre_k: list[torch.Tensor]  # per layer the shared prefix's keys [1, KV, S, d] (or [])
     pre_v: list[torch.Tensor]
-    # tree mode (SlabCache.over): per part its kv [L, 2, KV, S, d] and readers (or None)
-    tree: list[tuple[torch.Tensor, torch.Tensor | None]]
+    tree: list[tuple[torch.Tensor, torch.Tensor | None]]  # SlabCache.over's (part, readers)
 
     @staticmethod
     def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor,
@@ -182,9 +180,8 @@ class _Part:
         # would turn the bool mask into one per call (0 or -inf: the same kernel input, the
         # same bits)
         bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
-            if cache.shared or cache.tree or stacked else torch.zeros(mask.shape, dtype=x.dtype,
-                                                        device=x.device
-                                                        ).masked_fill_(~mask, float("-inf"))
+            if cache.shared or cache.tree or stacked else torch.zeros(
+                mask.shape, dtype=x.dtype, device=x.device).masked_fill_(~mask, float("-inf"))
         prefix = None if cache.prefix is None else cache.prefix.unsqueeze(2)  # [L, 2, 1, KV, S, d]
         return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
                      list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)),
