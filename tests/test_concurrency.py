@@ -133,15 +133,19 @@ def _clone(p: Pass) -> Pass:
         p.input_ids.shape[1]), p.keep, p.hidden)
 
 
-def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model):
+@pytest.mark.parametrize("tree", [False, True], ids=["copied", "tree"])
+def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model, tree):
     model, tok = tiny_model
-    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=4)
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=4,
+                   tree_attention=tree)
     twins: list[Pass] = []
     passes = _passes(eng, twins)
     assert len(twins) == len(passes) and not any(t.cache.tree for t in twins)
-    # rows read their paths where they live: the prompt once for kids[0]'s three rows
-    assert passes[1].cache.tree and passes[1].cache.readers()[0][1] is None
-    assert passes[0].cache.tree and all(r is not None for _, r in passes[0].cache.readers())
+    if tree:  # rows read their paths where they live: the prompt once for kids[0]'s rows
+        assert passes[1].cache.tree and passes[1].cache.readers()[0][1] is None
+        assert passes[0].cache.tree and all(r is not None for _, r in passes[0].cache.readers())
+    else:  # the paths copied in, kids[0]'s prompt one shared prefix
+        assert passes[1].cache.prefix is not None and passes[0].cache.prefix is None
     assert eng.forward.row_invariant  # packed linears: the Passes share one forward
     alone = [_clone(p) for p in passes]
     together = [_clone(p) for p in passes]

@@ -21,7 +21,8 @@ OLD_DEFAULTS = dict(device=None, max_length=None, chat=None, system_prompt=None,
                     prompt_template="{prompt}\n", instructions=INSTRUCTIONS, name="",
                     keep_hidden=False, dtype=None, inplace_kv=True, speculate=False, pack=None,
                     share_prefix=64, lean=True)
-NEW_DEFAULTS = dict(merge=None)  # options added since, at their defaults
+# options added since, at their defaults
+NEW_DEFAULTS = dict(merge=None, tree_attention=False, prompt_cache=1 << 30)
 
 
 def test_defaults_are_the_engines_old_keyword_defaults():
