@@ -73,6 +73,17 @@ def test_solve_many_prefills_a_prompt_once(engine):
     assert len(results) == 16 and all(r.usage.prefill_tokens == prompt for r in results)
 
 
+def test_prefill_computes_nothing_where_no_prompt_cache_would_keep_it(tiny_model):
+    """prompt_cache=0 keeps no prompt no search holds: prefilling first would only compute
+    each prompt twice, so HFEngine.prefill computes none."""
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, prompt_cache=0)
+    assert eng.prefill([Problem(prompt="7*8="), Problem(prompt="1+2=")]) == 0
+    assert eng.kv.prefilled == 0
+
+
 def test_prompt_cache_evicts_the_least_recently_used_unheld_prompt():
     """Entries no live root holds are kept while their bytes fit the cap, least recently
     used out first; a held entry is never evicted and costs the cap nothing."""

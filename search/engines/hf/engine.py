@@ -176,7 +176,10 @@ class HFEngine(Bindable):
         (search.solve_many's) compute none of them (each is still charged its prompt, as
         the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens
         computed (0 for prompts already cached). A prompt the engine refuses (too long for
-        its context) is skipped here: its own run meets the refusal and fails alone."""
+        its context) is skipped here: its own run meets the refusal and fails alone. With no
+        prompt cache (prompt_cache=0) nothing would be kept for them, so nothing is computed."""
+        if not self.kv.prompts.cap:
+            return 0
         session = Session()
         view = self.bind(session)
         roots: dict[tuple[int, ...], Node] = {}
