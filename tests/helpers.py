@@ -70,12 +70,18 @@ def status_from_tree(result: Any, budget: Any = None) -> str:
     """What a Result's status must be, read independently of the code that set it: from the
     nodes its candidates name (their `finished` flags in the tree, not the candidates') and
     from its usage against `budget` (the search.Budget it ran under, None for none):
-      "ok"                an answer was chosen;
+      "ok"                an answer was chosen, and no limit cut work short;
+      "budget_exhausted"  an answer, the best so far, after a limit of `budget` cut work in
+                          flight (stats["cut_in_flight"], stats["cut_by"] naming that limit);
       "no_answer"         none, though a candidate's node finished;
       "budget_exhausted"  none finished and a limit's stopping point was reached;
       "unfinished"        none finished within the budget (depth limits, empty trees)."""
     if result.answer is not None:
-        return "ok"
+        if not result.stats.get("cut_in_flight"):
+            return "ok"
+        assert budget is not None and result.stats.get("cut_by") in budget.limits(), \
+            f"cut by {result.stats.get('cut_by')!r}, not a limit of {budget}"
+        return "budget_exhausted"
     nodes = {node.id: node for node in result.tree.walk()}
     if any(nodes[c.node_id].finished for c in result.candidates if c.node_id in nodes):
         return "no_answer"

@@ -375,12 +375,12 @@ def test_fit_table_builds_a_table_from_eval_rows():
 
 
 # -- SmolLM2 end to end -----------------------------------------------------------------------
-SMALL = {"rpc": dict(n=4, step_tokens=48, max_steps=4),
+SMALL = {"rpc": dict(n=4, step_tokens=48, max_depth=4),
          "first_finish": dict(n=4, chunk_tokens=32, max_tokens=160),
          "compute_optimal": dict(table={
-             "probe": {"n": 2, "step_tokens": 48, "max_steps": 3, "budget_fraction": 0.3},
+             "probe": {"n": 2, "step_tokens": 48, "max_depth": 3, "budget_fraction": 0.3},
              "edges": [0.5],
-             "bins": [{"algo": "best_of_n", "knobs": {"n": 2, "step_tokens": 48, "max_steps": 3}},
+             "bins": [{"algo": "best_of_n", "knobs": {"n": 2, "step_tokens": 48, "max_depth": 3}},
                       {"algo": "beam", "knobs": {"n": 4, "m": 2, "step_tokens": 48,
                                                  "max_depth": 3}}]})}
 

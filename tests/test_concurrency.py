@@ -177,7 +177,7 @@ def test_linears_that_are_not_row_invariant_run_each_pass_alone(tiny_model, kw):
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", **kw)
     assert not getattr(eng.forward, "row_invariant", False)
     probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=")]
-    kn: dict[str, Any] = dict(n=3, step_tokens=5, max_steps=2)
+    kn: dict[str, Any] = dict(n=3, step_tokens=5, max_depth=2)
     alone = [dump(search.solve(p, "best_of_n", engine=eng, seed=2, **kn)) for p in probs]
     many = search.solve_many(probs, "best_of_n", engine=eng, seeds=(2,), concurrency=3, **kn)
     assert [dump(r) for r in many] == alone

@@ -349,7 +349,7 @@ def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
     out = tmp_path / "cli.jsonl"
     argv = ["--dataset", "arith", "--difficulty", "2", "--limit", "2", "--model", str(folder),
             "--device", "cpu", "--algos", "greedy,best_of_n", "--budgets", "2", "--seeds", "3",
-            "--knob", "step_tokens=4", "--knob", "max_steps=2", "--out", str(out), "--quiet"]
+            "--knob", "step_tokens=4", "--knob", "max_depth=2", "--out", str(out), "--quiet"]
     assert main(argv) == 0
     rows = file_rows(out)
     assert [(r["problem_id"], r["algo"]) for r in rows] == [
@@ -363,7 +363,7 @@ def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
         assert 0 < r["usage"]["generated_tokens"] <= 2 * 4 * (2 if r["algo"] == "best_of_n" else 1)
     assert main(argv) == 0 and len(file_rows(out)) == len(rows)  # all done: nothing added
     api = run_grid(Grid(arith.generate(2, seed=0, difficulty=2), ["greedy", "best_of_n"], [2],
-                        [3], knobs={a: {"step_tokens": 4, "max_steps": 2}
+                        [3], knobs={a: {"step_tokens": 4, "max_depth": 2}
                                     for a in ("greedy", "best_of_n")}, dataset="arith"),
                    out=tmp_path / "api.jsonl", engine=HFEngine.load(str(folder), device="cpu"),
                    model=str(folder), quiet=True)

@@ -151,7 +151,7 @@ def test_tokenizer_without_a_chat_template(tiny_model, tmp_path):
     assert not tok.chat_template
     plain = HFEngine(copy.deepcopy(model), tok, device="cpu")
     assert plain.chat is False
-    res = search.solve("1+1=", "greedy", engine=plain, step_tokens=3, max_steps=1)
+    res = search.solve("1+1=", "greedy", engine=plain, step_tokens=3, max_depth=1)
     assert res.usage.generated_tokens == 3
     with pytest.raises(ValueError, match="chat_template is not set"):
         search.solve("1+1=", "greedy", engine=HFEngine(copy.deepcopy(model), tok, chat=True, device="cpu"))
@@ -160,7 +160,7 @@ def test_tokenizer_without_a_chat_template(tiny_model, tmp_path):
         search.solve(chat, "greedy", engine=plain)
     out = tmp_path / "runs.jsonl"
     grid = Grid([chat, Problem(prompt="1+1=", id="plain", answer="2")], ["greedy"], [1],
-                knobs={"greedy": {"step_tokens": 3, "max_steps": 1}})
+                knobs={"greedy": {"step_tokens": 3, "max_depth": 1}})
     run = run_grid(grid, out=out, engine=plain, model="tiny", quiet=True)
     assert [r["status"] for r in run.rows] == ["error", "unfinished"]
     assert "no chat template" in run.rows[0]["error"]

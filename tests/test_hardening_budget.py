@@ -307,9 +307,9 @@ def bounded_and_honest(algo: str | Callable[..., Any], examples: int) -> None:
 
 # -- the contract on a tiny random Llama ---------------------------------------------------------
 LLAMA_KNOBS = {"n": 4, "m": 2, "groups": 2, "width": 2, "k": 2, "iterations": 4, "batch": 2,
-               "rollouts": 4, "step_tokens": 4, "max_steps": 6, "max_depth": 6, "horizon": 12,
+               "rollouts": 4, "step_tokens": 4, "max_depth": 6, "horizon": 12,
                "chunk_tokens": 4, "max_tokens": 24,
-               "table": {"probe": {"n": 2, "step_tokens": 4, "max_steps": 6},
+               "table": {"probe": {"n": 2, "step_tokens": 4, "max_depth": 6},
                          "edges": [0.5], "bins": [{"algo": "best_of_n",
                                                    "knobs": {"n": 2, "step_tokens": 4}},
                                                   {"algo": "beam", "knobs": {"n": 4, "m": 2,

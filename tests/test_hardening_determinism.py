@@ -26,7 +26,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SEED, OTHER_SEED = 7, 8
 SMALL = {"n": 4, "m": 2, "groups": 2, "width": 2, "k": 2, "iterations": 4, "batch": 2,
-         "rollouts": 4, "step_tokens": 6, "max_steps": 5, "max_depth": 5, "horizon": 16,
+         "rollouts": 4, "step_tokens": 6, "max_depth": 5, "horizon": 16,
          "chunk_tokens": 6, "max_tokens": 30}
 TOKENS = 160  # the budget: some runs end by it, others by their depth limits
 SAMPLING = ("best_of_n", "beam", "particle_filter", "rpc")  # must differ between the seeds

@@ -42,9 +42,9 @@ def test_greedy_steps_match_generate_on_smollm2(smollm2_engine):
     eng.retain([])  # the engine is the module's: the next tests start with no KV held
 
 
-@pytest.mark.parametrize("algo,knobs", [("best_of_n", dict(n=4, step_tokens=48, max_steps=4)),
+@pytest.mark.parametrize("algo,knobs", [("best_of_n", dict(n=4, step_tokens=48, max_depth=4)),
                                          ("beam", dict(n=4, m=2, step_tokens=48, max_depth=4)),
-                                         ("greedy", dict(step_tokens=48, max_steps=4)),
+                                         ("greedy", dict(step_tokens=48, max_depth=4)),
                                          pytest.param("beam", dict(n=4, m=2, step_tokens=48,
                                                                    max_depth=4, lookahead=1),
                                                       id="beam-lookahead")])
@@ -64,6 +64,6 @@ def test_cli_on_default_model(capsys):
     from search.__main__ import main
 
     assert main(["What is 2 + 2?", "--algo", "best_of_n", "--knob", "n=2",
-                 "--knob", "step_tokens=32", "--knob", "max_steps=3", "--json"]) == 0
+                 "--knob", "step_tokens=32", "--knob", "max_depth=3", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"usage"' in out and '"generated_tokens"' in out

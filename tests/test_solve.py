@@ -14,7 +14,7 @@ from search.models import ModelNotFoundError
 from search.types import Budget, Problem
 
 REPO = Path(__file__).resolve().parents[1]
-KNOBS: dict[str, dict[str, Any]] = {"best_of_n": dict(n=4, step_tokens=6, max_steps=5),
+KNOBS: dict[str, dict[str, Any]] = {"best_of_n": dict(n=4, step_tokens=6, max_depth=5),
          "beam": dict(n=4, m=2, step_tokens=6, max_depth=5)}
 
 
@@ -57,7 +57,7 @@ def test_same_seed_same_result_different_seed_differs(tiny_engine, algo):
 @pytest.mark.parametrize("algo", sorted(KNOBS))
 @pytest.mark.parametrize("tokens", [1, 10, 37, 100])
 def test_token_budget_overshoots_by_at_most_one_batch(tiny_engine, algo, tokens):
-    knobs: dict[str, Any] = dict(KNOBS[algo], **({"max_steps": 50} if algo == "best_of_n" else {"max_depth": 50}))
+    knobs: dict[str, Any] = dict(KNOBS[algo], max_depth=50)
     res = search.solve("5-3=", algo=algo, engine=tiny_engine, budget=Budget(tokens=tokens),
                        stop=None, **knobs)
     batch = knobs["n"] * knobs["step_tokens"]  # rows x step cap: the largest expansion batch
