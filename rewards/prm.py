@@ -40,7 +40,7 @@ from search.runtime import attention, packed
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
 from search.runtime.passes import Job
-from search.runtime.sched import SCHED
+from search.runtime.sched import Scheduler
 from search.session import Bindable
 from search.types import Node, Problem
 
@@ -141,13 +141,16 @@ class HFPRM(Bindable):
     name = "prm"
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
-                 device: str | torch.device | None = None, fast: bool = True) -> None:
+                 device: str | torch.device | None = None, fast: bool = True,
+                 scheduler: Scheduler | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or detect_format(model)
         self.path_agg = self.fmt.path_agg
         self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
+        # its scoring calls: its own scheduler, or a policy engine's to share its lanes
+        self.scheduler = self.kv.scheduler = scheduler or Scheduler()
         # fast: run the model as the generator engine does (search.engines.hf): packed
         # linears on CPU (a second copy of the linear weights) and, for Llama-family causal
         # LMs (Math-Shepherd's Mistral), the lean forward, through which concurrent
@@ -193,7 +196,7 @@ class HFPRM(Bindable):
             raise ValueError("a PRM scores steps; the root has none")
         self.meter.charge_scorer(calls=len(nodes))
         # one job (search.runtime.sched): concurrent searches' PRM forwards are batched
-        return SCHED.run(self._score(list(nodes)), cancel=self.session.cancel)
+        return self.scheduler.run(self._score(list(nodes)), cancel=self.session.cancel)
 
     def _score(self, nodes: list[Node]) -> Job[list[float]]:
         yield from self.kv.ensure_job(list({n.id: n for n in nodes}.values()), self.session)

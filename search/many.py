@@ -6,15 +6,17 @@ path, or a Scorer object given: one instance shared by every run, each run scori
 its own view, search.session), and gives each run a fresh scorer where the scorer is a
 registered name (cheap to build, and no cache, such as the sandbox's answers, carries from
 one run to the next). `Driver.map` runs up to `concurrency` searches at once, each in its
-own thread with its own Session, while the engine's scheduler batches their model calls
-(search.runtime.sched); every Result is what `search.solve` alone returns.
+own thread with its own Session, while the schedulers of its engine and scorer (each
+model's owner's: `engine.scheduler`, search.runtime.sched) batch their model calls; every
+Result is what `search.solve` alone returns.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -80,11 +82,19 @@ class Driver:
         return solve(problem, algo, budget, engine=self.engine, scorer=scorer, seed=seed,
                      progress=progress, cancel=cancel, fit_budget=fit_budget, **knobs)
 
+    @property
+    def schedulers(self) -> list[Any]:
+        """The schedulers its model calls run on: the engine's, and a shared scorer's own
+        where it has one (a PRM: search.runtime.sched.Scheduler); none for engines that
+        schedule nothing here (a server's, the fake one)."""
+        return schedulers_of(self.engine, self.scorers.shared)
+
     def map(self, fn: Callable[[T, threading.Event], R], items: Sequence[T]
             ) -> Iterator[tuple[int, R | BaseException]]:
-        """`concurrently(fn, items)` at the driver's concurrency and KV cap."""
+        """`concurrently(fn, items)` at the driver's concurrency and KV cap, on its
+        schedulers."""
         return concurrently(fn, items, concurrency=self.concurrency,
-                            max_kv_bytes=self.max_kv_bytes)
+                            max_kv_bytes=self.max_kv_bytes, schedulers=self.schedulers)
 
 
 class SolveManyError(RuntimeError):
@@ -106,8 +116,8 @@ def solve_many(problems: Sequence[Problem | str], algo: str = "best_of_n",
                ) -> list[Result]:
     """`solve` for every problem and seed (problem-major: problem 0's seeds first), up to
     `concurrency` searches at once on one engine (a Driver): each search runs in its own
-    thread, and the engine batches the model calls in flight into shared forwards
-    (search.runtime.sched). Every Result is what `solve` alone returns (the same answer,
+    thread, and the engine's scheduler batches the model calls in flight into shared
+    forwards (search.runtime.sched). Every Result is what `solve` alone returns (the same answer,
     candidates, scores, tree and token counts; only timings differ). max_kv_bytes caps the
     batch caches in flight.
 
@@ -162,19 +172,43 @@ def check_concurrent(concurrency: int, *parts: Any) -> None:
                              "from search.session.Bindable, or use concurrency=1")
 
 
+def schedulers_of(*parts: Any) -> list[Any]:
+    """The distinct schedulers (`part.scheduler`) of these engines and scorers."""
+    found = [getattr(p, "scheduler", None) for p in parts]
+    return list({id(s): s for s in found if s is not None}.values())
+
+
+@contextmanager
+def serving(schedulers: Iterable[Any], max_kv_bytes: int | None = None) -> Iterator[None]:
+    """Every scheduler serving (search.runtime.sched.Scheduler.serving) for the block."""
+    with ExitStack() as stack:
+        for s in schedulers:
+            stack.enter_context(s.serving(max_kv_bytes))
+        yield
+
+
+def interrupt(schedulers: Iterable[Any], cancels: Iterable[threading.Event]) -> None:
+    """Set these cancel events (searches' Session.cancel), and have every scheduler's lanes
+    see it at once: the searches' model work raises Interrupted at its next forward."""
+    cancels = list(cancels)
+    for cancel in cancels:
+        cancel.set()
+    for s in schedulers:
+        s.interrupt(cancels)
+
+
 def concurrently(fn: Callable[[T, threading.Event], R], items: Sequence[T], *,
-                 concurrency: int, max_kv_bytes: int | None = None
-                 ) -> Iterator[tuple[int, R | BaseException]]:
+                 concurrency: int, max_kv_bytes: int | None = None,
+                 schedulers: Sequence[Any] = ()) -> Iterator[tuple[int, R | BaseException]]:
     """(i, fn(items[i], cancel) or the exception it raised) for every item, as each finishes,
-    up to `concurrency` at a time, each in its own thread, while the engines' scheduler
-    batches their model calls (concurrency 1: in order, in this thread, nothing shared).
+    up to `concurrency` at a time, each in its own thread, while `schedulers` (those of the
+    engines and scorers fn uses: schedulers_of) serve, batching their model calls
+    (concurrency 1: in order, in this thread, nothing shared).
     cancel: this call's event, which fn hands to the searches it runs (solve's `cancel`,
     their Session.cancel). Stopping the iteration early (a KeyboardInterrupt in the caller, or
     leaving the loop) starts no more items and ends the ones in flight: `cancel` is set, so
     their model work raises search.runtime.sched.Interrupted at its next forward (their
     results are dropped), and their threads are given JOIN_SECONDS to end."""
-    from search.runtime.sched import SCHED  # torch loads only here
-
     items = list(items)
     cancel = threading.Event()
     if concurrency == 1 or len(items) <= 1:
@@ -200,7 +234,7 @@ def concurrently(fn: Callable[[T, threading.Event], R], items: Sequence[T], *,
                 out = err
             done.put((i, out))
 
-    with SCHED.serving(max_kv_bytes):
+    with serving(schedulers, max_kv_bytes):
         threads = [threading.Thread(target=worker, name=f"tts-search-{k}", daemon=True)
                    for k in range(min(concurrency, len(items)))]
         for t in threads:
@@ -210,7 +244,7 @@ def concurrently(fn: Callable[[T, threading.Event], R], items: Sequence[T], *,
                 yield done.get()
         except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped: end the runs in flight
             done_taking.set()
-            SCHED.interrupt([cancel])
+            interrupt(schedulers, [cancel])
             for t in threads:  # they stop at their next forward; one may be in a scorer
                 t.join(timeout=JOIN_SECONDS)
             raise

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import types
+from typing import Any
 
 import pytest
 
@@ -135,14 +136,15 @@ def test_probed_installs_everywhere_and_restores(monkeypatch: pytest.MonkeyPatch
 def test_a_lanes_waits_for_a_job_count_as_idle() -> None:
     """The lane's blocking wait (sched._Lane.wait: nothing in flight) is the idle probe."""
     from search.runtime.passes import call
-    from search.runtime.sched import SCHED
+    from search.runtime.sched import Scheduler
 
+    sched = Scheduler()
     probes = Probes(owns=lambda: threading.current_thread().name.startswith("tts-engine"))
     with probed(probes, ((IDLE, "search.runtime.sched:_Lane", "wait"),)), \
-            SCHED.serving(lanes=1):
-        SCHED.run(call(lambda: None))
+            sched.serving(lanes=1):
+        sched.run(call(lambda: None))
         time.sleep(0.05)  # the lane waits for the next job
-        SCHED.run(call(lambda: None))
+        sched.run(call(lambda: None))
     assert probes.tally.calls[IDLE] >= 1 and probes.tally.wall[IDLE] > 0
 
 
@@ -166,17 +168,19 @@ def test_only_the_owner_thread_is_counted() -> None:
 def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
     from problems import arith
     from reports.eval.grid import Grid
+    from search.api import get_engine
     from search.runtime import kv, passes, sampling, sched
 
+    engine: Any = get_engine("tiny-arith")
     before = (kv.SlabCache.__dict__["from_paths"], passes.sample_many, sampling.sample_many,
-              sched._Task.advance, sched._Lane.wait, sched.SCHED.lanes)
+              sched._Task.advance, sched._Lane.wait, engine.scheduler.lanes)
     grid = Grid(arith.generate(2, seed=7, difficulty=4), ["best_of_n"], [4], [0],
                 dataset="arith")
     wall, rows, others = host.profile_grid(grid, tmp_path / "g.jsonl", 2,
                                            engine="tiny-arith", scorer="steps",
                                            model="tiny-arith")
     assert (kv.SlabCache.__dict__["from_paths"], passes.sample_many, sampling.sample_many,
-            sched._Task.advance, sched._Lane.wait, sched.SCHED.lanes) == before
+            sched._Task.advance, sched._Lane.wait, engine.scheduler.lanes) == before
     by = {r.category: r for r in rows}
     assert sum(r.wall for r in rows) == pytest.approx(wall)
     # the owner ran the forwards, drew the tokens, built the caches and ran the jobs

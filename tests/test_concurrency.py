@@ -1,6 +1,7 @@
 """Many searches on one engine (search.solve_many, search.runtime.sched): every Result, row
 and meter is exactly what each search gives alone, whatever the concurrency and whatever else
-shares its forwards; errors, frees and memory stay with their own search."""
+shares its forwards; errors, frees and memory stay with their own search; each engine owns
+its scheduler, and no module holds one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from search.many import SolveManyError, concurrently
 from search.runtime import sched
 from search.runtime.kv import SlabCache, batch_cache
 from search.runtime.passes import Job, Pass, run_passes
-from search.runtime.sched import SCHED, SchedStats
+from search.runtime.sched import SchedStats, Scheduler
 from search.session import Bindable, Session
 from search.types import Budget, Node, Problem
 
@@ -229,39 +230,40 @@ def test_short_calls_do_not_wait_for_long_ones(tiny_model, lanes, device):
     eng.eos_ids = frozenset()
     roots = [eng.root(Problem(prompt="1+2=")), eng.root(Problem(prompt="3+4="))]
     finished: dict[str, float] = {}
-    SCHED.stats = SchedStats()
+    sch = eng.scheduler
 
     def run(name: str, root: Node, tokens: int) -> None:
         eng.expand([root], 2, stop=None, max_tokens=tokens, seed=0)
         finished[name] = time.perf_counter()
 
-    with SCHED.serving(lanes=lanes):
+    with sch.serving(lanes=lanes):
         long = threading.Thread(target=run, args=("long", roots[0], 60))
         long.start()
-        while SCHED.stats.ticks < 3:  # the long call is decoding
+        while sch.stats.ticks < 3:  # the long call is decoding
             time.sleep(0.001)
         run("short", roots[1], 2)
-        ticks_at_short = SCHED.stats.ticks
+        ticks_at_short = sch.stats.ticks
         long.join()
     assert finished["short"] < finished["long"]
-    assert SCHED.stats.lanes == lanes
-    assert SCHED.stats.widest == 3 - lanes  # one lane merged their forwards; two ran them apart
-    assert ticks_at_short < 20 < SCHED.stats.ticks
+    assert sch.stats.lanes == lanes
+    assert sch.stats.widest == 3 - lanes  # one lane merged their forwards; two ran them apart
+    assert ticks_at_short < 20 < sch.stats.ticks
 
 
 def test_kv_cap_bounds_the_calls_in_flight(arith_engine):
     probs = arith_problems(4)
-    SCHED.stats = SchedStats()
+    sch = arith_engine.scheduler
+    sch.stats = SchedStats()
     ref = [dump(r) for r in search.solve_many(probs, "best_of_n", engine=arith_engine,
                                               scorer="steps", seeds=(0,), concurrency=4, n=4,
                                               select="weighted_vote")]
-    assert SCHED.stats.peak_kv_bytes > SCHED.stats.largest  # several calls held KV at once
-    SCHED.stats = SchedStats()
+    assert sch.stats.peak_kv_bytes > sch.stats.largest  # several calls held KV at once
+    sch.stats = SchedStats()
     capped = search.solve_many(probs, "best_of_n", engine=arith_engine, scorer="steps",
                                seeds=(0,), concurrency=4, max_kv_bytes=1, n=4,
                                select="weighted_vote")
     # one call holding KV at a time (calls that hold none, like retain, still go beside it)
-    assert SCHED.stats.peak_kv_bytes == SCHED.stats.largest > 0
+    assert sch.stats.peak_kv_bytes == sch.stats.largest > 0
     assert [dump(r) for r in capped] == ref
 
 
@@ -306,12 +308,13 @@ def test_views_charge_their_own_session_from_any_thread():
     assert (view_a.meter, view_b.meter) == (a.meter, b.meter)
     assert part.meter is not a.meter and part.meter is not b.meter
     assert isinstance(view_a, Part) and view_a.bind(b).meter is b.meter
-    with SCHED.serving():
-        t = threading.Thread(target=lambda: SCHED.run(view_b.job(), cancel=b.cancel))
+    sch = Scheduler()
+    with sch.serving():
+        t = threading.Thread(target=lambda: sch.run(view_b.job(), cancel=b.cancel))
         t.start()
         t.join()
-        SCHED.run(view_a.job(), cancel=a.cancel)
-        SCHED.run(view_a.job(), cancel=a.cancel)
+        sch.run(view_a.job(), cancel=a.cancel)
+        sch.run(view_a.job(), cancel=a.cancel)
     part.meter.charge_model(generated=5)
     assert (a.meter.generated_tokens, b.meter.generated_tokens) == (2, 1)
     assert part.calls == 3 and view_b.calls == 3  # one shared state, set on the part
@@ -327,10 +330,11 @@ def test_a_stopped_session_ends_its_own_jobs_only():
         return
         yield
 
-    SCHED.interrupt([a.cancel])
+    sch = Scheduler()
+    sch.interrupt([a.cancel])
     with pytest.raises(sched.Interrupted):
-        SCHED.run(job("a"), cancel=a.cancel)
-    SCHED.run(job("b"), cancel=b.cancel)
+        sch.run(job("a"), cancel=a.cancel)
+    sch.run(job("b"), cancel=b.cancel)
     assert ran == ["b"]
 
 
@@ -410,8 +414,65 @@ def test_prm_scores_identical_at_any_concurrency(tiny_model, family):
     probs = [Problem(prompt=p) for p in ("1+2=", "3*4-5=", "9-8+7=", "2*2*2=")]
     kw: dict[str, Any] = dict(n=4, m=2, step_tokens=6, max_depth=3)
     alone = [dump(search.solve(p, "beam", engine=eng, scorer=prm, seed=3, **kw)) for p in probs]
-    SCHED.stats = SchedStats()
+    assert prm.scheduler is not eng.scheduler  # built on its own: its own scheduler
     many = search.solve_many(probs, "beam", engine=eng, scorer=prm, seeds=(3,), concurrency=4,
                              **kw)
     assert [dump(r) for r in many] == alone
     assert all(r.usage.scorer_tokens > 0 for r in many)
+    assert prm.scheduler.stats.jobs > 0  # its lanes ran the scoring jobs, while serving
+
+
+# -- ownership: each engine its own scheduler, none at module level --------------------------
+def test_no_module_holds_a_scheduler():
+    """Every module of search/ and rewards/ that imports here: no attribute of it is a
+    Scheduler (a scheduler belongs to an engine or a PRM, never to the process)."""
+    import importlib
+    import pkgutil
+
+    import rewards
+
+    seen = 0
+    for pkg in (search, rewards):
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}."):
+            try:
+                module = importlib.import_module(info.name)
+            except ImportError:  # an optional dependency this venv lacks (vllm, ray, ...)
+                continue
+            seen += 1
+            held = [k for k, v in vars(module).items() if isinstance(v, Scheduler)]
+            assert not held, f"{info.name} holds a scheduler: {held}"
+    assert seen > 40 and hasattr(sched, "Scheduler") and not hasattr(sched, "SCHED")
+
+
+def test_two_engines_have_independent_schedulers(tiny_model):
+    """Engine A's scheduler, serving, is busy with a call that does not return yet (it holds
+    A's lock); engine B expands inline and while serving all the same, with what it computes
+    alone; A's views share A's scheduler."""
+    model, tok = tiny_model
+    a = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    b = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu")
+    assert a.scheduler is not b.scheduler and a.kv.scheduler is a.scheduler
+    assert a.bind(Session()).scheduler is a.scheduler
+    root = b.root(Problem(prompt="1+2="))
+    want = [k.step.token_ids for k in b.expand([root], 3, stop=None, max_tokens=5, seed=4)[0]]
+    release, entered = threading.Event(), threading.Event()
+
+    def stuck() -> bool:
+        entered.set()
+        return release.wait(timeout=120)
+
+    got: list[Any] = []
+    with a.scheduler.serving(lanes=1):
+        t = threading.Thread(target=lambda: got.append(a.scheduler.call(stuck)))
+        t.start()
+        try:
+            assert entered.wait(timeout=120)  # A's lane is inside the call, under A's lock
+            kids = b.expand([root], 3, stop=None, max_tokens=5, seed=4)[0]  # B inline
+            with b.scheduler.serving(lanes=1):
+                served = b.expand([root], 3, stop=None, max_tokens=5, seed=4)[0]
+            assert not release.is_set() and t.is_alive()  # A was busy all along
+        finally:
+            release.set()
+            t.join()
+    assert got == [True]
+    assert [k.step.token_ids for k in kids] == want == [k.step.token_ids for k in served]

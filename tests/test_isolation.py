@@ -111,7 +111,8 @@ def test_failing_neighbours_change_no_good_result(problems, solo, seed):
     engine = HFEngine.load("tiny-arith")  # fresh: keep_hidden off until a value scorer is built
     mix = jobs(problems, seed)
     changed, errors, failed = [], [], 0
-    for i, out in concurrently(lambda j, _cancel: run(engine, j), mix, concurrency=16):
+    for i, out in concurrently(lambda j, _cancel: run(engine, j), mix, concurrency=16,
+                               schedulers=[engine.scheduler]):
         job = mix[i]
         if job.good:
             if isinstance(out, BaseException):

@@ -1,5 +1,5 @@
 """Sessions (search.session): each search's meter, budget and KV scope travel with it to the
-engine and scorer it uses, whichever thread runs it (issue 34).
+engine and scorer it uses, whichever thread runs it.
 
 The reference for every figure is a plain sequential run: each search solved alone, one after
 the other, on its own fresh engine and scorer."""
@@ -17,7 +17,7 @@ from rewards.self_eval import SelfEvalScorer
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.engines.hf import HFEngine
-from search.runtime.sched import SCHED, Interrupted
+from search.runtime.sched import Interrupted
 from search.scoring import score_nodes
 from search.session import Bindable, KVScope, Session, bind
 from search.types import Budget, Node, Problem, Step, Usage
@@ -64,7 +64,7 @@ def test_two_concurrent_sessions_on_one_engine_and_scorer_charge_disjoint_meters
         results[i] = search.solve(PROBLEMS[i], "beam", engine=eng, scorer=scorer, seed=i,
                                   progress=False, **KNOBS)
 
-    with SCHED.serving() if serving else _nothing():
+    with eng.scheduler.serving() if serving else _nothing():
         threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
         for t in threads:
             t.start()

@@ -272,7 +272,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reports.eval.sweep import load_problems
     from search.api import get_engine
-    from search.runtime.sched import SCHED
 
     n = args.concurrency
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; concurrency 1 vs {n}",
@@ -306,7 +305,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 out[algo] = {**r, "one_problem": ref, "share": rate / ref,
                              "share_with_prefill": rate_all / ref_all}
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"scheduler: {SCHED.stats}; peak RSS {rss:.0f} MB")
+    ran = {"tiny": "tiny-arith", "smol": "smollm2-135m"}  # the engines this process ran
+    for name in (ran[p] for p in ran if p in parts):
+        print(f"{name}'s scheduler: {get_engine(name).scheduler.stats}")  # type: ignore[attr-defined]
+    print(f"peak RSS {rss:.0f} MB")
     return 0 if all(v["identical"] for v in out.values()) else 1
 
 

@@ -10,8 +10,8 @@ on, measured side by side in one process on one card (under 8 minutes on an H100
    workload's bound (per step the larger of (linear weights + KV read) / bandwidth and
    2 x linear params x rows / matmul rate, the shared prompt's KV read once a step);
    time to first token (prefill) and tokens prefilled by each; peak memory of each.
-3. 16 searches' jobs of 16 rows each (different prompts) merged by the scheduler
-   (SCHED.serving, one thread a job) against one `expand` over the same 256 rows.
+3. 16 searches' jobs of 16 rows each (different prompts) merged by the engine's scheduler
+   (serving, one thread a job) against one `expand` over the same 256 rows.
 4. The tiny-arith grid (6 problems x best_of_n/beam/particle_filter x widths 4 and 16) at
    concurrency 1 and 16: seconds, ratio, rows identical or not.
 5. The engine tests on the device (pytest -k DEVICE over the device-parametrised files:
@@ -226,7 +226,7 @@ def versus_generate(eng: Any, model: Any, shape: Shape, peak: float, bw: float) 
 def merged_jobs(eng: Any, shape: Shape) -> None:
     """16 jobs of 16 rows, one thread each, through the scheduler's lanes, against one
     expand of the same 256 rows."""
-    from search.runtime.sched import SCHED, SchedStats
+    from search.runtime.sched import SchedStats
     from search.session import Session
     from search.types import Node, Problem
 
@@ -243,9 +243,10 @@ def merged_jobs(eng: Any, shape: Shape) -> None:
         done.append(sum(len(k.step.token_ids) for k in kids))
         view.retain([])
 
-    SCHED.stats = SchedStats()
-    with SCHED.serving():
-        cap = SCHED.max_kv_bytes
+    sched = eng.scheduler
+    sched.stats = SchedStats()
+    with sched.serving():
+        cap = sched.max_kv_bytes
         threads = [threading.Thread(target=job, args=(i,)) for i in range(jobs)]
         sync(eng.device)
         t0 = time.perf_counter()
@@ -255,7 +256,7 @@ def merged_jobs(eng: Any, shape: Shape) -> None:
             t.join()
         sync(eng.device)
         t_many = time.perf_counter() - t0
-    st = SCHED.stats
+    st = sched.stats
     print(f"\n== {jobs} jobs x {PER_PROMPT} rows x {new} tokens merged, against one expand of "
           f"the same {jobs * PER_PROMPT} rows ==\nmerged {sum(done) / t_many:,.0f} tok/s, one "
           f"expand {n_one / t_one:,.0f} tok/s: {n_one / t_one and (sum(done) / t_many) / (n_one / t_one):.2f}x"

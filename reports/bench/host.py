@@ -234,21 +234,25 @@ def calibrate(probes_cls: type[Probes] = Probes, calls: int = 20000) -> float:
 def profile_grid(grid: Grid, out: Path, concurrency: int, **setup: Any
                  ) -> tuple[float, list[Row], float]:
     """(wall, the owner's rows, CPU seconds of every other thread) of one probed grid, on
-    one owner lane (the scheduler's; with two, each would count half of the time)."""
-    from search.runtime.sched import SCHED
+    one owner lane (the engine's scheduler's; with two, each would count half of the time)."""
+    from search.api import get_engine
 
     main = threading.main_thread()
+    sched = get_engine(setup.get("engine")).scheduler  # type: ignore[attr-defined]
 
     def owns() -> bool:  # the scheduler's owner runs the forwards at concurrency > 1, else main
-        return threading.current_thread() is (SCHED.owners[0] if concurrency > 1 else main)
+        if concurrency == 1:
+            return threading.current_thread() is main
+        owners = sched.owners
+        return bool(owners) and threading.current_thread() is owners[0]
 
     probes = Probes(owns)
-    lanes, SCHED.lanes = SCHED.lanes, 1
+    lanes, sched.lanes = sched.lanes, 1
     try:
         with probed(probes):
             _, wall, cpu = clocked_run(grid, out, concurrency, **setup)
     finally:
-        SCHED.lanes = lanes
+        sched.lanes = lanes
     rows = breakdown(wall, probes.tally)
     owner_cpu = sum(r.cpu or 0.0 for r in rows)
     return wall, rows, cpu - owner_cpu

@@ -204,9 +204,9 @@ class Worker:
         self.grader = Grader()
         self._serving = ExitStack()  # the worker's threads share the engine's forwards
         if concurrency > 1:
-            from search.runtime.sched import SCHED
+            from search.many import serving
 
-            self._serving.enter_context(SCHED.serving())
+            self._serving.enter_context(serving(self.driver.schedulers))
 
     def pid(self) -> int:
         return os.getpid()

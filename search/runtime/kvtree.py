@@ -33,7 +33,7 @@ from search.runtime import kv as kvmod
 from search.runtime.growing import GrowingCache
 from search.runtime.kv import Segment
 from search.runtime.passes import Pass
-from search.runtime.sched import SCHED
+from search.runtime.sched import Scheduler
 from search.runtime.transfer import upload
 from search.session import KVScope, Session
 from search.types import Node
@@ -107,6 +107,7 @@ class KVTree:
                  share_prefix: int = 0, prompt_cache: int = 0) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
+        self.scheduler = Scheduler()  # what feed() and ensure() run on; its owner's, set by it
         self.device = device
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
@@ -204,7 +205,7 @@ class KVTree:
         Returns per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and
         with keep_hidden the final hidden state at each row's last position [B, hidden].
         """
-        return SCHED.run(self.feed_job(paths, starts, tokens, session, all_logits=all_logits,
+        return self.scheduler.run(self.feed_job(paths, starts, tokens, session, all_logits=all_logits,
                                        prefill=prefill), cancel=session.cancel)
 
     def pass_for(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, mask: torch.Tensor,
@@ -253,7 +254,7 @@ class KVTree:
         time; a node with no segment (a prompt, a freed node, text this model did not
         generate) is fed whole and counted as prefill.
         """
-        SCHED.run(self.ensure_job(nodes, session), cancel=session.cancel)
+        self.scheduler.run(self.ensure_job(nodes, session), cancel=session.cancel)
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
         """`ensure` as a job."""

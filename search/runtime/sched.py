@@ -1,11 +1,13 @@
-"""The owner of the models and KV caches: many searches, batched forwards, in lanes.
+"""An engine's scheduler: many searches' calls on its models, batched forwards, in lanes.
 
-Engine calls are *jobs* (search.runtime.passes: generators that yield a `Pass` and get its
-output back). `run(job)` drives a job to its return value:
+Each engine owns one Scheduler (`engine.scheduler`; a PRM owns its own or shares its
+engine's), so two engines in one process never wait for each other. Engine calls are *jobs*
+(search.runtime.passes: generators that yield a `Pass` and get its output back). `run(job)`
+drives a job to its return value:
 
-  inline   (the default) in the calling thread, each Pass alone, under one lock: any number
-           of threads may share an engine, one call at a time;
-  serving  (`with SCHED.serving():`, what search.solve_many opens) in the owner's *lanes*:
+  inline   (the default) in the calling thread, each Pass alone, under the scheduler's lock:
+           any number of threads may share an engine, one call at a time;
+  serving  (`with engine.scheduler.serving():`, what search.solve_many opens) in its *lanes*:
            threads that each keep their admitted jobs in flight and, each tick, run the
            Passes those jobs wait on as one forward per model (`forward_many`: one GEMM per
            linear over every job's rows) before handing each job its own output. A job joins
@@ -13,17 +15,17 @@ output back). `run(job)` drives a job to its return value:
            (continuous batching): a search waits for nobody's rows but its own, plus at most
            the one tick already under way.
 
-Lanes (issue 35). A tick is the jobs' Python (decode loops, batch caches, children: under the
+Lanes. A tick is the jobs' Python (decode loops, batch caches, children: under the
 interpreter lock and the scheduler's `lock`) and then the forward (the lean forward's layers
-run without either: search.runtime.scripted). One lane alternates the two, and on the tiny
-grid at concurrency 16 the Python between forwards was a third of the wall. With two lanes
-(a job goes to the one with the fewest jobs), one lane's Python runs while the other's forward
+run without either: search.runtime.scripted). One lane alternates the two; with two lanes (a
+job goes to the one with the fewest jobs), one lane's Python runs while the other's forward
 runs. Each lane runs its forwards on `threads // lanes` intra-op threads (this thread's
 count only: omp.set_threads_here), so the lanes share the process's cores instead of
 oversubscribing them; Passes that cannot merge (a model's own forward, whose bits may depend on
 the thread count, and whose modules may keep state within a forward) run one lane at a time,
 on the process's count (`apart`). `default_lanes`: two where the process has two
-or more intra-op threads, else one.
+or more intra-op threads, else one. The lanes start with the first serving block and end once
+the last one closes and their jobs are done.
 
 Results depend neither on the batch nor on the lane: a Pass keeps its own cache, mask, padding
 and attention (lean.LeanLlama.forward_many runs attention per Pass, on the same tensors it
@@ -140,7 +142,7 @@ class SchedStats:
     jobs: int = 0  # jobs run
     # most jobs in flight at once, over every lane, and their declared batch-cache bytes: a
     # job counts until its lane retires it, after its tick, so a search's next job admitted
-    # by the other lane meanwhile counts beside it (19 at concurrency 16: never fewer)
+    # by the other lane meanwhile counts beside it
     peak_jobs: int = 0
     peak_kv_bytes: int = 0
     largest: int = 0  # most batch-cache bytes one job declared
@@ -148,7 +150,7 @@ class SchedStats:
 
 
 class Scheduler:
-    """The process's one owner of models and caches (see module doc)."""
+    """The owner of one engine's models and caches (see module doc)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()  # models and caches: one job step at a time
@@ -157,7 +159,7 @@ class Scheduler:
         self.stats = SchedStats()
         self._serving = 0
         self._guard = threading.Lock()  # _serving, the lanes' loads, _held, _jobs
-        self._lanes: list[_Lane] = []  # started once, kept for the process's life
+        self._lanes: list[_Lane] = []  # while serving, and until their jobs are done
         self._open = 1  # lanes that take jobs in this serving block
         self._threads = (1, 1)  # intra-op threads: (a lane's, Passes that cannot merge)
         self._held = 0  # declared bytes of every lane's active jobs
@@ -197,7 +199,7 @@ class Scheduler:
                 if not self._serving:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
                     for lane in self._lanes:
-                        lane.inbox.put(None)  # once idle, it releases its OpenMP pool
+                        lane.inbox.put(None)  # once idle, it ends (its OpenMP pool released)
 
     def interrupt(self, cancels: Iterable[threading.Event]) -> None:
         """End the model work of the searches with these cancel events (Session.cancel: an
@@ -205,7 +207,9 @@ class Scheduler:
         next forward, and their later calls raise it at once."""
         for cancel in cancels:
             cancel.set()
-        for lane in self._lanes:
+        with self._guard:
+            lanes = list(self._lanes)
+        for lane in lanes:
             lane.inbox.put(_WAKE)  # it sees it at once, even if idle
 
     def run(self, job: Job[T], *, cost: int = 0, cancel: threading.Event | None = None) -> T:
@@ -215,16 +219,16 @@ class Scheduler:
         if cancel is not None and cancel.is_set():
             job.close()
             raise Interrupted("the run was interrupted")
-        if not self._serving:
-            with self.lock:
-                return drive(job)
-        if any(threading.current_thread() is lane.thread for lane in self._lanes):
-            with self.lock:  # a lane's own call, inline (its forward beside the other lanes')
-                return drive(job, apart=self.apart)
+        with self._guard:  # while serving, the open lane with the fewest jobs
+            lanes = self._lanes[:self._open] if self._serving else []
+            own = any(threading.current_thread() is la.thread for la in self._lanes)
+            lane = None if own or not lanes else min(lanes, key=lambda la: la.load)
+            if lane is not None:
+                lane.load += 1
+        if lane is None:
+            with self.lock:  # inline (a lane's own call: its forward beside the other lanes')
+                return drive(job, apart=self.apart) if own else drive(job)
         task = _Task(job, cost, cancel)
-        with self._guard:  # the open lane with the fewest jobs
-            lane = min(self._lanes[:self._open], key=lambda la: la.load)
-            lane.load += 1
         lane.inbox.put(task)
         task.done.wait()
         # the caller takes them over: the lane may keep the task a tick longer, and an error's
@@ -254,7 +258,8 @@ class Scheduler:
 
 class _Lane:
     """One owner thread: its inbox (a task; None: serving ended; _WAKE: look at the
-    interrupted callers, or at memory freed elsewhere), its jobs in flight and waiting."""
+    interrupted callers, or at memory freed elsewhere), its jobs in flight and waiting. It
+    ends once serving has ended and it has nothing left to run."""
 
     def __init__(self, sched: Scheduler, index: int) -> None:
         self.sched = sched
@@ -275,6 +280,7 @@ class _Lane:
         while True:
             try:
                 self._serve()
+                return
             except BaseException as err:  # noqa: BLE001  # a bug here: fail every job, go on
                 for task in [*self.active, *self.waiting]:
                     task.pending, task.error = None, err
@@ -287,7 +293,8 @@ class _Lane:
     def _serve(self) -> None:
         s = self.sched
         while True:
-            self._take(block=not self.active and not self.waiting)
+            if not self._take(block=not self.active and not self.waiting):
+                return
             self._end_interrupted()
             if self.threads != s._threads[0]:
                 self.threads = s._threads[0]
@@ -314,19 +321,25 @@ class _Lane:
                         task.advance(out)
             self._retire()
 
-    def _take(self, block: bool) -> None:
-        """Move the inbox's tasks to `waiting`, waiting for one where asked (and until a task,
-        an interrupt or a wake comes); on serving's end, release the OpenMP pool if idle."""
+    def _take(self, block: bool) -> bool:
+        """Move the inbox's tasks to `waiting`, waiting for one where asked (block: this lane
+        is idle; until a task, an interrupt or a wake comes). False: serving has ended and
+        this idle lane has left the scheduler, its OpenMP pool released (the threads that run
+        torch now get the cores' spin)."""
         while True:
+            if block:
+                with self.sched._guard:
+                    if not self.sched._serving and self.inbox.empty():
+                        self.sched._lanes.remove(self)
+                        release_pool()
+                        return False
             try:
                 item = self.wait() if block else self.inbox.get(block=False)
             except queue.Empty:
-                return
+                return True
             if isinstance(item, _Task):
                 self.waiting.append(item)
-            elif item is None and not self.sched._serving and not self.active \
-                    and not self.waiting:
-                release_pool()  # the threads that run torch now get the cores' spin
+            elif item is None and block:  # serving ended: look again
                 continue
             block = False
 
@@ -389,4 +402,3 @@ def _rows(p: Pass | None) -> int:
 
 
 _WAKE = object()
-SCHED = Scheduler()

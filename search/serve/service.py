@@ -1,13 +1,14 @@
 """The searches behind the server: one engine, loaded once, shared by every request.
 
 A Service runs each search of a request (one per choice) in a pool of `concurrency` threads,
-through a search.many.Driver, inside one `SCHED.serving()` block open for the server's life:
-the engine's lanes batch the model calls of every search in flight into shared forwards, as
-they do for search.solve_many, so N clients at once are batched, not queued, and each Result
+through a search.many.Driver, its schedulers serving for the server's life (the engine's,
+`engine.scheduler.serving()`, and a PRM's): their lanes batch the model calls of every search
+in flight into shared forwards, as they do for search.solve_many, so N clients at once are batched, not queued, and each Result
 is what search.solve alone returns. Searches past `concurrency` wait for a thread.
 
 Each search has its own cancel event (its Session's): a client that goes away, or a shutdown
-past its grace period, sets it (SCHED.interrupt), and the search ends at its next forward.
+past its grace period, sets it (search.many.interrupt), and the search ends at its next
+forward.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from typing import Any
 from search import scoring
 from search.budget import Meter
 from search.fit import BudgetTooSmall
-from search.many import Driver, Scorers
+from search.many import Driver, Scorers, interrupt, serving
 from search.models import form_of
 from search.progress import Progress, line
-from search.runtime.sched import SCHED, Interrupted
+from search.runtime.sched import Interrupted, SchedStats
 from search.serve.plan import BadRequest, Plan
 from search.session import KVScope
 from search.types import Problem, Result
@@ -129,7 +130,7 @@ class Service:
     # -- life ----------------------------------------------------------------------------------
     def open(self) -> None:
         """Start serving: the engine's lanes batch every search from now on."""
-        self._stack.enter_context(SCHED.serving(self.driver.max_kv_bytes))
+        self._stack.enter_context(serving(self.driver.schedulers, self.driver.max_kv_bytes))
         threading.Thread(target=self._janitor, name="tts-serve-trim", daemon=True).start()
 
     def _janitor(self) -> None:
@@ -194,7 +195,9 @@ class Service:
         if not hasattr(engine, "prompt_ids"):  # an engine that tokenises nothing here
             return
         try:
-            unread = SCHED.call(lambda: [unreadable(engine, p) for p in problems])
+            sched = getattr(engine, "scheduler", None)  # its tokenizer: one call at a time
+            unread = [unreadable(engine, p) for p in problems] if sched is None else \
+                sched.call(lambda: [unreadable(engine, p) for p in problems])
         except ValueError as err:  # too long for the context
             raise BadRequest(str(err)) from None
         chars = sorted({c for u in unread for c in u})
@@ -260,7 +263,7 @@ class Service:
         ends at its next forward; ended ones are untouched."""
         live = [s.cancel for s in searches if not s.future.done()]
         if live:
-            SCHED.interrupt(live)
+            interrupt(self.driver.schedulers, live)
 
     def cancel_all(self) -> None:
         with self._guard:
@@ -276,7 +279,8 @@ class Service:
         """What /health reports: the counts so far, the searches in flight, the engine's cached
         KV tokens (where it reports them) and the scheduler's batching."""
         cached = getattr(type(self.driver.engine), "cached_tokens", None)
-        stats = SCHED.stats
+        sched = getattr(self.driver.engine, "scheduler", None)
+        stats = SchedStats() if sched is None else sched.stats
         return {"status": "shutting down" if self.closing else "ok", "model": self.model,
                 "in_flight": self.in_flight, **{k: self.counts[k] for k in (
                     "requests", "searches", "finished", "cancelled", "refused", "failed")},

@@ -51,7 +51,7 @@ from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job
-from search.runtime.sched import SCHED
+from search.runtime.sched import Scheduler
 from search.runtime.transfer import upload
 from search.session import Bindable, Session
 from search.types import Node, Problem, Step
@@ -78,6 +78,8 @@ class HFEngine(Bindable):
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
                          inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix,
                          prompt_cache=cfg.prompt_cache)
+        # this engine's calls, inline or merged across searches while it serves (sched.py)
+        self.scheduler = self.kv.scheduler = Scheduler()
         # child -> the hidden state its step's last token was predicted from (keep_hidden)
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
@@ -165,7 +167,7 @@ class HFEngine(Bindable):
 
     def root(self, problem: Problem) -> Node:
         # the tokenizer is used by one thread at a time
-        return SCHED.call(self._root, problem, cancel=self.session.cancel)
+        return self.scheduler.call(self._root, problem, cancel=self.session.cancel)
 
     def _root(self, problem: Problem) -> Node:
         return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
@@ -190,7 +192,7 @@ class HFEngine(Bindable):
                 continue
             roots.setdefault(tuple(root.prompt_ids), root)
         before = self.kv.prefilled
-        SCHED.run(self.kv.ensure_job(list(roots.values()), session), cancel=session.cancel)
+        self.scheduler.run(self.kv.ensure_job(list(roots.values()), session), cancel=session.cancel)
         return self.kv.prefilled - before
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
@@ -205,7 +207,7 @@ class HFEngine(Bindable):
         if not nodes:
             return []
         rows = [node for node in nodes for _ in range(n)]
-        return SCHED.run(self._expand(nodes, rows, n, tuple(stop or ()), max_tokens,
+        return self.scheduler.run(self._expand(nodes, rows, n, tuple(stop or ()), max_tokens,
                                       temperature, top_p, seed), cost=self._cost(rows, max_tokens),
                          cancel=self.session.cancel)
 
@@ -247,7 +249,7 @@ class HFEngine(Bindable):
         if len(nodes) != len(continuations):
             raise ValueError("extend needs one continuation per node")
         nodes = list(nodes)
-        return SCHED.run(self._extend(nodes, list(continuations), generated),
+        return self.scheduler.run(self._extend(nodes, list(continuations), generated),
                          cost=self._cost(nodes, max((len(c) for c in continuations), default=1)),
                          cancel=self.session.cancel)
 
@@ -301,7 +303,7 @@ class HFEngine(Bindable):
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        return SCHED.run(self._topk_next(list(nodes), k), cancel=self.session.cancel)
+        return self.scheduler.run(self._topk_next(list(nodes), k), cancel=self.session.cancel)
 
     def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
@@ -320,7 +322,7 @@ class HFEngine(Bindable):
 
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
         """Log-probabilities of the given next tokens after each node."""
-        return SCHED.run(self._next_logprobs(list(nodes), list(token_ids)),
+        return self.scheduler.run(self._next_logprobs(list(nodes), list(token_ids)),
                          cancel=self.session.cancel)
 
     def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
@@ -340,12 +342,12 @@ class HFEngine(Bindable):
     def retain(self, live: Sequence[Node]) -> None:
         # not cancellable: a cancelled search's own retain([]) (search.solve's last act) frees
         # its KV now, not when a garbage collection finds its tree
-        SCHED.call(self.kv.retain, list(live), self.session.kv)
+        self.scheduler.call(self.kv.retain, list(live), self.session.kv)
 
     @property
     def cached_tokens(self) -> int:
         """Tokens whose KV the engine currently holds (for memory tests and reports)."""
-        return SCHED.call(lambda: self.kv.cached_tokens)
+        return self.scheduler.call(lambda: self.kv.cached_tokens)
 
 
 def fit(rows: list[list[int]], room: int) -> list[list[int]]:
