@@ -173,14 +173,14 @@ def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
 
     engine: Any = get_engine("tiny-arith")
     before = (kv.SlabCache.__dict__["from_paths"], passes.sample_many, sampling.sample_many,
-              sched._Task.advance, sched._Lane.wait, engine.scheduler.lanes)
+              sched.Request.advance, sched._Lane.wait, engine.scheduler.lanes)
     grid = Grid(arith.generate(2, seed=7, difficulty=4), ["best_of_n"], [4], [0],
                 dataset="arith")
     wall, rows, others = host.profile_grid(grid, tmp_path / "g.jsonl", 2,
                                            engine="tiny-arith", scorer="steps",
                                            model="tiny-arith")
     assert (kv.SlabCache.__dict__["from_paths"], passes.sample_many, sampling.sample_many,
-            sched._Task.advance, sched._Lane.wait, engine.scheduler.lanes) == before
+            sched.Request.advance, sched._Lane.wait, engine.scheduler.lanes) == before
     by = {r.category: r for r in rows}
     assert sum(r.wall for r in rows) == pytest.approx(wall)
     # the owner ran the forwards, drew the tokens, built the caches and ran the jobs

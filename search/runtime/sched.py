@@ -1,52 +1,43 @@
-"""An engine's scheduler: many searches' calls on its models, batched forwards, in lanes.
+"""An engine's scheduler: its calls from many searches, merged into shared forwards.
 
-Each engine owns one Scheduler (`engine.scheduler`; a PRM owns its own or shares its
-engine's), so two engines in one process never wait for each other. Engine calls are *jobs*
-(search.runtime.passes: generators that yield a `Pass` and get its output back). `run(job)`
-drives a job to its return value:
+Each engine owns one Scheduler (`engine.scheduler`; an HF PRM owns its own or shares its
+engine's): two engines in one process never wait for each other, and no module holds one.
+Engine calls are *jobs* (search.runtime.passes: generators that yield a `Pass` and get its
+output back). `run(job)` drives a job to its return value:
 
-  inline   (the default) in the calling thread, each Pass alone, under the scheduler's lock:
-           any number of threads may share an engine, one call at a time;
-  serving  (`with engine.scheduler.serving():`, what search.solve_many opens) in its *lanes*:
-           threads that each keep their admitted jobs in flight and, each tick, run the
-           Passes those jobs wait on as one forward per model (`forward_many`: one GEMM per
-           linear over every job's rows) before handing each job its own output. A job joins
-           a lane at the lane's next tick and leaves as soon as its own rows are done
-           (continuous batching): a search waits for nobody's rows but its own, plus at most
-           the one tick already under way.
+  inline   (the default) in the calling thread, each Pass alone, under the scheduler's
+           lock: any number of threads may share an engine, one call at a time;
+  serving  (`with engine.scheduler.serving():`, what search.solve_many opens) as a
+           `Request` (its job, batch-cache bytes, cancel event, pending Pass) in one of the
+           scheduler's *lanes*. Each tick a lane's `schedule()` ends the interrupted
+           requests, admits waiting ones and returns those that wait on a Pass; one forward
+           per model runs their Passes (run_passes: one GEMM per linear over every row);
+           `update()` hands each request its output and retires the ones that ended. A
+           request joins at the lane's next tick and leaves when its own rows are done
+           (continuous batching).
 
-Lanes. A tick is the jobs' Python (decode loops, batch caches, children: under the
-interpreter lock and the scheduler's `lock`) and then the forward (the lean forward's layers
-run without either: search.runtime.scripted). One lane alternates the two; with two lanes (a
-job goes to the one with the fewest jobs), one lane's Python runs while the other's forward
-runs. Each lane runs its forwards on `threads // lanes` intra-op threads (this thread's
-count only: omp.set_threads_here), so the lanes share the process's cores instead of
-oversubscribing them; Passes that cannot merge (a model's own forward, whose bits may depend on
-the thread count, and whose modules may keep state within a forward) run one lane at a time,
-on the process's count (`apart`). `default_lanes`: two where the process has two
-or more intra-op threads, else one. The lanes start with the first serving block and end once
-the last one closes and their jobs are done.
+Lanes. A tick is the jobs' Python (under the interpreter lock and the scheduler's `lock`)
+and then the forward (the lean forward's layers run without either:
+search.runtime.scripted). With two lanes (a request goes to the one with fewer), one lane's
+Python runs while the other's forward runs. Each lane runs its forwards on
+`threads // lanes` intra-op threads (its own count: omp.set_threads_here); Passes that
+cannot merge (a model's own forward, whose bits may depend on the thread count and whose
+modules may keep state within a forward) run one lane at a time, on the process's count
+(`apart`). `default_lanes`: two where torch has two or more intra-op threads, else one.
+Lanes start with the first serving block and end once the last closes and they are idle.
 
-Results depend neither on the batch nor on the lane: a Pass keeps its own cache, mask, padding
-and attention (lean.LeanLlama.forward_many runs attention per Pass, on the same tensors it
-would see alone), every op the Passes share computes each row the same way whatever rows are
-beside it (packed linears, norms, element-wise ops) and on any thread count (rows, not sums,
-are split; attention runs on one thread); tests/test_concurrency.py checks it bit for bit.
-On a GPU the lean forward merges too (LeanLlama.merges), but cuBLAS picks its GEMM kernel by
-the batch's rows, so there a merged row's logits can move by the GEMMs' rounding; an engine
-with merge=False (HFConfig) keeps its Passes apart, bit for bit what each computes alone.
-State that jobs share (KV trees, meters) is touched only under `lock`: a lane holds it while
-its jobs run, not while its forward runs, which reads the model's weights and its own Passes'
-caches. A job carries its search's state itself (the engine passes its
-search.session.Session into the job it builds), so it charges that search's Meter and frees
-that search's trees only, whichever thread runs it; `run` takes the search's cancel event
-(Session.cancel), which ends the job early once set.
+Results depend neither on the batch nor on the lane: a Pass keeps its own cache, mask and
+attention, and every op the Passes share computes each row the same way whatever rows are
+beside it and on any thread count (tests/test_concurrency.py: bit for bit). On a GPU, cuBLAS
+picks its GEMM kernel by the batch's rows (merge=False keeps Passes apart: HFConfig). Shared
+state (KV trees, meters) is touched only under `lock`, held while jobs run, not while the
+forward runs. A job carries its search's Session (its meter, its trees, its cancel event),
+whichever thread runs it.
 
-Memory: jobs declare the bytes of batch cache they will hold (`cost`); the lanes admit new
-jobs, first come first served in each lane, while the jobs in flight in every lane hold at
-most `max_kv_bytes` (a job larger than that runs alone). Errors stay with their job: a merged
-forward that raises is rewound and its Passes re-run one by one, and only the job whose Pass
-fails gets the error.
+Memory: requests declare the batch-cache bytes they will hold (`cost`); lanes admit them,
+first come first served, while those in flight in every lane hold at most `max_kv_bytes`
+(a larger one runs alone). Errors stay with their job: a merged forward that raises is
+rewound and its Passes re-run one by one, and only the job whose Pass fails gets the error.
 """
 
 from __future__ import annotations
@@ -95,10 +86,15 @@ def default_kv_bytes() -> int:
 
 
 @dataclass(eq=False)
-class _Task:
+class Request:
+    """One engine call in a lane: its state (the job, where its generator stands, and the
+    Pass it waits on), the batch-cache bytes it may hold (`cost`: what admission budgets),
+    its stop rule (`cancel`, the search's Session.cancel: once set, it ends with
+    Interrupted), and its outcome (`value` or `error`, once `done`)."""
+
     job: Job[Any]
     cost: int
-    cancel: threading.Event | None  # the search's (Session.cancel): set, the job ends
+    cancel: threading.Event | None
     done: threading.Event = field(default_factory=threading.Event)
     pending: Pass | None = None
     value: Any = None
@@ -108,27 +104,31 @@ class _Task:
     def stopped(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
+    @property
+    def rows(self) -> int:
+        """Its Pass's rows, for the counters (0 where it is malformed: the job fails)."""
+        shape = getattr(getattr(self.pending, "input_ids", None), "shape", None)
+        return int(shape[0]) if shape else 0
+
     def advance(self, sent: Any, first: bool = False) -> None:
-        """Run the job to its next Pass (or its end)."""
+        """Run the job to its next Pass (or its end): `sent` is its last Pass's output, or
+        the exception to raise where it waits."""
         try:
-            if isinstance(sent, BaseException):
-                p = self.job.throw(sent)
-            else:
-                p = next(self.job) if first else self.job.send(sent)
+            p = self.job.throw(sent) if isinstance(sent, BaseException) else \
+                next(self.job) if first else self.job.send(sent)
         except StopIteration as stop:
-            self.pending, self.value = None, stop.value
-            self.done.set()
-            return
+            return self.end(value=stop.value)
         except BaseException as err:  # noqa: BLE001  # the caller re-raises it
-            self.pending, self.error = None, err
-            self.done.set()
-            return
+            return self.end(error=err)
         if not isinstance(p, Pass):
             self.job.close()
-            self.pending, self.error = None, TypeError(f"a job yielded {p!r}, not a Pass")
-            self.done.set()
-            return
+            return self.end(error=TypeError(f"a job yielded {p!r}, not a Pass"))
         self.pending = p
+
+    def end(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Its outcome; the caller that waits on `done` takes it."""
+        self.pending, self.value, self.error = None, value, error
+        self.done.set()
 
 
 @dataclass
@@ -140,9 +140,8 @@ class SchedStats:
     rows: int = 0  # rows over those Passes
     widest: int = 0  # most Passes in one tick
     jobs: int = 0  # jobs run
-    # most jobs in flight at once, over every lane, and their declared batch-cache bytes: a
-    # job counts until its lane retires it, after its tick, so a search's next job admitted
-    # by the other lane meanwhile counts beside it
+    # most jobs in flight at once over every lane (one counts until retired, after its
+    # tick), and their declared batch-cache bytes
     peak_jobs: int = 0
     peak_kv_bytes: int = 0
     largest: int = 0  # most batch-cache bytes one job declared
@@ -174,8 +173,7 @@ class Scheduler:
         default_lanes())."""
         if max_kv_bytes is not None and max_kv_bytes < 1:
             raise ValueError(f"max_kv_bytes must be positive, got {max_kv_bytes}")
-        if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, int)
-                                  or lanes < 1):
+        if lanes is not None and (type(lanes) is not int or lanes < 1):
             raise ValueError(f"lanes must be a positive int, got {lanes!r}")
         with self._guard:
             if not self._serving:
@@ -202,9 +200,8 @@ class Scheduler:
                         lane.inbox.put(None)  # once idle, it ends (its OpenMP pool released)
 
     def interrupt(self, cancels: Iterable[threading.Event]) -> None:
-        """End the model work of the searches with these cancel events (Session.cancel: an
-        interrupted search.many.concurrently's): each job in flight raises Interrupted at its
-        next forward, and their later calls raise it at once."""
+        """End the model work of the searches with these cancel events (Session.cancel):
+        each job in flight raises Interrupted at its next forward, later calls at once."""
         for cancel in cancels:
             cancel.set()
         with self._guard:
@@ -228,12 +225,12 @@ class Scheduler:
         if lane is None:
             with self.lock:  # inline (a lane's own call: its forward beside the other lanes')
                 return drive(job, apart=self.apart) if own else drive(job)
-        task = _Task(job, cost, cancel)
-        lane.inbox.put(task)
-        task.done.wait()
-        # the caller takes them over: the lane may keep the task a tick longer, and an error's
+        request = Request(job, cost, cancel)
+        lane.inbox.put(request)
+        request.done.wait()
+        # the caller takes them over: the lane may keep the request a tick longer, an error's
         # traceback holds the job's frames (a search tree, whose KV is keyed by its nodes)
-        error, value, task.error, task.value = task.error, task.value, None, None
+        error, value, request.error, request.value = request.error, request.value, None, None
         if error is not None:
             raise error
         return value
@@ -244,7 +241,7 @@ class Scheduler:
 
     @property
     def owners(self) -> list[threading.Thread]:
-        """The lanes' threads, started so far (the first serving block starts them)."""
+        """The lanes' threads (while serving, and until they end)."""
         return [lane.thread for lane in self._lanes]
 
     @contextmanager
@@ -257,16 +254,16 @@ class Scheduler:
 
 
 class _Lane:
-    """One owner thread: its inbox (a task; None: serving ended; _WAKE: look at the
+    """One owner thread: its inbox (a Request; None: serving ended; _WAKE: look at the
     interrupted callers, or at memory freed elsewhere), its jobs in flight and waiting. It
     ends once serving has ended and it has nothing left to run."""
 
     def __init__(self, sched: Scheduler, index: int) -> None:
         self.sched = sched
-        self.inbox: queue.SimpleQueue[_Task | object | None] = queue.SimpleQueue()
-        self.active: list[_Task] = []
-        self.waiting: deque[_Task] = deque()
-        self.load = 0  # tasks handed to this lane, not yet done (under sched._guard)
+        self.inbox: queue.SimpleQueue[Request | object | None] = queue.SimpleQueue()
+        self.active: list[Request] = []
+        self.waiting: deque[Request] = deque()
+        self.load = 0  # requests handed to this lane, not yet done (under sched._guard)
         self.threads = 0  # this thread's intra-op count, once set
         self.thread = threading.Thread(target=self._loop, name=f"tts-engine-{index}",
                                        daemon=True)
@@ -279,55 +276,60 @@ class _Lane:
     def _loop(self) -> None:
         while True:
             try:
-                self._serve()
+                while self._take(block=not self.active):  # idle, or its bytes held elsewhere
+                    self._set_threads()
+                    batch = self.schedule()
+                    with torch.inference_mode():  # without the lock: the other lanes' jobs run
+                        outs = run_passes([r.pending for r in batch],  # type: ignore[misc]
+                                          apart=self.sched.apart) if batch else []
+                    self.update(batch, outs)
                 return
             except BaseException as err:  # noqa: BLE001  # a bug here: fail every job, go on
-                for task in [*self.active, *self.waiting]:
-                    task.pending, task.error = None, err
-                    task.done.set()
+                for r in [*self.active, *self.waiting]:
+                    r.end(error=err)
                 with self.sched._guard:
                     self.load -= len(self.waiting)
                 self.waiting.clear()
                 self._retire()
 
-    def _serve(self) -> None:
+    def schedule(self) -> list[Request]:
+        """This tick's batch: interrupted requests ended, waiting ones admitted (first come
+        first served, under the memory cap) and started, and every running request that
+        waits on a Pass."""
+        self._end_interrupted()
+        admitted = self._admit()
+        with self.sched.lock, torch.inference_mode():
+            for r in admitted:
+                r.advance(None, first=True)
+        return [r for r in self.active if r.pending is not None]
+
+    def update(self, batch: list[Request], outs: list[Any]) -> None:
+        """Hand each request its Pass's output (it runs to its next Pass or its end), and
+        retire the requests that ended."""
         s = self.sched
-        while True:
-            if not self._take(block=not self.active and not self.waiting):
-                return
-            self._end_interrupted()
-            if self.threads != s._threads[0]:
-                self.threads = s._threads[0]
-                set_threads_here(self.threads)
-            admitted = self._admit()
-            if not self.active and self.waiting:  # the bytes are held in another lane
-                self._take(block=True)  # until it frees them (it wakes this lane)
-                continue
-            with s.lock, torch.inference_mode():
-                for task in admitted:
-                    task.advance(None, first=True)
-            ready = [t for t in self.active if t.pending is not None]
-            if ready:
-                with torch.inference_mode():  # without the lock: the other lanes' jobs run
-                    outs = run_passes([t.pending for t in ready],  # type: ignore[misc]
-                                      apart=s.apart)
-                with s.lock, torch.inference_mode():
-                    st = s.stats
-                    st.ticks += 1
-                    st.passes += len(ready)
-                    st.rows += sum(_rows(t.pending) for t in ready)
-                    st.widest = max(st.widest, len(ready))
-                    for task, out in zip(ready, outs):
-                        task.advance(out)
-            self._retire()
+        with s.lock, torch.inference_mode():
+            if batch:
+                st = s.stats
+                st.ticks += 1
+                st.passes += len(batch)
+                st.rows += sum(r.rows for r in batch)
+                st.widest = max(st.widest, len(batch))
+            for r, out in zip(batch, outs):
+                r.advance(out)
+        self._retire()
+
+    def _set_threads(self) -> None:
+        if self.threads != self.sched._threads[0]:
+            self.threads = self.sched._threads[0]
+            set_threads_here(self.threads)
 
     def _take(self, block: bool) -> bool:
-        """Move the inbox's tasks to `waiting`, waiting for one where asked (block: this lane
-        is idle; until a task, an interrupt or a wake comes). False: serving has ended and
-        this idle lane has left the scheduler, its OpenMP pool released (the threads that run
+        """Move the inbox's requests to `waiting`, waiting for one where asked (until a
+        request, an interrupt or a wake comes). False: serving has ended and this lane, with
+        nothing left, has left the scheduler, its OpenMP pool released (the threads that run
         torch now get the cores' spin)."""
         while True:
-            if block:
+            if block and not self.waiting:
                 with self.sched._guard:
                     if not self.sched._serving and self.inbox.empty():
                         self.sched._lanes.remove(self)
@@ -337,25 +339,25 @@ class _Lane:
                 item = self.wait() if block else self.inbox.get(block=False)
             except queue.Empty:
                 return True
-            if isinstance(item, _Task):
+            if isinstance(item, Request):
                 self.waiting.append(item)
             elif item is None and block:  # serving ended: look again
                 continue
             block = False
 
-    def _admit(self) -> list[_Task]:
-        """Waiting tasks made active, first come first served, while every lane's jobs hold
-        at most max_kv_bytes (a job larger than that runs when no job is active anywhere)."""
+    def _admit(self) -> list[Request]:
+        """Waiting requests made active, first come first served, while every lane's hold at
+        most max_kv_bytes (one larger than that runs when none is active anywhere)."""
         s, admitted = self.sched, []
         with s._guard:
             while self.waiting and (not s._jobs or
                                     s._held + self.waiting[0].cost <= s.max_kv_bytes):
-                task = self.waiting.popleft()
-                s._held += task.cost
+                r = self.waiting.popleft()
+                s._held += r.cost
                 s._jobs += 1
-                self.active.append(task)
-                admitted.append(task)
-                s.stats.largest = max(s.stats.largest, task.cost)
+                self.active.append(r)
+                admitted.append(r)
+                s.stats.largest = max(s.stats.largest, r.cost)
             st = s.stats
             st.jobs += len(admitted)
             st.peak_jobs = max(st.peak_jobs, s._jobs)
@@ -363,15 +365,15 @@ class _Lane:
         return admitted
 
     def _retire(self) -> None:
-        """Done tasks leave; their bytes free, a lane waiting for them is woken."""
+        """Ended requests leave; their bytes free, a lane waiting for them is woken."""
         s = self.sched
         done = [t for t in self.active if t.done.is_set()]
         if not done:
             return
         with s._guard:
-            for task in done:
-                self.active.remove(task)
-                s._held -= task.cost
+            for r in done:
+                self.active.remove(r)
+                s._held -= r.cost
                 s._jobs -= 1
                 self.load -= 1
             waking = [la for la in s._lanes if la is not self and la.waiting]
@@ -381,24 +383,17 @@ class _Lane:
     def _end_interrupted(self) -> None:
         """The jobs of interrupted searches end with Interrupted: a waiting one before it
         starts, an active one thrown it where it waits for its forward."""
-        for task in [t for t in self.waiting if t.stopped]:
-            self.waiting.remove(task)
-            task.job.close()
-            task.pending, task.error = None, Interrupted("the run was interrupted")
-            task.done.set()
+        for r in [r for r in self.waiting if r.stopped]:
+            self.waiting.remove(r)
+            r.job.close()
+            r.end(error=Interrupted("the run was interrupted"))
             with self.sched._guard:
                 self.load -= 1
         ending = [t for t in self.active if t.stopped and not t.done.is_set()]
         if ending:
             with self.sched.lock, torch.inference_mode():
-                for task in ending:
-                    task.advance(Interrupted("the run was interrupted"))
-
-
-def _rows(p: Pass | None) -> int:
-    """A Pass's rows, for the counters (0 where its input is malformed: its job fails)."""
-    shape = getattr(getattr(p, "input_ids", None), "shape", None)
-    return int(shape[0]) if shape else 0
+                for r in ending:
+                    r.advance(Interrupted("the run was interrupted"))
 
 
 _WAKE = object()
