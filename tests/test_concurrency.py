@@ -372,7 +372,7 @@ def test_concurrency_needs_a_scorer_with_views(arith_engine):
 
 
 def test_eval_rows_identical_at_concurrency_1_4_16(arith_engine, tmp_path):
-    """The issue's check: the same grid through reports.eval at --concurrency 1, 4 and 16
+    """The same grid through reports.eval at --concurrency 1, 4 and 16
     gives the same rows, byte for byte once the timing fields are dropped (the file's order
     is the order runs finished)."""
     from reports.eval.grid import Grid

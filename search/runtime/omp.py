@@ -1,11 +1,11 @@
-"""One OpenMP thread team at a time: what keeps the scheduler's owner thread at full speed;
+"""One OpenMP thread team at a time: what keeps a scheduler's lane threads at full speed;
 and the thread settings that hold up on a busy machine.
 
 Threads on a shared machine: `import search` sets OMP_WAIT_POLICY=PASSIVE unless the
 environment says otherwise (it must be set before torch loads its OpenMP runtime): libgomp's
 default "active" policy spins each idle worker for a while before it sleeps, and a worker
-whose core a neighbour holds keeps every parallel region waiting. Measured on 2 shared cores
-(reports/bench/threads.py): the passive policy keeps torch's thread count, so every result
+whose core a neighbour holds keeps every parallel region waiting (reports/bench/threads.py
+measures it). The passive policy keeps torch's thread count, so every result
 stays bit for bit what it was (where a kernel splits a sum by the thread count, one thread
 and two give different samples of the same solve: transformers' own forward on MKL's
 linears does; the lean forward does not, since its attention runs on one thread and its
@@ -16,11 +16,10 @@ torch's CPU kernels run their parallel regions on OpenMP (GNU libgomp in the Lin
 Every thread that starts a parallel region gets its own pool of worker threads, which stays
 after the region ends. While the pools hold more threads than the machine has cores, libgomp
 has idle workers sleep almost at once instead of spinning (its "throttled" spin count), so
-every later region pays for waking them: measured on the 2-core machine, one 128x384 GEMM on
-16 rows costs 85 us in the only thread that ever ran torch ops, and 180-200 us in a second
-thread once the first has a pool (tiny-arith's whole merged forward: ~1.8x slower).
+every later region pays for waking them: a small GEMM in a second thread, once the first
+has a pool, costs about twice what it costs in the only thread that runs torch ops.
 
-search.solve_many's model calls run in the scheduler's owner lanes (search.runtime.sched),
+search.solve_many's model calls run in the engine's scheduler's lanes (search.runtime.sched),
 while the thread that loaded the models (usually the main one) already has a pool. So when
 serving starts, the caller's pool is released (`release_pool` in that thread); when serving
 ends, each lane releases its own, and the caller's next parallel region builds a fresh one.

@@ -3,8 +3,8 @@ and how a job runs to its end in the calling thread (`drive`).
 
 Engine calls are written as *jobs*: generators that yield a `Pass` (one forward over their own
 rows and their own batch cache) and get its output back, so a decode loop reads as a plain
-loop. search.runtime.sched runs them: inline (`drive`) or in its owner lanes, which merge the
-Passes of many jobs into one forward per model.
+loop. An engine's scheduler (search.runtime.sched) runs them: inline (`drive`) or in its
+lanes, which merge the Passes of many jobs into one forward per model.
 """
 
 from __future__ import annotations

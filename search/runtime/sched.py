@@ -78,7 +78,7 @@ def default_lanes() -> int:
 def default_kv_bytes() -> int:
     """The batch-cache bytes in flight while serving, unless told: DEFAULT_KV_BYTES, or where
     torch sees a GPU half the memory free on it when serving starts, if that is more (the
-    slabs live there: 16 searches of 16 rows over 576 tokens of a 1B Llama hold ~5 GB)."""
+    batch caches live there)."""
     if torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()
         return max(DEFAULT_KV_BYTES, free // 2)
