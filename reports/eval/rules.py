@@ -12,10 +12,12 @@ ran with (Result.selected_by), which the printouts show as `final_selection` say
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from search import registry
 from search.select import DEFAULT, SELECTIONS, rule
+
+R = TypeVar("R", bound=Mapping[str, Any])
 
 
 def selects(algo: str) -> bool:
@@ -90,7 +92,7 @@ def final_selection(rows: Sequence[Mapping[str, Any]]) -> str:
         f"{algo} {', '.join(found)}" for algo, found in rules_of(rows).items())
 
 
-def with_rule(rows: Sequence[Mapping[str, Any]], select: str) -> list[Mapping[str, Any]]:
+def with_rule(rows: Sequence[R], select: str) -> list[R]:
     """The rows chosen by rule `select`, and the rows of algorithms that choose by no rule
     of search.select's (greedy: one path; compute_optimal: its table's own)."""
     rule(select)
