@@ -1,5 +1,5 @@
 """The same seed gives the same Result whatever the concurrency and whatever other work
-shares the engine: the demo's searches (its knobs and one selection rule) through
+shares the engine: the demo's beam and A* (its knobs and one selection rule) through
 solve_many at concurrency 1 and 4, and again with other searches interleaved, so node ids
 (which count every node the process made) differ between the layouts. Results are compared
 by helpers.dump, which numbers nodes by their place in the tree."""
@@ -17,6 +17,10 @@ from search.many import Driver
 from search.types import Result
 
 SEARCHES = [("beam", 8), ("particle_filter", 4), ("astar", 4), ("best_of_n", 4)]
+# the searches checked (the others run beside them): beam, the issue's differing run, and A*,
+# whose frontier keys states by node id (test_concurrency covers every search at any
+# concurrency, without the interleaving)
+CHECKED = [("beam", 8), ("astar", 4)]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,7 @@ def _knobs(algo: str, width: int) -> dict:
     return {**demo_knobs("weighted_vote")[algo], **registry.at_width(algo, width, {})}
 
 
-@pytest.mark.parametrize("algo,width", SEARCHES, ids=[a for a, _ in SEARCHES])
+@pytest.mark.parametrize("algo,width", CHECKED, ids=[a for a, _ in CHECKED])
 def test_same_seed_same_result_at_any_concurrency_and_beside_other_work(arith_engine, algo,
                                                                         width):
     from problems import arith
