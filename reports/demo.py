@@ -70,16 +70,22 @@ SELECTING = ("best_of_n", "beam", "astar", "particle_filter", "particle_gibbs")
 # defaults; docs/results.md says which reference each follows)
 KNOBS: dict[str, dict[str, Any]] = {
     "beam": {"duplicates": "keep"},
-    "astar": {"ties": "deep", "duplicates": "keep", "finalists": 4},
+    # max_batches 8, not the library's 40 (a runaway cap: a beam search's depth limit): at
+    # width 16 (16 steps a batch) best-of-16's ~6 steps a path are ~6 batches, and on
+    # generator seed 31337 under the oracle scorer (40 problems, seed 0) caps 6 / 8 / 40 spent
+    # 1.02x / 1.09x / 1.60x best-of-16's tokens for +3 / +6 / +8 problems over it
+    "astar": {"ties": "deep", "duplicates": "keep", "finalists": 4, "max_batches": 8},
     "particle_filter": {"resample_finished": False},
     "particle_gibbs": {"reference": "weight", "pool": "all"},
 }
 
 
 def knobs(select: str) -> dict[str, dict[str, Any]]:
-    """The demo's knobs per algorithm, `select` the final rule of every selecting search."""
-    return {a: {"select": select, **KNOBS.get(a, {})} if a in SELECTING else dict(KNOBS[a])
-            for a in (*SELECTING, *KNOBS)}
+    """The demo's knobs per algorithm, `select` the final rule of every selecting search
+    (reports.eval.rules.one_rule: one rule for the whole comparison)."""
+    from reports.eval.rules import one_rule
+
+    return one_rule(list(dict.fromkeys((*SELECTING, *KNOBS))), KNOBS, select)
 
 
 PROG = "python -m reports.demo"
@@ -115,6 +121,7 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
     width) with its bands, and the verdict against best-of-N at the same width."""
     from reports.analysis.bands import accuracy_at, band, ceiling, paired_difference, verdict
     from reports.analysis.rows import group
+    from reports.eval.rules import final_selection
 
     bon = [r for r in rows if r["algo"] == "best_of_n"]
     greedy = [r for r in rows if r["algo"] == "greedy"]
@@ -123,10 +130,7 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
         yield ("pass@k ceiling of these problems (best-of-N samples pooled over seeds, "
                "unbiased estimator): " + ", ".join(
                    f"pass@{j} {ceiling(bon, j):.1%}" for j in (1, 4, k)))
-    chosen = group([r for r in rows if r.get("selected_by")], lambda r: r["algo"])
-    yield "final selection: " + "; ".join(
-        f"{algo} " + ", ".join(sorted({_rule(r["selected_by"]) for r in g}))
-        for algo, g in chosen.items())
+    yield final_selection(rows)
     base = band(greedy).accuracy if greedy else float("nan")
     yield (f"{'scorer':>18} {'algorithm':>16} {'width':>5} {'accuracy [seeds] (95% CI)':>27} "
            f"{'gen tokens':>10} {'scorer calls':>12} {'seconds':>7} {'runs':>5}  "
@@ -155,12 +159,6 @@ def table(rows: Sequence[dict[str, Any]], *, k: int = 16) -> Iterator[str]:
         yield (f"best at width {k}: {key[1]} ({key[0]}) {acc:.1%} at {tokens:.0f} tokens"
                f"{spent}, closing {(acc - base) / (top - base):.0%} of the gap from "
                f"greedy {base:.1%} to pass@{k} {top:.1%}")
-
-
-def _rule(selected_by: str) -> str:
-    """The rule of a Result.selected_by ("weighted_vote(steps, min)" -> "weighted_vote"),
-    without what a reserve finish adds."""
-    return selected_by.split(", after ")[0].split("(")[0].strip()
 
 
 @printout

@@ -191,6 +191,9 @@ def compare(name: str, grid: Grid, tmp: Path, n: int, **setup: Any) -> dict[str,
                                                         **setup)
     tn, rowsn, _, cpun, kn = timed_grid(grid, tmp / f"{name}-c{n}.jsonl", n, **setup)
     same = rows1 == rowsn
+    from reports.eval.rules import final_selection
+
+    print(f"{name}: {final_selection([json.loads(r) for r in rows1.values()])}")
     print(f"{name}: {len(rows1)} runs, {tokens:,} generated tokens; concurrency 1: {t1:.1f} s "
           f"({tokens / t1:.1f} tok/s), concurrency {n}: {tn:.1f} s ({tokens / tn:.1f} tok/s); "
           f"{t1 / tn:.2f}x; rows identical apart from timings: {same}\n  process CPU time: "
@@ -229,15 +232,28 @@ GRID_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
-    """Issue 20's tiny grid (arith level 5, best_of_n/beam/particle_filter at 4 and 16, the
-    steps scorer) and the run_grid keywords that set it up."""
+TINY_ALGOS = ("best_of_n", "beam", "particle_filter")
+
+
+def tiny_grid(limit: int) -> Grid:
+    """Issue 20's tiny grid: arith level 5, best_of_n/beam/particle_filter at 4 and 16, one
+    final-selection rule for all three (search.select.DEFAULT: reports.eval.rules)."""
+    from reports.eval.rules import one_rule
     from reports.eval.sweep import load_problems
-    from search.api import get_engine
+    from search.select import DEFAULT
 
     probs = load_problems("arith", limit=limit, difficulty=[5])
-    return (Grid(probs, ["best_of_n", "beam", "particle_filter"], [4, 16], [0], dataset="arith"),
-            dict(engine=get_engine("tiny-arith"), scorer="steps", model="tiny-arith"))
+    return Grid(probs, TINY_ALGOS, [4, 16], [0], dataset="arith",
+                knobs=one_rule(TINY_ALGOS, None, DEFAULT))
+
+
+def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
+    """The tiny grid (tiny_grid, under the steps scorer) and the run_grid keywords that set
+    it up."""
+    from search.api import get_engine
+
+    return tiny_grid(limit), dict(engine=get_engine("tiny-arith"), scorer="steps",
+                                  model="tiny-arith")
 
 
 def on_workers(limit: int, n: int, workers: int | None, tmp: Path) -> dict[str, Any]:
@@ -270,8 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     import torch
 
+    from reports.eval.rules import one_rule
     from reports.eval.sweep import load_problems
     from search.api import get_engine
+    from search.select import DEFAULT
 
     n = args.concurrency
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; concurrency 1 vs {n}",
@@ -292,8 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             knobs = {a: {"step_tokens": args.step_tokens, "max_depth": args.max_steps}
                      for a in ("greedy", "best_of_n")}
             for algo, budgets in (("greedy", [1]), ("best_of_n", [4])):
-                grid = Grid(probs, [algo], budgets, [0], knobs={algo: knobs[algo]},
-                            dataset="gsm8k")
+                grid = Grid(probs, [algo], budgets, [0], dataset="gsm8k",
+                            knobs=one_rule([algo], {algo: knobs[algo]}, DEFAULT))
                 r = compare(f"SmolLM2 GSM8K {algo} x{budgets[0]}", grid, Path(tmp), n,
                             engine=eng, scorer="logprob", model="smollm2-135m")
                 rate, rate_all = r["tokens"] / r["cn"], (r["tokens"] + r["prefill"]) / r["cn"]

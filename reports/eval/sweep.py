@@ -5,7 +5,7 @@ r"""Resumable eval runner: problems x algorithms x budgets x seeds -> one JSON l
         --budgets 4,16,64 --seeds 0,1,2 --out runs/math500.jsonl
     python -m reports.eval --dataset gsm8k --data ../shared/data --limit 200 \
         --model smollm2-135m --algos greedy,best_of_n,rpc --budgets 4,16 \
-        --knob best_of_n.select=weighted_vote --out runs/gsm8k.jsonl
+        --select weighted_vote --out runs/gsm8k.jsonl
     python -m reports.eval --dataset humaneval --model smollm2-135m --scorer unit_tests \
         --algos best_of_n,beam,pgtd --budgets 4,16 --knob step_tokens=384 --out runs/he.jsonl
     python -m reports.eval --dataset arith --difficulty 3,5 --limit 50 --model tiny-arith \
@@ -26,6 +26,12 @@ Budget per run. The model loads once per process; named scorers are built fresh 
 no cache carries over from one run to the next (a PRM path loads once). A named scorer goes
 only to the runs that consult one (search.registry.uses_scorer); with none named, every run
 gets search.solve's default (best_of_n then votes).
+
+One final-selection rule for the whole grid (reports.eval.rules): --select (score, vote,
+weighted_vote) goes to every algorithm that has a `select` knob; without it, the rule a
+--knob select=... names, else search.select.DEFAULT ("score") with a scorer named and "vote"
+without one. A per-algorithm select naming another rule is refused. The summary prints the
+rule each algorithm's rows were chosen by ("final selection: ...").
 
 Rows (schema 1), one per run, appended, flushed and fsynced as each run finishes:
     schema, key (hex digest of dataset, problem_id, model, scorer, algo, knobs, budget, seed),
@@ -86,8 +92,10 @@ from reports.eval.cells import (  # SCHEMA and read_rows: part of this module's 
     run_here,
 )
 from reports.eval.grid import SAMPLE_TOKENS, Grid, make_grid, parse_ints, parse_knobs
+from reports.eval.rules import final_selection, grid_rule, one_rule
 from search import scoring
 from search.cli import add_threads_argument
+from search.select import SELECTIONS
 from search.types import Problem
 
 if TYPE_CHECKING:
@@ -255,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budgets", type=parse_ints, default=[4], help="widths, e.g. 4,16,64")
     ap.add_argument("--seeds", type=parse_ints, default=[0], help="e.g. 0,1,2")
     ap.add_argument("--knob", action="append", default=[], metavar="[ALGO.]KNOB=VALUE")
+    ap.add_argument("--select", default=None, choices=sorted(SELECTIONS),
+                    help="the final selection of every algorithm that selects (one rule "
+                    "for the grid; default: a --knob select's, else score with a scorer "
+                    "named, vote without)")
     ap.add_argument("--tokens", type=int, default=None, help="generated-token budget per run")
     ap.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS,
                     help="compute_optimal's budget N means N * this many tokens")
@@ -292,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"no {args.dataset} problems selected (check --limit and "
                              "--difficulty)")
         knobs = parse_knobs(args.knob, algos)
+        knobs = one_rule(algos, knobs, grid_rule(args.select, knobs, scorer))
         if args.threads is not None and args.workers is None:
             from search.runtime.omp import use_threads
 
@@ -336,4 +349,5 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"acc {s['accuracy']:.3f}  gen tokens {s['generated_tokens']:9.1f}  "
                   f"runs {s['runs']}" + (f"  errors {s['errors']}" if s["errors"] else "")
                   + (f"  unread {s['unread']}" if s["unread"] else ""))
+        print(f"  {final_selection(run.rows)}")
     return 0

@@ -35,7 +35,10 @@
 
 A config is (algo, knobs, budget tokens). The table's knobs are the row's knobs, so the
 runner must record the knobs the algorithm ran with, its budget width included; rows that
-differ only in budget width would be one config, and are refused.
+differ only in budget width would be one config, and are refused. Every config compared
+selects its answer by one rule (reports.eval.rules.shared_rule: rows of several rules are
+refused; --select keeps one rule's rows), printed first ("final selection: ...") and
+recorded as the table's fit.select.
 
     python -m reports.studies.compute_table runs.jsonl [more.jsonl] --out table.json
         [--signal score|agreement|oracle] [--bins 5 | --edges 0.2,0.5] [--token-cost 0]
@@ -56,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from reports.analysis.rows import Row, candidates, group, read_rows, usage, widest
+from reports.eval.rules import final_selection, shared_rule, with_rule
 from search import registry
 from search.algos.compute_optimal import (
     PROBE,
@@ -66,6 +70,7 @@ from search.algos.compute_optimal import (
     quantile_edges,
 )
 from search.cli import parse, printout
+from search.select import SELECTIONS
 
 SIGNALS = ("score", "agreement", "oracle")
 PROBE_KNOBS = ("select", "temperature", "agg", "step_tokens", "max_depth")  # from its rows
@@ -84,6 +89,9 @@ OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument
     "--runtime-signal": dict(default="score", choices=SIGNALS[:2]),
     "--probe-stop": dict(action="store_true", help="the probe's answer may stand (a "
                          "'probe' bin); charge it to the rest"),
+    "--select": dict(default=None, choices=sorted(SELECTIONS),
+                     help="fit only the rows chosen by this rule (rows of several rules are "
+                          "refused: every config compared selects by one rule)"),
     "--match": dict(default="", metavar="ALGO:WIDTH[:KNOB=VALUE,...]",
                     help="choose the token cost: the fewest tokens reaching the accuracy "
                          "of ALGO at WIDTH (rows with those knobs) on these rows, e.g. "
@@ -243,6 +251,7 @@ def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
         ) -> tuple[dict[str, Any], list[BinGain]]:
     """The table (load_table-checked, with a "fit" section of provenance and gains) and the
     per-bin gains."""
+    rule = shared_rule(rows)  # one selection rule for every config compared (else refused)
     diff = difficulties(rows, signal=signal, probe_algo=probe_algo, probe_width=probe_width)
     if not diff:
         raise ValueError(f"no {probe_algo} probe rows"
@@ -267,7 +276,7 @@ def fit(rows: Sequence[Row], *, signal: str = "score", n_bins: int = 5,
     load_table(table)  # the run-time checks: edges, signal, knobs against the registry
     gains = bin_gains(frows, table)
     table = {"_comment": f"fitted by reports.studies.compute_table ({signal} difficulty)", **table,
-             "fit": {"signal": signal, "probe_algo": probe_algo, "probe_width": probe_width,
+             "fit": {"signal": signal, "select": rule, "probe_algo": probe_algo, "probe_width": probe_width,
                      "probe_stop": probe_stop, "token_cost": token_cost, "rows": len(frows),
                      "problems": len(diff),
                      "gains": [asdict(g) for g in gains]}}
@@ -342,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                               probe_algo=args.probe_algo, probe_width=args.probe_width,
                               runtime_signal=args.runtime_signal, probe_stop=args.probe_stop)
     rows = read_rows(args.runs)
+    if args.select is not None:
+        rows = with_rule(rows, args.select)
+    print(final_selection(rows))
     if args.match:
         algo, width, *rest = args.match.split(":", 2)
         knobs = dict(kv.split("=", 1) for kv in rest[0].split(",")) if rest else None
