@@ -38,16 +38,16 @@ from hypothesis import strategies as st
 from search.answers import extract
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import get, names, uses_scorer
+from search.registry import declared, get, names, uses_scorer
 from search.session import Session, bind
 from search.types import Budget, Problem, Result
 
 ALGOS = names()
 # algorithms that never call the scorer: a scorer-call limit never stops them
 SCORER_FREE = {a for a in ALGOS if not uses_scorer(a, {})}  # as each declares
-# those that score every step as they go (best_of_n, pgtd and compute_optimal's best-of-n
-# probe score only complete samples), so one scorer call stops them after one batch
-SCORE_AS_THEY_GO = set(ALGOS) - SCORER_FREE - {"best_of_n", "pgtd", "compute_optimal"}
+# those that declare they score partial paths as they go (not only finished ones), so one
+# scorer call stops them after one batch
+SCORE_AS_THEY_GO = {a for a in ALGOS if declared(a).scores_as_it_goes} - SCORER_FREE
 # small widths keep each example fast; everything else is the algorithm's default
 KNOBS: dict[str, dict[str, Any]] = {
     "best_of_n": {"n": 4}, "rpc": {"n": 4}, "first_finish": {"n": 4, "chunk_tokens": 2},
