@@ -112,11 +112,15 @@ def _prm(path: str, **options: Any) -> Scorer:
 
 
 def _check_prm(spec: ScorerSpec) -> None:
-    """A format= that names no format is refused before anything loads."""
+    """A format= that names no format, and an embedded model that is no PRM, are refused
+    before anything loads."""
+    from rewards.prm import check_embedded
     from rewards.prm_formats import check_format
 
     if spec.format is not None:
         check_format(spec.format)
+    if spec.prm is not None:
+        check_embedded(spec.prm, spec.format)
 
 
 # the core's registry (search.scoring.SCORERS; it holds "logprob" itself) gets this
