@@ -127,5 +127,6 @@ def _check_prm(spec: ScorerSpec) -> None:
 # package's scorers
 for _module, _source in modules().items():
     for _found in declared(_module, _source):
-        register(_found.name, _found.factory, check=_found.check)
+        register(_found.name, _found.factory,
+                 check=None if _found.check is None else _found.check.target)
 register_path_loader(_prm, check=_check_prm)

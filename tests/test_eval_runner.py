@@ -183,16 +183,16 @@ def test_a_budget_number_sets_what_the_algorithm_declares(algo):
         assert set(got) == {*scale.knobs, *scale.companions} and scale.of(got) == n, (algo, n)
         left = n
         for knob in scale.knobs[1:]:
-            assert got[knob] == _largest(defaults[knob], lambda v: left % v == 0), (algo, n)
+            assert got[knob] == _largest(defaults[knob], lambda v, left=left: left % v == 0)
             left //= got[knob]
         settled = {k: got[k] for k in scale.knobs}
         for knob in scale.companions:
-            def allowed(v: int) -> bool:
-                values = {**settled, knob: v}
+            def allowed(v: int, values: dict[str, Any] = settled, knob: str = knob) -> bool:
+                values = {**values, knob: v}
                 return all(rule.fails(values) is None for rule in said.rules
                            if set(rule.names) <= set(values))
             assert got[knob] == _largest(defaults[knob], allowed), (algo, n, knob)
-            settled[knob] = got[knob]
+            settled = {**settled, knob: got[knob]}
         registry.check_knobs(algo, got)
 
 

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,10 +53,16 @@ def example() -> tuple[str, str]:
 
 def entry_points(name: str) -> tuple[str, str]:
     """(module, entry_points.txt text) for `name`, from the README's toml table."""
-    tables = [tomllib.loads(b.text) for b in blocks(README.read_text()) if b.kind == "toml"]
-    [target] = [t["project"]["entry-points"]["tts_search.algorithms"][name] for t in tables
-                if name in t.get("project", {}).get("entry-points", {})
-                .get("tts_search.algorithms", {})]
+    found = []
+    for block in (b for b in blocks(README.read_text()) if b.kind == "toml"):
+        group = ""
+        for line in block.text.split("\n"):  # tomllib is 3.11+; the project runs on 3.10
+            if line.startswith("["):
+                group = line
+            elif group == '[project.entry-points."tts_search.algorithms"]' and (
+                    m := re.match(rf'{name}\s*=\s*"([\w.]+:[\w.]+)"', line)):
+                found.append(m.group(1))
+    [target] = found
     return target.partition(":")[0], f"[tts_search.algorithms]\n{name} = {target}\n"
 
 
