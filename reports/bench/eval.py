@@ -1,4 +1,4 @@
-"""Benchmark: eval grids at concurrency 1 and N side by side, in one run (issue #20's targets).
+"""Benchmark: eval grids at concurrency 1 and N side by side, in one run.
 
     python -m reports.bench.eval                     # every part, N = 16
     python -m reports.bench.eval --parts tiny --tiny-limit 8
@@ -230,7 +230,7 @@ GRID_OPTIONS: dict[str, dict[str, Any]] = {
 
 
 def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
-    """Issue 20's tiny grid (arith level 5, best_of_n/beam/particle_filter at 4 and 16, the
+    """The tiny grid (arith level 5, best_of_n/beam/particle_filter at 4 and 16, the
     steps scorer) and the run_grid keywords that set it up."""
     from reports.eval.sweep import load_problems
     from search.api import get_engine

@@ -1,4 +1,4 @@
-r"""Part (c) of the grader corpus (reports/grader/corpus.py): how models conclude (issue 32).
+r"""Part (c) of the grader corpus (reports/grader/corpus.py): how models conclude.
 
 `family_rows()`: each family below applied to the MATH-500 and GSM8K golds it fits, about one
 gold in `EVERY` per family (keyed by problem id and family, so the set is stable). A family
