@@ -1,4 +1,4 @@
-"""Algorithms own their state (issue 34, item 2): each algorithm's node values are a Mark
+"""Algorithms own their state: each algorithm's node values are a Mark
 defined in its module; the step sampler is one object whose fields are knobs by their own
 names; the depth limit has one name (max_depth; max_steps is accepted with a
 DeprecationWarning); the Result is built once, by the call that knows every knob."""

@@ -1,4 +1,4 @@
-"""The budget contract (issue 19 item 6; issue 9 item 4), for every registered algorithm,
+"""The budget contract, for every registered algorithm,
 compute_optimal included, on the scripted engine over random trees and on a tiny random
 Llama, under token, scorer-call, FLOP and seconds limits (seconds from a scripted clock that
 every engine and scorer call advances, so they are exact), with and without a reserve.
@@ -8,7 +8,7 @@ Properties, checked on an event log of every engine call, scorer call and budget
   tokens) is preceded, since the previous generating call, by a `meter.exhausted()` check
   that returned False on the meter the engine charges; so once a stopping point is reached,
   only the batch already under way completes;
-- hard limits (issue 33): usage never exceeds a limit in tokens, scorer calls or FLOPs (the
+- hard limits: usage never exceeds a limit in tokens, scorer calls or FLOPs (the
   engine cuts the batch in flight at the limit, the scorer loop scores only what calls are
   left); seconds, checked before each engine and scorer call, overshoot by at most one call;
 - honesty: an answer comes from a finished path of the returned tree; "budget_exhausted"
