@@ -39,7 +39,7 @@ from typing import Any, Generic, TypeVar
 PREFIX = "tts_search."  # entry-point groups: tts_search.<kind> (algorithms, scorers, ...)
 GROUP = PREFIX + "plugins"
 # plug-in name -> the module whose import registers it (kept equal to pyproject.toml's table)
-DEFAULT = {"rewards": "rewards.scorers", "verifiers": "verifiers.answers",
+DEFAULT = {"rewards": "rewards.scorers", "verifiers": "verifiers.domains",
            "training": "training.reasoners"}
 DIST = "tts-search"  # this project's distribution, whose installed table DEFAULT stands for
 

@@ -90,7 +90,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from verifiers._math import choice, quantity
-from verifiers._math.arith import eval_rational
+from verifiers._math.exact import eval_rational
 from verifiers._math.extract import answer_of, read
 from verifiers._math.latex import is_text, to_plain
 from verifiers._math.sections import abstains

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
+from reports.grader.corpus_rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader.families import family_rows
-from reports.grader.rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader.styles import sample_rows, style_rows
 
 RECORD = TESTS_DATA / "grader_corpus_math_verify.jsonl"

@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from reports.grader.rows import Row, last_digit, pick
+from reports.grader.corpus_rows import Row, last_digit, pick
 
 EVERY = 12  # a family is applied to about one gold in EVERY
 Family = Callable[[str, str], "tuple[str, str, bool] | None"]  # (gold, w) -> (gold, prediction, expected)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from reports.grader.rows import TESTS_DATA, Row, last_digit
+from reports.grader.corpus_rows import TESTS_DATA, Row, last_digit
 
 SAMPLES = TESTS_DATA / "grader_samples.jsonl"
 EVERY = 6  # a style that fits more than COMMON golds is applied to about 1 in EVERY of them
