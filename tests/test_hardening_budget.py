@@ -48,7 +48,8 @@ SCORER_FREE = {a for a in ALGOS if not uses_scorer(a, {})}  # as each declares
 # those that declare they score partial paths as they go (not only finished ones), so one
 # scorer call stops them after one batch
 SCORE_AS_THEY_GO = {a for a in ALGOS if declared(a).scores_as_it_goes} - SCORER_FREE
-# small widths keep each example fast; everything else is the algorithm's default
+# small widths keep the built-ins' examples fast (optional: any other algorithm, a plug-in
+# included, runs at its own defaults)
 KNOBS: dict[str, dict[str, Any]] = {
     "best_of_n": {"n": 4}, "rpc": {"n": 4}, "first_finish": {"n": 4, "chunk_tokens": 2},
     "beam": {"n": 4, "m": 2}, "dvts": {"n": 4, "m": 2}, "diverse_beam": {"n": 4, "m": 2,
