@@ -209,6 +209,17 @@ class HFPRM(Bindable):
         return values
 
 
+def check_embedded(name: str, format: object = None) -> None:  # noqa: A002
+    """Refuse, loading nothing, an embedded model named as a PRM (no format given) whose
+    folder declares no FORMAT_FILE: a model, not a PRM (prm:tiny-arith for tiny-arith-prm)."""
+    from search.models import ModelNotFoundError, folder_of
+
+    kept = folder_of(name)
+    if kept is not None and format is None and declared_format(kept) is None:
+        raise ModelNotFoundError(f"the embedded model {name!r} is no PRM: its "
+                                 f"folder {kept} declares no {FORMAT_FILE}")
+
+
 def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noqa: A002
              trust_remote_code: bool = False, **kwargs: Any) -> Any:
     """Load a PRM by embedded name ("tiny-arith-prm": kept in a folder that declares its
@@ -231,10 +242,8 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
     from search.scoring import prm_spec
 
     began = time.perf_counter()
+    check_embedded(name_or_path, format)
     kept = folder_of(name_or_path)
-    if kept is not None and format is None and declared_format(kept) is None:
-        raise ModelNotFoundError(f"the embedded model {name_or_path!r} is no PRM: its "
-                                 f"folder {kept} declares no {FORMAT_FILE}")
     where = str(kept or name_or_path)
     own = format
     try:

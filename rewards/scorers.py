@@ -112,16 +112,21 @@ def _prm(path: str, **options: Any) -> Scorer:
 
 
 def _check_prm(spec: ScorerSpec) -> None:
-    """A format= that names no format is refused before anything loads."""
+    """A format= that names no format, and an embedded model that is no PRM, are refused
+    before anything loads."""
+    from rewards.prm import check_embedded
     from rewards.prm_formats import check_format
 
     if spec.format is not None:
         check_format(spec.format)
+    if spec.prm is not None:
+        check_embedded(spec.prm, spec.format)
 
 
 # the core's registry (search.scoring.SCORERS; it holds "logprob" itself) gets this
 # package's scorers
 for _module, _source in modules().items():
     for _found in declared(_module, _source):
-        register(_found.name, _found.factory, check=_found.check)
+        register(_found.name, _found.factory,
+                 check=None if _found.check is None else _found.check.target)
 register_path_loader(_prm, check=_check_prm)

@@ -3,8 +3,8 @@
 import os
 
 # OpenMP's idle threads sleep instead of spinning (set before torch loads its runtime, unless
-# the user chose): with the default "active" policy, one CPU-bound neighbour made a
-# tiny-arith solve ~15x slower on 2 cores; results do not change (search/runtime/omp.py)
+# the user chose): with the default "active" policy, spinning threads starve a CPU-bound
+# neighbour on a machine with few cores; results do not change (search/runtime/omp.py)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from search.api import get_engine, solve  # noqa: E402  (torch loads only when a model does)

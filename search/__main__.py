@@ -156,8 +156,7 @@ def _finite(x: float) -> float | None:
 
 def exit_now(code: int) -> None:
     """Exit without the interpreter's teardown: freeing torch, its thread pools and every
-    module's objects one by one takes ~1.2 s after a SmolLM2 solve, longer than loading the
-    model. Output is flushed and atexit handlers (the sandbox pool's) run first."""
+    module's objects one by one can take longer than loading the model. Output is flushed and atexit handlers (the sandbox pool's) run first."""
     atexit._run_exitfuncs()  # pyright: ignore[reportPrivateUsage]
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream

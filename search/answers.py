@@ -1,5 +1,5 @@
 """Final answers from solution text, by problem domain: what the core needs to vote and to
-choose, read through extractors the plug-ins register (verifiers.answers registers "math"
+choose, read through extractors the plug-ins register (verifiers.domains registers "math"
 and "code"), so the core holds no grader. READERS is a search.plugins.Registry: another
 package adds a domain's reader by an entry point in the group "tts_search.answers" (name =
 "module:reader", a Reader). With no reader at all (no plug-in loaded) the core reads the

@@ -150,7 +150,7 @@ def check_scorer(scorer: Scorer | str | None, problem: Problem | None = None,
         check_model(spec.prm)
         scoring.check_prm(spec)
         return scorer
-    check = scoring.CHECKS.get(scorer)
+    check = scoring.CHECKS.get(scorer, None)
     if check is not None and problem is not None and model is not None:
         check(problem, model)
     return scorer

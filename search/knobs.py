@@ -146,13 +146,17 @@ COMMON: dict[str, tuple[Rule, ...]] = {
 def rules(*declared: Rule | tuple[Rule, ...], width: Width | None = None,
           scale: Width | str | None = "width",
           scorer: bool | Callable[[Mapping[str, Any]], bool] = True,
-          deterministic: bool = False) -> Callable[[Callable[P, Outcome]], Callable[P, Result]]:
+          deterministic: bool = False, depth_limit: bool = True,
+          scores_as_it_goes: bool = False
+          ) -> Callable[[Callable[P, Outcome]], Callable[P, Result]]:
     """Declare an algorithm: its own value rules, and what else others read of it
-    (search.traits.Traits: width, scale, whether it consults its scorer, deterministic).
+    (search.traits.Traits: width, scale, whether it consults its scorer, deterministic,
+    whether max_depth bounds it, whether it scores partial paths as it goes).
     The algorithm function returns what it found (an Outcome); the decorated one is called
     like it (`run`: knobs checked, even on a direct call) and returns the Result."""
     flat = tuple(r for d in declared for r in (d if isinstance(d, tuple) else (d,)))
-    said = declare(flat, width=width, scale=scale, scorer=scorer, deterministic=deterministic)
+    said = declare(flat, width=width, scale=scale, scorer=scorer, deterministic=deterministic,
+                   depth_limit=depth_limit, scores_as_it_goes=scores_as_it_goes)
 
     def wrap(fn: Callable[P, Outcome]) -> Callable[P, Result]:
         @functools.wraps(fn)

@@ -110,7 +110,7 @@ def fetch_smollm2(*, quiet: bool = False) -> Path:
 
 
 def _digest(gguf: Path) -> str:
-    """The file's sha256, remembered beside it by size and mtime (hashing 98 MB takes ~0.3 s)."""
+    """The file's sha256, remembered beside it by size and mtime (hashing is slow for a large file)."""
     stat = gguf.stat()
     memo = gguf.parent / f".{gguf.name}.{stat.st_size}-{stat.st_mtime_ns}.sha256"
     if memo.is_file():
@@ -163,7 +163,7 @@ def _plain_copy(model: Any) -> Any:
 
 def _cached_llama(folder: Path) -> Any:
     """The cached fp32 model, built on the meta device and given the file's tensors as they
-    are (0.03 s, against ~0.5 s for from_pretrained's loading machinery in a fresh process);
+    are (far quicker than from_pretrained's loading machinery in a fresh process);
     from_pretrained if anything is left unfilled. tests/test_models_cache.py checks it against
     the GGUF: same tensors, same logits."""
     import torch

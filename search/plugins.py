@@ -6,10 +6,12 @@ one place: algorithms (search.registry.ALGORITHMS: the files of search/algos/), 
 (search.scoring.SCORERS: the core's logprob), answer readers (search.answers.READERS),
 embedded models (search.models.EMBEDDED), engine kinds by prefix
 (search.engines.kinds.ENGINE_KINDS), path aggregations (search.aggregate.AGGREGATES), SMC
-resampling schemes (search.resample.RESAMPLERS) and datasets (problems.datasets.DATASETS:
-the benchmarks). Another distribution adds entries by entry points in the group
-"tts_search.<kind>" (algorithms, scorers, answers, models, engines, aggregates, resamplers,
-datasets), with no edit to this project.
+resampling schemes (search.resample.RESAMPLERS), final selection rules
+(search.select.SELECTIONS), the scorers' checks before any load (search.scoring.CHECKS) and
+datasets (problems.datasets.DATASETS: the benchmarks). Another distribution adds entries by
+entry points in the group "tts_search.<kind>" (algorithms, scorers, answers, models,
+engines, aggregates, resamplers, selections, scorer_checks, datasets), with no edit to this
+project.
 
 The core (search/) imports no plug-in package; rewards, verifiers and training import the core
 and register what they add (scorers in search.scoring, answer extractors in search.answers,
@@ -37,7 +39,7 @@ from typing import Any, Generic, TypeVar
 PREFIX = "tts_search."  # entry-point groups: tts_search.<kind> (algorithms, scorers, ...)
 GROUP = PREFIX + "plugins"
 # plug-in name -> the module whose import registers it (kept equal to pyproject.toml's table)
-DEFAULT = {"rewards": "rewards.scorers", "verifiers": "verifiers.answers",
+DEFAULT = {"rewards": "rewards.scorers", "verifiers": "verifiers.domains",
            "training": "training.reasoners"}
 DIST = "tts-search"  # this project's distribution, whose installed table DEFAULT stands for
 
@@ -79,6 +81,7 @@ def load() -> dict[str, str]:
 
 # -- one registry type for every kind of thing the core finds by name --------------------------
 T = TypeVar("T")
+_MISSING: Any = object()  # Registry.get without a default
 _REGISTRIES: list[Registry[Any]] = []  # every registry made, for rescan()
 
 
@@ -91,6 +94,12 @@ def resolve(target: str) -> Any:
     for attr in attrs.split("."):
         found = getattr(found, attr)
     return found
+
+
+def _path(entry: object) -> str | None:
+    """"module:qualname" of an object entry (what a path entry naming it says)."""
+    module, name = getattr(entry, "__module__", None), getattr(entry, "__qualname__", None)
+    return f"{module}:{name}" if isinstance(module, str) and isinstance(name, str) else None
 
 
 class Registry(Generic[T]):
@@ -122,9 +131,12 @@ class Registry(Generic[T]):
         """Register `entry` (an object or "module:attr") as `name`."""
         with self._lock:
             old = self._entries.get(name)
-            if old is not None and old != entry and name not in self._from_metadata:
+            if isinstance(entry, str) and old is not None and _path(old) == entry:
+                return  # the object its path names is here already
+            if old is not None and old != entry and name not in self._from_metadata and \
+                    not (isinstance(old, str) and old == _path(entry)):
                 raise ValueError(f"two {self.kind} named {name!r}: {old!r} and {entry!r}")
-            self._entries[name] = entry
+            self._entries[name] = entry  # an object replaces the path that names it
 
     def entries(self) -> dict[str, str | T]:
         """Every entry by name (the live table), after loading the plug-ins and reading the
@@ -154,9 +166,12 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (name in self._entries or name in self.entries())
 
-    def get(self, name: str) -> T:
-        """The entry `name` (imported on first use); unknown(name) if there is none."""
+    def get(self, name: str, default: Any = _MISSING) -> T:
+        """The entry `name` (imported on first use); `default` where there is none and one
+        is given, else unknown(name)."""
         if name not in self:
+            if default is not _MISSING:
+                return default
             raise self.unknown(name)
         entry = self._entries[name]
         if isinstance(entry, str):
@@ -166,6 +181,13 @@ class Registry(Generic[T]):
                 raise ImportError(f"{self.noun} {name!r} ({entry}) does not load: {err}"
                                   ) from err
         return entry
+
+    def __getitem__(self, name: str) -> T:
+        return self.get(name)
+
+    def items(self) -> list[tuple[str, T]]:
+        """(name, entry) for every name, sorted, each entry imported."""
+        return [(name, self.get(name)) for name in self.names()]
 
     def unknown(self, name: object, also: str = "") -> ValueError:
         """The error for a name nobody registered: the known names, and the close ones."""

@@ -148,7 +148,7 @@ SCORERS: Registry[Callable[..., Scorer]] = Registry("scorers", "scorer",
                                                     {"logprob": "search.logprob:make"})
 # name -> check(problem, model name) raising what the scorer needs and lacks (a gold answer,
 # a value head next to the model), run before any model loads (search.api.check_scorer)
-CHECKS: dict[str, Callable[[Problem, str], None]] = {}
+CHECKS: Registry[Callable[[Problem, str], None]] = Registry("scorer_checks", "scorer check")
 # loaders of a scorer given by path (a PRM folder, embedded name or hub id: parse), called
 # as loader(path, **ScorerSpec.options())
 _PATH_LOADERS: list[Callable[..., Scorer]] = []
@@ -158,12 +158,13 @@ _PRM_CHECKS: list[Callable[[ScorerSpec], None]] = []
 
 
 def register(name: str, factory: Callable[..., Scorer], *,
-             check: Callable[[Problem, str], None] | None = None) -> None:
+             check: Callable[[Problem, str], None] | str | None = None) -> None:
     """Make `factory(engine=None) -> Scorer` the scorer called `name`; `check(problem,
-    model)` raises a clear error where that scorer cannot work, without loading anything."""
+    model)` (the function, or its "module:function") raises a clear error where that scorer
+    cannot work, without loading anything."""
     SCORERS.add(name, factory)
     if check is not None:
-        CHECKS[name] = check
+        CHECKS.add(name, check)
 
 
 @dataclass(frozen=True)

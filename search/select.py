@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from search.answers import extract, vote_key
+from search.plugins import Registry
 from search.types import Candidate, Node, Problem
 
 T = TypeVar("T")
@@ -102,8 +103,8 @@ class Rule(Protocol):
 
 
 # the selection rules by name: the values of every algorithm's `select` knob
-SELECTIONS: dict[str, Rule] = {
-    "score": by_score, "vote": majority_vote, "weighted_vote": weighted_vote}
+SELECTIONS: Registry[Rule] = Registry("selections", "selection rule", {
+    "score": by_score, "vote": majority_vote, "weighted_vote": weighted_vote})
 SCORED = ("score", "weighted_vote")  # the rules that read candidate scores
 # every search's `select` default: the textbook choice of the highest path score (Cobbe et
 # al. 2021's verifier; search-and-learn's "last"/"min" best-of-N and beam); a comparison of

@@ -89,11 +89,12 @@ class Session:
 class Bindable:
     """Base of the engines and scorers that several searches share: each search uses
     `part.bind(session)`, a view of the part with its own `session`, which its methods
-    charge (`self.meter`), cache under (`self.session.kv`) and stop by. A view reads every
-    other attribute as the part has it (the model, the KV store, the caches, the counters)
-    and sets none: its instance dict is its own and stays empty, so what one search could
-    set is never set for all by accident; a method that learns something for every search
-    (a server's model name, a counter) sets it on `self.part`, the part itself. The part
+    charge (`self.meter`), cache under (`self.session.kv`) and stop by. A view's instance
+    dict is the part's own dict object, so it reads every other attribute as the part has
+    it (the model, the KV store, the caches, the counters) with a plain attribute read;
+    its own fields are slots (`_session`, `_part`). It sets no attribute: what one search
+    could set would be set for all, so a method that learns something for every search (a
+    server's model name, a counter) sets it on `self.part`, the part itself. The part
     (unbound) has a session of its own, made on first use: direct calls (tests,
     benchmarks) charge `part.meter`. A subclass keeps an instance dict (it declares no
     __slots__ of its own)."""
@@ -106,18 +107,8 @@ class Bindable:
         object.__setattr__(made, "_part", None)
         return made
 
-    def __getattribute__(self, name: str) -> Any:
-        """On a view, the part's own attributes first (as the part reads them), then the
-        class's (methods bound to the view, properties run on it)."""
-        part = object.__getattribute__(self, "_part")
-        if part is not None:
-            shared = object.__getattribute__(part, "__dict__")
-            if name in shared:
-                return shared[name]
-        return object.__getattribute__(self, name)
-
     def __setattr__(self, name: str, value: Any) -> None:
-        if object.__getattribute__(self, "_part") is not None:
+        if self._part is not None:
             raise AttributeError(f"a view of {type(self).__name__} sets no attribute "
                                  f"({name!r}): set it on the part (self.part.{name}), for "
                                  "every search, or keep it in the search's own state")
@@ -139,7 +130,7 @@ class Bindable:
     @property
     def part(self: P) -> P:
         """The part itself: a view's part, or the part (unbound) itself."""
-        part = object.__getattribute__(self, "_part")
+        part = self._part  # type: ignore[attr-defined]
         return self if part is None else part
 
     def __getstate__(self) -> dict[str, Any]:
@@ -153,14 +144,16 @@ class Bindable:
         session already is itself."""
         if _is_view(self) and self.session is session:  # type: ignore[attr-defined]
             return self
+        part = self.part  # type: ignore[attr-defined]
         view = object.__new__(type(self))
-        object.__setattr__(view, "_part", self.part)  # type: ignore[attr-defined]
+        object.__setattr__(view, "_part", part)
+        object.__setattr__(view, "__dict__", part.__dict__)  # the same dict: shared reads
         object.__setattr__(view, "_session", session)
         return view
 
 
-def _is_view(part: object) -> bool:
-    return object.__getattribute__(part, "_part") is not None
+def _is_view(part: Bindable) -> bool:
+    return part._part is not None
 
 
 def bind(part: P, session: Session) -> P:

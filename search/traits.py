@@ -13,9 +13,15 @@ prompt. Everything the rest of the project needs to know of an algorithm is read
   scorer         whether a run with given knobs consults its scorer at all (a bool, or a
                  function of the knobs);
   deterministic  whether the seed can never change its result (the eval grid then runs it
-                 once and reuses the row for every seed).
+                 once and reuses the row for every seed);
+  depth_limit    whether its depth is bounded by its knob `max_depth` (every step-level
+                 search's limit, one name everywhere); False where another knob bounds it
+                 (a token cap, a horizon) or the searches it hands the problem to do;
+  scores_as_it_goes  whether it consults its scorer on partial paths while it searches (beam,
+                 A*, SMC), not only on finished ones (best-of-N): a scorer-call limit then
+                 stops its search, and its best partial path is finished from the reserve.
 A function without declarations (no @rules) gets Traits(): one path, scaled by nothing,
-consults its scorer, seeded.
+consults its scorer (once its paths are finished), seeded, its depth bounded by max_depth.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ class Traits:
     scale: Width | Literal["tokens"] | None = None
     scorer: bool | Callable[[Mapping[str, Any]], bool] = True
     deterministic: bool = False
+    depth_limit: bool = True
+    scores_as_it_goes: bool = False
 
     def check(self, algo: str, knobs: Sequence[str]) -> None:
         """ValueError where a width or scale names a knob the algorithm (knobs: its
@@ -113,12 +121,13 @@ def traits(fn: Callable[..., Any]) -> Traits:
 
 
 def declare(rules: Sequence[Rule], *, width: Width | None, scale: Width | str | None,
-            scorer: bool | Callable[[Mapping[str, Any]], bool], deterministic: bool
-            ) -> Traits:
+            scorer: bool | Callable[[Mapping[str, Any]], bool], deterministic: bool,
+            depth_limit: bool = True, scores_as_it_goes: bool = False) -> Traits:
     """The Traits of @rules' arguments: scale "width" (the default) is the width itself."""
     if scale == "width":
         scale = width
     if not (scale is None or isinstance(scale, Width) or scale == TOKENS):
         raise ValueError(f"scale is a search.fit.Width, {TOKENS!r} or None, got {scale!r}")
-    return Traits(tuple(rules), width, scale, scorer, deterministic)  # type: ignore[arg-type]
+    return Traits(tuple(rules), width, scale, scorer, deterministic,  # type: ignore[arg-type]
+                  depth_limit, scores_as_it_goes)
 

@@ -9,7 +9,7 @@ Fit: direct maximisation of the likelihood over (w, k_hi, lam_hi, k_lo, lam_lo) 
 bounded minimiser, as in the authors' released code (WNJXYK/RPC), the weight bounded to
 [0.2, 0.8] so that neither component can vanish. Our choices, where the paper leaves them open:
   - SLSQP with the analytic gradient (the authors' default L-BFGS-B, with numerical gradients,
-    reached worse optima on small samples and ran ~50x slower here);
+    reached worse optima on small samples and was much slower);
   - the data are divided by their maximum before fitting (Weibull is a scale family, so the
     scales are multiplied back afterwards): one set of bounds and starting points fits any scale;
   - bounds="project" (default): shapes capped at `max_shape` (default 100; the likelihood of

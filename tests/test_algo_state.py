@@ -1,4 +1,4 @@
-"""Algorithms own their state (issue 34, item 2): each algorithm's node values are a Mark
+"""Algorithms own their state: each algorithm's node values are a Mark
 defined in its module; the step sampler is one object whose fields are knobs by their own
 names; the depth limit has one name (max_depth; max_steps is accepted with a
 DeprecationWarning); the Result is built once, by the call that knows every knob."""
@@ -139,11 +139,15 @@ def test_a_sampler_value_is_checked_like_a_flat_knob():
 # -- the depth limit's one name ---------------------------------------------------------------
 @pytest.mark.parametrize("algo", registry.names())
 def test_the_depth_limit_is_max_depth_wherever_there_is_one(algo):
-    """Every step-level search has it; first_finish (a token race: max_tokens), pgtd (token
-    MCTS: horizon) and compute_optimal (its table's searches have their own) have none."""
+    """Every algorithm has it unless it declares another bound (@rules(depth_limit=False):
+    first_finish's token race, pgtd's horizon, compute_optimal's table of searches); where it
+    has it, it bounds the depth of every path it grows."""
     names = knobs.names(registry.get(algo))
     assert "max_steps" not in names
-    assert ("max_depth" in names) == (algo not in ("first_finish", "pgtd", "compute_optimal"))
+    assert ("max_depth" in names) == registry.declared(algo).depth_limit
+    if "max_depth" in names:
+        res = solve(algo, max_depth=1)
+        assert all(node.depth <= 1 for node in res.tree.walk())
 
 
 @pytest.mark.parametrize("algo", ["best_of_n", "greedy", "rpc"])

@@ -129,7 +129,7 @@ FFS_TREE = answer_tree(FFS_FIRST, {"s": 1, "t": 2, "m": 2, "L": 1}.get, FFS_LEN.
 def test_ffs_returns_the_shortest_finisher_and_saves_tokens():
     kw: dict[str, Any] = dict(seed=4, n=8)
     ffs = search.solve(MATH, algo="first_finish", engine=scripted(FFS_TREE), count_saved=True,
-                       **kw)
+                       chunk_tokens=1, **kw)  # rounds of one token: one scripted step
     bon = search.solve(MATH, algo="best_of_n", engine=scripted(FFS_TREE), **kw)
     sampled = [path_of(c)[0] for c in ffs.tree.children]  # launch order
     shortest = min(FFS_LEN[t] for t in sampled)
@@ -147,7 +147,7 @@ def test_ffs_returns_the_shortest_finisher_and_saves_tokens():
 
 def test_ffs_k_votes_over_the_first_k_finishers():
     res = {k: search.solve(MATH, algo="first_finish", engine=scripted(FFS_TREE), seed=4, n=8,
-                           k=k) for k in (1, 5)}
+                           k=k, chunk_tokens=1) for k in (1, 5)}
     sampled = [path_of(c)[0] for c in res[5].tree.children]
     order = sorted(range(8), key=lambda i: (FFS_LEN[sampled[i]], i))[:5]
     answers = [{"s": "1", "t": "2", "m": "2", "L": "1"}[sampled[i]] for i in order]

@@ -344,7 +344,7 @@ def test_names_resolve_through_the_plugins_after_a_bare_import_search(how):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines == ["['rewards.scorers', 'training.reasoners', 'verifiers.answers']",
+    assert lines == ["['rewards.scorers', 'training.reasoners', 'verifiers.domains']",
                      "steps embedded", "42", "x = 1"], lines
 
 

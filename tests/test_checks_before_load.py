@@ -86,3 +86,14 @@ def test_idle_openmp_threads_sleep_by_default():
     chosen = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
                             capture_output=True, text=True, check=True).stdout.strip()
     assert chosen == "ACTIVE"
+
+
+def test_a_model_named_as_a_prm_is_refused_before_loading(no_loading, capsys):
+    """prm:tiny-arith (the model) for prm:tiny-arith-prm: refused by name, nothing loaded."""
+    from search.models import ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="'tiny-arith' is no PRM"):
+        search.solve("What is 2+3?", "beam", engine="tiny-arith", scorer="prm:tiny-arith",
+                     progress=False)
+    assert main(["What is 2+3?", "--model", "tiny-arith", "--scorer", "prm:tiny-arith"]) != 0
+    assert "is no PRM" in capsys.readouterr().err

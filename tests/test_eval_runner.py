@@ -24,6 +24,7 @@ from reports.eval.sweep import SCHEMA, load_problems, main, read_rows, run_grid
 from search import registry
 from search.engines.fake import ScriptedEngine, ScriptedScorer
 from search.fit import Width
+from search.knobs import defaults as knob_defaults
 from search.registry import get, names, uses_scorer
 from search.types import Budget, Candidate, Problem, Usage
 
@@ -155,37 +156,61 @@ def test_grading_right_wrong_and_code_false_positives():
     assert (broken.correct, broken.verified) == (False, False)
 
 
-# the grid's width table as it was written out by hand before the algorithms declared it:
-# the independent reference for what each declaration makes of a budget N
-def _div4(n: int) -> int:
-    return max(d for d in (1, 2, 3, 4) if n % d == 0)
+def _largest(limit: int, ok: Any) -> int:
+    """The largest of limit, limit - 1, ..., 1 that ok accepts."""
+    return next(v for v in range(int(limit), 0, -1) if ok(v))
 
 
-HAND_TABLE = {
-    "best_of_n": lambda n: {"n": n}, "rpc": lambda n: {"n": n},
-    "first_finish": lambda n: {"n": n}, "particle_filter": lambda n: {"n": n},
-    "particle_gibbs": lambda n: {"n": n} if n >= 2 else None,
-    "beam": lambda n: {"n": n, "m": _div4(n)}, "dvts": lambda n: {"n": n, "m": _div4(n)},
-    "diverse_beam": lambda n: {"n": n, "m": _div4(n), "groups": _div4(n // _div4(n))},
-    "astar": lambda n: {"k": _div4(n), "width": n // _div4(n)},
-    "mcts": lambda n: {"iterations": n}, "pgtd": lambda n: {"rollouts": n},
-    "compute_optimal": lambda n: {}, "greedy": lambda n: {},
-}
+@pytest.mark.parametrize("algo", names())
+def test_a_budget_number_sets_what_the_algorithm_declares(algo):
+    """What budget N (the eval grid's width) sets, read back against the algorithm's own
+    declaration (@rules' scale) by brute force: the scale's knobs multiply to N, each after
+    the first the largest divisor of what is left up to its default; each companion the
+    largest value up to its default that the rules among the knobs set so far allow; and
+    the algorithm's own knob checks accept the whole. No scale, or a token scale: nothing."""
+    said, defaults = registry.declared(algo), knob_defaults(get(algo))
+    scale = said.scale
+    for n in range(1, 130):
+        if not isinstance(scale, Width):
+            assert registry.at_width(algo, n, {}) == {}
+            continue
+        if n < scale.floor ** len(scale.knobs):
+            with pytest.raises(ValueError, match=f"{algo}: needs a budget .* at least "
+                                                 f"{scale.floor ** len(scale.knobs)}"):
+                registry.at_width(algo, n, {})
+            continue
+        got = registry.at_width(algo, n, {})
+        assert set(got) == {*scale.knobs, *scale.companions} and scale.of(got) == n, (algo, n)
+        left = n
+        for knob in scale.knobs[1:]:
+            assert got[knob] == _largest(defaults[knob], lambda v, left=left: left % v == 0)
+            left //= got[knob]
+        settled = {k: got[k] for k in scale.knobs}
+        for knob in scale.companions:
+            def allowed(v: int, values: dict[str, Any] = settled, knob: str = knob) -> bool:
+                values = {**values, knob: v}
+                return all(rule.fails(values) is None for rule in said.rules
+                           if set(rule.names) <= set(values))
+            assert got[knob] == _largest(defaults[knob], allowed), (algo, n, knob)
+            settled = {**settled, knob: got[knob]}
+        registry.check_knobs(algo, got)
 
 
-def test_each_algorithm_declares_the_width_the_hand_table_gave():
-    assert set(HAND_TABLE) == set(names())
-    for algo, row in HAND_TABLE.items():
-        for n in range(1, 130):
-            want = row(n)
-            if want is None:
-                with pytest.raises(ValueError, match=f"{algo}: needs a budget .* at least 2"):
-                    registry.at_width(algo, n, {})
-                continue
-            assert registry.at_width(algo, n, {}) == want, (algo, n)
-    scales = {a: registry.declared(a).scale for a in names()}
-    assert [a for a, s in scales.items() if s is None] == ["greedy"]
-    assert scales["compute_optimal"] == "tokens"
+def test_budget_numbers_worked_by_hand():
+    """A few budgets worked out by hand from the algorithms' papers' settings."""
+    assert registry.declared("greedy").scale is None
+    assert registry.declared("compute_optimal").scale == "tokens"
+    assert registry.at_width("best_of_n", 7, {}) == {"n": 7}
+    assert registry.at_width("beam", 16, {}) == {"n": 16, "m": 4}
+    assert registry.at_width("beam", 6, {}) == {"n": 6, "m": 3}
+    assert registry.at_width("dvts", 5, {}) == {"n": 5, "m": 1}
+    assert registry.at_width("diverse_beam", 24, {}) == {"n": 24, "m": 4, "groups": 3}
+    assert registry.at_width("astar", 16, {}) == {"width": 4, "k": 4}
+    assert registry.at_width("astar", 6, {}) == {"width": 2, "k": 3}
+    assert registry.at_width("mcts", 9, {}) == {"iterations": 9}
+    assert registry.at_width("pgtd", 9, {}) == {"rollouts": 9}
+    with pytest.raises(ValueError, match="particle_gibbs: needs a budget .* at least 2"):
+        registry.at_width("particle_gibbs", 1, {})
     # a companion the caller sets wins, and a budget that its rule refuses is refused
     assert registry.at_width("beam", 8, {"m": 2}) == {"n": 8}
     assert registry.at_width("astar", 8, {"k": 2}) == {"k": 2, "width": 4}

@@ -1,4 +1,4 @@
-"""The budget contract (issue 19 item 6; issue 9 item 4), for every registered algorithm,
+"""The budget contract, for every registered algorithm,
 compute_optimal included, on the scripted engine over random trees and on a tiny random
 Llama, under token, scorer-call, FLOP and seconds limits (seconds from a scripted clock that
 every engine and scorer call advances, so they are exact), with and without a reserve.
@@ -8,7 +8,7 @@ Properties, checked on an event log of every engine call, scorer call and budget
   tokens) is preceded, since the previous generating call, by a `meter.exhausted()` check
   that returned False on the meter the engine charges; so once a stopping point is reached,
   only the batch already under way completes;
-- hard limits (issue 33): usage never exceeds a limit in tokens, scorer calls or FLOPs (the
+- hard limits: usage never exceeds a limit in tokens, scorer calls or FLOPs (the
   engine cuts the batch in flight at the limit, the scorer loop scores only what calls are
   left); seconds, checked before each engine and scorer call, overshoot by at most one call;
 - honesty: an answer comes from a finished path of the returned tree; "budget_exhausted"
@@ -38,17 +38,18 @@ from hypothesis import strategies as st
 from search.answers import extract
 from search.budget import Meter
 from search.engines.fake import ScriptedEngine, ScriptedScorer
-from search.registry import get, names, uses_scorer
+from search.registry import declared, get, names, uses_scorer
 from search.session import Session, bind
 from search.types import Budget, Problem, Result
 
 ALGOS = names()
 # algorithms that never call the scorer: a scorer-call limit never stops them
 SCORER_FREE = {a for a in ALGOS if not uses_scorer(a, {})}  # as each declares
-# those that score every step as they go (best_of_n, pgtd and compute_optimal's best-of-n
-# probe score only complete samples), so one scorer call stops them after one batch
-SCORE_AS_THEY_GO = set(ALGOS) - SCORER_FREE - {"best_of_n", "pgtd", "compute_optimal"}
-# small widths keep each example fast; everything else is the algorithm's default
+# those that declare they score partial paths as they go (not only finished ones), so one
+# scorer call stops them after one batch
+SCORE_AS_THEY_GO = {a for a in ALGOS if declared(a).scores_as_it_goes} - SCORER_FREE
+# small widths keep the built-ins' examples fast (optional: any other algorithm, a plug-in
+# included, runs at its own defaults)
 KNOBS: dict[str, dict[str, Any]] = {
     "best_of_n": {"n": 4}, "rpc": {"n": 4}, "first_finish": {"n": 4, "chunk_tokens": 2},
     "beam": {"n": 4, "m": 2}, "dvts": {"n": 4, "m": 2}, "diverse_beam": {"n": 4, "m": 2,
@@ -186,19 +187,6 @@ def instrument(engine: Any, scorer: Any, log: Log, clock: Clock, patch: pytest.M
     logged(sc_cls, "score", lambda kw: False, SCORER_SECONDS)
 
 
-class Scripted(ScriptedEngine):
-    """The scripted engine, honouring max_tokens as the Engine protocol asks (a step cut at
-    its cap is shorter; search/engines/fake.py charges a whole step whatever the cap)."""
-
-    def expand(self, nodes, n=1, *, max_tokens=256, **kw):  # type: ignore[override]
-        whole = self.tokens_per_step
-        self.part.tokens_per_step = max(1, min(whole, max_tokens))
-        try:
-            return super().expand(nodes, n, max_tokens=max_tokens, **kw)
-        finally:
-            self.part.tokens_per_step = whole
-
-
 def run(algo: str | Callable[..., Any], engine: Any, scorer: Any, budget: Budget, *,
         seed: int = 0, knobs: dict[str, Any] | None = None) -> tuple[Result, Log]:
     """The algorithm (a registry name or a function) as search.solve runs it, on a meter with
@@ -225,7 +213,7 @@ def run(algo: str | Callable[..., Any], engine: Any, scorer: Any, budget: Budget
 def run_tree(algo: str | Callable[..., Any], tree: Tree, budget: Budget, *,
              tokens_per_step: int = 2, flops_per_token: float = 1.0, seed: int = 0
              ) -> tuple[Result, Log]:
-    engine = Scripted(tree.children, tokens_per_step=tokens_per_step,
+    engine = ScriptedEngine(tree.children, tokens_per_step=tokens_per_step,
                       flops_per_token=flops_per_token)
     knobs = KNOBS.get(algo, {}) if isinstance(algo, str) else {}
     return run(algo, engine, ScriptedScorer(tree.value), budget, seed=seed, knobs=knobs)
@@ -459,16 +447,16 @@ def test_astar_has_a_default_cap_that_the_result_reports():
     branch (width 2, k 2: ~4 steps per batch, 40 levels, 3-way branching). The default cap
     stops it after max_batches=40 batches and says so."""
     scorer = ScriptedScorer(lambda path: 0.0 if path[-1].startswith("The") else 1.0)
-    engine = Scripted(_flat_tree, tokens_per_step=1)
+    engine = ScriptedEngine(_flat_tree, tokens_per_step=1)
     res, _ = run("astar", engine, scorer, Budget(), knobs=KNOBS["astar"])
     assert res.knobs["max_batches"] == 40
     assert res.stats["capped"] and res.stats["batches"] == 40
     assert res.usage.generated_tokens <= 40 * 2 * 2 + 2 * 2  # 40 batches of width x k steps
-    capped, _ = run("astar", Scripted(_flat_tree, tokens_per_step=1), scorer, Budget(),
+    capped, _ = run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), scorer, Budget(),
                     knobs={**KNOBS["astar"], "max_batches": 5})
     assert capped.stats == {**capped.stats, "capped": True, "batches": 5}
     assert capped.usage.generated_tokens < res.usage.generated_tokens
-    free, _ = run("astar", Scripted(_flat_tree, tokens_per_step=1), ScriptedScorer(
+    free, _ = run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), ScriptedScorer(
         lambda path: 1.0), Budget(), knobs=KNOBS["astar"])  # a goal is popped early
     assert not free.stats["capped"] and free.answer == "7"
 
@@ -484,7 +472,7 @@ def test_known_failure_budget_600_answers(algo):
             return [("The answer is 7.", 0.7), ("The answer is 3.", 0.3)]
         return [(f"s{len(path)}.{i} ", 1.0 / (i + 1)) for i in range(4)]
 
-    engine = Scripted(deep, tokens_per_step=3)
+    engine = ScriptedEngine(deep, tokens_per_step=3)
     knobs = {"diverse_beam": {"n": 16, "m": 4, "groups": 2},
              "compute_optimal": {"table": {"probe": {"n": 4}, "edges": [],
                                            "bins": [{"algo": "diverse_beam",
@@ -496,7 +484,7 @@ def test_known_failure_budget_600_answers(algo):
     assert res.status in ("ok", "budget_exhausted") and res.answer in {"7", "3"}, res
     assert "after finishing the best partial path greedily from the reserve" in res.selected_by
     assert res.usage.generated_tokens <= 600
-    without, _ = run(algo, Scripted(deep, tokens_per_step=3), ScriptedScorer(lambda path: 0.5),
+    without, _ = run(algo, ScriptedEngine(deep, tokens_per_step=3), ScriptedScorer(lambda path: 0.5),
                      Budget(tokens=600, reserve=0.0), knobs=knobs)
     assert without.answer is None  # what happened before: no reserve, no answer
 

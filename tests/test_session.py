@@ -200,9 +200,10 @@ def test_scorer_calls_are_charged_one_way_per_scorer():
 
 
 def test_a_view_reads_the_part_and_sets_nothing_of_its_own():
-    """A view's instance dict is its own and stays empty: it reads the part's attributes,
-    set before or after it was made; setting one through a view is refused (what every
-    search should see is set on view.part); a view of the same session is itself."""
+    """A view's instance dict is the part's own dict: it reads the part's attributes, set
+    before or after it was made, as plain attributes (no __getattribute__ of its own);
+    setting one through a view is refused (what every search should see is set on
+    view.part); its session is its own; a view of the same session is itself."""
 
     class Part(Bindable):
         name = "by class"
@@ -217,7 +218,8 @@ def test_a_view_reads_the_part_and_sets_nothing_of_its_own():
     view.seen.append("a")  # a shared container: the part's own
     assert (view.x, other.x, other.seen) == (1, 1, ["a"])
     assert view.name == part.name == "its own"  # the part's attribute, not the class's
-    assert vars(view) == {} and vars(view) is not vars(part)
+    assert vars(view) is vars(part) and "__getattribute__" not in vars(Bindable)
+    assert view.session is s and other.session is not s and part.session is not s
     with pytest.raises(AttributeError, match="view.part.y|self.part.y"):
         view.y = 2
     assert not hasattr(part, "y") and not hasattr(other, "y")

@@ -75,16 +75,16 @@ class Config:
 
 CONFIGS: dict[str, Config] = {
     # 1.2M parameters over word tokens (training.wordtok: ~3x shorter sequences than
-    # characters); ~0.33 s a step on 2 AVX2 cores compiled. The 10,500-step schedule run to
+    # characters). The 10,500-step schedule run to
     # its end gives a model right 96% of the time at level 5 and 95% at 6, too strong for
-    # search to matter; stopped after 6,000 steps (~33 minutes) it still makes arithmetic
+    # search to matter; stopped after 6,000 steps it still makes arithmetic
     # slips (greedy ~50% at level 5) that sampling and the step checker can fix.
     "tiny-arith": Config(layers=6, phases=((10500, 3e-3),), warmup=200, drill_every=4,
                          tokenizer="word", stop_after=6000),
     # the prompt is a stub ending in its docstring's newline; the body follows directly.
-    # ~0.26 s a step compiled. Greedy hidden-test pass at level 3 along the 5,000-step
+    # Greedy hidden-test pass at level 3 along the 5,000-step
     # schedule: 31% after 2,000 steps, 40% after 2,500, 50% after 3,000, 88% at the end;
-    # stopped after 2,500 (~11 minutes), where a fifth of the public-passing samples are
+    # stopped after 2,500, where a fifth of the public-passing samples are
     # still wrong on hidden tests.
     "tiny-code": Config(task="code", layers=4, difficulties=(1, 2, 3, 4, 5),
                         phases=((5000, 3e-3),), warmup=200, prompt_template="{prompt}",

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from verifiers._math.arith import eval_rational
+from verifiers._math.exact import eval_rational
 
 MAX_STEP_CHARS = 20_000  # longer text is cut: bounded time whatever a model writes
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from problems.datasets.benchmarks import BENCHMARKS, Benchmark
+from problems.datasets.convert import GENERIC_NEEDS, generic, parse_fields, to_problems
 from problems.datasets.readers import READERS, HubUnavailable, Rows, is_saved, read_hub, read_path
-from problems.datasets.rows import GENERIC_NEEDS, generic, parse_fields, to_problems
 from problems.humaneval import humaneval_file
 from search.plugins import Registry
 from search.types import Problem

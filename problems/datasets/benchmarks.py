@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from problems.datasets.rows import CALC, Convert, Needs, number, text
+from problems.datasets.convert import CALC, Convert, Needs, number, text
 from problems.humaneval import humaneval_problem
 from search.types import Problem
 

@@ -1,4 +1,4 @@
-"""Benchmark: eval grids at concurrency 1 and N side by side, in one run (issue #20's targets).
+"""Benchmark: eval grids at concurrency 1 and N side by side, in one run.
 
     python -m reports.bench.eval                     # every part, N = 16
     python -m reports.bench.eval --parts tiny --tiny-limit 8
@@ -236,7 +236,7 @@ TINY_ALGOS = ("best_of_n", "beam", "particle_filter")
 
 
 def tiny_grid(limit: int) -> Grid:
-    """Issue 20's tiny grid: arith level 5, best_of_n/beam/particle_filter at 4 and 16, one
+    """The tiny grid: arith level 5, best_of_n/beam/particle_filter at 4 and 16, one
     final-selection rule for all three (search.select.DEFAULT: reports.eval.rules)."""
     from reports.eval.rules import one_rule
     from reports.eval.sweep import load_problems

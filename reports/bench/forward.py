@@ -1,5 +1,5 @@
 """One merged forward of several searches' Passes, timed alone (`python -m reports.bench.host
---parts forward`, issue 35): no search threads, no jobs, no batch caches built, so what is
+--parts forward`): no search threads, no jobs, no batch caches built, so what is
 left is the forward's own kernels and the Python and small ops around them. The kernels are
 timed twice: by bench.eval's kernel clock (entry points Python calls; the lean forward's
 TorchScript pieces whole) and by torch's profiler on a few forwards (it sees inside the

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from reports.grader.corpus import BOXED, PROSE, Row, build, math_verify_verdicts, pick
-from reports.grader.rows import last_digit
+from reports.grader.corpus_rows import last_digit
 from search.cli import command
 
 # predictions built to be slow or huge, each graded against "x^2+1"
@@ -159,7 +159,7 @@ def corpus() -> None:
 
 def class_tables() -> list[str]:
     """The names of the class tables in tests/data, the abstention rounds last."""
-    from reports.grader.rows import TESTS_DATA
+    from reports.grader.corpus_rows import TESTS_DATA
 
     rounds = sorted(p.stem for p in TESTS_DATA.glob("extract_unread_round*.jsonl"))
     return ["extract_classes", "extract_held_out", *rounds]
@@ -168,7 +168,7 @@ def class_tables() -> list[str]:
 def classes(reference: bool, guess: bool = False) -> None:
     """False positives / negatives per class on the class tables (see the module docstring)."""
     from reports.grader.corpus import reference_verdict
-    from reports.grader.rows import TESTS_DATA
+    from reports.grader.corpus_rows import TESTS_DATA
     from verifiers.math import verify
 
     tables = class_tables()

@@ -1,4 +1,4 @@
-"""Benchmark: where the thread that runs the forwards spends its wall (issue #35, item 1).
+"""Benchmark: where the thread that runs the forwards spends its wall.
 
     python -m reports.bench.host                        # tiny-arith grid at concurrency 16
     python -m reports.bench.host --parts tiny,smol      # and SmolLM2 best-of-4 on GSM8K

@@ -7,9 +7,9 @@ per mode: median and mean seconds per problem, old and new, their ratio and the 
 ms. Then the cost of one call: a test that makes `--calls` calls into the program (each a
 round trip over pipes now, a guarded in-process call before).
 
-The old implementation is not kept in the tree: its code.py and _sandbox_*.py (_sandbox/ since
-issue 34) are read from git (`git show REF:verifiers/...`, REF defaulting to main before issue
-31; 1c296a1 is the last single-process sandbox) into a temporary package. Usage:
+The old implementation is not kept in the tree: its code.py and _sandbox_*.py (the _sandbox/
+package in later commits) are read from git (`git show REF:verifiers/...`, REF defaulting to
+OLD_REF; 1c296a1 is the last single-process sandbox) into a temporary package. Usage:
 
     python -m reports.bench.sandbox [--problems 164] [--modes bwrap,unshare,rlimits]
         [--calls 2000] [--old-ref 75a1442]
@@ -34,7 +34,7 @@ from search.cli import command
 from verifiers import code as new
 
 REPO = Path(__file__).resolve().parents[2]
-OLD_REF = "75a1442"  # main before issue 31: the deny-list filter, rlimits without refusal
+OLD_REF = "75a1442"  # the last deny-list filter, rlimits without refusal
 
 
 def load_old(ref: str, into: Path) -> ModuleType:
@@ -46,7 +46,7 @@ def load_old(ref: str, into: Path) -> ModuleType:
                             cwd=REPO, check=True, capture_output=True, text=True).stdout.split()
     for path in listed:
         name = path.removeprefix("verifiers/")
-        # the sandbox's parts: _sandbox_*.py before issue 34, the _sandbox/ package since
+        # the sandbox's parts: _sandbox_*.py in older commits, the _sandbox/ package in newer
         if name == "code.py" or name.startswith(("_sandbox_", "_sandbox/")):
             text = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=REPO, check=True,
                                   capture_output=True, text=True).stdout
@@ -65,7 +65,7 @@ def _time(run: Callable[[], object]) -> tuple[float, object]:
 
 
 def _opts(impl: ModuleType) -> dict:
-    """rlimits needs its gaps named since issue 31; the old implementation takes no such knob."""
+    """rlimits needs its gaps named now; the old implementation takes no such knob."""
     return {"unisolated": impl.rlimits_gaps()} if hasattr(impl, "rlimits_gaps") else {}
 
 

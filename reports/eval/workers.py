@@ -8,9 +8,8 @@ process (`python -m reports.eval ... --workers 2`; the demo's default on a multi
 Why processes: on a CPU, one process running many searches keeps about one core busy
 whatever torch's thread count. The owner thread's forward and its Python between forwards
 (search.runtime.sched) run one after the other, and the searches wait for their forwards, so
-a second core adds little. Measured on the 2-core VM (the tiny-arith grid of reports.bench.eval,
-32 problems, concurrency 16): one process took 32.6 s at two threads (61.2 s of CPU) and
-34.0 s at one; two processes at one thread each, 16 problems each, took 17.9 s together.
+a second core adds little, and a second process does: `python -m reports.bench.eval`
+measures them side by side (docs/concurrency.md).
 
 The parent owns the runs file as a local run does (lock, skip the cells done, append each
 row, fsynced, as it comes back), so the file is the same as a local run's and resumes the same

@@ -14,7 +14,7 @@ every row is rebuilt from the data files at run time):
       and hedged boxes, equations, intervals, matrices, sets, decimals) and outputs sampled
       from the embedded reasoner and SmolLM2 (tests/data/grader_samples.jsonl, made and
       labelled as `python -m reports.grader.samples` describes);
-  (c) how models conclude (reports/grader/families.py, issue 32): answers after adverbs,
+  (c) how models conclude (reports/grader/families.py): answers after adverbs,
       hedges, suppositions, questions, quotes, negations, corrections, withdrawn answers,
       closing markers after headings, "I hope the answer is correct", base subscripts and
       percents the gold does not have, compound quantities, over MATH-500 and GSM8K golds.
@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
+from reports.grader.corpus_rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader.families import family_rows
-from reports.grader.rows import TESTS_DATA, Row, last_digit, pick
 from reports.grader.styles import sample_rows, style_rows
 
 RECORD = TESTS_DATA / "grader_corpus_math_verify.jsonl"

@@ -1,4 +1,4 @@
-r"""Part (c) of the grader corpus (reports/grader/corpus.py): how models conclude (issue 32).
+r"""Part (c) of the grader corpus (reports/grader/corpus.py): how models conclude.
 
 `family_rows()`: each family below applied to the MATH-500 and GSM8K golds it fits, about one
 gold in `EVERY` per family (keyed by problem id and family, so the set is stable). A family
@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from reports.grader.rows import Row, last_digit, pick
+from reports.grader.corpus_rows import Row, last_digit, pick
 
 EVERY = 12  # a family is applied to about one gold in EVERY
 Family = Callable[[str, str], "tuple[str, str, bool] | None"]  # (gold, w) -> (gold, prediction, expected)

@@ -1,5 +1,5 @@
-"""Real model outputs for the grader corpus: `python -m reports.grader.samples` (CPU; about an
-hour on a busy 2-core machine).
+"""Real model outputs for the grader corpus: `python -m reports.grader.samples` (CPU; long:
+it runs the models over every sampled problem).
 
 Decodes n whole solutions per problem from SmolLM2-135M (MATH-500 and GSM8K problems) and from
 the embedded reasoner tiny-arith (its own generated problems) and writes one JSON line per

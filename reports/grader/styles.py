@@ -15,7 +15,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from reports.grader.rows import TESTS_DATA, Row, last_digit
+from reports.grader.corpus_rows import TESTS_DATA, Row, last_digit
 
 SAMPLES = TESTS_DATA / "grader_samples.jsonl"
 EVERY = 6  # a style that fits more than COMMON golds is applied to about 1 in EVERY of them
@@ -101,7 +101,7 @@ STYLES: dict[str, Style] = {
     "repeated-box": lambda a: (f"We find $\\boxed{{{a}}}$. Checking again, $\\boxed{{{a}}}$.", True),
     "hedged-boxes": lambda a: (f"The answer is $\\boxed{{{a}}}$ or $\\boxed{{{_wrong(a)}}}$.", False)
     if _wrong(a) else None,
-    # a correction between them makes the later box the answer (issue 32)
+    # a correction between them makes the later box the answer
     "changed-mind-boxes": lambda a: (f"First I got $\\boxed{{{_wrong(a)}}}$, but after checking, "
                                      f"the final answer is $\\boxed{{{a}}}$.", True) if _wrong(a) else None,
     # equations and approximations around a number

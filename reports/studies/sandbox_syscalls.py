@@ -1,4 +1,4 @@
-"""Measure the system calls the sandbox's two processes make once confined (issue 31).
+"""Measure the system calls the sandbox's two processes make once confined.
 
 The seccomp allowlist in verifiers/_sandbox/seccomp.py is this measurement: run HumanEval's
 canonical solutions against their hidden tests, the project's own code tasks

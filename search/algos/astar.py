@@ -175,6 +175,7 @@ def _f(node: Node) -> float:
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
        Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
             "g must be 'sum' for admissible search (additive costs)"),
+       scores_as_it_goes=True,
        width=Width(("width", "k"), spread=4.0))
 def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,

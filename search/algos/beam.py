@@ -82,6 +82,7 @@ class BeamMark(Mark):
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
        one_of("duplicates", DUPLICATES),
+       scores_as_it_goes=True,
        width=Width(("n",), multiple_of="m", companions=("m",)))
 def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,

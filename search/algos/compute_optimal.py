@@ -206,6 +206,7 @@ def _run(fn: Callable[..., Result], problem: Problem, engine: Engine, scorer: Sc
 
 @rules(Rule(("table",), lambda t: bool(load_table(t)),
             "table must be one load_table reads: a JSON file or a mapping (None: the shipped one)"),
+       depth_limit=False,
        scale=TOKENS)
 def compute_optimal(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                     seed: int = 0, table: str | Mapping[str, Any] | None = None) -> Outcome:

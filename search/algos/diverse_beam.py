@@ -149,6 +149,7 @@ def uses_scorer(knobs: Mapping[str, Any]) -> bool:
        one_of("level", ("step", "token")), one_of("diversity", ("hamming", "ngram")),
        one_of("duplicates", DUPLICATES),
        width=Width(("n",), narrow=False, companions=("m", "groups")),
+       scores_as_it_goes=True,
        scorer=uses_scorer)
 def diverse_beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                  seed: int = 0, n: int = 16, m: int = 4, groups: int = 4, lam: float = 0.5,

@@ -44,6 +44,7 @@ class DvtsMark(Mark):
 
 
 @rules(at_least(1, "n", "m"), divides("m", "n"), one_of("duplicates", DUPLICATES),
+       scores_as_it_goes=True,
        width=Width(("n",), multiple_of="m", companions=("m",)))
 def dvts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, agg: str | None = None,

@@ -85,6 +85,7 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
 
 
 @rules(at_least(1, "n", "k"), Rule(("k", "n"), lambda k, n: k <= n, "k must be <= n"),
+       depth_limit=False,
        width=Width(("n",), capped="k"), scorer=False)
 def first_finish(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                  seed: int = 0, n: int = 8, k: int = 1, temperature: float = 0.8,

@@ -115,6 +115,7 @@ class Tree:
 
 @rules(at_least(1, "batch", "k"), at_least(0, "c", "virtual_loss"),
        one_of("evaluate", ("prm", "rollout")),
+       scores_as_it_goes=True,
        width=Width(("batch", "k"), spread=2.0), scale=Width(("iterations",)))
 def mcts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          iterations: int = 64, batch: int = 4, k: int = 4, c: float = 1.4,

@@ -40,6 +40,7 @@ from search.types import Outcome, Problem
 
 
 @rules(at_least(1, "n"), above(0, "tau"), within(0, 1, "ess_threshold"),
+       scores_as_it_goes=True,
        width=Width(("n",)))
 def particle_filter(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                     seed: int = 0, n: int = 16, tau: float = 1.0, resample: str = "multinomial",

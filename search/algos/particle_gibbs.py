@@ -49,6 +49,7 @@ POOLS = ("all", "last")  # the answers: every pass's particles, or the last pass
 
 @rules(at_least(2, "n"), at_least(1, "iterations"), above(0, "tau"),
        within(0, 1, "ess_threshold"), one_of("reference", REFERENCE_DRAWS), one_of("pool", POOLS),
+       scores_as_it_goes=True,
        width=Width(("n",), floor=2))
 def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
                    seed: int = 0, n: int = 4, iterations: int = 4, tau: float = 1.0,

@@ -100,6 +100,7 @@ def _rollout(engine: Engine, meter: Meter, node: Node, horizon: int) -> tuple[No
 
 # the seed cannot change the result (greedy decoding throughout)
 @rules(at_least(1, "rollouts", "width"),
+       depth_limit=False,
        scale=Width(("rollouts",)), deterministic=True)
 def pgtd(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          rollouts: int = 128, width: int = 3, c: float = 4.0, c_base: float = 10.0,

@@ -2,9 +2,18 @@
 
 The tree is given by a function `children(path) -> [(step text, probability), ...]` where a
 path is the tuple of step texts from the root. Every step is `tokens_per_step` tokens long
-(default 1), so budgets are easy to reason about. A path is finished when `children` returns no children for it or its last step text ends
-with `end` (default "."). Sampling draws children by their probabilities from a
-seeded generator; temperature 0 takes the most likely child (first on ties).
+(default 1), so budgets are easy to reason about. A path is finished when `children` returns
+no children for it or its last step text ends with `end` (default "."). Sampling draws
+children by their probabilities from a seeded generator; temperature 0 takes the most likely
+child (first on ties).
+
+`expand` honours `stop` and `max_tokens` as a real engine does. Every scripted step ends at
+a step delimiter, so with any stop strings a continuation is one scripted step; with none
+(stop=None or ()) it runs on, step after step, until the path finishes or max_tokens is
+reached (one Node whose step text is the steps' texts joined). No continuation has more than
+max_tokens tokens: a scripted step is indivisible in text, so the one that crosses the cap
+keeps its text and is charged only the tokens below it (stop reason "max_tokens" unless it
+finished the path).
 
     tree = {(): [("a", .6), ("b", .4)], ("a",): [("x.", 1.0)], ("b",): [("y.", 1.0)]}
     engine = ScriptedEngine(lambda path: tree.get(path, []))
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import weakref
 from collections.abc import Callable, Sequence
 
 from search.engines.base import DEFAULT_STOP, budget_child
@@ -28,8 +38,15 @@ from search.types import Node, Problem, Step
 Children = Callable[[tuple[str, ...]], Sequence[tuple[str, float]]]
 
 
+# a step that ran on past delimiters (stop=None) -> the scripted steps it joined; weak, so an
+# entry goes with the last step equal to its key
+JOINED: weakref.WeakKeyDictionary[Step, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
 def path_of(node: Node) -> tuple[str, ...]:
-    return tuple(s.text for s in node.steps())
+    """The scripted steps from the root to `node` (a step that joined several counts as
+    those it joined)."""
+    return tuple(t for s in node.steps() for t in JOINED.get(s, (s.text,)))
 
 
 class ScriptedEngine(Bindable):
@@ -55,9 +72,11 @@ class ScriptedEngine(Bindable):
     def root(self, problem: Problem) -> Node:
         return self.session.kv.add(Node(problem=problem, prompt_ids=range(self.prompt_tokens)))
 
-    def options(self, node: Node) -> list[tuple[str, float]]:
-        """The children of `node` with probabilities normalised to sum to one."""
-        opts = [(t, float(p)) for t, p in self.children(path_of(node)) if p > 0]
+    def options(self, node: Node | tuple[str, ...]) -> list[tuple[str, float]]:
+        """The children of `node` (or of a scripted path) with probabilities normalised to
+        sum to one."""
+        path = node if isinstance(node, tuple) else path_of(node)
+        opts = [(t, float(p)) for t, p in self.children(path) if p > 0]
         total = math.fsum(p for _, p in opts)
         return [(t, p / total) for t, p in opts]
 
@@ -76,40 +95,62 @@ class ScriptedEngine(Bindable):
                     "eos" if finished else "stop")
 
     def _child(self, parent: Node, text: str, prob: float) -> Node:
-        path = path_of(parent) + (text,)
-        finished = text.endswith(self.end) or not self.children(path)
-        return Node(parent=parent, step=self._step(text, prob, finished))
+        return Node(parent=parent, step=self._step(text, prob, self._ends(path_of(parent)
+                                                                          + (text,))))
+
+    def _ends(self, path: tuple[str, ...]) -> bool:
+        return path[-1].endswith(self.end) or not self.children(path)
+
+    def _draw(self, node: Node, stop: Sequence[str] | None, max_tokens: int,
+              temperature: float, rng: random.Random) -> Step:
+        """One continuation of `node` (the module doc: one scripted step where there are
+        stop strings, else steps until the path finishes or max_tokens)."""
+        path, texts = path_of(node), []
+        ids: list[int] = []
+        logprobs: list[float] = []
+        while True:
+            opts = self.options(path)
+            if not opts:
+                raise ValueError(f"scripted tree has no children at {path}")
+            if temperature == 0:
+                text, prob = max(opts, key=lambda o: o[1])
+            else:
+                text, prob = rng.choices(opts, weights=[p for _, p in opts])[0]
+            path, step = path + (text,), self._step(text, prob, False)
+            texts.append(text)
+            ids += step.token_ids
+            logprobs += step.logprobs
+            finished = self._ends(path)
+            if finished or stop or len(ids) >= max_tokens:
+                break
+        cap = max(1, max_tokens)
+        reason = "eos" if finished else "stop" if stop and len(ids) <= cap else "max_tokens"
+        out = Step("".join(texts), tuple(ids[:cap]), tuple(logprobs[:cap]), reason)
+        if len(texts) > 1:
+            JOINED[out] = tuple(texts)
+        return out
 
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
-        del stop, max_tokens, top_p
+        del top_p
         if n < 1:
             raise ValueError("n must be positive")
-        rows = len(nodes) * n
-        processed = self._room(nodes, rows * self.tokens_per_step)
-        if not processed:  # nothing fits the budget: empty steps, no model work
-            return [[budget_child(node) for _ in range(n)] for node in nodes]
-        rng = random.Random(seed)
-        out: list[list[Node]] = []
         for node in nodes:
             if node.finished:
                 raise ValueError(f"cannot expand a finished node: {node!r}")
-            opts = self.options(node)
-            if not opts:
-                raise ValueError(f"scripted tree has no children at {path_of(node)}")
-            kids = []
-            for _ in range(n):
-                if temperature == 0:
-                    text, prob = max(opts, key=lambda o: o[1])
-                else:
-                    text, prob = rng.choices(opts, weights=[p for _, p in opts])[0]
-                kids.append(self._child(node, text, prob))
-            out.append(kids)
-        if processed < rows * self.tokens_per_step:  # the budget ends in this call
+        rng = random.Random(seed)
+        drawn = [[self._draw(node, stop, max_tokens, temperature, rng) for _ in range(n)]
+                 for node in nodes]
+        want = sum(len(step.token_ids) for row in drawn for step in row)
+        processed = self._room(nodes, want)
+        if not processed:  # nothing fits the budget: empty steps, no model work
+            return [[budget_child(node) for _ in range(n)] for node in nodes]
+        out = [[Node(parent=node, step=step) for step in row] for node, row in zip(nodes, drawn)]
+        if processed < want:  # the budget ends in this call
             out = self._cut(out, processed)
         self.meter.charge_model(generated=processed, flops=self.flops_per_token * processed,
-                                passes=self.tokens_per_step)
+                                passes=max(len(step.token_ids) for row in drawn for step in row))
         self.part.expand_calls += 1  # the engine's count, over every search
         return out
 
@@ -145,8 +186,13 @@ class ScriptedEngine(Bindable):
                     row.append(kid)
                     continue
                 kid.detach()
-                row.append(budget_child(kid.parent) if not keep else Node(parent=kid.parent, step=Step(
-                    step.text, step.token_ids[:keep], step.logprobs[:keep], "budget")))
+                if not keep:
+                    row.append(budget_child(kid.parent))
+                    continue
+                short = Step(step.text, step.token_ids[:keep], step.logprobs[:keep], "budget")
+                if step in JOINED:
+                    JOINED[short] = JOINED[step]
+                row.append(Node(parent=kid.parent, step=short))
             cut.append(row)
         return cut
 

@@ -19,7 +19,7 @@ Reading the answer (plain string work, no sympy):
 Canonical forms:
   spelling.py    how an answer is spelled, down to one LaTeX string
   latex.py       LaTeX -> a canonical plain string
-  arith.py       exact, bounded rational arithmetic on plain strings (shared with the step checker)
+  exact.py       exact, bounded rational arithmetic on plain strings (shared with the step checker)
 Equivalence, out of process:
   pool.py        sympy worker processes with a hard per-call timeout
   compare.py     math-verify's equivalence of two answers, run inside a worker

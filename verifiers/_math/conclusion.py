@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from verifiers._math import lexicon
-from verifiers._math.arith import eval_rational
+from verifiers._math.exact import eval_rational
 from verifiers._math.latex import to_plain
 from verifiers._math.sections import check_start
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from verifiers._math.arith import eval_rational
+from verifiers._math.exact import eval_rational
 from verifiers._math.spelling import FUNCTIONS, KNOWN_NAMES, WRAPPERS, clean
 
 _SYMBOLS = {

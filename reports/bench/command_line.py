@@ -10,7 +10,7 @@ Each round runs, one after another, as separate processes timed from start to ex
 A first unmeasured solve makes sure the de-quantised weights are cached. Printed: every
 round, then the median of each column. Usage:
 
-    python -m reports.bench.cli [--model smollm2-135m] [--rounds 5] [--question "What is 2+3?"]
+    python -m reports.bench.command_line [--model smollm2-135m] [--rounds 5] [--question "What is 2+3?"]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def timed(args: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reports.bench.cli", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m reports.bench.command_line", description=__doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--question", default="What is 2+3?")

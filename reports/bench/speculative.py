@@ -12,7 +12,7 @@ and, at batch 1 greedy, transformers `generate` plain and with prompt-lookup dec
 plain engine, a row's tokens per verification (accepted drafts + 1), the acceptance rate.
 First the forward cost per pass for rows x q tokens (a 200-token cache), the measurement
 behind SpecConfig.max_batch_tokens. Usage:
-    python -m reports.bench.spec [--quick] [--prompts 4] [--max-tokens 128] [--rows 16]
+    python -m reports.bench.speculative [--quick] [--prompts 4] [--max-tokens 128] [--rows 16]
         [--threads N]
 """
 
@@ -100,7 +100,7 @@ def run_generate(engine: HFEngine, problems: list[Problem], max_tokens: int,
 
 
 def main() -> None:
-    ap = command("python -m reports.bench.spec", __doc__)
+    ap = command("python -m reports.bench.speculative", __doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=128)
