@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from search.types import Problem
 from verifiers._math import choice
 from verifiers.code import TestReport, run_tests
-from verifiers.math import unread_reason, verify
 from verifiers.domains import written_code
+from verifiers.math import unread_reason, verify
 from verifiers.steps import check_step
 
 
