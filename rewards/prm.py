@@ -205,7 +205,6 @@ class HFPRM(Bindable):
             seg = self.kv.get(node)
             assert seg is not None and seg.logits is not None
             values.append(self.reward(seg.logits))
-        self.kv.retain(nodes, self.session.kv)
         return values
 
 

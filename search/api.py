@@ -225,7 +225,7 @@ def solve(problem: Problem | str, algo: str = "best_of_n", budget: Budget | None
         with watch.watching(session.meter, session.kv, f"{algo} on {model_name}"):
             return run(fn, (problem, eng, sc, session), dict(seed=seed, **knobs), labels)
     finally:
-        eng.retain([])  # the tree stays in the Result; its KV cache (this session's) is freed
+        session.kv.close()  # the tree stays in the Result; the engine drops its KV
 
 
 def check_run(problem: Problem, algo: str, budget: Budget | None, seed: int,

@@ -1,8 +1,8 @@
 """A Session: what one search owns while engines and scorers are shared.
 
 `search.solve` starts one Session per search: its meter (and through it the budget), its KV
-scope (the search trees it has cached, in any model's KV store: what its `retain` may free)
-and its cancel event (set by the driver of many searches when it is interrupted). An
+scope (the search trees it has cached, in any model's KV store: dropped there when the
+search ends) and its cancel event (set by the driver of many searches when it is interrupted). An
 algorithm receives it (fn(problem, engine, scorer, session, ...)) and uses the engine and
 scorer as that session's views (`bind(part, session)`, search.algos.Run.begin): every charge,
 every KV entry and every scheduler job of a view goes to its session. That is the one route
@@ -29,14 +29,21 @@ P = TypeVar("P")
 
 class KVScope:
     """The search trees (their roots) of one search: those its engine made (`add`, from
-    Engine.root) and those it has cached in any model's KV store (search.runtime.kvtree).
-    `retain` under this scope frees segments of these trees only; the progress line reads
-    them. Weak: a tree nobody holds leaves the scope with its segments."""
+    Engine.root) and those it has cached in any model's KV store (search.runtime.kvtree,
+    listed in `stores`); the progress line reads them. `close` (the search's end) has every
+    store drop these trees' KV. Weak: a tree nobody holds leaves the scope with its KV."""
 
-    __slots__ = ("roots", "__weakref__")
+    __slots__ = ("roots", "stores", "__weakref__")
 
     def __init__(self) -> None:
         self.roots: weakref.WeakSet[Node] = weakref.WeakSet()
+        self.stores: weakref.WeakSet[Any] = weakref.WeakSet()  # each has release(scope)
+
+    def close(self) -> None:
+        """The search is over: every KV store drops its trees' KV (the trees themselves,
+        a Result's, stay as they are)."""
+        for store in list(self.stores):
+            store.release(self)
 
     def add(self, root: Node) -> Node:
         """Record a tree of this search; returns its root."""

@@ -262,28 +262,26 @@ def test_kv_cap_bounds_the_calls_in_flight(arith_engine):
     capped = search.solve_many(probs, "best_of_n", engine=arith_engine, scorer="steps",
                                seeds=(0,), concurrency=4, max_kv_bytes=1, n=4,
                                select="weighted_vote")
-    # one call holding KV at a time (calls that hold none, like retain, still go beside it)
+    # one call holding KV at a time (calls that hold none still go beside it)
     assert sch.stats.peak_kv_bytes == sch.stats.largest > 0
     assert [dump(r) for r in capped] == ref
 
 
-def test_retain_frees_only_the_sessions_trees(tiny_engine):
-    """KV entries belong to the session that cached them, not to a thread: a view's retain
-    frees its own session's trees only, and it does so from any thread."""
+def test_a_sessions_end_drops_only_its_own_trees(tiny_engine):
+    """KV entries belong to the session that cached them, not to a thread: closing a
+    session's KV scope (its search's end) drops its own trees' KV only, from any thread."""
     mine, theirs = tiny_engine.bind(Session()), tiny_engine.bind(Session())
     root = mine.root(Problem(prompt="1+1="))
     mine.kv.ensure([root], mine.session)
     other_root = theirs.root(Problem(prompt="2+2="))
     their_nodes = [*theirs.expand([other_root], 2, stop=None, max_tokens=3)[0], other_root]
     assert set(mine.session.kv.roots) == {root} and set(theirs.session.kv.roots) == {other_root}
-    t = threading.Thread(target=mine.retain, args=([],))  # another thread, mine all the same
+    t = threading.Thread(target=mine.session.kv.close)  # another thread, mine all the same
     t.start()
     t.join()
     assert mine.kv.get(root) is None
     assert len(their_nodes) == 3 and all(theirs.kv.get(n) is not None for n in their_nodes)
-    theirs.retain([their_nodes[0]])  # keeps the path to a live node
-    assert theirs.kv.get(their_nodes[0]) is not None and theirs.kv.get(their_nodes[1]) is None
-    theirs.retain([])
+    theirs.session.kv.close()
     assert all(theirs.kv.get(n) is None for n in their_nodes)
 
 

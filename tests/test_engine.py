@@ -4,6 +4,7 @@ device (tests/devices.py): the references run on the CPU model."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -123,25 +124,42 @@ def test_top_p_tiny_keeps_only_the_argmax(tiny_engine):
     assert all(k.step.token_ids == greedy.step.token_ids for k in nucleus)
 
 
-def test_children_never_reprefill_and_retain_frees(tiny_engine, tiny_model):
-    eng = tiny_engine
-    eng.eos_ids = frozenset()  # no early EOS: keep two paths alive for four steps
-    root = eng.root(Problem(prompt="12*3="))
-    frontier = [root]
-    for _ in range(4):
-        kids = [k for ks in eng.expand(frontier, 2, stop=None, max_tokens=5, seed=1) for k in ks]
-        frontier = kids[:2]
-        eng.retain(frontier)
-    used = eng.meter.usage()
+def test_children_never_reprefill_and_dropped_kv_comes_back_uncharged(tiny_engine, tiny_model):
+    """A child's expand prefills nothing of its path. Under a 1-byte KV cap the engine drops
+    every segment no call reads (kvstore.NodeStore) and computes each again when a call
+    needs it: the same tokens and usage as with room for all (logprobs to the rounding of
+    a forward of another shape), and a greedy step from a dropped node decodes what plain
+    forwards over its whole path decode."""
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    tight = HFEngine(copy.deepcopy(model), tok, chat=False, device=tiny_engine.device,
+                     kv_cache=1)
+    grown = []
+    for eng in (tiny_engine, tight):
+        eng.eos_ids = frozenset()  # no early EOS: keep two paths alive for four steps
+        root = eng.root(Problem(prompt="12*3="))
+        frontier, steps = [root], []
+        for _ in range(4):
+            kids = [k for ks in eng.expand(frontier, 2, stop=None, max_tokens=5, seed=1)
+                    for k in ks]
+            frontier = kids[:2]
+            steps.append([(k.step.token_ids, torch.tensor(k.step.logprobs)) for k in kids])
+        grown.append((frontier, steps, eng.meter.usage()))
+    (_, steps, used), (frontier, tight_steps, tight_used) = grown
     assert used.prefill_tokens == len(root.prompt_ids)
-    held = eng.cached_tokens
-    eng.retain(frontier[:1])
-    assert eng.cached_tokens < held
-    # a node whose segment was freed is recomputed on demand, counted as prefill, same result
+    for step, tight_step in zip(steps, tight_steps, strict=True):
+        assert [t for t, _ in tight_step] == [t for t, _ in step]
+        for (_, lp), (_, tight_lp) in zip(step, tight_step):
+            torch.testing.assert_close(tight_lp, lp, rtol=1e-5, atol=1e-5)
+    assert dataclasses.replace(tight_used, seconds=0) == dataclasses.replace(used, seconds=0)
+    assert tiny_engine.kv.recomputed == 0 and tiny_engine.kv.store.dropped == 0
+    assert tight.kv.store.dropped > 0 and tight.kv.recomputed > 0
     dropped = frontier[1]
-    ((kid,),) = eng.expand([dropped], 1, stop=None, max_tokens=4, temperature=0)
-    assert eng.meter.prefill_tokens == used.prefill_tokens + len(dropped.step.token_ids)
-    ref = greedy_reference(tiny_model[0], dropped.token_ids(), len(kid.step.token_ids))
+    assert tight.kv.get(dropped) is None
+    ((kid,),) = tight.expand([dropped], 1, stop=None, max_tokens=4, temperature=0)
+    assert tight.meter.prefill_tokens == used.prefill_tokens  # recomputing is not charged
+    ref = greedy_reference(model, dropped.token_ids(), len(kid.step.token_ids))
     assert ref == list(kid.step.token_ids)
 
 

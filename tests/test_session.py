@@ -99,8 +99,8 @@ def test_solve_many_with_a_shared_scorer_matches_the_sequential_run(tiny_model):
 
 
 def test_a_sessions_kv_entries_are_its_own(tiny_model):
-    """KV entries join the KV scope of the session that cached them; retain under one scope
-    frees that scope's trees only, and leaves another model's or another session's alone."""
+    """KV entries join the KV scope of the session that cached them; closing a scope (its
+    search's end) drops that scope's trees only, and leaves another session's alone."""
     eng = engine_of(tiny_model)
     a, b = Session(), Session()
     ea, eb = eng.bind(a), eng.bind(b)
@@ -109,15 +109,14 @@ def test_a_sessions_kv_entries_are_its_own(tiny_model):
     kids_b = eb.expand([rb], 2, stop=None, max_tokens=3)[0]
     assert set(a.kv.roots) == {ra} and set(b.kv.roots) == {rb}
     assert a.meter.generated_tokens == b.meter.generated_tokens == 6
-    eng.kv.retain([], KVScope())  # a scope that cached nothing frees nothing
+    KVScope().close()  # a scope that cached nothing drops nothing
     assert all(eng.kv.get(n) is not None for n in [ra, rb, *kids_a, *kids_b])
-    ea.retain([kids_a[0]])
-    assert eng.kv.get(ra) is not None and eng.kv.get(kids_a[0]) is not None
-    assert eng.kv.get(kids_a[1]) is None
+    a.kv.close()
+    assert all(eng.kv.get(n) is None for n in [ra, *kids_a])
     assert all(eng.kv.get(n) is not None for n in [rb, *kids_b])
-    eb.retain([])
-    assert all(eng.kv.get(n) is None for n in [rb, *kids_b])
-    assert eng.kv.get(kids_a[0]) is not None
+    assert eng.cached_tokens == sum(eng.kv.get(n).n for n in [rb, *kids_b])  # type: ignore[union-attr]
+    b.kv.close()
+    assert eng.cached_tokens == 0
 
 
 def test_a_view_shares_the_parts_state_and_keeps_its_session():

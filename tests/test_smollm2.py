@@ -7,6 +7,7 @@ import torch
 from helpers import status_from_tree
 
 import search
+from search.session import Session
 from search.types import Budget, Problem
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ def test_chat_prompt_uses_the_template(smollm2_engine):
 
 
 def test_greedy_steps_match_generate_on_smollm2(smollm2_engine):
-    eng = smollm2_engine
+    eng = smollm2_engine.bind(Session())  # a session of its own, ended below
     a = eng.root(Problem(prompt="List the numbers from 1 to 20, one per line."))
     b = eng.root(Problem(prompt="Name three colours of the rainbow, one per line."))
     ((a1,),) = eng.expand([a], 1, stop=("\n",), max_tokens=24, temperature=0)
@@ -39,7 +40,7 @@ def test_greedy_steps_match_generate_on_smollm2(smollm2_engine):
         full = kid.token_ids()
         want = [lp[i - 1, full[i]].item() for i in range(len(ids), len(full))]
         assert max(abs(x - y) for x, y in zip(kid.step.logprobs, want)) < 1e-4
-    eng.retain([])  # the engine is the module's: the next tests start with no KV held
+    eng.session.kv.close()  # the engine is the module's: the next tests start with no KV held
 
 
 @pytest.mark.parametrize("algo,knobs", [("best_of_n", dict(n=4, step_tokens=48, max_depth=4)),

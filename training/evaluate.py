@@ -103,7 +103,6 @@ def solve_all(engine: HFEngine, problems: Sequence[Problem], n: int, *, temperat
         kids = engine.expand(roots, n, stop=None, max_tokens=cap(part),
                              temperature=temperature, seed=seed + start)
         out += [[c.step.text for c in cs if c.step is not None] for cs in kids]
-        engine.retain([])
     return out
 
 
@@ -153,7 +152,6 @@ def greedy_accuracy(engine: HFEngine, problems: Sequence[Problem]) -> float:
     reproduce: the same rows in the same batch give the same floats)."""
     roots = [engine.root(p) for p in problems]
     kids = engine.expand(roots, 1, stop=None, max_tokens=cap(problems), temperature=0.0)
-    engine.retain([])
     check = Grader()
     return sum(check(p, cs[0].step.text).correct  # type: ignore[union-attr]
                for p, cs in zip(problems, kids)) / len(problems)
@@ -206,7 +204,6 @@ def speed(name: str, task: Task) -> dict[str, float]:
         child = engine.expand([engine.root(p)], 1, stop=None, max_tokens=1000 - tokens,
                               temperature=1.0, seed=i)[0][0]
         tokens += len(child.step.token_ids)  # type: ignore[union-attr]
-        engine.retain([])
         i += 1
     decode_s = (time.monotonic() - t0) * 1000 / tokens
     return {"load_seconds": round(load_s, 2), "decode_1000_tokens_seconds": round(decode_s, 2)}

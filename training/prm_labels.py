@@ -179,7 +179,6 @@ class Labeller:
         if self.cfg.reuse and self.cfg.labels == "hard":
             out += self.reused(out)
         self.rolled = []
-        self.engine.retain([])
         return out
 
     def reused(self, seen: Sequence[LabelledPath]) -> list[LabelledPath]:

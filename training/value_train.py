@@ -105,8 +105,7 @@ def rollout_labels(engine: Any, problems: Sequence[Problem], *, paths: int = 2,
             if not live:
                 break
             frontier = [c[0] for c in engine.expand(live, 1, seed=rng.getrandbits(32), **step)]
-        feats.append(features(engine, steps))  # before retain() lets go of the nodes' states
-        engine.retain([])
+        feats.append(features(engine, steps))
     return torch.cat(feats), torch.tensor(labels), groups
 
 

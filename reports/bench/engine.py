@@ -157,9 +157,7 @@ def ours(engine: HFEngine, ids, branches, steps, step_tokens, seed):
     for s in range(steps):
         kids = engine.expand(frontier, width, stop=None, max_tokens=step_tokens, seed=seed + s)
         frontier, width = [k for ks in kids for k in ks], 1
-        engine.retain(frontier)
     used = engine.meter.usage()
-    engine.retain([])
     return used.generated_tokens, used.prefill_tokens
 
 
@@ -210,7 +208,6 @@ def run_workloads(engine: HFEngine, problem: Problem, seed: int) -> None:
         print(f"{label:22s} {used.generated_tokens:6d} {dt:7.2f} "
               f"{used.generated_tokens / dt:7.1f} {used.prefill_tokens:9d} {resent:8d} "
               f"{100 * (1 - used.prefill_tokens / resent):5.1f}%", flush=True)
-        engine.retain([])
 
 
 # -- bf16 / int8 numerics -------------------------------------------------------------------------

@@ -177,7 +177,6 @@ def engine_expand(eng: Any, prompts: list[list[int]], new: int, seed: int = 0
     sync(eng.device)
     seconds = time.perf_counter() - t0
     used = eng.meter.usage()
-    eng.retain([])
     return seconds, used.generated_tokens, used.prefill_tokens
 
 
@@ -241,7 +240,6 @@ def merged_jobs(eng: Any, shape: Shape) -> None:
         view = eng.bind(Session())
         kids = view.expand([roots[i]], PER_PROMPT, stop=None, max_tokens=new, seed=i)[0]
         done.append(sum(len(k.step.token_ids) for k in kids))
-        view.retain([])
 
     sched = eng.scheduler
     sched.stats = SchedStats()

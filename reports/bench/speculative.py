@@ -80,7 +80,6 @@ def run_engine(engine: HFEngine, problems: list[Problem], rows: int, temperature
         kids = engine.expand([engine.root(problem)], rows, stop=None, max_tokens=max_tokens,
                              temperature=temperature, seed=seed + i)[0]
         outs.append([k.step.token_ids if k.step else () for k in kids])
-        engine.retain([])
     dt = time.perf_counter() - t0
     return sum(len(t) for o in outs for t in o), dt, outs
 

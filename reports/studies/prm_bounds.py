@@ -110,7 +110,6 @@ def surprise_scores(engine: Any, paths: Sequence[LabelledPath]) -> dict[str, lis
             for i, kid in zip(live, kids):
                 nodes[i] = kid
                 forced[i].append(kid.step)
-        engine.retain([])
         for steps in forced:
             low = {k: 0.0 for k in out}
             for step in steps:

@@ -90,7 +90,6 @@ def collect(engine: Any, scorers: Mapping[str, Any], problems: Sequence[Problem]
                     extract(problem, leaf.text) if leaf.finished else None,
                     leaf.finished and grade(problem, leaf.text).correct, leaf.finished,
                     first_error(problem, steps, grade) if leaf.finished else None))
-        engine.retain([])
     return out
 
 

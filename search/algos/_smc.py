@@ -178,8 +178,6 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
         if still and ess(normalize([swarm.log_weights[i] for i in pool])) < \
                 plan.ess_threshold * len(pool):
             swarm.resample(pool, plan.draw, rng, keep_first=bool(ref) and pool[0] == 0)
-        # finished particles stay cached too: particle Gibbs may pick one as its next reference
-        engine.retain(swarm.nodes + ref[-1:])
     return swarm
 
 

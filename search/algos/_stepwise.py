@@ -84,7 +84,6 @@ def sample_paths(engine: Engine, root: Node, n: int, meter: Meter, sampler: Samp
         if prune is not None and live:
             drop = {c.id for c in prune(new[0].depth - root.depth, done, live)}
             cut.update((c.id, c) for c in live if c.id in drop)
-        engine.retain([c for c in live if c.id not in cut])
 
     if max_depth < 1 or meter.exhausted():
         return [], [], []

@@ -235,7 +235,6 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
         for child in fresh:
             evaluate(child)
             frontier.offer(child)
-        run.engine.retain(frontier.open_nodes())
 
     open_nodes = [node for node in frontier.open_nodes() if node is not root]
     # the popped solutions; else (the budget or cap ended the search first) the finished

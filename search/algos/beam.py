@@ -117,7 +117,6 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
         # sorted() is stable: equal scores keep generation order, so runs are reproducible
         alive = sorted(alive, key=rank_key, reverse=True)
         beams = alive[:keep]
-        run.engine.retain(beams)
     # unfinished beams are reported but never answer (unless one is finished from the
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]

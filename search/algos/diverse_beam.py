@@ -192,7 +192,7 @@ def _by_step(run: Run, *, n: int, m: int, groups: int, per: int, lam: float, sim
         beams = choose_groups(cands, keep=per, lam=lam, theta=run.path_score,
                               unit=lambda c: c.step.token_ids if c.step else (),
                               ident=lambda c: c.id, sim=sim)
-        run.engine.retain(_tag(beams))
+        _tag(beams)
     return with_copies(done) or [b for b in _unique(beams) if b is not run.root]
 
 
@@ -221,5 +221,4 @@ def _by_token(engine: Engine, meter: Meter, root: Node, *, groups: int, per: int
         _tag(grown)  # finished picks too: they were chosen by their group
         done += [c for group in grown for c in group if c.finished]
         beams = [[c for c in group if not c.finished] for group in grown]
-        engine.retain([b for bs in beams for b in bs])
     return done or [b for b in _unique(beams) if b is not root]

@@ -67,6 +67,5 @@ def dvts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
             # max keeps the first of equal scores: ties go to the earlier sample
             best = max(children, key=run.path_score)
             heads[i] = None if best.finished else best
-        run.engine.retain([head for head in heads if head is not None])
     leaves = with_copies(done) + [h for h in heads if h is not None and h is not run.root]
     return run.finish(leaves, max_depth=max_depth)

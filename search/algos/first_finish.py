@@ -80,7 +80,6 @@ def _race(engine: Engine, meter: Meter, rng: random.Random, frontier: list[Node]
         stopped += [c for c in live if c.generated_tokens >= limit or c.id in stalled]
         frontier, width = [c for c in live if c.generated_tokens < limit and
                            c.id not in stalled], 1
-        engine.retain(frontier)
     return done, stopped, frontier
 
 
@@ -127,5 +126,4 @@ def _count_saved(run: Run, stopped: list[Node], order: dict[int, int], chunks: S
     for node in stopped:
         for child in list(node.children):
             child.detach()
-    run.engine.retain([])
     return scratch.meter.generated_tokens

@@ -152,7 +152,6 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
         finished.update((kid.id, kid) for kid in new if kid.finished)
         for path in paths:
             tree.add_virtual_loss(path, -1)
-        run.engine.retain(tree.frontier())
     for node in root.walk():
         if node.id in tree.stats:
             st = tree.stats[node.id]
@@ -174,7 +173,6 @@ def _rollouts(run: Run, starts: Sequence[Node], max_depth: int, values: list[flo
     def scored(tips: list[Node]) -> None:  # every rollout step is scored as it is taken
         run.score(tips)
         finished.update((tip.id, tip) for tip in tips if tip.finished)
-        run.engine.retain([*keep, *(tip for tip in tips if not tip.finished)])
 
     ends, _ = roll(starts, run.sampler.one_step(run.engine, run.rng), run.meter,
                    goes_on=lambda tip: not tip.finished and tip.depth < max_depth,

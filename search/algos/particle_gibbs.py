@@ -78,7 +78,6 @@ def particle_gibbs(problem: Problem, engine: Engine, scorer: Scorer, session: Se
             break
         ref.scores.of(ParticleMark).reference = it
         path = ref.path()[1:]
-        run.engine.retain([ref])
     done = [node for node in seen.values() if node.finished]
     leaves = done or list(seen.values())
     return run.finish(leaves, max_depth=max_depth)

@@ -160,7 +160,6 @@ def pgtd(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
             st.q[a] = max(st.q.get(a, -math.inf), reward)
             st.n[a] = st.n.get(a, 0) + 1
             st.visits += 1
-        run.engine.retain([n for n in _tree_nodes(root, stats) if not stats[n.id].child])
         if early_stop and reward >= 1.0:
             break
 
@@ -176,12 +175,3 @@ def _reward(program: Node) -> float:
     """A program's public-test score (-inf if it was never scored: the budget cut it)."""
     return -math.inf if program.scores.reward is None else program.scores.reward
 
-
-def _tree_nodes(root: Node, stats: dict[int, _Stats]) -> list[Node]:
-    """The search tree's prefix nodes (rollout nodes hang off it but have no stats)."""
-    out, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(stats[node.id].child.values())
-    return out

@@ -117,9 +117,5 @@ class Engine(Protocol):
         """For each node, the log-probabilities of the given candidate next tokens."""
         ...
 
-    def retain(self, live: Sequence[Node]) -> None:
-        """Free the cache of every node that is not on the path to a live node."""
-        ...
-
     def decode(self, token_ids: Sequence[int]) -> str:
         ...

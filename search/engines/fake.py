@@ -235,9 +235,6 @@ class ScriptedEngine(Bindable):
             out.append([by_id.get(t, -math.inf) for t in token_ids])
         return out
 
-    def retain(self, live: Sequence[Node]) -> None:
-        del live
-
     def decode(self, token_ids: Sequence[int]) -> str:
         names = {v: k for k, v in self._vocab.items()}
         return "".join(names.get(t, "?") for t in token_ids)
@@ -245,7 +242,6 @@ class ScriptedEngine(Bindable):
 
 class ScriptedScorer(Bindable):
     """Scores a node by a function of its path of step texts; charges one call per node."""
-
 
     def __init__(self, value: Callable[[tuple[str, ...]], float]) -> None:
         self.value = value

@@ -187,6 +187,3 @@ class VLLMEngine(Bindable):
         flat = self._forced([p[0] for p in pairs], [p[1] for p in pairs], generated=False)
         k = len(token_ids)
         return [[lp[0] for lp in flat[i * k:(i + 1) * k]] for i in range(len(nodes))]
-
-    def retain(self, live: Sequence[Node]) -> None:
-        del live  # vLLM's prefix cache evicts by itself (LRU)

@@ -3,7 +3,8 @@
 runs fast on CPU, and how many searches' forwards merge into one. Every module is public; a
 scorer that runs a model imports them from here, never from an engine's folder.
 
-  kvtree.py     a model's KV segments over search trees (computed once, freed by retain)
+  kvtree.py     a model's KV segments over search trees (computed once while kept)
+  kvstore.py    those segments as a cache: a byte cap, least recently used out, pinned while read
   kv.py         segments and the batch caches of a forward (in-place slab, shared prefix)
   attention.py  grouped-query and cascade attention over those caches
   packed.py     oneDNN-prepacked linear layers (fp32 on CPU)

@@ -10,11 +10,16 @@ forward's: kv.SlabCache.over) or copies them into one batch cache (kv.batch_cach
 keeps each row's new columns. Prompts' segments are also kept by token ids (PromptCache), so
 a prompt is prefilled once for every search on it while it is held or fits the cache.
 
+The segments are a cache (search.runtime.kvstore.NodeStore): kept under a byte cap, least
+recently used out first, pinned while a call reads them, recomputed when a call needs one
+that was dropped (uncharged: a Result does not depend on the cap), and dropped with their
+search's trees when it ends. No caller frees KV by hand.
+
 Model work is written as jobs (search.runtime.passes: generators yielding one Pass per
 forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
 job (`ensure_job`, `feed_job`) to the end. The model work is done for a search's
-search.session.Session, passed in: its meter is charged, the trees it caches join its KV
-scope, and `retain` under that scope frees segments of those trees only.
+search.session.Session, passed in: its meter is charged, and the trees it caches join its KV
+scope, whose close (the search's end) drops their segments here.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from search.budget import BudgetReached
 from search.runtime import kv as kvmod
 from search.runtime.growing import GrowingCache
 from search.runtime.kv import Segment
+from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore
 from search.runtime.passes import Pass
 from search.runtime.sched import Scheduler
 from search.runtime.transfer import upload
@@ -81,6 +87,15 @@ class PromptCache:
             self._entries[tuple(ids)] = (seg, holders)
         self.evict()
 
+    def release(self, root: Node, ids: Sequence[int]) -> None:
+        """`root` holds the prompt's entry no more (its node KV was dropped): the entry is
+        kept, if it fits, as one no live root holds."""
+        with self._lock:
+            entry = self._entries.get(tuple(ids))
+            if entry is not None:
+                entry[1].discard(root)
+        self.evict()
+
     def evict(self) -> None:
         """Drop least recently used entries no live root holds until the rest fit the cap."""
         with self._lock:
@@ -104,7 +119,7 @@ class KVTree:
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
                  *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
-                 share_prefix: int = 0, prompt_cache: int = 0) -> None:
+                 share_prefix: int = 0, prompt_cache: int = 0, cap: int = DEFAULT_CAP) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
         self.scheduler = Scheduler()  # what feed() and ensure() run on; its owner's, set by it
@@ -123,27 +138,32 @@ class KVTree:
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
-        self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
-        # per tree (by root), the nodes holding a segment (a search's KVScope lists its roots)
-        self._members: weakref.WeakKeyDictionary[Node, weakref.WeakSet[Node]] = \
-            weakref.WeakKeyDictionary()
+        # node segments under `cap` bytes (kvstore: a root's leaves the prompt cache's holders)
+        self.store = NodeStore(cap, on_drop=self._dropped)
+        self.recomputed = 0  # tokens computed again after the store dropped them (uncharged)
 
     # -- the store ---------------------------------------------------------------------
     def get(self, node: Node) -> Segment | None:
-        return self._segs.get(node)
+        return self.store.get(node)
 
     def put(self, node: Node, seg: Segment, scope: KVScope) -> None:
-        """Store the node's segment; its tree joins `scope` (the search that cached it)."""
-        self._segs[node] = seg
-        root = node.root
-        members = self._members.get(root)
-        if members is None:
-            members = self._members[root] = weakref.WeakSet()
-        members.add(node)
-        scope.roots.add(root)
+        """Store the node's segment; its tree joins `scope` (the search that cached it, whose
+        close drops the tree's segments: `release`)."""
+        self.store.put(node, seg)
+        scope.roots.add(node.root)
+        scope.stores.add(self)
+
+    def release(self, scope: KVScope) -> None:
+        """The search of `scope` is over: drop its trees' segments (their prompts stay in the
+        prompt cache, as entries no live root holds)."""
+        self.store.release([node for root in list(scope.roots) for node in root.walk()])
+
+    def _dropped(self, node: Node) -> None:
+        if node.parent is None:
+            self.prompts.release(node, self.own(node))
 
     def is_complete(self, node: Node) -> bool:
-        seg = self._segs.get(node)
+        seg = self.store.get(node)
         return seg is not None and seg.logits is not None and seg.n == len(self.own(node))
 
     def start(self, node: Node) -> int:
@@ -154,7 +174,7 @@ class KVTree:
         """The cached part of the path as its segments' kv [L, 2, H, n_i, D], root first.
 
         Callers guarantee that the ancestors are complete, so it is a contiguous prefix."""
-        return [seg.kv for a in node.path() if (seg := self._segs.get(a)) is not None and seg.n]
+        return [seg.kv for a in node.path() if (seg := self.store.get(a)) is not None and seg.n]
 
     @property
     def layout(self) -> kvmod.KVLayout:
@@ -176,24 +196,9 @@ class KVTree:
         lay = self.layout
         return lay.layers * 2 * lay.kv_heads * lay.head_dim * torch.finfo(lay.dtype).bits // 8
 
-    def retain(self, live: Sequence[Node], scope: KVScope) -> None:
-        """Drop every segment off the paths to `live` nodes, in the trees `scope` (one
-        search) has cached; other searches keep theirs."""
-        keep = {a.id for node in live for a in node.path()}
-        for root in list(scope.roots):
-            members = self._members.get(root)
-            if members is None:  # another model's tree, or already freed here
-                continue
-            for node in list(members):
-                if node.id not in keep:
-                    self._segs.pop(node, None)
-                    members.discard(node)
-            if not members:
-                self._members.pop(root, None)
-
     @property
     def cached_tokens(self) -> int:
-        return sum(seg.n for seg in list(self._segs.values()))
+        return sum(seg.n for _, seg in self.store.items())
 
     # -- the model ---------------------------------------------------------------------
     def feed(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
@@ -220,12 +225,14 @@ class KVTree:
     @torch.inference_mode()
     def feed_job(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
                  tokens: Sequence[Sequence[int]], session: Session, *, all_logits: bool,
-                 prefill: int) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
-                                                          torch.Tensor | None]]:
-        """`feed` as a job."""
+                 prefill: int, charged: bool = True
+                 ) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
+                                                 torch.Tensor | None]]:
+        """`feed` as a job; charged=False: KV computed again after the store dropped it,
+        which no budget checks and no meter pays (counted in `recomputed`)."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
         meter = session.meter
-        if meter.refuse_forward(2.0 * self.n_params * len(tokens) * w):
+        if charged and meter.refuse_forward(2.0 * self.n_params * len(tokens) * w):
             raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
         cache = self.batch(paths, w)
         P = cache.length
@@ -234,11 +241,13 @@ class KVTree:
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
-        self.prefilled += prefill
-        if self.as_scorer:
+        if not charged:
+            self.recomputed += n
+        elif self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
             meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
+        self.prefilled += prefill
         # tree mode: the new columns stay where the forward wrote them (no row ever moves)
         new = [cache.view(b, P, P + w) if self.tree and isinstance(cache, kvmod.SlabCache)
                else cache.take(b, P, P + w) for b in range(len(tokens))]
@@ -251,17 +260,28 @@ class KVTree:
         (charged to its meter; the trees join its KV scope).
 
         A partial segment lacks only the step's last sampled token, fed here for the first
-        time; a node with no segment (a prompt, a freed node, text this model did not
-        generate) is fed whole and counted as prefill.
+        time; a node with no segment (a prompt, text this model did not generate) is fed
+        whole and counted as prefill. A node the store dropped for room is first computed
+        again as it was, uncharged: what is charged is what the call would compute had
+        nothing been dropped.
         """
         self.scheduler.run(self.ensure_job(nodes, session), cancel=session.cancel)
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
-        """`ensure` as a job."""
+        """`ensure` as a job (the nodes' paths pinned while it runs)."""
+        with self.store.pinned(nodes):
+            yield from self._fill(nodes, session, restore=True)
+            yield from self._fill(nodes, session, restore=False)
+
+    def _fill(self, nodes: Sequence[Node], session: Session, *, restore: bool
+              ) -> Generator[Pass, Any, None]:
+        """Compute, root first, what the store dropped of the nodes' paths (restore), or what
+        they lack to be complete."""
         while True:
             todo: dict[int, Node] = {}
             for node in nodes:
-                first = next((a for a in node.path() if not self.is_complete(a)), None)
+                first = next((a for a in node.path() if (self.store.gone(a) is not None
+                              if restore else not self.is_complete(a))), None)
                 if first is not None:
                     todo[first.id] = first
             if not todo:
@@ -269,61 +289,82 @@ class KVTree:
             # rows of equal missing width batch together; different widths run apart
             groups: dict[int, list[Node]] = defaultdict(list)
             for a in todo.values():
-                seg = self._segs.get(a)
-                groups[len(self.own(a)) - (seg.n if seg else 0)].append(a)
+                groups[self._missing(a, restore)].append(a)
             for width, group in groups.items():
-                yield from self._complete(group, width, session)
+                yield from self._complete(group, width, session, restore)
 
-    def _cached_prompts(self, group: list[Node], width: int, session: Session) -> list[Node]:
+    def _missing(self, node: Node, restore: bool) -> int:
+        """How many of the node's own tokens to compute: as many as the store dropped, or
+        those after its segment's."""
+        if restore:
+            return self._gone(node).n
+        seg = self.store.get(node)
+        return len(self.own(node)) - (seg.n if seg else 0)
+
+    def _cached_prompts(self, group: list[Node], width: int, session: Session,
+                        charged: bool) -> list[Node]:
         """Give the roots of `group` whose prompts are cached (PromptCache) their segment;
         the rest are left to compute. A hit is charged to the session as the forward it
         saves (its tokens, FLOPs and pass; the same budget check first), so a search's
-        Result does not depend on what the cache holds; `prefilled` counts what was
-        computed."""
-        hits = [(a, seg) for a in group if a.parent is None and a not in self._segs
+        Result does not depend on what the cache holds (a restore's hit, as the
+        recomputation it saves, is not); `prefilled` counts what was computed."""
+        hits = [(a, seg) for a in group if a.parent is None and self.store.get(a) is None
                 and (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None]
         if not hits:
             return group
         meter = session.meter
-        if meter.refuse_forward(2.0 * self.n_params * len(group) * width):
+        if charged and meter.refuse_forward(2.0 * self.n_params * len(group) * width):
             raise BudgetReached(f"a forward of {len(group) * width} tokens passes the budget")
         n, rest = len(hits) * width, [a for a in group if all(a is not h for h, _ in hits)]
-        if self.as_scorer:
+        if charged and self.as_scorer:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
-        else:
+        elif charged:
             meter.charge_model(prefill=n, flops=2.0 * self.n_params * n, passes=0 if rest else 1)
         for a, seg in hits:
             self.put(a, seg, session.kv)
         return rest
 
-    def _complete(self, group: list[Node], width: int, session: Session
+    def _complete(self, group: list[Node], width: int, session: Session, restore: bool
                   ) -> Generator[Pass, Any, None]:
+        """Compute `width` more own tokens of each node (restore: its dropped ones again,
+        uncharged, its output kept only if it had been known)."""
+        known = {a.id: not restore or self._gone(a).complete for a in group}
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
             for a in group:
                 assert a.parent is not None, "a root always has its prompt"
-                seg = self._segs[a.parent]  # complete: `a` is the first incomplete on its path
-                self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0, logits=seg.logits,
-                                    hidden=seg.hidden), session.kv)
+                seg = self.store.get(a.parent)  # complete: `a` is the first missing on its path
+                assert seg is not None
+                self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0,
+                                    logits=seg.logits if known[a.id] else None,
+                                    hidden=seg.hidden if known[a.id] else None), session.kv)
             return
-        group = self._cached_prompts(group, width, session)
+        group = self._cached_prompts(group, width, session, charged=not restore)
         if not group:
             return
         pasts, starts, tokens, prefill = [], [], [], 0
         for a in group:
-            seg = self._segs.get(a)
+            seg = None if restore else self.store.get(a)
             done = seg.n if seg else 0
             pasts.append(self.path_parts(a))
             starts.append(self.start(a) + done)
-            tokens.append(list(self.own(a))[done:])
-            prefill += 0 if seg is not None else width
+            tokens.append(list(self.own(a))[done:done + width])
+            prefill += 0 if seg is not None or restore else width
         new, out, hidden = yield from self.feed_job(pasts, starts, tokens, session,
-                                                    all_logits=False, prefill=prefill)
+                                                    all_logits=False, prefill=prefill,
+                                                    charged=not restore)
         for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
-            seg = self._segs.get(a)
+            seg = None if restore else self.store.get(a)
             kv = kv_new if seg is None else seg.extended(kv_new)
-            done = Segment(kv=kv, n=len(self.own(a)), logits=o[-1],
-                           hidden=None if hidden is None else hidden[i],
+            keep = known[a.id]
+            done = Segment(kv=kv, n=(seg.n if seg else 0) + width,
+                           logits=o[-1] if keep else None,
+                           hidden=None if hidden is None or not keep else hidden[i],
                            buf=None if seg is None else seg.buf)
             self.put(a, done, session.kv)
             if a.parent is None:
                 self.prompts.add(a, self.own(a), done)
+
+    def _gone(self, node: Node) -> Gone:
+        gone = self.store.gone(node)
+        assert gone is not None, "a node to restore was dropped by the store"
+        return gone

@@ -228,7 +228,7 @@ class Service:
         outcome = "failed"
         try:
             result = self._solve(s, driver, plan)
-            if result is None:  # its KV is freed already: search.solve's own retain([])
+            if result is None:  # its KV is dropped already: search.solve ended its session
                 outcome = "cancelled"
                 raise Cancelled("the search was interrupted")
             outcome = "finished"

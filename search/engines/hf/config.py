@@ -18,6 +18,7 @@ import torch
 
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.runtime.dtypes import is_int8, weight_dtype
+from search.runtime.kvstore import DEFAULT_CAP
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,10 @@ class HFConfig:
     # bytes of prompts' KV kept by token ids while no search holds them (kvtree.PromptCache:
     # least recently used out first); a prompt held or kept here is never prefilled again
     prompt_cache: int = 1 << 30
+    # bytes of search nodes' KV the engine keeps (kvstore.NodeStore): past it, the least
+    # recently used segments no call in flight reads are dropped, leaves first, and computed
+    # again, uncharged, if a call needs them (a Result is the same whatever the cap)
+    kv_cache: int = DEFAULT_CAP  # 4 GiB
     # the engine's forwards over its slab cache run lean.py (the same function in fewer
     # ops) where the model is a plain Llama-family block (fp32, bf16 or fp16; CPU or CUDA);
     # False: always transformers' forward
@@ -124,6 +129,8 @@ class HFConfig:
         if not isinstance(self.prompt_cache, int) or self.prompt_cache < 0:
             raise ValueError(f"prompt_cache must be an int >= 0 (bytes), got "
                              f"{self.prompt_cache!r}")
+        if not isinstance(self.kv_cache, int) or self.kv_cache < 0:
+            raise ValueError(f"kv_cache must be an int >= 0 (bytes), got {self.kv_cache!r}")
         if self.merge not in (None, True, False):
             raise TypeError(f"merge must be None, True or False, got {self.merge!r}")
         if not isinstance(self.speculate, (bool, SpecConfig)):

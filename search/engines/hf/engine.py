@@ -22,7 +22,10 @@ Each call is a job (search.runtime.passes) whose forwards are Passes: alone by d
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. Searches share the engine through
 their views (search.session.Bindable: `engine.bind(session)`): a view's calls charge its
-session's meter, and its `retain` frees that session's trees only.
+session's meter, and the trees they cache are dropped when that session ends.
+The engine owns its KV (search.runtime.kvstore): node segments are a cache under
+`HFConfig.kv_cache` bytes, least recently used out first, pinned while a call reads them,
+computed again (uncharged) when a call needs one that was dropped; no caller frees KV.
 Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
@@ -77,7 +80,7 @@ class HFEngine(Bindable):
         self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
                          inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix,
-                         prompt_cache=cfg.prompt_cache)
+                         prompt_cache=cfg.prompt_cache, cap=cfg.kv_cache)
         # this engine's calls, inline or merged across searches while it serves (sched.py)
         self.scheduler = self.kv.scheduler = Scheduler()
         # child -> the hidden state its step's last token was predicted from (keep_hidden)
@@ -215,15 +218,16 @@ class HFEngine(Bindable):
                 max_tokens: int, temperature: float, top_p: float, seed: int
                 ) -> Job[list[list[Node]]]:
         state = self.decode_state()
-        try:
-            yield from self.kv.ensure_job(unique(nodes), state.session)
-        except BudgetReached:  # no forward fits the budget: every row ends before its first token
-            return [[budget_child(node) for _ in range(n)] for node in nodes]
-        args = (rows, stop, max_tokens, temperature, top_p, seed)
-        # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
-        spec = self.speculation() if self.kv.layout.mask != "2d" else None
-        decoder = SpecDecoder(state, spec, *args) if spec else StepDecoder(state, *args)
-        children = yield from decoder.run()
+        with self.kv.store.pinned(nodes):  # the rows' paths stay while they decode
+            try:
+                yield from self.kv.ensure_job(unique(nodes), state.session)
+            except BudgetReached:  # no forward fits the budget: every row ends before its first token
+                return [[budget_child(node) for _ in range(n)] for node in nodes]
+            args = (rows, stop, max_tokens, temperature, top_p, seed)
+            # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
+            spec = self.speculation() if self.kv.layout.mask != "2d" else None
+            decoder = SpecDecoder(state, spec, *args) if spec else StepDecoder(state, *args)
+            children = yield from decoder.run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
 
     def decode_state(self) -> DecodeState:
@@ -255,6 +259,11 @@ class HFEngine(Bindable):
 
     def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
                 generated: bool) -> Job[list[Node]]:
+        with self.kv.store.pinned(nodes):  # the parents stay until their children are made
+            return (yield from self._extend_pinned(nodes, continuations, generated))
+
+    def _extend_pinned(self, nodes: list[Node], continuations: list[str | Sequence[int]],
+                       generated: bool) -> Job[list[Node]]:
         ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
                     else [int(t) for t in c] for c in continuations]
         if any(not ids for ids in ids_list):
@@ -338,11 +347,6 @@ class HFEngine(Bindable):
             assert seg is not None and seg.logits is not None
             out.append(torch.log_softmax(seg.logits, -1)[idx].tolist())
         return out
-
-    def retain(self, live: Sequence[Node]) -> None:
-        # not cancellable: a cancelled search's own retain([]) (search.solve's last act) frees
-        # its KV now, not when a garbage collection finds its tree
-        self.scheduler.call(self.kv.retain, list(live), self.session.kv)
 
     @property
     def cached_tokens(self) -> int:

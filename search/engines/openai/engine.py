@@ -14,7 +14,7 @@ it (llama-server, n above its slots: HTTP 400), the samples come from separate r
 they do from then on; any other number of choices is an error. Seeds: request seeds derive from the call's seed, the row
 and the sample, so one seed gives one result wherever the server is deterministic.
 
-Prefix reuse is the server's, not this engine's: it keeps no KV cache (`retain` frees nothing).
+Prefix reuse is the server's, not this engine's: it keeps no KV cache.
 A child's prompt extends its parent's, so a server with prefix caching (vLLM
 --enable-prefix-caching, SGLang's radix cache, llama.cpp's slot cache) reuses the shared
 prefix. Accounting is the server's own count, per request, failed attempts excluded:
@@ -342,9 +342,6 @@ class OpenAIEngine(Bindable):
         if covered < len(text) or any(v is None for v in values[start:]):
             raise ServerError(f"the echoed prompt has no logprobs for {text!r}")
         return tokens[start:], [float(v) for v in values[start:]]
-
-    def retain(self, live: Sequence[Node]) -> None:
-        del live  # the server owns its prefix cache
 
     def cache_metrics(self) -> dict[str, float]:
         """The server's prefix-cache counters from its Prometheus /metrics (vLLM, SGLang);

@@ -1,0 +1,172 @@
+"""Node KV as a cache under a byte cap: what the engine keeps, and what it may drop.
+
+A KVTree's segments live here, keyed weakly by Node: a tree nobody holds any more takes its
+KV with it (trees are reference cycles, so at the next garbage collection). Beyond that,
+nothing is freed by hand:
+
+- A call in flight *pins* the paths it reads (`pinned`); a pinned segment is never dropped.
+- While the store holds more than `cap` bytes, it drops the least recently used segments
+  nothing pins, leaves of the cached forest first (a child's KV is read after its
+  ancestors', so the cached nodes of a tree always form a prefix-closed subtree), down to
+  7/8 of the cap (one pass of work for many puts).
+- A dropped node is *gone*: the store remembers how much of it was cached (its token count
+  and whether its output was known), and the KV tree recomputes exactly that when a call
+  needs the node again, charged to nobody: a search's Result, its usage included, is the
+  same whatever the cap.
+- When a search ends (search.session.KVScope.close), its trees' segments leave the store
+  and nothing of them is remembered: a finished tree's node KV serves no other search (it
+  is keyed by node), and its prompt stays in the prompt cache (kvtree.PromptCache) for the
+  next search on it.
+
+So the store holds at most the cap plus what the calls in flight pin (their paths and the
+children they are writing).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import weakref
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from search.runtime.kv import Segment
+from search.types import Node
+
+DEFAULT_CAP = 4 << 30  # bytes: the searches of a CPU or a single GPU seldom reach it
+
+
+@dataclass(frozen=True)
+class Gone:
+    """What was cached of a dropped node: its first n own tokens, and whether its output
+    after them (Segment.logits: the node was complete) was known."""
+
+    n: int
+    complete: bool
+
+
+def nbytes(seg: Segment) -> int:
+    """Memory a segment holds: its KV (with its spare room) and its output. An empty step's
+    segment (n=0) stands where its parent's does and holds nothing of its own."""
+    if seg.n == 0:
+        return 0
+    kv = seg.buf if seg.buf is not None else seg.kv
+    extra = sum(t.nbytes for t in (seg.logits, seg.hidden) if t is not None)
+    return kv.nbytes + extra
+
+
+class NodeStore:
+    """Segments by node, least recently used dropped first under `cap` bytes (module doc)."""
+
+    def __init__(self, cap: int = DEFAULT_CAP,
+                 on_drop: Callable[[Node], None] | None = None) -> None:
+        if not isinstance(cap, int) or cap < 0:
+            raise ValueError(f"the KV cache cap must be an int >= 0 (bytes), got {cap!r}")
+        self.cap = cap
+        self.on_drop = on_drop  # told of every node whose segment leaves (prompt cache release)
+        self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
+        # node id -> node, least recently used first (a collected node's entry is skipped)
+        self._used: OrderedDict[int, weakref.ref[Node]] = OrderedDict()
+        self._pins: Counter[int] = Counter()  # node id -> calls in flight reading it
+        self._gone: weakref.WeakKeyDictionary[Node, Gone] = weakref.WeakKeyDictionary()
+        # bytes held: exact after each drop pass, else an upper bound (a collected node's
+        # segment leaves without telling the store)
+        self._bytes = 0
+        self.peak = 0  # the most `_bytes` has been after a put (and its drop pass)
+        self.dropped = 0  # segments dropped for room (not those of ended searches)
+        self._lock = threading.RLock()
+
+    def get(self, node: Node) -> Segment | None:
+        return self._segs.get(node)
+
+    def gone(self, node: Node) -> Gone | None:
+        """What was cached of `node` before the store dropped it for room, None if it was not."""
+        return self._gone.get(node)
+
+    def put(self, node: Node, seg: Segment) -> None:
+        with self._lock:
+            old = self._segs.get(node)
+            self._bytes += nbytes(seg) - (nbytes(old) if old is not None else 0)
+            self._segs[node] = seg
+            self._gone.pop(node, None)
+            self._used[node.id] = weakref.ref(node)
+            self._used.move_to_end(node.id)
+            if self._bytes > self.cap:
+                self._make_room()
+            self.peak = max(self.peak, self._bytes)
+
+    def items(self) -> list[tuple[Node, Segment]]:
+        with self._lock:
+            return list(self._segs.items())
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the segments held now take (nbytes of each)."""
+        return sum(nbytes(seg) for _, seg in self.items())
+
+    @contextmanager
+    def pinned(self, nodes: Sequence[Node]) -> Iterator[None]:
+        """Keep the paths to `nodes` for the block (a call reading them), most recently used."""
+        ids = list({a.id: a for node in nodes for a in node.path()})
+        with self._lock:
+            self._pins.update(ids)
+            for i in ids:
+                if i in self._used:
+                    self._used.move_to_end(i)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pins.subtract(ids)
+                for i in ids:
+                    if self._pins[i] <= 0:
+                        del self._pins[i]
+
+    def release(self, nodes: Sequence[Node]) -> None:
+        """Drop these nodes' segments and forget them (an ended search's trees)."""
+        with self._lock:
+            for node in nodes:
+                self._gone.pop(node, None)
+                seg = self._segs.pop(node, None)
+                if seg is not None:
+                    self._used.pop(node.id, None)
+                    self._bytes -= nbytes(seg)
+                    if self.on_drop is not None:
+                        self.on_drop(node)
+
+    def _make_room(self) -> None:
+        """Drop unpinned segments, cached leaves first, least recently used first, until the
+        rest fit 7/8 of the cap (or nothing more may go)."""
+        live: dict[int, tuple[Node, Segment]] = {}
+        for i, ref in list(self._used.items()):
+            node = ref()
+            seg = None if node is None else self._segs.get(node)
+            if node is None or seg is None:
+                del self._used[i]
+            else:
+                live[i] = (node, seg)
+        self._bytes = sum(nbytes(seg) for _, seg in live.values())
+        target = self.cap - self.cap // 8
+        if self._bytes <= target:
+            return
+        kids = Counter(node.parent.id for node, _ in live.values()
+                       if node.parent is not None and node.parent.id in live)
+        rank = {i: r for r, i in enumerate(live)}  # 0: least recently used
+        heap = [(rank[i], i) for i in live if not kids[i] and i not in self._pins]
+        heapq.heapify(heap)
+        while heap and self._bytes > target:
+            _, i = heapq.heappop(heap)
+            node, seg = live[i]
+            del self._segs[node], self._used[i]
+            self._gone[node] = Gone(seg.n, seg.logits is not None)
+            self._bytes -= nbytes(seg)
+            self.dropped += 1
+            if self.on_drop is not None:
+                self.on_drop(node)
+            parent = node.parent
+            if parent is not None and parent.id in live:
+                kids[parent.id] -= 1
+                if not kids[parent.id] and parent.id not in self._pins:
+                    heapq.heappush(heap, (rank[parent.id], parent.id))
