@@ -22,7 +22,7 @@ OLD_DEFAULTS = dict(device=None, max_length=None, chat=None, system_prompt=None,
                     keep_hidden=False, dtype=None, inplace_kv=True, speculate=False, pack=None,
                     share_prefix=64, lean=True)
 # options added since, at their defaults
-NEW_DEFAULTS = dict(merge=None, tree_attention=False, prompt_cache=1 << 30)
+NEW_DEFAULTS = dict(merge=None, tree_attention=True, prompt_cache=1 << 30)
 
 
 def test_defaults_are_the_engines_old_keyword_defaults():

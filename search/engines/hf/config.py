@@ -87,15 +87,14 @@ class HFConfig:
     # fp32 linears on CPU (under int8, those it leaves in fp32) on oneDNN-prepacked
     # weights, faster at every batch size and batch-invariant (None: wherever it runs)
     pack: bool | None = None
-    # rows whose paths start with the same >= this many cached tokens attend to one copy of
-    # them (kv.SlabCache.prefix); 0: every row's path copied into its batch cache
+    # parts of the rows' paths read where they live instead of copied into each call's batch
+    # cache (kv.batch_cache): a common prefix of >= this many tokens on transformers'
+    # forward; on the lean forward with tree_attention, every segment of >= this many
+    # tokens and the short common ones whose tokens times the rows reach it; 0: every
+    # row's path copied into its batch cache
     share_prefix: int = 64
-    # with the lean forward and share_prefix > 0: every row reads its path's segments where
-    # they live (kv.SlabCache.over, attention.tree_attend: nothing of a path copied into the
-    # batch cache). Off by default while that attention runs one call per segment outside
-    # the lean layer's fused pieces, which costs small models more CPU than the copies it
-    # saves (reports.bench.kvbytes prints the bytes either way)
-    tree_attention: bool = False
+    # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix only
+    tree_attention: bool = True
     # bytes of prompts' KV kept by token ids while no search holds them (kvtree.PromptCache:
     # least recently used out first); a prompt held or kept here is never prefilled again
     prompt_cache: int = 1 << 30
