@@ -218,12 +218,13 @@ def cpu_seconds(problems: int = 8, repeats: int = 3, concurrency: int = 16
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    searches: list[tuple[str, dict[str, Any]]] = [("beam", {}), ("best_of_n", {"n": 16})]
     best: dict[str, tuple[float, float]] = {}
     results: dict[str, list[Any]] = {}
     for turn in range(repeats):
         for name in list(engines)[::1 if turn % 2 == 0 else -1]:  # alternate who goes first
             c0, w0 = used(), time.perf_counter()
-            got = [r for algo, knobs in (("beam", {}), ("best_of_n", {"n": 16}))
+            got = [r for algo, knobs in searches
                    for r in search.solve_many(probs, algo, search.Budget(tokens=2000),
                                               engine=engines[name], scorer="steps",
                                               concurrency=concurrency, **knobs)]

@@ -5,8 +5,7 @@ With grouped-query attention (SmolLM2: 9 query heads share 3 key/value heads) tr
 query tokens under a mask (a verification pass of speculative decoding, q = 1 + draft) it
 first copies every layer's cache `heads / kv_heads` times over (`repeat_kv`). torch's SDPA
 takes the grouping itself (`enable_gqa=True`, masks included on CPU since torch 2.5), so
-"sdpa_gqa" hands it the cache as is: one SmolLM2 layer at 16 rows x 2 tokens over 290 cached
-positions takes ~0.6 ms instead of ~1.8 ms. Everything else (one query token, no mask,
+"sdpa_gqa" hands it the cache as is, with no copy per group. Everything else (one query token, no mask,
 anything transformers special-cases) goes to transformers' own function unchanged.
 
 Cascade attention over a shared prefix (kv.SlabCache.prefix: the keys carry it as
@@ -16,9 +15,8 @@ query vectors against S keys), so its keys and values are read once, not once pe
 row part runs over the row's own columns under its mask. On CPU each part is one flash-
 attention call and the two are merged by their log-sum-exps; elsewhere one softmax spans the
 concatenated scores. The idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and
-FlashInfer's cascade kernels. SmolLM2 (16 rows, one query token, 2 threads, the single-softmax
-form): ~300 us a layer for a 256-token prompt against ~340 for SDPA over a copy per row, ~640
-against ~1,490 for a 1,024-token prompt; the flash form measured ~1% faster end to end.
+FlashInfer's cascade kernels. The same merge serves any number of parts each read by some of
+the rows (tree_attend, merge_parts: the lean forward's kv.batch_cache(tree=True)).
 """
 
 from __future__ import annotations
@@ -167,9 +165,8 @@ def one_thread() -> AbstractContextManager[None]:
     """Run the block's torch ops on one intra-op thread (the calling thread's count comes
     back after it). The lean forward runs its attention calls so: the CPU flash kernel splits
     its work by the thread count (one and two threads give different last bits for most
-    shapes), and its calls are small (tiny-arith's 160 a forward at 16 searches average
-    ~80 us), so a second thread costs a wake-up per call and, while 16 search threads want
-    the machine's 2 cores, a core. With attention on one thread a forward's attention bits
+    shapes), and its calls are small, so a second thread costs a wake-up per call and,
+    while many search threads want the cores, a core. With attention on one thread a forward's attention bits
     no longer depend on the process's thread count."""
     return threads_here(1)  # this thread's count only (omp.set_threads_here)
 

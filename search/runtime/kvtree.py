@@ -30,7 +30,6 @@ import torch
 
 from search.budget import BudgetReached
 from search.runtime import kv as kvmod
-from search.runtime.growing import GrowingCache
 from search.runtime.kv import Segment
 from search.runtime.passes import Pass
 from search.runtime.sched import SCHED
@@ -103,7 +102,7 @@ class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
-                 *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
+                 *, as_scorer: bool = False, keep_hidden: bool = False,
                  share_prefix: int = 0, prompt_cache: int = 0) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
@@ -111,7 +110,6 @@ class KVTree:
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
-        self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
         self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
         # tree mode (set by an engine whose forward is the lean one): batch caches read the
         # parts of paths the lean forward's rule picks where they live (kv.batch_cache)
@@ -161,11 +159,8 @@ class KVTree:
             self._layout = kvmod.KVLayout.of(self.model, self.device)
         return self._layout
 
-    def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
-              ) -> kvmod.SlabCache | GrowingCache:
+    def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int) -> kvmod.SlabCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
-        if not self.inplace:
-            return GrowingCache.of(paths, self.layout.device)
         return kvmod.batch_cache(paths, room, self.layout, share_prefix=self.share_prefix,
                                  tree=self.tree)
 
@@ -238,8 +233,7 @@ class KVTree:
             meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
         else:
             meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
-        new = [cache.kept(b, P, P + w) if isinstance(cache, kvmod.SlabCache)
-               else cache.take(b, P, P + w) for b in range(len(tokens))]
+        new = [cache.kept(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last

@@ -11,8 +11,10 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   with its first half negated (so that roll(x)*sin' == rotate_half(x)*sin, exactly);
 - RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
 - the residual adds ride on the o_proj and down_proj GEMMs as oneDNN post-ops;
-- attention reads the slab directly: cascade attention over a shared prefix
-  (attention.cascade), torch SDPA with grouped KV heads otherwise, on one thread
+- attention reads the slab directly, and the parts of the rows' paths that stay where they
+  live (kv.batch_cache) once per part for all its readers: cascade attention over a shared
+  prefix (attention.cascade), per-part calls merged by log-sum-exp over other parts
+  (attention.merge_parts), torch SDPA with grouped KV heads without parts; on one thread
   (attention.one_thread);
 - in a forward of several Passes (forward_many) each Pass's slab views are made once per
   forward, not per layer (SlabCache.columns), every Pass's new keys and values are written by

@@ -4,9 +4,7 @@ With 16 searches on one engine the thread that runs the forwards shares Python's
 lock with the 16 search threads. Every torch op called from Python releases the lock for its
 kernel and takes it back after, so a merged forward queued for the lock at every one of the
 dozens of small ops a layer (views, splits, one flash pair per Pass) while the searches' own
-Python wanted it too (issue 35: on the tiny-arith grid at concurrency 16 the owner thread was
-runnable but not running for ~18% of its wall). A TorchScript function runs its ops in
-torch's interpreter, which holds no Python lock: one wait a piece instead of one an op, and
+Python wanted it too. A TorchScript function runs its ops in torch's interpreter, which holds no Python lock: one wait a piece instead of one an op, and
 the searches' Python runs on the other core meanwhile. The ops are the very ATen calls the
 Python forward makes, on the same tensors, so the bits are the same (tests/test_lean.py
 checks them against the same functions run as Python).
@@ -160,7 +158,7 @@ def compiled(plain: list[Any]) -> list[Any]:
     except Exception as err:  # noqa: BLE001 (no TorchScript: the same functions, in Python)
         warnings.warn(f"TorchScript could not compile the lean forward's layer pieces "
                       f"({type(err).__name__}: {str(err)[:200]}); they run as Python: the same "
-                      "results, slower when many searches share the engine (issue 35)",
+                      "results, slower when many searches share the engine",
                       RuntimeWarning, stacklevel=2)
         return plain
 
