@@ -104,8 +104,9 @@ def steps(kids) -> list[tuple[int, ...]]:
 def sharing_engines(tiny_model, device="cpu", **kw):
     """The same model behind an engine that never shares (the reference) and one that
     shares (share_prefix=1), recording per batch cache the path tokens its rows read where
-    they live, not copied into it (on the lean forward: every path's segments, SlabCache.over;
-    on transformers': the common prefix, SlabCache.prefix)."""
+    they live, not copied into it (on the lean forward, tree_attention: every path's
+    segments, share_prefix=1 reads them all in place; else the common prefix,
+    SlabCache.prefix)."""
     import copy
 
     from search.engines.hf import HFEngine
@@ -118,8 +119,8 @@ def sharing_engines(tiny_model, device="cpu", **kw):
 
     def spy(paths, room):
         cache = batch(paths, room)
-        assert not cache.tree or cache.start == 0  # nothing of a path copied in
-        seen.append(cache.shared + sum(p.shape[3] for p in cache.parts))
+        assert cache.prefix is not None or not cache.parts or cache.start == 0  # none copied
+        seen.append(sum(p.shape[3] for p in cache.parts))
         return cache
 
     shared.kv.batch = spy  # type: ignore[method-assign]

@@ -73,12 +73,13 @@ def test_inplace_greedy_multistep_multirow_matches_full_forward(tiny_engine, tin
     assert len(stops) > 1  # rows left the batch at different tokens (compaction ran)
 
 
-def test_inplace_sampling_equals_dynamic_cache_path(tiny_model):
-    """Same seed: the in-place and DynamicCache paths sample the same tokens, and every
-    logprob matches a full forward."""
+def test_tree_attention_samples_what_the_copied_paths_sample(tiny_model):
+    """Same seed: rows reading their paths' segments where they live (tree attention,
+    share_prefix=4: the steps too) and rows with their paths copied in (share_prefix=0)
+    sample the same tokens, and every logprob matches a full forward."""
     model, tok = tiny_model
-    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", inplace_kv=flag)
-               for flag in (True, False)]
+    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", share_prefix=n)
+               for n in (4, 0)]
     runs = []
     for eng in engines:
         eng.eos_ids = frozenset()  # every child stays expandable
@@ -148,13 +149,15 @@ def test_decode_writes_in_place_without_concatenating_the_cache(tiny_model):
     assert len({c[1] for c in calls}) == 1  # one buffer, never reallocated
     assert [c[2] for c in calls] == [calls[0][2] + j for j in range(11)]
     assert cats == []
-    # the detector works: the DynamicCache path concatenates the cache at every token
-    old = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", inplace_kv=False)
-    old.eos_ids = frozenset()
-    nodes = [old.root(n.problem) for n in nodes]
-    old.kv.ensure(nodes, old.session)
-    _, old_cats = decode_calls(old, nodes, max_tokens=12)
-    assert len(old_cats) >= 11 * model.config.num_hidden_layers
+    # the detector works: a cache concatenated at every token and layer (as transformers'
+    # DynamicCache grows) is seen each time
+    layout = kvmod.KVLayout.of(eng.model, eng.device)
+    spy = BigCats(layout.kv_heads * layout.head_dim * 2)
+    with spy:
+        k = torch.zeros(1, layout.kv_heads, 2, layout.head_dim)
+        for _ in range(11 * model.config.num_hidden_layers):
+            k = torch.cat([k, torch.zeros(1, layout.kv_heads, 1, layout.head_dim)], dim=2)
+    assert len(spy.seen) == 11 * model.config.num_hidden_layers
 
 
 def test_multi_token_forward_and_rewind_match_single_steps(tiny_engine, tiny_model):

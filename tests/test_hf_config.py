@@ -19,10 +19,10 @@ from search.types import Problem
 # search/engines/hf.py): the config must keep every one of them
 OLD_DEFAULTS = dict(device=None, max_length=None, chat=None, system_prompt=None,
                     prompt_template="{prompt}\n", instructions=INSTRUCTIONS, name="",
-                    keep_hidden=False, dtype=None, inplace_kv=True, speculate=False, pack=None,
+                    keep_hidden=False, dtype=None, speculate=False, pack=None,
                     share_prefix=64, lean=True)
 # options added since, at their defaults
-NEW_DEFAULTS = dict(merge=None, tree_attention=False, prompt_cache=1 << 30, kv_cache=4 << 30)
+NEW_DEFAULTS = dict(merge=None, tree_attention=True, prompt_cache=1 << 30, kv_cache=4 << 30)
 
 
 def test_defaults_are_the_engines_old_keyword_defaults():
@@ -56,9 +56,6 @@ def test_frozen_and_its_instructions_read_only():
     (dict(share_prefix=None), ValueError, "share_prefix must be an int >= 0"),
     (dict(speculate="yes"), TypeError, "speculate must be a bool or a SpecConfig"),
     (dict(merge="yes"), TypeError, "merge must be None, True or False"),
-    (dict(speculate=True, inplace_kv=False), ValueError,
-     r"speculate needs the in-place KV cache \(inplace_kv=True\)"),
-    (dict(speculate=SpecConfig(), inplace_kv=False), ValueError, "speculate needs the in-place"),
     (dict(dtype="float99"), ValueError, "dtype must be a floating torch dtype or its name"),
     (dict(dtype="int64"), ValueError, "dtype must be a floating torch dtype or its name"),
     (dict(dtype="int8", device="meta"), ValueError, "dtype='int8' is a CPU path.*on meta"),
@@ -72,7 +69,7 @@ def test_each_rule_is_refused_with_its_message(options, error, message):
 
 
 @pytest.mark.parametrize("options", [
-    dict(max_length=2), dict(share_prefix=0), dict(speculate=False, inplace_kv=False),
+    dict(max_length=2), dict(share_prefix=0), dict(speculate=False),
     dict(dtype="int8", device="cpu"), dict(dtype="int8", device="cpu", pack=True),
     dict(pack=True, device="cpu", dtype="fp32"), dict(pack=False, device="meta"),
     dict(dtype="bf16", device="cpu")])

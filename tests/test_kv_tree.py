@@ -27,15 +27,17 @@ def engine(tiny_model):
 
 def test_kv_bytes_moved_per_forward_do_not_grow_with_the_context():
     """Counted by reports.bench.kvbytes' dispatch-mode counter on a random Llama: an expand
-    of 16 rows a prompt and an expand of their children move at most 3x the new KV per
-    forward (the new columns written, the children's columns kept), the same at L=32 and
-    L=96; the old path's per-row copies grew with L."""
+    of 16 rows a prompt moves 2x the new KV per forward (the new columns written, the
+    children's columns kept), an expand of their children 4x (their own steps, shorter than
+    share_prefix and read by one row each, copied into the batch caches of the forward that
+    feeds their last token and of their expand), the same at L=32 and L=96; the old path's
+    per-row copies grew with L."""
     from reports.bench.kvbytes import measure
 
     small = measure(16, 32, 6, vocab=64, hidden=64, layers=2, heads=4)
     large = measure(16, 96, 6, vocab=64, hidden=64, layers=2, heads=4)
     for figures in (small, large):
-        assert all(0 < v <= 3.0 for v in figures.values()), figures
+        assert all(0 < v <= 4.0 for v in figures.values()), figures
     assert small == large
     copied = measure(16, 96, 6, vocab=64, hidden=64, layers=2, heads=4, share_prefix=0)
     assert copied["children_expand"] > 2 * large["children_expand"]

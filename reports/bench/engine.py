@@ -6,7 +6,8 @@ EOS suppressed so every method emits exactly 16*S*T tokens), on the same model:
       on generate do: every step re-sends the prompt and all earlier steps);
   (b) HF `generate` with num_return_sequences=16 over the whole S*T tokens at once (no
       step boundaries; the best case for plain generate);
-  (c) this engine on the DynamicCache path it had before (torch.cat of the cache per token);
+  (c) this engine with every row's path copied into its batch cache but a common prefix
+      (tree_attention=False);
   (g) this engine, in-place KV, on the stock nn.Linear layers (HFEngine(pack=False));
   (h) this engine, packed, with the prompt's KV copied into every row (share_prefix=0);
   (i) this engine, packed and sharing the prefix, on transformers' forward (lean=False);
@@ -162,12 +163,12 @@ def ours(engine: HFEngine, ids, branches, steps, step_tokens, seed):
 
 
 # method -> (label, function, which engine runs it): "plain" is the model as transformers
-# loads it (stock nn.Linear), "old" the engine's DynamicCache path on it, "ours" the engine as
+# loads it (stock nn.Linear), "copied" the engine without tree attention, "ours" the engine as
 # it ships (oneDNN-packed linears where they run, search.runtime.packed)
 METHODS: dict[str, tuple[str, Callable, str]] = {
     "a": ("naive generate, full prefix", naive, "plain"),
     "b": ("generate num_return_sequences", num_return, "plain"),
-    "c": ("engine, DynamicCache (old)", ours, "old"),
+    "c": ("engine, paths copied in", ours, "copied"),
     "g": ("engine, in-place KV, nn.Linear", ours, "plain"),
     "h": ("engine, packed, prefix per row", ours, "noshare"),
     "i": ("engine, transformers' forward", ours, "hfforward"),
@@ -275,10 +276,10 @@ def main() -> None:
         ids = prompt_ids(eng.tokenizer, args.prompt_tokens)
         # the baselines get their own unpacked copy of the weights: packing is in place
         plain = HFEngine.load(args.model, dtype=DTYPES[d], pack=False) if eng.packed else eng
-        old = HFEngine(plain.model, plain.tokenizer, chat=False, inplace_kv=False, pack=False)
+        copied = HFEngine(eng.model, eng.tokenizer, chat=False, tree_attention=False)
         noshare = HFEngine(eng.model, eng.tokenizer, chat=False, share_prefix=0)
         hfforward = HFEngine(eng.model, eng.tokenizer, chat=False, lean=False)
-        variants = {"plain": plain, "old": old, "ours": eng, "noshare": noshare,
+        variants = {"plain": plain, "copied": copied, "ours": eng, "noshare": noshare,
                     "hfforward": hfforward}
         if args.compile:
             methods = [*methods, "f"]

@@ -15,8 +15,16 @@ Per expand: all bytes of the call over its forwards; per step: the marginal byte
 tokens per row, (bytes(2T) - bytes(T)) / T, against one forward's new KV.
 
 Runs on this checkout, or on another one's code (`--old PATH`, a worktree of an older commit:
-this file is run there as a script, importing that checkout's `search`). Usage:
+this file is run there as a script, importing that checkout's `search`).
+
+`--cpu`: the CPU seconds the tree attention costs against the paths copied in, side by side
+in one process: tiny-arith searches (beam and best-of-16 over `--problems` arith problems
+of difficulty 5, Budget(tokens=2000), solve_many at concurrency 16) on two engines, one with
+tree_attention and one without, run in turns `--repeats` times; printed: each engine's
+fewest process CPU seconds and wall seconds, their ratios, and whether every Result
+(answer, status, tokens generated, candidates) is the same on both. Usage:
     python -m reports.bench.kvbytes [--rows 64] [--lengths 128,512] [--tokens 32] [--old PATH]
+        [--cpu] [--problems 8] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -191,6 +199,43 @@ def prefills(searches: int = 16) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(problems: int = 8, repeats: int = 3, concurrency: int = 16
+                ) -> dict[str, Any]:
+    """Process CPU and wall seconds of the same tiny-arith searches with tree attention and
+    with the paths copied in (the fewest of `repeats` turns each), and whether their Results
+    agree (see the module doc)."""
+    import resource
+    import time
+
+    import search
+    from problems import arith
+
+    probs = arith.generate(problems, seed=0, difficulty=5)
+    engines = {name: search.get_engine("tiny-arith", device="cpu", tree_attention=flag)
+               for name, flag in (("tree", True), ("copied", False))}
+
+    def used() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    searches: list[tuple[str, dict[str, Any]]] = [("beam", {}), ("best_of_n", {"n": 16})]
+    best: dict[str, tuple[float, float]] = {}
+    results: dict[str, list[Any]] = {}
+    for turn in range(repeats):
+        for name in list(engines)[::1 if turn % 2 == 0 else -1]:  # alternate who goes first
+            c0, w0 = used(), time.perf_counter()
+            got = [r for algo, knobs in searches
+                   for r in search.solve_many(probs, algo, search.Budget(tokens=2000),
+                                              engine=engines[name], scorer="steps",
+                                              concurrency=concurrency, **knobs)]
+            spent = (used() - c0, time.perf_counter() - w0)
+            best[name] = min(best.get(name, spent), spent)
+            results[name] = [(r.answer, r.status, r.usage.generated_tokens,
+                              [(c.text, c.answer, c.finished) for c in r.candidates]) for r in got]
+    return {"cpu": {k: v[0] for k, v in best.items()}, "wall": {k: v[1] for k, v in best.items()},
+            "same": results["tree"] == results["copied"], "runs": len(results["tree"])}
+
+
 def run_here(rows: int, lengths: list[int], tokens: int) -> dict[str, Any]:
     """Both tables' figures on this checkout's code (no lengths: the prefill counts only)."""
     return {"bytes": [{"L": L, **measure(rows, L, tokens)} for L in lengths],
@@ -237,7 +282,18 @@ def main() -> None:
     ap.add_argument("--lengths", default="128,512")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--old", help="a checkout of older code to measure side by side")
+    ap.add_argument("--cpu", action="store_true", help="CPU seconds, tree against copied")
+    ap.add_argument("--problems", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
+    if a.cpu:
+        c = cpu_seconds(a.problems, a.repeats)
+        print(f"tiny-arith, {c['runs']} searches (beam, best-of-16; {a.problems} problems, "
+              f"2000 tokens, solve_many at 16), fewest of {a.repeats}: CPU s tree "
+              f"{c['cpu']['tree']:.1f}, copied {c['cpu']['copied']:.1f}, ratio tree/copied "
+              f"{c['cpu']['tree'] / c['cpu']['copied']:.2f}; wall ratio "
+              f"{c['wall']['tree'] / c['wall']['copied']:.2f}; same Results: {c['same']}")
+        return
     lengths = [int(x) for x in a.lengths.split(",") if x]  # "": the prefill counts only
     results: dict[str, dict[str, Any]] = {"this": run_here(a.rows, lengths, a.tokens)}
     if a.old:

@@ -5,8 +5,7 @@ With grouped-query attention (SmolLM2: 9 query heads share 3 key/value heads) tr
 query tokens under a mask (a verification pass of speculative decoding, q = 1 + draft) it
 first copies every layer's cache `heads / kv_heads` times over (`repeat_kv`). torch's SDPA
 takes the grouping itself (`enable_gqa=True`, masks included on CPU since torch 2.5), so
-"sdpa_gqa" hands it the cache as is: one SmolLM2 layer at 16 rows x 2 tokens over 290 cached
-positions takes ~0.6 ms instead of ~1.8 ms. Everything else (one query token, no mask,
+"sdpa_gqa" hands it the cache as is, with no copy per group. Everything else (one query token, no mask,
 anything transformers special-cases) goes to transformers' own function unchanged.
 
 Cascade attention over a shared prefix (kv.SlabCache.prefix: the keys carry it as
@@ -16,9 +15,8 @@ query vectors against S keys), so its keys and values are read once, not once pe
 row part runs over the row's own columns under its mask. On CPU each part is one flash-
 attention call and the two are merged by their log-sum-exps; elsewhere one softmax spans the
 concatenated scores. The idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and
-FlashInfer's cascade kernels. SmolLM2 (16 rows, one query token, 2 threads, the single-softmax
-form): ~300 us a layer for a 256-token prompt against ~340 for SDPA over a copy per row, ~640
-against ~1,490 for a 1,024-token prompt; the flash form measured ~1% faster end to end.
+FlashInfer's cascade kernels. The same merge serves any number of parts each read by some of
+the rows (tree_attend, merge_parts: the lean forward's kv.batch_cache(tree=True)).
 """
 
 from __future__ import annotations
@@ -95,45 +93,56 @@ def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 bias: torch.Tensor, parts: Sequence[tuple[torch.Tensor, torch.Tensor,
                                                           torch.Tensor | None]],
                 scale: float) -> torch.Tensor:
-    """Attention of query (B, H, q, d) over each row's path segments where they live, then
-    its own columns key/value (B, KV, T, d) under bias (B, 1, g*q, T) (group_bias) -> (B, q,
+    """Attention of query (B, H, q, d) over its row's own columns key/value (B, KV, T, d)
+    under bias (B, 1, g*q, T) (group_bias) and the parts it reads where they live -> (B, q,
     H, d) in query's dtype. parts: (keys, values (KV, S, d), the rows reading it [k] long or
-    None for all), every row's in its path's order; a part is visible to every query token.
-
-    One attention call per part with its readers' queries stacked (as cascade's prefix: a
-    segment's keys are read once for all rows under it), one over the rows' own columns; the
-    results merged by their log-sum-exps, own first, then the parts in order (max, exp and
-    index_add_ are exact per element), so a row's bits depend on its own path alone."""
+    None for all); a part is visible to every query token. One attention call per part with
+    its readers' queries stacked (a part's keys read once for all of them), merged by
+    merge_parts. (The CPU's lean forward runs the same in TorchScript: scripted.attend.)"""
     B, H, q, d = query.shape
     KV = key.shape[1]
     gq = H // KV * q
-    qs, _ = stack_queries(query, KV)  # [B, KV, gq, d]
+    qs, stacked = stack_queries(query, KV)  # [B, KV, gq, d], [KV, B*gq, d]
     own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
-    halves = []
-    top = own_lse.clone()
+    outs, lses, readers = [], [], []
     for k, v, rows in parts:
-        sq = qs if rows is None else qs.index_select(0, rows)
-        b = sq.shape[0]
-        o, lse = lse_attention(sq.transpose(0, 1).reshape(1, KV, b * gq, d), k[None], v[None],
-                               None, scale)
-        o, lse = o.view(KV, b, gq, d).transpose(0, 1), lse.view(KV, b, gq).transpose(0, 1)
-        if rows is None:
-            torch.maximum(top, lse, out=top)
-        else:
-            top.index_copy_(0, rows, torch.maximum(top.index_select(0, rows), lse))
-        halves.append((o, lse, rows))
-    w = (own_lse - top).exp_()
-    num, den = own.float() * w[..., None], w
-    for o, lse, rows in halves:
-        wp = (lse - (top if rows is None else top.index_select(0, rows))).exp_()
-        if rows is None:
-            num.add_(o.float() * wp[..., None])
-            den = den + wp
-        else:
-            num.index_add_(0, rows, o.float() * wp[..., None])
-            den = den.index_add(0, rows, wp)
-    out = num.div_(den[..., None]).to(query.dtype)  # [B, KV, gq, d]
+        sq = stacked if rows is None else \
+            qs.index_select(0, rows).transpose(0, 1).reshape(KV, -1, d)
+        o, lse = lse_attention(sq[None], k[None], v[None], None, scale)
+        b = sq.shape[1] // gq
+        outs.append(o.view(KV, b, gq, d).transpose(0, 1))
+        lses.append(lse.view(KV, b, gq).transpose(0, 1))
+        readers.append(rows if rows is not None else qs.new_empty(0, dtype=torch.long))
+    out = merge_parts(own, own_lse, outs, lses, readers).to(query.dtype)  # [B, KV, gq, d]
     return out.reshape(B, H, q, d).transpose(1, 2)
+
+
+def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tensor],
+                lses: list[torch.Tensor], readers: list[torch.Tensor]) -> torch.Tensor:
+    """A row's attention over its own columns (own [B, KV, gq, d], own_lse [B, KV, gq]) and
+    over each part it reads (outs[k] [b, KV, gq, d], lses[k] [b, KV, gq]: the part's
+    readers, readers[k] their slots [b] long, empty where every row reads it) -> [B, KV,
+    gq, d] float32: each weighted by exp(lse - top), top the row's largest lse. Own first,
+    then the parts in order, each op element-wise and exact but exp (see merge_halves), so a
+    row's bits depend on the parts it reads alone. TorchScript compiles it too."""
+    top = own_lse
+    for k in range(len(outs)):
+        rows = readers[k]
+        if rows.numel() == 0:
+            top = torch.maximum(top, lses[k])
+        else:
+            top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lses[k]))
+    w = (own_lse - top).exp_().unsqueeze(-1)
+    num, den = own * w, w
+    for k in range(len(outs)):
+        rows = readers[k]
+        if rows.numel() == 0:
+            wk = (lses[k] - top).exp_().unsqueeze(-1)
+            num, den = num.addcmul(outs[k], wk), den + wk
+        else:
+            wk = (lses[k] - top.index_select(0, rows)).exp_().unsqueeze(-1)
+            num, den = num.index_add(0, rows, outs[k] * wk), den.index_add(0, rows, wk)
+    return num / den
 
 
 def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -156,9 +165,8 @@ def one_thread() -> AbstractContextManager[None]:
     """Run the block's torch ops on one intra-op thread (the calling thread's count comes
     back after it). The lean forward runs its attention calls so: the CPU flash kernel splits
     its work by the thread count (one and two threads give different last bits for most
-    shapes), and its calls are small (tiny-arith's 160 a forward at 16 searches average
-    ~80 us), so a second thread costs a wake-up per call and, while 16 search threads want
-    the machine's 2 cores, a core. With attention on one thread a forward's attention bits
+    shapes), and its calls are small, so a second thread costs a wake-up per call and,
+    while many search threads want the cores, a core. With attention on one thread a forward's attention bits
     no longer depend on the process's thread count."""
     return threads_here(1)  # this thread's count only (omp.set_threads_here)
 

@@ -1,43 +1,40 @@
 """KV tensors for a search tree: a node's segment, and the cache of one batched forward.
 
 Each node's segment holds the keys/values of its own tokens as one tensor of shape
-[L, 2, H, T, D] (layers, key|value, kv-heads, tokens, head dim). The cache of a path is the
-concatenation of its nodes' segments along T, so a child never recomputes its ancestors.
+[L, 2, H, T, D] (layers, key|value, kv-heads, tokens, head dim). The cache of a path is its
+nodes' segments in order, so a child never recomputes its ancestors.
 
-A batch of paths is left-padded with zeros to a common length P and masked; zeros (not
-garbage) in the padding keep masked attention free of NaNs. Two batch caches implement the
-same small interface (`BatchKV`) for the engine's loops:
-  SlabCache     one preallocated [L, 2, B, H, P + room, D] buffer: each forward writes its
-                tokens' K/V in place at the next free columns and attends over views of the
-                valid prefix, with a ready-made 4D mask (a view for one-token steps). Rows
-                that leave a decode loop are swapped out (one row copy each), never regrown.
-  GrowingCache  the transformers DynamicCache it replaces (torch.cat per token and layer),
-                kept for comparison (`inplace=False`, reports/bench/engine.py; growing.py).
-Both take several query tokens per row in one forward (prefill, forced continuations, and
-later draft tokens to verify), writing them at columns [length, length + q).
+A forward over a batch of rows (one path each) runs over one SlabCache: a preallocated
+[L, 2, B, H, P + room, D] buffer. Each row holds what is copied of its path, left-padded
+with zeros (not garbage: masked attention stays free of NaNs) to a common length P, then
+the forward's new tokens: each forward writes its K/V in place at the next free columns
+(several query tokens per row in one forward: prefill, forced continuations, draft tokens
+to verify) and attends over views of the valid prefix, with a ready-made 4D mask (a view
+for one-token steps). Rows that leave a decode loop are swapped out (one row copy each).
 
-Tree mode (SlabCache.over, the lean forward's): the slab holds only the rows' new columns
-(no padding, nothing of a path copied in) and each row attends first to its path's segments
-where they live, a segment read by several rows once for all of them (attention.tree_attend).
-
-Shared prefix (cascade attention, the other forwards): when every row's path starts with
-the same segments (the prompt of a best-of-N, a beam search's or a particle filter's batch)
-and they hold at least `share_prefix` tokens, the slab holds only each row's own suffix and
-the prefix stays one tensor, never copied per row: attention.sdpa_gqa attends to [prefix ||
-row suffix] with the prefix's keys read once for all rows (one GEMM), not once per row.
+What of a path is read where it lives instead (`parts`, chosen by batch_cache):
+- on transformers' forward: the leading segments common to every row, if they hold at
+  least `share_prefix` tokens, as one shared prefix that sdpa_gqa attends (cascade
+  attention: its keys read once for all rows, never copied per row);
+- on the lean forward (`tree`): every segment of at least `share_prefix` tokens, and the
+  shorter segments every row reads (concatenated once) if their tokens times the rows
+  reach `share_prefix`. Each part is
+  attended once for all the rows that read it (their queries stacked) and merged with the
+  rest by log-sum-exp (attention.merge_parts). Shorter segments read by fewer rows are
+  copied: a part costs an attention call per layer and forward, a copy costs its columns
+  once per batch cache, and bytes copied stay flat in the prompt's length.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from search.runtime import attention
-from search.runtime.growing import GrowingCache
 from search.runtime.transfer import upload
 
 
@@ -104,34 +101,43 @@ class KVLayout:
                         cascade=impl == attention.NAME and mask == "bool")
 
 
-class BatchKV(Protocol):
-    """The batch cache interface the engine's loops use (both classes are transformers
-    Caches, passed to the model as past_key_values)."""
-
-    @property
-    def length(self) -> int: ...  # columns written so far (padding included)
-
-    def attention_mask(self, q: int) -> torch.Tensor: ...
-
-    def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor: ...
-
-    def keep(self, slots: Sequence[int]) -> list[int]: ...
-
-
 def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout, *,
-                inplace: bool = True, share_prefix: int = 0) -> SlabCache | GrowingCache:
-    """A batch cache holding each row's path (its segments' kv, in order), left-padded,
-    with room for `room` more columns. share_prefix > 0 (in place, cascade layouts, >= 2 rows):
-    leading segments common to every row, if they hold >= share_prefix tokens, stay one shared
-    prefix tensor (SlabCache.prefix) instead of a copy per row."""
-    if inplace:
-        k = common_parts(paths) if share_prefix and len(paths) > 1 and layout.cascade else 0
-        shared = list(paths[0][:k])
-        if not k or sum(kv.shape[3] for kv in shared) < share_prefix:
-            return SlabCache.from_paths(paths, room, layout)
-        prefix = shared[0] if k == 1 else torch.cat(shared, dim=3)
-        return SlabCache.from_paths([p[k:] for p in paths], room, layout, prefix=prefix)
-    return GrowingCache.of(paths, layout.device)
+                share_prefix: int = 0, tree: bool = False) -> SlabCache:
+    """A SlabCache of these rows' paths (each its segments' kv, root first) with room for
+    `room` more columns: the parts read where they live (see the module doc; tree: the
+    lean forward's rule; share_prefix 0: none) and the rest copied in, left-padded."""
+    parts: list[torch.Tensor] = []
+    reads: list[list[int]] = [[] for _ in paths]
+    rest = [list(p) for p in paths]
+    if not (share_prefix and layout.cascade and paths):
+        return SlabCache.from_paths(rest, room, layout)
+    if not tree:
+        k = common_parts(paths)
+        if len(paths) > 1 and sum(kv.shape[3] for kv in paths[0][:k]) >= share_prefix:
+            parts = [paths[0][0] if k == 1 else torch.cat(list(paths[0][:k]), dim=3)]
+            reads, rest = [[0] for _ in paths], [list(p[k:]) for p in paths]
+        return SlabCache.from_paths(rest, room, layout, parts, reads)
+    # the short segments every row reads: one part (concatenated once, not per row) where
+    # their tokens times the rows reach share_prefix; long segments are parts of their own
+    short = [kv for kv in paths[0][:common_parts(paths)] if 0 < kv.shape[3] < share_prefix]
+    common = {id(kv) for kv in short}
+    if short and sum(kv.shape[3] for kv in short) * len(paths) >= share_prefix:
+        parts.append(short[0] if len(short) == 1 else torch.cat(short, dim=3))
+        reads = [[0] for _ in paths]
+    else:
+        common = set()
+    index: dict[int, int] = {}
+    for b, path in enumerate(paths):
+        rest[b] = []
+        for kv in path:
+            if kv.shape[3] >= share_prefix:
+                k = index.setdefault(id(kv), len(parts))
+                if k == len(parts):
+                    parts.append(kv)
+                reads[b].append(k)
+            elif kv.shape[3] and id(kv) not in common:
+                rest[b].append(kv)
+    return SlabCache.from_paths(rest, room, layout, parts, reads)
 
 
 def common_parts(paths: Sequence[Sequence[torch.Tensor]]) -> int:
@@ -157,9 +163,9 @@ class _SlabLayer(CacheLayerMixin):
 
     def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int,
                  shared: tuple[torch.Tensor, torch.Tensor] | None = None,
-                 tree: bool = False) -> None:
+                 lean_only: bool = False) -> None:
         super().__init__()
-        self.n, self.tree = n, tree
+        self.n, self.lean_only = n, lean_only
         self.shared = shared
         self.view(k, v)
         self.is_initialized = True
@@ -174,9 +180,10 @@ class _SlabLayer(CacheLayerMixin):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.n + key_states.shape[2]
-        if self.tree:
-            raise RuntimeError("a tree-mode slab cache (SlabCache.over) is read by the lean "
-                               "forward only: transformers' attention cannot see its parts")
+        if self.lean_only:
+            raise RuntimeError("this slab cache's rows read parts that are not one prefix "
+                               "common to all (batch_cache(tree=True)): the lean forward "
+                               "reads them, transformers' attention cannot")
         if end > self.k.shape[2] or key_states.shape[0] != self.k.shape[0]:
             raise RuntimeError(f"slab cache of {self.k.shape[0]} rows x {self.k.shape[2]} "
                                f"columns cannot take {tuple(key_states.shape)} after "
@@ -204,25 +211,27 @@ class SlabCache(Cache):
 
     valid [B, capacity]: which columns a row attends to (False on its left padding). Slots
     [0, rows) are the live rows; `keep` moves survivors into the first slots.
-    prefix [L, 2, H, S, D] or None: S positions every row attends to before its columns
-    (shared, never copied per row); columns and `length` count the slab alone.
+    parts: segments [L, 2, H, S_k, D] read where they live, before the row's columns;
+    row_parts[slot]: the parts that row reads. `prefix`: the one part, where every row reads
+    it (a shared prefix: transformers' forward attends it too); columns and `length` count
+    the slab alone.
     """
 
     def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str,
-                 prefix: torch.Tensor | None = None,
-                 tree: tuple[list[torch.Tensor], list[list[int]]] | None = None) -> None:
+                 parts: Sequence[torch.Tensor] = (),
+                 row_parts: Sequence[Sequence[int]] = ()) -> None:
         self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
         self.start = length  # columns given at creation (the rows' cached paths)
-        self.prefix = prefix
-        self.shared = 0 if prefix is None else prefix.shape[3]
-        # tree mode (SlabCache.over): the slab holds only the rows' new columns; each row
-        # first attends to its path's segments where they live, parts[k] [L, 2, H, S_k, D],
-        # row_parts[slot] the parts it reads in path order (attention.tree_attend)
-        self.parts, self.row_parts = tree if tree is not None else ([], [])
+        self.parts = list(parts)
+        self.row_parts = [list(r) for r in row_parts] or [[] for _ in range(self.rows)]
+        one = len(self.parts) == 1 and all(r == [0] for r in self.row_parts)
+        self.prefix = self.parts[0] if one else None
+        self.shared = 0 if self.prefix is None else self.prefix.shape[3]
         self._readers: list[tuple[int, torch.Tensor | None]] | None = None
+        prefix = self.prefix
         self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length,
                                  None if prefix is None else (prefix[i, 0], prefix[i, 1]),
-                                 bool(self.parts))
+                                 bool(self.parts) and not one)
                       for i in range(buf.shape[0])]
         super().__init__(layers=list(self.slabs))
         if mask == "additive":  # eager attention adds the mask to its scores
@@ -239,9 +248,12 @@ class SlabCache(Cache):
 
     @staticmethod
     def from_paths(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout,
-                   prefix: torch.Tensor | None = None) -> SlabCache:
-        if prefix is not None and (layout.mask != "bool" or not layout.cascade):
-            raise ValueError("a shared prefix needs the cascade attention (sdpa_gqa)")
+                   parts: Sequence[torch.Tensor] = (),
+                   row_parts: Sequence[Sequence[int]] = ()) -> SlabCache:
+        """Every row's segments copied in, left-padded, `room` columns after them; parts
+        and row_parts as the class's (what the rows read where it lives)."""
+        if parts and (layout.mask != "bool" or not layout.cascade):
+            raise ValueError("parts read in place need the cascade attention (sdpa_gqa)")
         lengths = [sum(kv.shape[3] for kv in p) for p in paths]
         P, B = max(lengths, default=0), len(paths)
         # empty, not zeros: columns past P are written before any forward reads them
@@ -250,52 +262,21 @@ class SlabCache(Cache):
         pads = upload([P - n for n in lengths], layout.device)
         valid = torch.arange(P + room, device=layout.device) >= pads[:, None]  # [B, P + room]
         into, segments = [], []  # every row's segments, copied by one call
-        for b, (parts, n) in enumerate(zip(paths, lengths)):
+        for b, (path, n) in enumerate(zip(paths, lengths)):
             if n < P:
                 buf[:, :, b, :, :P - n].zero_()
             col = P - n
-            for kv in parts:
+            for kv in path:
                 into.append(buf[:, :, b, :, col:col + kv.shape[3]])
                 segments.append(kv)
                 col += kv.shape[3]
         if into:
             torch.ops.aten._foreach_copy_(into, segments)
-        return SlabCache(buf, valid, P, layout.mask, prefix)
-
-    @staticmethod
-    def over(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLayout) -> SlabCache:
-        """Tree mode: a slab of `room` columns per row for its new tokens only, nothing of
-        the paths copied; each path's segments (its nodes' kv [L, 2, H, n_i, D], root first;
-        one tensor read by several rows is one part) stay where they live and are attended
-        there (the lean forward's attention.tree_attend)."""
-        if layout.mask != "bool" or not layout.cascade:
-            raise ValueError("a tree-mode cache needs the cascade attention (sdpa_gqa)")
-        index: dict[int, int] = {}
-        parts: list[torch.Tensor] = []
-        row_parts: list[list[int]] = []
-        for path in paths:
-            mine = []
-            for kv in path:
-                if kv.shape[3]:
-                    k = index.setdefault(id(kv), len(parts))
-                    if k == len(parts):
-                        parts.append(kv)
-                    mine.append(k)
-            row_parts.append(mine)
-        buf = torch.empty(layout.layers, 2, len(paths), layout.kv_heads, room, layout.head_dim,
-                          dtype=layout.dtype, device=layout.device)
-        valid = torch.ones(len(paths), room, dtype=torch.bool, device=layout.device)
-        return SlabCache(buf, valid, 0, layout.mask, tree=(parts, row_parts))
-
-    @property
-    def tree(self) -> bool:
-        """Whether the rows' paths are read where they live (SlabCache.over)."""
-        return bool(self.parts)
+        return SlabCache(buf, valid, P, layout.mask, parts, row_parts)
 
     def readers(self) -> list[tuple[int, torch.Tensor | None]]:
         """Per part some live row reads: (its index in parts, the live slots reading it
-        [k] long, None where every live row does), in parts' order (a row's parts come in
-        its path's order: a node's part first appears no later than its descendants')."""
+        [k] long, None where every live row does), in parts' order."""
         if not self.parts:
             return []
         if self._readers is None:
@@ -307,10 +288,14 @@ class SlabCache(Cache):
                              for k, s in enumerate(slots) if s]
         return self._readers
 
-    def view(self, slot: int, start: int, stop: int) -> torch.Tensor:
-        """One row's columns [L, 2, H, stop - start, D] where they are (no copy: valid while
-        no keep() moves rows, e.g. a prefill's new columns)."""
-        return self.buf[:, :, slot, :, start:stop]
+    def kept(self, slot: int, start: int, stop: int) -> torch.Tensor:
+        """One row's columns [L, 2, H, stop - start, D] for a segment that outlives the
+        cache: where they are if the slab holds nothing else (no path copied in, no room
+        left: a view pins no other bytes; valid since no keep() moves rows after a feed),
+        else a copy (take)."""
+        if self.start == 0 and stop - start == self.capacity:
+            return self.buf[:, :, slot, :, start:stop]
+        return self.take(slot, start, stop)
 
     @property
     def length(self) -> int:

@@ -5,9 +5,9 @@ The store is keyed weakly by Node, so several models can cache the same tree sid
 `own_tokens(node)` that says which token ids a node adds in that model's vocabulary.
 A node is *complete* when every token of its path is cached and the model's output after
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
-A forward over several rows reads their paths' segments where they live (tree mode, the lean
-forward's: kv.SlabCache.over) or copies them into one batch cache (kv.batch_cache), and
-keeps each row's new columns. Prompts' segments are also kept by token ids (PromptCache), so
+A forward over several rows reads the long or widely shared segments of their paths where
+they live and copies the rest into one batch cache (kv.batch_cache), and keeps each row's
+new columns. Prompts' segments are also kept by token ids (PromptCache), so
 a prompt is prefilled once for every search on it while it is held or fits the cache.
 
 The segments are a cache (search.runtime.kvstore.NodeStore): kept under a byte cap, least
@@ -35,7 +35,6 @@ import torch
 
 from search.budget import BudgetReached
 from search.runtime import kv as kvmod
-from search.runtime.growing import GrowingCache
 from search.runtime.kv import Segment
 from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore
 from search.runtime.passes import Pass
@@ -118,7 +117,7 @@ class KVTree:
     """KV segments of `model` for the nodes of search trees."""
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
-                 *, as_scorer: bool = False, keep_hidden: bool = False, inplace: bool = True,
+                 *, as_scorer: bool = False, keep_hidden: bool = False,
                  share_prefix: int = 0, prompt_cache: int = 0, cap: int = DEFAULT_CAP) -> None:
         self.model = model
         self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
@@ -127,10 +126,9 @@ class KVTree:
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
-        self.inplace = inplace  # batch caches: SlabCache (True) or the DynamicCache path
         self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
-        # tree mode (set by an engine whose forward is the lean one, with share_prefix > 0):
-        # batch caches hold only new columns, paths are read where they live (SlabCache.over)
+        # tree mode (set by an engine whose forward is the lean one): batch caches read the
+        # parts of paths the lean forward's rule picks where they live (kv.batch_cache)
         self.tree = False
         self.prompts = PromptCache(prompt_cache)
         self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
@@ -182,13 +180,10 @@ class KVTree:
             self._layout = kvmod.KVLayout.of(self.model, self.device)
         return self._layout
 
-    def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int
-              ) -> kvmod.SlabCache | GrowingCache:
+    def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int) -> kvmod.SlabCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
-        if self.tree:
-            return kvmod.SlabCache.over(paths, room, self.layout)
-        return kvmod.batch_cache(paths, room, self.layout, inplace=self.inplace,
-                                 share_prefix=self.share_prefix)
+        return kvmod.batch_cache(paths, room, self.layout, share_prefix=self.share_prefix,
+                                 tree=self.tree)
 
     @property
     def column_bytes(self) -> int:
@@ -248,9 +243,7 @@ class KVTree:
         else:
             meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
         self.prefilled += prefill
-        # tree mode: the new columns stay where the forward wrote them (no row ever moves)
-        new = [cache.view(b, P, P + w) if self.tree and isinstance(cache, kvmod.SlabCache)
-               else cache.take(b, P, P + w) for b in range(len(tokens))]
+        new = [cache.kept(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last

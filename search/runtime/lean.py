@@ -11,8 +11,10 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   with its first half negated (so that roll(x)*sin' == rotate_half(x)*sin, exactly);
 - RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
 - the residual adds ride on the o_proj and down_proj GEMMs as oneDNN post-ops;
-- attention reads the slab directly: cascade attention over a shared prefix
-  (attention.cascade), torch SDPA with grouped KV heads otherwise, on one thread
+- attention reads the slab directly, and the parts of the rows' paths that stay where they
+  live (kv.batch_cache) once per part for all its readers: cascade attention over a shared
+  prefix (attention.cascade), per-part calls merged by log-sum-exp over other parts
+  (attention.merge_parts), torch SDPA with grouped KV heads without parts; on one thread
   (attention.one_thread);
 - in a forward of several Passes (forward_many) each Pass's slab views are made once per
   forward, not per layer (SlabCache.columns), every Pass's new keys and values are written by
@@ -164,9 +166,10 @@ class _Part:
     new: list[torch.Tensor]  # per layer [B, q, 2, KV, d]: where its keys/values go
     keys: list[torch.Tensor]  # per layer [B, KV, columns, d]: what its attention reads
     values: list[torch.Tensor]
-    pre_k: list[torch.Tensor]  # per layer the shared prefix's keys [1, KV, S, d] (or [])
-    pre_v: list[torch.Tensor]
-    tree: list[tuple[torch.Tensor, torch.Tensor | None]]  # SlabCache.over's (part, readers)
+    # per layer, the keys (values) [1, KV, S, d] of each part its rows read where it lives
+    part_k: list[list[torch.Tensor]]
+    part_v: list[list[torch.Tensor]]
+    readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
 
     @staticmethod
     def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor,
@@ -176,23 +179,26 @@ class _Part:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
         new, seen = cache.columns(q)  # [L, 2, B, KV, q or columns, d]
         # the mask as an additive bias, once for all layers: over a group's stacked queries
-        # for cascade's prefix attention and off the CPU's flash path (stacked), else as SDPA
-        # would turn the bool mask into one per call (0 or -inf: the same kernel input, the
-        # same bits)
+        # where the rows read parts (merged by log-sum-exp) and off the CPU's flash path
+        # (stacked), else as SDPA would turn the bool mask into one per call (0 or -inf:
+        # the same kernel input, the same bits)
         bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
-            if cache.shared or cache.tree or stacked else torch.zeros(
+            if cache.parts or stacked else torch.zeros(
                 mask.shape, dtype=x.dtype, device=x.device).masked_fill_(~mask, float("-inf"))
-        prefix = None if cache.prefix is None else cache.prefix.unsqueeze(2)  # [L, 2, 1, KV, S, d]
+        reads = cache.readers()
+        kvs = [cache.parts[k].unsqueeze(2) for k, _ in reads]  # [L, 2, 1, KV, S, d]
+        L = seen.shape[0]
         return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
                      list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)),
-                     [] if prefix is None else list(prefix[:, 0].unbind(0)),
-                     [] if prefix is None else list(prefix[:, 1].unbind(0)),
-                     [(cache.parts[k], rows) for k, rows in cache.readers()])
+                     [list(ks) for ks in zip(*(kv[:, 0].unbind(0) for kv in kvs))] or [[]] * L,
+                     [list(vs) for vs in zip(*(kv[:, 1].unbind(0) for kv in kvs))] or [[]] * L,
+                     [x.new_empty(0, dtype=torch.long) if rows is None else rows
+                      for _, rows in reads])
 
     @property
-    def shared(self) -> bool:
-        """Whether its rows attend to a shared prefix first (cascade attention)."""
-        return bool(self.pre_k)
+    def prefix(self) -> bool:
+        """Whether its rows read one part, all of them (a shared prefix: cascade)."""
+        return len(self.readers) == 1 and not self.readers[0].numel()
 
     def query(self, qk: torch.Tensor, heads: int) -> torch.Tensor:
         """Its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]."""
@@ -303,16 +309,9 @@ class LeanLlama:
         flash = attention.flash_on(x)
         plan = [_Part.of(p, B, q, a, H // KV, x, not flash) for p, (B, q, a) in zip(parts, spans)]
         sizes = [B * q for B, q, _ in spans]
-        # on CPU every Pass's attention is one scripted call a layer (scripted.attend), from
-        # these lists: per layer, per Pass (an empty prefix where a Pass has none)
-        by_layer: list[tuple[list[torch.Tensor], ...]] = []
-        if flash:
-            none = [x.new_empty(0)] * len(self.layers)
-            by_layer = list(zip(*([list(t) for t in zip(*lists)] for lists in (
-                [pt.keys for pt in plan], [pt.values for pt in plan],
-                [pt.pre_k or none for pt in plan], [pt.pre_v or none for pt in plan]))))
+        # on CPU every Pass's attention is one scripted call a layer (scripted.attend)
         widths = ([B for B, _, _ in spans], [q for _, q, _ in spans])  # rows, query tokens
-        biases = [pt.bias for pt in plan]
+        biases, readers = [pt.bias for pt in plan], [pt.readers for pt in plan]
         for li, layer in enumerate(self.layers):
             new = [pt.new[li] for pt in plan]
             if self.posts:  # every projection packed: the lock-free pieces (scripted.py)
@@ -322,18 +321,15 @@ class LeanLlama:
                 qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
                                                                         self.eps)),
                                                cos, sin, H, KV, d, sizes, new)
-            if any(pt.tree for pt in plan):  # paths read where they live: per Pass
-                with attention.one_thread():
-                    whole = torch.cat([self._attend_part(pt, qk, li, flash) for pt in plan])
-            elif by_layer:
+            if flash:
                 with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
-                    whole = scripted.ATTEND(qk, H, KV, d, self.scale, *widths, *by_layer[li],
-                                            biases)
+                    whole = scripted.ATTEND(qk, H, KV, d, self.scale, *widths,
+                                            [pt.keys[li] for pt in plan],
+                                            [pt.values[li] for pt in plan], biases,
+                                            [pt.part_k[li] for pt in plan],
+                                            [pt.part_v[li] for pt in plan], readers)
             else:  # (another device, or no CPU flash kernel)
-                whole = torch.cat([self._attend(pt.query(qk, H), pt.keys[li], pt.values[li],
-                                                parts[i][3], pt.bias,
-                                                (pt.pre_k[li][0], pt.pre_v[li][0])
-                                                if pt.shared else None).reshape(pt.B * pt.q, -1)
+                whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
                                    for i, pt in enumerate(plan)])
             if self.posts:
                 x = scripted.POST(whole, x, layer.norm2, self.eps, inter, *self.posts[li])
@@ -357,40 +353,30 @@ class LeanLlama:
             at += B * k
         return outs
 
-    def _attend_part(self, pt: _Part, qk: torch.Tensor, li: int, flash: bool) -> torch.Tensor:
-        """One Pass's attention in layer li -> [B q, H d]: over its rows' path segments
-        (attention.tree_attend) in tree mode, else as the Passes of a forward without one."""
-        H, KV, d = self.heads, self.kv_heads, self.head_dim
-        rows = qk[pt.at:pt.at + pt.B * pt.q]
-        if pt.tree:
-            parts = [(kv[li, 0], kv[li, 1], r) for kv, r in pt.tree]
-            out = attention.tree_attend(pt.query(qk, H), pt.keys[li], pt.values[li], pt.bias,
-                                        parts, self.scale)
-            return out.reshape(pt.B * pt.q, H * d)
-        if flash:
-            empty = rows.new_empty(0)
-            return scripted.ATTEND(rows, H, KV, d, self.scale, [pt.B], [pt.q], [pt.keys[li]],
-                                   [pt.values[li]], [pt.pre_k[li] if pt.shared else empty],
-                                   [pt.pre_v[li] if pt.shared else empty], [pt.bias])
-        return self._attend(pt.query(qk, H), pt.keys[li], pt.values[li], None, pt.bias,
-                            (pt.pre_k[li][0], pt.pre_v[li][0]) if pt.shared else None
-                            ).reshape(pt.B * pt.q, -1)
-
-    def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor | None, bias: torch.Tensor | None,
-                shared: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        """query [B, H, q, d] over the slab's keys/values [B, KV, T, d] (after a shared
-        prefix, if any) under mask [B, 1, q or 1, T] (bias: its additive form, cascade's
-        over stacked queries where there is a prefix) -> [B, q, H, d]."""
-        if shared is not None:
-            return attention.cascade(query, shared[0], shared[1], keys, values, mask, self.scale,
-                                     bias=bias)
-        # a group's query heads stacked as query rows over its key/value head (bias: the
-        # mask over them, group_bias): plain multi-head SDPA, which every fused kernel takes
+    def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
+                ) -> torch.Tensor:
+        """One Pass's attention in layer li off the CPU's flash path -> [B q, H d]: over its
+        rows' own columns (mask [B, 1, q or 1, T]; pt.bias its additive form over a group's
+        stacked queries) and the parts they read: cascade's single softmax over one shared
+        prefix, attention.tree_attend over other parts."""
+        query, keys, values = pt.query(qk, self.heads), pt.keys[li], pt.values[li]
         B, H, q, d = query.shape
-        qs, _ = attention.stack_queries(query, keys.shape[1])  # [B, KV, g*q, d]
-        out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=bias, scale=self.scale)
-        return out.reshape(B, H, q, d).transpose(1, 2)
+        if pt.prefix:
+            out = attention.cascade(query, pt.part_k[li][0][0], pt.part_v[li][0][0], keys,
+                                    values, mask, self.scale, bias=pt.bias)
+        elif pt.readers:
+            out = attention.tree_attend(
+                query, keys, values, pt.bias,
+                [(k[0], v[0], r if r.numel() else None)
+                 for k, v, r in zip(pt.part_k[li], pt.part_v[li], pt.readers)], self.scale)
+        else:
+            # a group's query heads stacked as query rows over its key/value head (bias: the
+            # mask over them, group_bias): plain multi-head SDPA, which every fused kernel takes
+            qs, _ = attention.stack_queries(query, keys.shape[1])  # [B, KV, g*q, d]
+            out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=pt.bias,
+                                                 scale=self.scale
+                                                 ).reshape(B, H, q, d).transpose(1, 2)
+        return out.reshape(B * q, H * d)
 
 
 def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None

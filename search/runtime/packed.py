@@ -3,12 +3,11 @@
 `torch.nn.functional.linear` on CPU hands each call to MKL, which picks a kernel by the
 number of rows M: a GEMV at M=1, a GEMM that repacks the whole weight matrix on every call
 at M>1. A decode step streams every weight once, so that repacking is most of the cost of a
-small-M call: SmolLM2-135M (2 threads, this project's 2-core machine) takes ~52 ms per forward
-at 1 row and ~84 ms at 2 to 8, which is what caps speculative verification (1 + k rows per
-pass). oneDNN can pack a weight once, in its own blocked layout, and reuse it:
+small-M call, which is what caps speculative verification (1 + k rows per pass). oneDNN can
+pack a weight once, in its own blocked layout, and reuse it:
 `torch.ops.mkldnn._reorder_linear_weight` (what torch.compile's CPU weight-prepacking pass
-uses), then `torch.ops.mkldnn._linear_pointwise` per call. Measured on the same model: ~47 ms
-at 1 row, ~52 ms at 2, ~64 ms at 8, ~95 ms at 16 (F.linear ~114).
+uses), then `torch.ops.mkldnn._linear_pointwise` per call (reports/bench/engine.py compares
+the two).
 
 The packed kernel also computes each row the same way whatever M is (bit-identical rows for
 any M >= 2, where MKL's differ by ~1e-6 between M=1 and M>1), so the linear layers do not

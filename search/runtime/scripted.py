@@ -4,9 +4,7 @@ With 16 searches on one engine the thread that runs the forwards shares Python's
 lock with the 16 search threads. Every torch op called from Python releases the lock for its
 kernel and takes it back after, so a merged forward queued for the lock at every one of the
 dozens of small ops a layer (views, splits, one flash pair per Pass) while the searches' own
-Python wanted it too (issue 35: on the tiny-arith grid at concurrency 16 the owner thread was
-runnable but not running for ~18% of its wall). A TorchScript function runs its ops in
-torch's interpreter, which holds no Python lock: one wait a piece instead of one an op, and
+Python wanted it too. A TorchScript function runs its ops in torch's interpreter, which holds no Python lock: one wait a piece instead of one an op, and
 the searches' Python runs on the other core meanwhile. The ops are the very ATen calls the
 Python forward makes, on the same tensors, so the bits are the same (tests/test_lean.py
 checks them against the same functions run as Python).
@@ -34,7 +32,7 @@ from typing import Any, List, Optional  # noqa: UP035 (TorchScript reads the ann
 
 import torch
 
-from search.runtime.attention import merge_halves, stack_queries
+from search.runtime.attention import merge_halves, merge_parts, stack_queries
 from search.runtime.packed import gemm_rows
 
 Tensor = torch.Tensor
@@ -66,16 +64,20 @@ def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: 
 
 def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  # noqa: UP006
            q: List[int], keys: List[Tensor], values: List[Tensor],  # noqa: UP006
-           pre_k: List[Tensor], pre_v: List[Tensor], bias: List[Tensor]) -> Tensor:  # noqa: UP006
+           bias: List[Tensor], part_k: List[List[Tensor]],  # noqa: UP006
+           part_v: List[List[Tensor]], readers: List[List[Tensor]]) -> Tensor:  # noqa: UP006
     """Every Pass's attention in a layer on CPU -> [N, H d], the Passes' rows in order. Pass i
     has rows[i] rows of q[i] query tokens (qk: the rotated q|k heads [N, H + KV, d]), its
-    keys/values[i] [B, KV, T, d] and bias[i] (its mask, additive), and where pre_k[i] is not
-    empty a shared prefix pre_k/v[i] [1, KV, S, d]:
-    - over a shared prefix, cascade's two flash calls (attention.flash_pair: the prefix with
-      the rows' queries stacked, then the rows' own columns) merged by their log-sum-exps
-      (attention.merge_halves): the one-token Passes' queries are cut from one stacking of
-      every token's heads, and their halves merged together;
-    - without one, SDPA over its own columns."""
+    keys/values[i] [B, KV, T, d] and bias[i] (its mask, additive), and the parts its rows
+    read where they live, part_k/v[i][k] [1, KV, S, d], readers[i][k] the slots reading
+    part k ([b] long; empty: every row):
+    - one part every row reads (a shared prefix): cascade's two flash calls (attention.
+      flash_pair: the prefix with the rows' queries stacked, then the rows' own columns)
+      merged by their log-sum-exps (attention.merge_halves); the one-token Passes' queries
+      are cut from one stacking of every token's heads, and their halves merged together;
+    - other parts: one flash call per part with its readers' queries stacked, one over the
+      rows' own columns, merged by attention.merge_parts;
+    - no part: SDPA over its own columns."""
     N, g = qk.shape[0], H // KV
     sizes = [rows[i] * q[i] for i in range(len(rows))]
     heads = qk[:, :H].view(N, KV, g, d)
@@ -90,7 +92,7 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         B, t = rows[i], q[i]
         query = qk[at:at + B * t, :H].unflatten(0, [B, t]).transpose(1, 2)  # [B, H, t, d]
         at += B * t
-        if pre_k[i].numel() == 0:
+        if len(part_k[i]) == 0:
             out[i] = torch.nn.functional.scaled_dot_product_attention(
                 query, keys[i], values[i], attn_mask=bias[i], scale=scale,
                 enable_gqa=True).transpose(1, 2).reshape(B * t, H * d)
@@ -100,17 +102,31 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         else:
             qs, stacked = stack_queries(query, KV)
             stacked = stacked.unsqueeze(0)
-        pre, pre_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            stacked, pre_k[i], pre_v[i], scale=scale)
         own, own_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             qs, keys[i], values[i], attn_mask=bias[i], scale=scale)
-        if t == 1:
-            ones.append(i)
-            for j, h in enumerate((pre, pre_lse, own, own_lse)):
-                halves[j].append(h)
+        if len(part_k[i]) == 1 and readers[i][0].numel() == 0:
+            pre, pre_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                stacked, part_k[i][0], part_v[i][0], scale=scale)
+            if t == 1:
+                ones.append(i)
+                for j, h in enumerate((pre, pre_lse, own, own_lse)):
+                    halves[j].append(h)
+                continue
+            merged = merge_halves(pre, pre_lse, own, own_lse)
         else:
-            out[i] = merge_halves(pre, pre_lse, own, own_lse).to(qk.dtype).reshape(
-                B, H, t, d).transpose(1, 2).reshape(B * t, H * d)
+            outs: List[Tensor] = []  # noqa: UP006
+            lses: List[Tensor] = []  # noqa: UP006
+            for k in range(len(part_k[i])):
+                who = readers[i][k]
+                sq = stacked if who.numel() == 0 else \
+                    qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)
+                o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    sq, part_k[i][k], part_v[i][k], scale=scale)
+                b = sq.shape[2] // (g * t)
+                outs.append(o.view(KV, b, g * t, d).transpose(0, 1))
+                lses.append(lse.view(KV, b, g * t).transpose(0, 1))
+            merged = merge_parts(own, own_lse, outs, lses, readers[i])
+        out[i] = merged.to(qk.dtype).reshape(B, H, t, d).transpose(1, 2).reshape(B * t, H * d)
     if len(ones) > 0:
         merged = merge_halves(torch.cat(halves[0], 2), torch.cat(halves[1], 2),
                               torch.cat(halves[2], 0), torch.cat(halves[3], 0)
@@ -142,7 +158,7 @@ def compiled(plain: list[Any]) -> list[Any]:
     except Exception as err:  # noqa: BLE001 (no TorchScript: the same functions, in Python)
         warnings.warn(f"TorchScript could not compile the lean forward's layer pieces "
                       f"({type(err).__name__}: {str(err)[:200]}); they run as Python: the same "
-                      "results, slower when many searches share the engine (issue 35)",
+                      "results, slower when many searches share the engine",
                       RuntimeWarning, stacklevel=2)
         return plain
 

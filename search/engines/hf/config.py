@@ -28,20 +28,18 @@ class SpecConfig:
     max_draft: int = 8  # most draft tokens per row and verification (a tree's depth)
     first_draft: int = 8  # a chain's length when its step starts (then adapted)
     # context lengths matched, longest first; bigrams (1) and recycled candidates guess
-    # almost everywhere and lose as chains (greedy b1 x1.01 with (4, 3, 2, 1), recycle_k 8,
-    # against x1.13 with (4, 3, 2), before packed linears), but in a tree they are siblings
-    # ranked by estimated probability, nodes only where worth it (min_prob)
+    # almost everywhere and lose as chains, but in a tree they are siblings ranked by
+    # estimated probability, nodes only where worth it (min_prob)
     ngram: tuple[int, ...] = (5, 4, 3, 2, 1)
     recycle_k: int = 8  # the model's top-k next tokens kept per token (0: no recycling)
     # draft only while active rows * (1 + draft) <= this: a compute-bound pass pays for
-    # every token (16 rows: x1.8 at q = 2 against q = 1, where chains lost, x0.77)
+    # every token
     max_batch_tokens: int = 16
     table_limit: int = 1 << 20  # n-gram contexts held before the table starts afresh
     # draft trees: most nodes per row (0: a chain of up to max_draft tokens), at most
-    # max_draft deep, none whose estimated path probability is below min_prob (a node costs
-    # ~2 ms of a ~47 ms pass at q = 8-12). SmolLM2-135M, 4 GSM8K prompts x 128 tokens, b1:
-    # greedy, chain (4, 3, 2) x1.41-1.44 at 2.40 tokens per verification (drafts on 42% of
-    # passes), these trees x1.56-1.63 at 2.64 (73%); sampled T = 0.7 x1.12-1.15 and x1.37-1.41
+    # max_draft deep, none whose estimated path probability is below min_prob (each node
+    # costs the verification pass a query token); trees accept more tokens per verification
+    # than chains (reports/bench/spec.py)
     tree: int = 12
     min_prob: float = 0.07
 
@@ -81,22 +79,20 @@ class HFConfig:
     # only): ~4x fewer weight bytes streamed per decode step; lossy, and not batch-
     # invariant (one activation scale per call), so speculation is not token-identical
     dtype: torch.dtype | str | None = None
-    inplace_kv: bool = True  # False: the DynamicCache decode path (torch.cat per token)
     # model-free speculative decoding in `expand` (spec.py), lossless: True for the
     # default SpecConfig
     speculate: bool | SpecConfig = False
     # fp32 linears on CPU (under int8, those it leaves in fp32) on oneDNN-prepacked
     # weights, faster at every batch size and batch-invariant (None: wherever it runs)
     pack: bool | None = None
-    # rows whose paths start with the same >= this many cached tokens attend to one copy of
-    # them (kv.SlabCache.prefix); 0: every row's path copied into its batch cache
+    # parts of the rows' paths read where they live instead of copied into each call's batch
+    # cache (kv.batch_cache): a common prefix of >= this many tokens on transformers'
+    # forward; on the lean forward with tree_attention, every segment of >= this many
+    # tokens and the short common ones whose tokens times the rows reach it; 0: every
+    # row's path copied into its batch cache
     share_prefix: int = 64
-    # with the lean forward and share_prefix > 0: every row reads its path's segments where
-    # they live (kv.SlabCache.over, attention.tree_attend: nothing of a path copied into the
-    # batch cache). Off by default while that attention runs one call per segment outside
-    # the lean layer's fused pieces, which costs small models more CPU than the copies it
-    # saves (reports.bench.kvbytes prints the bytes either way)
-    tree_attention: bool = False
+    # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix only
+    tree_attention: bool = True
     # bytes of prompts' KV kept by token ids while no search holds them (kvtree.PromptCache:
     # least recently used out first); a prompt held or kept here is never prefilled again
     prompt_cache: int = 1 << 30
@@ -135,8 +131,6 @@ class HFConfig:
             raise TypeError(f"merge must be None, True or False, got {self.merge!r}")
         if not isinstance(self.speculate, (bool, SpecConfig)):
             raise TypeError(f"speculate must be a bool or a SpecConfig, got {self.speculate!r}")
-        if self.speculate is not False and not self.inplace_kv:
-            raise ValueError("speculate needs the in-place KV cache (inplace_kv=True)")
         int8 = is_int8(self.dtype)
         if not int8:
             weight_dtype(self.dtype)  # a clear ValueError for an unknown dtype name

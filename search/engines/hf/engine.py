@@ -4,16 +4,15 @@ How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
   2. The rows decode together one token per forward pass, each token's K/V written in
-     place into a buffer sized for the step's new tokens. With `tree_attention` on the lean
-     forward (plain Llama-family models, search.runtime.lean: the same function in fewer
-     ops, on CPU or CUDA) nothing of a path is copied: every row attends to its path's
-     segments where they live, each segment once for all the rows under it
-     (kv.SlabCache.over, attention.tree_attend). Otherwise (the default; other models run
-     transformers' forward, and the engine warns: forward_note) the rows' paths are copied,
-     left-padded, into the buffer (a prefix common to all rows kept once under cascade
-     attention: `share_prefix`). A row leaves the batch when its step stops, and the child
-     keeps a copy of the KV of the tokens this step added, with room for its last token
-     (fed when it is expanded).
+     place into one batch cache per call (kv.batch_cache). On the lean forward (plain
+     Llama-family models, search.runtime.lean: the same function in fewer ops, on CPU or
+     CUDA; `tree_attention`) a row reads the long segments of its path, and the short ones
+     all rows share, where they live, each once for all the rows under it; only its short
+     segments of its own are copied in, left-padded. Other models run transformers'
+     forward (the engine warns: forward_note) over the rows' paths copied in, a prefix
+     common to all rows kept once under cascade attention (`share_prefix`). A row leaves
+     the batch when its step stops, and the child keeps a copy of the KV of the tokens this
+     step added, with room for its last token (fed when it is expanded).
   3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
      of the search tree, the model's recycled top-k) and keeps what the model's own
      sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
@@ -79,8 +78,8 @@ class HFEngine(Bindable):
         self.tokenizer = tokenizer
         self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
-                         inplace=cfg.inplace_kv, share_prefix=cfg.share_prefix,
-                         prompt_cache=cfg.prompt_cache, cap=cfg.kv_cache)
+                         share_prefix=cfg.share_prefix, prompt_cache=cfg.prompt_cache,
+                         cap=cfg.kv_cache)
         # this engine's calls, inline or merged across searches while it serves (sched.py)
         self.scheduler = self.kv.scheduler = Scheduler()
         # child -> the hidden state its step's last token was predicted from (keep_hidden)
@@ -101,8 +100,8 @@ class HFEngine(Bindable):
         self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
-        # paths read where they live (kv.SlabCache.over): the lean forward's attention only
-        self.kv.tree = (cfg.tree_attention and not self.forward_note and cfg.inplace_kv
+        # parts of paths read where they live (kv.batch_cache): the lean forward's only
+        self.kv.tree = (cfg.tree_attention and not self.forward_note
                         and cfg.share_prefix > 0 and self.kv.layout.cascade)
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
