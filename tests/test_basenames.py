@@ -15,8 +15,6 @@ ALLOWED = {
     # benchmark is `python -m reports.bench.engine`
     "engine.py": {"search/engines/hf/engine.py", "search/engines/openai/engine.py",
                   "reports/bench/engine.py"},
-    # a study of the A* search, named after the algorithm it studies
-    "astar.py": {"search/algos/astar.py", "reports/studies/astar.py"},
     # the benchmark of the host's share of a step, and the sandbox caller's side (the
     # machine that hosts the sandbox): in reports/bench/ and verifiers/_sandbox/
     "host.py": {"reports/bench/host.py", "verifiers/_sandbox/host.py"},

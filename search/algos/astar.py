@@ -33,7 +33,7 @@ Choices where the paper leaves room:
 - Ties (knob `ties`): equal f pops the deeper state first ("deep", the default), then the
   earlier pushed; "fifo" pops the earlier pushed. With a verifier's few score levels (the
   step checker's 1 / 0.5 / 0) every sound path has f = 0, and "fifo" then pops them
-  breadth-first (TODO-MEASURED: reports/studies/astar.py).
+  breadth-first (both rules measured in docs/studies.md, by reports/studies/astar_tokens.py).
 - Costs (knob `cost`): "neglog" c(r) = -log r (a probability's surprisal) or "complement"
   c(r) = 1 - r (bounded: a zero score costs 1, not 13.8).
 - Duplicates (knob `duplicates`): "keep" (the default, as search-and-learn runs its

@@ -1,7 +1,7 @@
 """Why A* spends more tokens than best-of-N on tiny-arith, measured; and A* against
 best-of-N at equal tokens with each scorer.
 
-    python -m reports.studies.astar [--problems 60] [--data-seed 7] [--seeds 0]
+    python -m reports.studies.astar_tokens [--problems 60] [--data-seed 7] [--seeds 0]
                                   [--scorers steps,value] [--out runs/astar-study]
                                   [--diagnose 30] [--no-run]
 
@@ -47,7 +47,7 @@ BON_WIDTHS = [1, 2, 4, 8, 16]
 BON_KNOBS = {"select": "weighted_vote"}  # as the demo
 
 
-PROG = "python -m reports.studies.astar"
+PROG = "python -m reports.studies.astar_tokens"
 OPTIONS: dict[str, dict[str, Any]] = {  # the command line: flag -> add_argument's keywords
     "--problems": dict(type=int, default=60),
     "--difficulty": dict(type=int, default=arith.DEFAULT_DIFFICULTY),
