@@ -388,8 +388,10 @@ def test_command_line_on_a_tiny_llama_matches_the_api(tmp_path, tiny_model):
         assert 0 < r["usage"]["generated_tokens"] <= 2 * 4 * (2 if r["algo"] == "best_of_n" else 1)
     assert main(argv) == 0 and len(file_rows(out)) == len(rows)  # all done: nothing added
     api = run_grid(Grid(arith.generate(2, seed=0, difficulty=2), ["greedy", "best_of_n"], [2],
-                        [3], knobs={a: {"step_tokens": 4, "max_depth": 2}
-                                    for a in ("greedy", "best_of_n")}, dataset="arith"),
+                        [3], knobs={"greedy": {"step_tokens": 4, "max_depth": 2},
+                                    # the command line's one rule: vote, no scorer named
+                                    "best_of_n": {"step_tokens": 4, "max_depth": 2,
+                                                  "select": "vote"}}, dataset="arith"),
                    out=tmp_path / "api.jsonl", engine=HFEngine.load(str(folder), device="cpu"),
                    model=str(folder), quiet=True)
     assert [strip(r) for r in api.rows] == [strip(r) for r in rows]

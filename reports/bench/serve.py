@@ -55,7 +55,8 @@ DATA_SEED, WIDTHS, SCORER = 2024, (4, 16), "steps"  # the demo's problem set, wi
 SEARCHES: dict[str, dict[str, Any]] = {
     "greedy": {}, "best_of_n": {"select": "weighted_vote"},
     "beam": {"select": "weighted_vote", "duplicates": "keep"},
-    "astar": {"select": "weighted_vote", "ties": "deep", "duplicates": "keep", "finalists": 4},
+    "astar": {"select": "weighted_vote", "ties": "deep", "duplicates": "keep", "finalists": 4,
+              "max_batches": 8},
     "particle_filter": {"select": "weighted_vote", "resample_finished": False},
     "particle_gibbs": {"select": "weighted_vote", "reference": "weight", "pool": "all"},
     "compute_optimal": {}}
