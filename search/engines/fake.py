@@ -45,8 +45,10 @@ JOINED: weakref.WeakKeyDictionary[Step, tuple[str, ...]] = weakref.WeakKeyDictio
 
 def path_of(node: Node) -> tuple[str, ...]:
     """The scripted steps from the root to `node` (a step that joined several counts as
-    those it joined)."""
-    return tuple(t for s in node.steps() for t in JOINED.get(s, (s.text,)))
+    those it joined; an empty step the budget ended before its first token adds none, so a
+    continuation of it continues its parent's path)."""
+    return tuple(t for s in node.steps() if s.token_ids or s.stop_reason != "budget"
+                 for t in JOINED.get(s, (s.text,)))
 
 
 class ScriptedEngine(Bindable):
@@ -139,6 +141,8 @@ class ScriptedEngine(Bindable):
         for node in nodes:
             if node.finished:
                 raise ValueError(f"cannot expand a finished node: {node!r}")
+        if not self._room(nodes, 1):  # no token fits the budget: empty steps, nothing drawn
+            return [[budget_child(node) for _ in range(n)] for node in nodes]
         rng = random.Random(seed)
         drawn = [[self._draw(node, stop, max_tokens, temperature, rng) for _ in range(n)]
                  for node in nodes]
