@@ -116,4 +116,5 @@ def test_every_algorithm_test_passes_on_the_readme_algorithm(tmp_path):
     tail = done.stdout[-3000:]
     assert done.returncode == 0, tail
     passed = re.search(r"(\d+) passed", tail)
-    assert passed is not None and int(passed.group(1)) >= 30, tail
+    # the algorithm tests parametrized by an algorithm's name: 23 of them when written
+    assert passed is not None and int(passed.group(1)) >= 20 and "skipped" not in tail, tail
