@@ -478,3 +478,25 @@ def test_two_engines_have_independent_schedulers(tiny_model):
             t.join()
     assert got == [True]
     assert [k.step.token_ids for k in kids] == want == [k.step.token_ids for k in served]
+
+
+def test_a_lane_starts_its_own_waiting_call_once_its_last_one_retires(arith_engine):
+    """One lane, a cap that admits one call at a time: a call that arrived while the lane's
+    running call held the cap starts when that call retires (the lane admits it itself; no
+    other lane is there to wake it). Run on a thread so a stuck lane fails, not hangs."""
+    probs = arith_problems(3)
+    sch = arith_engine.scheduler
+    ref = [dump(r) for r in search.solve_many(probs, "best_of_n", engine=arith_engine,
+                                              scorer="steps", seeds=(0,), concurrency=1, n=2)]
+    out: list[Any] = []
+    before, sch.lanes = sch.lanes, 1
+    try:
+        worker = threading.Thread(target=lambda: out.extend(search.solve_many(
+            probs, "best_of_n", engine=arith_engine, scorer="steps", seeds=(0,),
+            concurrency=3, max_kv_bytes=1, n=2)), daemon=True)
+        worker.start()
+        worker.join(timeout=300)
+        assert not worker.is_alive(), "a call waited for a wake that never came"
+    finally:
+        sch.lanes = before
+    assert sch.stats.lanes >= 1 and [dump(r) for r in out] == ref

@@ -16,23 +16,21 @@ output back). `run(job)` drives a job to its return value:
            request joins at the lane's next tick and leaves when its own rows are done
            (continuous batching).
 
-Lanes. A tick is the jobs' Python (under the interpreter lock and the scheduler's `lock`)
-and then the forward (the lean forward's layers run without either:
-search.runtime.scripted). With two lanes (a request goes to the one with fewer), one lane's
-Python runs while the other's forward runs. Each lane runs its forwards on
-`threads // lanes` intra-op threads (its own count: omp.set_threads_here); Passes that
-cannot merge (a model's own forward, whose bits may depend on the thread count and whose
-modules may keep state within a forward) run one lane at a time, on the process's count
-(`apart`). `default_lanes`: two where torch has two or more intra-op threads, else one.
-Lanes start with the first serving block and end once the last closes and they are idle.
+Lanes. A tick is the jobs' Python (under the interpreter lock and `lock`), then the forward
+(the lean layers run without either: search.runtime.scripted). With two lanes (a request
+goes to the one with fewer), one lane's Python runs while the other's forward runs, each on
+`threads // lanes` intra-op threads (omp.set_threads_here); Passes that cannot merge (a
+model's own forward: its bits may depend on the thread count, its modules keep state within
+a forward) run one lane at a time on the process's count (`apart`). `default_lanes`: two
+where torch has two or more intra-op threads, else one. Lanes start with the first serving
+block and end once the last closes and they are idle.
 
 Results depend neither on the batch nor on the lane: a Pass keeps its own cache, mask and
 attention, and every op the Passes share computes each row the same way whatever rows are
 beside it and on any thread count (tests/test_concurrency.py: bit for bit). On a GPU, cuBLAS
 picks its GEMM kernel by the batch's rows (merge=False keeps Passes apart: HFConfig). Shared
 state (KV trees, meters) is touched only under `lock`, held while jobs run, not while the
-forward runs. A job carries its search's Session (its meter, its trees, its cancel event),
-whichever thread runs it.
+forward runs. A job carries its search's Session (meter, trees, cancel event) to any thread.
 
 Memory: requests declare the batch-cache bytes they will hold (`cost`); lanes admit them,
 first come first served, while those in flight in every lane hold at most `max_kv_bytes`
@@ -157,7 +155,7 @@ class Scheduler:
         self.lanes: int | None = None  # lanes while serving (None: default_lanes())
         self.stats = SchedStats()
         self._serving = 0
-        self._guard = threading.Lock()  # _serving, the lanes' loads, _held, _jobs
+        self._guard = threading.RLock()  # _serving, the lanes' loads, _held, _jobs
         self._lanes: list[_Lane] = []  # while serving, and until their jobs are done
         self._open = 1  # lanes that take jobs in this serving block
         self._threads = (1, 1)  # intra-op threads: (a lane's, Passes that cannot merge)
@@ -200,8 +198,7 @@ class Scheduler:
                         lane.inbox.put(None)  # once idle, it ends (its OpenMP pool released)
 
     def interrupt(self, cancels: Iterable[threading.Event]) -> None:
-        """End the model work of the searches with these cancel events (Session.cancel):
-        each job in flight raises Interrupted at its next forward, later calls at once."""
+        """Set these searches' cancel events (Session.cancel): their jobs raise Interrupted."""
         for cancel in cancels:
             cancel.set()
         with self._guard:
@@ -276,7 +273,7 @@ class _Lane:
     def _loop(self) -> None:
         while True:
             try:
-                while self._take(block=not self.active):  # idle, or its bytes held elsewhere
+                while self._take(block=not self.active and not self._fits()):  # idle
                     self._set_threads()
                     batch = self.schedule()
                     with torch.inference_mode():  # without the lock: the other lanes' jobs run
@@ -324,10 +321,9 @@ class _Lane:
             set_threads_here(self.threads)
 
     def _take(self, block: bool) -> bool:
-        """Move the inbox's requests to `waiting`, waiting for one where asked (until a
-        request, an interrupt or a wake comes). False: serving has ended and this lane, with
-        nothing left, has left the scheduler, its OpenMP pool released (the threads that run
-        torch now get the cores' spin)."""
+        """Move the inbox's requests to `waiting`, blocking where asked until an item comes (a
+        request, an interrupt, a wake). False: serving has ended and this lane, with nothing
+        left, has left the scheduler (its OpenMP pool released: the cores' spin goes elsewhere)."""
         while True:
             if block and not self.waiting:
                 with self.sched._guard:
@@ -346,12 +342,10 @@ class _Lane:
             block = False
 
     def _admit(self) -> list[Request]:
-        """Waiting requests made active, first come first served, while every lane's hold at
-        most max_kv_bytes (one larger than that runs when none is active anywhere)."""
+        """Waiting requests made active, first come first served, while they fit (_fits)."""
         s, admitted = self.sched, []
         with s._guard:
-            while self.waiting and (not s._jobs or
-                                    s._held + self.waiting[0].cost <= s.max_kv_bytes):
+            while self._fits():
                 r = self.waiting.popleft()
                 s._held += r.cost
                 s._jobs += 1
@@ -363,6 +357,13 @@ class _Lane:
             st.peak_jobs = max(st.peak_jobs, s._jobs)
             st.peak_kv_bytes = max(st.peak_kv_bytes, s._held)
         return admitted
+
+    def _fits(self) -> bool:
+        """Whether the first waiting request may start now: every lane's jobs then hold at most
+        max_kv_bytes, or none is active anywhere (then one larger than that runs alone)."""
+        with (s := self.sched)._guard:  # also from _admit, under it (an RLock)
+            return bool(self.waiting) and (not s._jobs or
+                                           s._held + self.waiting[0].cost <= s.max_kv_bytes)
 
     def _retire(self) -> None:
         """Ended requests leave; their bytes free, a lane waiting for them is woken."""
