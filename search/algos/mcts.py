@@ -146,7 +146,7 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
         run.score(new)
         values = [value_of(kid) for kid in new]
         if evaluate == "rollout":
-            values = _rollouts(run, new, max_depth, values, finished, keep=tree.frontier())
+            values = _rollouts(run, new, max_depth, values, finished)
         for kid, v in zip(new, values):
             tree.backup(kid, v)
         finished.update((kid.id, kid) for kid in new if kid.finished)
@@ -164,11 +164,11 @@ def mcts(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
 
 
 def _rollouts(run: Run, starts: Sequence[Node], max_depth: int, values: list[float],
-              finished: dict[int, Node], *, keep: Sequence[Node]) -> list[float]:
+              finished: dict[int, Node]) -> list[float]:
     """Each unfinished start is continued one sampled step at a time (all of them in one
     batch per step) to the end; its value becomes the PRM score of the rollout's last step.
     A start the budget or depth cuts short keeps its own score. Finished rollouts are
-    complete solutions and join `finished`. `keep`: the tree's nodes to keep cached."""
+    complete solutions and join `finished`."""
 
     def scored(tips: list[Node]) -> None:  # every rollout step is scored as it is taken
         run.score(tips)
