@@ -37,6 +37,7 @@ import torch
 
 from rewards.prm_formats import PRMFormatError
 from search.runtime import attention, packed
+from search.runtime.kvstore import DEFAULT_CAP
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
 from search.runtime.passes import Job
@@ -142,13 +143,18 @@ class HFPRM(Bindable):
 
     def __init__(self, model: Any, tokenizer: Any, fmt: PRMFormat | str | None = None, *,
                  device: str | torch.device | None = None, fast: bool = True,
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None, kv_cache: int = DEFAULT_CAP) -> None:
+        """kv_cache: bytes of node KV kept for reuse (search.runtime.kvstore.NodeStore: least
+        recently used out first; what is dropped is recomputed, uncharged, when read again)."""
+        if not isinstance(kv_cache, int) or kv_cache < 0:
+            raise ValueError(f"kv_cache must be an int >= 0 (bytes), got {kv_cache!r}")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or detect_format(model)
         self.path_agg = self.fmt.path_agg
-        self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True)
+        self.kv = KVTree(self.model, self.device, own_tokens=self._own, as_scorer=True,
+                         cap=kv_cache)
         # its scoring calls: its own scheduler, or a policy engine's to share its lanes
         self.scheduler = self.kv.scheduler = scheduler or Scheduler()
         # fast: run the model as the generator engine does (search.engines.hf): packed
@@ -260,7 +266,8 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
             prm: Any = HFPRM(model, tok, declared, **kwargs)
         else:
             fmt = hub_format(chosen)
-            kwargs.pop("fast", None)  # HFPRM's; a hub PRM runs plain forwards
+            for own_only in ("fast", "kv_cache"):  # HFPRM's; a hub PRM runs plain forwards
+                kwargs.pop(own_only, None)
             prm = HubPRM(load_head(where, fmt, trust_remote_code=trust_remote_code), tok,
                          fmt, **kwargs)
     except PRMFormatError:

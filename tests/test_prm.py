@@ -96,6 +96,31 @@ def test_kv_reuse_runs_only_the_new_steps_tokens():
     assert prm.meter.scorer_tokens - before == len(prm._own(a))
 
 
+def test_kv_cache_cap_bounds_the_kept_kv_and_scores_do_not_move():
+    """A PRM kept under a 1-byte KV cap drops every segment no call reads, and recomputes
+    what a later call needs (uncharged): the same scores and charges as the default cap."""
+    roomy = shepherd_prm()
+    tight = HFPRM(roomy.model, roomy.tokenizer, device="cpu", kv_cache=1)
+    assert tight.kv.store.cap == 1 and roomy.kv.store.cap > 1 << 20
+    got = []
+    for prm in (roomy, tight):
+        root, a, b = tree()
+        prm = prm.bind(Session())
+        scores = [prm.score(root.problem, nodes) for nodes in (a.path()[1:], [b], [a])]
+        got.append((scores, prm.meter.scorer_tokens))
+    assert got[0] == got[1]
+    assert tight.kv.store.dropped > 0 and tight.kv.recomputed > 0
+    assert roomy.kv.store.dropped == 0 and roomy.kv.recomputed == 0
+    assert tight.kv.store.peak < roomy.kv.store.peak
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "4GB"])
+def test_kv_cache_must_be_bytes(bad):
+    prm = shepherd_prm()
+    with pytest.raises(ValueError, match="kv_cache"):
+        HFPRM(prm.model, prm.tokenizer, device="cpu", kv_cache=bad)
+
+
 def test_labels_must_be_single_tokens():
     from transformers import MistralConfig, MistralForCausalLM
 
