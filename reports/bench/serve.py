@@ -183,9 +183,18 @@ def ask_request(c: openai.OpenAI, model: str, r: Request) -> tuple[float, tuple[
                                          s["usage"]["generated_tokens"])
 
 
+def shown_text(result: Any) -> str:
+    """The text a chat reply shows for this Result: its chosen text, else (no answer) the
+    best partial path's (search.serve.reply.shown_candidate)."""
+    from search.serve.reply import shown_candidate
+
+    shown = shown_candidate(result)
+    return result.text or (shown.text if shown is not None else "")
+
+
 def in_process(model: str, reqs: list[Request]) -> tuple[Callable[[], float], list[Any]]:
     """solve_many's machinery (search.many.Driver, all at once) over the same requests in
-    this process: a timer of one pass, and each run's (text, answer, tokens)."""
+    this process: a timer of one pass, and each run's (text shown, answer, tokens)."""
     from search.many import Driver
 
     drivers = {s: Driver.load(model, s, concurrency=len(reqs)) for s in {r.scorer for r in reqs}}
@@ -202,7 +211,7 @@ def in_process(model: str, reqs: list[Request]) -> tuple[Callable[[], float], li
         for i, res in drivers[reqs[0].scorer].map(one, reqs):
             if isinstance(res, BaseException):
                 raise res
-            out[i] = (res.text, res.answer, res.usage.generated_tokens)
+            out[i] = (shown_text(res), res.answer, res.usage.generated_tokens)
         return time.perf_counter() - start
 
     return timed, out
