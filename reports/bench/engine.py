@@ -40,12 +40,15 @@ fp32's own path). Usage:
     python -m reports.bench.engine [--model smollm2-135m] [--steps 3] [--step-tokens 32]
         [--dtypes fp32,bf16] [--methods a,b,c,g,h,i,d,e] [--agreement-prompts 8] [--no-workloads] [--compile]
         [--threads N]
+    python -m reports.bench.engine --targets [...]   the engine's figures of merit, each
+        against its aim (reports.bench.targets)
 """
 
 from __future__ import annotations
 
 import contextlib
 import resource
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -231,6 +234,10 @@ def agreement(fp32: HFEngine, other: HFEngine, problems, max_tokens: int
 
 
 def main() -> None:
+    if "--targets" in sys.argv[1:]:  # the engine's figures of merit (reports.bench.targets)
+        from reports.bench.targets import main as targets
+
+        sys.exit(targets([a for a in sys.argv[1:] if a != "--targets"]))
     ap = command("python -m reports.bench.engine", __doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--branches", type=int, default=16)

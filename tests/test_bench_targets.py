@@ -1,0 +1,52 @@
+"""The engine's figures-of-merit command (reports.bench.targets): its line count is
+checked on a file counted by hand, and its command line refuses what it cannot run."""
+
+from __future__ import annotations
+
+from reports.bench import targets
+
+SOURCE = '''"""A module docstring
+over two lines."""
+
+import os  # a comment
+
+
+def f(x):
+    """Its docstring."""
+    # a comment line
+    y = (x +
+         1)
+    return y  # trailing comment
+
+
+class C:
+    """One line."""
+
+    z = """not a docstring:
+    a string value"""
+'''
+
+
+def test_code_lines_leave_out_docstrings_comments_and_blank_lines(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(SOURCE)
+    # import, def, y = (2 lines), return, class, z = (2 lines): 8
+    assert targets.code_lines(path) == 8
+
+
+def test_lines_counts_the_core_and_finds_no_module_level_scheduler():
+    (line,) = targets.lines()
+    assert "search/runtime, search/engines/hf" in line
+    assert line.endswith("modules holding a Scheduler: none")
+
+
+def test_unknown_parts_are_refused(capsys):
+    assert targets.main(["--parts", "bytes,speed"]) == 2
+    assert "unknown parts ['speed']" in capsys.readouterr().err
+
+
+def test_old_without_a_checkout_is_skipped_not_guessed(capsys, monkeypatch):
+    monkeypatch.setattr(targets, "lines", lambda: ["counted"])
+    assert targets.main(["--parts", "old,lines"]) == 0
+    out = capsys.readouterr().out
+    assert "old: skipped (give --old PATH" in out and "counted" in out
