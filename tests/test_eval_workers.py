@@ -162,3 +162,24 @@ def test_tiny_arith_rows_on_two_workers_equal_this_process(tmp_path):
                          scorer="steps", quiet=True, concurrency=4, runner=runner)
     assert len(there.rows) == 4 and all(r["status"] == "ok" for r in there.rows)
     assert by_key(there.rows) == by_key(here.rows)
+
+
+def test_a_worker_closed_ends_its_engines_lanes(tiny_engine):
+    """Worker.close ends serving: the scheduler's lane threads leave once idle (a worker
+    process then exits without a lane inside torch)."""
+    import threading
+    import time
+
+    from reports.eval.cells import Worker
+
+    def lanes() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("tts-engine-")]
+
+    before = set(lanes())
+    worker = Worker(tiny_engine, {}, "logprob", concurrency=2)
+    assert set(lanes()) - before, "serving starts the engine's lanes"
+    worker.close()
+    deadline = time.monotonic() + 30
+    while set(lanes()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not set(lanes()) - before

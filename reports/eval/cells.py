@@ -208,6 +208,11 @@ class Worker:
 
             self._serving.enter_context(serving(self.driver.schedulers))
 
+    def close(self) -> None:
+        """End serving: the scheduler's lane threads finish and are joined (a process that
+        exits with a lane inside a forward can abort in torch's thread pools)."""
+        self._serving.close()
+
     def pid(self) -> int:
         return os.getpid()
 

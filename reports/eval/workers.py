@@ -186,7 +186,8 @@ class _Proc:
         path = os.pathsep.join(p for p in sys.path if p)  # the child imports what we import
         self.process = subprocess.Popen(
             [sys.executable, "-c", "import sys; from reports.eval.workers import serve; "
-             "serve(int(sys.argv[1]), int(sys.argv[2]))", str(theirs.fileno()), str(threads)],
+             "serve(int(sys.argv[1]), int(sys.argv[2])); from reports.eval.workers import "
+             "leave; leave()", str(theirs.fileno()), str(threads)],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": path})
         theirs.close()
@@ -263,6 +264,26 @@ def serve(fd: int, threads: int) -> None:
                            worker.grader)
         reply((i, row))
 
+    try:
+        _serve_loop(conn, loaded, run, reply)
+    finally:
+        for worker in loaded:
+            worker.close()
+
+
+def leave() -> None:
+    """A worker's exit once serve returns: its output flushed, then os._exit, as
+    multiprocessing's children end. Its daemon threads (the cells', the scheduler's winding
+    lanes) may still be inside torch, whose thread pools abort the process ("terminate
+    called without an active exception") when the interpreter's finalisation destroys them
+    under a running thread."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _serve_loop(conn: Connection, loaded: list[Worker], run: Any, reply: Any) -> None:
+    """serve's loop: each message until None or the parent's end."""
     while True:
         try:
             message = conn.recv()
