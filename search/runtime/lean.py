@@ -16,13 +16,14 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   prefix (attention.cascade), per-part calls merged by log-sum-exp over other parts
   (attention.merge_parts), torch SDPA with grouped KV heads without parts; on one thread
   (attention.one_thread);
-- in a forward of several Passes (forward_many) each Pass's slab views are made once per
-  forward, not per layer (SlabCache.columns), every Pass's new keys and values are written by
-  one call per layer, and the one-token rows' queries are stacked for cascade's prefix call
-  once per layer for all Passes: the per-Pass work left in a layer is its attention calls;
+- in a forward of several Passes (forward_many) the TorchScript pieces take each Pass's slab
+  whole and cut its layer's views themselves, every mask becomes its additive bias once per
+  forward (scripted.biases), and the one-token rows' queries are stacked for cascade's prefix
+  call once per layer for all Passes: the per-Pass work left in a layer is its attention;
 - a layer runs as three TorchScript functions (search.runtime.scripted: before attention,
-  attention, after it), which hold no Python interpreter lock while they run, so the search
-  threads' Python runs beside them.
+  attention, after it; on one intra-op thread every layer in one call, scripted.layers),
+  which hold no Python interpreter lock while they run, so the search threads' Python runs
+  beside them.
 
 One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
 linears, TorchScript pieces, CPU flash attention). On a GPU, or in bf16/fp16, the same layer
@@ -353,8 +354,9 @@ class LeanLlama:
             pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head
         kept = [q if p[4] <= 0 else min(p[4], q) for p, (_, q, _) in zip(parts, spans)]
-        rows = [x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
-                for (B, q, a), k in zip(spans, kept)]
+        rows = [x] if kept == [q for _, q, _ in spans] else [  # (every position kept: x)
+            x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
+            for (B, q, a), k in zip(spans, kept)]
         last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
                               self.eps)
         logits = self.lm_head(last)
