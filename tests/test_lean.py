@@ -277,11 +277,14 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
     assert torch.equal(got[0].hidden_states[-1], got[1].hidden_states[-1])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shared,q,rows", [(7, 1, 5), (7, 3, 5), (0, 1, 5), (0, 2, 5),
                                            (7, 1, 2), (0, 1, 1)])
-def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, monkeypatch):
-    """The layer's TorchScript pieces (scripted.PRE, ATTEND, POST) give the bits that the
-    same functions give run as Python, logits, hidden states and cache columns: decoding and
+def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, threads,
+                                                            monkeypatch):
+    """The layer's TorchScript pieces (scripted.PRE, ATTEND, POST; at one intra-op thread
+    every layer in one call, LAYERS; the masks' biases, BIASES) give the bits that the same
+    functions give run as Python, logits, hidden states and cache columns: decoding and
     prefilling, over a shared prefix and without one, a lone row (a GEMM that runs it as
     two) and several."""
     model, _ = prepared()
@@ -290,16 +293,24 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, mon
     lengths = [5 + 3 * i for i in range(rows)]
     ids = torch.arange(rows * q).view(rows, q) % model.config.vocab_size
     pos = torch.tensor(lengths)[:, None] + shared + torch.arange(q)
-    got = []
-    for pieces in ("scripted", "python"):
-        if pieces == "python":
-            for name, fn in (("PRE", scripted.pre), ("ATTEND", scripted.attend),
-                             ("POST", scripted.post)):
-                assert getattr(scripted, name) is not fn
-                monkeypatch.setattr(scripted, name, fn)
-        cache = slab(model, rows, lengths, shared, room=q)
-        out = fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True)
-        got.append((out, cache))
+    got, calls = [], []
+    layers = scripted.LAYERS
+    monkeypatch.setattr(scripted, "LAYERS", lambda *a: calls.append(1) or layers(*a))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for pieces in ("scripted", "python"):
+            if pieces == "python":
+                for name, fn in (("PRE", scripted.pre), ("ATTEND", scripted.attend),
+                                 ("POST", scripted.post), ("LAYERS", scripted.layers),
+                                 ("BIASES", scripted.biases)):
+                    monkeypatch.setattr(scripted, name, fn)
+            cache = slab(model, rows, lengths, shared, room=q)
+            out = fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True)
+            got.append((out, cache))
+    finally:
+        torch.set_num_threads(before)
+    assert len(calls) == (threads == 1)  # one thread: every layer in one call
     (a, ca), (b, cb) = got
     assert torch.equal(a.logits, b.logits)
     assert a.hidden_states is not None and b.hidden_states is not None

@@ -71,7 +71,9 @@ KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
            ("norms, rotary, SiLU", "torch.nn.functional", "silu"),
            (PIECES, "search.runtime.scripted", "PRE"),
            (PIECES, "search.runtime.scripted", "ATTEND"),
-           (PIECES, "search.runtime.scripted", "POST"))
+           (PIECES, "search.runtime.scripted", "POST"),
+           (PIECES, "search.runtime.scripted", "LAYERS"),
+           (PIECES, "search.runtime.scripted", "BIASES"))
 KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order
 BUSY = "busy"
 

@@ -16,13 +16,14 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   prefix (attention.cascade), per-part calls merged by log-sum-exp over other parts
   (attention.merge_parts), torch SDPA with grouped KV heads without parts; on one thread
   (attention.one_thread);
-- in a forward of several Passes (forward_many) each Pass's slab views are made once per
-  forward, not per layer (SlabCache.columns), every Pass's new keys and values are written by
-  one call per layer, and the one-token rows' queries are stacked for cascade's prefix call
-  once per layer for all Passes: the per-Pass work left in a layer is its attention calls;
+- in a forward of several Passes (forward_many) the TorchScript pieces take each Pass's slab
+  whole and cut its layer's views themselves, every mask becomes its additive bias once per
+  forward (scripted.biases), and the one-token rows' queries are stacked for cascade's prefix
+  call once per layer for all Passes: the per-Pass work left in a layer is its attention;
 - a layer runs as three TorchScript functions (search.runtime.scripted: before attention,
-  attention, after it), which hold no Python interpreter lock while they run, so the search
-  threads' Python runs beside them.
+  attention, after it; on one intra-op thread every layer in one call, scripted.layers),
+  which hold no Python interpreter lock while they run, so the search threads' Python runs
+  beside them.
 
 One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
 linears, TorchScript pieces, CPU flash attention). On a GPU, or in bf16/fp16, the same layer
@@ -156,44 +157,41 @@ DEVICES = ("cpu", "cuda")
 
 @dataclass
 class _Part:
-    """One Pass in a forward, as every layer reads it (views made once per forward)."""
+    """One Pass in a forward, as every layer reads it: its slab's first B slots from column
+    n, and the parts its rows read where they live (the views of a layer: scripted.pre and
+    attend make them, or `new`, `kv` here)."""
 
     cache: SlabCache
     B: int  # rows
     q: int  # query tokens per row
     at: int  # its first token in the forward's residual stream
-    bias: torch.Tensor  # its mask, additive (see of)
-    new: list[torch.Tensor]  # per layer [B, q, 2, KV, d]: where its keys/values go
-    keys: list[torch.Tensor]  # per layer [B, KV, columns, d]: what its attention reads
-    values: list[torch.Tensor]
-    # per layer, the keys (values) [1, KV, S, d] of each part its rows read where it lives
-    part_k: list[list[torch.Tensor]]
-    part_v: list[list[torch.Tensor]]
+    n: int  # columns before its tokens
+    bias: torch.Tensor  # its mask, additive (scripted.biases: set by the forward)
+    parts: list[torch.Tensor]  # [L, 2, KV, S, d]: each part some row reads
     readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
 
     @staticmethod
-    def of(p: tuple[Any, ...], B: int, q: int, at: int, groups: int, x: torch.Tensor,
-           stacked: bool) -> _Part:
-        ids, _, cache, mask = p[:4]
+    def of(p: tuple[Any, ...], B: int, q: int, at: int, x: torch.Tensor) -> _Part:
+        ids, _, cache = p[:3]
         if cache.rows != B:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
-        new, seen = cache.columns(q)  # [L, 2, B, KV, q or columns, d]
-        # the mask as an additive bias, once for all layers: over a group's stacked queries
-        # where the rows read parts (merged by log-sum-exp) and off the CPU's flash path
-        # (stacked), else as SDPA would turn the bool mask into one per call (0 or -inf:
-        # the same kernel input, the same bits)
-        bias = attention.group_bias(mask, B, groups, q, mask.shape[-1], x.dtype, x.device) \
-            if cache.parts or stacked else torch.zeros(
-                mask.shape, dtype=x.dtype, device=x.device).masked_fill_(~mask, float("-inf"))
+        cache._room_for(q)  # (refuses a forward the slab has no room for)
         reads = cache.readers()
-        kvs = [cache.parts[k].unsqueeze(2) for k, _ in reads]  # [L, 2, 1, KV, S, d]
-        L = seen.shape[0]
-        return _Part(cache, B, q, at, bias, list(new.permute(0, 2, 4, 1, 3, 5).unbind(0)),
-                     list(seen[:, 0].unbind(0)), list(seen[:, 1].unbind(0)),
-                     [list(ks) for ks in zip(*(kv[:, 0].unbind(0) for kv in kvs))] or [[]] * L,
-                     [list(vs) for vs in zip(*(kv[:, 1].unbind(0) for kv in kvs))] or [[]] * L,
+        return _Part(cache, B, q, at, cache.length, x,  # (bias: x until the forward sets it)
+                     [cache.parts[k] for k, _ in reads],
                      [x.new_empty(0, dtype=torch.long) if rows is None else rows
                       for _, rows in reads])
+
+    def new(self, li: int) -> torch.Tensor:
+        """[B, q, 2, KV, d]: where layer li's new keys and values go."""
+        return self.cache.buf[li, :, :self.B, :, self.n:self.n + self.q].permute(1, 3, 0, 2, 4)
+
+    def kv(self, li: int) -> tuple[torch.Tensor, torch.Tensor, list[tuple[Any, ...]]]:
+        """Layer li's keys, values [B, KV, columns, d] and parts (keys, values [KV, S, d],
+        readers [b] long or None: every row)."""
+        seen = self.cache.buf[li, :, :self.B, :, :self.n + self.q]
+        return seen[0], seen[1], [(kv[li, 0], kv[li, 1], r if r.numel() else None)
+                                  for kv, r in zip(self.parts, self.readers)]
 
     @property
     def prefix(self) -> bool:
@@ -247,6 +245,11 @@ class LeanLlama:
         self.merges = (self.row_invariant or not cpu) if merge is None else merge
         # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
+        # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
+        self.weights = ([la.norm1 for la in self.layers], [la.qkv.packed for la in self.layers],
+                        [la.qkv.bias for la in self.layers],
+                        [la.qkv.lone[0] for la in self.layers], [la.norm2 for la in self.layers],
+                        *map(list, zip(*self.posts))) if self.posts else ()
 
     def _table(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module.
@@ -307,27 +310,37 @@ class LeanLlama:
             spans.append((B, q, at))
             at += B * q
         flash = attention.flash_on(x)
-        plan = [_Part.of(p, B, q, a, H // KV, x, not flash) for p, (B, q, a) in zip(parts, spans)]
-        sizes = [B * q for B, q, _ in spans]
-        # on CPU every Pass's attention is one scripted call a layer (scripted.attend)
-        widths = ([B for B, _, _ in spans], [q for _, q, _ in spans])  # rows, query tokens
-        biases, readers = [pt.bias for pt in plan], [pt.readers for pt in plan]
-        for li, layer in enumerate(self.layers):
-            new = [pt.new[li] for pt in plan]
+        plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
+        # each mask as an additive bias, once for all layers: over a group's stacked queries
+        # where the rows read parts (merged by log-sum-exp) and off the CPU's flash path,
+        # else as SDPA would turn the bool mask into one per call (0 or -inf: the same
+        # kernel input, the same bits)
+        for pt, b in zip(plan, scripted.BIASES(
+                x, [p[3] for p in parts], [bool(pt.cache.parts) or not flash for pt in plan],
+                torch.finfo(x.dtype).min, H // KV, [pt.B for pt in plan], [pt.q for pt in plan])):
+            pt.bias = b
+        # per Pass: rows, query tokens, slab, columns before, bias, parts, their readers
+        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.cache.buf for pt in plan],
+                [pt.n for pt in plan])
+        reads = ([pt.bias for pt in plan], [pt.parts for pt in plan], [pt.readers for pt in plan])
+        # on one intra-op thread (a lane's on two cores) attention needs no switch of the
+        # thread count around it: every layer in one call (scripted.layers)
+        one = flash and bool(self.posts) and torch.get_num_threads() == 1
+        if one:
+            x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
+                                *self.weights, *each, *reads)
+        for li, layer in enumerate(() if one else self.layers):
             if self.posts:  # every projection packed: the lock-free pieces (scripted.py)
                 qk = scripted.PRE(x, cos, sin, layer.norm1, layer.qkv.packed, layer.qkv.bias,
-                                  layer.qkv.lone[0], self.eps, H, KV, d, sizes, new)
+                                  layer.qkv.lone[0], self.eps, H, KV, d, *each, li)
             else:
                 qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
                                                                         self.eps)),
-                                               cos, sin, H, KV, d, sizes, new)
+                                               cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
+                                               [pt.new(li) for pt in plan])
             if flash:
                 with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
-                    whole = scripted.ATTEND(qk, H, KV, d, self.scale, *widths,
-                                            [pt.keys[li] for pt in plan],
-                                            [pt.values[li] for pt in plan], biases,
-                                            [pt.part_k[li] for pt in plan],
-                                            [pt.part_v[li] for pt in plan], readers)
+                    whole = scripted.ATTEND(qk, H, KV, d, self.scale, *each, li, *reads)
             else:  # (another device, or no CPU flash kernel)
                 whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
                                    for i, pt in enumerate(plan)])
@@ -341,8 +354,9 @@ class LeanLlama:
             pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head
         kept = [q if p[4] <= 0 else min(p[4], q) for p, (_, q, _) in zip(parts, spans)]
-        rows = [x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
-                for (B, q, a), k in zip(spans, kept)]
+        rows = [x] if kept == [q for _, q, _ in spans] else [  # (every position kept: x)
+            x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
+            for (B, q, a), k in zip(spans, kept)]
         last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
                               self.eps)
         logits = self.lm_head(last)
@@ -359,16 +373,13 @@ class LeanLlama:
         rows' own columns (mask [B, 1, q or 1, T]; pt.bias its additive form over a group's
         stacked queries) and the parts they read: cascade's single softmax over one shared
         prefix, attention.tree_attend over other parts."""
-        query, keys, values = pt.query(qk, self.heads), pt.keys[li], pt.values[li]
+        query, (keys, values, reads) = pt.query(qk, self.heads), pt.kv(li)
         B, H, q, d = query.shape
         if pt.prefix:
-            out = attention.cascade(query, pt.part_k[li][0][0], pt.part_v[li][0][0], keys,
-                                    values, mask, self.scale, bias=pt.bias)
-        elif pt.readers:
-            out = attention.tree_attend(
-                query, keys, values, pt.bias,
-                [(k[0], v[0], r if r.numel() else None)
-                 for k, v, r in zip(pt.part_k[li], pt.part_v[li], pt.readers)], self.scale)
+            out = attention.cascade(query, reads[0][0], reads[0][1], keys, values, mask,
+                                    self.scale, bias=pt.bias)
+        elif reads:
+            out = attention.tree_attend(query, keys, values, pt.bias, reads, self.scale)
         else:
             # a group's query heads stacked as query rows over its key/value head (bias: the
             # mask over them, group_bias): plain multi-head SDPA, which every fused kernel takes

@@ -28,7 +28,7 @@ at import says so (`compiled`).
 from __future__ import annotations
 
 import warnings
-from typing import Any, List, Optional  # noqa: UP035 (TorchScript reads the annotations)
+from typing import Any, List, Optional, Tuple  # noqa: UP035 (TorchScript reads the annotations)
 
 import torch
 
@@ -40,12 +40,19 @@ Tensor = torch.Tensor
 
 def pre(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
         b: Optional[Tensor], lone: bool, eps: float, H: int, KV: int, d: int,  # noqa: UP045
-        sizes: List[int], new: List[Tensor]) -> Tensor:  # noqa: UP006
+        rows: List[int], q: List[int], slabs: List[Tensor], n: List[int],  # noqa: UP006
+        li: int) -> Tensor:
     """x [N, D] (every Pass's tokens, row-major), cos/sin' [N, 1, d] -> the rotated q|k heads
-    [N, H + KV, d], each Pass's keys and values written (rotate_and_write); w, b, lone: the
-    q|k|v GEMM's."""
+    [N, H + KV, d], each Pass's keys and values written into layer li of its slab (Pass i:
+    slabs[i] [L, 2, slots, KV, capacity, d], its first rows[i] slots, q[i] tokens a row at
+    columns n[i] on: rotate_and_write); w, b, lone: the q|k|v GEMM's."""
     qkv = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w, b, None, lone)
-    return rotate_and_write(qkv, cos, sin, H, KV, d, sizes, new)
+    qk, kv = rotate(qkv, cos, sin, H, KV, d)
+    parts = kv.split([rows[i] * q[i] for i in range(len(q))])
+    for i in range(len(q)):  # (copy_ into a view of the input: TorchScript keeps the write)
+        new = slabs[i][li, :, :rows[i], :, n[i]:n[i] + q[i]].permute(1, 3, 0, 2, 4)
+        new.copy_(parts[i].view(new.shape))
+    return qk
 
 
 def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int,
@@ -53,23 +60,31 @@ def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: 
     """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rotary on q and k at
     once: x*cos + roll(x, d/2)*sin'); Pass i's keys and values (its sizes[i] tokens) are
     written into new[i] ([B, q, 2, KV, d], a view of its slab) by one _foreach_copy_."""
-    N = qkv.shape[0]
-    qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)
-    qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
-    kv = torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)  # [N, 2 KV, d]
+    qk, kv = rotate(qkv, cos, sin, H, KV, d)
     parts = kv.split(sizes)
     torch.ops.aten._foreach_copy_(new, [parts[i].view(new[i].shape) for i in range(len(new))])
     return qk
 
 
+def rotate(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int
+           ) -> Tuple[Tensor, Tensor]:  # noqa: UP006
+    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] and the new keys and
+    values [N, 2 KV, d]."""
+    N = qkv.shape[0]
+    qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)
+    qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
+    return qk, torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)
+
+
 def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  # noqa: UP006
-           q: List[int], keys: List[Tensor], values: List[Tensor],  # noqa: UP006
-           bias: List[Tensor], part_k: List[List[Tensor]],  # noqa: UP006
-           part_v: List[List[Tensor]], readers: List[List[Tensor]]) -> Tensor:  # noqa: UP006
-    """Every Pass's attention in a layer on CPU -> [N, H d], the Passes' rows in order. Pass i
+           q: List[int], slabs: List[Tensor], n: List[int], li: int,  # noqa: UP006
+           bias: List[Tensor], parts: List[List[Tensor]],  # noqa: UP006
+           readers: List[List[Tensor]]) -> Tensor:  # noqa: UP006
+    """Every Pass's attention in layer li on CPU -> [N, H d], the Passes' rows in order. Pass i
     has rows[i] rows of q[i] query tokens (qk: the rotated q|k heads [N, H + KV, d]), its
-    keys/values[i] [B, KV, T, d] and bias[i] (its mask, additive), and the parts its rows
-    read where they live, part_k/v[i][k] [1, KV, S, d], readers[i][k] the slots reading
+    keys/values [B, KV, T, d]: layer li's first rows[i] slots and n[i] + q[i] columns of
+    slabs[i] ([L, 2, slots, KV, capacity, d]), bias[i] (its mask, additive), and the parts its
+    rows read where they live, parts[i][k] [L, 2, KV, S, d], readers[i][k] the slots reading
     part k ([b] long; empty: every row):
     - one part every row reads (a shared prefix): cascade's two flash calls (attention.
       flash_pair: the prefix with the rows' queries stacked, then the rows' own columns)
@@ -78,12 +93,16 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
     - other parts: one flash call per part with its readers' queries stacked, one over the
       rows' own columns, merged by attention.merge_parts;
     - no part: SDPA over its own columns."""
+    keys = [slabs[i][li, 0, :rows[i], :, :n[i] + q[i]] for i in range(len(q))]
+    values = [slabs[i][li, 1, :rows[i], :, :n[i] + q[i]] for i in range(len(q))]
+    part_k = [[kv[li, 0].unsqueeze(0) for kv in parts[i]] for i in range(len(q))]
+    part_v = [[kv[li, 1].unsqueeze(0) for kv in parts[i]] for i in range(len(q))]
     N, g = qk.shape[0], H // KV
     sizes = [rows[i] * q[i] for i in range(len(rows))]
     heads = qk[:, :H].view(N, KV, g, d)
     own_1 = heads.split(sizes)  # a one-token Pass's own-columns queries: [B, KV, g, d]
     # and its prefix call's: [1, KV, B g, d], rows of one [1, KV, N g, d]
-    pre_1 = heads.transpose(0, 1).contiguous().view(1, KV, -1, d).split([n * g for n in sizes], 2)
+    pre_1 = heads.transpose(0, 1).contiguous().view(1, KV, -1, d).split([m * g for m in sizes], 2)
     out = [qk] * len(sizes)  # per Pass [B q, H d] (placeholders until set)
     ones: List[int] = []  # noqa: UP006 (the one-token cascade Passes, merged together)
     halves: List[List[Tensor]] = [[], [], [], []]  # noqa: UP006 (their pre, pre_lse, own, own_lse)
@@ -147,6 +166,40 @@ def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
     return gemm_rows(torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:], w[2], b[2], x, lone[2])
 
 
+def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: int,
+           scale: float, inter: int, norm1: List[Tensor], w: List[Tensor],  # noqa: UP006
+           b: List[Optional[Tensor]], lone: List[bool], norm2: List[Tensor],  # noqa
+           post_w: List[List[Tensor]], post_b: List[List[Optional[Tensor]]],  # noqa
+           post_lone: List[List[bool]], rows: List[int], q: List[int],  # noqa: UP006
+           slabs: List[Tensor], n: List[int], bias: List[Tensor],  # noqa: UP006
+           parts: List[List[Tensor]], readers: List[List[Tensor]]) -> Tensor:  # noqa: UP006
+    """Every layer (pre, attend, post; per layer li: norm1[li], w[li], b[li], lone[li] the
+    q|k|v GEMM's, norm2[li] and post_*[li] post's) in one call -> x after the last: what a
+    forward on one intra-op thread runs (no thread switch around attention)."""
+    for li in range(len(norm1)):
+        qk = pre(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d, rows, q, slabs,
+                 n, li)
+        att = attend(qk, H, KV, d, scale, rows, q, slabs, n, li, bias, parts, readers)
+        x = post(att, x, norm2[li], eps, inter, post_w[li], post_b[li], post_lone[li])
+    return x
+
+
+def biases(x: Tensor, masks: List[Tensor], grouped: List[bool], lowest: float,  # noqa: UP006
+           groups: int, rows: List[int], q: List[int]) -> List[Tensor]:  # noqa: UP006
+    """Each Pass's mask [B, 1, q or 1, T] bool as the additive bias its attention reads, in
+    x's dtype: where grouped, attention.group_bias's (lowest where not seen, over a group's
+    stacked queries [B, 1, groups q, T]), else as SDPA turns a bool mask into one (-inf)."""
+    out: List[Tensor] = []  # noqa: UP006
+    for i in range(len(masks)):
+        m = masks[i]
+        B, t, T = rows[i], q[i], m.shape[-1]
+        b = torch.zeros(m.shape, dtype=x.dtype, device=x.device).masked_fill_(
+            ~m, lowest if grouped[i] else float("-inf"))
+        out.append(b.expand(B, 1, t, T)[:, :, None].expand(B, 1, groups, t, T).reshape(
+            B, 1, groups * t, T) if grouped[i] else b)
+    return out
+
+
 def compiled(plain: list[Any]) -> list[Any]:
     """The functions as TorchScript functions; where TorchScript cannot compile them (missing,
     or a torch that no longer takes them), the functions as they are, and a warning that says
@@ -163,5 +216,6 @@ def compiled(plain: list[Any]) -> list[Any]:
         return plain
 
 
-PRE, ROTATE_AND_WRITE, ATTEND, POST = compiled([pre, rotate_and_write, attend, post])
+PRE, ROTATE_AND_WRITE, ATTEND, POST, LAYERS, BIASES = compiled(
+    [pre, rotate_and_write, attend, post, layers, biases])
 SCRIPTED = not isinstance(PRE, type(pre))

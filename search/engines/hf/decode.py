@@ -161,8 +161,9 @@ class StepDecoder(Decoder):
             sorted(range(len(active)), key=active.__getitem__)
         return Draw(self.temperature, self.top_p, self.gen, order)
 
-    @torch.inference_mode()
     def run(self) -> Job[list[Node]]:
+        # (a job: its scheduler runs every step of it in inference mode, passes.drive and
+        # the lanes; a decorator would enter and leave it again at every token)
         s, rows = self.s, self.rows
         parts = {n.id: s.kv.path_parts(n) for n in unique(rows)}
         cache = s.kv.batch([parts[n.id] for n in rows], self.room())
