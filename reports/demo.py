@@ -69,13 +69,21 @@ SELECTING = ("best_of_n", "beam", "astar", "particle_filter", "particle_gibbs")
 # every knob that has a reference variant is spelled out, so the rows say what ran (the
 # defaults; docs/results.md says which reference each follows)
 KNOBS: dict[str, dict[str, Any]] = {
-    "beam": {"duplicates": "keep"},
-    # max_batches 8, not the library's 40 (a runaway cap: a beam search's depth limit): at
-    # width 16 (16 steps a batch) best-of-16's ~6 steps a path are ~6 batches, and on
-    # generator seed 31337 under the oracle scorer (40 problems, seed 0) caps 6 / 8 / 40 spent
-    # 1.02x / 1.09x / 1.60x best-of-16's tokens for +3 / +6 / +8 problems over it
-    "astar": {"ties": "deep", "duplicates": "keep", "finalists": 4, "max_batches": 8},
-    "particle_filter": {"resample_finished": False},
+    # rounds 4 (library default 1, the references' one draw of N a depth): a depth's N
+    # samples drawn 4 rounds of N/4, stopping once it holds enough at the bar and spending
+    # what it saved on a collapsed depth (search/algos/beam.py). Chosen on generator seed
+    # 31337 under the oracle scorer (40 problems, seed 0, width 16; docs/results.md): rounds
+    # 2 / 4 / 8 gave beam 87.5 / 90.0 / 82.5% at 906 / 744 / 734 tokens and the particle
+    # filter 85.0 / 85.0 / 90.0% at 987 / 723 / 579, against best-of-16's 72.5% at 1,265;
+    # 4 for all three searches, one rule
+    "beam": {"duplicates": "keep", "rounds": 4},
+    # max_batches 16, not the library's 40 (a runaway guard): with rounds 4, on the same
+    # problems caps 8 / 16 / 40 spent 791 / 911 / 991 tokens for 87.5 / 92.5 / 92.5%, and
+    # under the learned PRM (graded scores, few finished states popped) the cap is what
+    # stops A*: at 40 it spent 4.4x best-of-16's tokens (3 problems of seed 777)
+    "astar": {"ties": "deep", "duplicates": "keep", "finalists": 4, "max_batches": 16,
+              "rounds": 4},
+    "particle_filter": {"resample_finished": False, "rounds": 4},
     "particle_gibbs": {"reference": "weight", "pool": "all"},
 }
 

@@ -44,7 +44,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from search.algos._stepwise import Sampler
+from search.algos._stepwise import Sampler, draw_rounds
 from search.budget import Meter
 from search.engines.base import Engine
 from search.marks import Mark
@@ -140,6 +140,7 @@ class SweepPlan:
     tau: float
     max_depth: int
     resample_finished: bool = False
+    rounds: int = 1  # proposals drawn in rounds (propose_in_rounds); 1: one per live slot
 
 
 def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: random.Random,
@@ -154,11 +155,19 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
     ref = list(reference)
     if ref and not ref[-1].finished:
         raise ValueError("a reference path must end in a finished node")
+    if plan.rounds > 1 and (ref or resample_finished):
+        raise ValueError("rounds > 1 resamples the live slots from a varying number of "
+                         "proposals: not with a reference path nor resample_finished")
     swarm = Swarm([root] * n, [0.0] * n)
+    bank = 0
     for depth in range(plan.max_depth):
         live = swarm.live()
         if not live or meter.exhausted():
             break
+        if plan.rounds > 1:
+            bank = propose_in_rounds(problem, engine, scorer, meter, rng, sampler, swarm, plan,
+                                     bank, first=depth == 0)
+            continue
         pinned = bool(ref) and live[0] == 0
         free = live[1:] if pinned else live
         kids = sampler.expand(engine, [swarm.nodes[i] for i in free], 1, rng)
@@ -179,6 +188,55 @@ def sweep(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter, rng: r
                 plan.ess_threshold * len(pool):
             swarm.resample(pool, plan.draw, rng, keep_first=bool(ref) and pool[0] == 0)
     return swarm
+
+
+def propose_in_rounds(problem: Problem, engine: Engine, scorer: Scorer, meter: Meter,
+                      rng: random.Random, sampler: Sampler, swarm: Swarm, plan: SweepPlan,
+                      bank: int, *, first: bool) -> int:
+    """One step of the filter with its proposals drawn in rounds (_stepwise.draw_rounds; the
+    particle filter's knob `rounds`): the live slots, in order and then again from the
+    start, each propose one next step, max(1, L // rounds) slots a round (L live slots).
+    The bar is the best newest-step reward among the live particles (none at the first
+    step: its L are drawn). The step has enough when one round's worth of proposals reach
+    the bar and none finished; it collapsed when none reaches it, and then draws further
+    rounds from the same particles, paid by the bank. Each proposal's log-weight is its
+    particle's plus potential(reward) / tau; the L live slots are then resampled from the
+    proposals (every step, whatever ess_threshold), each taking the proposals' mean weight.
+    Returns the bank left."""
+    live = swarm.live()
+    bar = math.inf if first else max(reward(swarm.nodes[i]) for i in live)
+    size = max(1, len(live) // plan.rounds)
+    order = iter(live * (1 + (len(live) + bank) // max(len(live), 1)))
+    props: list[tuple[int, Node]] = []
+
+    def draw(k: int) -> list[Node]:
+        slots = [next(order) for _ in range(k)]
+        kids = [kid for (kid,) in sampler.expand(engine, [swarm.nodes[i] for i in slots], 1,
+                                                 rng)]
+        score_nodes(scorer, problem, kids, meter=meter)
+        props.extend(zip(slots, kids))
+        return kids
+
+    def enough(kids: list[Node]) -> bool:
+        return not any(k.finished for k in kids) and \
+            sum(reward(k) >= bar for k in kids) >= size
+
+    _, bank = draw_rounds(draw, len(live), rounds=plan.rounds, bank=bank, enough=enough,
+                             collapsed=lambda ks: max(map(reward, ks), default=-math.inf) < bar,
+                             exhausted=meter.exhausted)
+    if not props:  # the budget ended first: the loop stops at its next check
+        return bank
+    lw = [swarm.log_weights[i] + potential(reward(kid), plan.tau) for i, kid in props]
+    for (_, kid), w in zip(props, lw):
+        if kid.finished:
+            kid.scores.of(ParticleMark).log_weight = w
+    picks = plan.draw(normalize(lw), len(live), rng)
+    mean = logsumexp(lw) - math.log(len(lw))
+    for i, j in zip(live, picks):
+        swarm.nodes[i], swarm.log_weights[i] = props[j][1], mean
+    swarm.resamplings += 1
+    swarm.history.append(list(swarm.nodes))
+    return bank
 
 
 REFERENCE_DRAWS = ("weight", "reward")

@@ -12,7 +12,7 @@ import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from search import aggregate
 from search.budget import Meter
@@ -57,6 +57,7 @@ class GreedySampler(Sampler):
 SAMPLER = Sampler()  # the step-level searches' defaults
 GREEDY = GreedySampler()
 
+T = TypeVar("T")
 Stepper = Callable[[Sequence[Node]], list[Node]]  # one child of each node, in one engine call
 
 
@@ -174,16 +175,19 @@ def expand_spread(expand: Callable[[Sequence[Node], int], list[list[Node]]],
 DUPLICATES = ("merge", "keep")
 
 
-def merge_equal(kids: Sequence[Node], policy: str = "merge") -> list[Node]:
+def merge_equal(kids: Sequence[Node], policy: str = "merge",
+                seen: dict[tuple[str, bool], Node] | None = None) -> list[Node]:
     """The kids of one expansion batch, equal states merged (policy "merge"; "keep" returns
     them as they are). A state is (path text, finished): the first kid sampled in a state
     stands for it and records scores.copies = how many kids were in it (1 if alone); each
     other one records scores.merged_into = the first one's id and is not returned, so it is
     never scored nor expanded (its tokens were generated and stay counted). Order is kept.
-    `copies` lets votes count every sample (see with_copies)."""
+    `copies` lets votes count every sample (see with_copies). `seen` (state -> the node
+    standing for it) carries the states of earlier batches of the same depth (draw_rounds),
+    so a later batch's kid in a known state merges into that node; it is updated here."""
     if policy == "keep":
         return list(kids)
-    first: dict[tuple[str, bool], Node] = {}
+    first: dict[tuple[str, bool], Node] = {} if seen is None else seen
     out = []
     for kid in kids:
         key = (kid.text, kid.finished)
@@ -207,3 +211,30 @@ def with_copies(leaves: Sequence[Node]) -> list[Node]:
     return [leaf for leaf in leaves for _ in range(copies(leaf))]
 
 
+
+
+# -- a depth drawn in rounds, paid for by the samples earlier depths did not need -----------
+def draw_rounds(draw: Callable[[int], list[T]], n: int, *, rounds: int, bank: int,
+                enough: Callable[[list[T]], bool], collapsed: Callable[[list[T]], bool],
+                exhausted: Callable[[], bool] = lambda: False) -> tuple[list[T], int]:
+    """One depth's candidates, drawn in rounds of max(1, n // rounds) samples: `draw(size)`
+    samples size next steps (one engine batch) and returns its new candidates, scored.
+
+    Before the depth's n samples are spent it stops as soon as `enough(candidates)` (the
+    depth already has what the search keeps); the samples it did not draw go to the bank.
+    Once n are spent it draws more rounds only while `collapsed(candidates)` (no candidate
+    is as good as the path it extends) and the bank pays for a round, or part of one.
+    Returns (every candidate, in draw order; the bank left). rounds=1 with an empty bank is
+    one draw of n: the search without rounds. Samples a search draws over a run never
+    exceed n per depth: a round past n spends what an earlier depth saved."""
+    size = max(1, n // rounds)
+    allowance = n + bank
+    drawn = 0
+    out: list[T] = []
+    while drawn < allowance and not exhausted():
+        take = min(size, allowance - drawn)
+        out += draw(take)
+        drawn += take
+        if (drawn < n and enough(out)) or (drawn >= n and not collapsed(out)):
+            break
+    return out, allowance - drawn

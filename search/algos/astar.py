@@ -54,6 +54,15 @@ Choices where the paper leaves room:
   over path scores, agg of step rewards: search.select). The paper stops at the first, which
   leaves a vote nothing to weigh; 4 gives the selection a choice at a width-16 search's
   cost of a few more batches (finalists=1 is the paper's search).
+- Rounds (knob `rounds`, default 1: every popped state is expanded with its K samples at
+  once, as the paper does): a batch's width * K samples are drawn in rounds, spread over
+  the popped states, by beam search's rule (_stepwise.draw_rounds; the references are in
+  search/algos/beam.py): the bar is the best popped state's path score; a batch stops early
+  once as many unfinished children as states popped reach it and none finished, banking the
+  samples it did not draw; a batch whose children all fall below it draws further rounds
+  from the same states, paid by the bank. A batch costs fewer samples where the path is
+  easy, so a run draws at most width * K samples a batch on the whole and at the same
+  batch cap spends fewer tokens (the root's batch draws its K * width).
 A*'s values of a node are its AStarMark (node.scores.of(AStarMark)): scored nodes record cost,
 g and f; popped nodes pop (pop order) and batch; a merged node merged_into (the id of the
 state that replaced it).
@@ -67,7 +76,14 @@ import math
 from dataclasses import dataclass
 
 from search.algos import Run
-from search.algos._stepwise import DUPLICATES, SAMPLER, Sampler, merge_equal
+from search.algos._stepwise import (
+    DUPLICATES,
+    SAMPLER,
+    Sampler,
+    draw_rounds,
+    expand_spread,
+    merge_equal,
+)
 from search.engines.base import Engine
 from search.fit import Width
 from search.knobs import Rule, at_least, one_of, rules
@@ -171,7 +187,7 @@ def _f(node: Node) -> float:
     return _value(node, "f")
 
 
-@rules(at_least(1, "width", "k", "max_batches", "finalists"), one_of("g", G_RULES), one_of("cost", COSTS),
+@rules(at_least(1, "width", "k", "max_batches", "finalists", "rounds"), one_of("g", G_RULES), one_of("cost", COSTS),
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
        Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
             "g must be 'sum' for admissible search (additive costs)"),
@@ -180,7 +196,7 @@ def _f(node: Node) -> float:
 def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "keep",
-          finalists: int = 4, max_depth: int = 40, max_batches: int = 40,
+          finalists: int = 4, max_depth: int = 40, max_batches: int = 40, rounds: int = 1,
           agg: str | None = None, select: str = DEFAULT, sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
@@ -190,6 +206,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
     frontier.offer(root)
     goals: list[Node] = []  # finished states popped, in pop order
     pops = batches = 0
+    bank = 0  # samples earlier batches did not draw (rounds > 1)
     capped = False
 
     def pop() -> Node:
@@ -228,10 +245,7 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
         if not batch:
             continue
         n = k * width if batch == [root] else k
-        # a node's equal samples are one state (same g); equal states of different parents
-        # meet in the frontier, where the lower g wins
-        fresh = [c for cs in run.expand(batch, n) for c in merge_equal(cs, duplicates)]
-        run.score(fresh)
+        fresh, bank = _draw_batch(run, batch, n, rounds, bank, duplicates)
         for child in fresh:
             evaluate(child)
             frontier.offer(child)
@@ -242,3 +256,32 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
     leaves = goals or [node for node in open_nodes if node.finished] or open_nodes[:width]
     return run.finish(leaves, max_depth=max_depth,
                       stats=dict(batches=batches, capped=capped, finalists=len(goals)))
+
+
+def _draw_batch(run: Run, batch: list[Node], n: int, rounds: int, bank: int,
+                duplicates: str) -> tuple[list[Node], int]:
+    """The batch's new states, scored, and the bank left: n samples of each popped state
+    (one engine batch; rounds > 1: len(batch) * n samples spread over the batch in rounds,
+    _stepwise.draw_rounds, beam search's rule). A node's equal samples are one state (same
+    g); equal states of different parents meet in the frontier, where the lower g wins."""
+    if rounds == 1:
+        fresh = [c for cs in run.expand(batch, n) for c in merge_equal(cs, duplicates)]
+        run.score(fresh)
+        return fresh, bank
+    bar = max(map(run.path_score, batch)) if batch[0].parent is not None else math.inf
+    seen: dict[int, dict[tuple[str, bool], Node]] = {node.id: {} for node in batch}
+
+    def draw(size: int) -> list[Node]:
+        new = [c for b, cs in zip(batch, expand_spread(run.expand, batch, size))
+               for c in merge_equal(cs, duplicates, seen[b.id])]
+        run.score(new)
+        return new
+
+    def enough(kids: list[Node]) -> bool:
+        return not any(c.finished for c in kids) and \
+            sum(run.path_score(c) >= bar for c in kids) >= len(batch)
+
+    return draw_rounds(draw, n * len(batch), rounds=rounds, bank=bank, enough=enough,
+                       collapsed=lambda kids: max(map(run.path_score, kids),
+                                                  default=-math.inf) < bar,
+                       exhausted=run.meter.exhausted)

@@ -13,6 +13,7 @@ with M sampled next steps, so N new steps are scored at every depth.
         beams <- top N/M unfinished paths by agg(step rewards)
         beams <- N sampled next steps spread over the beams (M each when N/M are kept)
     return select(done)   (the shared selection, search.select; agg: the scorer's own)
+    (rounds > 1: a depth's N samples are drawn in rounds, below)
 
 Lookahead (Snell et al.'s "lookahead search"; search-and-learn's generate_k_steps): the
 rollouts of all candidates advance together, one batched temperature-0 expand per lookahead
@@ -39,6 +40,23 @@ are distinct, and it counts as the number of samples it stands for (scores.copie
 finished paths and in a vote; the samples it saves are spent on the kept beams at the next
 depth (the spread above).
 
+Rounds (knob `rounds`, default 1: every depth draws its N samples at once, as the references
+do): a depth's N samples are drawn in rounds of N // rounds (_stepwise.draw_rounds). The bar
+of a depth is the best kept beam's path score. A depth stops early once `keep` unfinished
+candidates reach the bar and none finished (it already holds as good a beam for every slot;
+a depth where paths finish draws its N, so the vote weighs as many finished paths); the
+samples it did not draw go to a bank. A depth collapsed when no candidate reaches the bar
+(every sample of the step fell below the path it extends): after its N it draws further
+rounds from the same beams, paid from the bank, until a candidate reaches the bar or the
+bank is spent. So a run never draws more than N samples a depth, and spends them on the
+depth where the search is failing instead of the ones a few samples settle. The first depth
+(no bar: the root has no score) draws its N. This is Snell et al.'s compute-optimal idea
+(spend test-time compute where the problem is hard) applied per depth, with the stopping
+rule of adaptive sampling (Aggarwal et al. 2023, "Let's Sample Step by Step:
+Adaptive-Consistency for Efficient Reasoning and Coding with LLMs": draw in rounds, stop
+when the samples drawn settle the question) and the redraw of step-level rejection sampling
+(a step the verifier rejects is drawn again from the same prefix).
+
 Ranking ties (equal keys) keep generation order, so a beam's children are ranked together
 (search-and-learn's argsort does the same); the final choice among finished paths is the
 shared selection (search.select), whose ties are drawn from the run's seed.
@@ -47,6 +65,7 @@ shared selection (search.select), whose ties are drawn from the run's seed.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -57,6 +76,7 @@ from search.algos._stepwise import (
     SAMPLER,
     Sampler,
     copies,
+    draw_rounds,
     expand_spread,
     merge_equal,
     roll,
@@ -80,14 +100,14 @@ class BeamMark(Mark):
     lookahead: float | None = None  # the scorer's value at the end of its rollout
 
 
-@rules(at_least(1, "n", "m"), divides("m", "n"), at_least(0, "lookahead"),
+@rules(at_least(1, "n", "m", "rounds"), divides("m", "n"), at_least(0, "lookahead"),
        one_of("duplicates", DUPLICATES),
        scores_as_it_goes=True,
        width=Width(("n",), multiple_of="m", companions=("m",)))
 def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, seed: int = 0,
          n: int = 16, m: int = 4, max_depth: int = 40, lookahead: int = 0,
          agg: str | None = None, select: str = DEFAULT, duplicates: str = "keep",
-         sampler: Sampler = SAMPLER) -> Outcome:
+         rounds: int = 1, sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     agg_fn = aggregate.get(run.agg)
@@ -103,12 +123,11 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
             rewards[-1] = mark.lookahead
         return agg_fn(rewards)
 
+    bank = 0  # samples earlier depths did not draw (rounds > 1)
     for depth in range(max_depth):
         if not beams or sum(map(copies, done)) >= n or run.meter.exhausted():
             break
-        kids = merge_equal([c for cs in expand_spread(run.expand, beams, n) for c in cs],
-                           duplicates)
-        run.score(kids)
+        kids, bank = _draw_depth(run, beams, n, keep, rounds, bank, duplicates)
         done += [c for c in kids if c.finished]
         alive = [c for c in kids if not c.finished]
         if lookahead and depth < max_depth - 1 and sum(map(copies, done)) < n and \
@@ -121,6 +140,32 @@ def beam(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *, 
     # budget's reserve); the root alone (no step) is not a path
     leaves = with_copies(done) or [b for b in beams if b is not run.root]
     return run.finish(leaves, max_depth=max_depth)
+
+
+def _draw_depth(run: Run, beams: list[Node], n: int, keep: int, rounds: int, bank: int,
+                duplicates: str) -> tuple[list[Node], int]:
+    """A depth's candidates (scored, duplicates merged by the policy) and the bank left: the
+    n samples spread over the beams, drawn in rounds (_stepwise.draw_rounds). The bar is
+    the best kept beam's path score (the first depth has none to lose: its n are drawn);
+    the depth has enough when `keep` unfinished candidates reach it and none finished (a
+    finishing depth draws its n, so the vote has as many paths), and it collapsed when no
+    candidate reaches it."""
+    bar = max(map(run.path_score, beams)) if beams != [run.root] else math.inf
+    seen: dict[tuple[str, bool], Node] = {}
+
+    def draw(size: int) -> list[Node]:
+        new = merge_equal([c for cs in expand_spread(run.expand, beams, size) for c in cs],
+                          duplicates, seen)
+        run.score(new)
+        return new
+
+    def enough(kids: list[Node]) -> bool:
+        good = [c for c in kids if run.path_score(c) >= bar]
+        return not any(c.finished for c in kids) and len(good) >= keep
+
+    return draw_rounds(draw, n, rounds=rounds, bank=bank, enough=enough,
+                       collapsed=lambda kids: max(map(run.path_score, kids), default=-math.inf) < bar,
+                       exhausted=run.meter.exhausted)
 
 
 def _look_ahead(run: Run, starts: Sequence[Node], steps: int) -> None:
