@@ -17,14 +17,12 @@ output back). `run(job)` drives a job to its return value:
            (continuous batching).
 
 Lanes. A tick is the jobs' Python (under the interpreter lock and `lock`), then the forward
-(the lean layers run without either: search.runtime.scripted). `default_lanes` is one: one
-forward a tick merges every search's Passes (each forward's GEMMs cost a fixed part whatever
-their rows), on half the intra-op threads, the other half left to the searches' own Python
-(scorers, algorithms), which runs beside the forward. With more lanes (a request goes to the
-one with fewer) one lane's Python runs while another's forward runs, each on `threads //
-max(2, lanes)` intra-op threads (omp.set_threads_here). Passes that cannot merge (a model's
-own forward: its bits may depend on the thread count, its modules keep state within a
-forward) run one lane at a time on the process's count (`apart`). Lanes start with the first serving
+(the lean layers run without either: search.runtime.scripted). With two lanes (a request
+goes to the one with fewer), one lane's Python runs while the other's forward runs, each on
+`threads // lanes` intra-op threads (omp.set_threads_here); Passes that cannot merge (a
+model's own forward: its bits may depend on the thread count, its modules keep state within
+a forward) run one lane at a time on the process's count (`apart`). `default_lanes`: two
+where torch has two or more intra-op threads, else one. Lanes start with the first serving
 block and end once the last closes and they are idle.
 
 Results depend neither on the batch nor on the lane: a Pass keeps its own cache, mask and
@@ -57,7 +55,7 @@ from search.runtime.passes import Job, Pass, call, drive, run_passes
 
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
-SHARE = 2  # a lane runs on threads // max(SHARE, lanes) intra-op threads
+MAX_LANES = 2  # owner threads by default (default_lanes)
 
 
 class Interrupted(RuntimeError):
@@ -66,9 +64,13 @@ class Interrupted(RuntimeError):
 
 
 def default_lanes() -> int:
-    """Owner lanes while serving: one (see the module doc: every search's Passes in one
-    forward a tick; on a GPU two lanes would stream the weights twice a step)."""
-    return 1
+    """Owner lanes while serving: two where this process runs torch on two or more intra-op
+    threads (each lane then on half of them), else one; one where torch sees a GPU (a GPU
+    forward is queued kernels, which the lane's Python overlaps anyway, and one lane merges
+    every search's Passes into one forward: two would stream the weights twice a step)."""
+    if torch.cuda.is_available():
+        return 1
+    return max(1, min(MAX_LANES, torch.get_num_threads()))
 
 
 def default_kv_bytes() -> int:
@@ -179,7 +181,7 @@ class Scheduler:
                     self.max_kv_bytes = default_kv_bytes()
                 self._open = lanes or self.lanes or default_lanes()
                 threads = torch.get_num_threads()  # the opener's: what a search alone runs on
-                self._threads = (max(1, threads // max(SHARE, self._open)), threads)
+                self._threads = (max(1, threads // self._open), threads)
                 self.stats.lanes = max(self.stats.lanes, self._open)
                 release_pool()  # the lanes' OpenMP teams should be the only ones (omp.py)
                 while len(self._lanes) < self._open:
