@@ -54,10 +54,10 @@ DATA_SEED, WIDTHS, SCORER = 2024, (4, 16), "steps"  # the demo's problem set, wi
 # agree)
 SEARCHES: dict[str, dict[str, Any]] = {
     "greedy": {}, "best_of_n": {"select": "weighted_vote"},
-    "beam": {"select": "weighted_vote", "duplicates": "keep"},
+    "beam": {"select": "weighted_vote", "duplicates": "keep", "rounds": 4},
     "astar": {"select": "weighted_vote", "ties": "deep", "duplicates": "keep", "finalists": 4,
-              "max_batches": 8},
-    "particle_filter": {"select": "weighted_vote", "resample_finished": False},
+              "max_batches": 16, "rounds": 4},
+    "particle_filter": {"select": "weighted_vote", "resample_finished": False, "rounds": 4},
     "particle_gibbs": {"select": "weighted_vote", "reference": "weight", "pool": "all"},
     "compute_optimal": {}}
 LEVELS = (1, 4, 16)  # concurrency levels of the load part
@@ -183,19 +183,11 @@ def ask_request(c: openai.OpenAI, model: str, r: Request) -> tuple[float, tuple[
                                          s["usage"]["generated_tokens"])
 
 
-def shown_text(result: Any) -> str:
-    """The text a chat reply shows for this Result: its chosen text, else (no answer) the
-    best partial path's (search.serve.reply.shown_candidate)."""
-    from search.serve.reply import shown_candidate
-
-    shown = shown_candidate(result)
-    return result.text or (shown.text if shown is not None else "")
-
-
 def in_process(model: str, reqs: list[Request]) -> tuple[Callable[[], float], list[Any]]:
     """solve_many's machinery (search.many.Driver, all at once) over the same requests in
     this process: a timer of one pass, and each run's (text shown, answer, tokens)."""
     from search.many import Driver
+    from search.serve.reply import shown_text
 
     drivers = {s: Driver.load(model, s, concurrency=len(reqs)) for s in {r.scorer for r in reqs}}
     out: list[Any] = [None] * len(reqs)

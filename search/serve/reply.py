@@ -41,7 +41,7 @@ class Choice:
     def of(cls, index: int, result: Result, plan: Plan, engine: Engine) -> Choice:
         shown = shown_candidate(result)
         node = node_of(result, shown)
-        text = result.text or (shown.text if shown is not None else "")
+        text = shown_text(result, shown)
         cut = min((i for s in plan.stop if (i := text.find(s)) >= 0), default=-1)
         if cut >= 0:
             text, reason = text[:cut], "stop"
@@ -94,6 +94,15 @@ def shown_candidate(result: Result) -> Candidate | None:
         chosen = [c for c in result.candidates if c.text == result.text]
         return next((c for c in chosen if c.finished), chosen[0] if chosen else None)
     return best_partial(result.candidates)
+
+
+def shown_text(result: Result, shown: Candidate | None = None) -> str:
+    """The text a choice shows (before any stop cut): the Result's, else (no answer) its
+    shown candidate's (shown_candidate, computed here unless given)."""
+    if result.text:
+        return result.text
+    shown = shown or shown_candidate(result)
+    return shown.text if shown is not None else ""
 
 
 def node_of(result: Result, cand: Candidate | None) -> Node | None:
