@@ -44,7 +44,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from search.algos._stepwise import Sampler, draw_rounds
+from search.algos._stepwise import Sampler, at_bar, draw_rounds
 from search.budget import Meter
 from search.engines.base import Engine
 from search.marks import Mark
@@ -217,13 +217,10 @@ def propose_in_rounds(problem: Problem, engine: Engine, scorer: Scorer, meter: M
         props.extend(zip(slots, kids))
         return kids
 
-    def enough(kids: list[Node]) -> bool:
-        return not any(k.finished for k in kids) and \
-            sum(reward(k) >= bar for k in kids) >= size
-
+    enough, collapsed = at_bar(reward, bar, size)
     _, bank = draw_rounds(draw, len(live), rounds=plan.rounds, bank=bank, enough=enough,
-                             collapsed=lambda ks: max(map(reward, ks), default=-math.inf) < bar,
-                             exhausted=meter.exhausted)
+                          collapsed=collapsed,
+                          exhausted=meter.exhausted)
     if not props:  # the budget ended first: the loop stops at its next check
         return bank
     lw = [swarm.log_weights[i] + potential(reward(kid), plan.tau) for i, kid in props]

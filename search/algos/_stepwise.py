@@ -9,6 +9,7 @@ decides which nodes go into them.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -214,6 +215,21 @@ def with_copies(leaves: Sequence[Node]) -> list[Node]:
 
 
 # -- a depth drawn in rounds, paid for by the samples earlier depths did not need -----------
+def at_bar(score: Callable[[Node], float], bar: float, keep: int
+           ) -> tuple[Callable[[list[Node]], bool], Callable[[list[Node]], bool]]:
+    """draw_rounds' (enough, collapsed) for a search that keeps `keep` candidates: enough
+    once `keep` of them score at least `bar` and none finished (a finishing depth draws its
+    n); collapsed while none reaches `bar`."""
+
+    def enough(kids: list[Node]) -> bool:
+        return not any(c.finished for c in kids) and sum(score(c) >= bar for c in kids) >= keep
+
+    def collapsed(kids: list[Node]) -> bool:
+        return max(map(score, kids), default=-math.inf) < bar
+
+    return enough, collapsed
+
+
 def draw_rounds(draw: Callable[[int], list[T]], n: int, *, rounds: int, bank: int,
                 enough: Callable[[list[T]], bool], collapsed: Callable[[list[T]], bool],
                 exhausted: Callable[[], bool] = lambda: False) -> tuple[list[T], int]:

@@ -80,6 +80,7 @@ from search.algos._stepwise import (
     DUPLICATES,
     SAMPLER,
     Sampler,
+    at_bar,
     draw_rounds,
     expand_spread,
     merge_equal,
@@ -277,11 +278,7 @@ def _draw_batch(run: Run, batch: list[Node], n: int, rounds: int, bank: int,
         run.score(new)
         return new
 
-    def enough(kids: list[Node]) -> bool:
-        return not any(c.finished for c in kids) and \
-            sum(run.path_score(c) >= bar for c in kids) >= len(batch)
-
+    enough, collapsed = at_bar(run.path_score, bar, len(batch))
     return draw_rounds(draw, n * len(batch), rounds=rounds, bank=bank, enough=enough,
-                       collapsed=lambda kids: max(map(run.path_score, kids),
-                                                  default=-math.inf) < bar,
+                       collapsed=collapsed,
                        exhausted=run.meter.exhausted)

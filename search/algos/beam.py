@@ -75,6 +75,7 @@ from search.algos._stepwise import (
     DUPLICATES,
     SAMPLER,
     Sampler,
+    at_bar,
     copies,
     draw_rounds,
     expand_spread,
@@ -159,12 +160,8 @@ def _draw_depth(run: Run, beams: list[Node], n: int, keep: int, rounds: int, ban
         run.score(new)
         return new
 
-    def enough(kids: list[Node]) -> bool:
-        good = [c for c in kids if run.path_score(c) >= bar]
-        return not any(c.finished for c in kids) and len(good) >= keep
-
-    return draw_rounds(draw, n, rounds=rounds, bank=bank, enough=enough,
-                       collapsed=lambda kids: max(map(run.path_score, kids), default=-math.inf) < bar,
+    enough, collapsed = at_bar(run.path_score, bar, keep)
+    return draw_rounds(draw, n, rounds=rounds, bank=bank, enough=enough, collapsed=collapsed,
                        exhausted=run.meter.exhausted)
 
 
