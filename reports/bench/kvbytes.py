@@ -129,18 +129,25 @@ def engine(vocab: int = 256, hidden: int = 256, layers: int = 4, heads: int = 8,
     return eng
 
 
+def random_roots(eng: Any, count: int, length: int) -> list[Any]:
+    """`count` roots of random prompts of `length` token ids (generator seed 1), in the
+    engine's session."""
+    from search.types import Node, Problem
+
+    gen = torch.Generator().manual_seed(1)
+    vocab = eng.model.config.vocab_size
+    return [eng.session.kv.add(Node(problem=Problem(prompt=f"p{i}"), prompt_ids=torch.randint(
+        0, vocab, (length,), generator=gen).tolist())) for i in range(count)]
+
+
 def measure(rows: int, length: int, tokens: int, per_prompt: int = 16, **options: Any
             ) -> dict[str, float]:
     """Bytes moved per forward / new KV per forward, per expand and per step, both workloads."""
-    from search.types import Node, Problem
 
     eng = engine(**options)
     lay = eng.kv.layout
     column = lay.layers * 2 * lay.kv_heads * lay.head_dim * torch.finfo(lay.dtype).bits // 8
-    gen = torch.Generator().manual_seed(1)
-    vocab = eng.model.config.vocab_size
-    roots = [eng.session.kv.add(Node(problem=Problem(prompt=f"p{i}"), prompt_ids=torch.randint(
-        0, vocab, (length,), generator=gen).tolist())) for i in range(rows // per_prompt)]
+    roots = random_roots(eng, rows // per_prompt, length)
     mode = KVBytes(lay.layers, lay.head_dim)  # one for all: it knows every KV storage made
 
     def count(call: Callable[[], Any]) -> tuple[int, Any]:

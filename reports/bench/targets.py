@@ -88,17 +88,11 @@ def depth_bytes(depths: int = 6, length: int = 512, tokens: int = 16, rows: int 
                 ) -> list[str]:
     """Bytes per forward / new KV of each expand along a chain: the roots' 16 children a
     prompt, then each row's one child, `depths` times."""
-    import torch
-
-    from reports.bench.kvbytes import KVBytes, engine
-    from search.types import Node, Problem
+    from reports.bench.kvbytes import KVBytes, engine, random_roots
 
     eng = engine()
     lay = eng.kv.layout
-    gen = torch.Generator().manual_seed(1)
-    roots = [eng.session.kv.add(Node(problem=Problem(prompt=f"p{i}"), prompt_ids=torch.randint(
-        0, eng.model.config.vocab_size, (length,), generator=gen).tolist()))
-        for i in range(rows // 16)]
+    roots = random_roots(eng, rows // 16, length)
     mode = KVBytes(lay.layers, lay.head_dim)
     with mode:
         eng.kv.ensure(roots, eng.session)
