@@ -4,9 +4,12 @@ starts, the owner's (and the owner) when it ends. (What that buys is timed in re
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 import torch
@@ -20,8 +23,45 @@ pytestmark = pytest.mark.skipif(
     reason="needs torch's OpenMP runtime found in /proc/self/maps and >= 2 torch threads")
 
 
-def os_threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_NAME = 15
+
+
+T = TypeVar("T")
+
+
+def in_named_thread(fn: Callable[[], T], name: str) -> T:
+    """fn() run in a fresh thread whose OS name is `name` (<= 15 bytes): the threads it starts
+    (its OpenMP pool's workers, a scheduler's owner) inherit the name, so counting threads of
+    that name is not disturbed by other threads of the process starting or ending. fn's
+    exception is raised here."""
+    out: dict[str, object] = {}
+
+    def body() -> None:
+        _libc.prctl(_PR_SET_NAME, name.encode(), 0, 0, 0)
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            out["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    return out["value"]  # type: ignore[return-value]
+
+
+def named(name: str) -> int:
+    """Threads of this process whose OS name is `name`."""
+    n = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                n += f.read().strip() == name
+        except OSError:  # the thread ended while listed
+            pass
+    return n
 
 
 def parallel_op() -> None:
@@ -30,62 +70,64 @@ def parallel_op() -> None:
     torch.mul(a, 2.0).sum()
 
 
-def pool_threads_after(fn) -> tuple[int, int]:
-    """(OS threads while a fresh Python thread's pool is up, after fn ran in that thread)."""
-    out: dict[str, int] = {}
-
-    def body() -> None:
+def pool_threads_after(fn, name: str) -> tuple[int, int]:
+    """(threads named `name` while a fresh thread's pool is up, after fn ran in that thread)."""
+    def body() -> tuple[int, int]:
         parallel_op()
-        out["up"] = os_threads()
+        up = named(name)
         fn()
-        out["after"] = os_threads()
+        return up, named(name)
 
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    return out["up"], out["after"]
+    return in_named_thread(body, name)
 
 
 def test_release_joins_the_calling_threads_pool_workers():
-    up, after = pool_threads_after(lambda: None)
-    assert after == up  # a pool outlives its parallel regions
-    up, after = pool_threads_after(lambda: omp.release_pool())
-    assert after < up
+    up, after = pool_threads_after(lambda: None, "omp-keep")
+    assert up > 1 and after == up  # a pool outlives its parallel regions
+    up, after = pool_threads_after(lambda: omp.release_pool(), "omp-release")
+    assert up > 1 and after == 1  # the thread alone
 
 
 def test_released_pool_comes_back_on_the_next_parallel_region():
     def again() -> None:
         assert omp.release_pool()
-        n = os_threads()
+        assert named("omp-again") == 1
         parallel_op()
-        assert os_threads() > n
+        assert named("omp-again") > 1
         a = torch.arange(1 << 20, dtype=torch.float32)
         assert float((a * 2).sum()) == float(a.sum()) * 2  # kernels run as before
 
-    pool_threads_after(again)
+    pool_threads_after(again, "omp-again")
 
 
-def settle(above: int) -> int:
-    """OS threads once the owner has released its pool (it does so when it sees serving end),
-    waiting up to 10 s for the count to fall to `above` or less."""
+def settle(name: str, above: int) -> int:
+    """Threads named `name` once the owner has released its pool (it does so when it sees
+    serving end), waiting up to 10 s for the count to fall to `above` or less."""
     deadline = time.monotonic() + 10
-    while os_threads() > above and time.monotonic() < deadline:
+    while named(name) > above and time.monotonic() < deadline:
         time.sleep(0.01)
-    return os_threads()
+    return named(name)
 
 
 def test_serving_releases_the_callers_pool_then_the_owners():
     """One lane (on the process's threads: two lanes run on one each, and have no pools)."""
-    sched = Scheduler()
-    parallel_op()  # this thread has a pool
-    before = os_threads()
-    with sched.serving(lanes=1):
-        during = os_threads()  # this thread's pool released; the owner started, with none
-        sched.run(call(parallel_op))  # the owner's parallel region: its pool
-        with_owner = os_threads()
-    assert during < before + 1
+    name = "omp-serving"
+
+    def body() -> tuple[int, int, int, int]:
+        sched = Scheduler()
+        parallel_op()  # this thread has a pool
+        before = named(name)
+        with sched.serving(lanes=1):
+            during = named(name)  # this thread's pool released; the owner started, with none
+            sched.run(call(parallel_op))  # the owner's parallel region: its pool
+            with_owner = named(name)
+        return before, during, with_owner, settle(name, 1)
+
+    before, during, with_owner, after = in_named_thread(body, name)
+    assert before > 1
+    assert during == 2  # this thread and the owner
     assert with_owner > during
-    assert settle(during - 1) == during - 1  # the owner and its pool went when serving ended
+    assert after == 1  # the owner and its pool went when serving ended
 
 
 def counts_in_a_new_thread() -> int:
