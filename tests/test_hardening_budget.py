@@ -540,3 +540,44 @@ def test_submeter_hands_everything_it_was_charged_to_its_parent():
     assert part.meter is not sub and part.meter is not parent
     assert (parent.scorer_calls, parent.scorer_tokens) == (1, 4)
     assert parent.server == {"requests": 3, "completion_tokens": 3}
+
+
+def _batch_of(node: Any) -> int:
+    """The batch that made a non-root node: the one its parent was popped in."""
+    from search.algos.astar import AStarMark
+
+    return node.parent.scores.get(AStarMark).batch
+
+
+def test_astar_bon_spend_stops_at_best_of_ns_estimated_tokens():
+    """bon_spend=1: A* stops after the first batch at whose end its generated tokens reach
+    width x k whole paths of the mean length of the finished states found so far. Replayed
+    from the run's own tree, batch by batch; and the same draws as the search run to the
+    same number of batches by the cap alone."""
+    scorer = ScriptedScorer(lambda path: 0.0 if path[-1].startswith("The") else 0.9)
+    knobs = {**KNOBS["astar"], "width": 2, "k": 2, "bon_spend": 1.0}
+    res, _ = run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), scorer, Budget(),
+                 knobs=knobs)
+    assert res.stats["spent"] and not res.stats["capped"]
+    batches = res.stats["batches"]
+    nodes = [n for n in res.tree.walk() if n.parent is not None]
+    assert max(map(_batch_of, nodes)) == batches - 1
+    stopped_after = []
+    for j in range(batches):
+        made = [n for n in nodes if _batch_of(n) <= j]
+        spent = sum(n.generated_tokens - n.parent.generated_tokens for n in made)
+        lengths = [n.generated_tokens for n in made if n.finished]
+        if lengths and spent >= 2 * 2 * sum(lengths) / len(lengths):
+            stopped_after.append(j)
+    assert stopped_after[:1] == [batches - 1]
+    assert res.usage.generated_tokens == sum(n.generated_tokens - n.parent.generated_tokens
+                                             for n in nodes)
+    same, _ = run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), scorer, Budget(),
+                  knobs={**knobs, "bon_spend": None, "max_batches": batches})
+    assert same.stats["capped"] and same.usage == res.usage and same.answer == res.answer
+    free, _ = run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), scorer, Budget(),
+                  knobs={**knobs, "bon_spend": None})
+    assert free.usage.generated_tokens > res.usage.generated_tokens
+    with pytest.raises(ValueError, match="bon_spend"):
+        run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), scorer, Budget(),
+            knobs={**knobs, "bon_spend": float("nan")})

@@ -63,6 +63,14 @@ Choices where the paper leaves room:
   from the same states, paid by the bank. A batch costs fewer samples where the path is
   easy, so a run draws at most width * K samples a batch on the whole and at the same
   batch cap spends fewer tokens (the root's batch draws its K * width).
+- Spend (knob `bon_spend`, default None: no such stop): once a finished state has been found,
+  the search stops when the tokens it generated reach bon_spend times what best-of-N at its
+  width would generate, estimated as N = width * K whole paths of the mean length (in
+  generated tokens) of the finished states found so far. With graded scores (a learned PRM)
+  a finished state is rarely the queue's minimum, so without it the batch cap is the only
+  stop; with it A* spends what the search it is compared with spends (the stop of
+  best-of-N-matched comparisons, Snell et al. 2024, arXiv:2408.03314: equal generation
+  budgets). What it returns is as at the cap: the popped goals, else the finished states found.
 A*'s values of a node are its AStarMark (node.scores.of(AStarMark)): scored nodes record cost,
 g and f; popped nodes pop (pop order) and batch; a merged node merged_into (the id of the
 state that replaced it).
@@ -87,7 +95,7 @@ from search.algos._stepwise import (
 )
 from search.engines.base import Engine
 from search.fit import Width
-from search.knobs import Rule, at_least, one_of, rules
+from search.knobs import Rule, above, at_least, one_of, rules
 from search.marks import Mark
 from search.scoring import Scorer, reward
 from search.select import DEFAULT
@@ -188,7 +196,8 @@ def _f(node: Node) -> float:
     return _value(node, "f")
 
 
-@rules(at_least(1, "width", "k", "max_batches", "finalists", "rounds"), one_of("g", G_RULES), one_of("cost", COSTS),
+@rules(at_least(1, "width", "k", "max_batches", "finalists", "rounds"), above(0, "bon_spend"),
+       one_of("g", G_RULES), one_of("cost", COSTS),
        one_of("ties", TIES), one_of("duplicates", DUPLICATES), at_least(0, "h_weight"),
        Rule(("admissible", "g"), lambda a, g: not a or g == "sum",
             "g must be 'sum' for admissible search (additive costs)"),
@@ -198,7 +207,8 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
           width: int = 4, k: int = 4, admissible: bool = False, h_weight: float = 1.0,
           g: str = "sum", cost: str = "neglog", ties: str = "deep", duplicates: str = "keep",
           finalists: int = 4, max_depth: int = 40, max_batches: int = 40, rounds: int = 1,
-          agg: str | None = None, select: str = DEFAULT, sampler: Sampler = SAMPLER) -> Outcome:
+          bon_spend: float | None = None, agg: str | None = None, select: str = DEFAULT,
+          sampler: Sampler = SAMPLER) -> Outcome:
     run = Run.begin(problem, engine, scorer, session, seed=seed, agg=agg, select=select,
                     sampler=sampler)
     root = run.root
@@ -208,7 +218,9 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
     goals: list[Node] = []  # finished states popped, in pop order
     pops = batches = 0
     bank = 0  # samples earlier batches did not draw (rounds > 1)
-    capped = False
+    capped = spent = False
+    start = run.meter.generated_tokens
+    lengths: list[int] = []  # generated tokens of each finished state found
 
     def pop() -> Node:
         nonlocal pops
@@ -224,6 +236,15 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
         gval = {"sum": total, "mean": total / child.depth, "last": step_cost(r, cost)}[g]
         h = 0.0 if admissible or child.finished else h_weight * (1.0 - r)
         child.scores.marks[AStarMark.key] = AStarMark(cost=total, g=gval, f=gval + h)
+        if child.finished:
+            lengths.append(child.generated_tokens)
+
+    def bon_spent() -> bool:
+        """This run has generated bon_spend x best-of-(width x k)'s estimated tokens."""
+        if bon_spend is None or not lengths:
+            return False
+        bon = width * k * sum(lengths) / len(lengths)
+        return run.meter.generated_tokens - start >= bon_spend * bon
 
     while True:
         top = frontier.peek()
@@ -236,6 +257,9 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
             break
         if batches >= max_batches:
             capped = True
+            break
+        if bon_spent():
+            spent = True
             break
         batch: list[Node] = []
         while len(batch) < width and (top := frontier.peek()) is not None and not top.finished:
@@ -256,7 +280,8 @@ def astar(problem: Problem, engine: Engine, scorer: Scorer, session: Session, *,
     # states found, else the most promising partial paths
     leaves = goals or [node for node in open_nodes if node.finished] or open_nodes[:width]
     return run.finish(leaves, max_depth=max_depth,
-                      stats=dict(batches=batches, capped=capped, finalists=len(goals)))
+                      stats=dict(batches=batches, capped=capped, spent=spent,
+                                 finalists=len(goals)))
 
 
 def _draw_batch(run: Run, batch: list[Node], n: int, rounds: int, bank: int,
