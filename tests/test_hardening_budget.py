@@ -549,6 +549,11 @@ def _batch_of(node: Any) -> int:
     return node.parent.scores.get(AStarMark).batch
 
 
+def _step_tokens(node: Any) -> int:
+    """The tokens a non-root node's step generated."""
+    return node.generated_tokens - node.parent.generated_tokens
+
+
 def test_astar_bon_spend_stops_at_best_of_ns_estimated_tokens():
     """bon_spend=1: A* stops after the first batch at whose end its generated tokens reach
     width x k whole paths of the mean length of the finished states found so far. Replayed
@@ -565,13 +570,12 @@ def test_astar_bon_spend_stops_at_best_of_ns_estimated_tokens():
     stopped_after = []
     for j in range(batches):
         made = [n for n in nodes if _batch_of(n) <= j]
-        spent = sum(n.generated_tokens - n.parent.generated_tokens for n in made)
+        spent = sum(map(_step_tokens, made))
         lengths = [n.generated_tokens for n in made if n.finished]
         if lengths and spent >= 2 * 2 * sum(lengths) / len(lengths):
             stopped_after.append(j)
     assert stopped_after[:1] == [batches - 1]
-    assert res.usage.generated_tokens == sum(n.generated_tokens - n.parent.generated_tokens
-                                             for n in nodes)
+    assert res.usage.generated_tokens == sum(map(_step_tokens, nodes))
     same, _ = run("astar", ScriptedEngine(_flat_tree, tokens_per_step=1), scorer, Budget(),
                   knobs={**knobs, "bon_spend": None, "max_batches": batches})
     assert same.stats["capped"] and same.usage == res.usage and same.answer == res.answer
