@@ -13,10 +13,11 @@ How a call runs (B rows = nodes x n samples):
      common to all rows kept once under cascade attention (`share_prefix`). A row leaves
      the batch when its step stops, and the child keeps a copy of the KV of the tokens this
      step added, with room for its last token (fed when it is expanded).
-  3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
-     of the search tree, the model's recycled top-k) and keeps what the model's own
-     sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
-     from the same distribution (search.engines.hf.spec).
+  3. With `speculate`, the same loop (search.engines.hf.decode.Decoder) feeds each row its
+     last token plus a model-free draft (n-grams of the search tree, the model's recycled
+     top-k) and keeps what the model's own sampling accepts: several tokens per pass;
+     greedy outputs identical, sampled ones from the same distribution
+     (search.engines.hf.spec).
 Each call is a job (search.runtime.passes) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. Searches share the engine through
@@ -44,9 +45,9 @@ import torch
 from search.budget import BudgetReached
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand
 from search.engines.hf.config import HFConfig
-from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, unique
+from search.engines.hf.decode import Decoder, DecodeState, stop_decoder, unique
 from search.engines.hf.drafter import Drafter
-from search.engines.hf.spec import SpecDecoder, SpecStats, Speculation
+from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
 from search.runtime import attention, lean, packed
 from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
@@ -222,11 +223,10 @@ class HFEngine(Bindable):
                 yield from self.kv.ensure_job(unique(nodes), state.session)
             except BudgetReached:  # no forward fits the budget: every row ends before its first token
                 return [[budget_child(node) for _ in range(n)] for node in nodes]
-            args = (rows, stop, max_tokens, temperature, top_p, seed)
             # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
             spec = self.speculation() if self.kv.layout.mask != "2d" else None
-            decoder = SpecDecoder(state, spec, *args) if spec else StepDecoder(state, *args)
-            children = yield from decoder.run()
+            children = yield from Decoder(state, rows, stop, max_tokens, temperature, top_p, seed,
+                                          spec=spec).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
 
     def decode_state(self) -> DecodeState:
