@@ -37,7 +37,7 @@ import math
 import warnings
 import weakref
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -311,40 +311,35 @@ class HFEngine(Bindable):
         return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        return self.scheduler.run(self._topk_next(list(nodes), k), cancel=self.session.cancel)
-
-    def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
         them."""
-        try:
-            yield from self.kv.ensure_job(unique(nodes), self.session)
-        except BudgetReached:
-            return [[] for _ in nodes]
-        out = []
-        for node in nodes:
-            seg = self.kv.get(node)
-            assert seg is not None and seg.logits is not None
-            lp, ids = torch.log_softmax(seg.logits, -1).topk(k)
-            out.append(list(zip(ids.tolist(), lp.tolist())))
-        return out
+        def top(lp: torch.Tensor) -> list[tuple[int, float]]:
+            values, ids = lp.topk(k)
+            return list(zip(ids.tolist(), values.tolist()))
+
+        return self.scheduler.run(self._next(list(nodes), top, list), cancel=self.session.cancel)
 
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
-        """Log-probabilities of the given next tokens after each node."""
-        return self.scheduler.run(self._next_logprobs(list(nodes), list(token_ids)),
-                         cancel=self.session.cancel)
+        """Log-probabilities of the given next tokens after each node; -inf where the budget
+        leaves no forward to compute them."""
+        idx = upload(list(token_ids), self.device)
+        return self.scheduler.run(self._next(list(nodes), lambda lp: lp[idx].tolist(),
+                                             lambda: [-math.inf] * len(token_ids)),
+                                  cancel=self.session.cancel)
 
-    def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
-        """Each token's logprob; -inf where the budget leaves no forward to compute them."""
+    def _next(self, nodes: list[Node], read: Callable[[torch.Tensor], Any],
+              cut: Callable[[], Any]) -> Job[list[Any]]:
+        """Per node, `read` of its next-token logprobs [V] (the nodes made complete first);
+        `cut()` each where the budget leaves no forward to complete them."""
         try:
             yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
-            return [[-math.inf] * len(token_ids) for _ in nodes]
-        idx = upload(token_ids, self.device)
+            return [cut() for _ in nodes]
         out = []
         for node in nodes:
             seg = self.kv.get(node)
             assert seg is not None and seg.logits is not None
-            out.append(torch.log_softmax(seg.logits, -1)[idx].tolist())
+            out.append(read(torch.log_softmax(seg.logits, -1)))
         return out
 
     @property
