@@ -218,9 +218,8 @@ class KVTree:
         charged=False: KV computed again after the store dropped it, which no budget checks
         and no meter pays (counted in `recomputed`)."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
-        meter = session.meter
-        if charged and meter.refuse_forward(2.0 * self.n_params * len(tokens) * w):
-            raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
+        if charged:
+            self._admit(session, len(tokens) * w)
         cache = self.batch(paths, w)
         P = cache.length
         ids = upload([list(t) for t in tokens], self.device)
@@ -228,17 +227,30 @@ class KVTree:
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
-        if not charged:
-            self.recomputed += n
-        elif self.as_scorer:
-            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
+        if charged:
+            self._charge(session, n, prefill)
         else:
-            meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
+            self.recomputed += n
         self.prefilled += prefill
         new = [cache.kept(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last
+
+    def _admit(self, session: Session, tokens: int) -> None:
+        """Refuse (BudgetReached) a forward of `tokens` tokens the session's budget does not
+        let start."""
+        if session.meter.refuse_forward(2.0 * self.n_params * tokens):
+            raise BudgetReached(f"a forward of {tokens} tokens passes the budget")
+
+    def _charge(self, session: Session, n: int, prefill: int, passes: int = 1) -> None:
+        """Charge the session a forward of n tokens (prefill of them counted as prefill): as
+        scorer work for a scorer's tree, else as the model's."""
+        flops = 2.0 * self.n_params * n
+        if self.as_scorer:
+            session.meter.charge_scorer(calls=0, tokens=n, flops=flops)
+        else:
+            session.meter.charge_model(prefill=prefill, flops=flops, passes=passes)
 
     def ensure(self, nodes: Sequence[Node], session: Session) -> None:
         """Make every node complete, computing only what is missing, for `session`'s search
@@ -297,14 +309,10 @@ class KVTree:
                 and (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None]
         if not hits:
             return group
-        meter = session.meter
-        if charged and meter.refuse_forward(2.0 * self.n_params * len(group) * width):
-            raise BudgetReached(f"a forward of {len(group) * width} tokens passes the budget")
         n, rest = len(hits) * width, [a for a in group if all(a is not h for h, _ in hits)]
-        if charged and self.as_scorer:
-            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
-        elif charged:
-            meter.charge_model(prefill=n, flops=2.0 * self.n_params * n, passes=0 if rest else 1)
+        if charged:
+            self._admit(session, len(group) * width)
+            self._charge(session, n, n, passes=0 if rest else 1)
         for a, seg in hits:
             self.put(a, seg, session.kv)
         return rest

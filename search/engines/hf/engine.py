@@ -259,56 +259,52 @@ class HFEngine(Bindable):
     def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
                 generated: bool) -> Job[list[Node]]:
         with self.kv.store.pinned(nodes):  # the parents stay until their children are made
-            return (yield from self._extend_pinned(nodes, continuations, generated))
-
-    def _extend_pinned(self, nodes: list[Node], continuations: list[str | Sequence[int]],
-                       generated: bool) -> Job[list[Node]]:
-        ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
-                    else [int(t) for t in c] for c in continuations]
-        if any(not ids for ids in ids_list):
-            raise ValueError("extend: an empty continuation")
-        out: list[Node | None] = [None] * len(nodes)
-        full = list(map(len, ids_list))
-        if generated:  # generated tokens count against Budget.tokens: the first ones fit
-            ids_list = fit(ids_list, self.meter.token_room(sum(full)))
-        try:
-            yield from self.kv.ensure_job(unique(nodes), self.session)
-        except BudgetReached:
-            ids_list = [[] for _ in ids_list]
-        by_width: dict[int, list[int]] = defaultdict(list)
-        for i, ids in enumerate(ids_list):
-            if ids:
-                by_width[len(ids)].append(i)
-            else:  # the budget left this row nothing
-                out[i] = budget_child(nodes[i])
-        for width, idx in by_width.items():
-            parents = [nodes[i] for i in idx]
-            count = width * len(idx)
+            ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"]
+                        if isinstance(c, str) else [int(t) for t in c] for c in continuations]
+            if any(not ids for ids in ids_list):
+                raise ValueError("extend: an empty continuation")
+            out: list[Node | None] = [None] * len(nodes)
+            full = list(map(len, ids_list))
+            if generated:  # generated tokens count against Budget.tokens: the first ones fit
+                ids_list = fit(ids_list, self.meter.token_room(sum(full)))
             try:
-                new, logits, _ = yield from self.kv.feed_job(
-                    [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
-                    [ids_list[i] for i in idx], self.session, all_logits=True,
-                    prefill=0 if generated else count)
+                yield from self.kv.ensure_job(unique(nodes), self.session)
             except BudgetReached:
-                for i in idx:
+                ids_list = [[] for _ in ids_list]
+            by_width: dict[int, list[int]] = defaultdict(list)
+            for i, ids in enumerate(ids_list):
+                if ids:
+                    by_width[len(ids)].append(i)
+                else:  # the budget left this row nothing
                     out[i] = budget_child(nodes[i])
-                continue
-            if generated:
-                self.meter.charge_model(generated=count, passes=0)
-            for i, p, kv_new, lg in zip(idx, parents, new, logits):
-                ids = ids_list[i]
-                seg = self.kv.get(p)
-                assert seg is not None and seg.logits is not None
-                # token 0 is predicted by the parent's logits, token j by position j-1
-                prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
-                lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
-                reason = "budget" if len(ids) < full[i] else \
-                    "eos" if ids[-1] in self.eos_ids else "forced"
-                child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
-                                                 tuple(lps.squeeze(-1).tolist()), reason))
-                self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
-                out[i] = child
-        return [c for c in out if c is not None]
+            for width, idx in by_width.items():
+                parents = [nodes[i] for i in idx]
+                count = width * len(idx)
+                try:
+                    new, logits, _ = yield from self.kv.feed_job(
+                        [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
+                        [ids_list[i] for i in idx], self.session, all_logits=True,
+                        prefill=0 if generated else count)
+                except BudgetReached:
+                    for i in idx:
+                        out[i] = budget_child(nodes[i])
+                    continue
+                if generated:
+                    self.meter.charge_model(generated=count, passes=0)
+                for i, p, kv_new, lg in zip(idx, parents, new, logits):
+                    ids = ids_list[i]
+                    seg = self.kv.get(p)
+                    assert seg is not None and seg.logits is not None
+                    # token 0 is predicted by the parent's logits, token j by position j-1
+                    prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
+                    lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
+                    reason = "budget" if len(ids) < full[i] else \
+                        "eos" if ids[-1] in self.eos_ids else "forced"
+                    child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
+                                                     tuple(lps.squeeze(-1).tolist()), reason))
+                    self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
+                    out[i] = child
+            return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
