@@ -11,6 +11,7 @@ import torch
 
 from search.engines.hf import HFEngine, SpecConfig
 from search.engines.hf.decode import StopRule
+from search.runtime.kvtree import KVTree
 from search.types import Problem
 
 EOS = 99
@@ -145,3 +146,73 @@ def test_both_loops_stop_through_the_one_rule(tiny_model, monkeypatch, device):
                             max_tokens=9, temperature=0)[0]
         assert kid.step is not None and kid.step.stop_reason == "max_tokens"
         assert asked == list(range(1, 10))  # once per kept token, in order
+
+
+def test_one_loop_mixes_passes_with_and_without_drafts(tiny_model, monkeypatch, device):
+    """Speculation gives way while the batch is wide (max_batch_tokens) and drafts as rows
+    retire: one expand runs one-token passes and draft passes, and every child still equals
+    the full-prefix reference."""
+    model, tok = tiny_model
+    widths: list[int] = []
+    pass_for = KVTree.pass_for
+
+    def spy(self, ids, *args, **kwargs):
+        widths.append(int(ids.shape[1]))
+        return pass_for(self, ids, *args, **kwargs)
+
+    monkeypatch.setattr(KVTree, "pass_for", spy)
+    config = SpecConfig(ngram=(4, 3, 2, 1), max_batch_tokens=12, tree=4, min_prob=0.0)
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, speculate=config)
+    eng.eos_ids = eos = frozenset({tok.convert_tokens_to_ids("=")})
+    roots = [eng.root(Problem(prompt=p)) for p in PROMPTS]
+    eng.kv.ensure(roots, eng.session)
+    widths.clear()
+    kids = eng.expand(roots, 2, stop=("5",), max_tokens=16, temperature=0)
+    assert 1 in widths and max(widths) > 1  # plain passes and verifications in one call
+    for root, pair in zip(roots, kids):
+        want = reference_step(model, tok, root.token_ids(), stop=("5",), eos=eos,
+                              max_tokens=16, max_length=eng.max_length)
+        assert [(k.step.token_ids, k.step.stop_reason) for k in pair] == [want, want]
+
+
+def reference_samples(model, prompts, *, tokens, temperature, seed):
+    """Sampling as the engine documents it, on full forwards of transformers' model: every
+    row draws one uniform (float64) per token from one generator seeded `seed`, rows in
+    order, and takes the token where u x total falls in the cumulative sums of
+    softmax(logits / temperature)."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = [list(p) for p in prompts]
+    out: list[list[int]] = [[] for _ in rows]
+    for _ in range(tokens):
+        u = torch.rand(len(rows), 1, generator=gen, dtype=torch.float64)
+        for b, ids in enumerate(rows):
+            with torch.no_grad():
+                logits = model(torch.tensor([ids + out[b]])).logits[0, -1].float()
+            cdf = torch.softmax(logits / temperature, -1).double().cumsum(-1)
+            out[b].append(int(torch.searchsorted(cdf, u[b:b + 1] * cdf[-1:], right=True)))
+    return [tuple(t) for t in out]
+
+
+@pytest.mark.parametrize("speculate", [False, SpecConfig(max_batch_tokens=0)],
+                         ids=["plain", "spec-gives-way"])
+def test_sampled_children_equal_a_full_prefix_reference_with_the_same_draws(
+        tiny_model, speculate, device):
+    """Sampled steps of rows of different prompts: the children's tokens are those of the
+    reference drawing the same uniforms, with and without speculation (drafting that never
+    fits the batch leaves every pass a plain one), and both give the same logprobs."""
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, speculate=speculate)
+    eng.eos_ids = frozenset()
+    roots = [eng.root(Problem(prompt=p)) for p in PROMPTS]
+    kids = [k for ks in eng.expand(roots, 2, stop=None, max_tokens=6, temperature=0.9, seed=5)
+            for k in ks]
+    want = reference_samples(model, [r.token_ids() for r in roots for _ in range(2)],
+                             tokens=6, temperature=0.9, seed=5)
+    assert [k.step.token_ids for k in kids] == want
+    for kid in kids:  # the model's own logprobs of the drawn tokens
+        ids = kid.token_ids()
+        with torch.no_grad():
+            lp = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+        start = kid.parent.n_tokens
+        ref = [lp[j - 1, ids[j]].item() for j in range(start, len(ids))]
+        assert max(abs(a - b) for a, b in zip(kid.step.logprobs, ref)) < 1e-4

@@ -1,4 +1,4 @@
-"""Host syncs of the plain decode loop (search/engines/hf/decode.py: StepDecoder): the host
+"""Host syncs of the decode loop without drafts (search/engines/hf/decode.py: Decoder): the host
 reads the device once per token step, whatever the rows, the tokens or the stop strings.
 
 Counted on every device by wrapping the Tensor methods that read a device value on the host

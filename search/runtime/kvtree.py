@@ -16,8 +16,8 @@ that was dropped (uncharged: a Result does not depend on the cap), and dropped w
 search's trees when it ends. No caller frees KV by hand.
 
 Model work is written as jobs (search.runtime.passes: generators yielding one Pass per
-forward), so that several searches' calls can share forwards; `ensure` and `feed` run their
-job (`ensure_job`, `feed_job`) to the end. The model work is done for a search's
+forward), so that several searches' calls can share forwards; `ensure` runs its job
+(`ensure_job`) to the end. The model work is done for a search's
 search.session.Session, passed in: its meter is charged, and the trees it caches join its KV
 scope, whose close (the search's end) drops their segments here.
 """
@@ -120,8 +120,8 @@ class KVTree:
                  *, as_scorer: bool = False, keep_hidden: bool = False,
                  share_prefix: int = 0, prompt_cache: int = 0, cap: int = DEFAULT_CAP) -> None:
         self.model = model
-        self.forward: Any = model  # what feed() calls; an engine may set a lean one (lean.py)
-        self.scheduler = Scheduler()  # what feed() and ensure() run on; its owner's, set by it
+        self.forward: Any = model  # what feed_job() calls; an engine may set a lean one (lean.py)
+        self.scheduler = Scheduler()  # what ensure() runs on; its owner's, set by it
         self.device = device
         self.own = own_tokens
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
@@ -196,18 +196,6 @@ class KVTree:
         return sum(seg.n for _, seg in self.store.items())
 
     # -- the model ---------------------------------------------------------------------
-    def feed(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
-             tokens: Sequence[Sequence[int]], session: Session, *, all_logits: bool,
-             prefill: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor | None]:
-        """Run rows of equal width w through the model after their cached paths (each a
-        list of segment kvs, see path_parts), for `session`'s search (its meter is charged).
-
-        Returns per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and
-        with keep_hidden the final hidden state at each row's last position [B, hidden].
-        """
-        return self.scheduler.run(self.feed_job(paths, starts, tokens, session, all_logits=all_logits,
-                                       prefill=prefill), cancel=session.cancel)
-
     def pass_for(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, mask: torch.Tensor,
                  keep: int, hidden: bool) -> Pass:
         """The Pass of one forward of this model over `cache` (keep: logits_to_keep; hidden:
@@ -223,12 +211,15 @@ class KVTree:
                  prefill: int, charged: bool = True
                  ) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
                                                  torch.Tensor | None]]:
-        """`feed` as a job; charged=False: KV computed again after the store dropped it,
-        which no budget checks and no meter pays (counted in `recomputed`)."""
+        """Run rows of equal width w through the model after their cached paths (each a
+        list of segment kvs, see path_parts), for `session`'s search (its meter is charged),
+        as a job -> per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32),
+        and with keep_hidden the final hidden state at each row's last position [B, hidden].
+        charged=False: KV computed again after the store dropped it, which no budget checks
+        and no meter pays (counted in `recomputed`)."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
-        meter = session.meter
-        if charged and meter.refuse_forward(2.0 * self.n_params * len(tokens) * w):
-            raise BudgetReached(f"a forward of {len(tokens) * w} tokens passes the budget")
+        if charged:
+            self._admit(session, len(tokens) * w)
         cache = self.batch(paths, w)
         P = cache.length
         ids = upload([list(t) for t in tokens], self.device)
@@ -236,17 +227,30 @@ class KVTree:
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
-        if not charged:
-            self.recomputed += n
-        elif self.as_scorer:
-            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
+        if charged:
+            self._charge(session, n, prefill)
         else:
-            meter.charge_model(prefill=prefill, flops=2.0 * self.n_params * n)
+            self.recomputed += n
         self.prefilled += prefill
         new = [cache.kept(b, P, P + w) for b in range(len(tokens))]
         logits = out.logits.float()
         last = out.hidden_states[-1][:, -1].float() if hidden else None
         return new, (logits if all_logits else logits[:, -1:]), last
+
+    def _admit(self, session: Session, tokens: int) -> None:
+        """Refuse (BudgetReached) a forward of `tokens` tokens the session's budget does not
+        let start."""
+        if session.meter.refuse_forward(2.0 * self.n_params * tokens):
+            raise BudgetReached(f"a forward of {tokens} tokens passes the budget")
+
+    def _charge(self, session: Session, n: int, prefill: int, passes: int = 1) -> None:
+        """Charge the session a forward of n tokens (prefill of them counted as prefill): as
+        scorer work for a scorer's tree, else as the model's."""
+        flops = 2.0 * self.n_params * n
+        if self.as_scorer:
+            session.meter.charge_scorer(calls=0, tokens=n, flops=flops)
+        else:
+            session.meter.charge_model(prefill=prefill, flops=flops, passes=passes)
 
     def ensure(self, nodes: Sequence[Node], session: Session) -> None:
         """Make every node complete, computing only what is missing, for `session`'s search
@@ -305,14 +309,10 @@ class KVTree:
                 and (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None]
         if not hits:
             return group
-        meter = session.meter
-        if charged and meter.refuse_forward(2.0 * self.n_params * len(group) * width):
-            raise BudgetReached(f"a forward of {len(group) * width} tokens passes the budget")
         n, rest = len(hits) * width, [a for a in group if all(a is not h for h, _ in hits)]
-        if charged and self.as_scorer:
-            meter.charge_scorer(calls=0, tokens=n, flops=2.0 * self.n_params * n)
-        elif charged:
-            meter.charge_model(prefill=n, flops=2.0 * self.n_params * n, passes=0 if rest else 1)
+        if charged:
+            self._admit(session, len(group) * width)
+            self._charge(session, n, n, passes=0 if rest else 1)
         for a, seg in hits:
             self.put(a, seg, session.kv)
         return rest

@@ -79,17 +79,11 @@ def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS,
             drawn = sample_many([out[i].logits[:, -1] for i in todo],
                                 [passes[i].draw for i in todo])  # type: ignore[misc]
         except Exception:  # find whose: draw one by one
-            drawn = [_draw_alone(out[i], passes[i]) for i in todo]
+            drawn = [_caught(lambda i=i: sample_many(
+                [out[i].logits[:, -1]], [passes[i].draw])[0]) for i in todo]  # type: ignore[list-item]
         for i, d in zip(todo, drawn):
             out[i] = d if isinstance(d, BaseException) else Sampled(out[i], *d)
     return out
-
-
-def _draw_alone(out: Any, p: Pass) -> Any:
-    try:
-        return sample_many([out.logits[:, -1]], [p.draw])[0]  # type: ignore[list-item]
-    except Exception as err:
-        return err
 
 
 def _forwards(passes: Sequence[Pass], limit: int,
@@ -101,7 +95,7 @@ def _forwards(passes: Sequence[Pass], limit: int,
             groups.setdefault(id(p.forward), []).append(i)
         else:
             with apart():
-                out[i] = _alone(p)
+                out[i] = _caught(p.alone)
     for idx in groups.values():
         chunk: list[int] = []
         size = 0
@@ -123,16 +117,17 @@ def _mergeable(p: Pass) -> bool:
         return False
 
 
-def _alone(p: Pass) -> Any:
+def _caught(fn: Callable[[], Any]) -> Any:
+    """fn(), or the exception it raised: the job whose Pass it was gets it."""
     try:
-        return p.alone()
-    except Exception as err:  # the job that asked gets it
+        return fn()
+    except Exception as err:  # noqa: BLE001
         return err
 
 
 def _merged(passes: list[Pass], idx: list[int], out: list[Any]) -> None:
     if len(passes) == 1:
-        out[idx[0]] = _alone(passes[0])
+        out[idx[0]] = _caught(passes[0].alone)
         return
     lengths = [p.cache.length for p in passes]
     try:
@@ -149,11 +144,8 @@ def _merged(passes: list[Pass], idx: list[int], out: list[Any]) -> None:
 def _rewound(p: Pass, length: int) -> Any:
     """The Pass run alone after its cache is rewound to `length` (what a failed merged
     forward may have written is forgotten); the error, where it cannot be."""
-    try:
-        p.cache.rewind(length)
-    except Exception as err:  # noqa: BLE001  # this Pass's job gets it
-        return err
-    return _alone(p)
+    err = _caught(lambda: p.cache.rewind(length))
+    return err if isinstance(err, BaseException) else _caught(p.alone)
 
 
 def drive(job: Job[T], apart: Callable[[], AbstractContextManager[Any]] = nullcontext) -> T:

@@ -2,7 +2,9 @@
 
 `sample_many` draws for several calls at once (search.runtime.sched merges their decode
 steps): every op is row-wise, and each call's uniforms come from its own generator in its own
-row order, so each call's tokens are bit for bit what `sample` gives it alone.
+row order, so each call's tokens are bit for bit what `draw` gives it alone. A token's
+logprob is the model's own (temperature 1, no truncation), so path sums are comparable
+across sampling settings.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ class Draw:
 
 
 def draw(logits: torch.Tensor, d: Draw) -> tuple[torch.Tensor, torch.Tensor]:
-    """One call's draw: `sample` with the rows taken in row order."""
+    """One call's draw: logits [B, V] -> (tokens [B], model logprobs [B]), the rows' uniforms
+    taken in row order."""
     return sample_many([logits], [d])[0]
 
 
 def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
                 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per call, (tokens [B_i], model logprobs [B_i]) from its logits [B_i, V]: what
-    `sample` gives each alone (rows in `order`), computed once over all rows."""
+    `draw` gives each alone (rows in `order`), computed once over all rows."""
     sizes = [x.shape[0] for x in logits]
     z = (logits[0] if len(logits) == 1 else torch.cat(list(logits))).float()
     logp = torch.log_softmax(z, dim=-1)
@@ -62,22 +65,6 @@ def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
     return [(tokens[a:a + n], lp[a:a + n]) for a, n in zip(starts, sizes)]
 
 
-def sample(logits: torch.Tensor, *, temperature: float, top_p: float,
-           generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [B, V] -> (tokens [B], model logprobs [B]).
-
-    The returned logprob is the model's own log-probability of the token (temperature 1, no
-    truncation), so path sums are comparable across sampling settings.
-    """
-    logits = logits.float()
-    logp = torch.log_softmax(logits, dim=-1)
-    if temperature == 0:
-        tokens = logits.argmax(dim=-1)
-    else:
-        tokens = categorical(probs(logits, temperature, top_p), generator)
-    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
-
-
 def categorical(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One draw per row of p [B, V] (non-negative; rows need not sum to 1) -> [B].
 
@@ -98,7 +85,7 @@ def inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 def probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """[..., V] -> the distribution `sample` draws from at temperature > 0 (tempered, top-p
+    """[..., V] -> the distribution `draw` draws from at temperature > 0 (tempered, top-p
     cut); speculative acceptance (search.engines.hf.spec) uses the very same one."""
     z = logits / temperature
     if top_p < 1.0:

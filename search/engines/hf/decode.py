@@ -1,7 +1,10 @@
-"""One `expand` call's decoding for the transformers engine (search.engines.hf.engine): what a
+"""One `expand` call's decoding for the transformers engine (search.engines.hf.engine): what the
 loop reads of the engine (`DecodeState`), the one rule that ends a step (`StopRule`), and the
-plain loop (`StepDecoder`): every row samples one token per forward pass until its step stops.
-The speculative loop (spec.SpecDecoder) is a Decoder too: same state, same rule, same children.
+one loop (`Decoder`). Each pass of the loop picks the active rows, gets each row's draft
+(none without speculation, or where it gives way), runs one forward over the rows' last
+token and their drafts, accepts tokens (plain sampling accepts no draft token, only the
+model's own next token: the bonus), appends them and retires the rows whose step stopped.
+Speculation (search.engines.hf.spec) is the drafting policy and the verification of drafts.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import torch
 
 from search.budget import Meter
 from search.engines.base import budget_child
-from search.runtime.kv import Segment
+from search.engines.hf.spec import Drafting, Speculation, squeeze, verify
+from search.runtime.kv import Segment, SlabCache
 from search.runtime.kvtree import KVTree
-from search.runtime.passes import Job
+from search.runtime.passes import Job, Pass
 from search.runtime.sampling import Draw, draw
 from search.runtime.transfer import readback, upload
 from search.session import Session
@@ -32,7 +36,7 @@ def unique(nodes: Sequence[Node]) -> list[Node]:
 
 @dataclass(frozen=True)
 class DecodeState:
-    """What a decoding loop reads of the engine, fixed for one `expand` call (the engine
+    """What the decoding loop reads of the engine, fixed for one `expand` call (the engine
     builds it per call: HFEngine.decode_state)."""
 
     kv: KVTree  # the engine's KV tree: segments in, children's segments out, the forwards
@@ -56,9 +60,9 @@ class DecodeState:
 
 @dataclass(frozen=True)
 class StopRule:
-    """Why a step ends after its latest token: the one rule of every decoding loop (plain and
-    speculative), checked token by token in this order: EOS, a stop string in the decoded
-    tail, the context length, max_tokens."""
+    """Why a step ends after its latest token: the one rule of the loop (with or without
+    drafts), checked token by token in this order: EOS, a stop string in the decoded tail,
+    the context length, max_tokens."""
 
     eos_ids: frozenset[int]
     stop: tuple[str, ...]
@@ -91,147 +95,216 @@ class StopRule:
 
 
 class Decoder:
-    """One `expand` call over rows (nodes, a node once per sample): the state, the stop rule,
-    the call's generator, and how a finished row becomes a child."""
+    """One `expand` call over rows (nodes, a node once per sample), decoded by one loop.
+
+    Rows live in the slots of one batch cache (kv.SlabCache: K/V written in place). Per row
+    r: toks[r] the step so far, lps[r] their logprobs, cols[r] the cache columns of its fed
+    step tokens (all but the latest, fed first in the next pass; in order, with holes where
+    drafts were rejected). Per slot, on the device: tok the row's latest token, at its
+    position, last (keep_hidden) the final state that predicted it. A row that stops leaves
+    its child the KV of the tokens this step added, and the survivors are compacted into the
+    first slots.
+
+    Without drafts a pass feeds one token a row, under the cache's own one-token mask (a
+    view), and the bonus token is drawn with the forward (Pass.draw): the host reads the
+    device once per pass, whatever the rows (transfer.readback); sampling, top-p and the
+    forward's inputs stay on the device, and the stop rule and the budget run on the host
+    values. Index tensors go up asynchronously (transfer.upload).
+    """
 
     def __init__(self, state: DecodeState, rows: list[Node], stop: tuple[str, ...],
-                 max_tokens: int, temperature: float, top_p: float, seed: int) -> None:
+                 max_tokens: int, temperature: float, top_p: float, seed: int,
+                 spec: Speculation | None = None) -> None:
         self.s, self.rows = state, rows
         self.rule = StopRule(state.eos_ids, stop, max_tokens, state.max_length, state.stop_text)
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.gen = torch.Generator(device=state.device).manual_seed(seed)
+        self.toks: list[list[int]] = [[] for _ in rows]
+        self.lps: list[list[float]] = [[] for _ in rows]
+        self.cols: list[list[int]] = [[] for _ in rows]
+        self.drafting = Drafting(spec, self) if spec is not None else None
 
-    def reason(self, window: list[int], start: int, size: int) -> str | None:
-        return self.rule.reason(window, start, size)
-
-    def room(self) -> int:
-        """Most tokens a row samples (it feeds one fewer): the columns to reserve."""
-        return max(1, max(min(self.max_tokens, self.s.max_length - n.n_tokens) for n in self.rows))
-
-    def child(self, parent: Node, toks: list[int], lps: list[float], reason: str,
-              kv: torch.Tensor) -> Node:
-        """The row's child, holding the KV of its step's tokens but the last (kv
-        [L, 2, H, >= len(toks) - 1, D], its columns past those the room where the last,
-        fed when the child is expanded, is written: Segment.spare)."""
-        step = Step(self.s.decode(toks), tuple(toks), tuple(lps), reason)
-        child = Node(parent=parent, step=step)
-        self.s.kv.put(child, Segment.spare(kv, len(toks) - 1), self.s.session.kv)
-        return child
-
-
-    def cut(self, parent: Node, toks: list[int], lps: list[float], kv: torch.Tensor,
-            hid: torch.Tensor | None, seg: Segment | None) -> Node:
-        """The child of a row whose step the budget ends early (stop reason "budget"): its
-        tokens so far (kv: their columns but the last; hid: the state that predicted the
-        last, with keep_hidden). A row that got no token of this step gets an empty step
-        that stands where its parent does (the parent's segment: its logits, its state)."""
-        if toks:
-            child = self.child(parent, toks, lps, "budget", kv)
-        else:
-            assert seg is not None  # the row's parent was made complete before decoding
-            child = budget_child(parent)
-            self.s.kv.put(child, Segment(kv=kv, n=0, logits=seg.logits, hidden=seg.hidden),
-                          self.s.session.kv)
-            hid = seg.hidden
-        if hid is not None:
-            self.s.features[child] = hid.clone()
-        return child
-
-
-class StepDecoder(Decoder):
-    """The plain loop: all rows step together, one token per pass.
-
-    Rows live in the slots of one batch cache (kv.SlabCache: K/V written in place); a row
-    that stops leaves its child the KV of the tokens this step added, and the survivors are
-    compacted into the first slots. Per token the Python work is one sampling call, one
-    decode of each row's last few tokens (only with stop strings) and list appends.
-
-    The host reads the device once per token step, whatever the rows: the sampled tokens
-    and their logprobs come back together (transfer.readback); sampling, top-p and the
-    forward's inputs stay on the device, and the stop rule (EOS, stop strings, lengths) and
-    the budget run on those host values. Index tensors go up asynchronously
-    (transfer.upload), so on a GPU the host never waits for a row's work in between.
-    """
-
-    def _draw(self, active: list[int]) -> Draw:
-        """How this step's tokens are drawn: in row order, since compaction moves rows
-        between slots and a row's draw must not depend on which slot it sits in (the same
-        seed gives the same tokens however rows left the batch)."""
-        order = None if all(a < b for a, b in zip(active, active[1:])) else \
-            sorted(range(len(active)), key=active.__getitem__)
-        return Draw(self.temperature, self.top_p, self.gen, order)
+    def left(self, r: int) -> int:
+        """Tokens row r may still sample in this step."""
+        return min(self.max_tokens, self.s.max_length - self.rows[r].n_tokens) - len(self.toks[r])
 
     def run(self) -> Job[list[Node]]:
         # (a job: its scheduler runs every step of it in inference mode, passes.drive and
         # the lanes; a decorator would enter and leave it again at every token)
         s, rows = self.s, self.rows
         parts = {n.id: s.kv.path_parts(n) for n in unique(rows)}
-        cache = s.kv.batch([parts[n.id] for n in rows], self.room())
-        P = cache.length
-        segs0: list[Any] = [s.kv.get(n) for n in rows]  # complete: ensured by the caller
-        logits = torch.stack([g.logits for g in segs0])
-        # [B, hidden]: the state each row's next token is predicted from (value features)
+        room = max(1, max(min(self.max_tokens, s.max_length - n.n_tokens) for n in rows))
+        slack = self.drafting.slack if self.drafting else 0  # one pass of rejected drafts
+        self.cache: SlabCache = s.kv.batch([parts[n.id] for n in rows], room + slack)
+        self.P = self.cache.length
+        self.segs: list[Any] = [s.kv.get(n) for n in rows]  # complete: ensured by the caller
+        logits = torch.stack([g.logits for g in self.segs])  # [B, V]
         # (read once: another search may turn keep_hidden on meanwhile, see KVTree.pass_for)
-        hidden = [g.hidden for g in segs0]
-        hid = torch.stack(hidden) if s.kv.keep_hidden and None not in hidden else None
-        pos = upload([n.n_tokens for n in rows], s.device)  # [B] next position
-        toks: list[list[int]] = [[] for _ in rows]
-        lps: list[list[float]] = [[] for _ in rows]
+        hidden = [g.hidden for g in self.segs]
+        self.hidden = s.kv.keep_hidden and None not in hidden
+        self.last = torch.stack(hidden) if self.hidden else None  # [B, hidden]
+        self.at = upload([n.n_tokens for n in rows], s.device)  # [B] the first token's position
+        if self.drafting:
+            self.drafting.start(logits)
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
-        j = 0  # tokens sampled so far in this step, equal for every active row
-        prev = None  # [B, hidden]: hid one token back (the state that predicted the last kept)
-        tok, lp = draw(logits, self._draw(active))  # later draws come with each forward
-        while active:
-            room = s.meter.token_room(len(active))  # the budget's tokens left, at most all
-            s.meter.charge_model(generated=room, passes=0)
-            # when the budget ends inside this batch, the first rows (in row order) keep
-            # their token and every row's step ends here
-            got = set(active) if room == len(active) else set(sorted(active)[:room])
-            drawn, logps = readback(tok, lp)  # the step's one read of the device
-            for r, t, logp in zip(active, drawn, logps):
-                if r in got:
-                    toks[r].append(int(t))
-                    lps[r].append(logp)
-            if room < len(active):
-                for b, r in enumerate(active):
-                    kv = cache.take(b, P, P + max(0, len(toks[r]) - 1))
-                    state = (hid if r in got else prev)
-                    out[r] = self.cut(rows[r], toks[r], lps[r], kv,
-                                      None if state is None else state[b], segs0[r])
-                break
-            reasons = [self.reason(toks[r], rows[r].n_tokens, len(toks[r])) for r in active]
-            keep = [b for b, why in enumerate(reasons) if why is None]
-            for b, why in enumerate(reasons):
+        # the first token: drawn from the nodes' stored logits
+        self.tok, lp = draw(logits, self._draw(active))
+        drawn, logps = readback(self.tok, lp)
+        new, new_lp, hid = [[int(t)] for t in drawn], [[x] for x in logps], None
+        while True:
+            ends = self._append(active, new, new_lp)
+            if hid is not None:
+                self.last = self._latest(hid, [m for m, _ in ends])
+            keep = [b for b, (_, why) in enumerate(ends) if why is None]
+            for b, (_, why) in enumerate(ends):
                 if why is not None:
-                    r = active[b]
-                    child = out[r] = self.child(rows[r], toks[r], lps[r], why,
-                                                cache.take(b, P, P + j, spare=1))
-                    if hid is not None:
-                        s.features[child] = hid[b].clone()
+                    out[active[b]] = self._retire(b, active[b], why)
             if not keep:
                 break
             if len(keep) < len(active):
-                order = cache.keep(keep)
-                sel = upload(order, s.device)
-                tok, pos = tok[sel], pos[sel]
-                hid = hid[sel] if hid is not None else None
-                active = [active[b] for b in order]
+                active = self._compact(active, keep)
             if s.meter.refuse_forward(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
                 for b, r in enumerate(active):
-                    out[r] = self.cut(rows[r], toks[r], lps[r], cache.take(b, P, P + j),
-                                      None if hid is None else hid[b], segs0[r])
+                    out[r] = self._retire(b, r, "budget")
                 break
-            p = s.kv.pass_for(tok[:, None], (pos + j)[:, None], cache, cache.attention_mask(1), 1,
-                              hid is not None)
+            new, new_lp, hid = yield from self._pass(active)
+        return [c for c in out if c is not None]
+
+    def _draw(self, active: list[int]) -> Draw:
+        """How a pass's bonus tokens are drawn: in row order, since compaction moves rows
+        between slots and a row's draw must not depend on which slot it sits in (the same
+        seed gives the same tokens however rows left the batch)."""
+        order = None if all(a < b for a, b in zip(active, active[1:])) else \
+            sorted(range(len(active)), key=active.__getitem__)
+        return Draw(self.temperature, self.top_p, self.gen, order)
+
+    def _append(self, active: list[int], new: list[list[int]], new_lp: list[list[float]]
+                ) -> list[tuple[int, str | None]]:
+        """Append each row's new tokens up to the first that ends its step (StopRule, token
+        by token); where the budget's tokens run out in this pass, the first rows (row
+        order) keep theirs and every row's step ends. Per slot: (tokens kept, why its step
+        ends or None)."""
+        rule, sizes, ends = self.rule, [], []
+        for b, r in enumerate(active):
+            t, n0, why = self.toks[r], self.rows[r].n_tokens, None
+            sizes.append(len(t))
+            for x in new[b]:
+                t.append(x)
+                why = rule.reason(t, n0, len(t))
+                if why is not None:
+                    break
+            ends.append((len(t) - sizes[b], why))
+        want = sum(m for m, _ in ends)
+        room = self.s.meter.token_room(want)
+        if room < want:
+            for b in sorted(range(len(active)), key=active.__getitem__):
+                m = min(ends[b][0], room)
+                room -= m
+                ends[b] = (m, "budget")
+            for b, r in enumerate(active):
+                del self.toks[r][sizes[b] + ends[b][0]:]
+        kept = 0
+        for b, r in enumerate(active):
+            m = ends[b][0]
+            self.lps[r].extend(new_lp[b][:m])
+            kept += m
+            if self.drafting and m:
+                self.drafting.add(r, sizes[b], new[b][:m])
+        self.s.meter.charge_model(generated=kept, passes=0)
+        if self.drafting:
+            self.drafting.stats.emitted += kept
+        return ends
+
+    def _latest(self, hid: torch.Tensor, kept: list[int]) -> torch.Tensor:
+        """hid [A, m, hidden]: the states a pass's emitted tokens were predicted from ->
+        [A, hidden] the state that predicted each slot's latest kept token."""
+        if hid.shape[1] == 1 and all(kept):
+            return hid[:, 0]
+        dev = hid.device
+        pick = hid[torch.arange(len(kept), device=dev), upload([max(m - 1, 0) for m in kept], dev)]
+        assert self.last is not None
+        return torch.where(upload([m > 0 for m in kept], dev, torch.bool)[:, None], pick, self.last)
+
+    def _compact(self, active: list[int], keep: list[int]) -> list[int]:
+        """Keep the slots in `keep` (the cache's rows and the per-slot tensors)."""
+        order = self.cache.keep(keep)
+        sel = upload(order, self.s.device)
+        self.tok, self.at = self.tok[sel], self.at[sel]
+        if self.last is not None:
+            self.last = self.last[sel]
+        return [active[b] for b in order]
+
+    def _pass(self, active: list[int]) -> Any:
+        """One forward: each row's latest token and its draft (none: one token), then the
+        accepted tokens -> per slot the tokens it emits, their logprobs, and (keep_hidden)
+        the states they were predicted from [A, m, hidden]."""
+        s, cache, A = self.s, self.cache, len(active)
+        trees = self.drafting.drafts(active) if self.drafting else None
+        q = 1 + max(map(len, trees)) if trees else 1
+        if cache.length + q > cache.capacity:  # (only with drafts: rejected columns fill it)
+            squeeze(self, active)
+            q = min(q, cache.capacity - cache.length)
+            trees = [t.head(q - 1) for t in trees or ()]
+        n = cache.length
+        last = [self.toks[r][-1] for r in active] if self.drafting else []
+        if q == 1:
+            p: Pass = s.kv.pass_for(self.tok[:, None], self.at[:, None], cache,
+                                    cache.attention_mask(1), 1, self.hidden)
             p.draw = self._draw(active)
             res = yield p
-            s.meter.charge_model(flops=2.0 * s.n_params * len(active))
-            tok, lp = res.tokens, res.logprobs
-            if hid is not None:
-                prev, hid = hid, res.out.hidden_states[-1][:, -1].float()
-            j += 1
-        return [c for c in out if c is not None]
+            s.meter.charge_model(flops=2.0 * s.n_params * A)
+            self.tok, self.at, out = res.tokens, self.at + 1, res.out
+            drawn, logps = readback(res.tokens, res.logprobs)
+            emits, lps, paths = [[int(t)] for t in drawn], [[x] for x in logps], [[0]] * A
+            hid = out.hidden_states[-1].float() if self.hidden else None
+            for r in active:
+                self.cols[r].append(n)
+        else:
+            assert trees is not None
+            emits, lps, paths, out, hid = yield from verify(self, active, trees, q)
+            self.tok = upload([e[-1] for e in emits], s.device)
+            self.at = self.at + upload([len(e) for e in emits], s.device)
+        if self.drafting:
+            assert trees is not None
+            self.drafting.observe(active, last, trees, emits, paths, out.logits.float())
+        return emits, lps, hid
+
+    def _retire(self, b: int, r: int, why: str) -> Node:
+        """Row r's child, its step ended for `why` (its cache slot b). A row whose step the
+        budget ends before its first token gets an empty step that stands where its parent
+        does (the parent's segment: its logits, its state)."""
+        parent, toks = self.rows[r], self.toks[r]
+        if not toks:
+            seg = self.segs[r]
+            child = budget_child(parent)
+            self.s.kv.put(child, Segment(kv=self.cache.take(b, self.P, self.P), n=0,
+                                         logits=seg.logits, hidden=seg.hidden),
+                          self.s.session.kv)
+            if seg.hidden is not None:
+                self.s.features[child] = seg.hidden.clone()
+            return child
+        c = len(toks) - 1
+        step = Step(self.s.decode(toks), tuple(toks), tuple(self.lps[r]), why)
+        child = Node(parent=parent, step=step)
+        # the KV of its step's tokens but the last, with a column to spare where the last
+        # is written when the child is expanded (a budget's child ends its path: none)
+        self.s.kv.put(child, Segment.spare(self._columns(b, r, c, int(why != "budget")), c),
+                      self.s.session.kv)
+        if self.last is not None:
+            self.s.features[child] = self.last[b].clone()
+        if self.drafting:
+            self.drafting.drafter.seen.add(child.id)  # its tokens were counted as they came
+        return child
+
+    def _columns(self, b: int, r: int, c: int, spare: int) -> torch.Tensor:
+        """[L, 2, H, >= c, D]: slot b's first c step columns (row r's), `spare` more after
+        them where they are contiguous (a copy either way)."""
+        cols, P = self.cols[r][:c], self.P
+        if cols == list(range(P, P + c)):
+            return self.cache.take(b, P, P + c, spare)
+        return self.cache.buf[:, :, b].index_select(3, upload(cols, self.s.device))
+
 
 def stop_decoder(tokenizer: Any, decode: Callable[[Sequence[int]], str]
                  ) -> Callable[[Sequence[int]], str]:

@@ -14,7 +14,7 @@ n-gram counts of the longest matching contexts interpolated Witten-Bell style do
 rank prior on the recycled top-k), and the tree grows best-first, always adding the
 candidate whose path probability (the product of its ancestors') is highest, until the node
 budget is spent or no candidate is worth a node. A first guess the model rejects can then be
-rescued by a sibling, and one verification forward checks them all (spec.SpecDecoder).
+rescued by a sibling, and one verification forward checks them all (spec.verify).
 """
 
 from __future__ import annotations

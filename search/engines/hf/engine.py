@@ -13,10 +13,11 @@ How a call runs (B rows = nodes x n samples):
      common to all rows kept once under cascade attention (`share_prefix`). A row leaves
      the batch when its step stops, and the child keeps a copy of the KV of the tokens this
      step added, with room for its last token (fed when it is expanded).
-  3. With `speculate`, step 2 feeds each row its last token plus a model-free draft (n-grams
-     of the search tree, the model's recycled top-k) and keeps what the model's own
-     sampling accepts: several tokens per pass; greedy outputs identical, sampled ones
-     from the same distribution (search.engines.hf.spec).
+  3. With `speculate`, the same loop (search.engines.hf.decode.Decoder) feeds each row its
+     last token plus a model-free draft (n-grams of the search tree, the model's recycled
+     top-k) and keeps what the model's own sampling accepts: several tokens per pass;
+     greedy outputs identical, sampled ones from the same distribution
+     (search.engines.hf.spec).
 Each call is a job (search.runtime.passes) whose forwards are Passes: alone by default; while
 the scheduler serves (search.solve_many), every search's calls in flight share each forward,
 with results bit for bit what the call computes alone. Searches share the engine through
@@ -36,7 +37,7 @@ import math
 import warnings
 import weakref
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -44,9 +45,9 @@ import torch
 from search.budget import BudgetReached
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand
 from search.engines.hf.config import HFConfig
-from search.engines.hf.decode import DecodeState, StepDecoder, stop_decoder, unique
+from search.engines.hf.decode import Decoder, DecodeState, stop_decoder, unique
 from search.engines.hf.drafter import Drafter
-from search.engines.hf.spec import SpecDecoder, SpecStats, Speculation
+from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
 from search.runtime import attention, lean, packed
 from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
@@ -222,11 +223,10 @@ class HFEngine(Bindable):
                 yield from self.kv.ensure_job(unique(nodes), state.session)
             except BudgetReached:  # no forward fits the budget: every row ends before its first token
                 return [[budget_child(node) for _ in range(n)] for node in nodes]
-            args = (rows, stop, max_tokens, temperature, top_p, seed)
             # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
             spec = self.speculation() if self.kv.layout.mask != "2d" else None
-            decoder = SpecDecoder(state, spec, *args) if spec else StepDecoder(state, *args)
-            children = yield from decoder.run()
+            children = yield from Decoder(state, rows, stop, max_tokens, temperature, top_p, seed,
+                                          spec=spec).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
 
     def decode_state(self) -> DecodeState:
@@ -259,92 +259,83 @@ class HFEngine(Bindable):
     def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
                 generated: bool) -> Job[list[Node]]:
         with self.kv.store.pinned(nodes):  # the parents stay until their children are made
-            return (yield from self._extend_pinned(nodes, continuations, generated))
-
-    def _extend_pinned(self, nodes: list[Node], continuations: list[str | Sequence[int]],
-                       generated: bool) -> Job[list[Node]]:
-        ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"] if isinstance(c, str)
-                    else [int(t) for t in c] for c in continuations]
-        if any(not ids for ids in ids_list):
-            raise ValueError("extend: an empty continuation")
-        out: list[Node | None] = [None] * len(nodes)
-        full = list(map(len, ids_list))
-        if generated:  # generated tokens count against Budget.tokens: the first ones fit
-            ids_list = fit(ids_list, self.meter.token_room(sum(full)))
-        try:
-            yield from self.kv.ensure_job(unique(nodes), self.session)
-        except BudgetReached:
-            ids_list = [[] for _ in ids_list]
-        by_width: dict[int, list[int]] = defaultdict(list)
-        for i, ids in enumerate(ids_list):
-            if ids:
-                by_width[len(ids)].append(i)
-            else:  # the budget left this row nothing
-                out[i] = budget_child(nodes[i])
-        for width, idx in by_width.items():
-            parents = [nodes[i] for i in idx]
-            count = width * len(idx)
+            ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"]
+                        if isinstance(c, str) else [int(t) for t in c] for c in continuations]
+            if any(not ids for ids in ids_list):
+                raise ValueError("extend: an empty continuation")
+            out: list[Node | None] = [None] * len(nodes)
+            full = list(map(len, ids_list))
+            if generated:  # generated tokens count against Budget.tokens: the first ones fit
+                ids_list = fit(ids_list, self.meter.token_room(sum(full)))
             try:
-                new, logits, _ = yield from self.kv.feed_job(
-                    [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
-                    [ids_list[i] for i in idx], self.session, all_logits=True,
-                    prefill=0 if generated else count)
+                yield from self.kv.ensure_job(unique(nodes), self.session)
             except BudgetReached:
-                for i in idx:
+                ids_list = [[] for _ in ids_list]
+            by_width: dict[int, list[int]] = defaultdict(list)
+            for i, ids in enumerate(ids_list):
+                if ids:
+                    by_width[len(ids)].append(i)
+                else:  # the budget left this row nothing
                     out[i] = budget_child(nodes[i])
-                continue
-            if generated:
-                self.meter.charge_model(generated=count, passes=0)
-            for i, p, kv_new, lg in zip(idx, parents, new, logits):
-                ids = ids_list[i]
-                seg = self.kv.get(p)
-                assert seg is not None and seg.logits is not None
-                # token 0 is predicted by the parent's logits, token j by position j-1
-                prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
-                lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
-                reason = "budget" if len(ids) < full[i] else \
-                    "eos" if ids[-1] in self.eos_ids else "forced"
-                child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
-                                                 tuple(lps.squeeze(-1).tolist()), reason))
-                self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
-                out[i] = child
-        return [c for c in out if c is not None]
+            for width, idx in by_width.items():
+                parents = [nodes[i] for i in idx]
+                count = width * len(idx)
+                try:
+                    new, logits, _ = yield from self.kv.feed_job(
+                        [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
+                        [ids_list[i] for i in idx], self.session, all_logits=True,
+                        prefill=0 if generated else count)
+                except BudgetReached:
+                    for i in idx:
+                        out[i] = budget_child(nodes[i])
+                    continue
+                if generated:
+                    self.meter.charge_model(generated=count, passes=0)
+                for i, p, kv_new, lg in zip(idx, parents, new, logits):
+                    ids = ids_list[i]
+                    seg = self.kv.get(p)
+                    assert seg is not None and seg.logits is not None
+                    # token 0 is predicted by the parent's logits, token j by position j-1
+                    prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
+                    lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
+                    reason = "budget" if len(ids) < full[i] else \
+                        "eos" if ids[-1] in self.eos_ids else "forced"
+                    child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
+                                                     tuple(lps.squeeze(-1).tolist()), reason))
+                    self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
+                    out[i] = child
+            return [c for c in out if c is not None]
 
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
-        return self.scheduler.run(self._topk_next(list(nodes), k), cancel=self.session.cancel)
-
-    def _topk_next(self, nodes: list[Node], k: int) -> Job[list[list[tuple[int, float]]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
         them."""
-        try:
-            yield from self.kv.ensure_job(unique(nodes), self.session)
-        except BudgetReached:
-            return [[] for _ in nodes]
-        out = []
-        for node in nodes:
-            seg = self.kv.get(node)
-            assert seg is not None and seg.logits is not None
-            lp, ids = torch.log_softmax(seg.logits, -1).topk(k)
-            out.append(list(zip(ids.tolist(), lp.tolist())))
-        return out
+        def top(lp: torch.Tensor) -> list[tuple[int, float]]:
+            values, ids = lp.topk(k)
+            return list(zip(ids.tolist(), values.tolist()))
+
+        return self.scheduler.run(self._next(list(nodes), top, list), cancel=self.session.cancel)
 
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
-        """Log-probabilities of the given next tokens after each node."""
-        return self.scheduler.run(self._next_logprobs(list(nodes), list(token_ids)),
-                         cancel=self.session.cancel)
+        """Log-probabilities of the given next tokens after each node; -inf where the budget
+        leaves no forward to compute them."""
+        idx = upload(list(token_ids), self.device)
+        return self.scheduler.run(self._next(list(nodes), lambda lp: lp[idx].tolist(),
+                                             lambda: [-math.inf] * len(token_ids)),
+                                  cancel=self.session.cancel)
 
-    def _next_logprobs(self, nodes: list[Node], token_ids: list[int]) -> Job[list[list[float]]]:
-        """Each token's logprob; -inf where the budget leaves no forward to compute them."""
+    def _next(self, nodes: list[Node], read: Callable[[torch.Tensor], Any],
+              cut: Callable[[], Any]) -> Job[list[Any]]:
+        """Per node, `read` of its next-token logprobs [V] (the nodes made complete first);
+        `cut()` each where the budget leaves no forward to complete them."""
         try:
             yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
-            return [[-math.inf] * len(token_ids) for _ in nodes]
-        idx = upload(token_ids, self.device)
+            return [cut() for _ in nodes]
         out = []
         for node in nodes:
             seg = self.kv.get(node)
             assert seg is not None and seg.logits is not None
-            out.append(torch.log_softmax(seg.logits, -1)[idx].tolist())
+            out.append(read(torch.log_softmax(seg.logits, -1)))
         return out
 
     @property
