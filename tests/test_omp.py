@@ -131,11 +131,7 @@ def test_serving_releases_the_callers_pool_then_the_owners():
 
 
 def counts_in_a_new_thread() -> int:
-    out: list[int] = []
-    t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
-    t.start()
-    t.join()
-    return out[0]
+    return in_named_thread(torch.get_num_threads, "omp-count")
 
 
 def test_a_threads_count_is_its_own():
