@@ -24,6 +24,7 @@ whether the right quantities were multiplied. Conventions:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from fractions import Fraction
 from verifiers._math.exact import eval_rational
 
 MAX_STEP_CHARS = 20_000  # longer text is cut: bounded time whatever a model writes
+CACHED = 1 << 14  # step verdicts remembered (least recently used out)
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,16 @@ _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 
 def check_step(text: str) -> StepVerdict:
     """Check every arithmetic equation in one reasoning step. Never raises."""
+    return _checked(str(text)[:MAX_STEP_CHARS])
+
+
+@functools.lru_cache(maxsize=CACHED)
+def _checked(text: str) -> StepVerdict:
+    """check_step of a text at most MAX_STEP_CHARS long, remembered: a path's earlier steps
+    are checked again with every step after them (check_final), and searches on one problem
+    write the same steps again (the verdict is immutable and depends on the text alone)."""
     try:
-        equations = _check(str(text)[:MAX_STEP_CHARS])
+        equations = _check(text)
     except Exception:  # a bug here must not stop a search; report "no evidence"
         equations = []
     if not equations:

@@ -9,6 +9,7 @@ size-checked before it is computed, so "9**9**9**9" is refused in microseconds i
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from fractions import Fraction
 
@@ -25,8 +26,15 @@ def eval_rational(expr: str) -> Fraction | None:
     None means "not simple exact arithmetic": symbols, irrational powers, division by zero,
     numbers too large, or anything unparseable. Never raises.
     """
-    if len(expr) > MAX_CHARS or not _ALLOWED_CHARS.fullmatch(expr):
+    if not isinstance(expr, str) or len(expr) > MAX_CHARS or not _ALLOWED_CHARS.fullmatch(expr):
         return None
+    return _evaluated(expr)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _evaluated(expr: str) -> Fraction | None:
+    """eval_rational of an allowed expression, remembered (a Fraction is immutable; the step
+    checker reads the same sides again and again)."""
     literals: list[Fraction] = []
 
     def _name(m: re.Match[str]) -> str:
