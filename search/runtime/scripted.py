@@ -93,10 +93,6 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
     - other parts: one flash call per part with its readers' queries stacked, one over the
       rows' own columns, merged by log-sum-exp (attention.attend_parts);
     - no part: SDPA over its own columns."""
-    keys = [slabs[i][li, 0, :rows[i], :, :n[i] + q[i]] for i in range(len(q))]
-    values = [slabs[i][li, 1, :rows[i], :, :n[i] + q[i]] for i in range(len(q))]
-    part_k = [[kv[li, 0].unsqueeze(0) for kv in parts[i]] for i in range(len(q))]
-    part_v = [[kv[li, 1].unsqueeze(0) for kv in parts[i]] for i in range(len(q))]
     N, g = qk.shape[0], H // KV
     sizes = [rows[i] * q[i] for i in range(len(rows))]
     heads = qk[:, :H].view(N, KV, g, d)
@@ -111,9 +107,10 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         B, t = rows[i], q[i]
         query = qk[at:at + B * t, :H].unflatten(0, [B, t]).transpose(1, 2)  # [B, H, t, d]
         at += B * t
-        if len(part_k[i]) == 0:
+        seen = slabs[i][li, :, :B, :, :n[i] + t]  # its keys, values [B, KV, T, d]
+        if len(parts[i]) == 0:
             out[i] = torch.nn.functional.scaled_dot_product_attention(
-                query, keys[i], values[i], attn_mask=bias[i], scale=scale,
+                query, seen[0], seen[1], attn_mask=bias[i], scale=scale,
                 enable_gqa=True).transpose(1, 2).reshape(B * t, H * d)
             continue
         if t == 1:
@@ -121,9 +118,11 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         else:
             qs, stacked = stack_queries(query, KV)
             stacked = stacked.unsqueeze(0)
-        own, own_lse = lse_attention(qs, keys[i], values[i], bias[i], scale, True)
-        if len(part_k[i]) == 1 and readers[i][0].numel() == 0:
-            pre, pre_lse = lse_attention(stacked, part_k[i][0], part_v[i][0], None, scale, True)
+        own, own_lse = lse_attention(qs, seen[0], seen[1], bias[i], scale, True)
+        part_k = [kv[li, 0].unsqueeze(0) for kv in parts[i]]  # [1, KV, S, d] each
+        part_v = [kv[li, 1].unsqueeze(0) for kv in parts[i]]
+        if len(part_k) == 1 and readers[i][0].numel() == 0:
+            pre, pre_lse = lse_attention(stacked, part_k[0], part_v[0], None, scale, True)
             if t == 1:
                 ones.append(i)
                 for j, h in enumerate((pre, pre_lse, own, own_lse)):
@@ -131,8 +130,8 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
                 continue
             merged = merge_halves(pre, pre_lse, own, own_lse)
         else:
-            merged = attend_parts(qs, stacked, own, own_lse, part_k[i], part_v[i], readers[i],
-                                  scale, True)
+            merged = attend_parts(qs, stacked, own, own_lse, part_k, part_v, readers[i], scale,
+                                  True)
         out[i] = merged.to(qk.dtype).reshape(B, H, t, d).transpose(1, 2).reshape(B * t, H * d)
     if len(ones) > 0:
         merged = merge_halves(torch.cat(halves[0], 2), torch.cat(halves[1], 2),

@@ -127,13 +127,12 @@ class HFConfig:
         if not isinstance(self.speculate, (bool, SpecConfig)):
             raise TypeError(f"speculate must be a bool or a SpecConfig, got {self.speculate!r}")
         int8 = is_int8(self.dtype)
-        if not int8:
-            weight_dtype(self.dtype)  # a clear ValueError for an unknown dtype name
+        floating = None if int8 else weight_dtype(self.dtype)  # a clear error for a bad name
         if int8 and self.torch_device.type != "cpu":
             raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
                              f"this engine is on {self.torch_device}")
         if self.pack and (self.torch_device.type != "cpu"
-                          or weight_dtype(None if int8 else self.dtype) not in (None, torch.float32)):
+                          or floating not in (None, torch.float32)):
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
                              "weights on a CPU whose torch has oneDNN")
 
