@@ -258,12 +258,25 @@ def test_bf16_engine_decodes_over_a_shared_prefix(tiny_model):
     assert seen and max(seen) > 0 and eng.kv.layout.dtype is torch.bfloat16
 
 
-def test_merged_cascades_equal_each_alone_bit_for_bit():
-    """attention.merge over several calls' flash halves (different rows, prefixes and
-    columns, as the searches of one merged forward) gives each call's rows exactly the bits
-    cascade gives it alone, whichever calls sit beside it and in whichever order."""
-    from search.runtime.attention import cascade, cascade_flash, group_bias, merge
+def flash_halves(qs, stacked, pk, pv, key, value, bias):
+    """cascade's two CPU flash calls before their merge, as the lean forward makes them: the
+    prefix (pk, pv [1, KV, S, d]) with every row's queries stacked ([1, KV, B g q, d]), then
+    each row's own columns (qs [B, KV, g q, d])."""
+    from search.runtime.attention import _FLASH
 
+    assert _FLASH is not None
+    return (*_FLASH(stacked, pk, pv, scale=0.3), *_FLASH(qs, key, value, attn_mask=bias, scale=0.3))
+
+
+def test_merged_cascades_equal_each_alone_bit_for_bit():
+    """attention.merge_halves over several calls' flash halves concatenated (different rows,
+    prefixes and columns, as the one-token Passes of one merged forward: scripted.attend)
+    gives each call's rows exactly the bits cascade gives it alone, whichever calls sit
+    beside it and in whichever order."""
+    from search.runtime.attention import cascade, flash_on, group_bias, merge_halves, stack_queries
+
+    if not flash_on(torch.zeros(1)):
+        pytest.skip("no CPU flash kernel in this torch")
     gen = torch.Generator().manual_seed(3)
     heads, kv_heads, dim, q = 6, 2, 8, 1
     calls = []
@@ -276,9 +289,12 @@ def test_merged_cascades_equal_each_alone_bit_for_bit():
         calls.append((query, pk, pv, key, value, mask, bias))
     alone = [cascade(qy, pk, pv, k, v, m, 0.3) for qy, pk, pv, k, v, m, _ in calls]
     for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1], [1, 3]):
-        flashes = [cascade_flash(qy, pk, pv, k, v, 0.3, b)
-                   for qy, pk, pv, k, v, _, b in (calls[i] for i in order)]
-        rows = merge(flashes)  # [sum B, KV, g*q, d]
+        halves = []
+        for qy, pk, pv, k, v, _, b in (calls[i] for i in order):
+            qs, stacked = stack_queries(qy, kv_heads)
+            halves.append(flash_halves(qs, stacked[None], pk[None], pv[None], k, v, b))
+        rows = merge_halves(*(torch.cat([h[j] for h in halves], 0 if j > 1 else 2)
+                              for j in range(4)))  # [sum B, KV, g*q, d]
         at = 0
         for i in order:
             B = calls[i][0].shape[0]
@@ -289,11 +305,11 @@ def test_merged_cascades_equal_each_alone_bit_for_bit():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_flash_on_strided_query_views_equals_cascade_flash_bit_for_bit(threads):
+def test_flash_on_strided_query_views_equals_contiguous_copies_bit_for_bit(threads):
     """The lean forward hands a one-token part's queries to the flash calls as views into the
     whole forward's tensors (its rows of every part's stacked queries, [KV, N, g, d] sliced):
-    the same numbers in other strides give the bits cascade_flash gives on its own copies."""
-    from search.runtime.attention import cascade_flash, flash_on, flash_pair, group_bias
+    the same numbers in other strides give the bits the calls give on contiguous copies."""
+    from search.runtime.attention import flash_on, group_bias, stack_queries
 
     if not flash_on(torch.zeros(1)):
         pytest.skip("no CPU flash kernel in this torch")
@@ -306,16 +322,18 @@ def test_flash_on_strided_query_views_equals_cascade_flash_bit_for_bit(threads):
         every = tokens[:, :heads].view(20, kv_heads, g, dim).transpose(0, 1).contiguous().view(
             1, kv_heads, 20 * g, dim)  # every token's queries stacked per key/value head
         for at, rows, shared, own in ((0, 4, 30, 9), (4, 1, 5, 40), (5, 15, 17, 3)):
-            pk, pv = (torch.randn(kv_heads, shared, dim, generator=gen) for _ in range(2))
+            pk, pv = (torch.randn(1, kv_heads, shared, dim, generator=gen) for _ in range(2))
             key, value = (torch.randn(rows, kv_heads, own, dim, generator=gen) for _ in range(2))
             bias = group_bias(slab_mask(rows, 1, own), rows, g, 1, own, torch.float32,
                               torch.device("cpu"))
             query = tokens[at:at + rows, :heads].unflatten(0, (rows, 1)).transpose(1, 2)
-            want = cascade_flash(query.contiguous(), pk, pv, key, value, 0.3, bias)
+            qs_copy, stacked_copy = stack_queries(query.contiguous(), kv_heads)
+            want = flash_halves(qs_copy.contiguous(), stacked_copy[None].contiguous(), pk, pv,
+                                key, value, bias)
             qs = tokens[at:at + rows, :heads].view(rows, kv_heads, g, dim)
             stacked = every[:, :, at * g:(at + rows) * g]  # [1, KV, rows g, d]
             assert not stacked.is_contiguous()
-            got = flash_pair(qs, stacked, pk[None], pv[None], key, value, 0.3, bias)
+            got = flash_halves(qs, stacked, pk, pv, key, value, bias)
             for a, b in zip(got, want):
                 assert torch.equal(a, b), (at, rows)
     finally:

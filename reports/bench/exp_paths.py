@@ -1,5 +1,5 @@
 """Check: torch's float32 exp gives the same bits on its vector loop and its scalar loop for
-every input cascade attention's merge feeds it (attention.merge: lse - top <= 0).
+every input cascade attention's merge feeds it (attention.merge_halves: lse - top <= 0).
 
     python -m reports.bench.exp_paths            # every float32 in [-104, -0]: ~1.1e9 values
     python -m reports.bench.exp_paths --stride 97

@@ -18,8 +18,8 @@ grid's wall. Categories:
               their kernels and small ops together (no probe sees inside them)
   host        KV writes and row copies (the slab's update/take/keep),
               batch caches built (kv.batch_cache, SlabCache.from_paths and columns), cascade
-              attention's merge of its two flash calls (attention.cascade, cascade_flash,
-              flash_pair and merge, less the flash calls), masks turned into additive biases
+              attention's merge of its two flash calls (attention.cascade and
+              merge_halves, less the flash calls), masks turned into additive biases
               (attention.group_bias), the lean forward's own small ops (views, splits, the
               per-layer loop over Passes: lean.LeanLlama._forward less the above), sampling
               (sampling.sample_many), the
@@ -73,7 +73,7 @@ _HOST = {  # category -> (where, attribute) of its probes
                                         ("search.runtime.kv:SlabCache", "columns")],
     "cascade's merge (less its flash calls)": [
         ("search.runtime.attention", name)
-        for name in ("cascade", "cascade_flash", "flash_pair", "merge")],
+        for name in ("cascade", "merge_halves")],
     "masks as biases": [("search.runtime.attention", "group_bias")],
     "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_forward")],
     "sampling": [("search.runtime.sampling", "sample_many")],

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Optional  # noqa: UP035 (TorchScript reads Optional)
 
 import torch
 import torch.nn.functional as F
@@ -75,10 +75,13 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     T, gq = key.shape[2], H // KV * q
     if bias is None:
         bias = group_bias(mask, B, H // KV, q, T, query.dtype, query.device)
-    if flash_on(query):
-        out = merge([cascade_flash(query, prefix_k, prefix_v, key, value, scale, bias)])
-        return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2).contiguous()
     qs, stacked = stack_queries(query, KV)
+    if flash_on(query):  # the prefix's call with every row's queries stacked, then the rows'
+        assert _FLASH is not None
+        pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
+        own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)
+        out = merge_halves(pre, pre_lse, own, own_lse)
+        return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2).contiguous()
     pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
     own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
     scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
@@ -100,21 +103,37 @@ def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     its readers' queries stacked (a part's keys read once for all of them), merged by
     merge_parts. (The CPU's lean forward runs the same in TorchScript: scripted.attend.)"""
     B, H, q, d = query.shape
-    KV = key.shape[1]
-    gq = H // KV * q
-    qs, stacked = stack_queries(query, KV)  # [B, KV, gq, d], [KV, B*gq, d]
-    own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
-    outs, lses, readers = [], [], []
-    for k, v, rows in parts:
-        sq = stacked if rows is None else \
-            qs.index_select(0, rows).transpose(0, 1).reshape(KV, -1, d)
-        o, lse = lse_attention(sq[None], k[None], v[None], None, scale)
-        b = sq.shape[1] // gq
+    qs, stacked = stack_queries(query, key.shape[1])  # [B, KV, gq, d], [KV, B*gq, d]
+    own, own_lse = lse_attention(qs, key, value, bias, scale, False)  # [B, KV, gq, d], [B, KV, gq]
+    everyone = qs.new_empty(0, dtype=torch.long)
+    out = attend_parts(qs, stacked[None], own, own_lse, [k[None] for k, _, _ in parts],
+                       [v[None] for _, v, _ in parts],
+                       [everyone if rows is None else rows for _, _, rows in parts], scale, False)
+    return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2)
+
+
+def attend_parts(qs: torch.Tensor, stacked: torch.Tensor, own: torch.Tensor,
+                 own_lse: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
+                 readers: list[torch.Tensor], scale: float, flash: bool) -> torch.Tensor:
+    """Rows' queries qs [B, KV, gq, d] (stacked [1, KV, B*gq, d]: every row's, as
+    stack_queries) over the parts they read where they live (keys[k], values[k] [1, KV, S,
+    d]; readers[k] the slots reading part k [b] long, empty: every row), one lse_attention
+    call per part with its readers' queries stacked (a part's keys read once for all of
+    them), merged with the rows' attention over their own columns (own [B, KV, gq, d],
+    own_lse [B, KV, gq]) by merge_parts -> [B, KV, gq, d] float32. TorchScript compiles it
+    too (search.runtime.scripted)."""
+    KV, gq, d = qs.shape[1], qs.shape[2], qs.shape[3]
+    outs: list[torch.Tensor] = []
+    lses: list[torch.Tensor] = []
+    for k in range(len(keys)):
+        who = readers[k]
+        sq = stacked if who.numel() == 0 else \
+            qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)
+        o, lse = lse_attention(sq, keys[k], values[k], None, scale, flash)
+        b = sq.shape[2] // gq
         outs.append(o.view(KV, b, gq, d).transpose(0, 1))
         lses.append(lse.view(KV, b, gq).transpose(0, 1))
-        readers.append(rows if rows is not None else qs.new_empty(0, dtype=torch.long))
-    out = merge_parts(own, own_lse, outs, lses, readers).to(query.dtype)  # [B, KV, gq, d]
-    return out.reshape(B, H, q, d).transpose(1, 2)
+    return merge_parts(own, own_lse, outs, lses, readers)
 
 
 def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tensor],
@@ -146,13 +165,14 @@ def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tenso
 
 
 def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  bias: torch.Tensor | None, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                  bias: Optional[torch.Tensor], scale: float,  # noqa: UP045 (TorchScript)
+                  flash: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """query (B, M, m, d) over key/value (B, M, S, d) (bias additive (B, 1, m, S) or None) ->
-    (out (B, M, m, d), its log-sum-exp (B, M, m) float32): the CPU flash kernel where there
-    is one, else the same function as matmuls and a softmax."""
-    if _FLASH is not None and query.device.type == "cpu":
-        out, lse = _FLASH(query, key, value, attn_mask=bias, scale=scale)
-        return out, lse
+    (out (B, M, m, d), its log-sum-exp (B, M, m) float32): flash, the CPU flash kernel
+    (flash_on), else the same function as matmuls and a softmax."""
+    if flash:
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, attn_mask=bias, scale=scale)
     scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale
     if bias is not None:
         scores = scores + bias
@@ -172,21 +192,8 @@ def one_thread() -> AbstractContextManager[None]:
 
 
 def flash_on(query: torch.Tensor) -> bool:
-    """Whether cascade runs as two CPU flash calls and a merge (cascade_flash, merge)."""
+    """Whether cascade runs as two CPU flash calls and a merge (merge_halves)."""
     return _FLASH is not None and query.device.type == "cpu"
-
-
-Flash = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def cascade_flash(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
-                  key: torch.Tensor, value: torch.Tensor, scale: float, bias: torch.Tensor
-                  ) -> Flash:
-    """cascade's two CPU flash calls, before their merge: the prefix with every row's queries
-    stacked -> pre [1, KV, B*g*q, d], pre_lse [1, KV, B*g*q]; each row's own columns -> own
-    [B, KV, g*q, d], own_lse [B, KV, g*q] (query, prefix, key/value, bias as cascade's)."""
-    qs, stacked = stack_queries(query, prefix_k.shape[0])
-    return flash_pair(qs, stacked[None], prefix_k[None], prefix_v[None], key, value, scale, bias)
 
 
 def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,29 +203,6 @@ def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, tor
     B, H, q, d = query.shape
     qs = query.reshape(B, kv_heads, H // kv_heads * q, d)
     return qs, qs.transpose(0, 1).reshape(kv_heads, -1, d)
-
-
-def flash_pair(qs: torch.Tensor, stacked: torch.Tensor, prefix_k: torch.Tensor,
-               prefix_v: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
-               bias: torch.Tensor) -> Flash:
-    """cascade_flash from stack_queries' qs and stacked, the prefix's side with a leading
-    batch of one (stacked [1, KV, B*g*q, d], prefix_k/v [1, KV, S, d]). Any strides: the
-    kernel reads the same numbers (tests/test_attention.py)."""
-    assert _FLASH is not None
-    pre, pre_lse = _FLASH(stacked, prefix_k, prefix_v, scale=scale)
-    own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)
-    return pre, pre_lse, own, own_lse
-
-
-def merge(flashes: Sequence[Flash]) -> torch.Tensor:
-    """Several cascade_flash results of equal KV, g*q and d (one per call, e.g. one per search
-    in a merged forward) -> [sum of B, KV, g*q, d] float32, their rows in order, merged in one
-    set of element-wise ops for all calls (merge_halves)."""
-    def cat(ts: list[torch.Tensor], dim: int) -> torch.Tensor:
-        return ts[0] if len(ts) == 1 else torch.cat(ts, dim)
-
-    return merge_halves(cat([f[0] for f in flashes], 2), cat([f[1] for f in flashes], 2),
-                        cat([f[2] for f in flashes], 0), cat([f[3] for f in flashes], 0))
 
 
 def merge_halves(pre: torch.Tensor, pre_lse: torch.Tensor, own: torch.Tensor,

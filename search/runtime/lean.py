@@ -246,10 +246,9 @@ class LeanLlama:
         # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
-        self.weights = ([la.norm1 for la in self.layers], [la.qkv.packed for la in self.layers],
-                        [la.qkv.bias for la in self.layers],
-                        [la.qkv.lone[0] for la in self.layers], [la.norm2 for la in self.layers],
-                        *map(list, zip(*self.posts))) if self.posts else ()
+        self.weights = tuple(map(list, zip(*[(la.norm1, la.qkv.packed, la.qkv.bias, la.qkv.lone[0],
+                                              la.norm2, *post)
+                                             for la, post in zip(self.layers, self.posts)])))
 
     def _table(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module.

@@ -101,13 +101,9 @@ def set_threads_here(n: int) -> None:
     import torch
 
     torch.get_num_threads()  # a new thread takes the default first (torch's lazy init)
-    fns = _per_thread()
-    if fns is None:
-        torch.set_num_threads(n)
-        return
-    fns[0](n)
-    if fns[1] is not None:
-        fns[1](n)
+    for fn in _per_thread() or (torch.set_num_threads,):
+        if fn is not None:  # (MKL's: where torch has it)
+            fn(n)
 
 
 @contextmanager

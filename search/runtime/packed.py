@@ -48,9 +48,7 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     """(..., in) -> (rows, in) -> (rows, out) -> (..., out) on a oneDNN-packed weight;
     residual (rows, out): added to the output inside the GEMM (oneDNN's binary post-op).
     A lone row runs as two where oneDNN would compute it apart (see the module doc)."""
-    rows = x.reshape(-1, in_features)
-    if not rows.is_contiguous():
-        rows = rows.contiguous()
+    rows = x.reshape(-1, in_features).contiguous()
     lone = rows.shape[0] == 1 and not single_row_same(packed, bias, in_features,
                                                         residual is not None)
     out = gemm_rows(rows, packed, bias, residual, lone)

@@ -14,9 +14,9 @@ that run on all of them (attention.one_thread: a thread count is a thread's sett
 TorchScript cannot change mid-function):
 
 - `pre`: RMSNorm, the q|k|v GEMM, rotary, every Pass's new keys and values written to its slab
-  (one `_foreach_copy_`); returns the rotated q|k heads;
+  (a copy_ a Pass); returns the rotated q|k heads;
 - `attend`: every Pass's attention on CPU: over a shared prefix cascade's two flash calls and
-  their log-sum-exp merge (as attention.flash_pair and merge; the one-token Passes' queries
+  their log-sum-exp merge (as attention.cascade and merge_halves; the one-token Passes' queries
   cut from one stacking, their halves merged together), SDPA where a Pass has no prefix;
 - `post`: the output projection (+ residual), RMSNorm, the SiLU-gated MLP (+ residual).
 
@@ -32,7 +32,7 @@ from typing import Any, List, Optional, Tuple  # noqa: UP035 (TorchScript reads 
 
 import torch
 
-from search.runtime.attention import merge_halves, merge_parts, stack_queries
+from search.runtime.attention import attend_parts, lse_attention, merge_halves, stack_queries
 from search.runtime.packed import gemm_rows
 
 Tensor = torch.Tensor
@@ -86,17 +86,13 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
     slabs[i] ([L, 2, slots, KV, capacity, d]), bias[i] (its mask, additive), and the parts its
     rows read where they live, parts[i][k] [L, 2, KV, S, d], readers[i][k] the slots reading
     part k ([b] long; empty: every row):
-    - one part every row reads (a shared prefix): cascade's two flash calls (attention.
-      flash_pair: the prefix with the rows' queries stacked, then the rows' own columns)
+    - one part every row reads (a shared prefix): cascade's two flash calls (as attention.
+      cascade: the prefix with the rows' queries stacked, then the rows' own columns)
       merged by their log-sum-exps (attention.merge_halves); the one-token Passes' queries
       are cut from one stacking of every token's heads, and their halves merged together;
     - other parts: one flash call per part with its readers' queries stacked, one over the
-      rows' own columns, merged by attention.merge_parts;
+      rows' own columns, merged by log-sum-exp (attention.attend_parts);
     - no part: SDPA over its own columns."""
-    keys = [slabs[i][li, 0, :rows[i], :, :n[i] + q[i]] for i in range(len(q))]
-    values = [slabs[i][li, 1, :rows[i], :, :n[i] + q[i]] for i in range(len(q))]
-    part_k = [[kv[li, 0].unsqueeze(0) for kv in parts[i]] for i in range(len(q))]
-    part_v = [[kv[li, 1].unsqueeze(0) for kv in parts[i]] for i in range(len(q))]
     N, g = qk.shape[0], H // KV
     sizes = [rows[i] * q[i] for i in range(len(rows))]
     heads = qk[:, :H].view(N, KV, g, d)
@@ -111,9 +107,10 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         B, t = rows[i], q[i]
         query = qk[at:at + B * t, :H].unflatten(0, [B, t]).transpose(1, 2)  # [B, H, t, d]
         at += B * t
-        if len(part_k[i]) == 0:
+        seen = slabs[i][li, :, :B, :, :n[i] + t]  # its keys, values [B, KV, T, d]
+        if len(parts[i]) == 0:
             out[i] = torch.nn.functional.scaled_dot_product_attention(
-                query, keys[i], values[i], attn_mask=bias[i], scale=scale,
+                query, seen[0], seen[1], attn_mask=bias[i], scale=scale,
                 enable_gqa=True).transpose(1, 2).reshape(B * t, H * d)
             continue
         if t == 1:
@@ -121,11 +118,11 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
         else:
             qs, stacked = stack_queries(query, KV)
             stacked = stacked.unsqueeze(0)
-        own, own_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            qs, keys[i], values[i], attn_mask=bias[i], scale=scale)
-        if len(part_k[i]) == 1 and readers[i][0].numel() == 0:
-            pre, pre_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                stacked, part_k[i][0], part_v[i][0], scale=scale)
+        own, own_lse = lse_attention(qs, seen[0], seen[1], bias[i], scale, True)
+        part_k = [kv[li, 0].unsqueeze(0) for kv in parts[i]]  # [1, KV, S, d] each
+        part_v = [kv[li, 1].unsqueeze(0) for kv in parts[i]]
+        if len(part_k) == 1 and readers[i][0].numel() == 0:
+            pre, pre_lse = lse_attention(stacked, part_k[0], part_v[0], None, scale, True)
             if t == 1:
                 ones.append(i)
                 for j, h in enumerate((pre, pre_lse, own, own_lse)):
@@ -133,18 +130,8 @@ def attend(qk: Tensor, H: int, KV: int, d: int, scale: float, rows: List[int],  
                 continue
             merged = merge_halves(pre, pre_lse, own, own_lse)
         else:
-            outs: List[Tensor] = []  # noqa: UP006
-            lses: List[Tensor] = []  # noqa: UP006
-            for k in range(len(part_k[i])):
-                who = readers[i][k]
-                sq = stacked if who.numel() == 0 else \
-                    qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)
-                o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                    sq, part_k[i][k], part_v[i][k], scale=scale)
-                b = sq.shape[2] // (g * t)
-                outs.append(o.view(KV, b, g * t, d).transpose(0, 1))
-                lses.append(lse.view(KV, b, g * t).transpose(0, 1))
-            merged = merge_parts(own, own_lse, outs, lses, readers[i])
+            merged = attend_parts(qs, stacked, own, own_lse, part_k, part_v, readers[i], scale,
+                                  True)
         out[i] = merged.to(qk.dtype).reshape(B, H, t, d).transpose(1, 2).reshape(B * t, H * d)
     if len(ones) > 0:
         merged = merge_halves(torch.cat(halves[0], 2), torch.cat(halves[1], 2),

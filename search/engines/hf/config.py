@@ -114,31 +114,25 @@ class HFConfig:
     def __post_init__(self) -> None:
         # a read-only copy: the config stays what it was when checked
         object.__setattr__(self, "instructions", MappingProxyType(dict(self.instructions)))
-        if self.max_length is not None and (not isinstance(self.max_length, int)
-                                            or self.max_length < 2):
-            raise ValueError(f"max_length must be an int >= 2 (or None), got {self.max_length!r}")
-        if not isinstance(self.share_prefix, int) or self.share_prefix < 0:
-            raise ValueError(f"share_prefix must be an int >= 0 (0: never share), got "
-                             f"{self.share_prefix!r}")
+        for name, low in (("max_length", 2), ("share_prefix", 0), ("prompt_cache", 0),
+                          ("kv_cache", 0)):  # ints (max_length: or None; the rest: bytes)
+            value = getattr(self, name)
+            if (value is not None or name != "max_length") and (not isinstance(value, int)
+                                                                or value < low):
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         if not isinstance(self.tree_attention, bool):
             raise TypeError(f"tree_attention must be True or False, got {self.tree_attention!r}")
-        if not isinstance(self.prompt_cache, int) or self.prompt_cache < 0:
-            raise ValueError(f"prompt_cache must be an int >= 0 (bytes), got "
-                             f"{self.prompt_cache!r}")
-        if not isinstance(self.kv_cache, int) or self.kv_cache < 0:
-            raise ValueError(f"kv_cache must be an int >= 0 (bytes), got {self.kv_cache!r}")
         if self.merge not in (None, True, False):
             raise TypeError(f"merge must be None, True or False, got {self.merge!r}")
         if not isinstance(self.speculate, (bool, SpecConfig)):
             raise TypeError(f"speculate must be a bool or a SpecConfig, got {self.speculate!r}")
         int8 = is_int8(self.dtype)
-        if not int8:
-            weight_dtype(self.dtype)  # a clear ValueError for an unknown dtype name
+        floating = None if int8 else weight_dtype(self.dtype)  # a clear error for a bad name
         if int8 and self.torch_device.type != "cpu":
             raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
                              f"this engine is on {self.torch_device}")
         if self.pack and (self.torch_device.type != "cpu"
-                          or weight_dtype(None if int8 else self.dtype) not in (None, torch.float32)):
+                          or floating not in (None, torch.float32)):
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "
                              "weights on a CPU whose torch has oneDNN")
 

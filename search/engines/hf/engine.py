@@ -224,7 +224,8 @@ class HFEngine(Bindable):
             except BudgetReached:  # no forward fits the budget: every row ends before its first token
                 return [[budget_child(node) for _ in range(n)] for node in nodes]
             # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
-            spec = self.speculation() if self.kv.layout.mask != "2d" else None
+            spec = None if self.drafter is None or self.spec is None or \
+                self.kv.layout.mask == "2d" else Speculation(self.spec, self.drafter, self.spec_stats)
             children = yield from Decoder(state, rows, stop, max_tokens, temperature, top_p, seed,
                                           spec=spec).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
@@ -235,12 +236,6 @@ class HFEngine(Bindable):
             kv=self.kv, session=self.session, n_params=self.n_params, eos_ids=self.eos_ids,
             max_length=self.max_length, decode=self.decode, features=self.step_features,
             stop_text=stop_decoder(self.tokenizer, lambda ids: self.decode(ids, skip_special=False)))
-
-    def speculation(self) -> Speculation | None:
-        """Speculation's knobs, drafter and counters, None when it is off."""
-        if self.spec is None or self.drafter is None:
-            return None
-        return Speculation(self.spec, self.drafter, self.spec_stats)
 
     def _cost(self, rows: Sequence[Node], room: int) -> int:
         """Bytes of batch cache a call over these rows may hold (no prefix shared)."""
