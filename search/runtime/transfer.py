@@ -33,10 +33,12 @@ def upload(values: Sequence[Any], device: torch.device, dtype: torch.dtype = tor
     return t.to(device, non_blocking=True)
 
 
-def readback(*tensors: torch.Tensor) -> list[list[float]]:
-    """Equal-length 1D tensors (int64 token ids < 2**53, float32 logprobs, ...) -> one list of
-    Python floats each, read by one copy: stacked as float64, which holds both exactly (a
-    token id reads back as a whole float: int() it)."""
-    if len(tensors) == 1:
-        return [tensors[0].double().tolist()]
-    return torch.stack([t.double() for t in tensors]).tolist()
+def readback(*tensors: torch.Tensor) -> list[list[Any]]:
+    """Equal-length 1D tensors (int64 token ids < 2**53, float32 logprobs, ...) -> one list
+    of Python numbers each (ints for integer tensors, floats else). On the CPU each is its
+    own tolist(); elsewhere they are read by one copy, stacked as float64, which holds both
+    exactly (then cast back)."""
+    if tensors[0].device.type == "cpu":
+        return [t.tolist() for t in tensors]
+    rows = torch.stack([t.double() for t in tensors]).tolist()
+    return [list(map(int, r)) if not t.is_floating_point() else r for r, t in zip(rows, tensors)]

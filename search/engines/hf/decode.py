@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -69,6 +69,8 @@ class StopRule:
     max_tokens: int
     max_length: int
     text: Callable[[Sequence[int]], str]  # token ids -> text, special tokens kept
+    # stop-string windows seen -> whether a stop string is in their text (rows repeat them)
+    seen: dict[tuple[int, ...], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @functools.cached_property
     def span(self) -> int:
@@ -84,8 +86,12 @@ class StopRule:
         if window[-1] in self.eos_ids:
             return "eos"
         if self.stop:
-            text = self.text(window[-self.span:])
-            if any(s in text for s in self.stop):
+            tail = window[-self.span:]
+            hit = self.seen.get(key := tuple(tail))
+            if hit is None:
+                text = self.text(tail)
+                hit = self.seen[key] = any(s in text for s in self.stop)
+            if hit:
                 return "stop"
         if start + size >= self.max_length:
             return "length"
@@ -100,7 +106,7 @@ class Decoder:
     Rows live in the slots of one batch cache (kv.SlabCache: K/V written in place). Per row
     r: toks[r] the step so far, lps[r] their logprobs, cols[r] the cache columns of its fed
     step tokens (all but the latest, fed first in the next pass; in order, with holes where
-    drafts were rejected). Per slot, on the device: tok the row's latest token, at its
+    drafts were rejected; kept with drafts only, else P, P + 1, ...). Per slot, on the device: tok the row's latest token, at its
     position, last (keep_hidden) the final state that predicted it. A row that stops leaves
     its child the KV of the tokens this step added, and the survivors are compacted into the
     first slots.
@@ -151,7 +157,7 @@ class Decoder:
         # the first token: drawn from the nodes' stored logits
         self.tok, lp = draw(logits, self._draw(active))
         drawn, logps = readback(self.tok, lp)
-        new, new_lp, hid = [[int(t)] for t in drawn], [[x] for x in logps], None
+        new, new_lp, hid = [[t] for t in drawn], [[x] for x in logps], None
         while True:
             ends = self._append(active, new, new_lp)
             if hid is not None:
@@ -256,9 +262,9 @@ class Decoder:
             s.meter.charge_model(flops=2.0 * s.n_params * A)
             self.tok, self.at, out = res.tokens, self.at + 1, res.out
             drawn, logps = readback(res.tokens, res.logprobs)
-            emits, lps, paths = [[int(t)] for t in drawn], [[x] for x in logps], [[0]] * A
+            emits, lps, paths = [[t] for t in drawn], [[x] for x in logps], [[0]] * A
             hid = out.hidden_states[-1].float() if self.hidden else None
-            for r in active:
+            for r in active if self.drafting else ():
                 self.cols[r].append(n)
         else:
             assert trees is not None
@@ -301,7 +307,7 @@ class Decoder:
         """[L, 2, H, >= c, D]: slot b's first c step columns (row r's), `spare` more after
         them where they are contiguous (a copy either way)."""
         cols, P = self.cols[r][:c], self.P
-        if cols == list(range(P, P + c)):
+        if not self.drafting or cols == list(range(P, P + c)):
             return self.cache.take(b, P, P + c, spare)
         return self.cache.buf[:, :, b].index_select(3, upload(cols, self.s.device))
 
