@@ -296,9 +296,10 @@ class _Lane:
         waits on a Pass."""
         self._end_interrupted()
         admitted = self._admit()
-        with self.sched.lock:
-            for r in admitted:
-                r.advance(None, first=True)
+        if admitted:  # (else no lock: the other lanes' jobs run on)
+            with self.sched.lock:
+                for r in admitted:
+                    r.advance(None, first=True)
         return [r for r in self.active if r.pending is not None]
 
     def update(self, batch: list[Request], outs: list[Any]) -> None:
