@@ -171,16 +171,16 @@ class _Part:
     readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
 
     @staticmethod
-    def of(p: tuple[Any, ...], B: int, q: int, at: int, x: torch.Tensor) -> _Part:
+    def of(p: tuple[Any, ...], B: int, q: int, at: int, every: torch.Tensor) -> _Part:
+        """every: the empty long tensor that stands for "all rows" among readers."""
         ids, _, cache = p[:3]
         if cache.rows != B:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
         cache._room_for(q)  # (refuses a forward the slab has no room for)
         reads = cache.readers()
-        return _Part(cache, B, q, at, cache.length, x,  # (bias: x until the forward sets it)
+        return _Part(cache, B, q, at, cache.length, every,  # (bias: set by the forward)
                      [cache.parts[k] for k, _ in reads],
-                     [x.new_empty(0, dtype=torch.long) if rows is None else rows
-                      for _, rows in reads])
+                     [every if rows is None else rows for _, rows in reads])
 
     def new(self, li: int) -> torch.Tensor:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
@@ -297,8 +297,7 @@ class LeanLlama:
                                              torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
-        pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
+        ids, pos = _flat([p[0] for p in parts]), _flat([p[1] for p in parts])
         table = self.rope
         if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
@@ -310,7 +309,8 @@ class LeanLlama:
             spans.append((B, q, at))
             at += B * q
         flash = attention.flash_on(x)
-        plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
+        every = x.new_empty(0, dtype=torch.long)
+        plan = [_Part.of(p, B, q, a, every) for p, (B, q, a) in zip(parts, spans)]
         # each mask as an additive bias, once for all layers: over a group's stacked queries
         # where the rows read parts (merged by log-sum-exp) and off the CPU's flash path,
         # else as SDPA would turn the bool mask into one per call (0 or -inf: the same
@@ -360,12 +360,11 @@ class LeanLlama:
         last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
                               self.eps)
         logits = self.lm_head(last)
-        outs, at = [], 0
-        for p, (B, _, _), k in zip(parts, spans, kept):
-            lg, hs = logits[at:at + B * k].view(B, k, -1), last[at:at + B * k].view(B, k, D)
-            outs.append(Output(lg, (hs,) if p[5] else None))
-            at += B * k
-        return outs
+        sizes = [B * k for (B, _, _), k in zip(spans, kept)]
+        hs = last.split(sizes) if any(p[5] for p in parts) else ()
+        return [Output(lg.view(B, k, -1), (hs[i].view(B, k, D),) if p[5] else None)
+                for i, (p, (B, _, _), k, lg) in enumerate(zip(parts, spans, kept,
+                                                              logits.split(sizes)))]
 
     def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
                 ) -> torch.Tensor:
@@ -388,6 +387,13 @@ class LeanLlama:
                                                  scale=self.scale
                                                  ).reshape(B, H, q, d).transpose(1, 2)
         return out.reshape(B * q, H * d)
+
+
+def _flat(ts: list[torch.Tensor]) -> torch.Tensor:
+    """[B_i, q_i] tensors -> their entries, row-major, one after another [sum B_i q_i]."""
+    if len(ts) == 1 or len({t.shape[1] for t in ts}) > 1:
+        return ts[0].reshape(-1) if len(ts) == 1 else torch.cat([t.reshape(-1) for t in ts])
+    return torch.cat(ts).view(-1)  # (one cat where every q is the same)
 
 
 def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None

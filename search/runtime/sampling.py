@@ -29,14 +29,14 @@ class Draw:
 
 
 def draw(logits: torch.Tensor, d: Draw) -> tuple[torch.Tensor, torch.Tensor]:
-    """One call's draw: logits [B, V] -> (tokens [B], model logprobs [B]), the rows' uniforms
-    taken in row order."""
+    """One call's draw: logits [B, V] -> (tokens [B, 1], model logprobs [B, 1]), the rows'
+    uniforms taken in row order."""
     return sample_many([logits], [d])[0]
 
 
 def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
                 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per call, (tokens [B_i], model logprobs [B_i]) from its logits [B_i, V]: what
+    """Per call, (tokens [B_i, 1], model logprobs [B_i, 1]) from its logits [B_i, V]: what
     `draw` gives each alone (rows in `order`), computed once over all rows."""
     sizes = [x.shape[0] for x in logits]
     z = (logits[0] if len(logits) == 1 else torch.cat(list(logits))).float()
@@ -59,8 +59,9 @@ def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
         else:
             tokens[rows] = got
     assert tokens is not None
-    lp = torch.log_softmax(z, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
-    return [(tokens[a:a + n], lp[a:a + n]) for a, n in zip(starts, sizes)]
+    tokens = tokens[:, None]
+    lp = torch.log_softmax(z, dim=-1).gather(-1, tokens)
+    return list(zip(tokens.split(sizes), lp.split(sizes)))
 
 
 def _uniforms(d: Draw, n: int, device: torch.device) -> torch.Tensor:

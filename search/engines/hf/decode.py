@@ -106,8 +106,9 @@ class Decoder:
     Rows live in the slots of one batch cache (kv.SlabCache: K/V written in place). Per row
     r: toks[r] the step so far, lps[r] their logprobs, cols[r] the cache columns of its fed
     step tokens (all but the latest, fed first in the next pass; in order, with holes where
-    drafts were rejected; kept with drafts only, else P, P + 1, ...). Per slot, on the device: tok the row's latest token, at its
-    position, last (keep_hidden) the final state that predicted it. A row that stops leaves
+    drafts were rejected; kept with drafts only, else P, P + 1, ...). Per slot, on the
+    device: tok [B, 1] the row's latest token, at [B, 1] its position, last (keep_hidden)
+    the final state that predicted it. A row that stops leaves
     its child the KV of the tokens this step added, and the survivors are compacted into the
     first slots.
 
@@ -149,15 +150,14 @@ class Decoder:
         hidden = [g.hidden for g in self.segs]
         self.hidden = s.kv.keep_hidden and None not in hidden
         self.last = torch.stack(hidden) if self.hidden else None  # [B, hidden]
-        self.at = upload([n.n_tokens for n in rows], s.device)  # [B] the first token's position
+        self.at = upload([[n.n_tokens] for n in rows], s.device)  # the first token's position
         if self.drafting:
             self.drafting.start(logits)
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
         # the first token: drawn from the nodes' stored logits
         self.tok, lp = draw(logits, self._draw(active))
-        drawn, logps = readback(self.tok, lp)
-        new, new_lp, hid = [[t] for t in drawn], [[x] for x in logps], None
+        (new, new_lp), hid = readback(self.tok, lp), None  # [[token]], [[logprob]] per slot
         while True:
             ends = self._append(active, new, new_lp)
             if hid is not None:
@@ -255,22 +255,21 @@ class Decoder:
         n = cache.length
         last = [self.toks[r][-1] for r in active] if self.drafting else []
         if q == 1:
-            p: Pass = s.kv.pass_for(self.tok[:, None], self.at[:, None], cache,
-                                    cache.attention_mask(1), 1, self.hidden)
+            p: Pass = s.kv.pass_for(self.tok, self.at, cache, cache.attention_mask(1), 1,
+                                    self.hidden)
             p.draw = self._draw(active)
             res = yield p
             s.meter.charge_model(flops=2.0 * s.n_params * A)
             self.tok, self.at, out = res.tokens, self.at + 1, res.out
-            drawn, logps = readback(res.tokens, res.logprobs)
-            emits, lps, paths = [[t] for t in drawn], [[x] for x in logps], [[0]] * A
+            (emits, lps), paths = readback(res.tokens, res.logprobs), [[0]] * A
             hid = out.hidden_states[-1].float() if self.hidden else None
             for r in active if self.drafting else ():
                 self.cols[r].append(n)
         else:
             assert trees is not None
             emits, lps, paths, out, hid = yield from verify(self, active, trees, q)
-            self.tok = upload([e[-1] for e in emits], s.device)
-            self.at = self.at + upload([len(e) for e in emits], s.device)
+            self.tok = upload([e[-1:] for e in emits], s.device)
+            self.at = self.at + upload([[len(e)] for e in emits], s.device)
         if self.drafting:
             assert trees is not None
             self.drafting.observe(active, last, trees, emits, paths, out.logits.float())
