@@ -171,16 +171,16 @@ class _Part:
     readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
 
     @staticmethod
-    def of(p: tuple[Any, ...], B: int, q: int, at: int, every: torch.Tensor) -> _Part:
-        """every: the empty long tensor that stands for "all rows" among readers."""
+    def of(p: tuple[Any, ...], B: int, q: int, at: int, x: torch.Tensor) -> _Part:
         ids, _, cache = p[:3]
         if cache.rows != B:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
         cache._room_for(q)  # (refuses a forward the slab has no room for)
         reads = cache.readers()
-        return _Part(cache, B, q, at, cache.length, every,  # (bias: set by the forward)
+        return _Part(cache, B, q, at, cache.length, x,  # (bias: x until the forward sets it)
                      [cache.parts[k] for k, _ in reads],
-                     [every if rows is None else rows for _, rows in reads])
+                     [x.new_empty(0, dtype=torch.long) if rows is None else rows
+                      for _, rows in reads])
 
     def new(self, li: int) -> torch.Tensor:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
@@ -297,7 +297,8 @@ class LeanLlama:
                                              torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        ids, pos = _flat([p[0] for p in parts]), _flat([p[1] for p in parts])
+        ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
+        pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
         table = self.rope
         if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
@@ -309,8 +310,7 @@ class LeanLlama:
             spans.append((B, q, at))
             at += B * q
         flash = attention.flash_on(x)
-        every = x.new_empty(0, dtype=torch.long)
-        plan = [_Part.of(p, B, q, a, every) for p, (B, q, a) in zip(parts, spans)]
+        plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
         # each mask as an additive bias, once for all layers: over a group's stacked queries
         # where the rows read parts (merged by log-sum-exp) and off the CPU's flash path,
         # else as SDPA would turn the bool mask into one per call (0 or -inf: the same
@@ -387,13 +387,6 @@ class LeanLlama:
                                                  scale=self.scale
                                                  ).reshape(B, H, q, d).transpose(1, 2)
         return out.reshape(B * q, H * d)
-
-
-def _flat(ts: list[torch.Tensor]) -> torch.Tensor:
-    """[B_i, q_i] tensors -> their entries, row-major, one after another [sum B_i q_i]."""
-    if len(ts) == 1 or len({t.shape[1] for t in ts}) > 1:
-        return ts[0].reshape(-1) if len(ts) == 1 else torch.cat([t.reshape(-1) for t in ts])
-    return torch.cat(ts).view(-1)  # (one cat where every q is the same)
 
 
 def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None

@@ -44,21 +44,14 @@ def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
     groups: dict[tuple[float, float], list[int]] = {}
     for i, d in enumerate(draws):
         groups.setdefault((d.temperature, d.top_p), []).append(i)
-    tokens = None if len(groups) == 1 else torch.empty(z.shape[0], dtype=torch.long,
-                                                       device=z.device)
-    for (temperature, top_p), idx in groups.items():  # (one group: every row, in place)
-        rows = None if tokens is None else torch.cat(
+    tokens = torch.empty(z.shape[0], dtype=torch.long, device=z.device)
+    for (temperature, top_p), idx in groups.items():
+        rows = slice(None) if len(groups) == 1 else torch.cat(  # (one group: every row)
             [torch.arange(starts[i], starts[i] + sizes[i], device=z.device) for i in idx])
-        zg = z if rows is None else z[rows]
         # each call's uniforms, one per row in row order, from its generator
-        got = zg.argmax(dim=-1) if temperature == 0 else inverse_cdf(
-            probs(zg, temperature, top_p), torch.cat([_uniforms(draws[i], sizes[i], z.device)
-                                                      for i in idx]))
-        if tokens is None:
-            tokens = got
-        else:
-            tokens[rows] = got
-    assert tokens is not None
+        tokens[rows] = z[rows].argmax(dim=-1) if temperature == 0 else inverse_cdf(
+            probs(z[rows], temperature, top_p),
+            torch.cat([_uniforms(draws[i], sizes[i], z.device) for i in idx]))
     tokens = tokens[:, None]
     lp = torch.log_softmax(z, dim=-1).gather(-1, tokens)
     return list(zip(tokens.split(sizes), lp.split(sizes)))

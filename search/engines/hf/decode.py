@@ -86,12 +86,10 @@ class StopRule:
         if window[-1] in self.eos_ids:
             return "eos"
         if self.stop:
-            tail = window[-self.span:]
-            hit = self.seen.get(key := tuple(tail))
-            if hit is None:
-                text = self.text(tail)
-                hit = self.seen[key] = any(s in text for s in self.stop)
-            if hit:
+            key = tuple(window[-self.span:])
+            if key not in self.seen:  # (each window decoded once a call)
+                self.seen[key] = any(map(self.text(key).__contains__, self.stop))
+            if self.seen[key]:
                 return "stop"
         if start + size >= self.max_length:
             return "length"
