@@ -261,15 +261,14 @@ class SlabCache(Cache):
                           dtype=layout.dtype, device=layout.device)
         pads = upload([P - n for n in lengths], layout.device)
         valid = torch.arange(P + room, device=layout.device) >= pads[:, None]  # [B, P + room]
-        into, segments = [], []  # every row's segments, copied by one call
+        into: list[torch.Tensor] = []  # every row's segments, copied by one call
+        segments: list[torch.Tensor] = []
         for b, (path, n) in enumerate(zip(paths, lengths)):
             if n < P:
                 buf[:, :, b, :, :P - n].zero_()
-            col = P - n
-            for kv in path:
-                into.append(buf[:, :, b, :, col:col + kv.shape[3]])
-                segments.append(kv)
-                col += kv.shape[3]
+            if path:  # (the views of its segments' columns, made by one call)
+                into += buf[:, :, b, :, P - n:P].split([kv.shape[3] for kv in path], dim=3)
+                segments += path
         if into:
             torch.ops.aten._foreach_copy_(into, segments)
         return SlabCache(buf, valid, P, layout.mask, parts, row_parts)

@@ -205,7 +205,6 @@ class KVTree:
         return Pass(self.forward, ids, pos, cache, mask, keep if self._keep_arg else None,
                     hidden)
 
-    @torch.inference_mode()
     def feed_job(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
                  tokens: Sequence[Sequence[int]], session: Session, *, all_logits: bool,
                  prefill: int, charged: bool = True

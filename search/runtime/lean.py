@@ -359,12 +359,11 @@ class LeanLlama:
         last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
                               self.eps)
         logits = self.lm_head(last)
-        outs, at = [], 0
-        for p, (B, _, _), k in zip(parts, spans, kept):
-            lg, hs = logits[at:at + B * k].view(B, k, -1), last[at:at + B * k].view(B, k, D)
-            outs.append(Output(lg, (hs,) if p[5] else None))
-            at += B * k
-        return outs
+        sizes = [B * k for (B, _, _), k in zip(spans, kept)]
+        hs = last.split(sizes) if any(p[5] for p in parts) else ()
+        return [Output(lg.view(B, k, -1), (hs[i].view(B, k, D),) if p[5] else None)
+                for i, (p, (B, _, _), k, lg) in enumerate(zip(parts, spans, kept,
+                                                              logits.split(sizes)))]
 
     def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
                 ) -> torch.Tensor:

@@ -51,8 +51,8 @@ class Pass:
 
 @dataclass
 class Sampled:
-    """What a Pass with a `draw` returns: the forward's output and the drawn tokens [B] with
-    their model logprobs [B]."""
+    """What a Pass with a `draw` returns: the forward's output and the drawn tokens [B, 1]
+    with their model logprobs [B, 1]."""
 
     out: Any
     tokens: Any

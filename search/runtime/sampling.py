@@ -29,40 +29,39 @@ class Draw:
 
 
 def draw(logits: torch.Tensor, d: Draw) -> tuple[torch.Tensor, torch.Tensor]:
-    """One call's draw: logits [B, V] -> (tokens [B], model logprobs [B]), the rows' uniforms
-    taken in row order."""
+    """One call's draw: logits [B, V] -> (tokens [B, 1], model logprobs [B, 1]), the rows'
+    uniforms taken in row order."""
     return sample_many([logits], [d])[0]
 
 
 def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
                 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per call, (tokens [B_i], model logprobs [B_i]) from its logits [B_i, V]: what
+    """Per call, (tokens [B_i, 1], model logprobs [B_i, 1]) from its logits [B_i, V]: what
     `draw` gives each alone (rows in `order`), computed once over all rows."""
     sizes = [x.shape[0] for x in logits]
     z = (logits[0] if len(logits) == 1 else torch.cat(list(logits))).float()
-    logp = torch.log_softmax(z, dim=-1)
-    tokens = torch.empty(z.shape[0], dtype=torch.long, device=z.device)
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     groups: dict[tuple[float, float], list[int]] = {}
     for i, d in enumerate(draws):
         groups.setdefault((d.temperature, d.top_p), []).append(i)
+    tokens = torch.empty(z.shape[0], dtype=torch.long, device=z.device)
     for (temperature, top_p), idx in groups.items():
-        rows = torch.cat([torch.arange(starts[i], starts[i] + sizes[i], device=z.device)
-                          for i in idx])
-        if temperature == 0:
-            tokens[rows] = z[rows].argmax(dim=-1)
-            continue
-        u = torch.empty(rows.shape[0], 1, dtype=torch.float64, device=z.device)
-        at = 0
-        for i in idx:  # each call's uniforms, one per row in row order, from its generator
-            d, n = draws[i], sizes[i]
-            drawn = torch.rand(n, 1, generator=d.generator, dtype=torch.float64, device=z.device)
-            u[at:at + n] = drawn if d.order is None else drawn.new_empty(n, 1).index_copy_(
-                0, upload(list(d.order), z.device), drawn)
-            at += n
-        tokens[rows] = inverse_cdf(probs(z[rows], temperature, top_p), u)
-    lp = logp.gather(-1, tokens[:, None]).squeeze(-1)
-    return [(tokens[a:a + n], lp[a:a + n]) for a, n in zip(starts, sizes)]
+        rows = slice(None) if len(groups) == 1 else torch.cat(  # (one group: every row)
+            [torch.arange(starts[i], starts[i] + sizes[i], device=z.device) for i in idx])
+        # each call's uniforms, one per row in row order, from its generator
+        tokens[rows] = z[rows].argmax(dim=-1) if temperature == 0 else inverse_cdf(
+            probs(z[rows], temperature, top_p),
+            torch.cat([_uniforms(draws[i], sizes[i], z.device) for i in idx]))
+    tokens = tokens[:, None]
+    lp = torch.log_softmax(z, dim=-1).gather(-1, tokens)
+    return list(zip(tokens.split(sizes), lp.split(sizes)))
+
+
+def _uniforms(d: Draw, n: int, device: torch.device) -> torch.Tensor:
+    """[n, 1] float64 uniforms from d's generator, one per row in row order (d.order)."""
+    drawn = torch.rand(n, 1, generator=d.generator, dtype=torch.float64, device=device)
+    return drawn if d.order is None else drawn.new_empty(n, 1).index_copy_(
+        0, upload(list(d.order), device), drawn)
 
 
 def categorical(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

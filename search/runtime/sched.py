@@ -270,15 +270,16 @@ class _Lane:
         """The inbox's next item, waited for (nothing to run meanwhile)."""
         return self.inbox.get()
 
+    @torch.inference_mode()  # every job step and forward of this thread
     def _loop(self) -> None:
         while True:
             try:
                 while self._take(block=not self.active and not self._fits()):  # idle
                     self._set_threads()
                     batch = self.schedule()
-                    with torch.inference_mode():  # without the lock: the other lanes' jobs run
-                        outs = run_passes([r.pending for r in batch],  # type: ignore[misc]
-                                          apart=self.sched.apart) if batch else []
+                    # (without the lock: the other lanes' jobs run)
+                    outs = run_passes([r.pending for r in batch],  # type: ignore[misc]
+                                      apart=self.sched.apart) if batch else []
                     self.update(batch, outs)
                 return
             except BaseException as err:  # noqa: BLE001  # a bug here: fail every job, go on
@@ -295,16 +296,17 @@ class _Lane:
         waits on a Pass."""
         self._end_interrupted()
         admitted = self._admit()
-        with self.sched.lock, torch.inference_mode():
-            for r in admitted:
-                r.advance(None, first=True)
+        if admitted:  # (else no lock: the other lanes' jobs run on)
+            with self.sched.lock:
+                for r in admitted:
+                    r.advance(None, first=True)
         return [r for r in self.active if r.pending is not None]
 
     def update(self, batch: list[Request], outs: list[Any]) -> None:
         """Hand each request its Pass's output (it runs to its next Pass or its end), and
         retire the requests that ended."""
         s = self.sched
-        with s.lock, torch.inference_mode():
+        with s.lock:
             if batch:
                 st = s.stats
                 st.ticks += 1
@@ -392,7 +394,7 @@ class _Lane:
                 self.load -= 1
         ending = [t for t in self.active if t.stopped and not t.done.is_set()]
         if ending:
-            with self.sched.lock, torch.inference_mode():
+            with self.sched.lock:
                 for r in ending:
                     r.advance(Interrupted("the run was interrupted"))
 

@@ -33,10 +33,11 @@ def upload(values: Sequence[Any], device: torch.device, dtype: torch.dtype = tor
     return t.to(device, non_blocking=True)
 
 
-def readback(*tensors: torch.Tensor) -> list[list[float]]:
-    """Equal-length 1D tensors (int64 token ids < 2**53, float32 logprobs, ...) -> one list of
-    Python floats each, read by one copy: stacked as float64, which holds both exactly (a
-    token id reads back as a whole float: int() it)."""
-    if len(tensors) == 1:
-        return [tensors[0].double().tolist()]
-    return torch.stack([t.double() for t in tensors]).tolist()
+def readback(*tensors: torch.Tensor) -> list[Any]:
+    """Equal-shape tensors (int64 token ids < 2**53, float32 logprobs, ...) -> each as
+    (nested) lists of Python numbers, its tolist(): read by one copy off the CPU, stacked
+    as float64, which holds both exactly (cast back on the host)."""
+    if tensors[0].device.type == "cpu":
+        return [t.tolist() for t in tensors]
+    both = torch.stack([t.double() for t in tensors]).cpu()
+    return [b.to(t.dtype).tolist() for b, t in zip(both, tensors)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -69,6 +69,8 @@ class StopRule:
     max_tokens: int
     max_length: int
     text: Callable[[Sequence[int]], str]  # token ids -> text, special tokens kept
+    # stop-string windows seen -> whether a stop string is in their text (rows repeat them)
+    seen: dict[tuple[int, ...], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @functools.cached_property
     def span(self) -> int:
@@ -84,8 +86,10 @@ class StopRule:
         if window[-1] in self.eos_ids:
             return "eos"
         if self.stop:
-            text = self.text(window[-self.span:])
-            if any(s in text for s in self.stop):
+            key = tuple(window[-self.span:])
+            if key not in self.seen:  # (each window decoded once a call)
+                self.seen[key] = any(map(self.text(key).__contains__, self.stop))
+            if self.seen[key]:
                 return "stop"
         if start + size >= self.max_length:
             return "length"
@@ -100,8 +104,9 @@ class Decoder:
     Rows live in the slots of one batch cache (kv.SlabCache: K/V written in place). Per row
     r: toks[r] the step so far, lps[r] their logprobs, cols[r] the cache columns of its fed
     step tokens (all but the latest, fed first in the next pass; in order, with holes where
-    drafts were rejected). Per slot, on the device: tok the row's latest token, at its
-    position, last (keep_hidden) the final state that predicted it. A row that stops leaves
+    drafts were rejected; kept with drafts only, else P, P + 1, ...). Per slot, on the
+    device: tok [B, 1] the row's latest token, at [B, 1] its position, last (keep_hidden)
+    the final state that predicted it. A row that stops leaves
     its child the KV of the tokens this step added, and the survivors are compacted into the
     first slots.
 
@@ -143,15 +148,14 @@ class Decoder:
         hidden = [g.hidden for g in self.segs]
         self.hidden = s.kv.keep_hidden and None not in hidden
         self.last = torch.stack(hidden) if self.hidden else None  # [B, hidden]
-        self.at = upload([n.n_tokens for n in rows], s.device)  # [B] the first token's position
+        self.at = upload([[n.n_tokens] for n in rows], s.device)  # the first token's position
         if self.drafting:
             self.drafting.start(logits)
         out: list[Node | None] = [None] * len(rows)
         active = list(range(len(rows)))  # cache slot -> row
         # the first token: drawn from the nodes' stored logits
         self.tok, lp = draw(logits, self._draw(active))
-        drawn, logps = readback(self.tok, lp)
-        new, new_lp, hid = [[int(t)] for t in drawn], [[x] for x in logps], None
+        (new, new_lp), hid = readback(self.tok, lp), None  # [[token]], [[logprob]] per slot
         while True:
             ends = self._append(active, new, new_lp)
             if hid is not None:
@@ -249,22 +253,21 @@ class Decoder:
         n = cache.length
         last = [self.toks[r][-1] for r in active] if self.drafting else []
         if q == 1:
-            p: Pass = s.kv.pass_for(self.tok[:, None], self.at[:, None], cache,
-                                    cache.attention_mask(1), 1, self.hidden)
+            p: Pass = s.kv.pass_for(self.tok, self.at, cache, cache.attention_mask(1), 1,
+                                    self.hidden)
             p.draw = self._draw(active)
             res = yield p
             s.meter.charge_model(flops=2.0 * s.n_params * A)
             self.tok, self.at, out = res.tokens, self.at + 1, res.out
-            drawn, logps = readback(res.tokens, res.logprobs)
-            emits, lps, paths = [[int(t)] for t in drawn], [[x] for x in logps], [[0]] * A
+            (emits, lps), paths = readback(res.tokens, res.logprobs), [[0]] * A
             hid = out.hidden_states[-1].float() if self.hidden else None
-            for r in active:
+            for r in active if self.drafting else ():
                 self.cols[r].append(n)
         else:
             assert trees is not None
             emits, lps, paths, out, hid = yield from verify(self, active, trees, q)
-            self.tok = upload([e[-1] for e in emits], s.device)
-            self.at = self.at + upload([len(e) for e in emits], s.device)
+            self.tok = upload([e[-1:] for e in emits], s.device)
+            self.at = self.at + upload([[len(e)] for e in emits], s.device)
         if self.drafting:
             assert trees is not None
             self.drafting.observe(active, last, trees, emits, paths, out.logits.float())
@@ -301,7 +304,7 @@ class Decoder:
         """[L, 2, H, >= c, D]: slot b's first c step columns (row r's), `spare` more after
         them where they are contiguous (a copy either way)."""
         cols, P = self.cols[r][:c], self.P
-        if cols == list(range(P, P + c)):
+        if not self.drafting or cols == list(range(P, P + c)):
             return self.cache.take(b, P, P + c, spare)
         return self.cache.buf[:, :, b].index_select(3, upload(cols, self.s.device))
 

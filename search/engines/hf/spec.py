@@ -203,7 +203,7 @@ def verify(dec: Decoder, active: list[int], trees: list[DraftTree], q: int
     # [A, q]: padding repeats the last token, never accepted
     ids = upload([[x, *t.tokens, *[x] * k] for x, t, k in zip(last, trees, pad)], dev)
     depth = upload([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], dev)
-    res = yield s.kv.pass_for(ids, dec.at[:, None] + depth, cache, tree_mask(cache, trees, q), q,
+    res = yield s.kv.pass_for(ids, dec.at + depth, cache, tree_mask(cache, trees, q), q,
                               dec.hidden)
     s.meter.charge_model(flops=2.0 * s.n_params * A * q)
     logits = res.logits.float()  # [A, q, V]
