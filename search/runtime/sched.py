@@ -12,9 +12,8 @@ output back). `run(job)` drives a job to its return value:
            scheduler's *lanes*. Each tick a lane's `schedule()` ends the interrupted
            requests, admits waiting ones and returns those that wait on a Pass; one forward
            per model runs their Passes (run_passes: one GEMM per linear over every row);
-           `update()` hands each request its output and retires the ones that ended. A
-           request joins at the lane's next tick and leaves when its own rows are done
-           (continuous batching).
+           `update()` hands each request its output and retires the ended ones. A request
+           joins at the lane's next tick, leaves when its rows are done (continuous batching).
 
 Lanes. A tick is the jobs' Python (under the interpreter lock and `lock`), then the forward
 (the lean layers run without either: search.runtime.scripted). With two lanes (a request
@@ -276,8 +275,7 @@ class _Lane:
             try:
                 while self._take(block=not self.active and not self._fits()):  # idle
                     self._set_threads()
-                    batch = self.schedule()
-                    # (without the lock: the other lanes' jobs run)
+                    batch = self.schedule()  # then the forward, without the lock
                     outs = run_passes([r.pending for r in batch],  # type: ignore[misc]
                                       apart=self.sched.apart) if batch else []
                     self.update(batch, outs)

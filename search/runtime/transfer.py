@@ -35,9 +35,12 @@ def upload(values: Sequence[Any], device: torch.device, dtype: torch.dtype = tor
 
 def readback(*tensors: torch.Tensor) -> list[Any]:
     """Equal-shape tensors (int64 token ids < 2**53, float32 logprobs, ...) -> each as
-    (nested) lists of Python numbers, its tolist(): read by one copy off the CPU, stacked
-    as float64, which holds both exactly (cast back on the host)."""
-    if tensors[0].device.type == "cpu":
-        return [t.tolist() for t in tensors]
-    both = torch.stack([t.double() for t in tensors]).cpu()
-    return [b.to(t.dtype).tolist() for b, t in zip(both, tensors)]
+    (nested) lists of Python numbers, ints for an integer tensor: read by one copy on every
+    device (stacked as float64, which holds both exactly), so that the loop the CPU's tests
+    count is the one a GPU runs."""
+    both = torch.stack([t.double() for t in tensors]).tolist()
+    return [_ints(b) if not t.is_floating_point() else b for b, t in zip(both, tensors)]
+
+
+def _ints(x: Any) -> Any:
+    return [_ints(v) for v in x] if isinstance(x, list) else int(x)
