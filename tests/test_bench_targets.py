@@ -61,3 +61,21 @@ def test_flash_reports_each_way_of_sharing_a_call_and_both_layouts():
     # several requests share one call where their keys are the same length
     assert counts["batch"] == "9 of 9"
     assert "a call a Pass (15 calls)" in layouts and "a call a bucket (4 calls)" in layouts
+
+
+def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
+    import torch
+
+    from reports.bench import layers
+
+    forwards = layers.capture(1, every=1, skip=0, keep=3)
+    assert forwards, "the grid at concurrency 16 ran merged forwards on one thread"
+    for a in forwards:
+        rows, q, slabs = a[17], a[18], a[19]
+        assert len(rows) == len(q) == len(slabs) >= 1 and min(rows) >= 1
+        with torch.inference_mode():  # (as the lanes run it)
+            # the stand-in for attention keeps the residual stream's shape
+            assert layers._without_attention(a).shape == a[0].shape
+    ms = layers.replay(forwards, repeats=1)
+    assert set(ms) == {"whole", "no attention", "own columns", "parts"}
+    assert all(0 < v < float("inf") for v in ms.values())

@@ -1,6 +1,7 @@
 """The engine's figures of merit on this machine, each measured side by side in one run.
 
-    python -m reports.bench.engine --targets [--parts bytes,depth,prefill,grid,old,serve,flash,lines]
+    python -m reports.bench.engine --targets [--parts bytes,depth,prefill,grid,old,serve,flash,
+                                                     layers,lines]
                                              [--old PATH] [--tiny-limit 32] [--repeats 2]
 
 bytes    KV bytes moved per forward against the new KV a forward writes (reports.bench.kvbytes:
@@ -26,6 +27,9 @@ flash    what keeps attention calls per Pass on the CPU: whether torch's CPU fla
          Passes' prefix calls would merge), as batch entries, or with masked padding columns
          after its keys (how rows of other lengths would share one call); and one layer's
          own-columns attention per Pass against rows grouped into 64-column buckets.
+layers   where a merged forward's time goes at concurrency 16 (reports.bench.layers): merged
+         forwards of the tiny grid replayed on one thread, whole, without attention, and the
+         flash calls alone.
 lines    the runtime and the transformers engine (search/runtime, search/engines/hf): physical
          lines and code lines (docstrings, comments and blank lines left out) (aim: <= 2,000),
          and the modules holding a Scheduler at module level (aim: none).
@@ -50,7 +54,7 @@ from search.cli import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ("search/runtime", "search/engines/hf")
-PARTS = ("bytes", "depth", "prefill", "grid", "old", "serve", "flash", "lines")
+PARTS = ("bytes", "depth", "prefill", "grid", "old", "serve", "flash", "layers", "lines")
 # one tiny-grid run at a concurrency in a fresh process, on the checkout it runs in (cwd);
 # beam's duplicates named, so that code whose default differs runs the same searches
 GRID_RUN = """
@@ -172,6 +176,12 @@ def serve() -> list[str]:
     return []  # load prints its own table
 
 
+def layers_part(limit: int) -> list[str]:
+    from reports.bench.layers import layers
+
+    return layers(limit)
+
+
 def flash(seed: int = 0) -> list[str]:
     """Row invariance of CPU flash attention three ways (random inputs, one thread), and one
     layer's own-columns attention for 15 Passes (4-16 rows, 20-250 columns) as today (a call
@@ -283,7 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = {"bytes": kv_bytes, "depth": depth_bytes, "prefill": prefill,
            "grid": lambda: grid(args.tiny_limit),
            "old": lambda: against_old(args.old, args.tiny_limit, args.repeats),
-           "serve": serve, "flash": flash, "lines": lines}
+           "serve": serve, "flash": flash, "lines": lines,
+           "layers": lambda: layers_part(args.tiny_limit)}
     for part in parts:
         for line in run[part]():
             print(line, flush=True)
