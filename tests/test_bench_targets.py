@@ -71,7 +71,8 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
     forwards = layers.capture(1, every=1, skip=0, keep=3)
     assert forwards, "the grid at concurrency 16 ran merged forwards on one thread"
     for a in forwards:
-        rows, q, slabs = a[17], a[18], a[19]
+        f = layers.named(a)
+        rows, q, slabs = f["rows"], f["q"], f["slabs"]
         assert len(rows) == len(q) == len(slabs) >= 1 and min(rows) >= 1
         with torch.inference_mode():  # (as the lanes run it)
             # the stand-in for attention keeps the residual stream's shape

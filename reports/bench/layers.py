@@ -13,7 +13,8 @@ is done it replays them on one thread, each way timed by thread CPU time, the fe
 - no attention: every layer's pre and post pieces alone (norms, GEMMs, rotary, the new keys
                 and values written, the MLP), the queries standing in for attention's output;
 - own columns:  each Pass's flash call over its rows' own columns, every layer, alone;
-- parts:        each Pass's flash calls over the parts its rows read where they live.
+- parts:        each Pass's flash calls over the parts its rows read where they live
+                (a part's readers' queries stacked).
 
 So attention's share of a merged forward is 1 - no attention / whole, and the two flash rows
 say how much of it the kernel itself takes (the rest: the per-Pass views and the log-sum-exp
@@ -23,6 +24,7 @@ columns per Pass.
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import tempfile
 import threading
@@ -34,6 +36,13 @@ from typing import Any
 import torch
 
 FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+
+def named(a: list[Any]) -> dict[str, Any]:
+    """A captured forward's arguments by scripted.layers' parameter names."""
+    from search.runtime import scripted
+
+    return dict(zip(inspect.signature(scripted.layers).parameters, a))
 
 
 def capture(limit: int, every: int = 10, skip: int = 200, keep: int = 40) -> list[list[Any]]:
@@ -66,33 +75,33 @@ def capture(limit: int, every: int = 10, skip: int = 200, keep: int = 40) -> lis
 def _without_attention(a: list[Any]) -> torch.Tensor:
     from search.runtime import scripted
 
-    x, cos, sin, eps, H, KV, d, _, inter = a[:9]
-    norm1, w, b, lone, norm2, post_w, post_b, post_lone = a[9:17]
-    rows, q, slabs, n = a[17:21]
-    for li in range(len(norm1)):
-        qk = scripted.PRE(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d, rows,
-                          q, slabs, n, li)
-        x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, norm2[li], eps, inter,
-                          post_w[li], post_b[li], post_lone[li])
+    f = named(a)
+    x, H, d = f["x"], f["H"], f["d"]
+    for li in range(len(f["norm1"])):
+        qk = scripted.PRE(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li], f["b"][li],
+                          f["lone"][li], f["eps"], H, f["KV"], d, f["rows"], f["q"], f["slabs"],
+                          f["n"], li)
+        x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, f["norm2"][li], f["eps"],
+                          f["inter"], f["post_w"][li], f["post_b"][li], f["post_lone"][li])
     return x
 
 
 def _flash(a: list[Any], own: bool) -> None:
     """Each Pass's own-columns flash call (own) or its parts' calls, every layer, on queries
-    shaped as the forward's (a group's heads and tokens stacked per row, or all rows')."""
-    H, KV, d, scale = a[4], a[5], a[6], a[7]
-    rows, q, slabs, n, bias, parts = a[17:23]
-    g = H // KV
-    for li in range(len(a[9])):
-        for i in range(len(rows)):
-            B, t = rows[i], q[i]
-            query = torch.zeros(B, KV, g * t, d)
+    shaped as the forward's (a group's heads and tokens stacked per row, or its readers')."""
+    f = named(a)
+    KV, d, scale, rows, q = f["KV"], f["d"], f["scale"], f["rows"], f["q"]
+    g = f["H"] // KV
+    queries = [torch.zeros(B, KV, g * t, d) for B, t in zip(rows, q)]  # [B, KV, g t, d]
+    for li in range(len(f["norm1"])):
+        for i, query in enumerate(queries):
             if own:
-                seen = slabs[i][li, :, :B, :, :n[i] + t]
-                FLASH(query, seen[0], seen[1], attn_mask=bias[i], scale=scale)
+                seen = f["slabs"][i][li, :, :rows[i], :, :f["n"][i] + q[i]]
+                FLASH(query, seen[0], seen[1], attn_mask=f["bias"][i], scale=scale)
                 continue
-            for kv in parts[i]:
-                FLASH(query.transpose(0, 1).reshape(1, KV, -1, d), kv[li, 0][None],
+            for kv, who in zip(f["parts"][i], f["readers"][i]):
+                readers = query if who.numel() == 0 else query.index_select(0, who)
+                FLASH(readers.transpose(0, 1).reshape(1, KV, -1, d), kv[li, 0][None],
                       kv[li, 1][None], scale=scale)
 
 
@@ -127,9 +136,10 @@ def layers(limit: int) -> list[str]:
     if not forwards:
         return ["layers: the grid ran no merged forward on one thread to replay"]
     ms = replay(forwards)
-    passes = [len(a[17]) for a in forwards]
-    rows = [r for a in forwards for r in a[17]]
-    cols = [n + t for a in forwards for n, t in zip(a[20], a[18])]
+    each = [named(a) for a in forwards]
+    passes = [len(f["rows"]) for f in each]
+    rows = [r for f in each for r in f["rows"]]
+    cols = [n + t for f in each for n, t in zip(f["n"], f["q"])]
     share = 1 - ms["no attention"] / ms["whole"]
     return [f"merged forwards at concurrency 16 ({len(forwards)} replayed, one thread): "
             f"{statistics.mean(passes):.1f} Passes a forward, {statistics.mean(rows):.1f} rows "
