@@ -32,6 +32,9 @@ def test_code_lines_leave_out_docstrings_comments_and_blank_lines(tmp_path):
     path.write_text(SOURCE)
     # import, def, y = (2 lines), return, class, z = (2 lines): 8
     assert targets.code_lines(path) == 8
+    cpp = tmp_path / "k.cpp"
+    cpp.write_text("// a comment\n#include <vector>\n\nint f() {  // trailing\n  return 1;\n}\n")
+    assert targets.code_lines(cpp) == 4
 
 
 def test_lines_counts_the_core_and_finds_no_module_level_scheduler():
