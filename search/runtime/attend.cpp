@@ -14,32 +14,75 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t W = Vec::size();
 
-// sum_u a[u] b[u]: Vec lanes, then the lanes summed pairwise, then a scalar tail
-inline float dot(const float* a, const float* b, int64_t d) {
-  Vec s(0.f);
+static_assert(W == 8, "the column blocks below are 8 wide");
+
+// out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
+// ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
+inline void scores8(const float* q, const float* const* k, int64_t d, float scale, float* out) {
+  Vec acc[8] = {Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f)};
   int64_t u = 0;
-  for (; u + W <= d; u += W) s = at::vec::fmadd(Vec::loadu(a + u), Vec::loadu(b + u), s);
-  float lanes[W];
-  s.store(lanes);
-  for (int64_t w = W / 2; w > 0; w /= 2)
-    for (int64_t j = 0; j < w; ++j) lanes[j] += lanes[j + w];
-  float out = lanes[0];
-  for (; u < d; ++u) out += a[u] * b[u];
-  return out;
+  for (; u + W <= d; u += W) {
+    const Vec qv = Vec::loadu(q + u);
+    for (int j = 0; j < 8; ++j) acc[j] = at::vec::fmadd(qv, Vec::loadu(k[j] + u), acc[j]);
+  }
+#if defined(__AVX2__)
+  const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                      _mm256_permute2f128_ps(u0, u1, 0x31)));
+#else
+  for (int j = 0; j < 8; ++j) {
+    float x[8];
+    acc[j].store(x);
+    out[j] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+  }
+#endif
+  for (int j = 0; j < 8; ++j) {
+    for (int64_t r = u; r < d; ++r) out[j] += q[r] * k[j][r];
+    out[j] *= scale;
+  }
 }
 
-// acc[u] += p v[u]
-inline void axpy(float* acc, float p, const float* v, int64_t d) {
-  const Vec pv(p);
+// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains)
+inline void weighted(const float* p, const float* const* v, int64_t n, int64_t d, float z,
+                     float* o) {
   int64_t u = 0;
-  for (; u + W <= d; u += W) at::vec::fmadd(pv, Vec::loadu(v + u), Vec::loadu(acc + u)).store(acc + u);
-  for (; u < d; ++u) acc[u] += p * v[u];
+  for (; u + 4 * W <= d; u += 4 * W) {
+    Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+    for (int64_t t = 0; t < n; ++t) {
+      const Vec pt(p[t]);
+      const float* vt = v[t] + u;
+      a0 = at::vec::fmadd(pt, Vec::loadu(vt), a0);
+      a1 = at::vec::fmadd(pt, Vec::loadu(vt + W), a1);
+      a2 = at::vec::fmadd(pt, Vec::loadu(vt + 2 * W), a2);
+      a3 = at::vec::fmadd(pt, Vec::loadu(vt + 3 * W), a3);
+    }
+    const Vec vz(z);
+    (a0 / vz).store(o + u);
+    (a1 / vz).store(o + u + W);
+    (a2 / vz).store(o + u + 2 * W);
+    (a3 / vz).store(o + u + 3 * W);
+  }
+  for (; u + W <= d; u += W) {
+    Vec acc(0.f);
+    for (int64_t t = 0; t < n; ++t) acc = at::vec::fmadd(Vec(p[t]), Vec::loadu(v[t] + u), acc);
+    (acc / Vec(z)).store(o + u);
+  }
+  for (; u < d; ++u) {
+    float acc = 0.f;
+    for (int64_t t = 0; t < n; ++t) acc += p[t] * v[t][u];
+    o[u] = acc / z;
+  }
 }
 
 // s[0..n) = exp(s - m), every element by the same vector code (a short tail padded)
@@ -53,11 +96,6 @@ inline float exp_sum(float* s, int64_t n, float m) {
   }
   return z;
 }
-
-struct Keys {  // one key/value head's keys or values: rows of d floats `step` apart
-  const float* at;
-  int64_t step;
-};
 
 // qk [N, H + KV, d]: the rotated q|k heads of every Pass's tokens, row-major by Pass, row,
 // token. Pass i: rows[i] rows of q[i] tokens after n[i] columns; slabs[i] [L, 2, slots, KV,
@@ -117,9 +155,11 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
   for (int64_t i = 0; i < P; ++i) work += rows[i] * q[i] * (n[i] + q[i]);
   const int64_t grain = std::max<int64_t>(1, N * 32768 / (work * H * d));
   at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
-    std::vector<float> sc, acc(d);
+    std::vector<float> sc;
     std::vector<int64_t> seen;  // the own columns a token sees
-    std::vector<Keys> keys, values;  // what a token reads, per key/value head offset 0
+    // what a token reads (key/value head 0, and the step to the next head); a head's pointers
+    std::vector<const float*> k0, v0, kp, vp;
+    std::vector<int64_t> step;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t i = pass_of[r], within = r - first[i], b = within / q[i], t = within % q[i];
       const auto& slab = slabs[i];
@@ -129,38 +169,39 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
       seen.clear();
       for (int64_t c = 0; c < T; ++c)
         if (mp[c * m.stride(3)]) seen.push_back(c);
-      keys.clear();
-      values.clear();
-      int64_t total = seen.size();
+      k0.clear();
+      v0.clear();
+      step.clear();
       for (int64_t j : reads[slot_base[i] + b]) {
         const auto& kv = parts[j];
         const float* base = kv.data_ptr<float>() + li * kv.stride(0);
         for (int64_t s = 0; s < kv.size(3); ++s) {
-          keys.push_back({base + s * kv.stride(3), kv.stride(2)});
-          values.push_back({base + kv.stride(1) + s * kv.stride(3), kv.stride(2)});
+          k0.push_back(base + s * kv.stride(3));
+          v0.push_back(base + kv.stride(1) + s * kv.stride(3));
+          step.push_back(kv.stride(2));
         }
-        total += kv.size(3);
       }
       const float* own = slab.data_ptr<float>() + li * slab.stride(0) + b * slab.stride(2);
       for (int64_t c : seen) {
-        keys.push_back({own + c * slab.stride(4), slab.stride(3)});
-        values.push_back({own + slab.stride(1) + c * slab.stride(4), slab.stride(3)});
+        k0.push_back(own + c * slab.stride(4));
+        v0.push_back(own + slab.stride(1) + c * slab.stride(4));
+        step.push_back(slab.stride(3));
       }
+      const int64_t total = k0.size(), padded = (total + 7) / 8 * 8;
       TORCH_CHECK(total > 0, "attend: a query token of Pass ", i, " sees no column");
-      sc.resize(total + W);
+      sc.resize(padded);
+      kp.resize(padded);
+      vp.resize(total);
       for (int64_t h = 0; h < H; ++h) {
         const int64_t kvh = h / g;
+        for (int64_t u = 0; u < padded; ++u)  // (a last block padded with column 0)
+          kp[u] = (u < total ? k0[u] : k0[0]) + kvh * step[u < total ? u : 0];
+        for (int64_t u = 0; u < total; ++u) vp[u] = v0[u] + kvh * step[u];
         const float* qv = q0 + r * qk.stride(0) + h * qk.stride(1);
-        float mx = -INFINITY;
-        for (int64_t u = 0; u < total; ++u) {
-          sc[u] = dot(qv, keys[u].at + kvh * keys[u].step, d) * fscale;
-          mx = std::max(mx, sc[u]);
-        }
+        for (int64_t u = 0; u < padded; u += 8) scores8(qv, kp.data() + u, d, fscale, sc.data() + u);
+        const float mx = *std::max_element(sc.begin(), sc.begin() + total);
         const float z = exp_sum(sc.data(), total, mx);
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int64_t u = 0; u < total; ++u) axpy(acc.data(), sc[u], values[u].at + kvh * values[u].step, d);
-        float* o = o0 + r * H * d + h * d;
-        for (int64_t u = 0; u < d; ++u) o[u] = acc[u] / z;
+        weighted(sc.data(), vp.data(), total, d, z, o0 + r * H * d + h * d);
       }
     }
   });
