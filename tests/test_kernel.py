@@ -4,6 +4,8 @@ call and however many threads split it; its refusals; the build's fallback."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -13,7 +15,7 @@ pytestmark = pytest.mark.skipif(not kernel.available(), reason="no C++ toolchain
 L = 3  # layers of a slab; every call below reads layer 1
 
 
-def make_pass(gen, B, q, n, KV, d, parts, hide):
+def make_pass(gen, B, q, n, KV, d, parts, hide) -> dict[str, Any]:
     """A Pass of B rows, q query tokens each after n columns, in a slab with 2 slots and 5
     columns of room to spare; its mask: causal over its own q tokens, the columns hide[b]
     hides of row b unseen; parts: (S, readers or None) -> ([L, 2, KV, S, d], readers)."""
