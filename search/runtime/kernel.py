@@ -77,3 +77,7 @@ def available() -> bool:
 def serves(x: torch.Tensor) -> bool:
     """Whether the kernel runs attention for a forward whose residual stream is x."""
     return x.device.type == "cpu" and x.dtype == torch.float32 and available()
+
+
+if __name__ == "__main__":  # `python -m search.runtime.kernel`: build it now (make setup does)
+    print("CPU attention kernel:", "built" if available() else "not built (see the warning)")
