@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml Makefile | $(PYTHON)
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[dev]'
 	$(PYTHON) -m search.models fetch smollm2-135m
+	$(PYTHON) -m search.runtime.kernel
 	touch $(STAMP)
 
 # the slow suite's optional extras: Ray and llama-cpp-python's server (compiles llama.cpp)

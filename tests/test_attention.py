@@ -208,31 +208,10 @@ def test_batch_cache_shares_only_common_leading_segments_of_enough_tokens():
     assert batch_cache(paths, 3, eager, share_prefix=1).shared == 0  # eager attention: copies
 
 
-@pytest.mark.parametrize("rows, q, shared, own", [(16, 1, 40, 1), (4, 3, 25, 12)])
-def test_cascade_without_the_cpu_flash_kernel_is_the_same_function(rows, q, shared, own,
-                                                                   monkeypatch):
-    """The concatenated-softmax form (other devices, or a torch without the CPU flash
-    kernel) equals the flash-and-merge form, rows that see none of their own columns too."""
-    from search.runtime import attention
-
-    gen = torch.Generator().manual_seed(rows + q)
-    query = torch.randn(rows, 6, q, 8, generator=gen)
-    pk, pv = (torch.randn(2, shared, 8, generator=gen) for _ in range(2))
-    key, value = (torch.randn(rows, 2, own, 8, generator=gen) for _ in range(2))
-    mask = slab_mask(rows, q, own)
-    flash = attention.cascade(query, pk, pv, key, value, mask, 0.3)
-    monkeypatch.setattr(attention, "_FLASH", None)
-    torch.testing.assert_close(attention.cascade(query, pk, pv, key, value, mask, 0.3), flash,
-                               rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("flash", [True, False])
-def test_cascade_keeps_a_bf16_query_in_bf16(flash, monkeypatch):
+def test_cascade_keeps_a_bf16_query_in_bf16():
     """bf16 in, bf16 out (the next projection's weights are bf16), close to the fp32 result."""
     from search.runtime import attention
 
-    if not flash:
-        monkeypatch.setattr(attention, "_FLASH", None)
     gen = torch.Generator().manual_seed(5)
     query = torch.randn(3, 6, 2, 8, generator=gen)
     pk, pv = (torch.randn(2, 9, 8, generator=gen) for _ in range(2))
@@ -256,85 +235,3 @@ def test_bf16_engine_decodes_over_a_shared_prefix(tiny_model):
                       max_tokens=6, temperature=0)[0]
     assert [len(k.step.token_ids) for k in kids if k.step is not None] == [6, 6, 6]
     assert seen and max(seen) > 0 and eng.kv.layout.dtype is torch.bfloat16
-
-
-def flash_halves(qs, stacked, pk, pv, key, value, bias):
-    """cascade's two CPU flash calls before their merge, as the lean forward makes them: the
-    prefix (pk, pv [1, KV, S, d]) with every row's queries stacked ([1, KV, B g q, d]), then
-    each row's own columns (qs [B, KV, g q, d])."""
-    from search.runtime.attention import _FLASH
-
-    assert _FLASH is not None
-    return (*_FLASH(stacked, pk, pv, scale=0.3), *_FLASH(qs, key, value, attn_mask=bias, scale=0.3))
-
-
-def test_merged_cascades_equal_each_alone_bit_for_bit():
-    """attention.merge_halves over several calls' flash halves concatenated (different rows,
-    prefixes and columns, as the one-token Passes of one merged forward: scripted.attend)
-    gives each call's rows exactly the bits cascade gives it alone, whichever calls sit
-    beside it and in whichever order."""
-    from search.runtime.attention import cascade, flash_on, group_bias, merge_halves, stack_queries
-
-    if not flash_on(torch.zeros(1)):
-        pytest.skip("no CPU flash kernel in this torch")
-    gen = torch.Generator().manual_seed(3)
-    heads, kv_heads, dim, q = 6, 2, 8, 1
-    calls = []
-    for rows, shared, own in ((16, 40, 5), (3, 7, 30), (1, 90, 2), (5, 1, 11), (7, 23, 23)):
-        query = torch.randn(rows, heads, q, dim, generator=gen) * 3
-        pk, pv = (torch.randn(kv_heads, shared, dim, generator=gen) for _ in range(2))
-        key, value = (torch.randn(rows, kv_heads, own, dim, generator=gen) for _ in range(2))
-        mask = slab_mask(rows, q, own)
-        bias = group_bias(mask, rows, heads // kv_heads, q, own, query.dtype, query.device)
-        calls.append((query, pk, pv, key, value, mask, bias))
-    alone = [cascade(qy, pk, pv, k, v, m, 0.3) for qy, pk, pv, k, v, m, _ in calls]
-    for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1], [1, 3]):
-        halves = []
-        for qy, pk, pv, k, v, _, b in (calls[i] for i in order):
-            qs, stacked = stack_queries(qy, kv_heads)
-            halves.append(flash_halves(qs, stacked[None], pk[None], pv[None], k, v, b))
-        rows = merge_halves(*(torch.cat([h[j] for h in halves], 0 if j > 1 else 2)
-                              for j in range(4)))  # [sum B, KV, g*q, d]
-        at = 0
-        for i in order:
-            B = calls[i][0].shape[0]
-            got = rows[at:at + B].reshape(B, heads, q, dim).transpose(1, 2)
-            assert torch.equal(got, alone[i]), (order, i)
-            at += B
-        assert at == rows.shape[0]
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-def test_flash_on_strided_query_views_equals_contiguous_copies_bit_for_bit(threads):
-    """The lean forward hands a one-token part's queries to the flash calls as views into the
-    whole forward's tensors (its rows of every part's stacked queries, [KV, N, g, d] sliced):
-    the same numbers in other strides give the bits the calls give on contiguous copies."""
-    from search.runtime.attention import flash_on, group_bias, stack_queries
-
-    if not flash_on(torch.zeros(1)):
-        pytest.skip("no CPU flash kernel in this torch")
-    gen = torch.Generator().manual_seed(5)
-    heads, kv_heads, dim, g = 6, 2, 8, 3
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        tokens = torch.randn(20, heads + kv_heads, dim, generator=gen)  # a forward's q|k heads
-        every = tokens[:, :heads].view(20, kv_heads, g, dim).transpose(0, 1).contiguous().view(
-            1, kv_heads, 20 * g, dim)  # every token's queries stacked per key/value head
-        for at, rows, shared, own in ((0, 4, 30, 9), (4, 1, 5, 40), (5, 15, 17, 3)):
-            pk, pv = (torch.randn(1, kv_heads, shared, dim, generator=gen) for _ in range(2))
-            key, value = (torch.randn(rows, kv_heads, own, dim, generator=gen) for _ in range(2))
-            bias = group_bias(slab_mask(rows, 1, own), rows, g, 1, own, torch.float32,
-                              torch.device("cpu"))
-            query = tokens[at:at + rows, :heads].unflatten(0, (rows, 1)).transpose(1, 2)
-            qs_copy, stacked_copy = stack_queries(query.contiguous(), kv_heads)
-            want = flash_halves(qs_copy.contiguous(), stacked_copy[None].contiguous(), pk, pv,
-                                key, value, bias)
-            qs = tokens[at:at + rows, :heads].view(rows, kv_heads, g, dim)
-            stacked = every[:, :, at * g:(at + rows) * g]  # [1, KV, rows g, d]
-            assert not stacked.is_contiguous()
-            got = flash_halves(qs, stacked, pk, pv, key, value, bias)
-            for a, b in zip(got, want):
-                assert torch.equal(a, b), (at, rows)
-    finally:
-        torch.set_num_threads(before)

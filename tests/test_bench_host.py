@@ -192,22 +192,6 @@ def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
     assert others >= 0
 
 
-def test_exp_paths_finds_mismatches_where_the_loops_differ() -> None:
-    import torch
-
-    from reports.bench.exp_paths import mismatches
-
-    lo = int(torch.tensor(-0.0).view(torch.int32))
-    hi = int(torch.tensor(-104.0).view(torch.int32))
-    bad, seen = mismatches(lo, hi, 4099)  # a sample of what merge's exp sees
-    assert bad == 0 and seen == (hi - lo) // 4099 + 1
-    # an op whose strided (scalar-loop) result differs everywhere: every value counted
-    def differs(t: torch.Tensor) -> torch.Tensor:
-        return t.clone() if t.is_contiguous() else t.neg()
-
-    assert mismatches(lo, lo + 999, 1, differs) == (1000, 1000)
-
-
 def test_forward_alone_reports_kernels_within_its_wall() -> None:
     """--parts forward: a merged forward of several Passes timed alone; the kernels' time is
     a part of the forward's (0-100%), each kind reported, and every Pass's cache is back at

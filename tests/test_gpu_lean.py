@@ -2,8 +2,8 @@
 device, against transformers' plain full-prefix forward of the same model; and Passes merged
 into one forward against each run alone.
 
-On the CPU the device path is run by turning the CPU flash kernel off (attention._FLASH: what
-a CUDA forward takes: SDPA per Pass with a group's query heads stacked, cascade's single-
+On the CPU the device path is run by turning the CPU attention kernel off (lean.kernel_serves:
+what a CUDA forward takes: SDPA per Pass with a group's query heads stacked, cascade's single-
 softmax form) and by not packing the linears (bf16, or pack=False). Tolerances, on the
 logprobs of the engine's own tokens (teacher forcing: no near-tie can flip a comparison):
 fp32 within 1e-4 of transformers in fp32; bf16 within 0.02 of transformers in bf16, and no
@@ -21,14 +21,14 @@ import torch
 from devices import DEVICES, host
 
 from search.engines.hf import HFEngine
-from search.runtime import attention, lean
+from search.runtime import lean
 from search.types import Problem
 
 PROMPTS = ("12+34=56 and 7*8=", "9-8=", "1 2 3 4 5 6 7 8 9 a b")
 TOL = {torch.float32: 1e-4, torch.bfloat16: 0.02}
 CASES = [(d, t, f) for d in DEVICES for t in (torch.float32, torch.bfloat16)
          for f in ((True, False) if d == "cpu" else (False,))
-         if not (d == "cpu" and t is torch.float32 and f)]  # (CPU fp32 flash: test_lean.py)
+         if not (d == "cpu" and t is torch.float32 and f)]  # (CPU fp32 kernel: test_lean.py)
 
 
 def full_logprobs(model, ids: list[int], start: int) -> list[float]:
@@ -53,13 +53,13 @@ def grow(eng: HFEngine) -> list:
     return forced + kids
 
 
-@pytest.mark.parametrize("device,dtype,flash", CASES,
-                         ids=[f"{d}-{str(t)[6:]}-{'flash' if f else 'sdpa'}" for d, t, f in CASES])
+@pytest.mark.parametrize("device,dtype,kernel", CASES,
+                         ids=[f"{d}-{str(t)[6:]}-{'kernel' if f else 'sdpa'}" for d, t, f in CASES])
 def test_engine_on_the_lean_forward_matches_a_full_prefix_forward(tiny_model, device, dtype,
-                                                                 flash, monkeypatch):
+                                                                 kernel, monkeypatch):
     model, tok = tiny_model
-    if not flash:
-        monkeypatch.setattr(attention, "_FLASH", None)
+    if not kernel:
+        monkeypatch.setattr(lean, "kernel_serves", lambda x: False)
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, dtype=dtype,
                    pack=False, share_prefix=1)
     assert isinstance(eng.forward, lean.LeanLlama) and eng.forward_note is None
@@ -85,17 +85,17 @@ def passes(eng: HFEngine) -> list:
     return _passes(eng)
 
 
-@pytest.mark.parametrize("device,dtype,flash", CASES,
-                         ids=[f"{d}-{str(t)[6:]}-{'flash' if f else 'sdpa'}" for d, t, f in CASES])
-def test_merged_passes_equal_separate_ones(tiny_model, device, dtype, flash, monkeypatch):
+@pytest.mark.parametrize("device,dtype,kernel", CASES,
+                         ids=[f"{d}-{str(t)[6:]}-{'kernel' if f else 'sdpa'}" for d, t, f in CASES])
+def test_merged_passes_equal_separate_ones(tiny_model, device, dtype, kernel, monkeypatch):
     """forward_many over Passes of four kinds gives each the logits, hidden states and cache
     columns it gets alone: within the dtype's rounding (the GEMMs see more rows), and bit for
     bit where every projection is packed (CPU fp32: test_concurrency.py)."""
     from test_concurrency import _clone
 
     model, tok = tiny_model
-    if not flash:
-        monkeypatch.setattr(attention, "_FLASH", None)
+    if not kernel:
+        monkeypatch.setattr(lean, "kernel_serves", lambda x: False)
     eng = HFEngine(copy.deepcopy(model), tok, chat=False, device=device, dtype=dtype,
                    pack=False, share_prefix=4)
     ps = passes(eng)

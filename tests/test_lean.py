@@ -180,47 +180,29 @@ def test_engine_with_and_without_it_decodes_the_same(tiny_model, device):
         assert max(abs(a - b) for a, b in zip(lps, ref_lps)) < 1e-4
 
 
-@pytest.mark.parametrize("shared", [0, 7])
-def test_attention_runs_on_one_thread_and_the_count_comes_back(shared, monkeypatch):
-    """Every attention call of the lean forward (cascade's flash calls over a shared prefix,
-    in TorchScript where every row decodes one token, SDPA without one) runs at one intra-op
-    thread; the caller's count is back after the forward, and after a forward whose attention
-    raises."""
+@pytest.mark.parametrize("shared,q", [(0, 1), (7, 1), (7, 3), (0, 4)])
+def test_the_kernel_and_the_per_pass_fallback_compute_the_same_forward(shared, q, monkeypatch):
+    """The attention kernel (search.runtime.kernel) against the per-Pass path the forward
+    takes without it (attention.cascade over a shared prefix, SDPA without one): the same
+    logits to rounding and the same greedy tokens, decoding and prefilling; the same cache
+    columns (the keys and values do not depend on attention in the layer that writes them,
+    only in the layers after it: to rounding)."""
     model, _ = prepared()
     fast = lean.LeanLlama(model)
-    seen: list[int] = []
-
-    def spy(real):
-        def call(*args, **kwargs):
-            seen.append(torch.get_num_threads())
-            if fail:
-                raise RuntimeError("attention failed")
-            return real(*args, **kwargs)
-        return call
-
-    monkeypatch.setattr(attention, "_FLASH", spy(attention._FLASH))
-    monkeypatch.setattr(lean.F, "scaled_dot_product_attention",
-                        spy(lean.F.scaled_dot_product_attention))
-    monkeypatch.setattr(scripted, "ATTEND", spy(scripted.ATTEND))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        for fail in (False, True):
-            cache = slab(model, 3, [5, 2, 4], shared, room=1)
-            ids = torch.randint(0, model.config.vocab_size, (3, 1))
-            pos = torch.tensor([[shared + 5], [shared + 2], [shared + 4]])
-            seen.clear()
-            if fail:
-                with pytest.raises(RuntimeError, match="attention failed"):
-                    fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)
-                assert cache.length == 5  # nothing counted as written
-            else:
-                fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)
-                assert cache.length == 6
-            assert seen and set(seen) == {1}
-            assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    lengths = [5, 2, 4]
+    ids = torch.arange(3 * q).view(3, q) % model.config.vocab_size
+    pos = torch.tensor(lengths)[:, None] + shared + torch.arange(q)
+    got = []
+    for kernel in (True, False):
+        if not kernel:
+            monkeypatch.setattr(lean, "kernel_serves", lambda x: False)
+        cache = slab(model, 3, lengths, shared, room=q)
+        got.append((fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, False), cache))
+    (a, ca), (b, cb) = got
+    torch.testing.assert_close(a.logits, b.logits, rtol=1e-4, atol=1e-4)
+    assert torch.equal(a.logits.argmax(-1), b.logits.argmax(-1))
+    torch.testing.assert_close(ca.buf[..., :ca.length, :], cb.buf[..., :cb.length, :],
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_a_pass_whose_rows_are_not_its_caches_is_refused_before_any_write():
@@ -255,9 +237,9 @@ def test_slab_from_paths_holds_each_row_left_padded_with_zeros():
 
 @pytest.mark.parametrize("shared,q", [(7, 1), (7, 3), (0, 1), (0, 4)])
 def test_logits_do_not_depend_on_the_thread_count(shared, q):
-    """With attention on one thread, a lean forward gives the same bits at one intra-op
-    thread and at two (packed GEMMs, norms and element-wise ops split rows, not sums, across
-    threads), over a shared prefix and without one, decoding and prefilling."""
+    """A lean forward gives the same bits at one intra-op thread and at two (packed GEMMs,
+    norms, element-wise ops and the attention kernel split rows, not sums, across threads),
+    over a shared prefix and without one, decoding and prefilling."""
     model, _ = prepared()
     fast = lean.LeanLlama(model)
     before = torch.get_num_threads()
@@ -282,8 +264,8 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
                                            (7, 1, 2), (0, 1, 1)])
 def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, threads,
                                                             monkeypatch):
-    """The layer's TorchScript pieces (scripted.PRE, ATTEND, POST; at one intra-op thread
-    every layer in one call, LAYERS; the masks' biases, BIASES) give the bits that the same
+    """The layer's TorchScript pieces (scripted.PRE, POST; every layer in one call, LAYERS,
+    with the attention kernel) give the bits that the same
     functions give run as Python, logits, hidden states and cache columns: decoding and
     prefilling, over a shared prefix and without one, a lone row (a GEMM that runs it as
     two) and several."""
@@ -301,16 +283,15 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, thr
     try:
         for pieces in ("scripted", "python"):
             if pieces == "python":
-                for name, fn in (("PRE", scripted.pre), ("ATTEND", scripted.attend),
-                                 ("POST", scripted.post), ("LAYERS", scripted.layers),
-                                 ("BIASES", scripted.biases)):
+                for name, fn in (("PRE", scripted.pre), ("POST", scripted.post),
+                                 ("LAYERS", scripted.layers)):
                     monkeypatch.setattr(scripted, name, fn)
             cache = slab(model, rows, lengths, shared, room=q)
             out = fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True)
             got.append((out, cache))
     finally:
         torch.set_num_threads(before)
-    assert len(calls) == (threads == 1)  # one thread: every layer in one call
+    assert len(calls) == 1  # every layer in one call
     (a, ca), (b, cb) = got
     assert torch.equal(a.logits, b.logits)
     assert a.hidden_states is not None and b.hidden_states is not None

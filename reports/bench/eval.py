@@ -19,8 +19,8 @@ smol   SmolLM2-135M on GSM8K (--smol-limit problems, greedy and best-of-4, steps
 
 Also printed: the scheduler's counters (forwards merged per tick, peak jobs and batch-cache
 bytes in flight) and the process's peak RSS, and per grid where its time goes (`kernel_clock`):
-seconds inside the forward's packed GEMMs, its attention kernels (cascade's CPU flash calls
-and SDPA) and its norms, rotary and SiLU, or where TorchScript runs a layer's pieces, those
+seconds inside the forward's packed GEMMs, its attention kernels (SDPA off the
+CPU's kernel) and its norms, rotary and SiLU, or where TorchScript runs a layer's pieces, those
 pieces whole (their kernels and small ops, without the interpreter lock), at each
 concurrency (summed over the scheduler's lanes, which run side by side), the wall with at
 least one of them running ("inside any"), the rest (KV and batch-cache copies, sampling, and
@@ -64,16 +64,13 @@ PIECES = "layer pieces in TorchScript"
 # pieces (search.runtime.scripted) no wrapper sees their kernels: each piece is timed whole
 # (its kernels and small ops, run without the interpreter lock), a kind of its own
 KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
-           ("attention", "search.runtime.attention", "_FLASH"),
            ("attention", "torch.nn.functional", "scaled_dot_product_attention"),
            ("norms, rotary, SiLU", "torch", "rms_norm"),
            ("norms, rotary, SiLU", "torch", "addcmul"),
            ("norms, rotary, SiLU", "torch.nn.functional", "silu"),
            (PIECES, "search.runtime.scripted", "PRE"),
-           (PIECES, "search.runtime.scripted", "ATTEND"),
            (PIECES, "search.runtime.scripted", "POST"),
-           (PIECES, "search.runtime.scripted", "LAYERS"),
-           (PIECES, "search.runtime.scripted", "BIASES"))
+           (PIECES, "search.runtime.scripted", "LAYERS"))
 KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order
 BUSY = "busy"
 

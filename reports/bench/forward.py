@@ -63,8 +63,8 @@ def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: i
             + f" ms: kernels {sum(ops.values()) / profiled:.1%}")
 
 
-# the forward's kernels as torch's profiler names them (SDPA on CPU runs the flash kernel)
-OPS = {"mkldnn::_linear_pointwise": "GEMMs",
+# the forward's kernels as torch's profiler names them (tts::attend: search.runtime.kernel)
+OPS = {"mkldnn::_linear_pointwise": "GEMMs", "tts::attend": "attention",
        "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
        "aten::_scaled_dot_product_attention_math": "attention",
        "aten::rms_norm": "norms, rotary, SiLU", "aten::addcmul": "norms, rotary, SiLU",

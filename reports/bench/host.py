@@ -11,15 +11,14 @@ each counted by *exclusive* time: a probe's time less the time of the probes it 
 nothing is counted twice and the categories plus the owner's unprobed time add up to the
 grid's wall. Categories:
 
-  kernels     the forward's packed GEMMs, attention (cascade's CPU flash calls, SDPA), norms,
+  kernels     the forward's packed GEMMs, attention (SDPA off the CPU's kernel), norms,
               rotary and SiLU, where Python calls them (bench.eval.KERNELS: the LM head and
               the final norm; every layer's too where TorchScript is missing), and the
-              layer's pieces in TorchScript (search.runtime.scripted: pre, attend, post),
-              their kernels and small ops together (no probe sees inside them)
+              layers in TorchScript (search.runtime.scripted: pre, the attention kernel,
+              post), their kernels and small ops together (no probe sees inside them)
   host        KV writes and row copies (the slab's update/take/keep),
-              batch caches built (kv.batch_cache, SlabCache.from_paths and columns), cascade
-              attention's merge of its two flash calls (attention.cascade and
-              merge_halves, less the flash calls), masks turned into additive biases
+              batch caches built (kv.batch_cache, SlabCache.from_paths and columns), masks
+              turned into additive biases off the kernel
               (attention.group_bias), the lean forward's own small ops (views, splits, the
               per-layer loop over Passes: lean.LeanLlama._forward less the above), sampling
               (sampling.sample_many), the
@@ -71,9 +70,6 @@ _HOST = {  # category -> (where, attribute) of its probes
     "batch caches built (from_paths)": [("search.runtime.kv", "batch_cache"),
                                         ("search.runtime.kv:SlabCache", "from_paths"),
                                         ("search.runtime.kv:SlabCache", "columns")],
-    "cascade's merge (less its flash calls)": [
-        ("search.runtime.attention", name)
-        for name in ("cascade", "merge_halves")],
     "masks as biases": [("search.runtime.attention", "group_bias")],
     "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_forward")],
     "sampling": [("search.runtime.sampling", "sample_many")],

@@ -3,8 +3,8 @@
     python -m reports.bench.engine --targets --parts layers [--tiny-limit 32]
 
 Runs the tiny grid (reports.bench.eval.tiny_arith) at concurrency 16 and keeps the arguments
-of every `every`-th merged forward the lanes run on one intra-op thread (scripted.LAYERS:
-every layer of the lean forward in one TorchScript call), the Passes' slabs by reference (their
+of every `every`-th merged forward the lanes run (scripted.LAYERS: every layer of the lean
+forward in one TorchScript call), the Passes' slabs by reference (their
 layout, which the attention kernel's speed depends on, as the forward saw it). Once the grid
 is done it replays them on one thread, each way timed by thread CPU time, the fewest of
 `repeats` rounds:
@@ -12,14 +12,11 @@ is done it replays them on one thread, each way timed by thread CPU time, the fe
 - whole:        the layers as the forward runs them;
 - no attention: every layer's pre and post pieces alone (norms, GEMMs, rotary, the new keys
                 and values written, the MLP), the queries standing in for attention's output;
-- own columns:  each Pass's flash call over its rows' own columns, every layer, alone;
-- parts:        each Pass's flash calls over the parts its rows read where they live
-                (a part's readers' queries stacked).
+- attention:    the attention kernel's calls alone (search.runtime.kernel: one a layer for
+                every Pass), on stand-in queries.
 
-So attention's share of a merged forward is 1 - no attention / whole, and the two flash rows
-say how much of it the kernel itself takes (the rest: the per-Pass views and the log-sum-exp
-merge). The captured forwards' shapes are printed with it: Passes per forward, rows and own
-columns per Pass.
+So attention's share of a merged forward is 1 - no attention / whole. The captured forwards'
+shapes are printed with it: Passes per forward, rows and own columns per Pass.
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
 
 def named(a: list[Any]) -> dict[str, Any]:
@@ -86,23 +81,14 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     return x
 
 
-def _flash(a: list[Any], own: bool) -> None:
-    """Each Pass's own-columns flash call (own) or its parts' calls, every layer, on queries
-    shaped as the forward's (a group's heads and tokens stacked per row, or its readers')."""
+def _attention(a: list[Any]) -> None:
+    """The attention kernel's call of every layer, on zero queries of the forward's shape."""
     f = named(a)
-    KV, d, scale, rows, q = f["KV"], f["d"], f["scale"], f["rows"], f["q"]
-    g = f["H"] // KV
-    queries = [torch.zeros(B, KV, g * t, d) for B, t in zip(rows, q)]  # [B, KV, g t, d]
+    H, KV = f["H"], f["KV"]
+    qk = torch.zeros(a[0].shape[0], H + KV, f["d"])
     for li in range(len(f["norm1"])):
-        for i, query in enumerate(queries):
-            if own:
-                seen = f["slabs"][i][li, :, :rows[i], :, :f["n"][i] + q[i]]
-                FLASH(query, seen[0], seen[1], attn_mask=f["bias"][i], scale=scale)
-                continue
-            for kv, who in zip(f["parts"][i], f["readers"][i]):
-                readers = query if who.numel() == 0 else query.index_select(0, who)
-                FLASH(readers.transpose(0, 1).reshape(1, KV, -1, d), kv[li, 0][None],
-                      kv[li, 1][None], scale=scale)
+        torch.ops.tts.attend(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"], f["slabs"],
+                             f["masks"], f["parts"], f["readers"], f["part_start"])
 
 
 def replay(forwards: list[list[Any]], repeats: int = 3) -> dict[str, float]:
@@ -112,7 +98,7 @@ def replay(forwards: list[list[Any]], repeats: int = 3) -> dict[str, float]:
 
     ways: dict[str, Callable[[list[Any]], Any]] = {
         "whole": lambda a: scripted.LAYERS(*a), "no attention": _without_attention,
-        "own columns": lambda a: _flash(a, True), "parts": lambda a: _flash(a, False)}
+        "attention": _attention}
     best = {name: float("inf") for name in ways}
 
     def run() -> None:

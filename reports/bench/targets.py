@@ -22,14 +22,9 @@ old      the tiny grid at concurrency 16 with beam's duplicates="keep" on both s
          process CPU seconds of --repeats each (aim: <= 0.67x), and accuracy on both.
 serve    reports.bench.serve's load part, one round: the server at c1, c4 and c16 against
          solve_many (aim: c16 >= 3x c1), every answer checked against the in-process run.
-flash    what keeps attention calls per Pass on the CPU: whether torch's CPU flash attention
-         gives a row the same bits when more rows share its call, stacked as queries (how
-         Passes' prefix calls would merge), as batch entries, or with masked padding columns
-         after its keys (how rows of other lengths would share one call); and one layer's
-         own-columns attention per Pass against rows grouped into 64-column buckets.
 layers   where a merged forward's time goes at concurrency 16 (reports.bench.layers): merged
          forwards of the tiny grid replayed on one thread, whole, without attention, and the
-         flash calls alone.
+         attention kernel's calls alone.
 lines    the runtime and the transformers engine (search/runtime, search/engines/hf): physical
          lines and code lines (docstrings, comments and blank lines left out) (aim: <= 2,000),
          and the modules holding a Scheduler at module level (aim: none).
@@ -54,7 +49,7 @@ from search.cli import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ("search/runtime", "search/engines/hf")
-PARTS = ("bytes", "depth", "prefill", "grid", "old", "serve", "flash", "layers", "lines")
+PARTS = ("bytes", "depth", "prefill", "grid", "old", "serve", "layers", "lines")
 # one tiny-grid run at a concurrency in a fresh process, on the checkout it runs in (cwd);
 # beam's duplicates named, so that code whose default differs runs the same searches
 GRID_RUN = """
@@ -182,68 +177,12 @@ def layers_part(limit: int) -> list[str]:
     return layers(limit)
 
 
-def flash(seed: int = 0) -> list[str]:
-    """Row invariance of CPU flash attention three ways (random inputs, one thread), and one
-    layer's own-columns attention for 15 Passes (4-16 rows, 20-250 columns) as today (a call
-    a Pass) and with rows grouped into 64-column buckets (a call a bucket, padding masked)."""
-    import random
-    import time
-    from collections import defaultdict
-
-    import torch
-
-    from search.runtime.omp import threads_here
-
-    fa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-    gen, rng = torch.Generator().manual_seed(seed), random.Random(seed)
-
-    def rand(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen)
-
-    KV, d, same = 4, 32, {"queries": [0, 0], "batch": [0, 0], "padding": [0, 0]}
-    with threads_here(1):
-        for T in (20, 130, 700):
-            for m in (1, 4, 33):
-                q, k, v = rand(1, KV, m, d), rand(1, KV, T, d), rand(1, KV, T, d)
-                alone = fa(q, k, v, scale=0.17)[0]
-                ways = {"queries": fa(torch.cat([q, rand(1, KV, 7, d)], 2), k, v, scale=0.17)[0][:, :, :m],
-                        "batch": fa(torch.cat([q, rand(1, KV, m, d)]), torch.cat([k, rand(1, KV, T, d)]),
-                                    torch.cat([v, rand(1, KV, T, d)]), scale=0.17)[0][:1],
-                        "padding": fa(q, torch.cat([k, rand(1, KV, 13, d)], 2),
-                                      torch.cat([v, rand(1, KV, 13, d)], 2), scale=0.17,
-                                      attn_mask=torch.cat([torch.zeros(1, 1, m, T), torch.full(
-                                          (1, 1, m, 13), float("-inf"))], 3))[0]}
-                for way, out in ways.items():
-                    same[way][0] += torch.equal(out, alone)
-                    same[way][1] += 1
-        sizes = [(rng.choice([4, 8, 16, 16, 16]), rng.randint(20, 250)) for _ in range(15)]
-        buckets: dict[int, int] = defaultdict(int)
-        for B, T in sizes:
-            buckets[-(-T // 64) * 64] += B
-        calls = {"a call a Pass": [(B, T) for B, T in sizes], "a call a bucket": list(
-            (B, T) for T, B in buckets.items())}
-        best = {}
-        for name, shapes in calls.items():
-            ins = [(rand(B, KV, 1, d), rand(B, KV, T, d), rand(B, KV, T, d), torch.zeros(B, 1, 1, T))
-                   for B, T in shapes]
-            runs = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                for _ in range(20):
-                    for q, k, v, b in ins:
-                        fa(q, k, v, attn_mask=b, scale=0.17)
-                runs.append((time.perf_counter() - t0) / 20)
-            best[name] = min(runs)
-    return ["CPU flash attention, a row's bits unchanged with more rows in its call: "
-            + ", ".join(f"{w}: {a} of {n}" for w, (a, n) in same.items()),
-            "one layer's own-columns attention, 15 Passes (4-16 rows, 20-250 columns), one "
-            "thread: " + ", ".join(f"{name} ({len(calls[name])} calls) {t * 1e3:.2f} ms"
-                                   for name, t in best.items())]
-
-
 def code_lines(path: Path) -> int:
-    """Lines holding code: docstrings, comments and blank lines left out."""
+    """Lines holding code: docstrings, comments and blank lines left out (C++: lines that are
+    neither blank nor a // comment alone)."""
     src = path.read_text(encoding="utf-8")
+    if path.suffix == ".cpp":
+        return sum(1 for ln in src.splitlines() if ln.strip() and not ln.strip().startswith("//"))
     docs: set[int] = set()
     for node in ast.walk(ast.parse(src)):
         body = getattr(node, "body", None)
@@ -263,15 +202,15 @@ def code_lines(path: Path) -> int:
 def lines() -> list[str]:
     from search.runtime.sched import Scheduler
 
-    files = sorted(f for d in CORE for f in (ROOT / d).glob("*.py"))
+    files = sorted(f for d in CORE for pattern in ("*.py", "*.cpp") for f in (ROOT / d).glob(pattern))
     physical = sum(len(f.read_text(encoding="utf-8").splitlines()) for f in files)
     code = sum(code_lines(f) for f in files)
     holders = []
-    for f in files:
+    for f in (f for f in files if f.suffix == ".py"):
         module = importlib.import_module(".".join(f.relative_to(ROOT).with_suffix("").parts))
         holders += [f"{module.__name__}.{k}" for k, v in vars(module).items()
                     if isinstance(v, Scheduler)]
-    return [f"runtime and engine core ({', '.join(CORE)}; {len(files)} modules): {physical:,} "
+    return [f"runtime and engine core ({', '.join(CORE)}; {len(files)} files, C++ counted): {physical:,} "
             f"lines, {code:,} of code (aim <= 2,000); modules holding a Scheduler: "
             f"{', '.join(holders) or 'none'}"]
 
@@ -293,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = {"bytes": kv_bytes, "depth": depth_bytes, "prefill": prefill,
            "grid": lambda: grid(args.tiny_limit),
            "old": lambda: against_old(args.old, args.tiny_limit, args.repeats),
-           "serve": serve, "flash": flash, "lines": lines,
+           "serve": serve, "lines": lines,
            "layers": lambda: layers_part(args.tiny_limit)}
     for part in parts:
         for line in run[part]():

@@ -12,23 +12,20 @@ Cascade attention over a shared prefix (kv.SlabCache.prefix: the keys carry it a
 `shared_kv`): every row attends to [prefix || its own columns]. The prefix's scores come
 from one GEMM per key/value head with all rows' queries stacked (rows x heads-per-group x q
 query vectors against S keys), so its keys and values are read once, not once per row; the
-row part runs over the row's own columns under its mask. On CPU each part is one flash-
-attention call and the two are merged by their log-sum-exps; elsewhere one softmax spans the
-concatenated scores. The idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and
-FlashInfer's cascade kernels. The same merge serves any number of parts each read by some of
-the rows (tree_attend, merge_parts: the lean forward's kv.batch_cache(tree=True)).
+row part runs over the row's own columns under its mask; one softmax spans the concatenated
+scores. The idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and FlashInfer's cascade
+kernels. Parts each read by some of the rows are attended one call a part and merged by
+log-sum-exp (tree_attend, merge_parts: the lean forward's kv.batch_cache(tree=True)). The lean
+forward on the CPU in fp32 runs none of these: one kernel call a layer (search.runtime.kernel).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Optional  # noqa: UP035 (TorchScript reads Optional)
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-
-from search.runtime.omp import threads_here
 
 NAME = "sdpa_gqa"
 
@@ -65,23 +62,14 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     """Attention of query (B, H, q, d) over a shared prefix (KV, S, d) then per-row key/value
     (B, KV, T, d) under mask (B, 1, q or 1, T) bool (None: the last q columns causal, the rest
     visible) -> (B, q, H, d). Query head h reads key/value head h // (H / KV), as repeat_kv.
-    bias: group_bias(mask, ...) when the caller has it (one per forward, not per layer).
-
-    On CPU: two flash-attention calls (the prefix with every row's queries stacked, then each
-    row's own columns) merged by their log-sum-exps; elsewhere, or without that kernel, one
-    softmax over the concatenated scores (the same function)."""
+    bias: group_bias(mask, ...) when the caller has it (one per forward, not per layer). One
+    softmax over the concatenated scores."""
     B, H, q, d = query.shape
     KV, S = prefix_k.shape[0], prefix_k.shape[1]
     T, gq = key.shape[2], H // KV * q
     if bias is None:
         bias = group_bias(mask, B, H // KV, q, T, query.dtype, query.device)
     qs, stacked = stack_queries(query, KV)
-    if flash_on(query):  # the prefix's call with every row's queries stacked, then the rows'
-        assert _FLASH is not None
-        pre, pre_lse = _FLASH(stacked[None], prefix_k[None], prefix_v[None], scale=scale)
-        own, own_lse = _FLASH(qs, key, value, attn_mask=bias, scale=scale)
-        out = merge_halves(pre, pre_lse, own, own_lse)
-        return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2).contiguous()
     pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
     own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
     scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
@@ -101,27 +89,26 @@ def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     H, d) in query's dtype. parts: (keys, values (KV, S, d), the rows reading it [k] long or
     None for all); a part is visible to every query token. One attention call per part with
     its readers' queries stacked (a part's keys read once for all of them), merged by
-    merge_parts. (The CPU's lean forward runs the same in TorchScript: scripted.attend.)"""
+    merge_parts."""
     B, H, q, d = query.shape
     qs, stacked = stack_queries(query, key.shape[1])  # [B, KV, gq, d], [KV, B*gq, d]
-    own, own_lse = lse_attention(qs, key, value, bias, scale, False)  # [B, KV, gq, d], [B, KV, gq]
+    own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
     everyone = qs.new_empty(0, dtype=torch.long)
     out = attend_parts(qs, stacked[None], own, own_lse, [k[None] for k, _, _ in parts],
                        [v[None] for _, v, _ in parts],
-                       [everyone if rows is None else rows for _, _, rows in parts], scale, False)
+                       [everyone if rows is None else rows for _, _, rows in parts], scale)
     return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2)
 
 
 def attend_parts(qs: torch.Tensor, stacked: torch.Tensor, own: torch.Tensor,
                  own_lse: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
-                 readers: list[torch.Tensor], scale: float, flash: bool) -> torch.Tensor:
+                 readers: list[torch.Tensor], scale: float) -> torch.Tensor:
     """Rows' queries qs [B, KV, gq, d] (stacked [1, KV, B*gq, d]: every row's, as
     stack_queries) over the parts they read where they live (keys[k], values[k] [1, KV, S,
     d]; readers[k] the slots reading part k [b] long, empty: every row), one lse_attention
     call per part with its readers' queries stacked (a part's keys read once for all of
     them), merged with the rows' attention over their own columns (own [B, KV, gq, d],
-    own_lse [B, KV, gq]) by merge_parts -> [B, KV, gq, d] float32. TorchScript compiles it
-    too (search.runtime.scripted)."""
+    own_lse [B, KV, gq]) by merge_parts -> [B, KV, gq, d] float32."""
     KV, gq, d = qs.shape[1], qs.shape[2], qs.shape[3]
     outs: list[torch.Tensor] = []
     lses: list[torch.Tensor] = []
@@ -129,7 +116,7 @@ def attend_parts(qs: torch.Tensor, stacked: torch.Tensor, own: torch.Tensor,
         who = readers[k]
         sq = stacked if who.numel() == 0 else \
             qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)
-        o, lse = lse_attention(sq, keys[k], values[k], None, scale, flash)
+        o, lse = lse_attention(sq, keys[k], values[k], None, scale)
         b = sq.shape[2] // gq
         outs.append(o.view(KV, b, gq, d).transpose(0, 1))
         lses.append(lse.view(KV, b, gq).transpose(0, 1))
@@ -141,9 +128,7 @@ def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tenso
     """A row's attention over its own columns (own [B, KV, gq, d], own_lse [B, KV, gq]) and
     over each part it reads (outs[k] [b, KV, gq, d], lses[k] [b, KV, gq]: the part's
     readers, readers[k] their slots [b] long, empty where every row reads it) -> [B, KV,
-    gq, d] float32: each weighted by exp(lse - top), top the row's largest lse. Own first,
-    then the parts in order, each op element-wise and exact but exp (see merge_halves), so a
-    row's bits depend on the parts it reads alone. TorchScript compiles it too."""
+    gq, d] float32: each weighted by exp(lse - top), top the row's largest lse."""
     top = own_lse
     for k in range(len(outs)):
         rows = readers[k]
@@ -165,14 +150,9 @@ def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tenso
 
 
 def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  bias: Optional[torch.Tensor], scale: float,  # noqa: UP045 (TorchScript)
-                  flash: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                  bias: torch.Tensor | None, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """query (B, M, m, d) over key/value (B, M, S, d) (bias additive (B, 1, m, S) or None) ->
-    (out (B, M, m, d), its log-sum-exp (B, M, m) float32): flash, the CPU flash kernel
-    (flash_on), else the same function as matmuls and a softmax."""
-    if flash:
-        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, key, value, attn_mask=bias, scale=scale)
+    (out (B, M, m, d), its log-sum-exp (B, M, m) float32)."""
     scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale
     if bias is not None:
         scores = scores + bias
@@ -181,43 +161,13 @@ def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return torch.matmul(p, value), lse
 
 
-def one_thread() -> AbstractContextManager[None]:
-    """Run the block's torch ops on one intra-op thread (the calling thread's count comes
-    back after it). The lean forward runs its attention calls so: the CPU flash kernel splits
-    its work by the thread count (one and two threads give different last bits for most
-    shapes), and its calls are small, so a second thread costs a wake-up per call and,
-    while many search threads want the cores, a core. With attention on one thread a forward's attention bits
-    no longer depend on the process's thread count."""
-    return threads_here(1)  # this thread's count only (omp.set_threads_here)
-
-
-def flash_on(query: torch.Tensor) -> bool:
-    """Whether cascade runs as two CPU flash calls and a merge (merge_halves)."""
-    return _FLASH is not None and query.device.type == "cpu"
-
-
 def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
     """query [B, H, q, d] -> qs [B, KV, g*q, d] (a group's heads and query tokens stacked:
     row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's).
-    TorchScript compiles it too (search.runtime.scripted)."""
+    """
     B, H, q, d = query.shape
     qs = query.reshape(B, kv_heads, H // kv_heads * q, d)
     return qs, qs.transpose(0, 1).reshape(kv_heads, -1, d)
-
-
-def merge_halves(pre: torch.Tensor, pre_lse: torch.Tensor, own: torch.Tensor,
-                 own_lse: torch.Tensor) -> torch.Tensor:
-    """cascade's two halves (pre [1, KV, B*gq, d], pre_lse [1, KV, B*gq]; own [B, KV, gq, d],
-    own_lse [B, KV, gq]) -> [B, KV, gq, d] float32 (lse's dtype): each half weighted by
-    exp(lse - top), top the larger lse. Every op is element-wise and exact (max, sub, mul,
-    add, div) except exp, whose vector and scalar loops agree on every float32 <= 0
-    (reports/bench/exp_paths.py), so a row's bits do not depend on the rows merged beside it.
-    TorchScript compiles it too (search.runtime.scripted)."""
-    B, KV, gq, d = own.shape
-    pre, pre_lse = pre.view(KV, B, gq, d).transpose(0, 1), pre_lse.view(KV, B, gq).transpose(0, 1)
-    top = torch.maximum(pre_lse, own_lse)  # [B, KV, gq]: each half's weight is exp(lse - top)
-    w_pre, w_own = (pre_lse - top).exp_().unsqueeze(-1), (own_lse - top).exp_().unsqueeze(-1)
-    return (pre * w_pre).addcmul_(own, w_own).div_(w_pre + w_own)
 
 
 def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, columns: int,
@@ -232,10 +182,6 @@ def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, column
     bias = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, torch.finfo(dtype).min)
     bias = bias.expand(rows, 1, q, columns)[:, :, None].expand(rows, 1, groups, q, columns)
     return bias.reshape(rows, 1, groups * q, columns)
-
-
-# CPU flash attention returning its log-sum-exp (torch >= 2.2), for cascade's merge
-_FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
 def use_sdpa_gqa(model: Any) -> bool:

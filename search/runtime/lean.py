@@ -11,28 +11,23 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   with its first half negated (so that roll(x)*sin' == rotate_half(x)*sin, exactly);
 - RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
 - the residual adds ride on the o_proj and down_proj GEMMs as oneDNN post-ops;
-- attention reads the slab directly, and the parts of the rows' paths that stay where they
-  live (kv.batch_cache) once per part for all its readers: cascade attention over a shared
-  prefix (attention.cascade), per-part calls merged by log-sum-exp over other parts
-  (attention.merge_parts), torch SDPA with grouped KV heads without parts; on one thread
-  (attention.one_thread);
-- in a forward of several Passes (forward_many) the TorchScript pieces take each Pass's slab
-  whole and cut its layer's views themselves, every mask becomes its additive bias once per
-  forward (scripted.biases), and the one-token rows' queries are stacked for cascade's prefix
-  call once per layer for all Passes: the per-Pass work left in a layer is its attention;
-- a layer runs as three TorchScript functions (search.runtime.scripted: before attention,
-  attention, after it; on one intra-op thread every layer in one call, scripted.layers),
-  which hold no Python interpreter lock while they run, so the search threads' Python runs
-  beside them.
+- attention reads the slab directly, and the parts of the rows' paths where they live
+  (kv.batch_cache): on the CPU in fp32 one kernel call a layer for every Pass
+  (search.runtime.kernel); else per Pass, cascade attention over a shared prefix
+  (attention.cascade), per-part attention merged by log-sum-exp over other parts
+  (attention.tree_attend), torch SDPA with grouped KV heads without parts;
+- on the CPU every layer runs in one TorchScript call (search.runtime.scripted.layers), which
+  holds no Python interpreter lock while it runs, so the search threads' Python runs beside it.
 
 One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
-linears, TorchScript pieces, CPU flash attention). On a GPU, or in bf16/fp16, the same layer
+linears, TorchScript, the attention kernel). On a GPU, or in bf16/fp16, the same layer
 runs on the model's own linears (cuBLAS), torch.rms_norm, and torch's fused SDPA per Pass with
 a group's query heads stacked as query rows (attention.stack_queries: no enable_gqa, no
 repeat_kv; cascade's single-softmax form over a shared prefix). So on a GPU too the scheduler
 merges many searches' Passes into one forward (`merges`); there a row's logits can move by
 the GEMMs' rounding with the rows beside it (cuBLAS picks its kernel by the batch's size), so
-merging is bit-exact only on the CPU's packed linears (`row_invariant`), and `merge=False`
+merging is bit-exact only on the CPU's packed linears (`row_invariant`) with the attention
+kernel, and `merge=False`
 keeps every search's forwards to itself on a GPU. The rotary table covers the engine's
 context from the start off the CPU (no host read of the positions per forward).
 
@@ -56,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from search.runtime import attention, scripted
+from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
 
@@ -166,7 +162,7 @@ class _Part:
     q: int  # query tokens per row
     at: int  # its first token in the forward's residual stream
     n: int  # columns before its tokens
-    bias: torch.Tensor  # its mask, additive (scripted.biases: set by the forward)
+    bias: torch.Tensor  # its mask, additive, off the kernel (attention.group_bias)
     parts: list[torch.Tensor]  # [L, 2, KV, S, d]: each part some row reads
     readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
 
@@ -214,7 +210,8 @@ class LeanLlama:
         pass it, a host read of them per forward; elsewhere the model's
         max_position_embeddings);
         merge: whether Passes of several calls share a forward (`merges`): None where that
-        is bit-exact (every projection packed) and on a GPU, True anywhere, False never."""
+        is bit-exact (every projection packed, the attention kernel built) and on a GPU, True
+        anywhere, False never."""
         if why := why_not(model):
             raise ValueError(f"LeanLlama cannot run this model: {why}")
         self.model = model
@@ -235,14 +232,16 @@ class LeanLlama:
         limit = positions or (None if cpu else getattr(cfg, "max_position_embeddings", None))
         self.grows = limit is None
         self.rope = self._table(TABLE_MIN if limit is None else max(TABLE_MIN, limit))
-        # Passes of several calls share one forward only where every projection is a packed
-        # GEMM, which computes a row the same way whatever rows are beside it (MKL's F.linear
-        # and int8's per-call activation scale do not): else each Pass runs alone
+        # Passes of several calls share one forward on the CPU only where every projection is
+        # a packed GEMM and the attention kernel serves, which compute a row the same way
+        # whatever rows are beside it (MKL's F.linear, int8's per-call activation scale and
+        # the per-Pass fallback's GEMMs do not): else each Pass runs alone
         projs = [self.lm_head] + [pr for la in self.layers
                                   for pr in (la.qkv, la.o, la.gate_up, la.down)]
         self.row_invariant = all(pr.packed is not None for pr in projs)
         # whether the scheduler merges Passes of several calls into one forward (see __init__)
-        self.merges = (self.row_invariant or not cpu) if merge is None else merge
+        self.merges = (not cpu or self.row_invariant and kernel_serves(self.norm)) \
+            if merge is None else merge
         # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
@@ -308,27 +307,23 @@ class LeanLlama:
             B, q = p[0].shape
             spans.append((B, q, at))
             at += B * q
-        flash = attention.flash_on(x)
         plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
-        # each mask as an additive bias, once for all layers: over a group's stacked queries
-        # where the rows read parts (merged by log-sum-exp) and off the CPU's flash path,
-        # else as SDPA would turn the bool mask into one per call (0 or -inf: the same
-        # kernel input, the same bits)
-        for pt, b in zip(plan, scripted.BIASES(
-                x, [p[3] for p in parts], [bool(pt.cache.parts) or not flash for pt in plan],
-                torch.finfo(x.dtype).min, H // KV, [pt.B for pt in plan], [pt.q for pt in plan])):
-            pt.bias = b
-        # per Pass: rows, query tokens, slab, columns before, bias, parts, their readers
+        kernel = kernel_serves(x)
+        for pt, p in zip(plan, () if kernel else parts):  # each mask as a bias, once a forward
+            pt.bias = attention.group_bias(p[3], pt.B, H // KV, pt.q, p[3].shape[-1], x.dtype,
+                                           x.device)
+        # per Pass: rows, query tokens, slab, columns before; the kernel's masks and parts
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.cache.buf for pt in plan],
                 [pt.n for pt in plan])
-        reads = ([pt.bias for pt in plan], [pt.parts for pt in plan], [pt.readers for pt in plan])
-        # on one intra-op thread (a lane's on two cores) attention needs no switch of the
-        # thread count around it: every layer in one call (scripted.layers)
-        one = flash and bool(self.posts) and torch.get_num_threads() == 1
-        if one:
+        starts = [0]
+        for pt in plan:
+            starts.append(starts[-1] + len(pt.parts))
+        reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
+                 [r for pt in plan for r in pt.readers], starts)
+        if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
-        for li, layer in enumerate(() if one else self.layers):
+        for li, layer in enumerate(() if kernel and self.posts else self.layers):
             if self.posts:  # every projection packed: the lock-free pieces (scripted.py)
                 qk = scripted.PRE(x, cos, sin, layer.norm1, layer.qkv.packed, layer.qkv.bias,
                                   layer.qkv.lone[0], self.eps, H, KV, d, *each, li)
@@ -337,10 +332,10 @@ class LeanLlama:
                                                                         self.eps)),
                                                cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
                                                [pt.new(li) for pt in plan])
-            if flash:
-                with attention.one_thread():  # (see one_thread: fewer wake-ups, and fixed bits)
-                    whole = scripted.ATTEND(qk, H, KV, d, self.scale, *each, li, *reads)
-            else:  # (another device, or no CPU flash kernel)
+            if kernel:
+                whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, each[0], each[1],
+                                             each[3], each[2], *reads)
+            else:  # (another device or dtype, or no kernel built: each Pass alone)
                 whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
                                    for i, pt in enumerate(plan)])
             if self.posts:
@@ -367,7 +362,7 @@ class LeanLlama:
 
     def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
                 ) -> torch.Tensor:
-        """One Pass's attention in layer li off the CPU's flash path -> [B q, H d]: over its
+        """One Pass's attention in layer li off the kernel -> [B q, H d]: over its
         rows' own columns (mask [B, 1, q or 1, T]; pt.bias its additive form over a group's
         stacked queries) and the parts they read: cascade's single softmax over one shared
         prefix, attention.tree_attend over other parts."""

@@ -1,0 +1,213 @@
+// Attention of every Pass of a merged forward in one call, read where the keys and values
+// live (CPU, float32): search.runtime.kernel builds it and documents it.
+//
+// Each query row (a Pass's row b, its query token t) is computed by itself, per head: the
+// scores over the parts its slot reads, then over its own slab columns that its mask shows,
+// their max, exp(score - max), their sum and the values weighted by them, each in a fixed
+// order of the same vector code. So a row's bits depend on its own inputs alone: not on the
+// other rows and Passes of the call, nor on how many threads split the rows.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t W = Vec::size();
+
+static_assert(W == 8, "the column blocks below are 8 wide");
+
+// out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
+// ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
+inline void scores8(const float* q, const float* const* k, int64_t d, float scale, float* out) {
+  Vec acc[8] = {Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f)};
+  int64_t u = 0;
+  for (; u + W <= d; u += W) {
+    const Vec qv = Vec::loadu(q + u);
+    for (int j = 0; j < 8; ++j) acc[j] = at::vec::fmadd(qv, Vec::loadu(k[j] + u), acc[j]);
+  }
+#if defined(__AVX2__)
+  const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                      _mm256_permute2f128_ps(u0, u1, 0x31)));
+#else
+  for (int j = 0; j < 8; ++j) {
+    float x[8];
+    acc[j].store(x);
+    out[j] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+  }
+#endif
+  for (int j = 0; j < 8; ++j) {
+    for (int64_t r = u; r < d; ++r) out[j] += q[r] * k[j][r];
+    out[j] *= scale;
+  }
+}
+
+// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains)
+inline void weighted(const float* p, const float* const* v, int64_t n, int64_t d, float z,
+                     float* o) {
+  int64_t u = 0;
+  for (; u + 4 * W <= d; u += 4 * W) {
+    Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+    for (int64_t t = 0; t < n; ++t) {
+      const Vec pt(p[t]);
+      const float* vt = v[t] + u;
+      a0 = at::vec::fmadd(pt, Vec::loadu(vt), a0);
+      a1 = at::vec::fmadd(pt, Vec::loadu(vt + W), a1);
+      a2 = at::vec::fmadd(pt, Vec::loadu(vt + 2 * W), a2);
+      a3 = at::vec::fmadd(pt, Vec::loadu(vt + 3 * W), a3);
+    }
+    const Vec vz(z);
+    (a0 / vz).store(o + u);
+    (a1 / vz).store(o + u + W);
+    (a2 / vz).store(o + u + 2 * W);
+    (a3 / vz).store(o + u + 3 * W);
+  }
+  for (; u + W <= d; u += W) {
+    Vec acc(0.f);
+    for (int64_t t = 0; t < n; ++t) acc = at::vec::fmadd(Vec(p[t]), Vec::loadu(v[t] + u), acc);
+    (acc / Vec(z)).store(o + u);
+  }
+  for (; u < d; ++u) {
+    float acc = 0.f;
+    for (int64_t t = 0; t < n; ++t) acc += p[t] * v[t][u];
+    o[u] = acc / z;
+  }
+}
+
+// s[0..n) = exp(s - m), every element by the same vector code (a short tail padded)
+inline float exp_sum(float* s, int64_t n, float m) {
+  const Vec vm(m);
+  float z = 0.f;
+  for (int64_t t = 0; t < n; t += W) {
+    const int64_t k = std::min(W, n - t);
+    (Vec::loadu(s + t, k) - vm).exp_u20().store(s + t, k);
+    for (int64_t j = 0; j < k; ++j) z += s[t + j];
+  }
+  return z;
+}
+
+// qk [N, H + KV, d]: the rotated q|k heads of every Pass's tokens, row-major by Pass, row,
+// token. Pass i: rows[i] rows of q[i] tokens after n[i] columns; slabs[i] [L, 2, slots, KV,
+// capacity, d] (its rows: the first rows[i] slots; layer li's columns 0 .. n[i] + q[i]);
+// masks[i] [rows, 1, q or 1, n + q] bool (which of its own columns a token sees);
+// parts[part_start[i] .. part_start[i + 1]) [L, 2, KV, S, d], every token of the slots in
+// readers[j] ([k] long; empty: every slot) sees all of part j. -> [N, H d] float32.
+at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
+                  at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
+                  at::TensorList slabs, at::TensorList masks, at::TensorList parts,
+                  at::TensorList readers, at::IntArrayRef part_start) {
+  const int64_t P = rows.size();
+  TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kFloat && qk.stride(2) == 1 &&
+              qk.size(1) == H + KV && H % KV == 0, "attend: qk must be [N, H + KV, d] float32");
+  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P &&
+              (int64_t)masks.size() == P && (int64_t)part_start.size() == P + 1 &&
+              part_start[P] == (int64_t)parts.size() && parts.size() == readers.size(),
+              "attend: one rows, q, n, slab and mask a Pass, one reader list a part");
+  const int64_t N = qk.size(0), d = qk.size(2), g = H / KV;
+  std::vector<int64_t> pass_of, slot_base(P + 1, 0);  // a query row's Pass; a Pass's first slot
+  for (int64_t i = 0; i < P; ++i) {
+    const auto& s = slabs[i];
+    const auto& m = masks[i];
+    TORCH_CHECK(s.dim() == 6 && s.scalar_type() == at::kFloat && s.stride(5) == 1 &&
+                s.size(3) == KV && s.size(5) == d && li < s.size(0) && rows[i] <= s.size(2) &&
+                n[i] + q[i] <= s.size(4), "attend: slab ", i, " does not hold its Pass");
+    TORCH_CHECK(m.dim() == 4 && m.scalar_type() == at::kBool && m.size(0) == rows[i] &&
+                (m.size(2) == 1 || m.size(2) == q[i]) && m.size(3) == n[i] + q[i],
+                "attend: mask ", i, " must be [rows, 1, q or 1, n + q] bool");
+    pass_of.insert(pass_of.end(), rows[i] * q[i], i);
+    slot_base[i + 1] = slot_base[i] + rows[i];
+  }
+  TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
+              pass_of.size());
+  std::vector<std::vector<int64_t>> reads(slot_base[P]);  // per slot: the parts it reads
+  for (int64_t i = 0; i < P; ++i)
+    for (int64_t j = part_start[i]; j < part_start[i + 1]; ++j) {
+      const auto& kv = parts[j];
+      const auto& who = readers[j];
+      TORCH_CHECK(kv.dim() == 5 && kv.scalar_type() == at::kFloat && kv.stride(4) == 1 &&
+                  kv.size(2) == KV && kv.size(4) == d && li < kv.size(0),
+                  "attend: part ", j, " must be [L, 2, KV, S, d] float32");
+      TORCH_CHECK(who.dim() == 1 && who.scalar_type() == at::kLong && who.is_contiguous(),
+                  "attend: readers must be [k] long");
+      const int64_t* w = who.data_ptr<int64_t>();
+      for (int64_t b = 0; b < rows[i]; ++b)
+        if (who.numel() == 0 || std::find(w, w + who.numel(), b) != w + who.numel())
+          reads[slot_base[i] + b].push_back(j);
+    }
+  auto out = at::empty({N, H * d}, qk.options());
+  const float* q0 = qk.data_ptr<float>();
+  float* o0 = out.data_ptr<float>();
+  const float fscale = (float)scale;
+  std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
+  for (int64_t i = 0; i < P; ++i) first[i + 1] = first[i] + rows[i] * q[i];
+  int64_t work = 1;  // the multiply-adds of a call, to split it across threads
+  for (int64_t i = 0; i < P; ++i) work += rows[i] * q[i] * (n[i] + q[i]);
+  const int64_t grain = std::max<int64_t>(1, N * 32768 / (work * H * d));
+  at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<float> sc;
+    std::vector<int64_t> seen;  // the own columns a token sees
+    // what a token reads (key/value head 0, and the step to the next head); a head's pointers
+    std::vector<const float*> k0, v0, kp, vp;
+    std::vector<int64_t> step;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = pass_of[r], within = r - first[i], b = within / q[i], t = within % q[i];
+      const auto& slab = slabs[i];
+      const auto& m = masks[i];
+      const int64_t T = n[i] + q[i];
+      const bool* mp = m.data_ptr<bool>() + b * m.stride(0) + (m.size(2) == 1 ? 0 : t * m.stride(2));
+      seen.clear();
+      for (int64_t c = 0; c < T; ++c)
+        if (mp[c * m.stride(3)]) seen.push_back(c);
+      k0.clear();
+      v0.clear();
+      step.clear();
+      for (int64_t j : reads[slot_base[i] + b]) {
+        const auto& kv = parts[j];
+        const float* base = kv.data_ptr<float>() + li * kv.stride(0);
+        for (int64_t s = 0; s < kv.size(3); ++s) {
+          k0.push_back(base + s * kv.stride(3));
+          v0.push_back(base + kv.stride(1) + s * kv.stride(3));
+          step.push_back(kv.stride(2));
+        }
+      }
+      const float* own = slab.data_ptr<float>() + li * slab.stride(0) + b * slab.stride(2);
+      for (int64_t c : seen) {
+        k0.push_back(own + c * slab.stride(4));
+        v0.push_back(own + slab.stride(1) + c * slab.stride(4));
+        step.push_back(slab.stride(3));
+      }
+      const int64_t total = k0.size(), padded = (total + 7) / 8 * 8;
+      TORCH_CHECK(total > 0, "attend: a query token of Pass ", i, " sees no column");
+      sc.resize(padded);
+      kp.resize(padded);
+      vp.resize(total);
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kvh = h / g;
+        for (int64_t u = 0; u < padded; ++u)  // (a last block padded with column 0)
+          kp[u] = (u < total ? k0[u] : k0[0]) + kvh * step[u < total ? u : 0];
+        for (int64_t u = 0; u < total; ++u) vp[u] = v0[u] + kvh * step[u];
+        const float* qv = q0 + r * qk.stride(0) + h * qk.stride(1);
+        for (int64_t u = 0; u < padded; u += 8) scores8(qv, kp.data() + u, d, fscale, sc.data() + u);
+        const float mx = *std::max_element(sc.begin(), sc.begin() + total);
+        const float z = exp_sum(sc.data(), total, mx);
+        weighted(sc.data(), vp.data(), total, d, z, o0 + r * H * d + h * d);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(tts, CPU, m) { m.impl("attend", &attend); }

@@ -1,0 +1,138 @@
+"""The CPU attention kernel (search.runtime.kernel, attend.cpp) against a plain float64
+softmax over the columns each query token sees, and a token's bits whatever else shares its
+call and however many threads split it; its refusals; the build's fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from search.runtime import kernel
+
+pytestmark = pytest.mark.skipif(not kernel.available(), reason="no C++ toolchain here")
+L = 3  # layers of a slab; every call below reads layer 1
+
+
+def make_pass(gen, B, q, n, KV, d, parts, hide) -> dict[str, Any]:
+    """A Pass of B rows, q query tokens each after n columns, in a slab with 2 slots and 5
+    columns of room to spare; its mask: causal over its own q tokens, the columns hide[b]
+    hides of row b unseen; parts: (S, readers or None) -> ([L, 2, KV, S, d], readers)."""
+    slab = torch.randn(L, 2, B + 2, KV, n + q + 5, d, generator=gen)
+    mask = torch.ones(B, 1, q, n + q, dtype=torch.bool)
+    mask[:, :, :, n:] = torch.ones(q, q, dtype=torch.bool).tril()
+    for b, cols in enumerate(hide):
+        mask[b, :, :, cols] = False
+    ps = [(torch.randn(L, 2, KV, S, d, generator=gen), who) for S, who in parts]
+    return dict(B=B, q=q, n=n, slab=slab, mask=mask, parts=ps)
+
+
+def call(qk, H, KV, scale, passes):
+    parts = [kv for p in passes for kv, _ in p["parts"]]
+    readers = [torch.tensor(who or [], dtype=torch.long) for p in passes for _, who in p["parts"]]
+    starts = [0]
+    for p in passes:
+        starts.append(starts[-1] + len(p["parts"]))
+    return torch.ops.tts.attend(qk, H, KV, scale, 1, [p["B"] for p in passes],
+                                [p["q"] for p in passes], [p["n"] for p in passes],
+                                [p["slab"] for p in passes], [p["mask"] for p in passes],
+                                parts, readers, starts)
+
+
+def reference(qk, H, KV, scale, passes):
+    """Row by row, head by head: softmax over [the parts the slot reads || its seen columns]."""
+    out, r, g = [], 0, H // KV
+    for p in passes:
+        for b in range(p["B"]):
+            for t in range(p["q"]):
+                heads = []
+                for h in range(H):
+                    c = h // g
+                    read = [kv[1, :, c] for kv, who in p["parts"] if who is None or b in who]
+                    seen = p["mask"][b, 0, t]
+                    own = p["slab"][1, :, b, c, :p["n"] + p["q"]][:, seen]
+                    kv = torch.cat(read + [own], 1).double()  # [2, columns, d]
+                    w = torch.softmax(kv[0] @ qk[r, h].double() * scale, 0)
+                    heads.append(w @ kv[1])
+                out.append(torch.cat(heads))
+                r += 1
+    return torch.stack(out).float()
+
+
+def setup(seed=0, H=4, KV=4, d=32):
+    """Decode Passes (q = 1) over a shared prefix, none, and parts read by some slots; a
+    verification-like Pass (q = 3) over two parts."""
+    gen = torch.Generator().manual_seed(seed)
+    passes = [make_pass(gen, 3, 1, 10, KV, d, [(17, None)], [[], [0, 1, 2, 3], list(range(10))]),
+              make_pass(gen, 2, 1, 4, KV, d, [], [[0], []]),
+              make_pass(gen, 4, 1, 19, KV, d, [(9, None), (30, [1, 3])], [[], [], [5], [0, 1]]),
+              make_pass(gen, 2, 3, 6, KV, d, [(5, None), (8, [0])], [[2], []])]
+    N = sum(p["B"] * p["q"] for p in passes)
+    return torch.randn(N, H + KV, d, generator=gen), passes
+
+
+@pytest.mark.parametrize("H,KV,d", [(4, 4, 32), (6, 2, 32), (9, 3, 12), (2, 1, 5)])
+def test_matches_a_plain_softmax_over_the_parts_and_the_seen_columns(H, KV, d):
+    """Grouped heads, head dims a vector does not divide, hidden columns, causal tokens."""
+    qk, passes = setup(H=H, KV=KV, d=d)
+    got = call(qk, H, KV, 0.17, passes)
+    torch.testing.assert_close(got, reference(qk, H, KV, 0.17, passes), atol=2e-5, rtol=2e-5)
+
+
+def test_a_tokens_bits_do_not_depend_on_the_other_passes_in_its_call():
+    qk, passes = setup()
+    together = call(qk, 4, 4, 0.17, passes)
+    at = 0
+    for p in passes:
+        rows = p["B"] * p["q"]
+        assert torch.equal(call(qk[at:at + rows], 4, 4, 0.17, [p]), together[at:at + rows])
+        at += rows
+
+
+def test_a_tokens_bits_do_not_depend_on_the_thread_count():
+    """Enough work that two threads split the rows: the same bits as one thread."""
+    gen = torch.Generator().manual_seed(1)
+    passes = [make_pass(gen, 48, 1, 300, 4, 64, [(200, None)], []) for _ in range(3)]
+    qk = torch.randn(144, 8, 64, generator=gen)
+    before = torch.get_num_threads()
+    try:
+        outs = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            outs.append(call(qk, 4, 4, 0.125, passes))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda qk, p: (qk.double(), p), "qk must be"),
+    (lambda qk, p: (qk[:-1], p), "qk has"),
+    (lambda qk, p: (qk, [dict(p[0], mask=p[0]["mask"][..., :-1])] + p[1:]), "mask 0 must be"),
+    (lambda qk, p: (qk, [dict(p[0], n=500)] + p[1:]), "slab 0 does not hold"),
+    (lambda qk, p: (qk, [dict(p[0], mask=torch.zeros_like(p[0]["mask"]), parts=[])] + p[1:]),
+     "sees no column"),
+])
+def test_inputs_it_cannot_read_are_refused(bad, match):
+    qk, passes = setup()
+    qk, passes = bad(qk, passes)
+    with pytest.raises(RuntimeError, match=match):
+        call(qk, 4, 4, 0.17, passes)
+
+
+def test_a_failed_build_warns_and_the_forward_takes_the_fallback(monkeypatch):
+    """No compiler (the build raises): `serves` says no, with a warning that says why; and
+    TTS_ATTEND_KERNEL=0 turns it off without trying."""
+    from torch.utils import cpp_extension
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("no g++ here")
+
+    monkeypatch.setattr(cpp_extension, "load", fail)
+    monkeypatch.setattr(kernel, "_built", [])
+    with pytest.warns(RuntimeWarning, match="no g\\+\\+ here.*each Pass attends alone"):
+        assert not kernel.serves(torch.zeros(1))
+    monkeypatch.setattr(kernel, "_built", [])
+    monkeypatch.setenv("TTS_ATTEND_KERNEL", "0")
+    assert not kernel.available()
