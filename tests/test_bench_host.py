@@ -12,6 +12,7 @@ import types
 from typing import Any
 
 import pytest
+from kernel_mark import needs_kernel
 
 from reports.bench import host
 from reports.bench.host import (
@@ -192,6 +193,7 @@ def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
     assert others >= 0
 
 
+@needs_kernel
 def test_forward_alone_reports_kernels_within_its_wall() -> None:
     """--parts forward: a merged forward of several Passes timed alone; the kernels' time is
     a part of the forward's (0-100%), each kind reported, and every Pass's cache is back at

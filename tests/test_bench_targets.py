@@ -3,6 +3,8 @@ checked on a file counted by hand, and its command line refuses what it cannot r
 
 from __future__ import annotations
 
+from kernel_mark import needs_kernel
+
 from reports.bench import targets
 
 SOURCE = '''"""A module docstring
@@ -55,6 +57,7 @@ def test_old_without_a_checkout_is_skipped_not_guessed(capsys, monkeypatch):
     assert "old: skipped (give --old PATH" in out and "counted" in out
 
 
+@needs_kernel
 def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
     import torch
 

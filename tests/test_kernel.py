@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import torch
+from kernel_mark import needs_kernel
 
 from search.runtime import kernel
 
-pytestmark = pytest.mark.skipif(not kernel.available(), reason="no C++ toolchain here")
+pytestmark = needs_kernel
 L = 3  # layers of a slab; every call below reads layer 1
 
 

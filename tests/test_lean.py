@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 from helpers import tiny_llama
+from kernel_mark import needs_kernel
 
 from search.runtime import attention, lean, packed, scripted
 from search.runtime.kv import KVLayout, SlabCache, batch_cache
@@ -235,6 +236,7 @@ def test_slab_from_paths_holds_each_row_left_padded_with_zeros():
         assert cache.valid[b].tolist() == [False] * (P - n) + [True] * (n + 4), b
 
 
+@needs_kernel
 @pytest.mark.parametrize("shared,q", [(7, 1), (7, 3), (0, 1), (0, 4)])
 def test_logits_do_not_depend_on_the_thread_count(shared, q):
     """A lean forward gives the same bits at one intra-op thread and at two (packed GEMMs,
@@ -259,6 +261,7 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
     assert torch.equal(got[0].hidden_states[-1], got[1].hidden_states[-1])
 
 
+@needs_kernel
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shared,q,rows", [(7, 1, 5), (7, 3, 5), (0, 1, 5), (0, 2, 5),
                                            (7, 1, 2), (0, 1, 1)])
