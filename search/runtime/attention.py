@@ -163,8 +163,7 @@ def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
     """query [B, H, q, d] -> qs [B, KV, g*q, d] (a group's heads and query tokens stacked:
-    row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's).
-    """
+    row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's)."""
     B, H, q, d = query.shape
     qs = query.reshape(B, kv_heads, H // kv_heads * q, d)
     return qs, qs.transpose(0, 1).reshape(kv_heads, -1, d)

@@ -309,17 +309,20 @@ class LeanLlama:
             at += B * q
         plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
         kernel = kernel_serves(x)
-        for pt, p in zip(plan, () if kernel else parts):  # each mask as a bias, once a forward
-            pt.bias = attention.group_bias(p[3], pt.B, H // KV, pt.q, p[3].shape[-1], x.dtype,
-                                           x.device)
-        # per Pass: rows, query tokens, slab, columns before; the kernel's masks and parts
+        # per Pass: rows, query tokens, slab, columns before
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.cache.buf for pt in plan],
                 [pt.n for pt in plan])
-        starts = [0]
-        for pt in plan:
-            starts.append(starts[-1] + len(pt.parts))
-        reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
-                 [r for pt in plan for r in pt.readers], starts)
+        reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
+        if kernel:
+            starts = [0]
+            for pt in plan:
+                starts.append(starts[-1] + len(pt.parts))
+            reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
+                     [r for pt in plan for r in pt.readers], starts)
+        else:  # each mask as a bias, once a forward
+            for pt, p in zip(plan, parts):
+                pt.bias = attention.group_bias(p[3], pt.B, H // KV, pt.q, p[3].shape[-1],
+                                               x.dtype, x.device)
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
