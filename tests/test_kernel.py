@@ -122,6 +122,48 @@ def test_inputs_it_cannot_read_are_refused(bad, match):
         call(qk, 4, 4, 0.17, passes)
 
 
+def write_setup(KV=3, d=12):
+    """Three Passes' slabs (2, 1, 4 rows; 1, 3, 2 tokens a row after 4, 0, 7 columns) and the
+    new keys and values as strided views of one q|k|v-like tensor (as the forward hands them)."""
+    gen = torch.Generator().manual_seed(2)
+    rows, q, n = [2, 1, 4], [1, 3, 2], [4, 0, 7]
+    slabs = [torch.randn(L, 2, B + 1, KV, c + t + 2, d, generator=gen)
+             for B, t, c in zip(rows, q, n)]
+    N = sum(B * t for B, t in zip(rows, q))
+    both = torch.randn(N, 5 * KV * d, generator=gen)  # [N, (3 KV) d] then noise after
+    k = both[:, : KV * d].view(N, KV, d)
+    v = both[:, 2 * KV * d: 3 * KV * d].view(N, KV, d)
+    return k, v, rows, q, n, slabs
+
+
+def test_write_puts_each_tokens_keys_and_values_in_its_own_slab_column_and_nothing_else():
+    k, v, rows, q, n, slabs = write_setup()
+    want = [s.clone() for s in slabs]
+    r = 0
+    for s, B, t, c in zip(want, rows, q, n):  # the plain way: one token at a time
+        for b in range(B):
+            for j in range(t):
+                s[1, 0, b, :, c + j] = k[r]
+                s[1, 1, b, :, c + j] = v[r]
+                r += 1
+    torch.ops.tts.write(k, v, 1, rows, q, n, slabs)
+    for got, ref in zip(slabs, want):
+        assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda k, v, rows, q, n, s: (k.double(), v, rows, q, n, s), "k and v must be"),
+    (lambda k, v, rows, q, n, s: (k, v[:-1], rows, q, n, s), "k and v must be"),
+    (lambda k, v, rows, q, n, s: (k[:-1], v[:-1], rows, q, n, s), "k has"),
+    (lambda k, v, rows, q, n, s: (k, v, rows, q, [4, 0, 10], s), "slab 2 does not hold"),
+    (lambda k, v, rows, q, n, s: (k, v, rows, q[:2], n, s), "one rows, q, n and slab"),
+])
+def test_write_refuses_what_does_not_fit(bad, match):
+    k, v, rows, q, n, slabs = bad(*write_setup())
+    with pytest.raises(RuntimeError, match=match):
+        torch.ops.tts.write(k, v, 1, rows, q, n, slabs)
+
+
 def test_a_failed_build_warns_and_the_forward_takes_the_fallback(monkeypatch):
     """No compiler (the build raises): `serves` says no, with a warning that says why; and
     TTS_ATTEND_KERNEL=0 turns it off without trying."""

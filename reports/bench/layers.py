@@ -10,8 +10,8 @@ is done it replays them on one thread, each way timed by thread CPU time, the fe
 `repeats` rounds:
 
 - whole:        the layers as the forward runs them;
-- no attention: every layer's pre and post pieces alone (norms, GEMMs, rotary, the new keys
-                and values written, the MLP), the queries standing in for attention's output;
+- no attention: every layer but its attention (norms, GEMMs, rotary, the new keys and values
+                written, the MLP), the queries standing in for attention's output;
 - attention:    the attention kernel's calls alone (search.runtime.kernel: one a layer for
                 every Pass), on stand-in queries.
 
@@ -73,9 +73,11 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     f = named(a)
     x, H, d = f["x"], f["H"], f["d"]
     for li in range(len(f["norm1"])):
-        qk = scripted.PRE(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li], f["b"][li],
-                          f["lone"][li], f["eps"], H, f["KV"], d, f["rows"], f["q"], f["slabs"],
-                          f["n"], li)
+        KV = f["KV"]
+        qkv, qk = scripted.PROJECT(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li], f["b"][li],
+                                   f["lone"][li], f["eps"], H, KV, d)
+        torch.ops.tts.write(qk[:, H:], qkv[:, (H + KV) * d:].view(x.shape[0], KV, d), li,
+                            f["rows"], f["q"], f["n"], f["slabs"])
         x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, f["norm2"][li], f["eps"],
                           f["inter"], f["post_w"][li], f["post_b"][li], f["post_lone"][li])
     return x

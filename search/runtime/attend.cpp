@@ -208,6 +208,48 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
   return out;
 }
 
+// k, v [N, KV, d] (any strides but the last): every Pass's new keys and values, row-major by
+// Pass, row, token (as attend's qk) -> written into layer li of the slabs, Pass i's at
+// columns n[i] .. n[i] + q[i] of its first rows[i] slots: one call for every Pass.
+void write_kv(const at::Tensor& k, const at::Tensor& v, int64_t li, at::IntArrayRef rows,
+              at::IntArrayRef q, at::IntArrayRef n, at::TensorList slabs) {
+  const int64_t P = rows.size();
+  TORCH_CHECK(k.dim() == 3 && v.sizes() == k.sizes() && k.scalar_type() == at::kFloat &&
+              v.scalar_type() == at::kFloat && k.stride(2) == 1 && v.stride(2) == 1,
+              "write: k and v must be [N, KV, d] float32, the same shape");
+  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P,
+              "write: one rows, q, n and slab a Pass");
+  const int64_t KV = k.size(1), d = k.size(2);
+  int64_t N = 0;
+  for (int64_t i = 0; i < P; ++i) {
+    const auto& s = slabs[i];
+    TORCH_CHECK(s.dim() == 6 && s.scalar_type() == at::kFloat && s.stride(5) == 1 &&
+                s.size(3) == KV && s.size(5) == d && li < s.size(0) && rows[i] <= s.size(2) &&
+                n[i] + q[i] <= s.size(4), "write: slab ", i, " does not hold its Pass");
+    N += rows[i] * q[i];
+  }
+  TORCH_CHECK(N == k.size(0), "write: k has ", k.size(0), " rows, the Passes ", N);
+  const float* k0 = k.data_ptr<float>();
+  const float* v0 = v.data_ptr<float>();
+  int64_t r = 0;
+  for (int64_t i = 0; i < P; ++i) {
+    const auto& s = slabs[i];
+    float* base = s.data_ptr<float>() + li * s.stride(0);
+    for (int64_t b = 0; b < rows[i]; ++b)
+      for (int64_t t = 0; t < q[i]; ++t, ++r) {
+        float* col = base + b * s.stride(2) + (n[i] + t) * s.stride(4);
+        for (int64_t h = 0; h < KV; ++h) {
+          std::copy_n(k0 + r * k.stride(0) + h * k.stride(1), d, col + h * s.stride(3));
+          std::copy_n(v0 + r * v.stride(0) + h * v.stride(1), d,
+                      col + s.stride(1) + h * s.stride(3));
+        }
+      }
+  }
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(tts, CPU, m) { m.impl("attend", &attend); }
+TORCH_LIBRARY_IMPL(tts, CPU, m) {
+  m.impl("attend", &attend);
+  m.impl("write", &write_kv);
+}

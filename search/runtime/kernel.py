@@ -8,6 +8,8 @@ log-sum-exp, no call is made per Pass, and each token's bits depend on its own i
 (not on the rows beside it nor on the thread count), which is what lets the scheduler merge
 many searches' Passes into one forward (c16 rows == c1 rows) while the rows split across
 threads. The idea of FlashInfer's and vLLM's paged decode kernels, for a CPU without them.
+Its sibling `torch.ops.tts.write` puts every Pass's new keys and values into its slab, one
+call a layer for the whole forward (a copy of each token's columns, nothing computed).
 
 It is C++ built on first use by torch.utils.cpp_extension (about 20 s once, then cached in
 torch's extensions folder, TORCH_EXTENSIONS_DIR). Where it cannot be built (no compiler,
@@ -30,8 +32,11 @@ import torch
 SCHEMA = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
           "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start)"
           " -> Tensor")
-_LIB = torch.library.Library("tts", "DEF")  # the schema always (TorchScript resolves it)
+WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs)"
+         " -> ()")
+_LIB = torch.library.Library("tts", "DEF")  # the schemas always (TorchScript resolves them)
 _LIB.define(SCHEMA)
+_LIB.define(WRITE)
 SOURCE = Path(__file__).with_name("attend.cpp")
 _lock = threading.Lock()
 _built: list[bool] = []  # [whether it loaded], once tried

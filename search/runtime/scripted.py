@@ -12,8 +12,10 @@ the very ATen calls the Python forward makes, on the same tensors, so the bits a
 - `pre`: RMSNorm, the q|k|v GEMM, rotary, every Pass's new keys and values written to its slab
   (a copy_ a Pass); returns the rotated q|k heads;
 - `post`: the output projection (+ residual), RMSNorm, the SiLU-gated MLP (+ residual);
-- `layers`: every layer, pre, the attention kernel (search.runtime.kernel) and post, in one
-  call: a forward whose projections are all packed and whose attention the kernel serves.
+- `layers`: every layer in one call (RMSNorm, the q|k|v GEMM and rotary: `project`; every
+  Pass's new keys and values written by the kernel's `write`; the attention kernel; post): a
+  forward whose projections are all packed and whose attention the kernel serves
+  (search.runtime.kernel).
 
 The functions are plain Python too: where TorchScript is missing (torch.jit.script is
 deprecated since torch 2.10) they run as they are, the same ops under the lock, and a warning
@@ -50,6 +52,15 @@ def pre(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
     return qk
 
 
+def project(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
+            b: Optional[Tensor], lone: bool, eps: float, H: int, KV: int, d: int  # noqa: UP045
+            ) -> Tuple[Tensor, Tensor]:  # noqa: UP006
+    """x [N, D] -> the q|k|v GEMM's output [N, (H + 2 KV) d] (RMSNorm first) and the rotated
+    q|k heads [N, H + KV, d] (rope)."""
+    qkv = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w, b, None, lone)
+    return qkv, rope(qkv, cos, sin, H, KV, d)
+
+
 def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int,
                      sizes: List[int], new: List[Tensor]) -> Tensor:  # noqa: UP006
     """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rotary on q and k at
@@ -65,10 +76,14 @@ def rotate(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int
            ) -> Tuple[Tensor, Tensor]:  # noqa: UP006
     """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] and the new keys and
     values [N, 2 KV, d]."""
-    N = qkv.shape[0]
-    qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)
-    qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
-    return qk, torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)), 1)
+    qk = rope(qkv, cos, sin, H, KV, d)
+    return qk, torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(qkv.shape[0], KV, d)), 1)
+
+
+def rope(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int) -> Tensor:
+    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d]."""
+    qk = qkv[:, : (H + KV) * d].view(qkv.shape[0], H + KV, d)
+    return torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
 
 
 def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
@@ -88,12 +103,13 @@ def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: 
            slabs: List[Tensor], n: List[int], masks: List[Tensor],  # noqa: UP006
            parts: List[Tensor], readers: List[Tensor], part_start: List[int]  # noqa: UP006
            ) -> Tensor:
-    """Every layer (pre, the attention kernel, post; per layer li: norm1[li], w[li], b[li],
+    """Every layer (project, write, the attention kernel, post; per layer li: norm1[li], w[li], b[li],
     lone[li] the q|k|v GEMM's, norm2[li] and post_*[li] post's) in one call -> x after the
     last. masks, parts, readers, part_start: the kernel's (search.runtime.kernel)."""
     for li in range(len(norm1)):
-        qk = pre(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d, rows, q, slabs,
-                 n, li)
+        qkv, qk = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d)
+        torch.ops.tts.write(qk[:, H:], qkv[:, (H + KV) * d:].view(qk.shape[0], KV, d), li,
+                            rows, q, n, slabs)
         att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts,
                                    readers, part_start)
         x = post(att, x, norm2[li], eps, inter, post_w[li], post_b[li], post_lone[li])
@@ -116,5 +132,6 @@ def compiled(plain: list[Any]) -> list[Any]:
         return plain
 
 
-PRE, ROTATE_AND_WRITE, POST, LAYERS = compiled([pre, rotate_and_write, post, layers])
+PRE, PROJECT, ROTATE_AND_WRITE, POST, LAYERS = compiled([pre, project, rotate_and_write, post,
+                                                           layers])
 SCRIPTED = not isinstance(PRE, type(pre))

@@ -19,6 +19,7 @@ A number is never read out of LaTeX written without delimiters (the 3 of "\frac{
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -92,9 +93,13 @@ def answer_of(text: str, *, words: bool = True, withdraw: bool = True) -> str | 
     return read(text, words=words, withdraw=withdraw).answer
 
 
+# a search reads its candidates' texts again to score, select and grade them (one text
+# ~10 times in a grid): each is read once while it is recent
+@functools.lru_cache(maxsize=4096)
 def read(text: str, *, words: bool = True, withdraw: bool = True, abstain: bool = False) -> Reading:
     """`answer_of`, with the refusal that made it None when one did. abstain: a conclusion
-    not read with confidence (verifiers._math.doubt) is no answer, its reason `unread`."""
+    not read with confidence (verifiers._math.doubt) is no answer, its reason `unread`.
+    (A Reading is frozen: the cached one is handed to every caller.)"""
     after = _after_thinking(text)
     if after is None:
         return Reading(None, unread="cut off inside a <think> block" if abstain else None)
