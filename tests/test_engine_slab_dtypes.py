@@ -277,3 +277,31 @@ def test_int8_engine_matches_its_own_full_forward_and_keeps_fp32_flops(tiny_mode
     assert logits[-new - 1:-1].argmax(-1).tolist() == ids[-new:]
     with pytest.raises(ValueError, match="CPU"):
         HFEngine(tiny_llama(seed=1)[0], tok, chat=False, device="meta", dtype="int8")
+
+
+def test_transformers_views_made_after_rows_left_read_the_kept_rows(tiny_model):
+    """A slab's per-layer views (what transformers' own forward writes through) are made on
+    its first use: made after `keep` dropped a row, they hold the kept rows, and a token
+    fed through them gets the logits of a plain full-prefix forward."""
+    model, _ = tiny_model
+    rows = [[5, 9, 3, 7, 2], [4, 4, 8], [6, 1, 2, 9]]
+    paths = []
+    with torch.no_grad():
+        for ids in rows:  # each row's KV [L, 2, KV, n, D], from a plain cached forward
+            cache = model(torch.tensor([ids]), use_cache=True).past_key_values
+            paths.append([torch.stack([torch.stack([la.keys[0], la.values[0]])
+                                       for la in cache.layers])])
+    layout = kvmod.KVLayout.of(model, torch.device("cpu"))
+    slab = kvmod.SlabCache.from_paths(paths, 2, layout)
+    assert slab._views is None  # nothing made yet
+    order = slab.keep([0, 2])
+    kept = [rows[b] for b in order]
+    nxt = [[3], [7]]
+    pos = torch.tensor([[len(r)] for r in kept])
+    with torch.no_grad():
+        out = model(torch.tensor(nxt), attention_mask=slab.attention_mask(1), position_ids=pos,
+                    past_key_values=slab, use_cache=True).logits[:, -1]
+        for b, r in enumerate(kept):
+            want = model(torch.tensor([r + nxt[b]])).logits[0, -1]
+            torch.testing.assert_close(out[b], want, atol=1e-4, rtol=1e-4)
+    assert slab.length == 6 and all(la.n == 6 for la in slab.layers)

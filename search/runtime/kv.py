@@ -228,15 +228,29 @@ class SlabCache(Cache):
         self.prefix = self.parts[0] if one else None
         self.shared = 0 if self.prefix is None else self.prefix.shape[3]
         self._readers: list[tuple[int, torch.Tensor | None]] | None = None
-        prefix = self.prefix
-        self.slabs = [_SlabLayer(buf[i, 0], buf[i, 1], length,
-                                 None if prefix is None else (prefix[i, 0], prefix[i, 1]),
-                                 bool(self.parts) and not one)
-                      for i in range(buf.shape[0])]
-        super().__init__(layers=list(self.slabs))
+        self._n = length  # columns written (the layers' own counts once they exist)
+        self._views: list[_SlabLayer] | None = None
+        super().__init__(layers=[])
         if mask == "additive":  # eager attention adds the mask to its scores
             self.bias = torch.empty(valid.shape, dtype=buf.dtype, device=buf.device)
             self.sync_bias(valid.shape[0], 0)
+
+    @property
+    def layers(self) -> list[_SlabLayer]:  # type: ignore[override]
+        """transformers' per-layer views of the slab (its forward writes through them),
+        made when first asked for: the lean forward reads `buf` and needs none."""
+        if self._views is None:
+            buf, prefix, k = self.buf, self.prefix, self.rows
+            lean_only = bool(self.parts) and prefix is None
+            self._views = [_SlabLayer(buf[i, 0, :k], buf[i, 1, :k], self._n,
+                                      None if prefix is None else (prefix[i, 0], prefix[i, 1]),
+                                      lean_only)
+                           for i in range(buf.shape[0])]
+        return self._views
+
+    @layers.setter
+    def layers(self, value: Any) -> None:  # (Cache.__init__ sets it: the views come lazily)
+        pass
 
     def sync_bias(self, rows: int, start: int) -> None:
         """Eager attention reads the additive bias: rebuild it from `valid` for the first
@@ -298,7 +312,7 @@ class SlabCache(Cache):
 
     @property
     def length(self) -> int:
-        return self.slabs[0].n
+        return self._n if self._views is None else self._views[0].n
 
     @property
     def capacity(self) -> int:
@@ -337,8 +351,9 @@ class SlabCache(Cache):
 
     def advance(self, q: int) -> None:
         """Count q more columns as written in every layer (after a forward wrote them)."""
-        for layer in self.slabs:
-            layer.n += q
+        self._n = self.length + q
+        for layer in self._views or ():
+            layer.n = self._n
 
     def rewind(self, length: int) -> None:
         """Forget every column from `length` on (e.g. rejected draft tokens): the next
@@ -346,7 +361,8 @@ class SlabCache(Cache):
         if not self.start <= length <= self.length:
             raise ValueError(f"cannot rewind a slab cache of {self.length} columns to "
                              f"{length} (its first {self.start} hold the cached paths)")
-        for layer in self.slabs:
+        self._n = length
+        for layer in self._views or ():
             layer.n = length
 
     def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
@@ -379,6 +395,6 @@ class SlabCache(Cache):
                 self.row_parts[h] = self.row_parts[m]
         self.rows = k
         self._readers = None
-        for i, layer in enumerate(self.slabs):
+        for i, layer in enumerate(self._views or ()):
             layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
         return order
