@@ -151,6 +151,9 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 DEVICES = ("cpu", "cuda")
 
 
+_EVERY = torch.empty(0, dtype=torch.long)  # a part's readers where every row reads it
+
+
 @dataclass
 class _Part:
     """One Pass in a forward, as every layer reads it: its slab's first B slots from column
@@ -175,8 +178,7 @@ class _Part:
         reads = cache.readers()
         return _Part(cache, B, q, at, cache.length, x,  # (bias: x until the forward sets it)
                      [cache.parts[k] for k, _ in reads],
-                     [x.new_empty(0, dtype=torch.long) if rows is None else rows
-                      for _, rows in reads])
+                     [_EVERY if rows is None else rows for _, rows in reads])
 
     def new(self, li: int) -> torch.Tensor:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
@@ -295,8 +297,7 @@ class LeanLlama:
                                              torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        ids = torch.cat([p[0].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][0].reshape(-1)
-        pos = torch.cat([p[1].reshape(-1) for p in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
+        ids, pos = _flat([p[0] for p in parts]), _flat([p[1] for p in parts])  # [N] each
         table = self.rope
         if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
@@ -357,11 +358,10 @@ class LeanLlama:
         last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
                               self.eps)
         logits = self.lm_head(last)
-        sizes = [B * k for (B, _, _), k in zip(spans, kept)]
-        hs = last.split(sizes) if any(p[5] for p in parts) else ()
-        return [Output(lg.view(B, k, -1), (hs[i].view(B, k, D),) if p[5] else None)
-                for i, (p, (B, _, _), k, lg) in enumerate(zip(parts, spans, kept,
-                                                              logits.split(sizes)))]
+        lgs, hs = _per_pass(logits, kept, spans), \
+            _per_pass(last, kept, spans) if any(p[5] for p in parts) else []
+        return [Output(lg, (hs[i],) if p[5] else None)
+                for i, (p, lg) in enumerate(zip(parts, lgs))]
 
     def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
                 ) -> torch.Tensor:
@@ -384,6 +384,24 @@ class LeanLlama:
                                                  scale=self.scale
                                                  ).reshape(B, H, q, d).transpose(1, 2)
         return out.reshape(B * q, H * d)
+
+
+def _flat(xs: list[torch.Tensor]) -> torch.Tensor:
+    """Passes' [B_i, q_i] ids or positions -> [N], row-major by Pass (one cat where every q
+    is the same, as in a decode tick: no op a Pass)."""
+    if len(xs) == 1 or len({x.shape[1] for x in xs}) == 1:
+        return (xs[0] if len(xs) == 1 else torch.cat(xs)).reshape(-1)
+    return torch.cat([x.reshape(-1) for x in xs])
+
+
+def _per_pass(x: torch.Tensor, kept: list[int], spans: list[tuple[int, int, int]]
+              ) -> list[torch.Tensor]:
+    """x [sum B_i k_i, F] (each Pass's kept positions, row-major) -> per Pass [B_i, k_i, F]
+    (one view and one split where every k is the same)."""
+    if len(set(kept)) == 1:
+        return list(x.view(-1, kept[0], x.shape[-1]).split([B for B, _, _ in spans]))
+    return [c.view(B, k, -1) for c, k, (B, _, _) in
+            zip(x.split([B * k for (B, _, _), k in zip(spans, kept)]), kept, spans)]
 
 
 def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None

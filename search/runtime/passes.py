@@ -52,11 +52,14 @@ class Pass:
 @dataclass
 class Sampled:
     """What a Pass with a `draw` returns: the forward's output and the drawn tokens [B, 1]
-    with their model logprobs [B, 1]."""
+    with their model logprobs [B, 1], and the same as host lists ([[token]], [[logprob]] a
+    row: the tick's draws read back at once)."""
 
     out: Any
     tokens: Any
     logprobs: Any
+    emits: list[list[int]]
+    lps: list[list[float]]
 
 
 Job = Generator[Pass, Any, T]
@@ -77,10 +80,11 @@ def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS,
     if todo:
         try:
             drawn = sample_many([out[i].logits[:, -1] for i in todo],
-                                [passes[i].draw for i in todo])  # type: ignore[misc]
+                                [passes[i].draw for i in todo], read=True)  # type: ignore[misc]
         except Exception:  # find whose: draw one by one
             drawn = [_caught(lambda i=i: sample_many(
-                [out[i].logits[:, -1]], [passes[i].draw])[0]) for i in todo]  # type: ignore[list-item]
+                [out[i].logits[:, -1]], [passes[i].draw], read=True)[0])  # type: ignore[list-item]
+                for i in todo]
         for i, d in zip(todo, drawn):
             out[i] = d if isinstance(d, BaseException) else Sampled(out[i], *d)
     return out

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from search.runtime.transfer import upload
+from search.runtime.transfer import readback, upload
 
 
 @dataclass(eq=False)
@@ -34,10 +35,12 @@ def draw(logits: torch.Tensor, d: Draw) -> tuple[torch.Tensor, torch.Tensor]:
     return sample_many([logits], [d])[0]
 
 
-def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
-                ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw], *, read: bool = False
+                ) -> list[tuple[Any, ...]]:
     """Per call, (tokens [B_i, 1], model logprobs [B_i, 1]) from its logits [B_i, V]: what
-    `draw` gives each alone (rows in `order`), computed once over all rows."""
+    `draw` gives each alone (rows in `order`), computed once over all rows. read: and the
+    same as host lists ([[token]] and [[logprob]] a row), every call's read back at once
+    (transfer.readback: one copy, not one a call)."""
     sizes = [x.shape[0] for x in logits]
     z = (logits[0] if len(logits) == 1 else torch.cat(list(logits))).float()
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -54,7 +57,11 @@ def sample_many(logits: Sequence[torch.Tensor], draws: Sequence[Draw]
             torch.cat([_uniforms(draws[i], sizes[i], z.device) for i in idx]))
     tokens = tokens[:, None]
     lp = torch.log_softmax(z, dim=-1).gather(-1, tokens)
-    return list(zip(tokens.split(sizes), lp.split(sizes)))
+    each = list(zip(tokens.split(sizes), lp.split(sizes)))
+    if not read:
+        return each
+    toks, lps = readback(tokens, lp)
+    return [(t, p, toks[a:a + n], lps[a:a + n]) for (t, p), a, n in zip(each, starts, sizes)]
 
 
 def _uniforms(d: Draw, n: int, device: torch.device) -> torch.Tensor:

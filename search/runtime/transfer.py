@@ -38,5 +38,12 @@ def readback(*tensors: torch.Tensor) -> list[Any]:
     (nested) lists of Python numbers, ints for an integer tensor: read by one copy on every
     device (stacked as float64, which holds both exactly), so that the loop the CPU's tests
     count is the one a GPU runs."""
-    both = torch.stack([t.double() for t in tensors]).cpu()  # (the one copy; a no-op on CPU)
-    return [(b if t.is_floating_point() else b.long()).tolist() for b, t in zip(both, tensors)]
+    both = torch.stack([t.double() for t in tensors]).tolist()
+    return [_ints(b) if not t.is_floating_point() else b for b, t in zip(both, tensors)]
+
+
+def _ints(x: list[Any]) -> list[Any]:
+    """Nested lists of floats -> the same of ints (a row's numbers at once)."""
+    if x and isinstance(x[0], list):
+        return [_ints(v) for v in x]
+    return list(map(int, x))

@@ -112,7 +112,8 @@ class Decoder:
 
     Without drafts a pass feeds one token a row, under the cache's own one-token mask (a
     view), and the bonus token is drawn with the forward (Pass.draw): the host reads the
-    device once per pass, whatever the rows (transfer.readback); sampling, top-p and the
+    device once per pass, whatever the rows, for every Pass of the tick at once
+    (Sampled.emits: transfer.readback in sampling.sample_many); sampling, top-p and the
     forward's inputs stay on the device, and the stop rule and the budget run on the host
     values. Index tensors go up asynchronously (transfer.upload).
     """
@@ -259,7 +260,7 @@ class Decoder:
             res = yield p
             s.meter.charge_model(flops=2.0 * s.n_params * A)
             self.tok, self.at, out = res.tokens, self.at + 1, res.out
-            (emits, lps), paths = readback(res.tokens, res.logprobs), [[0]] * A
+            emits, lps, paths = res.emits, res.lps, [[0]] * A
             hid = out.hidden_states[-1].float() if self.hidden else None
             for r in active if self.drafting else ():
                 self.cols[r].append(n)
