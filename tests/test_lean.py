@@ -267,7 +267,7 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
                                            (7, 1, 2), (0, 1, 1)])
 def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, threads,
                                                             monkeypatch):
-    """The layer's TorchScript pieces (scripted.PRE, POST; every layer in one call, LAYERS,
+    """The layer's TorchScript pieces (every layer in one call, LAYERS,
     with the attention kernel) give the bits that the same
     functions give run as Python, logits, hidden states and cache columns: decoding and
     prefilling, over a shared prefix and without one, a lone row (a GEMM that runs it as
@@ -286,8 +286,7 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, thr
     try:
         for pieces in ("scripted", "python"):
             if pieces == "python":
-                for name, fn in (("PRE", scripted.pre), ("POST", scripted.post),
-                                 ("LAYERS", scripted.layers)):
+                for name, fn in (("POST", scripted.post), ("LAYERS", scripted.layers)):
                     monkeypatch.setattr(scripted, name, fn)
             cache = slab(model, rows, lengths, shared, room=q)
             out = fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True)
@@ -312,5 +311,5 @@ def test_pieces_that_torchscript_cannot_compile_run_as_python_with_a_warning(mon
     monkeypatch.setattr(torch.jit, "script", refuse)
     with pytest.warns(RuntimeWarning,
                       match=r"RuntimeError: no TorchScript here\); they run as Python"):
-        got = scripted.compiled([scripted.pre, scripted.post])
-    assert got == [scripted.pre, scripted.post]
+        got = scripted.compiled([scripted.project, scripted.post])
+    assert got == [scripted.project, scripted.post]

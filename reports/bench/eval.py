@@ -68,7 +68,7 @@ KERNELS = (("GEMMs", "search.runtime.packed", "_gemm"),
            ("norms, rotary, SiLU", "torch", "rms_norm"),
            ("norms, rotary, SiLU", "torch", "addcmul"),
            ("norms, rotary, SiLU", "torch.nn.functional", "silu"),
-           (PIECES, "search.runtime.scripted", "PRE"),
+           (PIECES, "search.runtime.scripted", "ROTATE_AND_WRITE"),
            (PIECES, "search.runtime.scripted", "POST"),
            (PIECES, "search.runtime.scripted", "LAYERS"))
 KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS))  # in print order

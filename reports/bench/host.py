@@ -14,7 +14,7 @@ grid's wall. Categories:
   kernels     the forward's packed GEMMs, attention (SDPA off the CPU's kernel), norms,
               rotary and SiLU, where Python calls them (bench.eval.KERNELS: the LM head and
               the final norm; every layer's too where TorchScript is missing), and the
-              layers in TorchScript (search.runtime.scripted: pre, the attention kernel,
+              layers in TorchScript (search.runtime.scripted: project, write, the attention kernel,
               post), their kernels and small ops together (no probe sees inside them)
   host        KV writes and row copies (the slab's update/take/keep),
               batch caches built (kv.batch_cache, SlabCache.from_paths and columns), masks

@@ -157,7 +157,7 @@ _EVERY = torch.empty(0, dtype=torch.long)  # a part's readers where every row re
 @dataclass
 class _Part:
     """One Pass in a forward, as every layer reads it: its slab's first B slots from column
-    n, and the parts its rows read where they live (the views of a layer: scripted.pre and
+    n, and the parts its rows read where they live (the views of a layer: scripted.layers and
     attend make them, or `new`, `kv` here)."""
 
     cache: SlabCache
@@ -244,7 +244,7 @@ class LeanLlama:
         # whether the scheduler merges Passes of several calls into one forward (see __init__)
         self.merges = (not cpu or self.row_invariant and kernel_serves(self.norm)) \
             if merge is None else merge
-        # the scripted pieces' GEMMs (scripted.pre, post), where every projection is packed
+        # the scripted pieces' GEMMs (scripted.project, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
         self.weights = tuple(map(list, zip(*[(la.norm1, la.qkv.packed, la.qkv.bias, la.qkv.lone[0],
@@ -328,14 +328,10 @@ class LeanLlama:
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
         for li, layer in enumerate(() if kernel and self.posts else self.layers):
-            if self.posts:  # every projection packed: the lock-free pieces (scripted.py)
-                qk = scripted.PRE(x, cos, sin, layer.norm1, layer.qkv.packed, layer.qkv.bias,
-                                  layer.qkv.lone[0], self.eps, H, KV, d, *each, li)
-            else:
-                qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
-                                                                        self.eps)),
-                                               cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
-                                               [pt.new(li) for pt in plan])
+            qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
+                                                                    self.eps)),
+                                           cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
+                                           [pt.new(li) for pt in plan])
             if kernel:
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, each[0], each[1],
                                              each[3], each[2], *reads)

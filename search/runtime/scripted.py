@@ -9,8 +9,8 @@ instead of one an op, and the searches' Python runs on the other core meanwhile.
 the very ATen calls the Python forward makes, on the same tensors, so the bits are the same
 (tests/test_lean.py checks them against the same functions run as Python).
 
-- `pre`: RMSNorm, the q|k|v GEMM, rotary, every Pass's new keys and values written to its slab
-  (a copy_ a Pass); returns the rotated q|k heads;
+- `rotate_and_write`: rotary on the q|k|v GEMM's output, every Pass's new keys and values
+  written to its slab (one _foreach_copy_); returns the rotated q|k heads;
 - `post`: the output projection (+ residual), RMSNorm, the SiLU-gated MLP (+ residual);
 - `layers`: every layer in one call (RMSNorm, the q|k|v GEMM and rotary: `project`; every
   Pass's new keys and values written by the kernel's `write`; the attention kernel; post): a
@@ -33,23 +33,6 @@ import search.runtime.kernel  # noqa: F401 (the attention op's schema, which lay
 from search.runtime.packed import gemm_rows
 
 Tensor = torch.Tensor
-
-
-def pre(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
-        b: Optional[Tensor], lone: bool, eps: float, H: int, KV: int, d: int,  # noqa: UP045
-        rows: List[int], q: List[int], slabs: List[Tensor], n: List[int],  # noqa: UP006
-        li: int) -> Tensor:
-    """x [N, D] (every Pass's tokens, row-major), cos/sin' [N, 1, d] -> the rotated q|k heads
-    [N, H + KV, d], each Pass's keys and values written into layer li of its slab (Pass i:
-    slabs[i] [L, 2, slots, KV, capacity, d], its first rows[i] slots, q[i] tokens a row at
-    columns n[i] on: rotate_and_write); w, b, lone: the q|k|v GEMM's."""
-    qkv = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w, b, None, lone)
-    qk, kv = rotate(qkv, cos, sin, H, KV, d)
-    parts = kv.split([rows[i] * q[i] for i in range(len(q))])
-    for i in range(len(q)):  # (copy_ into a view of the input: TorchScript keeps the write)
-        new = slabs[i][li, :, :rows[i], :, n[i]:n[i] + q[i]].permute(1, 3, 0, 2, 4)
-        new.copy_(parts[i].view(new.shape))
-    return qk
 
 
 def project(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
@@ -132,6 +115,5 @@ def compiled(plain: list[Any]) -> list[Any]:
         return plain
 
 
-PRE, PROJECT, ROTATE_AND_WRITE, POST, LAYERS = compiled([pre, project, rotate_and_write, post,
-                                                           layers])
-SCRIPTED = not isinstance(PRE, type(pre))
+PROJECT, ROTATE_AND_WRITE, POST, LAYERS = compiled([project, rotate_and_write, post, layers])
+SCRIPTED = not isinstance(POST, type(post))
