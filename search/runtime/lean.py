@@ -54,6 +54,7 @@ from search.runtime import attention, scripted
 from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
+from search.runtime.passes import flatten, per_pass
 
 
 class LeanFallback(UserWarning):
@@ -297,7 +298,7 @@ class LeanLlama:
                                              torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        ids, pos = _flat([p[0] for p in parts]), _flat([p[1] for p in parts])  # [N] each
+        ids, pos = flatten([p[0] for p in parts]), flatten([p[1] for p in parts])  # [N] each
         table = self.rope
         if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
@@ -354,8 +355,8 @@ class LeanLlama:
         last = torch.rms_norm(rows[0] if len(rows) == 1 else torch.cat(rows), (D,), self.norm,
                               self.eps)
         logits = self.lm_head(last)
-        lgs, hs = _per_pass(logits, kept, spans), \
-            _per_pass(last, kept, spans) if any(p[5] for p in parts) else []
+        lgs, hs = per_pass(logits, kept, spans), \
+            per_pass(last, kept, spans) if any(p[5] for p in parts) else []
         return [Output(lg, (hs[i],) if p[5] else None)
                 for i, (p, lg) in enumerate(zip(parts, lgs))]
 
@@ -380,24 +381,6 @@ class LeanLlama:
                                                  scale=self.scale
                                                  ).reshape(B, H, q, d).transpose(1, 2)
         return out.reshape(B * q, H * d)
-
-
-def _flat(xs: list[torch.Tensor]) -> torch.Tensor:
-    """Passes' [B_i, q_i] ids or positions -> [N], row-major by Pass (one cat where every q
-    is the same, as in a decode tick: no op a Pass)."""
-    if len(xs) == 1 or len({x.shape[1] for x in xs}) == 1:
-        return (xs[0] if len(xs) == 1 else torch.cat(xs)).reshape(-1)
-    return torch.cat([x.reshape(-1) for x in xs])
-
-
-def _per_pass(x: torch.Tensor, kept: list[int], spans: list[tuple[int, int, int]]
-              ) -> list[torch.Tensor]:
-    """x [sum B_i k_i, F] (each Pass's kept positions, row-major) -> per Pass [B_i, k_i, F]
-    (one view and one split where every k is the same)."""
-    if len(set(kept)) == 1:
-        return list(x.view(-1, kept[0], x.shape[-1]).split([B for B, _, _ in spans]))
-    return [c.view(B, k, -1) for c, k, (B, _, _) in
-            zip(x.split([B * k for (B, _, _), k in zip(spans, kept)]), kept, spans)]
 
 
 def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None

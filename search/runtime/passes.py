@@ -152,6 +152,24 @@ def _rewound(p: Pass, length: int) -> Any:
     return err if isinstance(err, BaseException) else _caught(p.alone)
 
 
+def flatten(xs: list[torch.Tensor]) -> torch.Tensor:
+    """A merged forward's input: its Passes' [B_i, q_i] ids or positions -> [N], row-major
+    by Pass (one cat where every q is the same, as in a decode tick: no op a Pass)."""
+    if len(xs) == 1 or len({x.shape[1] for x in xs}) == 1:
+        return (xs[0] if len(xs) == 1 else torch.cat(xs)).reshape(-1)
+    return torch.cat([x.reshape(-1) for x in xs])
+
+
+def per_pass(x: torch.Tensor, kept: list[int], spans: list[tuple[int, int, int]]
+              ) -> list[torch.Tensor]:
+    """A merged forward's output: x [sum B_i k_i, F] (each Pass's kept positions, row-major)
+    -> per Pass [B_i, k_i, F] (one view and one split where every k is the same)."""
+    if len(set(kept)) == 1:
+        return list(x.view(-1, kept[0], x.shape[-1]).split([B for B, _, _ in spans]))
+    return [c.view(B, k, -1) for c, k, (B, _, _) in
+            zip(x.split([B * k for (B, _, _), k in zip(spans, kept)]), kept, spans)]
+
+
 def drive(job: Job[T], apart: Callable[[], AbstractContextManager[Any]] = nullcontext) -> T:
     """Run a job to its end in this thread, each Pass alone (a Pass that raises raises in
     the job, as under the owner thread); apart as for run_passes."""
