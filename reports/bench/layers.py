@@ -73,11 +73,9 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     f = named(a)
     x, H, d = f["x"], f["H"], f["d"]
     for li in range(len(f["norm1"])):
-        KV = f["KV"]
-        qkv, qk = scripted.PROJECT(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li], f["b"][li],
-                                   f["lone"][li], f["eps"], H, KV, d)
-        torch.ops.tts.write(qk[:, H:], qkv[:, (H + KV) * d:].view(x.shape[0], KV, d), li,
-                            f["rows"], f["q"], f["n"], f["slabs"])
+        qk, k, v = scripted.PROJECT(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li],
+                                    f["b"][li], f["lone"][li], f["eps"], H, f["KV"], d)
+        torch.ops.tts.write(k, v, li, f["rows"], f["q"], f["n"], f["slabs"])
         x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, f["norm2"][li], f["eps"],
                           f["inter"], f["post_w"][li], f["post_b"][li], f["post_lone"][li])
     return x

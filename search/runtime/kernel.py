@@ -29,13 +29,13 @@ from pathlib import Path
 
 import torch
 
-SCHEMA = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
+ATTEND = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
           "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start)"
           " -> Tensor")
 WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs)"
          " -> ()")
 _LIB = torch.library.Library("tts", "DEF")  # the schemas always (TorchScript resolves them)
-_LIB.define(SCHEMA)
+_LIB.define(ATTEND)
 _LIB.define(WRITE)
 SOURCE = Path(__file__).with_name("attend.cpp")
 _lock = threading.Lock()

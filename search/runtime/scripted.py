@@ -37,36 +37,32 @@ Tensor = torch.Tensor
 
 def project(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
             b: Optional[Tensor], lone: bool, eps: float, H: int, KV: int, d: int  # noqa: UP045
-            ) -> Tuple[Tensor, Tensor]:  # noqa: UP006
-    """x [N, D] -> the q|k|v GEMM's output [N, (H + 2 KV) d] (RMSNorm first) and the rotated
-    q|k heads [N, H + KV, d] (rope)."""
+            ) -> Tuple[Tensor, Tensor, Tensor]:  # noqa: UP006
+    """x [N, D] -> RMSNorm, the q|k|v GEMM and rotary: `rope`'s heads, keys and values."""
     qkv = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w, b, None, lone)
-    return qkv, rope(qkv, cos, sin, H, KV, d)
+    return rope(qkv, cos, sin, H, KV, d)
 
 
 def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int,
                      sizes: List[int], new: List[Tensor]) -> Tensor:  # noqa: UP006
-    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rotary on q and k at
-    once: x*cos + roll(x, d/2)*sin'); Pass i's keys and values (its sizes[i] tokens) are
-    written into new[i] ([B, q, 2, KV, d], a view of its slab) by one _foreach_copy_."""
-    qk, kv = rotate(qkv, cos, sin, H, KV, d)
-    parts = kv.split(sizes)
+    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rope); Pass i's keys
+    and values (its sizes[i] tokens) are written into new[i] ([B, q, 2, KV, d], a view of
+    its slab) by one _foreach_copy_."""
+    qk, k, v = rope(qkv, cos, sin, H, KV, d)
+    parts = torch.cat((k, v), 1).split(sizes)  # [N, 2 KV, d] by Pass
     torch.ops.aten._foreach_copy_(new, [parts[i].view(new[i].shape) for i in range(len(new))])
     return qk
 
 
-def rotate(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int
-           ) -> Tuple[Tensor, Tensor]:  # noqa: UP006
-    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] and the new keys and
-    values [N, 2 KV, d]."""
-    qk = rope(qkv, cos, sin, H, KV, d)
-    return qk, torch.cat((qk[:, H:], qkv[:, (H + KV) * d:].view(qkv.shape[0], KV, d)), 1)
-
-
-def rope(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int) -> Tensor:
-    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d]."""
-    qk = qkv[:, : (H + KV) * d].view(qkv.shape[0], H + KV, d)
-    return torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
+def rope(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int
+         ) -> Tuple[Tensor, Tensor, Tensor]:  # noqa: UP006
+    """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rotary on q and k at
+    once: x*cos + roll(x, d/2)*sin'), and views of the new keys (the rotated k heads) and
+    values [N, KV, d]."""
+    N = qkv.shape[0]
+    qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)
+    qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
+    return qk, qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)
 
 
 def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
@@ -86,13 +82,12 @@ def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: 
            slabs: List[Tensor], n: List[int], masks: List[Tensor],  # noqa: UP006
            parts: List[Tensor], readers: List[Tensor], part_start: List[int]  # noqa: UP006
            ) -> Tensor:
-    """Every layer (project, write, the attention kernel, post; per layer li: norm1[li], w[li], b[li],
-    lone[li] the q|k|v GEMM's, norm2[li] and post_*[li] post's) in one call -> x after the
-    last. masks, parts, readers, part_start: the kernel's (search.runtime.kernel)."""
+    """Every layer (project, write, the attention kernel, post; per layer li: norm1[li],
+    w[li], b[li], lone[li] the q|k|v GEMM's, norm2[li] and post_*[li] post's) in one call ->
+    x after the last. masks, parts, readers, part_start: the kernel's (search.runtime.kernel)."""
     for li in range(len(norm1)):
-        qkv, qk = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d)
-        torch.ops.tts.write(qk[:, H:], qkv[:, (H + KV) * d:].view(qk.shape[0], KV, d), li,
-                            rows, q, n, slabs)
+        qk, k, v = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d)
+        torch.ops.tts.write(k, v, li, rows, q, n, slabs)
         att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts,
                                    readers, part_start)
         x = post(att, x, norm2[li], eps, inter, post_w[li], post_b[li], post_lone[li])
