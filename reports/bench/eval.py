@@ -246,13 +246,13 @@ def tiny_grid(limit: int) -> Grid:
                 knobs=one_rule(TINY_ALGOS, None, DEFAULT))
 
 
-def tiny_arith(limit: int) -> tuple[Grid, dict[str, Any]]:
+def tiny_arith(limit: int, kv_dtype: str | None = None) -> tuple[Grid, dict[str, Any]]:
     """The tiny grid (tiny_grid, under the steps scorer) and the run_grid keywords that set
-    it up."""
+    it up (kv_dtype: the engine's HFConfig.kv_dtype; None: its default)."""
     from search.api import get_engine
 
-    return tiny_grid(limit), dict(engine=get_engine("tiny-arith"), scorer="steps",
-                                  model="tiny-arith")
+    engine = get_engine("tiny-arith", kv_dtype=kv_dtype) if kv_dtype else get_engine("tiny-arith")
+    return tiny_grid(limit), dict(engine=engine, scorer="steps", model="tiny-arith")
 
 
 def on_workers(limit: int, n: int, workers: int | None, tmp: Path) -> dict[str, Any]:

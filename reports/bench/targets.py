@@ -3,6 +3,7 @@
     python -m reports.bench.engine --targets [--parts bytes,depth,prefill,grid,old,serve,flash,
                                                      layers,lines]
                                              [--old PATH] [--tiny-limit 32] [--repeats 2]
+                                             [--kv-dtype float16]
 
 bytes    KV bytes moved per forward against the new KV a forward writes (reports.bench.kvbytes:
          a random fp32 Llama, 64 rows, 32 tokens a row), over a whole expand and per step, for
@@ -15,7 +16,8 @@ prefill  prompt tokens the model computed: a first solve, a second on the same p
          another seed (aim: 0), 16 seeds of one prompt in one solve_many (aim: once).
 grid     the tiny grid (reports.bench.eval: 32 tiny-arith problems, best_of_n / beam /
          particle_filter at widths 4 and 16, steps scorer) at concurrency 1 and 16 in one
-         process: wall ratio (aim: >= 4x), rows identical.
+         process: wall ratio (aim: >= 4x), rows identical; --kv-dtype float16: with the KV
+         in fp16 on both sides (HFConfig.kv_dtype).
 old      the tiny grid at concurrency 16 with beam's duplicates="keep" on both sides, on this
          checkout and on --old (a worktree of the commit to compare with, e.g.
          `git worktree add ../old a5f086d`), each in a fresh process, in turns; the fewest
@@ -123,13 +125,14 @@ def prefill() -> list[str]:
             f"{p['other']}, once)"]
 
 
-def grid(limit: int) -> list[str]:
+def grid(limit: int, kv_dtype: str | None = None) -> list[str]:
     from reports.bench.eval import compare, tiny_arith
 
-    g, setup = tiny_arith(limit)
+    g, setup = tiny_arith(limit, kv_dtype)
     with tempfile.TemporaryDirectory() as tmp:
         r = compare("tiny-arith grid", g, Path(tmp), 16, **setup)
-    return [f"tiny grid, concurrency 16 against 1 (aim >= 4x): {r['ratio']:.2f}x wall "
+    kv = f", KV in {kv_dtype}" if kv_dtype else ""
+    return [f"tiny grid{kv}, concurrency 16 against 1 (aim >= 4x): {r['ratio']:.2f}x wall "
             f"({r['c1']:.1f} s vs {r['cn']:.1f} s), rows identical: {r['identical']}"]
 
 
@@ -221,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--old": dict(type=Path, default=None, help="a checkout of the commit to compare with"),
         "--tiny-limit": dict(type=int, default=32),
         "--repeats": dict(type=int, default=2),
+        "--kv-dtype": dict(default=None, help="grid: the engine's HFConfig.kv_dtype (e.g. "
+                           "float16; default: the weights' dtype)"),
     }, argv)
     parts = [p for p in args.parts.split(",") if p]
     if unknown := sorted(set(parts) - set(PARTS)):
@@ -230,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("old: skipped (give --old PATH, a worktree of the commit to compare with)")
         parts.remove("old")
     run = {"bytes": kv_bytes, "depth": depth_bytes, "prefill": prefill,
-           "grid": lambda: grid(args.tiny_limit),
+           "grid": lambda: grid(args.tiny_limit, args.kv_dtype),
            "old": lambda: against_old(args.old, args.tiny_limit, args.repeats),
            "serve": serve, "lines": lines,
            "layers": lambda: layers_part(args.tiny_limit)}

@@ -25,14 +25,29 @@ constexpr int64_t W = Vec::size();
 
 static_assert(W == 8, "the column blocks below are 8 wide");
 
+// 8 keys' or values' elements as float32 (fp16 widened exactly: the math is float32 either way)
+inline Vec load8(const float* p) { return Vec::loadu(p); }
+inline Vec load8(const at::Half* p) {
+#if defined(__F16C__)
+  return Vec(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  float x[8];
+  for (int j = 0; j < 8; ++j) x[j] = static_cast<float>(p[j]);
+  return Vec::loadu(x);
+#endif
+}
+inline float at1(const float* p) { return *p; }
+inline float at1(const at::Half* p) { return static_cast<float>(*p); }
+
 // out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
 // ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
-inline void scores8(const float* q, const float* const* k, int64_t d, float scale, float* out) {
+template <typename T>
+inline void scores8(const float* q, const T* const* k, int64_t d, float scale, float* out) {
   Vec acc[8] = {Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f)};
   int64_t u = 0;
   for (; u + W <= d; u += W) {
     const Vec qv = Vec::loadu(q + u);
-    for (int j = 0; j < 8; ++j) acc[j] = at::vec::fmadd(qv, Vec::loadu(k[j] + u), acc[j]);
+    for (int j = 0; j < 8; ++j) acc[j] = at::vec::fmadd(qv, load8(k[j] + u), acc[j]);
   }
 #if defined(__AVX2__)
   const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
@@ -48,24 +63,25 @@ inline void scores8(const float* q, const float* const* k, int64_t d, float scal
   }
 #endif
   for (int j = 0; j < 8; ++j) {
-    for (int64_t r = u; r < d; ++r) out[j] += q[r] * k[j][r];
+    for (int64_t r = u; r < d; ++r) out[j] += q[r] * at1(k[j] + r);
     out[j] *= scale;
   }
 }
 
 // o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains)
-inline void weighted(const float* p, const float* const* v, int64_t n, int64_t d, float z,
+template <typename T>
+inline void weighted(const float* p, const T* const* v, int64_t n, int64_t d, float z,
                      float* o) {
   int64_t u = 0;
   for (; u + 4 * W <= d; u += 4 * W) {
     Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
     for (int64_t t = 0; t < n; ++t) {
       const Vec pt(p[t]);
-      const float* vt = v[t] + u;
-      a0 = at::vec::fmadd(pt, Vec::loadu(vt), a0);
-      a1 = at::vec::fmadd(pt, Vec::loadu(vt + W), a1);
-      a2 = at::vec::fmadd(pt, Vec::loadu(vt + 2 * W), a2);
-      a3 = at::vec::fmadd(pt, Vec::loadu(vt + 3 * W), a3);
+      const T* vt = v[t] + u;
+      a0 = at::vec::fmadd(pt, load8(vt), a0);
+      a1 = at::vec::fmadd(pt, load8(vt + W), a1);
+      a2 = at::vec::fmadd(pt, load8(vt + 2 * W), a2);
+      a3 = at::vec::fmadd(pt, load8(vt + 3 * W), a3);
     }
     const Vec vz(z);
     (a0 / vz).store(o + u);
@@ -75,12 +91,12 @@ inline void weighted(const float* p, const float* const* v, int64_t n, int64_t d
   }
   for (; u + W <= d; u += W) {
     Vec acc(0.f);
-    for (int64_t t = 0; t < n; ++t) acc = at::vec::fmadd(Vec(p[t]), Vec::loadu(v[t] + u), acc);
+    for (int64_t t = 0; t < n; ++t) acc = at::vec::fmadd(Vec(p[t]), load8(v[t] + u), acc);
     (acc / Vec(z)).store(o + u);
   }
   for (; u < d; ++u) {
     float acc = 0.f;
-    for (int64_t t = 0; t < n; ++t) acc += p[t] * v[t][u];
+    for (int64_t t = 0; t < n; ++t) acc += p[t] * at1(v[t] + u);
     o[u] = acc / z;
   }
 }
@@ -103,10 +119,12 @@ inline float exp_sum(float* s, int64_t n, float m) {
 // masks[i] [rows, 1, q or 1, n + q] bool (which of its own columns a token sees);
 // parts[part_start[i] .. part_start[i + 1]) [L, 2, KV, S, d], every token of the slots in
 // readers[j] ([k] long; empty: every slot) sees all of part j. -> [N, H d] float32.
-at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
-                  at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
-                  at::TensorList slabs, at::TensorList masks, at::TensorList parts,
-                  at::TensorList readers, at::IntArrayRef part_start) {
+// Slabs and parts all of element type E (attend picks it).
+template <typename E>
+at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
+                    at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
+                    at::TensorList slabs, at::TensorList masks, at::TensorList parts,
+                    at::TensorList readers, at::IntArrayRef part_start) {
   const int64_t P = rows.size();
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kFloat && qk.stride(2) == 1 &&
               qk.size(1) == H + KV && H % KV == 0, "attend: qk must be [N, H + KV, d] float32");
@@ -115,11 +133,12 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
               part_start[P] == (int64_t)parts.size() && parts.size() == readers.size(),
               "attend: one rows, q, n, slab and mask a Pass, one reader list a part");
   const int64_t N = qk.size(0), d = qk.size(2), g = H / KV;
+  const auto kv_type = c10::CppTypeToScalarType<E>::value;
   std::vector<int64_t> pass_of, slot_base(P + 1, 0);  // a query row's Pass; a Pass's first slot
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
     const auto& m = masks[i];
-    TORCH_CHECK(s.dim() == 6 && s.scalar_type() == at::kFloat && s.stride(5) == 1 &&
+    TORCH_CHECK(s.dim() == 6 && s.scalar_type() == kv_type && s.stride(5) == 1 &&
                 s.size(3) == KV && s.size(5) == d && li < s.size(0) && rows[i] <= s.size(2) &&
                 n[i] + q[i] <= s.size(4), "attend: slab ", i, " does not hold its Pass");
     TORCH_CHECK(m.dim() == 4 && m.scalar_type() == at::kBool && m.size(0) == rows[i] &&
@@ -135,9 +154,9 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
     for (int64_t j = part_start[i]; j < part_start[i + 1]; ++j) {
       const auto& kv = parts[j];
       const auto& who = readers[j];
-      TORCH_CHECK(kv.dim() == 5 && kv.scalar_type() == at::kFloat && kv.stride(4) == 1 &&
+      TORCH_CHECK(kv.dim() == 5 && kv.scalar_type() == kv_type && kv.stride(4) == 1 &&
                   kv.size(2) == KV && kv.size(4) == d && li < kv.size(0),
-                  "attend: part ", j, " must be [L, 2, KV, S, d] float32");
+                  "attend: part ", j, " must be [L, 2, KV, S, d] of the slabs' dtype");
       TORCH_CHECK(who.dim() == 1 && who.scalar_type() == at::kLong && who.is_contiguous(),
                   "attend: readers must be [k] long");
       const int64_t* w = who.data_ptr<int64_t>();
@@ -158,7 +177,7 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
     std::vector<float> sc;
     std::vector<int64_t> seen;  // the own columns a token sees
     // what a token reads (key/value head 0, and the step to the next head); a head's pointers
-    std::vector<const float*> k0, v0, kp, vp;
+    std::vector<const E*> k0, v0, kp, vp;
     std::vector<int64_t> step;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t i = pass_of[r], within = r - first[i], b = within / q[i], t = within % q[i];
@@ -174,14 +193,14 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
       step.clear();
       for (int64_t j : reads[slot_base[i] + b]) {
         const auto& kv = parts[j];
-        const float* base = kv.data_ptr<float>() + li * kv.stride(0);
+        const E* base = kv.data_ptr<E>() + li * kv.stride(0);
         for (int64_t s = 0; s < kv.size(3); ++s) {
           k0.push_back(base + s * kv.stride(3));
           v0.push_back(base + kv.stride(1) + s * kv.stride(3));
           step.push_back(kv.stride(2));
         }
       }
-      const float* own = slab.data_ptr<float>() + li * slab.stride(0) + b * slab.stride(2);
+      const E* own = slab.data_ptr<E>() + li * slab.stride(0) + b * slab.stride(2);
       for (int64_t c : seen) {
         k0.push_back(own + c * slab.stride(4));
         v0.push_back(own + slab.stride(1) + c * slab.stride(4));
@@ -208,9 +227,46 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
   return out;
 }
 
-// k, v [N, KV, d] (any strides but the last): every Pass's new keys and values, row-major by
-// Pass, row, token (as attend's qk) -> written into layer li of the slabs, Pass i's at
-// columns n[i] .. n[i] + q[i] of its first rows[i] slots: one call for every Pass.
+// attend_t for the slabs' element type: float32, or float16 (widened as it is read)
+at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
+                  at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
+                  at::TensorList slabs, at::TensorList masks, at::TensorList parts,
+                  at::TensorList readers, at::IntArrayRef part_start) {
+  if (!slabs.empty() && slabs[0].scalar_type() == at::kHalf)
+    return attend_t<at::Half>(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts, readers,
+                              part_start);
+  return attend_t<float>(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts, readers,
+                         part_start);
+}
+
+// d float32 elements into a slab's column: copied, or rounded to float16
+inline void put(const float* src, int64_t d, float* dst) { std::copy_n(src, d, dst); }
+inline void put(const float* src, int64_t d, at::Half* dst) {
+  for (int64_t u = 0; u < d; ++u) dst[u] = static_cast<at::Half>(src[u]);
+}
+
+// Pass i's rows' new keys and values (k, v rows r0 ..) into its slab, of element type E
+template <typename E>
+void write_pass(const at::Tensor& k, const at::Tensor& v, int64_t li, int64_t rows, int64_t q,
+                int64_t n, const at::Tensor& s, int64_t r0) {
+  E* base = s.data_ptr<E>() + li * s.stride(0);
+  const int64_t KV = k.size(1), d = k.size(2);
+  int64_t r = r0;
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t t = 0; t < q; ++t, ++r) {
+      E* col = base + b * s.stride(2) + (n + t) * s.stride(4);
+      for (int64_t h = 0; h < KV; ++h) {
+        put(k.data_ptr<float>() + r * k.stride(0) + h * k.stride(1), d, col + h * s.stride(3));
+        put(v.data_ptr<float>() + r * v.stride(0) + h * v.stride(1), d,
+            col + s.stride(1) + h * s.stride(3));
+      }
+    }
+}
+
+// k, v [N, KV, d] float32 (any strides but the last): every Pass's new keys and values,
+// row-major by Pass, row, token (as attend's qk) -> written into layer li of the slabs
+// (float32, or float16: rounded), Pass i's at columns n[i] .. n[i] + q[i] of its first
+// rows[i] slots: one call for every Pass.
 void write_kv(const at::Tensor& k, const at::Tensor& v, int64_t li, at::IntArrayRef rows,
               at::IntArrayRef q, at::IntArrayRef n, at::TensorList slabs) {
   const int64_t P = rows.size();
@@ -223,27 +279,18 @@ void write_kv(const at::Tensor& k, const at::Tensor& v, int64_t li, at::IntArray
   int64_t N = 0;
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
-    TORCH_CHECK(s.dim() == 6 && s.scalar_type() == at::kFloat && s.stride(5) == 1 &&
-                s.size(3) == KV && s.size(5) == d && li < s.size(0) && rows[i] <= s.size(2) &&
-                n[i] + q[i] <= s.size(4), "write: slab ", i, " does not hold its Pass");
+    TORCH_CHECK(s.dim() == 6 && (s.scalar_type() == at::kFloat || s.scalar_type() == at::kHalf)
+                && s.stride(5) == 1 && s.size(3) == KV && s.size(5) == d && li < s.size(0) &&
+                rows[i] <= s.size(2) && n[i] + q[i] <= s.size(4),
+                "write: slab ", i, " does not hold its Pass");
     N += rows[i] * q[i];
   }
   TORCH_CHECK(N == k.size(0), "write: k has ", k.size(0), " rows, the Passes ", N);
-  const float* k0 = k.data_ptr<float>();
-  const float* v0 = v.data_ptr<float>();
-  int64_t r = 0;
-  for (int64_t i = 0; i < P; ++i) {
-    const auto& s = slabs[i];
-    float* base = s.data_ptr<float>() + li * s.stride(0);
-    for (int64_t b = 0; b < rows[i]; ++b)
-      for (int64_t t = 0; t < q[i]; ++t, ++r) {
-        float* col = base + b * s.stride(2) + (n[i] + t) * s.stride(4);
-        for (int64_t h = 0; h < KV; ++h) {
-          std::copy_n(k0 + r * k.stride(0) + h * k.stride(1), d, col + h * s.stride(3));
-          std::copy_n(v0 + r * v.stride(0) + h * v.stride(1), d,
-                      col + s.stride(1) + h * s.stride(3));
-        }
-      }
+  for (int64_t i = 0, r = 0; i < P; r += rows[i] * q[i], ++i) {
+    if (slabs[i].scalar_type() == at::kHalf)
+      write_pass<at::Half>(k, v, li, rows[i], q[i], n[i], slabs[i], r);
+    else
+      write_pass<float>(k, v, li, rows[i], q[i], n[i], slabs[i], r);
   }
 }
 

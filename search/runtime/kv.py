@@ -72,9 +72,9 @@ class Segment:
 
 @dataclass(frozen=True)
 class KVLayout:
-    """What a batch cache must hold for one model: sizes, dtype, device, mask form. mask:
-    "bool" (sdpa) or "additive" (eager) for a 4D mask built here, "2d" to hand a [B, T]
-    padding mask to transformers to build (other attention kinds, sliding-window layers)."""
+    """What a batch cache must hold for one model: sizes, dtype (the weights', or `of`'s
+    dtype: HFConfig.kv_dtype), device, mask form. mask: "bool" (sdpa) or "additive" (eager)
+    for a 4D mask built here, "2d" to hand a [B, T] padding mask to transformers to build."""
 
     layers: int
     kv_heads: int
@@ -85,7 +85,7 @@ class KVLayout:
     cascade: bool = False  # the attention takes a shared prefix (attention.sdpa_gqa)
 
     @staticmethod
-    def of(model: Any, device: torch.device) -> KVLayout:
+    def of(model: Any, device: torch.device, dtype: torch.dtype | None = None) -> KVLayout:
         cfg = model.config
         cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
         heads = cfg.num_attention_heads
@@ -95,9 +95,9 @@ class KVLayout:
             getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
         mask = "2d" if sliding else {"sdpa": "bool", attention.NAME: "bool",
                                      "eager": "additive"}.get(impl, "2d")
-        dtype = next(model.parameters()).dtype
+        kv_dtype: torch.dtype = dtype or next(model.parameters()).dtype
         return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,
-                        head_dim, dtype, device, mask,
+                        head_dim, kv_dtype, device, mask,
                         cascade=impl == attention.NAME and mask == "bool")
 
 

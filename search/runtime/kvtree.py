@@ -127,6 +127,7 @@ class KVTree:
         self.as_scorer = as_scorer  # charge tokens as scorer work, not generator prefill
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
+        self.kv_dtype: torch.dtype | None = None  # the KV's element type (None: the model's)
         # tree mode (set by an engine whose forward is the lean one): batch caches read the
         # parts of paths the lean forward's rule picks where they live (kv.batch_cache)
         self.tree = False
@@ -177,7 +178,7 @@ class KVTree:
     @property
     def layout(self) -> kvmod.KVLayout:
         if self._layout is None:
-            self._layout = kvmod.KVLayout.of(self.model, self.device)
+            self._layout = kvmod.KVLayout.of(self.model, self.device, self.kv_dtype)
         return self._layout
 
     def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int) -> kvmod.SlabCache:

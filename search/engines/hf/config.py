@@ -79,6 +79,12 @@ class HFConfig:
     # only): ~4x fewer weight bytes streamed per decode step; lossy, and not batch-
     # invariant (one activation scale per call), so speculation is not token-identical
     dtype: torch.dtype | str | None = None
+    # the element type of the KV the engine caches and attends (None: the weights'):
+    # "float16" on fp32 weights halves the bytes each attention step reads and the KV store
+    # holds (its attention still computes in fp32). Lossy (keys and values rounded to fp16:
+    # greedy choices may move); read only by the CPU attention kernel, so it needs the lean
+    # forward on a CPU where the kernel is built (else refused)
+    kv_dtype: torch.dtype | str | None = None
     # model-free speculative decoding in `expand` (spec.py), lossless: True for the
     # default SpecConfig
     speculate: bool | SpecConfig = False
@@ -131,6 +137,12 @@ class HFConfig:
         if int8 and self.torch_device.type != "cpu":
             raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
                              f"this engine is on {self.torch_device}")
+        kv = weight_dtype(self.kv_dtype)  # (a clear error for a bad name)
+        if kv not in (None, floating or torch.float32) and (
+                kv != torch.float16 or int8 or floating not in (None, torch.float32)
+                or self.torch_device.type != "cpu"):
+            raise ValueError(f"kv_dtype={self.kv_dtype!r}: the KV is kept in the weights' "
+                             "dtype, or in float16 beside fp32 weights on the CPU")
         if self.pack and (self.torch_device.type != "cpu"
                           or floating not in (None, torch.float32)):
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "

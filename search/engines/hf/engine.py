@@ -49,7 +49,7 @@ from search.engines.hf.decode import Decoder, DecodeState, stop_decoder, unique
 from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
-from search.runtime import attention, lean, packed
+from search.runtime import attention, kernel, lean, packed
 from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
@@ -101,6 +101,7 @@ class HFEngine(Bindable):
         self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
+        self.kv.kv_dtype = self._kv_dtype(cfg)  # (before the layout is first read)
         # parts of paths read where they live (kv.batch_cache): the lean forward's only
         self.kv.tree = (cfg.tree_attention and not self.forward_note
                         and cfg.share_prefix > 0 and self.kv.layout.cascade)
@@ -116,6 +117,18 @@ class HFEngine(Bindable):
         self.spec = cfg.spec
         self.drafter = Drafter(self.spec) if self.spec is not None else None
         self.spec_stats = SpecStats()
+
+    def _kv_dtype(self, cfg: HFConfig) -> torch.dtype | None:
+        """cfg.kv_dtype where it differs from the weights' (float16 beside fp32: HFConfig
+        checks the pair), refused where no forward of this engine reads it."""
+        kv = weight_dtype(cfg.kv_dtype)
+        if kv is None or kv == next(self.model.parameters()).dtype:
+            return None
+        if self.forward_note or not kernel.available():
+            raise ValueError(f"kv_dtype={cfg.kv_dtype!r} is read only by the CPU attention "
+                             "kernel on the lean forward, which this engine does not run ("
+                             f"{self.forward_note or 'the kernel is not built here'})")
+        return kv
 
     def record_features(self) -> None:
         """The public switch a scorer that reads step features (the value head) turns on:
