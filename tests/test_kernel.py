@@ -81,14 +81,18 @@ def test_matches_a_plain_softmax_over_the_parts_and_the_seen_columns(H, KV, d):
     torch.testing.assert_close(got, reference(qk, H, KV, 0.17, passes), atol=2e-5, rtol=2e-5)
 
 
-def test_a_tokens_bits_do_not_depend_on_the_other_passes_in_its_call():
-    qk, passes = setup()
+def assert_alone_as_together(qk, passes):
+    """Each Pass called alone gives its rows' bits of the call of them all."""
     together = call(qk, 4, 4, 0.17, passes)
     at = 0
     for p in passes:
         rows = p["B"] * p["q"]
         assert torch.equal(call(qk[at:at + rows], 4, 4, 0.17, [p]), together[at:at + rows])
         at += rows
+
+
+def test_a_tokens_bits_do_not_depend_on_the_other_passes_in_its_call():
+    assert_alone_as_together(*setup())
 
 
 def test_a_tokens_bits_do_not_depend_on_the_thread_count():
