@@ -22,7 +22,8 @@ OLD_DEFAULTS = dict(device=None, max_length=None, chat=None, system_prompt=None,
                     keep_hidden=False, dtype=None, speculate=False, pack=None,
                     share_prefix=64, lean=True)
 # options added since, at their defaults
-NEW_DEFAULTS = dict(merge=None, tree_attention=True, prompt_cache=1 << 30, kv_cache=4 << 30)
+NEW_DEFAULTS = dict(merge=None, tree_attention=True, prompt_cache=1 << 30, kv_cache=4 << 30,
+                    kv_dtype=None)
 
 
 def test_defaults_are_the_engines_old_keyword_defaults():
