@@ -89,6 +89,12 @@ def test_an_engine_that_cannot_read_fp16_kv_refuses_it(tiny_model):
     with pytest.raises(ValueError, match="lean=False"):
         HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", kv_dtype="float16",
                  lean=False)
+    # weights loaded in bf16 (the config's dtype left to the model): not fp32 beside fp16
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="beside fp32 weights"):
+        HFEngine(bf16, tok, chat=False, device="cpu", kv_dtype="float16")
+    same = HFEngine(copy.deepcopy(model), tok, chat=False, device="cpu", kv_dtype="float32")
+    assert same.kv.layout.dtype is torch.float32  # the weights' own: nothing changes
 
 
 def plain_logprobs(model, ids: list[int], start: int) -> list[float]:

@@ -119,11 +119,15 @@ class HFEngine(Bindable):
         self.spec_stats = SpecStats()
 
     def _kv_dtype(self, cfg: HFConfig) -> torch.dtype | None:
-        """cfg.kv_dtype where it differs from the weights' (float16 beside fp32: HFConfig
-        checks the pair), refused where no forward of this engine reads it."""
+        """cfg.kv_dtype where it differs from the weights' (float16 beside fp32 on the CPU),
+        refused where no forward of this engine reads it."""
         kv = weight_dtype(cfg.kv_dtype)
-        if kv is None or kv == next(self.model.parameters()).dtype:
+        weights = None if kv is None else next(self.model.parameters()).dtype
+        if kv is None or kv == weights:
             return None
+        if (kv, weights, self.device.type) != (torch.float16, torch.float32, "cpu"):
+            raise ValueError(f"kv_dtype={cfg.kv_dtype!r}: the KV is kept in the weights' dtype "
+                             f"({weights}), or in float16 beside fp32 weights on the CPU")
         if self.forward_note or not kernel.available():
             raise ValueError(f"kv_dtype={cfg.kv_dtype!r} is read only by the CPU attention "
                              "kernel on the lean forward, which this engine does not run ("
