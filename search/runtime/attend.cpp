@@ -250,15 +250,16 @@ template <typename E>
 void write_pass(const at::Tensor& k, const at::Tensor& v, int64_t li, int64_t rows, int64_t q,
                 int64_t n, const at::Tensor& s, int64_t r0) {
   E* base = s.data_ptr<E>() + li * s.stride(0);
+  const float* k0 = k.data_ptr<float>();
+  const float* v0 = v.data_ptr<float>();
   const int64_t KV = k.size(1), d = k.size(2);
   int64_t r = r0;
   for (int64_t b = 0; b < rows; ++b)
     for (int64_t t = 0; t < q; ++t, ++r) {
       E* col = base + b * s.stride(2) + (n + t) * s.stride(4);
       for (int64_t h = 0; h < KV; ++h) {
-        put(k.data_ptr<float>() + r * k.stride(0) + h * k.stride(1), d, col + h * s.stride(3));
-        put(v.data_ptr<float>() + r * v.stride(0) + h * v.stride(1), d,
-            col + s.stride(1) + h * s.stride(3));
+        put(k0 + r * k.stride(0) + h * k.stride(1), d, col + h * s.stride(3));
+        put(v0 + r * v.stride(0) + h * v.stride(1), d, col + s.stride(1) + h * s.stride(3));
       }
     }
 }

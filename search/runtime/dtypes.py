@@ -19,6 +19,19 @@ def weight_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     return value
 
 
+def kv_dtype(kv: torch.dtype | str | None, weights: torch.dtype, device: str
+             ) -> torch.dtype | None:
+    """The KV's element type where it differs from the weights' (None: theirs): float16
+    beside fp32 weights on the CPU, the one pair the attention kernel reads; else refused."""
+    value = weight_dtype(kv)
+    if value is None or value == weights:
+        return None
+    if (value, weights, device) != (torch.float16, torch.float32, "cpu"):
+        raise ValueError(f"kv_dtype={kv!r}: the KV is kept in the weights' dtype ({weights}), "
+                         "or in float16 beside fp32 weights on the CPU")
+    return value
+
+
 def is_int8(dtype: Any) -> bool:
     return isinstance(dtype, str) and dtype.lower() in ("int8", "qint8")
 

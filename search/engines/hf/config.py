@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
-from search.runtime.dtypes import is_int8, weight_dtype
+from search.runtime.dtypes import is_int8, kv_dtype, weight_dtype
 from search.runtime.kvstore import DEFAULT_CAP
 
 
@@ -137,12 +137,10 @@ class HFConfig:
         if int8 and self.torch_device.type != "cpu":
             raise ValueError("dtype='int8' is a CPU path (torch dynamic quantisation); "
                              f"this engine is on {self.torch_device}")
-        kv = weight_dtype(self.kv_dtype)  # (a clear error for a bad name)
-        if kv not in (None, floating or torch.float32) and (
-                kv != torch.float16 or int8 or floating not in (None, torch.float32)
-                or self.torch_device.type != "cpu"):
+        # the weights as far as the config knows them (the engine checks the model's own)
+        if kv_dtype(self.kv_dtype, floating or torch.float32, self.torch_device.type) and int8:
             raise ValueError(f"kv_dtype={self.kv_dtype!r}: the KV is kept in the weights' "
-                             "dtype, or in float16 beside fp32 weights on the CPU")
+                             "dtype beside int8 linears, float16 only beside fp32 weights")
         if self.pack and (self.torch_device.type != "cpu"
                           or floating not in (None, torch.float32)):
             raise ValueError("pack=True, but no linear layer could be packed: it needs fp32 "

@@ -50,7 +50,7 @@ from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
 from search.runtime import attention, kernel, lean, packed
-from search.runtime.dtypes import is_int8, quantize_int8, weight_dtype
+from search.runtime.dtypes import is_int8, kv_dtype, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job
@@ -121,14 +121,10 @@ class HFEngine(Bindable):
     def _kv_dtype(self, cfg: HFConfig) -> torch.dtype | None:
         """cfg.kv_dtype where it differs from the weights' (float16 beside fp32 on the CPU),
         refused where no forward of this engine reads it."""
-        kv = weight_dtype(cfg.kv_dtype)
-        weights = None if kv is None else next(self.model.parameters()).dtype
-        if kv is None or kv == weights:
+        if cfg.kv_dtype is None:
             return None
-        if (kv, weights, self.device.type) != (torch.float16, torch.float32, "cpu"):
-            raise ValueError(f"kv_dtype={cfg.kv_dtype!r}: the KV is kept in the weights' dtype "
-                             f"({weights}), or in float16 beside fp32 weights on the CPU")
-        if self.forward_note or not kernel.available():
+        kv = kv_dtype(cfg.kv_dtype, next(self.model.parameters()).dtype, self.device.type)
+        if kv is not None and (self.forward_note or not kernel.available()):
             raise ValueError(f"kv_dtype={cfg.kv_dtype!r} is read only by the CPU attention "
                              "kernel on the lean forward, which this engine does not run ("
                              f"{self.forward_note or 'the kernel is not built here'})")
