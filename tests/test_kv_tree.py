@@ -26,21 +26,44 @@ def engine(tiny_model):
 
 
 def test_kv_bytes_moved_per_forward_do_not_grow_with_the_context():
-    """Counted by reports.bench.kvbytes' dispatch-mode counter on a random Llama: an expand
-    of 16 rows a prompt moves 2x the new KV per forward (the new columns written, the
-    children's columns kept), an expand of their children 4x (their own steps, shorter than
-    share_prefix and read by one row each, copied into the batch caches of the forward that
-    feeds their last token and of their expand), the same at L=32 and L=96; the old path's
-    per-row copies grew with L."""
+    """Counted by reports.bench.kvbytes' dispatch-mode counter on a random Llama (the
+    kernel's write counted with the copies): on the CPU kernel, where every segment of a
+    path is read where it lives, an expand of 16 rows a prompt and an expand of their
+    children both move 2x the new KV per forward (the new columns written, each child's
+    columns kept), at L=32 and L=96 alike; off the kernel at most 4x. Copying every row's
+    path in (share_prefix=0) moves more, and grows with L."""
     from reports.bench.kvbytes import measure
+    from search.runtime import kernel
 
     small = measure(16, 32, 6, vocab=64, hidden=64, layers=2, heads=4)
     large = measure(16, 96, 6, vocab=64, hidden=64, layers=2, heads=4)
     for figures in (small, large):
         assert all(0 < v <= 4.0 for v in figures.values()), figures
+        if kernel.available():
+            assert set(figures.values()) == {2.0}, figures
     assert small == large
     copied = measure(16, 96, 6, vocab=64, hidden=64, layers=2, heads=4, share_prefix=0)
     assert copied["children_expand"] > 2 * large["children_expand"]
+
+
+@pytest.mark.skipif("not __import__('search.runtime.kernel').runtime.kernel.available()")
+def test_kv_bytes_moved_per_forward_do_not_grow_along_a_chain_of_expands():
+    """Each row's child expanded again, three times over: every expand moves 2x the new KV
+    per forward (its ancestors' steps are read where they live, none copied per call)."""
+    from reports.bench.kvbytes import KVBytes, engine, random_roots
+
+    eng = engine(vocab=64, hidden=64, layers=2, heads=4)
+    roots = random_roots(eng, 1, 40)
+    mode = KVBytes(eng.kv.layout.layers, eng.kv.layout.head_dim)
+    with mode:
+        eng.kv.ensure(roots, eng.session)
+    level = [k for ks in eng.expand(roots, 8, stop=None, max_tokens=5, seed=3) for k in ks]
+    for depth in range(1, 4):
+        mode.moved = 0
+        with mode:
+            level = [k for ks in eng.expand(level, 1, stop=None, max_tokens=5, seed=3 + depth)
+                     for k in ks]
+        assert mode.moved == 2 * 5 * len(level) * eng.kv.column_bytes, depth
 
 
 def test_a_second_search_on_a_prompt_prefills_none_of_it(tiny_model, engine):

@@ -3,8 +3,9 @@
 A TorchDispatchMode sees every ATen call (TorchScript's too). KV storage is what the engine
 allocates in its layout ([layers, 2, ...] ending in the head dim: slabs, segments, spare
 room) and what copies of it produce; an op moves KV bytes when it writes into KV storage
-or copies out of it: copy_ and _foreach_copy_ (the bytes written), cat, stack, clone,
-index_select, gather, _to_copy (their outputs), index_copy/index_put (the values written).
+or copies out of it: copy_, _foreach_copy_ and the attention kernel's tts.write (the bytes
+written), cat, stack, clone, index_select, gather, _to_copy (their outputs),
+index_copy/index_put (the values written).
 Attention reading K/V where they live moves nothing. The new KV of a forward is its rows'
 one new column each (every layer's key and value).
 
@@ -45,6 +46,7 @@ OUT_OPS = {aten.cat.default, aten.stack.default, aten.clone.default, aten.index_
            aten.gather.default, aten._to_copy.default, aten.index.Tensor}
 INTO_OPS = {aten.copy_.default: 1, aten.index_copy_.default: 3, aten.index_copy.default: 3,
             aten.index_put_.default: 2, aten.index_put.default: 2, aten.slice_scatter.default: 1}
+WRITE = "tts.write.default"  # the attention kernel's write of every Pass's new keys and values
 NEW_OPS = {aten.empty.memory_format, aten.empty_strided.default, aten.new_empty.default,
            aten.zeros.default, aten.new_zeros.default}
 
@@ -98,6 +100,10 @@ class KVBytes(TorchDispatchMode):
             for dst, src in zip(args[0], args[1]):
                 if self._is_kv(dst) or self._is_kv(src):
                     self._add(func, _nbytes(src))
+        elif str(func) == WRITE:  # (k, v [N, KV, d], li, rows, q, n, slabs): k and v written
+            k, v, slabs = args[0], args[1], args[6]
+            if any(self._is_kv(t) for t in slabs):
+                self._add(func, (k.numel() + v.numel()) * slabs[0].element_size())
         return out
 
 

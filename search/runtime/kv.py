@@ -21,8 +21,8 @@ What of a path is read where it lives instead (`parts`, chosen by batch_cache):
   reach `share_prefix`. Each part is
   attended once for all the rows that read it (their queries stacked) and merged with the
   rest by log-sum-exp (attention.merge_parts). Shorter segments read by fewer rows are
-  copied: a part costs an attention call per layer and forward, a copy costs its columns
-  once per batch cache, and bytes copied stay flat in the prompt's length.
+  copied: a part costs an attention call per layer and forward, a copy its columns once
+  per batch cache. On the CPU's kernel a part costs no call: share_prefix is 1 there.
 """
 
 from __future__ import annotations

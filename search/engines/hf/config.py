@@ -94,7 +94,8 @@ class HFConfig:
     # parts of the rows' paths read where they live instead of copied into each call's batch
     # cache (kv.batch_cache): a common prefix of >= this many tokens on transformers'
     # forward; on the lean forward with tree_attention, every segment of >= this many
-    # tokens and the short common ones whose tokens times the rows reach it; 0: every
+    # tokens and the short common ones whose tokens times the rows reach it, and on the
+    # CPU's attention kernel (a part costs it no call of its own) every segment; 0: every
     # row's path copied into its batch cache
     share_prefix: int = 64
     # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix only

@@ -105,6 +105,8 @@ class HFEngine(Bindable):
         # parts of paths read where they live (kv.batch_cache): the lean forward's only
         self.kv.tree = (cfg.tree_attention and not self.forward_note
                         and cfg.share_prefix > 0 and self.kv.layout.cascade)
+        if self.kv.tree and kernel.serves(self.model.get_input_embeddings().weight):
+            self.kv.share_prefix = 1  # a part costs the CPU kernel no call: every segment is one
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
