@@ -88,6 +88,27 @@ def test_idle_openmp_threads_sleep_by_default():
     assert chosen == "ACTIVE"
 
 
+@pytest.mark.parametrize("code,policy,chosen", [
+    ("import search", "PASSIVE", None),  # ours, set before torch loads OpenMP
+    ("import torch, search", "", None),  # torch's runtime read the environment first: its default
+    ("import search", "ACTIVE", "active"),  # the user's
+    ("import torch, search", "PASSIVE", "passive"),  # the user's, read by torch first
+])
+def test_the_policy_openmp_runs_under_is_known(code, policy, chosen):
+    """search.WAIT_POLICY is the wait policy OpenMP read: ours where `import search` came
+    before torch, the user's where they set one, else none (OpenMP's own default)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if chosen:
+        env["OMP_WAIT_POLICY"] = chosen
+    out = subprocess.run([sys.executable, "-c", f"{code}; print(repr(search.WAIT_POLICY))"],
+                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == repr(policy)
+
+
 def test_a_model_named_as_a_prm_is_refused_before_loading(no_loading, capsys):
     """prm:tiny-arith (the model) for prm:tiny-arith-prm: refused by name, nothing loaded."""
     from search.models import ModelNotFoundError

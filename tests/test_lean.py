@@ -244,6 +244,7 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
     over a shared prefix and without one, decoding and prefilling."""
     model, _ = prepared()
     fast = lean.LeanLlama(model)
+    fast.threads = 0  # each forward on the count set here (not omp.one_thread's)
     before = torch.get_num_threads()
     got = []
     try:

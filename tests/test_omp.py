@@ -180,3 +180,32 @@ def test_two_lanes_split_the_threads_and_a_pass_that_cannot_merge_gets_them_all(
     assert run_passes([Pass(Alone(), torch.zeros(1, 1), torch.zeros(1, 1), None, None,
                             keep=None)]) == ["out"]  # here: this thread's count
     assert seen[-1] == default == counts_in_a_new_thread()
+
+
+def test_a_small_model_runs_its_lean_forwards_on_one_thread_where_workers_sleep(monkeypatch):
+    """omp.one_thread: one intra-op thread a forward under the passive policy for weights that
+    fit CACHED_BYTES; the caller's count (0) for larger weights or another policy. The forward
+    runs on it and gives the caller its count back."""
+    import search
+    from search.runtime import lean
+    from tests.test_lean import prepared, slab
+
+    model, _ = prepared()
+    weights = sum(w.numel() * w.element_size() for w in model.parameters())
+    monkeypatch.setattr(search, "WAIT_POLICY", "PASSIVE")
+    assert omp.one_thread(weights) and lean.LeanLlama(model).threads == 1
+    monkeypatch.setattr(omp, "CACHED_BYTES", weights - 1)
+    assert not omp.one_thread(weights) and lean.LeanLlama(model).threads == 0
+    monkeypatch.setattr(omp, "CACHED_BYTES", weights)
+    monkeypatch.setattr(search, "WAIT_POLICY", "")
+    assert not omp.one_thread(weights) and lean.LeanLlama(model).threads == 0
+    monkeypatch.setattr(search, "WAIT_POLICY", "PASSIVE")
+    fast, seen = lean.LeanLlama(model), []
+    layers = fast._layers
+    monkeypatch.setattr(fast, "_layers", lambda parts: seen.append(torch.get_num_threads())
+                        or layers(parts))
+    before = torch.get_num_threads()
+    cache = slab(model, 2, [3, 3], 0, room=1)
+    fast.forward_slab(torch.zeros(2, 1, dtype=torch.long), torch.full((2, 1), 3), cache,
+                      cache.attention_mask(1), 1, False)
+    assert seen == [1] and torch.get_num_threads() == before

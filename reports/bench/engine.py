@@ -54,6 +54,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# isort: off
+import search  # before torch: the project's OpenMP wait policy (search.WAIT_POLICY) holds here
+# isort: on
 import torch
 
 from problems import datasets
@@ -198,8 +201,6 @@ def resent_prefixes(root: Node) -> int:
 
 
 def run_workloads(engine: HFEngine, problem: Problem, seed: int) -> None:
-    import search
-
     print(f"\nsearch workloads on {engine.name} (as it ships), one GSM8K prompt, logprob scorer:")
     print(f"{'workload':22s} {'tokens':>6s} {'s':>7s} {'tok/s':>7s} {'prefilled':>9s} "
           f"{'re-sent':>8s} {'saved':>6s}")

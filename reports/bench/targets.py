@@ -131,9 +131,12 @@ def grid(limit: int, kv_dtype: str | None = None) -> list[str]:
     g, setup = tiny_arith(limit, kv_dtype)
     with tempfile.TemporaryDirectory() as tmp:
         r = compare("tiny-arith grid", g, Path(tmp), 16, **setup)
+    import search
+
     kv = f", KV in {kv_dtype}" if kv_dtype else ""
     return [f"tiny grid{kv}, concurrency 16 against 1 (aim >= 4x): {r['ratio']:.2f}x wall "
-            f"({r['c1']:.1f} s vs {r['cn']:.1f} s), rows identical: {r['identical']}"]
+            f"({r['c1']:.1f} s vs {r['cn']:.1f} s), rows identical: {r['identical']}; OpenMP "
+            f"wait policy {search.WAIT_POLICY or 'libgomp default (spin, then sleep)'}"]
 
 
 def grid_run(tree: Path, limit: int, concurrency: int = 16) -> dict[str, Any]:

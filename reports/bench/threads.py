@@ -1,6 +1,7 @@
 """A tiny-arith solve's time alone and beside a CPU-bound neighbour, per thread setting.
 
     python -m reports.bench.threads [--problems 3] [--repeats 3] [--neighbours 1]
+    python -m reports.bench.threads --sizes     # one thread against two, by model size
 
 Each setting runs in its own process (OpenMP reads its wait policy once, when torch loads):
   passive    the default (`import search` sets OMP_WAIT_POLICY=PASSIVE), torch's threads
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+SIZES = ((128, 6), (256, 8), (576, 8))  # random Llamas' (hidden, layers) for --sizes
 SETTINGS = {"passive": ({}, None), "active": ({"OMP_WAIT_POLICY": "ACTIVE"}, None),
             "1 thread": ({}, 1)}
 SPIN = "while True: pass"
@@ -48,6 +50,35 @@ def child(problems: int, repeats: int, threads: int | None) -> float:
 
     once()
     return min(once() for _ in range(repeats))
+
+
+def sizes(rows: tuple[int, ...] = (1, 4, 16, 64), tokens: int = 16) -> None:
+    """Per random Llama (SIZES) and rows a forward: seconds a decoded token on one intra-op
+    thread and on two, side by side (the fewest of two tries each), under this process's wait
+    policy, beside the weights' bytes against omp.CACHED_BYTES (what omp.one_thread reads)."""
+    import search
+    from reports.bench.kvbytes import engine, random_roots
+    from search.runtime.omp import CACHED_BYTES, threads_here
+
+    print(f"OpenMP wait policy {search.WAIT_POLICY or 'libgomp default'}; one thread up to "
+          f"{CACHED_BYTES >> 20} MB of weights")
+    for hidden, layers in SIZES:
+        eng = engine(vocab=512, hidden=hidden, layers=layers, heads=4, kv_heads=4)
+        eng.kv.forward.threads = 0  # (the count set around each call, not one_thread's)
+        roots = random_roots(eng, 1, 64)
+        eng.kv.ensure(roots, eng.session)
+        mb = sum(w.numel() * w.element_size() for w in eng.model.parameters()) / 2**20
+        for n in rows:
+            best = {}
+            for threads in (1, 2, 1, 2):
+                with threads_here(threads):
+                    start = time.perf_counter()
+                    eng.expand(roots, n, stop=None, max_tokens=tokens, seed=1)
+                    took = (time.perf_counter() - start) / tokens
+                best[threads] = min(best.get(threads, took), took)
+            print(f"hidden {hidden}, {layers} layers ({mb:.0f} MB), {n} rows: one thread "
+                  f"{best[1] * 1e3:.2f} ms a token, two {best[2] * 1e3:.2f} ms "
+                  f"({best[2] / best[1]:.2f}x)", flush=True)
 
 
 @contextmanager
@@ -80,9 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--neighbours", type=int, default=1, help="CPU-bound processes when busy")
     ap.add_argument("--settings", default=",".join(SETTINGS), help="which to run, in order")
+    ap.add_argument("--sizes", action="store_true",
+                    help="instead: one thread against two by model size and rows (in this process)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.sizes:
+        sizes()
+        return 0
     if args.child:
         print(json.dumps({"seconds": child(args.problems, args.repeats, args.threads)}))
         return 0

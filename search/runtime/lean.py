@@ -44,6 +44,7 @@ bf16 and fp32 on each device, merged Passes against separate ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ import torch.nn.functional as F
 from search.runtime import attention, scripted
 from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
+from search.runtime.omp import one_thread, threads_here
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
 from search.runtime.passes import flatten, per_pass
 
@@ -245,6 +247,9 @@ class LeanLlama:
         # whether the scheduler merges Passes of several calls into one forward (see __init__)
         self.merges = (not cpu or self.row_invariant and kernel_serves(self.norm)) \
             if merge is None else merge
+        # one intra-op thread a forward where sleeping workers cost more than they split
+        self.threads = 1 if cpu and one_thread(sum(
+            w.numel() * w.element_size() for w in model.parameters())) else 0
         # the scripted pieces' GEMMs (scripted.project, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
@@ -293,9 +298,14 @@ class LeanLlama:
         return self._forward([(p.input_ids, p.position_ids, p.cache, p.mask,
                                p.keep or 0, p.hidden) for p in passes])
 
-    @torch.inference_mode()
     def _forward(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
                                              torch.Tensor, int, bool]]) -> list[Output]:
+        with threads_here(self.threads) if self.threads else nullcontext():
+            return self._layers(parts)
+
+    @torch.inference_mode()
+    def _layers(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
+                                            torch.Tensor, int, bool]]) -> list[Output]:
         """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
         ids, pos = flatten([p[0] for p in parts]), flatten([p[1] for p in parts])  # [N] each

@@ -44,6 +44,8 @@ from contextlib import contextmanager
 from typing import Any
 
 _SOFT = 1  # omp_pause_soft: the pool's threads go; state for the next region is kept
+# weights a forward may read and still run on one thread where idle workers sleep (one_thread)
+CACHED_BYTES = 32 << 20
 
 
 @functools.cache
@@ -121,6 +123,19 @@ def threads_here(n: int) -> Iterator[None]:
         yield
     finally:
         set_threads_here(before)
+
+
+def one_thread(weight_bytes: int) -> bool:
+    """Whether a model whose forwards read `weight_bytes` of weights runs them on one thread:
+    where OpenMP's idle workers sleep (the passive policy, `search.WAIT_POLICY`) and the
+    weights fit the caches (CACHED_BYTES). Such a forward is dozens of short parallel regions,
+    and waking the sleeping worker for each costs more than the split saves; larger weights
+    stream from memory, where two cores pay (`python -m reports.bench.threads --sizes`, random
+    Llamas: at 4 MB two threads took 1.14-1.27x one's time a token, at 104 MB 0.64-0.96x). A
+    row's bits do not depend on the count on the lean forward, the only one that asks."""
+    import search
+
+    return search.WAIT_POLICY == "PASSIVE" and weight_bytes <= CACHED_BYTES
 
 
 def use_threads(n: int) -> None:
