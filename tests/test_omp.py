@@ -186,20 +186,19 @@ def test_a_small_model_runs_its_lean_forwards_on_one_thread_where_workers_sleep(
     """omp.one_thread: one intra-op thread a forward under the passive policy for weights that
     fit CACHED_BYTES; the caller's count (0) for larger weights or another policy. The forward
     runs on it and gives the caller its count back."""
-    import search
     from search.runtime import lean
     from tests.test_lean import prepared, slab
 
     model, _ = prepared()
     weights = sum(w.numel() * w.element_size() for w in model.parameters())
-    monkeypatch.setattr(search, "WAIT_POLICY", "PASSIVE")
+    monkeypatch.setattr(omp, "WAIT_POLICY", "PASSIVE")
     assert omp.one_thread(weights) and lean.LeanLlama(model).threads == 1
     monkeypatch.setattr(omp, "CACHED_BYTES", weights - 1)
     assert not omp.one_thread(weights) and lean.LeanLlama(model).threads == 0
     monkeypatch.setattr(omp, "CACHED_BYTES", weights)
-    monkeypatch.setattr(search, "WAIT_POLICY", "")
+    monkeypatch.setattr(omp, "WAIT_POLICY", "")
     assert not omp.one_thread(weights) and lean.LeanLlama(model).threads == 0
-    monkeypatch.setattr(search, "WAIT_POLICY", "PASSIVE")
+    monkeypatch.setattr(omp, "WAIT_POLICY", "PASSIVE")
     fast, seen = lean.LeanLlama(model), []
     layers = fast._layers
     monkeypatch.setattr(fast, "_layers", lambda parts: seen.append(torch.get_num_threads())

@@ -39,10 +39,19 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# OpenMP's idle threads sleep instead of spinning (set before torch loads its runtime, unless
+# the user chose): with the default "active" policy, spinning threads starve a CPU-bound
+# neighbour on a machine with few cores; results do not change (the module doc)
+_chosen = os.environ.get("OMP_WAIT_POLICY")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# the policy OpenMP runs under: the user's, else ours, unless torch loaded its runtime first
+WAIT_POLICY = (_chosen or ("" if "torch" in sys.modules else "PASSIVE")).upper()
 _SOFT = 1  # omp_pause_soft: the pool's threads go; state for the next region is kept
 # weights a forward may read and still run on one thread where idle workers sleep (one_thread)
 CACHED_BYTES = 32 << 20
@@ -127,15 +136,13 @@ def threads_here(n: int) -> Iterator[None]:
 
 def one_thread(weight_bytes: int) -> bool:
     """Whether a model whose forwards read `weight_bytes` of weights runs them on one thread:
-    where OpenMP's idle workers sleep (the passive policy, `search.WAIT_POLICY`) and the
+    where OpenMP's idle workers sleep (the passive policy, WAIT_POLICY) and the
     weights fit the caches (CACHED_BYTES). Such a forward is dozens of short parallel regions,
     and waking the sleeping worker for each costs more than the split saves; larger weights
     stream from memory, where two cores pay (`python -m reports.bench.threads --sizes`, random
     Llamas: at 4 MB two threads took 1.14-1.27x one's time a token, at 104 MB 0.64-0.96x). A
     row's bits do not depend on the count on the lean forward, the only one that asks."""
-    import search
-
-    return search.WAIT_POLICY == "PASSIVE" and weight_bytes <= CACHED_BYTES
+    return WAIT_POLICY == "PASSIVE" and weight_bytes <= CACHED_BYTES
 
 
 def use_threads(n: int) -> None:
