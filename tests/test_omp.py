@@ -190,7 +190,7 @@ def test_a_small_model_runs_its_lean_forwards_on_one_thread_where_workers_sleep(
     from tests.test_lean import prepared, slab
 
     model, _ = prepared()
-    weights = sum(w.numel() * w.element_size() for w in model.parameters())
+    weights = omp.weight_bytes(model)
     monkeypatch.setattr(omp, "WAIT_POLICY", "PASSIVE")
     assert omp.one_thread(weights) and lean.LeanLlama(model).threads == 1
     monkeypatch.setattr(omp, "CACHED_BYTES", weights - 1)

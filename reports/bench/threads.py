@@ -58,7 +58,7 @@ def sizes(rows: tuple[int, ...] = (1, 4, 16, 64), tokens: int = 16) -> None:
     policy, beside the weights' bytes against omp.CACHED_BYTES (what omp.one_thread reads)."""
     import search
     from reports.bench.kvbytes import engine, random_roots
-    from search.runtime.omp import CACHED_BYTES, threads_here
+    from search.runtime.omp import CACHED_BYTES, threads_here, weight_bytes
 
     print(f"OpenMP wait policy {search.WAIT_POLICY or 'libgomp default'}; one thread up to "
           f"{CACHED_BYTES >> 20} MB of weights")
@@ -67,7 +67,7 @@ def sizes(rows: tuple[int, ...] = (1, 4, 16, 64), tokens: int = 16) -> None:
         eng.kv.forward.threads = 0  # (the count set around each call, not one_thread's)
         roots = random_roots(eng, 1, 64)
         eng.kv.ensure(roots, eng.session)
-        mb = sum(w.numel() * w.element_size() for w in eng.model.parameters()) / 2**20
+        mb = weight_bytes(eng.model) / 2**20
         for n in rows:
             best = {}
             for threads in (1, 2, 1, 2):

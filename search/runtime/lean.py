@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from search.runtime import attention, scripted
 from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
-from search.runtime.omp import one_thread, threads_here
+from search.runtime.omp import one_thread, threads_here, weight_bytes
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
 from search.runtime.passes import flatten, per_pass
 
@@ -248,8 +248,7 @@ class LeanLlama:
         self.merges = (not cpu or self.row_invariant and kernel_serves(self.norm)) \
             if merge is None else merge
         # one intra-op thread a forward where sleeping workers cost more than they split
-        self.threads = 1 if cpu and one_thread(sum(
-            w.numel() * w.element_size() for w in model.parameters())) else 0
+        self.threads = 1 if cpu and one_thread(weight_bytes(model)) else 0
         # the scripted pieces' GEMMs (scripted.project, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's

@@ -134,15 +134,20 @@ def threads_here(n: int) -> Iterator[None]:
         set_threads_here(before)
 
 
-def one_thread(weight_bytes: int) -> bool:
-    """Whether a model whose forwards read `weight_bytes` of weights runs them on one thread:
+def weight_bytes(model: Any) -> int:
+    """Bytes of the model's parameters (what one_thread weighs)."""
+    return sum(w.numel() * w.element_size() for w in model.parameters())
+
+
+def one_thread(nbytes: int) -> bool:
+    """Whether a model whose forwards read `nbytes` of weights runs them on one thread:
     where OpenMP's idle workers sleep (the passive policy, WAIT_POLICY) and the
     weights fit the caches (CACHED_BYTES). Such a forward is dozens of short parallel regions,
     and waking the sleeping worker for each costs more than the split saves; larger weights
     stream from memory, where two cores pay (`python -m reports.bench.threads --sizes`, random
     Llamas: at 4 MB two threads took 1.14-1.27x one's time a token, at 104 MB 0.64-0.96x). A
     row's bits do not depend on the count on the lean forward, the only one that asks."""
-    return WAIT_POLICY == "PASSIVE" and weight_bytes <= CACHED_BYTES
+    return WAIT_POLICY == "PASSIVE" and nbytes <= CACHED_BYTES
 
 
 def use_threads(n: int) -> None:
