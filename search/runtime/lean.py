@@ -10,7 +10,7 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   position), and q and k are rotated together: x*cos + roll(x, d/2)*sin', where sin' is sin
   with its first half negated (so that roll(x)*sin' == rotate_half(x)*sin, exactly);
 - RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
-- the residual adds ride on the o_proj and down_proj GEMMs as oneDNN post-ops;
+- the residual adds follow the o_proj and down_proj GEMMs in place (packed.gemm_rows);
 - attention reads the slab directly, and the parts of the rows' paths where they live
   (kv.batch_cache): on the CPU in fp32 one kernel call a layer for every Pass
   (search.runtime.kernel); else per Pass, cascade attention over a shared prefix

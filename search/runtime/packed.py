@@ -46,7 +46,7 @@ PACK_HINT = 16  # the row count oneDNN tunes the packed layout for (a decode bat
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
                   in_features: int, residual: torch.Tensor | None = None) -> torch.Tensor:
     """(..., in) -> (rows, in) -> (rows, out) -> (..., out) on a oneDNN-packed weight;
-    residual (rows, out): added to the output inside the GEMM (oneDNN's binary post-op).
+    residual (rows, out): added to the output.
     A lone row runs as two where oneDNN would compute it apart (see the module doc)."""
     rows = x.reshape(-1, in_features).contiguous()
     lone = rows.shape[0] == 1 and not single_row_same(packed, bias, in_features,
@@ -70,10 +70,11 @@ def gemm_rows(rows: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Ten
 
 def _gemm(rows: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor],  # noqa: UP045
           residual: Optional[torch.Tensor]) -> torch.Tensor:  # noqa: UP045
-    if residual is None:
-        return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
-    # (the op's "binary" overload, chosen by its arguments: TorchScript cannot name it)
-    return torch.ops.mkldnn._linear_pointwise(rows, residual, packed, bias, "add")
+    out = torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "")
+    # the residual added after the GEMM, not by oneDNN's binary post-op: the same float32 sums
+    # (tests/test_packed.py), without the post-op's cost per call (~40 us at small shapes;
+    # with a bias, milliseconds: python -m reports.bench.residual)
+    return out if residual is None else out.add_(residual)
 
 
 _SINGLE: dict[tuple[int, int, bool, bool], bool] = {}  # (in, out, bias, residual) -> same?
