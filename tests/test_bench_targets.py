@@ -75,3 +75,26 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
     ms = layers.replay(forwards, repeats=1)
     assert set(ms) == {"whole", "no attention", "attention"}
     assert all(0 < v < float("inf") for v in ms.values())
+
+
+def test_grid_prints_the_median_pair_and_every_pair(monkeypatch):
+    """--grid-pairs N: the pair of median ratio (the lower one of an even count) is printed,
+    with each pair's ratio in run order; rows count as identical only if every pair's are."""
+    from reports.bench import eval as bench_eval
+
+    runs = iter([(3.9, 100.0, True), (4.3, 86.0, True), (4.1, 82.0, False)])
+
+    def fake_compare(name, grid, tmp, n, **setup):
+        ratio, c1, same = next(runs)
+        return {"ratio": ratio, "c1": c1, "cn": c1 / ratio, "identical": same}
+
+    monkeypatch.setattr(bench_eval, "tiny_arith", lambda limit, kv=None: (None, {}))
+    monkeypatch.setattr(bench_eval, "compare", fake_compare)
+    (line,) = targets.grid(4, pairs=3)
+    assert "aim >= 4x): 4.10x wall (82.0 s vs 20.0 s; median of 3 pairs: 3.90x, 4.30x, 4.10x)" \
+        in line
+    assert "rows identical: False" in line
+    runs = iter([(4.3, 86.0, True), (3.9, 78.0, True)])
+    (line,) = targets.grid(4, pairs=2)
+    assert "3.90x wall (78.0 s vs 20.0 s; median of 2 pairs: 4.30x, 3.90x), rows identical: " \
+        "True" in line

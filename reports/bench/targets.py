@@ -3,7 +3,7 @@
     python -m reports.bench.engine --targets [--parts bytes,depth,prefill,grid,old,serve,flash,
                                                      layers,lines]
                                              [--old PATH] [--tiny-limit 32] [--repeats 2]
-                                             [--kv-dtype float16]
+                                             [--kv-dtype float16] [--grid-pairs 1]
 
 bytes    KV bytes moved per forward against the new KV a forward writes (reports.bench.kvbytes:
          a random fp32 Llama, 64 rows, 32 tokens a row), over a whole expand and per step, for
@@ -17,7 +17,8 @@ prefill  prompt tokens the model computed: a first solve, a second on the same p
 grid     the tiny grid (reports.bench.eval: 32 tiny-arith problems, best_of_n / beam /
          particle_filter at widths 4 and 16, steps scorer) at concurrency 1 and 16 in one
          process: wall ratio (aim: >= 4x), rows identical; --kv-dtype float16: with the KV
-         in fp16 on both sides (HFConfig.kv_dtype).
+         in fp16 on both sides (HFConfig.kv_dtype); --grid-pairs N: N pairs in turn, the
+         median pair's ratio printed with every pair's (single runs drift +-10-15% here).
 old      the tiny grid at concurrency 16 with beam's duplicates="keep" on both sides, on this
          checkout and on --old (a worktree of the commit to compare with, e.g.
          `git worktree add ../old a5f086d`), each in a fresh process, in turns; the fewest
@@ -125,18 +126,24 @@ def prefill() -> list[str]:
             f"{p['other']}, once)"]
 
 
-def grid(limit: int, kv_dtype: str | None = None) -> list[str]:
+def grid(limit: int, kv_dtype: str | None = None, pairs: int = 1) -> list[str]:
+    """The tiny grid at concurrency 1, then 16, `pairs` times in one process: each pair's
+    ratio, and the median's (this machine's speed drifts between runs)."""
     from reports.bench.eval import compare, tiny_arith
 
     g, setup = tiny_arith(limit, kv_dtype)
     with tempfile.TemporaryDirectory() as tmp:
-        r = compare("tiny-arith grid", g, Path(tmp), 16, **setup)
+        runs = [compare("tiny-arith grid", g, Path(tmp), 16, **setup) for _ in range(pairs)]
     import search
 
+    r = sorted(runs, key=lambda x: x["ratio"])[(pairs - 1) // 2]  # the median (lower) pair
     kv = f", KV in {kv_dtype}" if kv_dtype else ""
+    each = f"; median of {pairs} pairs: " + ", ".join(f"{x['ratio']:.2f}x" for x in runs) \
+        if pairs > 1 else ""
     return [f"tiny grid{kv}, concurrency 16 against 1 (aim >= 4x): {r['ratio']:.2f}x wall "
-            f"({r['c1']:.1f} s vs {r['cn']:.1f} s), rows identical: {r['identical']}; OpenMP "
-            f"wait policy {search.WAIT_POLICY or 'libgomp default (spin, then sleep)'}"]
+            f"({r['c1']:.1f} s vs {r['cn']:.1f} s{each}), rows identical: "
+            f"{all(x['identical'] for x in runs)}; OpenMP wait policy "
+            f"{search.WAIT_POLICY or 'libgomp default (spin, then sleep)'}"]
 
 
 def grid_run(tree: Path, limit: int, concurrency: int = 16) -> dict[str, Any]:
@@ -227,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--old": dict(type=Path, default=None, help="a checkout of the commit to compare with"),
         "--tiny-limit": dict(type=int, default=32),
         "--repeats": dict(type=int, default=2),
+        "--grid-pairs": dict(type=int, default=1, help="grid: how many c1/c16 pairs (the "
+                             "median's ratio is printed, and each pair's)"),
         "--kv-dtype": dict(default=None, help="grid: the engine's HFConfig.kv_dtype (e.g. "
                            "float16; default: the weights' dtype)"),
     }, argv)
@@ -238,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("old: skipped (give --old PATH, a worktree of the commit to compare with)")
         parts.remove("old")
     run = {"bytes": kv_bytes, "depth": depth_bytes, "prefill": prefill,
-           "grid": lambda: grid(args.tiny_limit, args.kv_dtype),
+           "grid": lambda: grid(args.tiny_limit, args.kv_dtype, args.grid_pairs),
            "old": lambda: against_old(args.old, args.tiny_limit, args.repeats),
            "serve": serve, "lines": lines,
            "layers": lambda: layers_part(args.tiny_limit)}
