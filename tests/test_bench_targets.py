@@ -84,7 +84,11 @@ def test_grid_prints_the_median_pair_and_every_pair(monkeypatch):
 
     runs = iter([(3.9, 100.0, True), (4.3, 86.0, True), (4.1, 82.0, False)])
 
+    folders = []
+
     def fake_compare(name, grid, tmp, n, **setup):
+        assert tmp not in folders, "each pair in a fresh folder (a grid resumes its rows)"
+        folders.append(tmp)
         ratio, c1, same = next(runs)
         return {"ratio": ratio, "c1": c1, "cn": c1 / ratio, "identical": same}
 
@@ -95,6 +99,7 @@ def test_grid_prints_the_median_pair_and_every_pair(monkeypatch):
         in line
     assert "rows identical: False" in line
     runs = iter([(4.3, 86.0, True), (3.9, 78.0, True)])
+    folders.clear()
     (line,) = targets.grid(4, pairs=2)
     assert "3.90x wall (78.0 s vs 20.0 s; median of 2 pairs: 4.30x, 3.90x), rows identical: " \
         "True" in line

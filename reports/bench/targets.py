@@ -132,8 +132,10 @@ def grid(limit: int, kv_dtype: str | None = None, pairs: int = 1) -> list[str]:
     from reports.bench.eval import compare, tiny_arith
 
     g, setup = tiny_arith(limit, kv_dtype)
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = [compare("tiny-arith grid", g, Path(tmp), 16, **setup) for _ in range(pairs)]
+    runs = []
+    for _ in range(pairs):  # each in a fresh folder: a grid resumes the rows it finds
+        with tempfile.TemporaryDirectory() as tmp:
+            runs.append(compare("tiny-arith grid", g, Path(tmp), 16, **setup))
     import search
 
     r = sorted(runs, key=lambda x: x["ratio"])[(pairs - 1) // 2]  # the median (lower) pair
