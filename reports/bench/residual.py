@@ -19,6 +19,7 @@ from typing import Any
 # isort: off
 import search  # noqa: F401  # (the project's thread policy, before torch loads)
 import torch
+from search.runtime.packed import PACK_HINT, gemm_rows
 # isort: on
 
 SHAPES = ((128, 128, False), (384, 128, False), (576, 576, False), (1536, 576, False),
@@ -33,8 +34,6 @@ def fused(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r: torch.Ten
 
 def separate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r: torch.Tensor
              ) -> torch.Tensor:
-    from search.runtime.packed import gemm_rows
-
     return gemm_rows(x, w, b, r, False)
 
 
@@ -51,8 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--calls", type=int, default=300)
     args = ap.parse_args(argv)
-    from search.runtime.packed import PACK_HINT
-
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
     with torch.inference_mode():

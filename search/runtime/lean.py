@@ -91,10 +91,9 @@ class _Proj:
             self.packed, self.bias = first.fused.packed, first.fused.bias
         elif len(modules) == 1 and type(first) is PackedLinear:
             self.packed, self.bias = first.packed, first.bias
-        # (without, with a residual): whether oneDNN computes a lone row apart (packed.py)
-        self.lone = (False, False) if self.packed is None else tuple(
-            not single_row_same(self.packed, self.bias, self.packed.size(1), r)
-            for r in (False, True))
+        # whether oneDNN computes a lone row apart (packed.py)
+        self.lone = self.packed is not None and not single_row_same(self.packed, self.bias,
+                                                                     self.packed.size(1))
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if self.packed is not None:
@@ -117,7 +116,7 @@ class _Layer:
         """The packed weights, biases and lone-row flags of scripted.post's three GEMMs."""
         return ([p.packed for p in (self.o, self.gate_up, self.down)],  # type: ignore[misc]
                 [p.bias for p in (self.o, self.gate_up, self.down)],
-                [self.o.lone[1], self.gate_up.lone[0], self.down.lone[1]])
+                [self.o.lone, self.gate_up.lone, self.down.lone])
 
 
 # the same block as Llama's (Qwen2: with q/k/v biases), where every layer attends to all
@@ -252,7 +251,7 @@ class LeanLlama:
         # the scripted pieces' GEMMs (scripted.project, post), where every projection is packed
         self.posts = [la.post() for la in self.layers] if self.row_invariant else []
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
-        self.weights = tuple(map(list, zip(*[(la.norm1, la.qkv.packed, la.qkv.bias, la.qkv.lone[0],
+        self.weights = tuple(map(list, zip(*[(la.norm1, la.qkv.packed, la.qkv.bias, la.qkv.lone,
                                               la.norm2, *post)
                                              for la, post in zip(self.layers, self.posts)])))
 
