@@ -50,6 +50,11 @@ def test_unknown_parts_are_refused(capsys):
     assert "unknown parts ['speed']" in capsys.readouterr().err
 
 
+def test_a_grid_of_no_pairs_is_refused(capsys):
+    assert targets.main(["--parts", "grid", "--grid-pairs", "0"]) == 2
+    assert "--grid-pairs must be at least 1, got 0" in capsys.readouterr().err
+
+
 def test_old_without_a_checkout_is_skipped_not_guessed(capsys, monkeypatch):
     monkeypatch.setattr(targets, "lines", lambda: ["counted"])
     assert targets.main(["--parts", "old,lines"]) == 0

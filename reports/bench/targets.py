@@ -245,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown := sorted(set(parts) - set(PARTS)):
         print(f"unknown parts {unknown}: choose from {', '.join(PARTS)}", file=sys.stderr)
         return 2
+    if args.grid_pairs < 1:
+        print(f"--grid-pairs must be at least 1, got {args.grid_pairs}", file=sys.stderr)
+        return 2
     if "old" in parts and args.old is None:
         print("old: skipped (give --old PATH, a worktree of the commit to compare with)")
         parts.remove("old")
