@@ -1,61 +1,37 @@
-"""One `expand` call's decoding for the transformers engine (search.engines.hf.engine): what the
-loop reads of the engine (`DecodeState`), the one rule that ends a step (`StopRule`), and the
-one loop (`Decoder`). Each pass of the loop picks the active rows, gets each row's draft
-(none without speculation, or where it gives way), runs one forward over the rows' last
-token and their drafts, accepts tokens (plain sampling accepts no draft token, only the
-model's own next token: the bonus), appends them and retires the rows whose step stopped.
+"""One `expand` call's decoding for the transformers engine (search.engines.hf.engine): the
+one rule that ends a step (`StopRule`), and the one loop (`Decoder`), which reads the engine
+(the calling search's view of it: its KV tree, meter, tokenizer and limits). Each pass of
+the loop picks the active rows, gets each row's draft (none without speculation, or where it
+gives way), runs one forward over the rows' last token and their drafts, accepts tokens
+(plain sampling accepts no draft token, only the model's own next token: the bonus), appends
+them and retires the rows whose step stopped.
 Speculation (search.engines.hf.spec) is the drafting policy and the verification of drafts.
 """
 
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from search.budget import Meter
 from search.engines.base import budget_child
 from search.engines.hf.spec import Drafting, Speculation, squeeze, verify
 from search.runtime.kv import Segment, SlabCache
-from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job, Pass
 from search.runtime.sampling import Draw, draw
 from search.runtime.transfer import readback, upload
-from search.session import Session
 from search.types import Node, Step
+
+if TYPE_CHECKING:
+    from search.engines.hf.engine import HFEngine
 
 
 def unique(nodes: Sequence[Node]) -> list[Node]:
     """The nodes without repeats (by id), in first-seen order."""
     return list({node.id: node for node in nodes}.values())
-
-
-@dataclass(frozen=True)
-class DecodeState:
-    """What the decoding loop reads of the engine, fixed for one `expand` call (the engine
-    builds it per call: HFEngine.decode_state)."""
-
-    kv: KVTree  # the engine's KV tree: segments in, children's segments out, the forwards
-    session: Session  # the calling search's: its meter is charged, its KV scope holds the children
-    n_params: int  # FLOPs of a fed token: 2 x this
-    eos_ids: frozenset[int]
-    max_length: int  # the context length: a step ends where its path reaches it
-    decode: Callable[[Sequence[int]], str]  # a step's text (special tokens skipped)
-    stop_text: Callable[[Sequence[int]], str]  # text with special tokens kept (stop strings)
-    # child -> [hidden] final state its last token was predicted from (kv.keep_hidden)
-    features: weakref.WeakKeyDictionary[Node, torch.Tensor]
-
-    @property
-    def device(self) -> torch.device:
-        return self.kv.device
-
-    @property
-    def meter(self) -> Meter:
-        return self.session.meter
 
 
 @dataclass(frozen=True)
@@ -118,13 +94,20 @@ class Decoder:
     values. Index tensors go up asynchronously (transfer.upload).
     """
 
-    def __init__(self, state: DecodeState, rows: list[Node], stop: tuple[str, ...],
+    def __init__(self, eng: HFEngine, rows: list[Node], stop: tuple[str, ...],
                  max_tokens: int, temperature: float, top_p: float, seed: int,
                  spec: Speculation | None = None) -> None:
-        self.s, self.rows = state, rows
-        self.rule = StopRule(state.eos_ids, stop, max_tokens, state.max_length, state.stop_text)
+        self.eng, self.rows = eng, rows  # eng: the calling search's view of the engine
+        # stop strings are sought in text with special tokens kept: a fast tokenizer's own
+        # decode (one call per row: `decode_batch` hands rows to a thread pool, whose
+        # start-up costs more than a stop window's decode, and whose threads take cores from
+        # the model's), else the engine's, told to keep special tokens
+        backend = getattr(eng.tokenizer, "backend_tokenizer", None)
+        self.rule = StopRule(eng.eos_ids, stop, max_tokens, eng.max_length,
+                             (lambda ids: eng.decode(ids, skip_special=False)) if backend is None
+                             else lambda ids: backend.decode(ids, skip_special_tokens=False))
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
-        self.gen = torch.Generator(device=state.device).manual_seed(seed)
+        self.gen = torch.Generator(device=eng.device).manual_seed(seed)
         self.toks: list[list[int]] = [[] for _ in rows]
         self.lps: list[list[float]] = [[] for _ in rows]
         self.cols: list[list[int]] = [[] for _ in rows]
@@ -132,24 +115,24 @@ class Decoder:
 
     def left(self, r: int) -> int:
         """Tokens row r may still sample in this step."""
-        return min(self.max_tokens, self.s.max_length - self.rows[r].n_tokens) - len(self.toks[r])
+        return min(self.max_tokens, self.eng.max_length - self.rows[r].n_tokens) - len(self.toks[r])
 
     def run(self) -> Job[list[Node]]:
         # (a job: its scheduler runs every step of it in inference mode, passes.drive and
         # the lanes; a decorator would enter and leave it again at every token)
-        s, rows = self.s, self.rows
-        parts = {n.id: s.kv.path_parts(n) for n in unique(rows)}
-        room = max(1, max(min(self.max_tokens, s.max_length - n.n_tokens) for n in rows))
+        eng, rows = self.eng, self.rows
+        parts = {n.id: eng.kv.path_parts(n) for n in unique(rows)}
+        room = max(1, max(min(self.max_tokens, eng.max_length - n.n_tokens) for n in rows))
         slack = self.drafting.slack if self.drafting else 0  # one pass of rejected drafts
-        self.cache: SlabCache = s.kv.batch([parts[n.id] for n in rows], room + slack)
+        self.cache: SlabCache = eng.kv.batch([parts[n.id] for n in rows], room + slack)
         self.P = self.cache.length
-        self.segs: list[Any] = [s.kv.get(n) for n in rows]  # complete: ensured by the caller
+        self.segs: list[Any] = [eng.kv.get(n) for n in rows]  # complete: ensured by the caller
         logits = torch.stack([g.logits for g in self.segs])  # [B, V]
         # (read once: another search may turn keep_hidden on meanwhile, see KVTree.pass_for)
         hidden = [g.hidden for g in self.segs]
-        self.hidden = s.kv.keep_hidden and None not in hidden
+        self.hidden = eng.kv.keep_hidden and None not in hidden
         self.last = torch.stack(hidden) if self.hidden else None  # [B, hidden]
-        self.at = upload([[n.n_tokens] for n in rows], s.device)  # the first token's position
+        self.at = upload([[n.n_tokens] for n in rows], eng.device)  # the first token's position
         if self.drafting:
             self.drafting.start(logits)
         out: list[Node | None] = [None] * len(rows)
@@ -169,7 +152,8 @@ class Decoder:
                 break
             if len(keep) < len(active):
                 active = self._compact(active, keep)
-            if s.meter.refuse_forward(2.0 * s.n_params * len(active)):  # FLOPs or seconds: stop here
+            # FLOPs or seconds: stop here
+            if eng.meter.refuse_forward(2.0 * eng.n_params * len(active)):
                 for b, r in enumerate(active):
                     out[r] = self._retire(b, r, "budget")
                 break
@@ -201,7 +185,8 @@ class Decoder:
                     break
             ends.append((len(t) - sizes[b], why))
         want = sum(m for m, _ in ends)
-        room = self.s.meter.token_room(want)
+        # the tokens kept: all, or the room left (at most want), handed out in row order
+        kept = room = self.eng.meter.token_room(want)
         if room < want:
             for b in sorted(range(len(active)), key=active.__getitem__):
                 m = min(ends[b][0], room)
@@ -209,14 +194,12 @@ class Decoder:
                 ends[b] = (m, "budget")
             for b, r in enumerate(active):
                 del self.toks[r][sizes[b] + ends[b][0]:]
-        kept = 0
         for b, r in enumerate(active):
             m = ends[b][0]
             self.lps[r].extend(new_lp[b][:m])
-            kept += m
             if self.drafting and m:
                 self.drafting.add(r, sizes[b], new[b][:m])
-        self.s.meter.charge_model(generated=kept, passes=0)
+        self.eng.meter.charge_model(generated=kept, passes=0)
         if self.drafting:
             self.drafting.stats.emitted += kept
         return ends
@@ -234,7 +217,7 @@ class Decoder:
     def _compact(self, active: list[int], keep: list[int]) -> list[int]:
         """Keep the slots in `keep` (the cache's rows and the per-slot tensors)."""
         order = self.cache.keep(keep)
-        sel = upload(order, self.s.device)
+        sel = upload(order, self.eng.device)
         self.tok, self.at = self.tok[sel], self.at[sel]
         if self.last is not None:
             self.last = self.last[sel]
@@ -244,7 +227,7 @@ class Decoder:
         """One forward: each row's latest token and its draft (none: one token), then the
         accepted tokens -> per slot the tokens it emits, their logprobs, and (keep_hidden)
         the states they were predicted from [A, m, hidden]."""
-        s, cache, A = self.s, self.cache, len(active)
+        eng, cache, A = self.eng, self.cache, len(active)
         trees = self.drafting.drafts(active) if self.drafting else None
         q = 1 + max(map(len, trees)) if trees else 1
         if cache.length + q > cache.capacity:  # (only with drafts: rejected columns fill it)
@@ -254,11 +237,11 @@ class Decoder:
         n = cache.length
         last = [self.toks[r][-1] for r in active] if self.drafting else []
         if q == 1:
-            p: Pass = s.kv.pass_for(self.tok, self.at, cache, cache.attention_mask(1), 1,
-                                    self.hidden)
+            p: Pass = eng.kv.pass_for(self.tok, self.at, cache, cache.attention_mask(1), 1,
+                                      self.hidden)
             p.draw = self._draw(active)
             res = yield p
-            s.meter.charge_model(flops=2.0 * s.n_params * A)
+            eng.meter.charge_model(flops=2.0 * eng.n_params * A)
             self.tok, self.at, out = res.tokens, self.at + 1, res.out
             emits, lps, paths = res.emits, res.lps, [[0]] * A
             hid = out.hidden_states[-1].float() if self.hidden else None
@@ -267,8 +250,8 @@ class Decoder:
         else:
             assert trees is not None
             emits, lps, paths, out, hid = yield from verify(self, active, trees, q)
-            self.tok = upload([e[-1:] for e in emits], s.device)
-            self.at = self.at + upload([[len(e)] for e in emits], s.device)
+            self.tok = upload([e[-1:] for e in emits], eng.device)
+            self.at = self.at + upload([[len(e)] for e in emits], eng.device)
         if self.drafting:
             assert trees is not None
             self.drafting.observe(active, last, trees, emits, paths, out.logits.float())
@@ -282,21 +265,21 @@ class Decoder:
         if not toks:
             seg = self.segs[r]
             child = budget_child(parent)
-            self.s.kv.put(child, Segment(kv=self.cache.take(b, self.P, self.P), n=0,
-                                         logits=seg.logits, hidden=seg.hidden),
-                          self.s.session.kv)
+            self.eng.kv.put(child, Segment(kv=self.cache.take(b, self.P, self.P), n=0,
+                                           logits=seg.logits, hidden=seg.hidden),
+                            self.eng.session.kv)
             if seg.hidden is not None:
-                self.s.features[child] = seg.hidden.clone()
+                self.eng.step_features[child] = seg.hidden.clone()
             return child
         c = len(toks) - 1
-        step = Step(self.s.decode(toks), tuple(toks), tuple(self.lps[r]), why)
+        step = Step(self.eng.decode(toks), tuple(toks), tuple(self.lps[r]), why)
         child = Node(parent=parent, step=step)
         # the KV of its step's tokens but the last, with a column to spare where the last
         # is written when the child is expanded (a budget's child ends its path: none)
-        self.s.kv.put(child, Segment.spare(self._columns(b, r, c, int(why != "budget")), c),
-                      self.s.session.kv)
+        self.eng.kv.put(child, Segment.spare(self._columns(b, r, c, int(why != "budget")), c),
+                        self.eng.session.kv)
         if self.last is not None:
-            self.s.features[child] = self.last[b].clone()
+            self.eng.step_features[child] = self.last[b].clone()
         if self.drafting:
             self.drafting.drafter.seen.add(child.id)  # its tokens were counted as they came
         return child
@@ -307,16 +290,4 @@ class Decoder:
         cols, P = self.cols[r][:c], self.P
         if not self.drafting or cols == list(range(P, P + c)):
             return self.cache.take(b, P, P + c, spare)
-        return self.cache.buf[:, :, b].index_select(3, upload(cols, self.s.device))
-
-
-def stop_decoder(tokenizer: Any, decode: Callable[[Sequence[int]], str]
-                 ) -> Callable[[Sequence[int]], str]:
-    """token ids -> text with special tokens kept, for stop-string checks: a fast tokenizer's
-    own decode (one call per row: `decode_batch` hands rows to a thread pool, whose
-    start-up costs more than a stop window's decode, and whose threads take cores from
-    the model's), else `decode` (the engine's, told to keep special tokens)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        return lambda ids: backend.decode(ids, skip_special_tokens=False)
-    return decode
+        return self.cache.buf[:, :, b].index_select(3, upload(cols, self.eng.device))

@@ -128,8 +128,7 @@ class Drafter:
             stack.extend((child, tail) for child in node.children)
 
     def recycle(self, fed: Sequence[int], candidates: Sequence[Sequence[int]]) -> None:
-        for token, cands in zip(fed, candidates):
-            self.recycled[token] = tuple(cands)
+        self.recycled.update(zip(fed, map(tuple, candidates)))
 
     # -- chains -------------------------------------------------------------------------
     def _next(self, ctx: list[int]) -> int | None:

@@ -45,7 +45,7 @@ import torch
 from search.budget import BudgetReached
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand
 from search.engines.hf.config import HFConfig
-from search.engines.hf.decode import Decoder, DecodeState, stop_decoder, unique
+from search.engines.hf.decode import Decoder, unique
 from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
@@ -101,7 +101,14 @@ class HFEngine(Bindable):
         self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
-        self.kv.kv_dtype = self._kv_dtype(cfg)  # (before the layout is first read)
+        # cfg.kv_dtype where it differs from the weights' (float16 beside fp32 on the CPU),
+        # refused where no forward of this engine reads it (before the layout is first read)
+        self.kv.kv_dtype = kv = kv_dtype(cfg.kv_dtype, next(self.model.parameters()).dtype,
+                                         self.device.type)
+        if kv is not None and (self.forward_note or not kernel.available()):
+            raise ValueError(f"kv_dtype={cfg.kv_dtype!r} is read only by the CPU attention "
+                             "kernel on the lean forward, which this engine does not run ("
+                             f"{self.forward_note or 'the kernel is not built here'})")
         # parts of paths read where they live (kv.batch_cache): the lean forward's only
         self.kv.tree = (cfg.tree_attention and not self.forward_note
                         and cfg.share_prefix > 0 and self.kv.layout.cascade)
@@ -119,18 +126,6 @@ class HFEngine(Bindable):
         self.spec = cfg.spec
         self.drafter = Drafter(self.spec) if self.spec is not None else None
         self.spec_stats = SpecStats()
-
-    def _kv_dtype(self, cfg: HFConfig) -> torch.dtype | None:
-        """cfg.kv_dtype where it differs from the weights' (float16 beside fp32 on the CPU),
-        refused where no forward of this engine reads it."""
-        if cfg.kv_dtype is None:
-            return None
-        kv = kv_dtype(cfg.kv_dtype, next(self.model.parameters()).dtype, self.device.type)
-        if kv is not None and (self.forward_note or not kernel.available()):
-            raise ValueError(f"kv_dtype={cfg.kv_dtype!r} is read only by the CPU attention "
-                             "kernel on the lean forward, which this engine does not run ("
-                             f"{self.forward_note or 'the kernel is not built here'})")
-        return kv
 
     def record_features(self) -> None:
         """The public switch a scorer that reads step features (the value head) turns on:
@@ -232,25 +227,17 @@ class HFEngine(Bindable):
     def _expand(self, nodes: list[Node], rows: list[Node], n: int, stop: tuple[str, ...],
                 max_tokens: int, temperature: float, top_p: float, seed: int
                 ) -> Job[list[list[Node]]]:
-        state = self.decode_state()
         with self.kv.store.pinned(nodes):  # the rows' paths stay while they decode
             try:
-                yield from self.kv.ensure_job(unique(nodes), state.session)
+                yield from self.kv.ensure_job(unique(nodes), self.session)
             except BudgetReached:  # no forward fits the budget: every row ends before its first token
                 return [[budget_child(node) for _ in range(n)] for node in nodes]
             # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
             spec = None if self.drafter is None or self.spec is None or \
                 self.kv.layout.mask == "2d" else Speculation(self.spec, self.drafter, self.spec_stats)
-            children = yield from Decoder(state, rows, stop, max_tokens, temperature, top_p, seed,
+            children = yield from Decoder(self, rows, stop, max_tokens, temperature, top_p, seed,
                                           spec=spec).run()
         return [children[i * n:(i + 1) * n] for i in range(len(nodes))]
-
-    def decode_state(self) -> DecodeState:
-        """What one call's decoding loop reads of the engine (this view's session)."""
-        return DecodeState(
-            kv=self.kv, session=self.session, n_params=self.n_params, eos_ids=self.eos_ids,
-            max_length=self.max_length, decode=self.decode, features=self.step_features,
-            stop_text=stop_decoder(self.tokenizer, lambda ids: self.decode(ids, skip_special=False)))
 
     def _cost(self, rows: Sequence[Node], room: int) -> int:
         """Bytes of batch cache a call over these rows may hold (no prefix shared)."""
@@ -303,10 +290,8 @@ class HFEngine(Bindable):
                     self.meter.charge_model(generated=count, passes=0)
                 for i, p, kv_new, lg in zip(idx, parents, new, logits):
                     ids = ids_list[i]
-                    seg = self.kv.get(p)
-                    assert seg is not None and seg.logits is not None
                     # token 0 is predicted by the parent's logits, token j by position j-1
-                    prev = torch.cat([seg.logits[None], lg[:-1]], dim=0)
+                    prev = torch.cat([self._logits(p)[None], lg[:-1]], dim=0)
                     lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
                     reason = "budget" if len(ids) < full[i] else \
                         "eos" if ids[-1] in self.eos_ids else "forced"
@@ -341,12 +326,13 @@ class HFEngine(Bindable):
             yield from self.kv.ensure_job(unique(nodes), self.session)
         except BudgetReached:
             return [cut() for _ in nodes]
-        out = []
-        for node in nodes:
-            seg = self.kv.get(node)
-            assert seg is not None and seg.logits is not None
-            out.append(read(torch.log_softmax(seg.logits, -1)))
-        return out
+        return [read(torch.log_softmax(self._logits(node), -1)) for node in nodes]
+
+    def _logits(self, node: Node) -> torch.Tensor:
+        """A complete node's next-token logits [V] (its segment's)."""
+        seg = self.kv.get(node)
+        assert seg is not None and seg.logits is not None
+        return seg.logits
 
     @property
     def cached_tokens(self) -> int:

@@ -67,7 +67,6 @@ class SpecStats:
     """Counters over an engine's speculative `expand` calls (engine.spec_stats)."""
 
     passes: int = 0  # decoder forwards (with or without drafts)
-    fed: int = 0  # tokens through those forwards: rows x q, rejected drafts and padding included
     widest: int = 0  # most tokens fed in one pass
     verified: int = 0  # row-passes that verified a draft of >= 1 token
     drafted: int = 0  # draft tokens (tree nodes) verified
@@ -161,13 +160,11 @@ class Drafting:
             for b in sorted(range(A), key=active.__getitem__):
                 self.drafter.recycle([last[b], *trees[b].tokens], cands[b])
                 self.drafter.recycle([last[b], *emits[b][:-1]], [cands[b][c] for c in paths[b]])
-        for b, r in enumerate(active):
-            p, t = paths[b], trees[b]
-            if len(t) and not cfg.tree:
-                a = len(p) - 1
-                self.klen[r] = min(cfg.max_draft, self.klen[r] + 2) if a == len(t) else max(1, self.klen[r] - 1)
+        for r, p, t in zip(active, paths, trees):
+            if len(t) and not cfg.tree:  # a chain: every draft token accepted (p: root too)?
+                k = self.klen[r]
+                self.klen[r] = min(cfg.max_draft, k + 2) if len(p) - 1 == len(t) else max(1, k - 1)
         stats.passes += 1
-        stats.fed += A * q
         stats.widest = max(stats.widest, A * q)
         stats.verified += sum(1 for t in trees if len(t))
         stats.drafted += sum(len(t) for t in trees)
@@ -196,16 +193,16 @@ def verify(dec: Decoder, active: list[int], trees: list[DraftTree], q: int
     acceptance walks: per slot the tokens it emits, their logprobs, its accepted columns
     (0, its last token, first), the forward's output, and (keep_hidden) the states the
     emitted tokens were predicted from [A, m, h]."""
-    s, cache, dev = dec.s, dec.cache, dec.s.device
+    eng, cache, dev = dec.eng, dec.cache, dec.eng.device
     A, n = len(active), cache.length
     last = [dec.toks[r][-1] for r in active]
     pad = [q - 1 - len(t) for t in trees]
     # [A, q]: padding repeats the last token, never accepted
     ids = upload([[x, *t.tokens, *[x] * k] for x, t, k in zip(last, trees, pad)], dev)
     depth = upload([[0, *t.depth, *[0] * k] for t, k in zip(trees, pad)], dev)
-    res = yield s.kv.pass_for(ids, dec.at + depth, cache, tree_mask(cache, trees, q), q,
-                              dec.hidden)
-    s.meter.charge_model(flops=2.0 * s.n_params * A * q)
+    res = yield eng.kv.pass_for(ids, dec.at + depth, cache, tree_mask(cache, trees, q), q,
+                                dec.hidden)
+    eng.meter.charge_model(flops=2.0 * eng.n_params * A * q)
     logits = res.logits.float()  # [A, q, V]
     paths, final = _accept(dec, logits, trees, ids, active)
     # emitted: the accepted nodes' tokens, then the model's token after the last one
@@ -274,7 +271,7 @@ def squeeze(dec: Decoder, active: list[int]) -> None:
     for b, r in enumerate(active):
         c = len(dec.cols[r])
         if dec.cols[r] != list(range(P, P + c)):
-            idx = upload(dec.cols[r], dec.s.device)
+            idx = upload(dec.cols[r], dec.eng.device)
             cache.buf[:, :, b, :, P:P + c] = cache.buf[:, :, b].index_select(3, idx)
             dec.cols[r] = list(range(P, P + c))
         cache.valid[b, P:P + c] = True
