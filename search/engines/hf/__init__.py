@@ -1,7 +1,7 @@
 """The transformers engine (`HFEngine`, engine.py) and what only it uses, one module each:
 
   config.py     HFConfig and SpecConfig: every option, its rules checked in one place
-  decode.py     one call's decoding: DecodeState, the stop rule, the plain loop
+  decode.py     one call's decoding: the stop rule, the one loop (plain and speculative)
   spec.py       speculative decoding (drafter.py: its model-free drafts)
 
 The torch machinery it shares with model-based scorers (KV tree, caches, attention, packed

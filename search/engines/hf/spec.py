@@ -102,20 +102,17 @@ class Drafting:
     def __init__(self, spec: Speculation, dec: Decoder) -> None:
         self.cfg, self.drafter, self.stats, self.dec = spec.config, spec.drafter, spec.stats, dec
         self.klen = [self.cfg.first_draft] * len(dec.rows)
-        self.tails: dict[int, list[int]] = {}
-
-    @property
-    def slack(self) -> int:
-        """Batch-cache columns beyond the step's room: one pass of rejected drafts (`squeeze`
-        reclaims older ones)."""
-        return max(self.cfg.max_draft, self.cfg.tree) + 1
+        # batch-cache columns beyond the step's room: one pass of rejected drafts (`squeeze`
+        # reclaims older ones)
+        self.slack = max(self.cfg.max_draft, self.cfg.tree) + 1
 
     def start(self, logits: torch.Tensor) -> None:
         """Count the rows' trees; recycle the top-k of their stored logits [B, V]."""
         rows = self.dec.rows
         self.drafter.add_trees(rows)
-        self.tails = {n.id: n.token_ids()[-self.drafter.span:]
-                      for n in {n.id: n for n in rows}.values()}
+        # node id -> its path's last tokens (the drafter's context before its step)
+        self.tails: dict[int, list[int]] = {n.id: n.token_ids()[-self.drafter.span:]
+                                            for n in {n.id: n for n in rows}.values()}
         if self.cfg.recycle_k:
             self.drafter.recycle([self.tails[n.id][-1] for n in rows],
                                  logits.topk(min(self.cfg.recycle_k, logits.shape[-1])).indices.tolist())
