@@ -119,22 +119,20 @@ def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tenso
     readers, readers[k] their slots [b] long, empty where every row reads it) -> [B, KV,
     gq, d] float32: each weighted by exp(lse - top), top the row's largest lse."""
     top = own_lse
-    for k in range(len(outs)):
-        rows = readers[k]
+    for lse, rows in zip(lses, readers):
         if rows.numel() == 0:
-            top = torch.maximum(top, lses[k])
+            top = torch.maximum(top, lse)
         else:
-            top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lses[k]))
+            top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lse))
     w = (own_lse - top).exp_().unsqueeze(-1)
     num, den = own * w, w
-    for k in range(len(outs)):
-        rows = readers[k]
+    for out, lse, rows in zip(outs, lses, readers):
         if rows.numel() == 0:
-            wk = (lses[k] - top).exp_().unsqueeze(-1)
-            num, den = num.addcmul(outs[k], wk), den + wk
+            wk = (lse - top).exp_().unsqueeze(-1)
+            num, den = num.addcmul(out, wk), den + wk
         else:
-            wk = (lses[k] - top.index_select(0, rows)).exp_().unsqueeze(-1)
-            num, den = num.index_add(0, rows, outs[k] * wk), den.index_add(0, rows, wk)
+            wk = (lse - top.index_select(0, rows)).exp_().unsqueeze(-1)
+            num, den = num.index_add(0, rows, out * wk), den.index_add(0, rows, wk)
     return num / den
 
 

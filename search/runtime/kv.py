@@ -95,9 +95,8 @@ class KVLayout:
             getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
         mask = "2d" if sliding else {"sdpa": "bool", attention.NAME: "bool",
                                      "eager": "additive"}.get(impl, "2d")
-        kv_dtype: torch.dtype = dtype or next(model.parameters()).dtype
         return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,
-                        head_dim, kv_dtype, device, mask,
+                        head_dim, dtype or next(model.parameters()).dtype, device, mask,
                         cascade=impl == attention.NAME and mask == "bool")
 
 
