@@ -299,9 +299,9 @@ class LeanLlama:
         spans = [(B, q, at) for (B, q), at in zip(shapes, starts)]  # per part: (B, q, first)
         plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
         kernel = kernel_serves(x)
-        # per Pass: rows, query tokens, slab, columns before
-        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.cache.buf for pt in plan],
-                [pt.n for pt in plan])
+        # per Pass: rows, query tokens, columns before, slab (the kernel's order)
+        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
+                [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
         if kernel:
             reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
@@ -320,8 +320,7 @@ class LeanLlama:
                                            cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
                                            [pt.new(li) for pt in plan])
             if kernel:
-                whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, each[0], each[1],
-                                             each[3], each[2], *reads)
+                whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
             else:  # (another device or dtype, or no kernel built: each Pass alone)
                 whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
                                    for i, pt in enumerate(plan)])
