@@ -87,40 +87,29 @@ def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     """Attention of query (B, H, q, d) over its row's own columns key/value (B, KV, T, d)
     under bias (B, 1, g*q, T) (group_bias) and the parts it reads where they live -> (B, q,
     H, d) in query's dtype. parts: (keys, values (KV, S, d), the rows reading it [k] long or
-    None for all); a part is visible to every query token. One attention call per part with
-    its readers' queries stacked (a part's keys read once for all of them), merged by
-    merge_parts."""
+    None for all); a part is visible to every query token. One lse_attention call per part
+    with its readers' queries stacked (a part's keys read once for all of them), merged with
+    the rows' attention over their own columns by merge_parts."""
     B, H, q, d = query.shape
-    qs, stacked = stack_queries(query, key.shape[1])  # [B, KV, gq, d], [KV, B*gq, d]
+    KV = key.shape[1]
+    qs, stacked = stack_queries(query, KV)  # [B, KV, gq, d], [KV, B*gq, d]
     own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
+    gq = qs.shape[2]
     everyone = qs.new_empty(0, dtype=torch.long)
-    out = attend_parts(qs, stacked[None], own, own_lse, [k[None] for k, _, _ in parts],
-                       [v[None] for _, v, _ in parts],
-                       [everyone if rows is None else rows for _, _, rows in parts], scale)
-    return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2)
-
-
-def attend_parts(qs: torch.Tensor, stacked: torch.Tensor, own: torch.Tensor,
-                 own_lse: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor],
-                 readers: list[torch.Tensor], scale: float) -> torch.Tensor:
-    """Rows' queries qs [B, KV, gq, d] (stacked [1, KV, B*gq, d]: every row's, as
-    stack_queries) over the parts they read where they live (keys[k], values[k] [1, KV, S,
-    d]; readers[k] the slots reading part k [b] long, empty: every row), one lse_attention
-    call per part with its readers' queries stacked (a part's keys read once for all of
-    them), merged with the rows' attention over their own columns (own [B, KV, gq, d],
-    own_lse [B, KV, gq]) by merge_parts -> [B, KV, gq, d] float32."""
-    KV, gq, d = qs.shape[1], qs.shape[2], qs.shape[3]
     outs: list[torch.Tensor] = []
     lses: list[torch.Tensor] = []
-    for k in range(len(keys)):
-        who = readers[k]
-        sq = stacked if who.numel() == 0 else \
+    readers: list[torch.Tensor] = []  # per part its readers' slots [b] long, empty: every row
+    for keys, values, rows in parts:
+        who = everyone if rows is None else rows
+        sq = stacked[None] if who.numel() == 0 else \
             qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)
-        o, lse = lse_attention(sq, keys[k], values[k], None, scale)
+        o, lse = lse_attention(sq, keys[None], values[None], None, scale)
         b = sq.shape[2] // gq
         outs.append(o.view(KV, b, gq, d).transpose(0, 1))
         lses.append(lse.view(KV, b, gq).transpose(0, 1))
-    return merge_parts(own, own_lse, outs, lses, readers)
+        readers.append(who)
+    out = merge_parts(own, own_lse, outs, lses, readers)
+    return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2)
 
 
 def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tensor],
@@ -130,22 +119,20 @@ def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tenso
     readers, readers[k] their slots [b] long, empty where every row reads it) -> [B, KV,
     gq, d] float32: each weighted by exp(lse - top), top the row's largest lse."""
     top = own_lse
-    for k in range(len(outs)):
-        rows = readers[k]
+    for lse, rows in zip(lses, readers):
         if rows.numel() == 0:
-            top = torch.maximum(top, lses[k])
+            top = torch.maximum(top, lse)
         else:
-            top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lses[k]))
+            top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lse))
     w = (own_lse - top).exp_().unsqueeze(-1)
     num, den = own * w, w
-    for k in range(len(outs)):
-        rows = readers[k]
+    for out, lse, rows in zip(outs, lses, readers):
         if rows.numel() == 0:
-            wk = (lses[k] - top).exp_().unsqueeze(-1)
-            num, den = num.addcmul(outs[k], wk), den + wk
+            wk = (lse - top).exp_().unsqueeze(-1)
+            num, den = num.addcmul(out, wk), den + wk
         else:
-            wk = (lses[k] - top.index_select(0, rows)).exp_().unsqueeze(-1)
-            num, den = num.index_add(0, rows, outs[k] * wk), den.index_add(0, rows, wk)
+            wk = (lse - top.index_select(0, rows)).exp_().unsqueeze(-1)
+            num, den = num.index_add(0, rows, out * wk), den.index_add(0, rows, wk)
     return num / den
 
 

@@ -95,9 +95,8 @@ class KVLayout:
             getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
         mask = "2d" if sliding else {"sdpa": "bool", attention.NAME: "bool",
                                      "eager": "additive"}.get(impl, "2d")
-        kv_dtype: torch.dtype = dtype or next(model.parameters()).dtype
         return KVLayout(cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", None) or heads,
-                        head_dim, kv_dtype, device, mask,
+                        head_dim, dtype or next(model.parameters()).dtype, device, mask,
                         cascade=impl == attention.NAME and mask == "bool")
 
 
@@ -120,12 +119,10 @@ def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLa
     # the short segments every row reads: one part (concatenated once, not per row) where
     # their tokens times the rows reach share_prefix; long segments are parts of their own
     short = [kv for kv in paths[0][:common_parts(paths)] if 0 < kv.shape[3] < share_prefix]
-    common = {id(kv) for kv in short}
     if short and sum(kv.shape[3] for kv in short) * len(paths) >= share_prefix:
         parts.append(short[0] if len(short) == 1 else torch.cat(short, dim=3))
         reads = [[0] for _ in paths]
-    else:
-        common = set()
+    common = {id(kv) for kv in short} if parts else set()  # what that part holds
     index: dict[int, int] = {}
     for b, path in enumerate(paths):
         rest[b] = []
@@ -152,14 +149,16 @@ def common_parts(paths: Sequence[Sequence[torch.Tensor]]) -> int:
 
 # -- in place ----------------------------------------------------------------------------
 class _SlabLayer(CacheLayerMixin):
-    """One layer's view of the slab: k/v [rows, H, capacity, D]; n columns written.
+    """One layer's view of the slab: keys/values [rows, H, capacity, D] (what transformers'
+    generic Cache code reads too); n columns written.
 
     shared: the layer's shared-prefix (keys, values), each [H, S, D], or None. The keys
     `update` returns carry it as an attribute (`shared_kv`), which is how the attention
     function of the same layer finds it: transformers passes update's tensors straight on.
     """
 
-    is_sliding = False
+    keys: torch.Tensor  # (the mixin's are Optional: here they always exist)
+    values: torch.Tensor
 
     def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int,
                  shared: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -167,12 +166,8 @@ class _SlabLayer(CacheLayerMixin):
         super().__init__()
         self.n, self.lean_only = n, lean_only
         self.shared = shared
-        self.view(k, v)
+        self.keys, self.values = k, v
         self.is_initialized = True
-
-    def view(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.k, self.v = k, v
-        self.keys, self.values = k, v  # what generic Cache code reads
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         pass  # allocated up front by SlabCache
@@ -184,17 +179,17 @@ class _SlabLayer(CacheLayerMixin):
             raise RuntimeError("this slab cache's rows read parts that are not one prefix "
                                "common to all (batch_cache(tree=True)): the lean forward "
                                "reads them, transformers' attention cannot")
-        if end > self.k.shape[2] or key_states.shape[0] != self.k.shape[0]:
-            raise RuntimeError(f"slab cache of {self.k.shape[0]} rows x {self.k.shape[2]} "
-                               f"columns cannot take {tuple(key_states.shape)} after "
-                               f"{self.n} columns")
-        self.k[:, :, self.n:end].copy_(key_states)
-        self.v[:, :, self.n:end].copy_(value_states)
+        if end > self.keys.shape[2] or key_states.shape[0] != self.keys.shape[0]:
+            raise RuntimeError(f"slab cache of {self.keys.shape[0]} rows x "
+                               f"{self.keys.shape[2]} columns cannot take "
+                               f"{tuple(key_states.shape)} after {self.n} columns")
+        self.keys[:, :, self.n:end].copy_(key_states)
+        self.values[:, :, self.n:end].copy_(value_states)
         self.n = end
-        keys = self.k[:, :, :end]
+        keys = self.keys[:, :, :end]
         if self.shared is not None:
             keys.shared_kv = self.shared  # type: ignore[attr-defined]  # see the class doc
-        return keys, self.v[:, :, :end]
+        return keys, self.values[:, :, :end]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.n + query_length, 0
@@ -203,7 +198,7 @@ class _SlabLayer(CacheLayerMixin):
         return self.n
 
     def get_max_length(self) -> int:
-        return self.k.shape[2]
+        return self.keys.shape[2]
 
 
 class SlabCache(Cache):
@@ -290,8 +285,6 @@ class SlabCache(Cache):
     def readers(self) -> list[tuple[int, torch.Tensor | None]]:
         """Per part some live row reads: (its index in parts, the live slots reading it
         [k] long, None where every live row does), in parts' order."""
-        if not self.parts:
-            return []
         if self._readers is None:
             slots: list[list[int]] = [[] for _ in self.parts]
             for b in range(self.rows):
@@ -391,10 +384,9 @@ class SlabCache(Cache):
             if self.mask_kind == "additive":
                 self.bias[h].copy_(self.bias[m])
             order[h] = m
-            if self.row_parts:
-                self.row_parts[h] = self.row_parts[m]
+            self.row_parts[h] = self.row_parts[m]
         self.rows = k
         self._readers = None
         for i, layer in enumerate(self._views or ()):
-            layer.view(self.buf[i, 0, :k], self.buf[i, 1, :k])
+            layer.keys, layer.values = self.buf[i, 0, :k], self.buf[i, 1, :k]
         return order

@@ -53,8 +53,7 @@ def nbytes(seg: Segment) -> int:
     if seg.n == 0:
         return 0
     kv = seg.buf if seg.buf is not None else seg.kv
-    extra = sum(t.nbytes for t in (seg.logits, seg.hidden) if t is not None)
-    return kv.nbytes + extra
+    return kv.nbytes + sum(t.nbytes for t in (seg.logits, seg.hidden) if t is not None)
 
 
 class NodeStore:

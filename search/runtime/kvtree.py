@@ -24,6 +24,7 @@ scope, whose close (the search's end) drops their segments here.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import weakref
@@ -79,11 +80,9 @@ class PromptCache:
             return entry[0]
 
     def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
-        holders: weakref.WeakSet[Node] = weakref.WeakSet()
-        holders.add(root)
         with self._lock:
             self._entries.pop(tuple(ids), None)
-            self._entries[tuple(ids)] = (seg, holders)
+            self._entries[tuple(ids)] = (seg, weakref.WeakSet([root]))
         self.evict()
 
     def release(self, root: Node, ids: Sequence[int]) -> None:
@@ -133,7 +132,6 @@ class KVTree:
         self.tree = False
         self.prompts = PromptCache(prompt_cache)
         self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
-        self._layout: kvmod.KVLayout | None = None
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -175,11 +173,10 @@ class KVTree:
         Callers guarantee that the ancestors are complete, so it is a contiguous prefix."""
         return [seg.kv for a in node.path() if (seg := self.store.get(a)) is not None and seg.n]
 
-    @property
+    @functools.cached_property
     def layout(self) -> kvmod.KVLayout:
-        if self._layout is None:
-            self._layout = kvmod.KVLayout.of(self.model, self.device, self.kv_dtype)
-        return self._layout
+        """The batch caches' layout, read on first use (after an engine set kv_dtype)."""
+        return kvmod.KVLayout.of(self.model, self.device, self.kv_dtype)
 
     def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int) -> kvmod.SlabCache:
         """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
@@ -283,20 +280,16 @@ class KVTree:
                     todo[first.id] = first
             if not todo:
                 return
-            # rows of equal missing width batch together; different widths run apart
+            # rows of equal missing width (the own tokens to compute: as many as the store
+            # dropped, or those after the node's segment) batch together; different widths
+            # run apart
             groups: dict[int, list[Node]] = defaultdict(list)
             for a in todo.values():
-                groups[self._missing(a, restore)].append(a)
+                seg = self.store.get(a)
+                width = self._gone(a).n if restore else len(self.own(a)) - (seg.n if seg else 0)
+                groups[width].append(a)
             for width, group in groups.items():
                 yield from self._complete(group, width, session, restore)
-
-    def _missing(self, node: Node, restore: bool) -> int:
-        """How many of the node's own tokens to compute: as many as the store dropped, or
-        those after its segment's."""
-        if restore:
-            return self._gone(node).n
-        seg = self.store.get(node)
-        return len(self.own(node)) - (seg.n if seg else 0)
 
     def _cached_prompts(self, group: list[Node], width: int, session: Session,
                         charged: bool) -> list[Node]:

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -112,12 +113,6 @@ class _Layer:
     gate_up: _Proj
     down: _Proj
 
-    def post(self) -> tuple[list[torch.Tensor], list[torch.Tensor | None], list[bool]]:
-        """The packed weights, biases and lone-row flags of scripted.post's three GEMMs."""
-        return ([p.packed for p in (self.o, self.gate_up, self.down)],  # type: ignore[misc]
-                [p.bias for p in (self.o, self.gate_up, self.down)],
-                [self.o.lone, self.gate_up.lone, self.down.lone])
-
 
 # the same block as Llama's (Qwen2: with q/k/v biases), where every layer attends to all
 # positions (no sliding window)
@@ -160,7 +155,7 @@ _EVERY = torch.empty(0, dtype=torch.long)  # a part's readers where every row re
 class _Part:
     """One Pass in a forward, as every layer reads it: its slab's first B slots from column
     n, and the parts its rows read where they live (the views of a layer: scripted.layers and
-    attend make them, or `new`, `kv` here)."""
+    attend make them, or `new` and LeanLlama._attend here)."""
 
     cache: SlabCache
     B: int  # rows
@@ -186,22 +181,6 @@ class _Part:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
         return self.cache.buf[li, :, :self.B, :, self.n:self.n + self.q].permute(1, 3, 0, 2, 4)
 
-    def kv(self, li: int) -> tuple[torch.Tensor, torch.Tensor, list[tuple[Any, ...]]]:
-        """Layer li's keys, values [B, KV, columns, d] and parts (keys, values [KV, S, d],
-        readers [b] long or None: every row)."""
-        seen = self.cache.buf[li, :, :self.B, :, :self.n + self.q]
-        return seen[0], seen[1], [(kv[li, 0], kv[li, 1], r if r.numel() else None)
-                                  for kv, r in zip(self.parts, self.readers)]
-
-    @property
-    def prefix(self) -> bool:
-        """Whether its rows read one part, all of them (a shared prefix: cascade)."""
-        return len(self.readers) == 1 and not self.readers[0].numel()
-
-    def query(self, qk: torch.Tensor, heads: int) -> torch.Tensor:
-        """Its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]."""
-        return qk[self.at:self.at + self.B * self.q, :heads].unflatten(
-            0, (self.B, self.q)).transpose(1, 2)
 
 
 class LeanLlama:
@@ -248,8 +227,11 @@ class LeanLlama:
             if merge is None else merge
         # one intra-op thread a forward where sleeping workers cost more than they split
         self.threads = 1 if cpu and one_thread(weight_bytes(model)) else 0
-        # the scripted pieces' GEMMs (scripted.project, post), where every projection is packed
-        self.posts = [la.post() for la in self.layers] if self.row_invariant else []
+        # scripted.post's o, gate|up and down GEMMs (packed weights, biases, lone-row flags) a
+        # layer, where every projection is packed
+        gemms = [(la.o, la.gate_up, la.down) for la in self.layers] if self.row_invariant else []
+        self.posts = [([p.packed for p in ps], [p.bias for p in ps], [p.lone for p in ps])
+                      for ps in gemms]
         # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
         self.weights = tuple(map(list, zip(*[(la.norm1, la.qkv.packed, la.qkv.bias, la.qkv.lone,
                                               la.norm2, *post)
@@ -312,23 +294,19 @@ class LeanLlama:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
-        spans, at = [], 0  # per part: (B, q, first token)
-        for p in parts:
-            B, q = p[0].shape
-            spans.append((B, q, at))
-            at += B * q
+        shapes = [p[0].shape for p in parts]
+        starts = accumulate((B * q for B, q in shapes), initial=0)  # each part's first token
+        spans = [(B, q, at) for (B, q), at in zip(shapes, starts)]  # per part: (B, q, first)
         plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
         kernel = kernel_serves(x)
-        # per Pass: rows, query tokens, slab, columns before
-        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.cache.buf for pt in plan],
-                [pt.n for pt in plan])
+        # per Pass: rows, query tokens, columns before, slab (the kernel's order)
+        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
+                [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
         if kernel:
-            starts = [0]
-            for pt in plan:
-                starts.append(starts[-1] + len(pt.parts))
             reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
-                     [r for pt in plan for r in pt.readers], starts)
+                     [r for pt in plan for r in pt.readers],
+                     list(accumulate((len(pt.parts) for pt in plan), initial=0)))
         else:  # each mask as a bias, once a forward
             for pt, p in zip(plan, parts):
                 pt.bias = attention.group_bias(p[3], pt.B, H // KV, pt.q, p[3].shape[-1],
@@ -342,8 +320,7 @@ class LeanLlama:
                                            cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
                                            [pt.new(li) for pt in plan])
             if kernel:
-                whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, each[0], each[1],
-                                             each[3], each[2], *reads)
+                whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
             else:  # (another device or dtype, or no kernel built: each Pass alone)
                 whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
                                    for i, pt in enumerate(plan)])
@@ -374,9 +351,15 @@ class LeanLlama:
         rows' own columns (mask [B, 1, q or 1, T]; pt.bias its additive form over a group's
         stacked queries) and the parts they read: cascade's single softmax over one shared
         prefix, attention.tree_attend over other parts."""
-        query, (keys, values, reads) = pt.query(qk, self.heads), pt.kv(li)
-        B, H, q, d = query.shape
-        if pt.prefix:
+        B, H, q, d = pt.B, self.heads, pt.q, self.head_dim
+        # its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]
+        query = qk[pt.at:pt.at + B * q, :H].unflatten(0, (B, q)).transpose(1, 2)
+        seen = pt.cache.buf[li, :, :B, :, :pt.n + q]  # its rows' keys, values [B, KV, columns, d]
+        keys, values = seen[0], seen[1]
+        # the parts they read: keys, values [KV, S, d], readers [b] long or None (every row)
+        reads = [(kv[li, 0], kv[li, 1], r if r.numel() else None)
+                 for kv, r in zip(pt.parts, pt.readers)]
+        if len(reads) == 1 and reads[0][2] is None:  # one part every row reads: a shared prefix
             out = attention.cascade(query, reads[0][0], reads[0][1], keys, values, mask,
                                     self.scale, bias=pt.bias)
         elif reads:

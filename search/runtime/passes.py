@@ -92,24 +92,22 @@ def run_passes(passes: Sequence[Pass], *, limit: int = PASS_TOKENS,
 
 def _forwards(passes: Sequence[Pass], limit: int,
               apart: Callable[[], AbstractContextManager[Any]]) -> list[Any]:
+    """Each Pass's output (or its error): those that cannot merge alone, under `apart`, as
+    they come; then the others, per model, in chunks of at most `limit` tokens."""
     out: list[Any] = [None] * len(passes)
-    groups: dict[int, list[int]] = {}
+    chunks: dict[int, list[list[int]]] = {}  # per model: its chunks (indices into passes)
     for i, p in enumerate(passes):
-        if _mergeable(p):
-            groups.setdefault(id(p.forward), []).append(i)
-        else:
+        if not _mergeable(p):
             with apart():
                 out[i] = _caught(p.alone)
-    for idx in groups.values():
-        chunk: list[int] = []
-        size = 0
-        for i in idx:
-            if chunk and size + passes[i].tokens > limit:
-                _merged([passes[j] for j in chunk], chunk, out)
-                chunk, size = [], 0
-            chunk.append(i)
-            size += passes[i].tokens
-        _merged([passes[j] for j in chunk], chunk, out)
+            continue
+        own = chunks.setdefault(id(p.forward), [[]])
+        if own[-1] and sum(passes[j].tokens for j in own[-1]) + p.tokens > limit:
+            own.append([])
+        own[-1].append(i)
+    for chunk in [c for own in chunks.values() for c in own]:
+        for i, r in zip(chunk, _merged([passes[j] for j in chunk])):
+            out[i] = r
     return out
 
 
@@ -129,20 +127,20 @@ def _caught(fn: Callable[[], Any]) -> Any:
         return err
 
 
-def _merged(passes: list[Pass], idx: list[int], out: list[Any]) -> None:
+def _merged(passes: list[Pass]) -> list[Any]:
+    """The Passes' outputs from one forward_many; where it fails, each Pass's (or its error)
+    run alone after its cache is rewound, so that only the job whose Pass fails gets an error."""
     if len(passes) == 1:
-        out[idx[0]] = _caught(passes[0].alone)
-        return
+        return [_caught(passes[0].alone)]
     lengths = [p.cache.length for p in passes]
     try:
         results = passes[0].forward.forward_many(passes)
         if len(results) != len(passes):
             raise RuntimeError(f"forward_many gave {len(results)} outputs for {len(passes)} "
                                "Passes")
+        return results
     except Exception:  # find whose Pass it was: rewind every cache, run each alone
-        results = [_rewound(p, n) for p, n in zip(passes, lengths)]
-    for i, r in zip(idx, results):
-        out[i] = r
+        return [_rewound(p, n) for p, n in zip(passes, lengths)]
 
 
 def _rewound(p: Pass, length: int) -> Any:
@@ -155,7 +153,7 @@ def _rewound(p: Pass, length: int) -> Any:
 def flatten(xs: list[torch.Tensor]) -> torch.Tensor:
     """A merged forward's input: its Passes' [B_i, q_i] ids or positions -> [N], row-major
     by Pass (one cat where every q is the same, as in a decode tick: no op a Pass)."""
-    if len(xs) == 1 or len({x.shape[1] for x in xs}) == 1:
+    if len({x.shape[1] for x in xs}) == 1:
         return (xs[0] if len(xs) == 1 else torch.cat(xs)).reshape(-1)
     return torch.cat([x.reshape(-1) for x in xs])
 

@@ -101,18 +101,11 @@ class Request:
     def stopped(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    @property
-    def rows(self) -> int:
-        """Its Pass's rows, for the counters (0 where it is malformed: the job fails)."""
-        shape = getattr(getattr(self.pending, "input_ids", None), "shape", None)
-        return int(shape[0]) if shape else 0
-
-    def advance(self, sent: Any, first: bool = False) -> None:
-        """Run the job to its next Pass (or its end): `sent` is its last Pass's output, or
-        the exception to raise where it waits."""
+    def advance(self, sent: Any) -> None:
+        """Run the job to its next Pass (or its end): `sent` is its last Pass's output (None
+        to start it), or the exception to raise where it waits."""
         try:
-            p = self.job.throw(sent) if isinstance(sent, BaseException) else \
-                next(self.job) if first else self.job.send(sent)
+            p = self.job.throw(sent) if isinstance(sent, BaseException) else self.job.send(sent)
         except StopIteration as stop:
             return self.end(value=stop.value)
         except BaseException as err:  # noqa: BLE001  # the caller re-raises it
@@ -134,7 +127,6 @@ class SchedStats:
 
     ticks: int = 0  # rounds of merged forwards (each lane's)
     passes: int = 0  # Passes run
-    rows: int = 0  # rows over those Passes
     widest: int = 0  # most Passes in one tick
     jobs: int = 0  # jobs run
     # most jobs in flight at once over every lane (one counts until retired, after its
@@ -274,7 +266,9 @@ class _Lane:
         while True:
             try:
                 while self._take(block=not self.active and not self._fits()):  # idle
-                    self._set_threads()
+                    if self.threads != self.sched._threads[0]:  # (a serving block's count)
+                        self.threads = self.sched._threads[0]
+                        set_threads_here(self.threads)
                     batch = self.schedule()  # then the forward, without the lock
                     outs = run_passes([r.pending for r in batch],  # type: ignore[misc]
                                       apart=self.sched.apart) if batch else []
@@ -297,7 +291,7 @@ class _Lane:
         if admitted:  # (else no lock: the other lanes' jobs run on)
             with self.sched.lock:
                 for r in admitted:
-                    r.advance(None, first=True)
+                    r.advance(None)
         return [r for r in self.active if r.pending is not None]
 
     def update(self, batch: list[Request], outs: list[Any]) -> None:
@@ -309,16 +303,10 @@ class _Lane:
                 st = s.stats
                 st.ticks += 1
                 st.passes += len(batch)
-                st.rows += sum(r.rows for r in batch)
                 st.widest = max(st.widest, len(batch))
             for r, out in zip(batch, outs):
                 r.advance(out)
         self._retire()
-
-    def _set_threads(self) -> None:
-        if self.threads != self.sched._threads[0]:
-            self.threads = self.sched._threads[0]
-            set_threads_here(self.threads)
 
     def _take(self, block: bool) -> bool:
         """Move the inbox's requests to `waiting`, blocking where asked until an item comes (a

@@ -79,7 +79,7 @@ def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: 
            b: List[Optional[Tensor]], lone: List[bool], norm2: List[Tensor],  # noqa
            post_w: List[List[Tensor]], post_b: List[List[Optional[Tensor]]],  # noqa
            post_lone: List[List[bool]], rows: List[int], q: List[int],  # noqa: UP006
-           slabs: List[Tensor], n: List[int], masks: List[Tensor],  # noqa: UP006
+           n: List[int], slabs: List[Tensor], masks: List[Tensor],  # noqa: UP006
            parts: List[Tensor], readers: List[Tensor], part_start: List[int]  # noqa: UP006
            ) -> Tensor:
     """Every layer (project, write, the attention kernel, post; per layer li: norm1[li],
