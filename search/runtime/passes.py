@@ -96,15 +96,19 @@ def _forwards(passes: Sequence[Pass], limit: int,
     they come; then the others, per model, in chunks of at most `limit` tokens."""
     out: list[Any] = [None] * len(passes)
     chunks: dict[int, list[list[int]]] = {}  # per model: its chunks (indices into passes)
+    size: dict[int, int] = {}  # per model: the tokens of its last chunk
     for i, p in enumerate(passes):
         if not _mergeable(p):
             with apart():
                 out[i] = _caught(p.alone)
             continue
-        own = chunks.setdefault(id(p.forward), [[]])
-        if own[-1] and sum(passes[j].tokens for j in own[-1]) + p.tokens > limit:
+        model, n = id(p.forward), p.tokens
+        own = chunks.setdefault(model, [[]])
+        if own[-1] and size[model] + n > limit:
             own.append([])
+            size[model] = 0
         own[-1].append(i)
+        size[model] = size.get(model, 0) + n
     for chunk in [c for own in chunks.values() for c in own]:
         for i, r in zip(chunk, _merged([passes[j] for j in chunk])):
             out[i] = r
