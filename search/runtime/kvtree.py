@@ -69,11 +69,9 @@ class PromptCache:
         """The prompt's segment for `root` (now one of its holders), None if not here."""
         key = tuple(ids)
         with self._lock:
-            entry = self._entries.pop(key, None)
-            if entry is None:
-                return None
-            self._entries[key] = entry  # most recently used last
-            if hidden and entry[0].hidden is None:
+            if (entry := self._entries.pop(key, None)) is not None:
+                self._entries[key] = entry  # most recently used last
+            if entry is None or (hidden and entry[0].hidden is None):
                 return None
             entry[1].add(root)
             self.hits += 1
