@@ -8,12 +8,13 @@ n-gram counts over every path of the trees being expanded (STAND: W. Song et al.
 "Accelerated Test-Time Scaling with Model-Free Speculative Sampling", arXiv:2506.04708) and
 the model's top-k next tokens recycled from earlier forwards (Token Recycling: X. Luo et al.,
 "Turning Trash into Treasure: Accelerating Inference of Large Language Models with Token
-Recycling", ACL 2025, arXiv:2408.08696). A row's draft is a chain (`tree = 0`: one guess per
-position) or, as both papers do, a TREE of up to `tree` nodes grown best-first by estimated
-path probability, so that a rejected first guess can be rescued by a sibling. All rows
-verify theirs in ONE forward of q tokens each ([last token, nodes in topological order,
-padding]): node i sits at position start + depth(i) and attends to the row's cached columns
-and to its own ancestors in the tree (a [q, q] ancestry block per row in the 4D mask).
+Recycling", ACL 2025, arXiv:2408.08696). A row's draft is, as both papers do, a TREE of up
+to `tree` nodes grown best-first by estimated path probability, so that a rejected first
+guess can be rescued by a sibling, or a chain (`tree = 0`: the tree of one child a node,
+one guess per position). All rows verify theirs in ONE forward of q tokens each ([last
+token, nodes in topological order, padding]): node i sits at position start + depth(i) and
+attends to the row's cached columns and to its own ancestors in the tree (a [q, q] ancestry
+block per row in the 4D mask).
 
 Acceptance keeps the output distribution exactly the model's (drafter.greedy_path,
 drafter.sampled_path), walking each row's tree from the root:
@@ -129,21 +130,17 @@ class Drafting:
 
     def drafts(self, active: list[int]) -> list[DraftTree]:
         """Per slot, its row's draft within what the batch affords (max_batch_tokens) and
-        the step's room: a tree of up to cfg.tree nodes, or a chain of up to klen tokens
-        (empty: the row feeds its last token alone)."""
+        the step's room: a tree of up to cfg.tree nodes, or a chain (a tree of one child a
+        node, no threshold) of up to klen tokens (empty: the row feeds its last token alone)."""
         cfg, none, dec = self.cfg, DraftTree.chain(()), self.dec
+        min_prob, fan = (cfg.min_prob, None) if cfg.tree else (0.0, 1)
         afford = cfg.max_batch_tokens // len(active) - 1  # draft tokens per row the batch affords
         out = []
         for r in active:
             deep = min(cfg.max_draft, dec.left(r) - 1)  # a pass emits up to depth + 1 tokens
-            k = min(cfg.tree, afford) if cfg.tree else min(self.klen[r], afford, deep)
-            if k <= 0 or deep <= 0:
-                out.append(none)
-            elif cfg.tree:
-                out.append(self.drafter.tree(self.context(r, len(dec.toks[r])), k, deep,
-                                             cfg.min_prob))
-            else:
-                out.append(DraftTree.chain(self.drafter.draft(self.context(r, len(dec.toks[r])), k)))
+            k = min(cfg.tree or self.klen[r], afford)
+            out.append(none if k <= 0 or deep <= 0 else self.drafter.tree(
+                self.context(r, len(dec.toks[r])), k, deep, min_prob, fan))
         return out
 
     def observe(self, active: list[int], last: list[int], trees: list[DraftTree],
