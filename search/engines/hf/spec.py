@@ -143,17 +143,18 @@ class Drafting:
                 self.context(r, len(dec.toks[r])), k, deep, min_prob, fan))
         return out
 
-    def observe(self, active: list[int], last: list[int], trees: list[DraftTree],
-                emits: list[list[int]], paths: list[list[int]], logits: torch.Tensor) -> None:
-        """After a pass (logits [A, q, V] after each fed token; last: the rows' tokens fed
-        first): the model's top-k recycled, chain lengths adapted, the counters."""
+    def observe(self, active: list[int], trees: list[DraftTree], emits: list[list[int]],
+                paths: list[list[int]], logits: torch.Tensor) -> None:
+        """After a pass (logits [A, q, V] after each fed token), before its tokens are
+        appended: the model's top-k recycled, chain lengths adapted, the counters."""
         cfg, stats, A, q = self.cfg, self.stats, len(active), logits.shape[1]
         if cfg.recycle_k:  # the model's top-k after every fed token (padding aside), as
             # Token Recycling keeps them; then the accepted paths' again: their real context wins
             cands = logits.topk(min(cfg.recycle_k, logits.shape[-1])).indices.tolist()
             for b in sorted(range(A), key=active.__getitem__):
-                self.drafter.recycle([last[b], *trees[b].tokens], cands[b])
-                self.drafter.recycle([last[b], *emits[b][:-1]], [cands[b][c] for c in paths[b]])
+                last = self.dec.toks[active[b]][-1]  # the row's token fed first
+                self.drafter.recycle([last, *trees[b].tokens], cands[b])
+                self.drafter.recycle([last, *emits[b][:-1]], [cands[b][c] for c in paths[b]])
         for r, p, t in zip(active, paths, trees):
             if len(t) and not cfg.tree:  # a chain: every draft token accepted (p: root too)?
                 k = self.klen[r]
@@ -203,8 +204,7 @@ def verify(dec: Decoder, active: list[int], trees: list[DraftTree], q: int
     emits = [[*(t.tokens[c - 1] for c in p[1:]), f] for t, p, f in zip(trees, paths, final)]
     m = max(len(p) for p in paths)
     cols = upload([[*p, *[0] * (m - len(p))] for p in paths], dev)  # [A, m]
-    on_path = logits[:, :1] if m == 1 else logits.gather(  # [A, m, V]
-        1, cols[..., None].expand(-1, -1, logits.shape[-1]))
+    on_path = logits.gather(1, cols[..., None].expand(-1, -1, logits.shape[-1]))  # [A, m, V]
     emit = upload([[*x, *[x[-1]] * (m - len(x))] for x in emits], dev)
     lps = on_path.log_softmax(-1).gather(-1, emit[..., None]).squeeze(-1).tolist()
     # cache: a row keeps its last token's column n and its accepted nodes' columns
@@ -214,8 +214,6 @@ def verify(dec: Decoder, active: list[int], trees: list[DraftTree], q: int
     cache.valid[:A, top:n + q] = True  # rewound: the next pass writes these columns
     cache.sync_bias(A, n)
     cache.rewind(top)
-    for r, p in zip(active, paths):
-        dec.cols[r].extend(n + c for c in p)
     hid = None
     if dec.hidden:  # hid[b, j]: the state emitted token j was predicted from
         h = res.hidden_states[-1].float()  # [A, q, h]
