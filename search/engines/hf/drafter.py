@@ -21,7 +21,7 @@ child a node.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -190,17 +190,21 @@ class Drafter:
 
 
 # -- acceptance walks: from the root, one verification's outputs -> the accepted columns ---
+def walk(tree: DraftTree, pick: Callable[[int, list[int]], int | None]) -> list[int]:
+    """The accepted columns, root first: from each accepted column c on, the child that
+    pick(c, c's children in order) accepts, until it accepts none."""
+    kids, path = tree.children(), [0]
+    while (nxt := pick(path[-1], kids[path[-1]])) is not None:
+        path.append(nxt)
+    return path
+
+
 def greedy_path(tree: DraftTree, best: Sequence[int]) -> list[int]:
     """best[c]: the model's argmax after column c (0: the root) -> the accepted columns,
     root first: at each node, the child holding the argmax (siblings are distinct tokens),
     until none does. The token emitted after them is best[path[-1]]: plain decoding's."""
-    kids, path = tree.children(), [0]
-    while True:
-        want = best[path[-1]]
-        nxt = next((c for c in kids[path[-1]] if tree.tokens[c - 1] == want), None)
-        if nxt is None:
-            return path
-        path.append(nxt)
+    return walk(tree, lambda col, kids: next(
+        (c for c in kids if tree.tokens[c - 1] == best[col]), None))
 
 
 def sampled_path(tree: DraftTree, px: Sequence[float], u: Sequence[float]) -> list[int]:
@@ -215,18 +219,16 @@ def sampled_path(tree: DraftTree, px: Sequence[float], u: Sequence[float]) -> li
     rejected the caller draws from p without them (the residual): the next token is p's.
     From an accepted child the walk repeats; at the end the caller draws from p at the last
     accepted node (without its children's tokens if it has any)."""
-    kids, path = tree.children(), [0]
-    while True:
-        tried, seen, nxt = 0.0, set(), None
-        for c in kids[path[-1]]:
+    def pick(_: int, kids: list[int]) -> int | None:
+        tried, seen = 0.0, set()
+        for c in kids:
             x, token = px[c - 1], tree.tokens[c - 1]
             if token in seen:  # a duplicate sibling has no mass left (never built so)
                 continue
             if u[c - 1] * (1.0 - tried) < x:
-                nxt = c
-                break
+                return c
             tried += x
             seen.add(token)
-        if nxt is None:
-            return path
-        path.append(nxt)
+        return None
+
+    return walk(tree, pick)
