@@ -21,6 +21,7 @@ child a node.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -161,15 +162,13 @@ class Drafter:
         ctxs = [list(context[-span:])]  # per column (root first): the last span tokens
         out = DraftTree([], [], [], [])
         heap: list[tuple[float, int, int, int, int]] = []  # (-path prob, order, parent, token, depth)
-        order = 0
+        order = itertools.count()  # ties: the first offered first
 
         def offer(col: int, prob: float, d: int) -> None:
-            nonlocal order
             for t, p in self.candidates(ctxs[col])[:fan]:
                 if prob * p < min_prob:
                     break
-                heapq.heappush(heap, (-prob * p, order, col, t, d + 1))
-                order += 1
+                heapq.heappush(heap, (-prob * p, next(order), col, t, d + 1))
 
         offer(0, 1.0, 0)
         while heap and len(out) < budget:
