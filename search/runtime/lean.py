@@ -13,17 +13,17 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
 - the residual adds follow the o_proj and down_proj GEMMs in place (packed.gemm_rows);
 - attention reads the slab directly, and the parts of the rows' paths where they live
   (kv.batch_cache): on the CPU in fp32 one kernel call a layer for every Pass
-  (search.runtime.kernel); else per Pass, cascade attention over a shared prefix
-  (attention.cascade), per-part attention merged by log-sum-exp over other parts
-  (attention.tree_attend), torch SDPA with grouped KV heads without parts;
+  (search.runtime.kernel); else per Pass, attention.tree_attend: per-part attention
+  merged by log-sum-exp (a shared prefix is a part every row reads), torch SDPA with
+  grouped KV heads without parts;
 - on the CPU every layer runs in one TorchScript call (search.runtime.scripted.layers), which
   holds no Python interpreter lock while it runs, so the search threads' Python runs beside it.
 
 One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
 linears, TorchScript, the attention kernel). On a GPU, or in bf16/fp16, the same layer
 runs on the model's own linears (cuBLAS), torch.rms_norm, and torch's fused SDPA per Pass with
-a group's query heads stacked as query rows (attention.stack_queries: no enable_gqa, no
-repeat_kv; cascade's single-softmax form over a shared prefix). So on a GPU too the scheduler
+a group's query heads stacked as query rows (attention.tree_attend: no enable_gqa, no
+repeat_kv; merged by log-sum-exp with the parts a row reads). So on a GPU too the scheduler
 merges many searches' Passes into one forward (`merges`); there a row's logits can move by
 the GEMMs' rounding with the rows beside it (cuBLAS picks its kernel by the batch's size), so
 merging is bit-exact only on the CPU's packed linears (`row_invariant`) with the attention
@@ -148,7 +148,7 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 DEVICES = ("cpu", "cuda")
 
 
-_EVERY = torch.empty(0, dtype=torch.long)  # a part's readers where every row reads it
+_EVERY = torch.empty(0, dtype=torch.long)  # the kernel's readers of a part every row reads
 
 
 @dataclass
@@ -162,20 +162,24 @@ class _Part:
     q: int  # query tokens per row
     at: int  # its first token in the forward's residual stream
     n: int  # columns before its tokens
-    bias: torch.Tensor  # its mask, additive, off the kernel (attention.group_bias)
+    bias: torch.Tensor | None  # its mask, additive, off the kernel (attention.group_bias)
     parts: list[torch.Tensor]  # [L, 2, KV, S, d]: each part some row reads
-    readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
+    readers: list[torch.Tensor | None]  # per part, the slots reading it [b] long (None: all)
 
     @staticmethod
-    def of(p: tuple[Any, ...], B: int, q: int, at: int, x: torch.Tensor) -> _Part:
-        ids, _, cache = p[:3]
+    def of(p: tuple[Any, ...], at: int, groups: int | None, x: torch.Tensor) -> _Part:
+        """Pass p (ids, pos, cache, mask, ...) whose first token is x's row `at`; groups: a
+        key/value head's query heads, for its mask as a bias (None: on the kernel, none)."""
+        ids, _, cache, mask = p[:4]
+        B, q = ids.shape
         if cache.rows != B:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
         cache._room_for(q)  # (refuses a forward the slab has no room for)
+        bias = None if groups is None else attention.group_bias(
+            mask, B, groups, q, mask.shape[-1], x.dtype, x.device)
         reads = cache.readers()
-        return _Part(cache, B, q, at, cache.length, x,  # (bias: x until the forward sets it)
-                     [cache.parts[k] for k, _ in reads],
-                     [_EVERY if rows is None else rows for _, rows in reads])
+        return _Part(cache, B, q, at, cache.length, bias, [cache.parts[k] for k, _ in reads],
+                     [rows for _, rows in reads])
 
     def new(self, li: int) -> torch.Tensor:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
@@ -294,23 +298,18 @@ class LeanLlama:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
-        shapes = [p[0].shape for p in parts]
-        starts = accumulate((B * q for B, q in shapes), initial=0)  # each part's first token
-        spans = [(B, q, at) for (B, q), at in zip(shapes, starts)]  # per part: (B, q, first)
-        plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
         kernel = kernel_serves(x)
+        starts = accumulate((p[0].numel() for p in parts), initial=0)  # each part's first token
+        plan = [_Part.of(p, at, None if kernel else H // KV, x) for p, at in zip(parts, starts)]
+        spans = [(pt.B, pt.q, pt.at) for pt in plan]  # per part: (B, q, first)
         # per Pass: rows, query tokens, columns before, slab (the kernel's order)
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
                 [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
         if kernel:
             reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
-                     [r for pt in plan for r in pt.readers],
+                     [_EVERY if r is None else r for pt in plan for r in pt.readers],
                      list(accumulate((len(pt.parts) for pt in plan), initial=0)))
-        else:  # each mask as a bias, once a forward
-            for pt, p in zip(plan, parts):
-                pt.bias = attention.group_bias(p[3], pt.B, H // KV, pt.q, p[3].shape[-1],
-                                               x.dtype, x.device)
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
@@ -322,14 +321,11 @@ class LeanLlama:
             if kernel:
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
             else:  # (another device or dtype, or no kernel built: each Pass alone)
-                whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
-                                   for i, pt in enumerate(plan)])
-            if self.posts:
-                x = scripted.POST(whole, x, layer.norm2, self.eps, inter, *self.posts[li])
-            else:
-                x = layer.o(whole, x)  # + residual, in the GEMM
-                gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
-                x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
+                whole = torch.cat([self._attend(pt, qk, li) for pt in plan])
+            # (where every projection is packed, the ops and bits of scripted.post)
+            x = layer.o(whole, x)  # + residual, in the GEMM
+            gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
+            x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
         for pt in plan:
             pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head
@@ -345,32 +341,17 @@ class LeanLlama:
         return [Output(lg, (hs[i],) if p[5] else None)
                 for i, (p, lg) in enumerate(zip(parts, lgs))]
 
-    def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
-                ) -> torch.Tensor:
-        """One Pass's attention in layer li off the kernel -> [B q, H d]: over its
-        rows' own columns (mask [B, 1, q or 1, T]; pt.bias its additive form over a group's
-        stacked queries) and the parts they read: cascade's single softmax over one shared
-        prefix, attention.tree_attend over other parts."""
+    def _attend(self, pt: _Part, qk: torch.Tensor, li: int) -> torch.Tensor:
+        """One Pass's attention in layer li off the kernel -> [B q, H d]: over its rows' own
+        columns (pt.bias: its mask over a group's stacked queries) and the parts they read
+        (attention.tree_attend)."""
         B, H, q, d = pt.B, self.heads, pt.q, self.head_dim
         # its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]
         query = qk[pt.at:pt.at + B * q, :H].unflatten(0, (B, q)).transpose(1, 2)
         seen = pt.cache.buf[li, :, :B, :, :pt.n + q]  # its rows' keys, values [B, KV, columns, d]
-        keys, values = seen[0], seen[1]
         # the parts they read: keys, values [KV, S, d], readers [b] long or None (every row)
-        reads = [(kv[li, 0], kv[li, 1], r if r.numel() else None)
-                 for kv, r in zip(pt.parts, pt.readers)]
-        if len(reads) == 1 and reads[0][2] is None:  # one part every row reads: a shared prefix
-            out = attention.cascade(query, reads[0][0], reads[0][1], keys, values, mask,
-                                    self.scale, bias=pt.bias)
-        elif reads:
-            out = attention.tree_attend(query, keys, values, pt.bias, reads, self.scale)
-        else:
-            # a group's query heads stacked as query rows over its key/value head (bias: the
-            # mask over them, group_bias): plain multi-head SDPA, which every fused kernel takes
-            qs, _ = attention.stack_queries(query, keys.shape[1])  # [B, KV, g*q, d]
-            out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=pt.bias,
-                                                 scale=self.scale
-                                                 ).reshape(B, H, q, d).transpose(1, 2)
+        reads = [(kv[li, 0], kv[li, 1], r) for kv, r in zip(pt.parts, pt.readers)]
+        out = attention.tree_attend(query, seen[0], seen[1], pt.bias, reads, self.scale)
         return out.reshape(B * q, H * d)
 
 
