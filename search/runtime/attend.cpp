@@ -66,33 +66,27 @@ inline void scores8(const float* q, const T* const* k, int64_t d, float scale, f
   }
 }
 
-// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains)
+// o's blocks of C vectors from u on = sum_t p[t] v[t] / z, over t in order (C chains), while
+// a whole block fits -> where it stopped
+template <int C, typename T>
+inline int64_t chains(const float* p, const T* const* v, int64_t n, int64_t d, float z,
+                      float* o, int64_t u) {
+  for (; u + C * W <= d; u += C * W) {
+    Vec a[C];
+    for (int c = 0; c < C; ++c) a[c] = Vec(0.f);
+    for (int64_t t = 0; t < n; ++t)
+      for (int c = 0; c < C; ++c) a[c] = at::vec::fmadd(Vec(p[t]), load8(v[t] + u + c * W), a[c]);
+    for (int c = 0; c < C; ++c) (a[c] / Vec(z)).store(o + u + c * W);
+  }
+  return u;
+}
+
+// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains;
+// then one vector at a time; then a scalar tail)
 template <typename T>
 inline void weighted(const float* p, const T* const* v, int64_t n, int64_t d, float z,
                      float* o) {
-  int64_t u = 0;
-  for (; u + 4 * W <= d; u += 4 * W) {
-    Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-    for (int64_t t = 0; t < n; ++t) {
-      const Vec pt(p[t]);
-      const T* vt = v[t] + u;
-      a0 = at::vec::fmadd(pt, load8(vt), a0);
-      a1 = at::vec::fmadd(pt, load8(vt + W), a1);
-      a2 = at::vec::fmadd(pt, load8(vt + 2 * W), a2);
-      a3 = at::vec::fmadd(pt, load8(vt + 3 * W), a3);
-    }
-    const Vec vz(z);
-    (a0 / vz).store(o + u);
-    (a1 / vz).store(o + u + W);
-    (a2 / vz).store(o + u + 2 * W);
-    (a3 / vz).store(o + u + 3 * W);
-  }
-  for (; u + W <= d; u += W) {
-    Vec acc(0.f);
-    for (int64_t t = 0; t < n; ++t) acc = at::vec::fmadd(Vec(p[t]), load8(v[t] + u), acc);
-    (acc / Vec(z)).store(o + u);
-  }
-  for (; u < d; ++u) {
+  for (int64_t u = chains<1>(p, v, n, d, z, o, chains<4>(p, v, n, d, z, o, 0)); u < d; ++u) {
     float acc = 0.f;
     for (int64_t t = 0; t < n; ++t) acc += p[t] * static_cast<float>(v[t][u]);
     o[u] = acc / z;
@@ -141,6 +135,8 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const int64_t N = qk.size(0), d = qk.size(2), g = H / KV;
   const auto kv_type = c10::CppTypeToScalarType<E>::value;
   std::vector<int64_t> pass_of, slot_base(P + 1, 0);  // a query row's Pass; a Pass's first slot
+  std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
+  int64_t work = 1;  // the multiply-adds of a call, to split it across threads
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
     const auto& m = masks[i];
@@ -151,6 +147,8 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
                 "attend: mask ", i, " must be [rows, 1, q or 1, n + q] bool");
     pass_of.insert(pass_of.end(), rows[i] * q[i], i);
     slot_base[i + 1] = slot_base[i] + rows[i];
+    first[i + 1] = first[i] + rows[i] * q[i];
+    work += rows[i] * q[i] * (n[i] + q[i]);
   }
   TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
               pass_of.size());
@@ -173,10 +171,6 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const float* q0 = qk.data_ptr<float>();
   float* o0 = out.data_ptr<float>();
   const float fscale = (float)scale;
-  std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
-  for (int64_t i = 0; i < P; ++i) first[i + 1] = first[i] + rows[i] * q[i];
-  int64_t work = 1;  // the multiply-adds of a call, to split it across threads
-  for (int64_t i = 0; i < P; ++i) work += rows[i] * q[i] * (n[i] + q[i]);
   const int64_t grain = std::max<int64_t>(1, N * 32768 / (work * H * d));
   at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
     std::vector<float> sc;
