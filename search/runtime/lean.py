@@ -57,7 +57,7 @@ from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
 from search.runtime.omp import one_thread, threads_here, weight_bytes
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
-from search.runtime.passes import flatten, per_pass
+from search.runtime.passes import Pass, flatten, per_pass
 
 
 class LeanFallback(UserWarning):
@@ -163,23 +163,22 @@ class _Part:
     at: int  # its first token in the forward's residual stream
     n: int  # columns before its tokens
     bias: torch.Tensor | None  # its mask, additive, off the kernel (attention.group_bias)
-    parts: list[torch.Tensor]  # [L, 2, KV, S, d]: each part some row reads
-    readers: list[torch.Tensor | None]  # per part, the slots reading it [b] long (None: all)
+    # each part some row reads [L, 2, KV, S, d], and the slots reading it [b] long (None: all)
+    reads: list[tuple[torch.Tensor, torch.Tensor | None]]
 
     @staticmethod
-    def of(p: tuple[Any, ...], at: int, groups: int | None, x: torch.Tensor) -> _Part:
-        """Pass p (ids, pos, cache, mask, ...) whose first token is x's row `at`; groups: a
-        key/value head's query heads, for its mask as a bias (None: on the kernel, none)."""
-        ids, _, cache, mask = p[:4]
-        B, q = ids.shape
+    def of(p: Pass, at: int, groups: int | None, x: torch.Tensor) -> _Part:
+        """Pass p whose first token is x's row `at`; groups: a key/value head's query heads,
+        for its mask as a bias (None: on the kernel, none)."""
+        cache, mask = p.cache, p.mask
+        B, q = p.input_ids.shape
         if cache.rows != B:
-            raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
+            raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {(B, q)}")
         cache._room_for(q)  # (refuses a forward the slab has no room for)
         bias = None if groups is None else attention.group_bias(
             mask, B, groups, q, mask.shape[-1], x.dtype, x.device)
-        reads = cache.readers()
-        return _Part(cache, B, q, at, cache.length, bias, [cache.parts[k] for k, _ in reads],
-                     [rows for _, rows in reads])
+        return _Part(cache, B, q, at, cache.length, bias,
+                     [(cache.parts[k], rows) for k, rows in cache.readers()])
 
     def new(self, li: int) -> torch.Tensor:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
@@ -271,35 +270,30 @@ class LeanLlama:
     def forward_slab(self, ids: torch.Tensor, pos: torch.Tensor, cache: SlabCache,
                      mask: torch.Tensor, keep: int, hidden: bool) -> Output:
         """ids, pos [B, q]; mask [B, 1, q or 1, columns] bool over the slab's columns."""
-        return self._forward([(ids, pos, cache, mask, keep, hidden)])[0]
+        return self.forward_many([Pass(self, ids, pos, cache, mask, keep, hidden)])[0]
 
-    def forward_many(self, passes: Sequence[Any]) -> list[Output]:
+    def forward_many(self, passes: Sequence[Pass]) -> list[Output]:
         """Several Passes (search.runtime.passes.Pass: each its own rows, slab cache and mask)
         in one forward: every linear, norm and element-wise op runs once over all their
         tokens, attention runs per Pass on its own cache. Each Pass's output is bit for bit
         what it gets alone (those ops compute a row the same way whatever rows are beside
         it; attention sees the very tensors it would see alone)."""
-        return self._forward([(p.input_ids, p.position_ids, p.cache, p.mask,
-                               p.keep or 0, p.hidden) for p in passes])
-
-    def _forward(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
-                                             torch.Tensor, int, bool]]) -> list[Output]:
         with threads_here(self.threads) if self.threads else nullcontext():
-            return self._layers(parts)
+            return self._layers(passes)
 
     @torch.inference_mode()
-    def _layers(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
-                                            torch.Tensor, int, bool]]) -> list[Output]:
-        """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
+    def _layers(self, parts: Sequence[Pass]) -> list[Output]:
+        """parts: ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden each."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        ids, pos = flatten([p[0] for p in parts]), flatten([p[1] for p in parts])  # [N] each
+        ids = flatten([p.input_ids for p in parts])  # [N]
+        pos = flatten([p.position_ids for p in parts])  # [N]
         table = self.rope
         if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
         kernel = kernel_serves(x)
-        starts = accumulate((p[0].numel() for p in parts), initial=0)  # each part's first token
+        starts = accumulate((p.tokens for p in parts), initial=0)  # each part's first token
         plan = [_Part.of(p, at, None if kernel else H // KV, x) for p, at in zip(parts, starts)]
         spans = [(pt.B, pt.q, pt.at) for pt in plan]  # per part: (B, q, first)
         # per Pass: rows, query tokens, columns before, slab (the kernel's order)
@@ -307,9 +301,9 @@ class LeanLlama:
                 [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
         if kernel:
-            reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
-                     [_EVERY if r is None else r for pt in plan for r in pt.readers],
-                     list(accumulate((len(pt.parts) for pt in plan), initial=0)))
+            reads = ([p.mask for p in parts], [kv for pt in plan for kv, _ in pt.reads],
+                     [_EVERY if r is None else r for pt in plan for _, r in pt.reads],
+                     list(accumulate((len(pt.reads) for pt in plan), initial=0)))
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
@@ -329,7 +323,7 @@ class LeanLlama:
         for pt in plan:
             pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head
-        kept = [q if p[4] <= 0 else min(p[4], q) for p, (_, q, _) in zip(parts, spans)]
+        kept = [min(p.keep, q) if p.keep and p.keep > 0 else q for p, (_, q, _) in zip(parts, spans)]
         rows = [x] if kept == [q for _, q, _ in spans] else [  # (every position kept: x)
             x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
             for (B, q, a), k in zip(spans, kept)]
@@ -337,8 +331,8 @@ class LeanLlama:
                               self.eps)
         logits = self.lm_head(last)
         lgs, hs = per_pass(logits, kept, spans), \
-            per_pass(last, kept, spans) if any(p[5] for p in parts) else []
-        return [Output(lg, (hs[i],) if p[5] else None)
+            per_pass(last, kept, spans) if any(p.hidden for p in parts) else []
+        return [Output(lg, (hs[i],) if p.hidden else None)
                 for i, (p, lg) in enumerate(zip(parts, lgs))]
 
     def _attend(self, pt: _Part, qk: torch.Tensor, li: int) -> torch.Tensor:
@@ -350,7 +344,7 @@ class LeanLlama:
         query = qk[pt.at:pt.at + B * q, :H].unflatten(0, (B, q)).transpose(1, 2)
         seen = pt.cache.buf[li, :, :B, :, :pt.n + q]  # its rows' keys, values [B, KV, columns, d]
         # the parts they read: keys, values [KV, S, d], readers [b] long or None (every row)
-        reads = [(kv[li, 0], kv[li, 1], r) for kv, r in zip(pt.parts, pt.readers)]
+        reads = [(kv[li, 0], kv[li, 1], r) for kv, r in pt.reads]
         out = attention.tree_attend(query, seen[0], seen[1], pt.bias, reads, self.scale)
         return out.reshape(B * q, H * d)
 
