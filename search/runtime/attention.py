@@ -92,32 +92,29 @@ def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         return out.reshape(B, H, q, d).transpose(1, 2)
     own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
     every = torch.arange(B, device=query.device)
-    outs: list[torch.Tensor] = []
-    lses: list[torch.Tensor] = []
-    readers: list[torch.Tensor] = []  # per part its readers' slots [b] long
+    read = []  # per part: its readers' attention over it, its lse, their slots [b] long
     for keys, values, rows in parts:
         who = every if rows is None else rows
         sq = qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)  # [1, KV, b*gq, d]
         o, lse = lse_attention(sq, keys[None], values[None], None, scale)
-        outs.append(o.view(KV, who.numel(), -1, d).transpose(0, 1))
-        lses.append(lse.view(KV, who.numel(), -1).transpose(0, 1))
-        readers.append(who)
-    out = merge_parts(own, own_lse, outs, lses, readers)
+        read.append((o.view(KV, who.numel(), -1, d).transpose(0, 1),
+                     lse.view(KV, who.numel(), -1).transpose(0, 1), who))
+    out = merge_parts(own, own_lse, read)
     return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2)
 
 
-def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tensor],
-                lses: list[torch.Tensor], readers: list[torch.Tensor]) -> torch.Tensor:
+def merge_parts(own: torch.Tensor, own_lse: torch.Tensor,
+                parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """A row's attention over its own columns (own [B, KV, gq, d], own_lse [B, KV, gq]) and
-    over each part it reads (outs[k] [b, KV, gq, d], lses[k] [b, KV, gq]: the part's
-    readers, readers[k] their slots [b] long) -> [B, KV, gq, d] float32: each weighted by
+    over each part it reads (parts: out [b, KV, gq, d] and lse [b, KV, gq] of the part's
+    readers, their slots [b] long) -> [B, KV, gq, d] float32: each weighted by
     exp(lse - top), top the row's largest lse."""
     top = own_lse
-    for lse, rows in zip(lses, readers):
+    for _, lse, rows in parts:
         top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lse))
     w = (own_lse - top).exp_().unsqueeze(-1)
     num, den = own * w, w
-    for out, lse, rows in zip(outs, lses, readers):
+    for out, lse, rows in parts:
         wk = (lse - top.index_select(0, rows)).exp_().unsqueeze(-1)
         num, den = num.index_add(0, rows, out * wk), den.index_add(0, rows, wk)
     return num / den
