@@ -308,9 +308,8 @@ class LeanLlama:
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
         for li, layer in enumerate(() if kernel and self.posts else self.layers):
-            qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
-                                                                    self.eps)),
-                                           cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
+            qkv = layer.qkv(torch.rms_norm(x, (D,), layer.norm1, self.eps))  # [N, (H + 2 KV) d]
+            qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
                                            [pt.new(li) for pt in plan])
             if kernel:
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
