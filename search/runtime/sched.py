@@ -310,11 +310,14 @@ class _Lane:
             ending = [r for r in [*self.waiting, *self.active]
                       if r.stopped and not r.done.is_set()]
             self.waiting = deque(r for r in self.waiting if r not in ending)
-            admitted = self._admit()
-        if ending or admitted:  # (else no lock: the other lanes' jobs run on)
+        if ending:  # (ended before admission, so that a failure there loses none of them)
             with s.lock:
                 for r in ending:
                     r.advance(Interrupted("the run was interrupted"))
+        with s._guard:
+            admitted = self._admit()
+        if admitted:  # (else no lock: the other lanes' jobs run on)
+            with s.lock:
                 for r in admitted:
                     r.advance(None)
         return [r for r in self.active if r.pending is not None]
