@@ -36,8 +36,6 @@ inline Vec load8(const at::Half* p) {
   return Vec::loadu(x);
 #endif
 }
-inline float at1(const float* p) { return *p; }
-inline float at1(const at::Half* p) { return static_cast<float>(*p); }
 
 // out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
 // ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
@@ -63,40 +61,34 @@ inline void scores8(const float* q, const T* const* k, int64_t d, float scale, f
   }
 #endif
   for (int j = 0; j < 8; ++j) {
-    for (int64_t r = u; r < d; ++r) out[j] += q[r] * at1(k[j] + r);
+    for (int64_t r = u; r < d; ++r) out[j] += q[r] * static_cast<float>(k[j][r]);
     out[j] *= scale;
   }
 }
 
-// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains)
+// o's blocks of C vectors from u on = sum_t p[t] v[t] / z, over t in order (C chains), while
+// a whole block fits -> where it stopped
+template <int C, typename T>
+inline int64_t chains(const float* p, const T* const* v, int64_t n, int64_t d, float z,
+                      float* o, int64_t u) {
+  for (; u + C * W <= d; u += C * W) {
+    Vec a[C];
+    for (int c = 0; c < C; ++c) a[c] = Vec(0.f);
+    for (int64_t t = 0; t < n; ++t)
+      for (int c = 0; c < C; ++c) a[c] = at::vec::fmadd(Vec(p[t]), load8(v[t] + u + c * W), a[c]);
+    for (int c = 0; c < C; ++c) (a[c] / Vec(z)).store(o + u + c * W);
+  }
+  return u;
+}
+
+// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains;
+// then one vector at a time; then a scalar tail)
 template <typename T>
 inline void weighted(const float* p, const T* const* v, int64_t n, int64_t d, float z,
                      float* o) {
-  int64_t u = 0;
-  for (; u + 4 * W <= d; u += 4 * W) {
-    Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-    for (int64_t t = 0; t < n; ++t) {
-      const Vec pt(p[t]);
-      const T* vt = v[t] + u;
-      a0 = at::vec::fmadd(pt, load8(vt), a0);
-      a1 = at::vec::fmadd(pt, load8(vt + W), a1);
-      a2 = at::vec::fmadd(pt, load8(vt + 2 * W), a2);
-      a3 = at::vec::fmadd(pt, load8(vt + 3 * W), a3);
-    }
-    const Vec vz(z);
-    (a0 / vz).store(o + u);
-    (a1 / vz).store(o + u + W);
-    (a2 / vz).store(o + u + 2 * W);
-    (a3 / vz).store(o + u + 3 * W);
-  }
-  for (; u + W <= d; u += W) {
-    Vec acc(0.f);
-    for (int64_t t = 0; t < n; ++t) acc = at::vec::fmadd(Vec(p[t]), load8(v[t] + u), acc);
-    (acc / Vec(z)).store(o + u);
-  }
-  for (; u < d; ++u) {
+  for (int64_t u = chains<1>(p, v, n, d, z, o, chains<4>(p, v, n, d, z, o, 0)); u < d; ++u) {
     float acc = 0.f;
-    for (int64_t t = 0; t < n; ++t) acc += p[t] * at1(v[t] + u);
+    for (int64_t t = 0; t < n; ++t) acc += p[t] * static_cast<float>(v[t][u]);
     o[u] = acc / z;
   }
 }
@@ -111,6 +103,14 @@ inline float exp_sum(float* s, int64_t n, float m) {
     for (int64_t j = 0; j < k; ++j) z += s[t + j];
   }
   return z;
+}
+
+// whether slab s ([L, 2, slots, KV, capacity, d], its last dimension contiguous) holds layer
+// li of a Pass of `rows` rows and `columns` columns
+inline bool holds(const at::Tensor& s, int64_t KV, int64_t d, int64_t li, int64_t rows,
+                  int64_t columns) {
+  return s.dim() == 6 && s.stride(5) == 1 && s.size(3) == KV && s.size(5) == d &&
+         li < s.size(0) && rows <= s.size(2) && columns <= s.size(4);
 }
 
 // qk [N, H + KV, d]: the rotated q|k heads of every Pass's tokens, row-major by Pass, row,
@@ -135,17 +135,20 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const int64_t N = qk.size(0), d = qk.size(2), g = H / KV;
   const auto kv_type = c10::CppTypeToScalarType<E>::value;
   std::vector<int64_t> pass_of, slot_base(P + 1, 0);  // a query row's Pass; a Pass's first slot
+  std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
+  int64_t work = 1;  // the multiply-adds of a call, to split it across threads
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
     const auto& m = masks[i];
-    TORCH_CHECK(s.dim() == 6 && s.scalar_type() == kv_type && s.stride(5) == 1 &&
-                s.size(3) == KV && s.size(5) == d && li < s.size(0) && rows[i] <= s.size(2) &&
-                n[i] + q[i] <= s.size(4), "attend: slab ", i, " does not hold its Pass");
+    TORCH_CHECK(s.scalar_type() == kv_type && holds(s, KV, d, li, rows[i], n[i] + q[i]),
+                "attend: slab ", i, " does not hold its Pass");
     TORCH_CHECK(m.dim() == 4 && m.scalar_type() == at::kBool && m.size(0) == rows[i] &&
                 (m.size(2) == 1 || m.size(2) == q[i]) && m.size(3) == n[i] + q[i],
                 "attend: mask ", i, " must be [rows, 1, q or 1, n + q] bool");
     pass_of.insert(pass_of.end(), rows[i] * q[i], i);
     slot_base[i + 1] = slot_base[i] + rows[i];
+    first[i + 1] = first[i] + rows[i] * q[i];
+    work += rows[i] * q[i] * (n[i] + q[i]);
   }
   TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
               pass_of.size());
@@ -168,10 +171,6 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const float* q0 = qk.data_ptr<float>();
   float* o0 = out.data_ptr<float>();
   const float fscale = (float)scale;
-  std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
-  for (int64_t i = 0; i < P; ++i) first[i + 1] = first[i] + rows[i] * q[i];
-  int64_t work = 1;  // the multiply-adds of a call, to split it across threads
-  for (int64_t i = 0; i < P; ++i) work += rows[i] * q[i] * (n[i] + q[i]);
   const int64_t grain = std::max<int64_t>(1, N * 32768 / (work * H * d));
   at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
     std::vector<float> sc;
@@ -232,17 +231,15 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
                   at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
                   at::TensorList slabs, at::TensorList masks, at::TensorList parts,
                   at::TensorList readers, at::IntArrayRef part_start) {
-  if (!slabs.empty() && slabs[0].scalar_type() == at::kHalf)
-    return attend_t<at::Half>(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts, readers,
-                              part_start);
-  return attend_t<float>(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts, readers,
-                         part_start);
+  const bool half = !slabs.empty() && slabs[0].scalar_type() == at::kHalf;
+  return (half ? attend_t<at::Half> : attend_t<float>)(qk, H, KV, scale, li, rows, q, n, slabs,
+                                                       masks, parts, readers, part_start);
 }
 
 // d float32 elements into a slab's column: copied, or rounded to float16
-inline void put(const float* src, int64_t d, float* dst) { std::copy_n(src, d, dst); }
-inline void put(const float* src, int64_t d, at::Half* dst) {
-  for (int64_t u = 0; u < d; ++u) dst[u] = static_cast<at::Half>(src[u]);
+template <typename E>
+inline void put(const float* src, int64_t d, E* dst) {
+  for (int64_t u = 0; u < d; ++u) dst[u] = static_cast<E>(src[u]);
 }
 
 // Pass i's rows' new keys and values (k, v rows r0 ..) into its slab, of element type E
@@ -280,18 +277,15 @@ void write_kv(const at::Tensor& k, const at::Tensor& v, int64_t li, at::IntArray
   int64_t N = 0;
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
-    TORCH_CHECK(s.dim() == 6 && (s.scalar_type() == at::kFloat || s.scalar_type() == at::kHalf)
-                && s.stride(5) == 1 && s.size(3) == KV && s.size(5) == d && li < s.size(0) &&
-                rows[i] <= s.size(2) && n[i] + q[i] <= s.size(4),
-                "write: slab ", i, " does not hold its Pass");
+    TORCH_CHECK((s.scalar_type() == at::kFloat || s.scalar_type() == at::kHalf) &&
+                holds(s, KV, d, li, rows[i], n[i] + q[i]), "write: slab ", i,
+                " does not hold its Pass");
     N += rows[i] * q[i];
   }
   TORCH_CHECK(N == k.size(0), "write: k has ", k.size(0), " rows, the Passes ", N);
   for (int64_t i = 0, r = 0; i < P; r += rows[i] * q[i], ++i) {
-    if (slabs[i].scalar_type() == at::kHalf)
-      write_pass<at::Half>(k, v, li, rows[i], q[i], n[i], slabs[i], r);
-    else
-      write_pass<float>(k, v, li, rows[i], q[i], n[i], slabs[i], r);
+    const bool half = slabs[i].scalar_type() == at::kHalf;
+    (half ? write_pass<at::Half> : write_pass<float>)(k, v, li, rows[i], q[i], n[i], slabs[i], r);
   }
 }
 

@@ -12,11 +12,12 @@ Cascade attention over a shared prefix (kv.SlabCache.prefix: the keys carry it a
 `shared_kv`): every row attends to [prefix || its own columns]. The prefix's scores come
 from one GEMM per key/value head with all rows' queries stacked (rows x heads-per-group x q
 query vectors against S keys), so its keys and values are read once, not once per row; the
-row part runs over the row's own columns under its mask; one softmax spans the concatenated
-scores. The idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and FlashInfer's cascade
-kernels. Parts each read by some of the rows are attended one call a part and merged by
-log-sum-exp (tree_attend, merge_parts: the lean forward's kv.batch_cache(tree=True)). The lean
-forward on the CPU in fp32 runs none of these: one kernel call a layer (search.runtime.kernel).
+row part runs over the row's own columns under its mask; the two are merged by their
+log-sum-exps. The idea of Hydragen (J. Juravsky et al., arXiv:2402.05099) and FlashInfer's
+cascade kernels. A shared prefix is one case of `tree_attend`: parts each read by some of
+the rows (all of them, for a prefix) are attended one call a part and merged by log-sum-exp
+(merge_parts: the lean forward's kv.batch_cache(tree=True) too). The lean forward on the CPU
+in fp32 runs none of these: one kernel call a layer (search.runtime.kernel).
 """
 
 from __future__ import annotations
@@ -62,77 +63,60 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     """Attention of query (B, H, q, d) over a shared prefix (KV, S, d) then per-row key/value
     (B, KV, T, d) under mask (B, 1, q or 1, T) bool (None: the last q columns causal, the rest
     visible) -> (B, q, H, d). Query head h reads key/value head h // (H / KV), as repeat_kv.
-    bias: group_bias(mask, ...) when the caller has it (one per forward, not per layer). One
-    softmax over the concatenated scores."""
-    B, H, q, d = query.shape
-    KV, S = prefix_k.shape[0], prefix_k.shape[1]
-    T, gq = key.shape[2], H // KV * q
+    bias: group_bias(mask, ...) when the caller has it. tree_attend with one part, the
+    prefix, that every row reads."""
+    B, H, q, _ = query.shape
     if bias is None:
-        bias = group_bias(mask, B, H // KV, q, T, query.dtype, query.device)
-    qs, stacked = stack_queries(query, KV)
-    pre = torch.matmul(stacked, prefix_k.transpose(1, 2))  # [KV, B*g*q, S]
-    own = torch.matmul(qs, key.transpose(2, 3)) + bias  # [B, KV, g*q, T]
-    scores = torch.cat([pre.view(KV, B, gq, S).transpose(0, 1), own], -1)  # [B, KV, g*q, S+T]
-    p = torch.softmax(scores.mul_(scale), -1, dtype=torch.float32).to(query.dtype)
-    out = torch.matmul(p[..., S:], value)  # [B, KV, g*q, d]
-    p_pre = p[..., :S].transpose(0, 1).reshape(KV, B * gq, S)
-    out += torch.matmul(p_pre, prefix_v).view(KV, B, gq, d).transpose(0, 1)
-    return out.view(B, H, q, d).transpose(1, 2).contiguous()
+        bias = group_bias(mask, B, H // key.shape[1], q, key.shape[2], query.dtype, query.device)
+    return tree_attend(query, key, value, bias, [(prefix_k, prefix_v, None)], scale)
 
 
 def tree_attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                bias: torch.Tensor, parts: Sequence[tuple[torch.Tensor, torch.Tensor,
-                                                          torch.Tensor | None]],
+                bias: torch.Tensor | None, parts: Sequence[tuple[torch.Tensor, torch.Tensor,
+                                                                 torch.Tensor | None]],
                 scale: float) -> torch.Tensor:
     """Attention of query (B, H, q, d) over its row's own columns key/value (B, KV, T, d)
     under bias (B, 1, g*q, T) (group_bias) and the parts it reads where they live -> (B, q,
     H, d) in query's dtype. parts: (keys, values (KV, S, d), the rows reading it [k] long or
-    None for all); a part is visible to every query token. One lse_attention call per part
-    with its readers' queries stacked (a part's keys read once for all of them), merged with
-    the rows' attention over their own columns by merge_parts."""
+    None for all); a part is visible to every query token. A group's query heads are stacked
+    as query rows over its key/value head (row j*q + i: head j of the group, token i). One
+    lse_attention call per part with its readers' queries stacked (a part's keys read once
+    for all of them), merged with the rows' attention over their own columns by merge_parts;
+    without parts, plain multi-head SDPA over the stacked queries, which every fused kernel
+    takes (no enable_gqa, no repeat_kv)."""
     B, H, q, d = query.shape
     KV = key.shape[1]
-    qs, stacked = stack_queries(query, KV)  # [B, KV, gq, d], [KV, B*gq, d]
+    qs = query.reshape(B, KV, H // KV * q, d)  # [B, KV, g*q, d]
+    if not parts:
+        out = F.scaled_dot_product_attention(qs, key, value, attn_mask=bias, scale=scale)
+        return out.reshape(B, H, q, d).transpose(1, 2)
     own, own_lse = lse_attention(qs, key, value, bias, scale)  # [B, KV, gq, d], [B, KV, gq]
-    gq = qs.shape[2]
-    everyone = qs.new_empty(0, dtype=torch.long)
-    outs: list[torch.Tensor] = []
-    lses: list[torch.Tensor] = []
-    readers: list[torch.Tensor] = []  # per part its readers' slots [b] long, empty: every row
+    every = torch.arange(B, device=query.device)
+    read = []  # per part: its readers' attention over it, its lse, their slots [b] long
     for keys, values, rows in parts:
-        who = everyone if rows is None else rows
-        sq = stacked[None] if who.numel() == 0 else \
-            qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)
+        who = every if rows is None else rows
+        sq = qs.index_select(0, who).transpose(0, 1).reshape(1, KV, -1, d)  # [1, KV, b*gq, d]
         o, lse = lse_attention(sq, keys[None], values[None], None, scale)
-        b = sq.shape[2] // gq
-        outs.append(o.view(KV, b, gq, d).transpose(0, 1))
-        lses.append(lse.view(KV, b, gq).transpose(0, 1))
-        readers.append(who)
-    out = merge_parts(own, own_lse, outs, lses, readers)
+        read.append((o.view(KV, who.numel(), -1, d).transpose(0, 1),
+                     lse.view(KV, who.numel(), -1).transpose(0, 1), who))
+    out = merge_parts(own, own_lse, read)
     return out.to(query.dtype).reshape(B, H, q, d).transpose(1, 2)
 
 
-def merge_parts(own: torch.Tensor, own_lse: torch.Tensor, outs: list[torch.Tensor],
-                lses: list[torch.Tensor], readers: list[torch.Tensor]) -> torch.Tensor:
+def merge_parts(own: torch.Tensor, own_lse: torch.Tensor,
+                parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """A row's attention over its own columns (own [B, KV, gq, d], own_lse [B, KV, gq]) and
-    over each part it reads (outs[k] [b, KV, gq, d], lses[k] [b, KV, gq]: the part's
-    readers, readers[k] their slots [b] long, empty where every row reads it) -> [B, KV,
-    gq, d] float32: each weighted by exp(lse - top), top the row's largest lse."""
+    over each part it reads (parts: out [b, KV, gq, d] and lse [b, KV, gq] of the part's
+    readers, their slots [b] long) -> [B, KV, gq, d] float32: each weighted by
+    exp(lse - top), top the row's largest lse."""
     top = own_lse
-    for lse, rows in zip(lses, readers):
-        if rows.numel() == 0:
-            top = torch.maximum(top, lse)
-        else:
-            top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lse))
+    for _, lse, rows in parts:
+        top = top.index_copy(0, rows, torch.maximum(top.index_select(0, rows), lse))
     w = (own_lse - top).exp_().unsqueeze(-1)
     num, den = own * w, w
-    for out, lse, rows in zip(outs, lses, readers):
-        if rows.numel() == 0:
-            wk = (lse - top).exp_().unsqueeze(-1)
-            num, den = num.addcmul(out, wk), den + wk
-        else:
-            wk = (lse - top.index_select(0, rows)).exp_().unsqueeze(-1)
-            num, den = num.index_add(0, rows, out * wk), den.index_add(0, rows, wk)
+    for out, lse, rows in parts:
+        wk = (lse - top.index_select(0, rows)).exp_().unsqueeze(-1)
+        num, den = num.index_add(0, rows, out * wk), den.index_add(0, rows, wk)
     return num / den
 
 
@@ -146,14 +130,6 @@ def lse_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     lse = torch.logsumexp(scores, -1)
     p = torch.exp(scores - lse[..., None]).to(value.dtype)
     return torch.matmul(p, value), lse
-
-
-def stack_queries(query: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """query [B, H, q, d] -> qs [B, KV, g*q, d] (a group's heads and query tokens stacked:
-    row j*q + i is head j of the group, token i) and stacked [KV, B*g*q, d] (every row's)."""
-    B, H, q, d = query.shape
-    qs = query.reshape(B, kv_heads, H // kv_heads * q, d)
-    return qs, qs.transpose(0, 1).reshape(kv_heads, -1, d)
 
 
 def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, columns: int,

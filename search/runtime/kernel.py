@@ -14,7 +14,7 @@ call a layer for the whole forward (a copy of each token's columns, nothing comp
 It is C++ built on first use by torch.utils.cpp_extension (about 20 s once, then cached in
 torch's extensions folder, TORCH_EXTENSIONS_DIR). Where it cannot be built (no compiler,
 ninja or headers) or `TTS_ATTEND_KERNEL=0`, `serves` says no, a warning says why, and the
-lean forward runs each Pass alone through attention.cascade / tree_attend instead: the same
+lean forward runs each Pass alone through attention.tree_attend instead: the same
 results to rounding, slower, and Passes of several calls no longer merge on the CPU.
 """
 
@@ -64,7 +64,7 @@ def _build() -> bool:
         return True
     except Exception as err:  # noqa: BLE001 (no compiler or ninja: the per-Pass fallback)
         warnings.warn(f"the CPU attention kernel could not be built ({type(err).__name__}: "
-                      f"{str(err)[-300:]}); each Pass attends alone (attention.cascade), "
+                      f"{str(err)[-300:]}); each Pass attends alone (attention.tree_attend), "
                       "slower, and searches' Passes do not merge on the CPU",
                       RuntimeWarning, stacklevel=3)
         return False

@@ -27,6 +27,7 @@ What of a path is read where it lives instead (`parts`, chosen by batch_cache):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,47 +105,34 @@ def batch_cache(paths: Sequence[Sequence[torch.Tensor]], room: int, layout: KVLa
                 share_prefix: int = 0, tree: bool = False) -> SlabCache:
     """A SlabCache of these rows' paths (each its segments' kv, root first) with room for
     `room` more columns: the parts read where they live (see the module doc; tree: the
-    lean forward's rule; share_prefix 0: none) and the rest copied in, left-padded."""
-    parts: list[torch.Tensor] = []
-    reads: list[list[int]] = [[] for _ in paths]
-    rest = [list(p) for p in paths]
+    lean forward's rule, else a common prefix only; share_prefix 0: none) and the rest
+    copied in, left-padded."""
     if not (share_prefix and layout.cascade and paths):
-        return SlabCache.from_paths(rest, room, layout)
-    if not tree:
-        k = common_parts(paths)
-        if len(paths) > 1 and sum(kv.shape[3] for kv in paths[0][:k]) >= share_prefix:
-            parts = [paths[0][0] if k == 1 else torch.cat(list(paths[0][:k]), dim=3)]
-            reads, rest = [[0] for _ in paths], [list(p[k:]) for p in paths]
-        return SlabCache.from_paths(rest, room, layout, parts, reads)
-    # the short segments every row reads: one part (concatenated once, not per row) where
-    # their tokens times the rows reach share_prefix; long segments are parts of their own
-    short = [kv for kv in paths[0][:common_parts(paths)] if 0 < kv.shape[3] < share_prefix]
-    if short and sum(kv.shape[3] for kv in short) * len(paths) >= share_prefix:
-        parts.append(short[0] if len(short) == 1 else torch.cat(short, dim=3))
-        reads = [[0] for _ in paths]
-    common = {id(kv) for kv in short} if parts else set()  # what that part holds
+        return SlabCache.from_paths(paths, room, layout)
+    k = 0  # how many leading segments every path shares (the same tensors: the same nodes)
+    while all(k < len(p) and p[k] is paths[0][k] for p in paths):
+        k += 1
+    # segments of >= `own` tokens are parts of their own (the tree rule); of those every row
+    # reads, the others are one part (concatenated once, not per row) where it pays
+    own = share_prefix if tree else math.inf
+    common = [kv for kv in paths[0][:k] if 0 < kv.shape[3] < own]
+    n = sum(kv.shape[3] for kv in common)
+    pays = n * len(paths) >= share_prefix if tree else n >= share_prefix and len(paths) > 1
+    parts = [common[0] if len(common) == 1 else torch.cat(common, dim=3)] if pays else []
+    reads: list[list[int]] = [[0] if pays else [] for _ in paths]
+    held = {id(kv) for kv in common} if pays else set()  # what that part holds
     index: dict[int, int] = {}
+    rest: list[list[torch.Tensor]] = [[] for _ in paths]
     for b, path in enumerate(paths):
-        rest[b] = []
         for kv in path:
-            if kv.shape[3] >= share_prefix:
+            if kv.shape[3] >= own:
                 k = index.setdefault(id(kv), len(parts))
                 if k == len(parts):
                     parts.append(kv)
                 reads[b].append(k)
-            elif kv.shape[3] and id(kv) not in common:
+            elif kv.shape[3] and id(kv) not in held:
                 rest[b].append(kv)
     return SlabCache.from_paths(rest, room, layout, parts, reads)
-
-
-def common_parts(paths: Sequence[Sequence[torch.Tensor]]) -> int:
-    """How many leading segments every path shares (the same tensors: the same nodes)."""
-    k = 0
-    for parts in zip(*paths):
-        if any(kv is not parts[0] for kv in parts[1:]):
-            break
-        k += 1
-    return k
 
 
 # -- in place ----------------------------------------------------------------------------
@@ -361,8 +349,6 @@ class SlabCache(Cache):
     def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
         """A fresh [L, 2, H, stop - start + spare, D] copy of one row's columns, `spare`
         columns left unwritten after them (room to grow in place: Segment.spare)."""
-        if not spare:
-            return self.buf[:, :, slot, :, start:stop].clone()
         L, two, _, H, _, D = self.buf.shape
         out = self.buf.new_empty(L, two, H, stop - start + spare, D)
         out[:, :, :, :stop - start].copy_(self.buf[:, :, slot, :, start:stop])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import threading
 import weakref
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -65,9 +65,8 @@ class NodeStore:
             raise ValueError(f"the KV cache cap must be an int >= 0 (bytes), got {cap!r}")
         self.cap = cap
         self.on_drop = on_drop  # told of every node whose segment leaves (prompt cache release)
+        # least recently used first: a use moves a node's entry to the end (pop, insert)
         self._segs: weakref.WeakKeyDictionary[Node, Segment] = weakref.WeakKeyDictionary()
-        # node id -> node, least recently used first (a collected node's entry is skipped)
-        self._used: OrderedDict[int, weakref.ref[Node]] = OrderedDict()
         self._pins: Counter[int] = Counter()  # node id -> calls in flight reading it
         self._gone: weakref.WeakKeyDictionary[Node, Gone] = weakref.WeakKeyDictionary()
         # bytes held: exact after each drop pass, else an upper bound (a collected node's
@@ -78,7 +77,8 @@ class NodeStore:
         self._lock = threading.RLock()
 
     def get(self, node: Node) -> Segment | None:
-        return self._segs.get(node)
+        with self._lock:  # (not while a use moves the node's entry)
+            return self._segs.get(node)
 
     def gone(self, node: Node) -> Gone | None:
         """What was cached of `node` before the store dropped it for room, None if it was not."""
@@ -86,12 +86,10 @@ class NodeStore:
 
     def put(self, node: Node, seg: Segment) -> None:
         with self._lock:
-            old = self._segs.get(node)
+            old = self._segs.pop(node, None)
             self._bytes += nbytes(seg) - (nbytes(old) if old is not None else 0)
             self._segs[node] = seg
             self._gone.pop(node, None)
-            self._used[node.id] = weakref.ref(node)
-            self._used.move_to_end(node.id)
             if self._bytes > self.cap:
                 self._make_room()
             self.peak = max(self.peak, self._bytes)
@@ -108,12 +106,13 @@ class NodeStore:
     @contextmanager
     def pinned(self, nodes: Sequence[Node]) -> Iterator[None]:
         """Keep the paths to `nodes` for the block (a call reading them), most recently used."""
-        ids = list({a.id: a for node in nodes for a in node.path()})
+        path = {a.id: a for node in nodes for a in node.path()}
+        ids = list(path)
         with self._lock:
             self._pins.update(ids)
-            for i in ids:
-                if i in self._used:
-                    self._used.move_to_end(i)
+            for a in path.values():
+                if (seg := self._segs.pop(a, None)) is not None:
+                    self._segs[a] = seg
         try:
             yield
         finally:
@@ -130,7 +129,6 @@ class NodeStore:
                 self._gone.pop(node, None)
                 seg = self._segs.pop(node, None)
                 if seg is not None:
-                    self._used.pop(node.id, None)
                     self._bytes -= nbytes(seg)
                     if self.on_drop is not None:
                         self.on_drop(node)
@@ -138,14 +136,7 @@ class NodeStore:
     def _make_room(self) -> None:
         """Drop unpinned segments, cached leaves first, least recently used first, until the
         rest fit 7/8 of the cap (or nothing more may go)."""
-        live: dict[int, tuple[Node, Segment]] = {}
-        for i, ref in list(self._used.items()):
-            node = ref()
-            seg = None if node is None else self._segs.get(node)
-            if node is None or seg is None:
-                del self._used[i]
-            else:
-                live[i] = (node, seg)
+        live = {node.id: (node, seg) for node, seg in self._segs.items()}
         self._bytes = sum(nbytes(seg) for _, seg in live.values())
         target = self.cap - self.cap // 8
         if self._bytes <= target:
@@ -158,7 +149,7 @@ class NodeStore:
         while heap and self._bytes > target:
             _, i = heapq.heappop(heap)
             node, seg = live[i]
-            del self._segs[node], self._used[i]
+            del self._segs[node]
             self._gone[node] = Gone(seg.n, seg.logits is not None)
             self._bytes -= nbytes(seg)
             self.dropped += 1

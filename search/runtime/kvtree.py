@@ -69,11 +69,9 @@ class PromptCache:
         """The prompt's segment for `root` (now one of its holders), None if not here."""
         key = tuple(ids)
         with self._lock:
-            entry = self._entries.pop(key, None)
-            if entry is None:
-                return None
-            self._entries[key] = entry  # most recently used last
-            if hidden and entry[0].hidden is None:
+            if (entry := self._entries.pop(key, None)) is not None:
+                self._entries[key] = entry  # most recently used last
+            if entry is None or (hidden and entry[0].hidden is None):
                 return None
             entry[1].add(root)
             self.hits += 1
@@ -262,34 +260,30 @@ class KVTree:
         self.scheduler.run(self.ensure_job(nodes, session), cancel=session.cancel)
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
-        """`ensure` as a job (the nodes' paths pinned while it runs)."""
+        """`ensure` as a job (the nodes' paths pinned while it runs): first what the store
+        dropped of their paths, computed again as it was, then what they lack."""
         with self.store.pinned(nodes):
-            yield from self._fill(nodes, session, restore=True)
-            yield from self._fill(nodes, session, restore=False)
+            for restore in (True, False):
+                while groups := self._missing(nodes, restore):
+                    for width, group in groups.items():
+                        yield from self._complete(group, width, session, restore)
 
-    def _fill(self, nodes: Sequence[Node], session: Session, *, restore: bool
-              ) -> Generator[Pass, Any, None]:
-        """Compute, root first, what the store dropped of the nodes' paths (restore), or what
-        they lack to be complete."""
-        while True:
-            todo: dict[int, Node] = {}
-            for node in nodes:
-                first = next((a for a in node.path() if (self.store.gone(a) is not None
-                              if restore else not self.is_complete(a))), None)
-                if first is not None:
-                    todo[first.id] = first
-            if not todo:
-                return
-            # rows of equal missing width (the own tokens to compute: as many as the store
-            # dropped, or those after the node's segment) batch together; different widths
-            # run apart
-            groups: dict[int, list[Node]] = defaultdict(list)
-            for a in todo.values():
-                seg = self.store.get(a)
-                width = self._gone(a).n if restore else len(self.own(a)) - (seg.n if seg else 0)
-                groups[width].append(a)
-            for width, group in groups.items():
-                yield from self._complete(group, width, session, restore)
+    def _missing(self, nodes: Sequence[Node], restore: bool) -> dict[int, list[Node]]:
+        """The first node on each node's path, root first, that the store dropped (restore)
+        or that is not complete, by the own tokens to compute (as many as the store dropped,
+        or those after its segment): rows of equal width batch together, others run apart."""
+        firsts: dict[int, Node] = {}
+        for node in nodes:
+            first = next((a for a in node.path() if (self.store.gone(a) is not None
+                          if restore else not self.is_complete(a))), None)
+            if first is not None:
+                firsts[first.id] = first
+        groups: dict[int, list[Node]] = defaultdict(list)
+        for a in firsts.values():
+            seg = self.store.get(a)
+            width = self._gone(a).n if restore else len(self.own(a)) - (seg.n if seg else 0)
+            groups[width].append(a)
+        return groups
 
     def _cached_prompts(self, group: list[Node], width: int, session: Session,
                         charged: bool) -> list[Node]:
@@ -327,28 +321,22 @@ class KVTree:
         group = self._cached_prompts(group, width, session, charged=not restore)
         if not group:
             return
-        pasts, starts, tokens, prefill = [], [], [], 0
-        for a in group:
-            seg = None if restore else self.store.get(a)
-            done = seg.n if seg else 0
-            pasts.append(self.path_parts(a))
-            starts.append(self.start(a) + done)
-            tokens.append(list(self.own(a))[done:done + width])
-            prefill += 0 if seg is not None or restore else width
-        new, out, hidden = yield from self.feed_job(pasts, starts, tokens, session,
-                                                    all_logits=False, prefill=prefill,
-                                                    charged=not restore)
-        for i, (a, kv_new, o) in enumerate(zip(group, new, out)):
-            seg = None if restore else self.store.get(a)
-            kv = kv_new if seg is None else seg.extended(kv_new)
+        segs = [self.store.get(a) for a in group]  # None where restoring (a dropped node)
+        done = [seg.n if seg else 0 for seg in segs]
+        new, out, hidden = yield from self.feed_job(
+            [self.path_parts(a) for a in group], [self.start(a) + d for a, d in zip(group, done)],
+            [list(self.own(a))[d:d + width] for a, d in zip(group, done)], session,
+            all_logits=False, prefill=0 if restore else width * sum(s is None for s in segs),
+            charged=not restore)
+        for i, (a, seg, kv_new, o) in enumerate(zip(group, segs, new, out)):
             keep = known[a.id]
-            done = Segment(kv=kv, n=(seg.n if seg else 0) + width,
-                           logits=o[-1] if keep else None,
+            full = Segment(kv=kv_new if seg is None else seg.extended(kv_new),
+                           n=(seg.n if seg else 0) + width, logits=o[-1] if keep else None,
                            hidden=None if hidden is None or not keep else hidden[i],
                            buf=None if seg is None else seg.buf)
-            self.put(a, done, session.kv)
+            self.put(a, full, session.kv)
             if a.parent is None:
-                self.prompts.add(a, self.own(a), done)
+                self.prompts.add(a, self.own(a), full)
 
     def _gone(self, node: Node) -> Gone:
         gone = self.store.gone(node)

@@ -13,17 +13,17 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
 - the residual adds follow the o_proj and down_proj GEMMs in place (packed.gemm_rows);
 - attention reads the slab directly, and the parts of the rows' paths where they live
   (kv.batch_cache): on the CPU in fp32 one kernel call a layer for every Pass
-  (search.runtime.kernel); else per Pass, cascade attention over a shared prefix
-  (attention.cascade), per-part attention merged by log-sum-exp over other parts
-  (attention.tree_attend), torch SDPA with grouped KV heads without parts;
+  (search.runtime.kernel); else per Pass, attention.tree_attend: per-part attention
+  merged by log-sum-exp (a shared prefix is a part every row reads), torch SDPA with
+  grouped KV heads without parts;
 - on the CPU every layer runs in one TorchScript call (search.runtime.scripted.layers), which
   holds no Python interpreter lock while it runs, so the search threads' Python runs beside it.
 
 One forward for every device and weight dtype. The above is the CPU's fp32 path (packed
 linears, TorchScript, the attention kernel). On a GPU, or in bf16/fp16, the same layer
 runs on the model's own linears (cuBLAS), torch.rms_norm, and torch's fused SDPA per Pass with
-a group's query heads stacked as query rows (attention.stack_queries: no enable_gqa, no
-repeat_kv; cascade's single-softmax form over a shared prefix). So on a GPU too the scheduler
+a group's query heads stacked as query rows (attention.tree_attend: no enable_gqa, no
+repeat_kv; merged by log-sum-exp with the parts a row reads). So on a GPU too the scheduler
 merges many searches' Passes into one forward (`merges`); there a row's logits can move by
 the GEMMs' rounding with the rows beside it (cuBLAS picks its kernel by the batch's size), so
 merging is bit-exact only on the CPU's packed linears (`row_invariant`) with the attention
@@ -57,7 +57,7 @@ from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
 from search.runtime.omp import one_thread, threads_here, weight_bytes
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
-from search.runtime.passes import flatten, per_pass
+from search.runtime.passes import Pass, flatten, per_pass
 
 
 class LeanFallback(UserWarning):
@@ -148,7 +148,7 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 DEVICES = ("cpu", "cuda")
 
 
-_EVERY = torch.empty(0, dtype=torch.long)  # a part's readers where every row reads it
+_EVERY = torch.empty(0, dtype=torch.long)  # the kernel's readers of a part every row reads
 
 
 @dataclass
@@ -162,20 +162,23 @@ class _Part:
     q: int  # query tokens per row
     at: int  # its first token in the forward's residual stream
     n: int  # columns before its tokens
-    bias: torch.Tensor  # its mask, additive, off the kernel (attention.group_bias)
-    parts: list[torch.Tensor]  # [L, 2, KV, S, d]: each part some row reads
-    readers: list[torch.Tensor]  # per part, the slots reading it [b] long (empty: all)
+    bias: torch.Tensor | None  # its mask, additive, off the kernel (attention.group_bias)
+    # each part some row reads [L, 2, KV, S, d], and the slots reading it [b] long (None: all)
+    reads: list[tuple[torch.Tensor, torch.Tensor | None]]
 
     @staticmethod
-    def of(p: tuple[Any, ...], B: int, q: int, at: int, x: torch.Tensor) -> _Part:
-        ids, _, cache = p[:3]
+    def of(p: Pass, at: int, groups: int | None, x: torch.Tensor) -> _Part:
+        """Pass p whose first token is x's row `at`; groups: a key/value head's query heads,
+        for its mask as a bias (None: on the kernel, none)."""
+        cache, mask = p.cache, p.mask
+        B, q = p.input_ids.shape
         if cache.rows != B:
-            raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {tuple(ids.shape)}")
+            raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {(B, q)}")
         cache._room_for(q)  # (refuses a forward the slab has no room for)
-        reads = cache.readers()
-        return _Part(cache, B, q, at, cache.length, x,  # (bias: x until the forward sets it)
-                     [cache.parts[k] for k, _ in reads],
-                     [_EVERY if rows is None else rows for _, rows in reads])
+        bias = None if groups is None else attention.group_bias(
+            mask, B, groups, q, mask.shape[-1], x.dtype, x.device)
+        return _Part(cache, B, q, at, cache.length, bias,
+                     [(cache.parts[k], rows) for k, rows in cache.readers()])
 
     def new(self, li: int) -> torch.Tensor:
         """[B, q, 2, KV, d]: where layer li's new keys and values go."""
@@ -267,73 +270,59 @@ class LeanLlama:
     def forward_slab(self, ids: torch.Tensor, pos: torch.Tensor, cache: SlabCache,
                      mask: torch.Tensor, keep: int, hidden: bool) -> Output:
         """ids, pos [B, q]; mask [B, 1, q or 1, columns] bool over the slab's columns."""
-        return self._forward([(ids, pos, cache, mask, keep, hidden)])[0]
+        return self.forward_many([Pass(self, ids, pos, cache, mask, keep, hidden)])[0]
 
-    def forward_many(self, passes: Sequence[Any]) -> list[Output]:
+    def forward_many(self, passes: Sequence[Pass]) -> list[Output]:
         """Several Passes (search.runtime.passes.Pass: each its own rows, slab cache and mask)
         in one forward: every linear, norm and element-wise op runs once over all their
         tokens, attention runs per Pass on its own cache. Each Pass's output is bit for bit
         what it gets alone (those ops compute a row the same way whatever rows are beside
         it; attention sees the very tensors it would see alone)."""
-        return self._forward([(p.input_ids, p.position_ids, p.cache, p.mask,
-                               p.keep or 0, p.hidden) for p in passes])
-
-    def _forward(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
-                                             torch.Tensor, int, bool]]) -> list[Output]:
         with threads_here(self.threads) if self.threads else nullcontext():
-            return self._layers(parts)
+            return self._layers(passes)
 
     @torch.inference_mode()
-    def _layers(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor, SlabCache,
-                                            torch.Tensor, int, bool]]) -> list[Output]:
-        """parts: (ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden)."""
+    def _layers(self, parts: Sequence[Pass]) -> list[Output]:
+        """parts: ids, pos [B, q], cache, mask [B, 1, q or 1, columns], keep, hidden each."""
         H, KV, d, D, inter = self.heads, self.kv_heads, self.head_dim, self.hidden, self.inter
-        ids, pos = flatten([p[0] for p in parts]), flatten([p[1] for p in parts])  # [N] each
+        ids = flatten([p.input_ids for p in parts])  # [N]
+        pos = flatten([p.position_ids for p in parts])  # [N]
         table = self.rope
         if self.grows and int(pos.max()) >= table[0].shape[0]:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
-        shapes = [p[0].shape for p in parts]
-        starts = accumulate((B * q for B, q in shapes), initial=0)  # each part's first token
-        spans = [(B, q, at) for (B, q), at in zip(shapes, starts)]  # per part: (B, q, first)
-        plan = [_Part.of(p, B, q, a, x) for p, (B, q, a) in zip(parts, spans)]
         kernel = kernel_serves(x)
+        starts = accumulate((p.tokens for p in parts), initial=0)  # each part's first token
+        plan = [_Part.of(p, at, None if kernel else H // KV, x) for p, at in zip(parts, starts)]
+        spans = [(pt.B, pt.q, pt.at) for pt in plan]  # per part: (B, q, first)
         # per Pass: rows, query tokens, columns before, slab (the kernel's order)
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
                 [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
         if kernel:
-            reads = ([p[3] for p in parts], [kv for pt in plan for kv in pt.parts],
-                     [r for pt in plan for r in pt.readers],
-                     list(accumulate((len(pt.parts) for pt in plan), initial=0)))
-        else:  # each mask as a bias, once a forward
-            for pt, p in zip(plan, parts):
-                pt.bias = attention.group_bias(p[3], pt.B, H // KV, pt.q, p[3].shape[-1],
-                                               x.dtype, x.device)
+            reads = ([p.mask for p in parts], [kv for pt in plan for kv, _ in pt.reads],
+                     [_EVERY if r is None else r for pt in plan for _, r in pt.reads],
+                     list(accumulate((len(pt.reads) for pt in plan), initial=0)))
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
         for li, layer in enumerate(() if kernel and self.posts else self.layers):
-            qk = scripted.ROTATE_AND_WRITE(layer.qkv(torch.rms_norm(x, (D,), layer.norm1,
-                                                                    self.eps)),
-                                           cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
+            qkv = layer.qkv(torch.rms_norm(x, (D,), layer.norm1, self.eps))  # [N, (H + 2 KV) d]
+            qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
                                            [pt.new(li) for pt in plan])
             if kernel:
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
             else:  # (another device or dtype, or no kernel built: each Pass alone)
-                whole = torch.cat([self._attend(pt, qk, li, parts[i][3])
-                                   for i, pt in enumerate(plan)])
-            if self.posts:
-                x = scripted.POST(whole, x, layer.norm2, self.eps, inter, *self.posts[li])
-            else:
-                x = layer.o(whole, x)  # + residual, in the GEMM
-                gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
-                x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
+                whole = torch.cat([self._attend(pt, qk, li) for pt in plan])
+            # (where every projection is packed, the ops and bits of scripted.post)
+            x = layer.o(whole, x)  # + residual, in the GEMM
+            gu = layer.gate_up(torch.rms_norm(x, (D,), layer.norm2, self.eps))  # [N, 2 I]
+            x = layer.down(F.silu(gu[:, :inter]) * gu[:, inter:], x)
         for pt in plan:
             pt.cache.advance(pt.q)  # every layer's columns written
         # each part's kept positions (its rows' last `keep`), normed and through the LM head
-        kept = [q if p[4] <= 0 else min(p[4], q) for p, (_, q, _) in zip(parts, spans)]
+        kept = [min(p.keep, q) if p.keep and p.keep > 0 else q for p, (_, q, _) in zip(parts, spans)]
         rows = [x] if kept == [q for _, q, _ in spans] else [  # (every position kept: x)
             x[a:a + B * q].view(B, q, D)[:, q - k:].reshape(B * k, D)
             for (B, q, a), k in zip(spans, kept)]
@@ -341,36 +330,21 @@ class LeanLlama:
                               self.eps)
         logits = self.lm_head(last)
         lgs, hs = per_pass(logits, kept, spans), \
-            per_pass(last, kept, spans) if any(p[5] for p in parts) else []
-        return [Output(lg, (hs[i],) if p[5] else None)
+            per_pass(last, kept, spans) if any(p.hidden for p in parts) else []
+        return [Output(lg, (hs[i],) if p.hidden else None)
                 for i, (p, lg) in enumerate(zip(parts, lgs))]
 
-    def _attend(self, pt: _Part, qk: torch.Tensor, li: int, mask: torch.Tensor
-                ) -> torch.Tensor:
-        """One Pass's attention in layer li off the kernel -> [B q, H d]: over its
-        rows' own columns (mask [B, 1, q or 1, T]; pt.bias its additive form over a group's
-        stacked queries) and the parts they read: cascade's single softmax over one shared
-        prefix, attention.tree_attend over other parts."""
+    def _attend(self, pt: _Part, qk: torch.Tensor, li: int) -> torch.Tensor:
+        """One Pass's attention in layer li off the kernel -> [B q, H d]: over its rows' own
+        columns (pt.bias: its mask over a group's stacked queries) and the parts they read
+        (attention.tree_attend)."""
         B, H, q, d = pt.B, self.heads, pt.q, self.head_dim
         # its query heads [B, H, q, d] out of the forward's rotated q|k heads [N, H + KV, d]
         query = qk[pt.at:pt.at + B * q, :H].unflatten(0, (B, q)).transpose(1, 2)
         seen = pt.cache.buf[li, :, :B, :, :pt.n + q]  # its rows' keys, values [B, KV, columns, d]
-        keys, values = seen[0], seen[1]
         # the parts they read: keys, values [KV, S, d], readers [b] long or None (every row)
-        reads = [(kv[li, 0], kv[li, 1], r if r.numel() else None)
-                 for kv, r in zip(pt.parts, pt.readers)]
-        if len(reads) == 1 and reads[0][2] is None:  # one part every row reads: a shared prefix
-            out = attention.cascade(query, reads[0][0], reads[0][1], keys, values, mask,
-                                    self.scale, bias=pt.bias)
-        elif reads:
-            out = attention.tree_attend(query, keys, values, pt.bias, reads, self.scale)
-        else:
-            # a group's query heads stacked as query rows over its key/value head (bias: the
-            # mask over them, group_bias): plain multi-head SDPA, which every fused kernel takes
-            qs, _ = attention.stack_queries(query, keys.shape[1])  # [B, KV, g*q, d]
-            out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=pt.bias,
-                                                 scale=self.scale
-                                                 ).reshape(B, H, q, d).transpose(1, 2)
+        reads = [(kv[li, 0], kv[li, 1], r) for kv, r in pt.reads]
+        out = attention.tree_attend(query, seen[0], seen[1], pt.bias, reads, self.scale)
         return out.reshape(B * q, H * d)
 
 

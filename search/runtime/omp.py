@@ -94,14 +94,14 @@ def _runtime() -> Any:
 
 
 @functools.cache
-def _per_thread() -> tuple[Any, Any] | None:
-    """(OpenMP's omp_set_num_threads, MKL's MKL_Set_Num_Threads_Local or None: its C entry
-    point, which takes the count by value; the lower-case ones take a pointer) as torch
-    loaded them, or None: what torch.set_num_threads sets for the calling thread, without the
-    process default it also sets."""
+def _per_thread() -> tuple[Any, ...]:
+    """(OpenMP's omp_set_num_threads, and MKL's MKL_Set_Num_Threads_Local where torch has it:
+    its C entry point, which takes the count by value; the lower-case ones take a pointer) as
+    torch loaded them, or () without GNU's runtime: what torch.set_num_threads sets for the
+    calling thread, without the process default it also sets."""
     omp = _function("libgomp", "omp_set_num_threads", [ctypes.c_int])
-    return None if omp is None else (omp, _function("libtorch_cpu", "MKL_Set_Num_Threads_Local",
-                                                    [ctypes.c_int]))
+    mkl = _function("libtorch_cpu", "MKL_Set_Num_Threads_Local", [ctypes.c_int])
+    return () if omp is None else tuple(fn for fn in (omp, mkl) if fn is not None)
 
 
 def set_threads_here(n: int) -> None:
@@ -113,8 +113,7 @@ def set_threads_here(n: int) -> None:
 
     torch.get_num_threads()  # a new thread takes the default first (torch's lazy init)
     for fn in _per_thread() or (torch.set_num_threads,):
-        if fn is not None:  # (MKL's: where torch has it)
-            fn(n)
+        fn(n)
 
 
 @contextmanager

@@ -1,10 +1,11 @@
-"""A job's forwards: the `Pass` it yields, how a tick's Passes run together (`run_passes`),
-and how a job runs to its end in the calling thread (`drive`).
+"""A job's forwards: the `Pass` it yields, and how a tick's Passes run together
+(`run_passes`).
 
 Engine calls are written as *jobs*: generators that yield a `Pass` (one forward over their own
 rows and their own batch cache) and get its output back, so a decode loop reads as a plain
-loop. An engine's scheduler (search.runtime.sched) runs them: inline (`drive`) or in its
-lanes, which merge the Passes of many jobs into one forward per model.
+loop. An engine's scheduler (search.runtime.sched) runs them: inline (each Pass alone, in the
+calling thread) or in its lanes, which merge the Passes of many jobs into one forward per
+model.
 """
 
 from __future__ import annotations
@@ -170,19 +171,6 @@ def per_pass(x: torch.Tensor, kept: list[int], spans: list[tuple[int, int, int]]
         return list(x.view(-1, kept[0], x.shape[-1]).split([B for B, _, _ in spans]))
     return [c.view(B, k, -1) for c, k, (B, _, _) in
             zip(x.split([B * k for (B, _, _), k in zip(spans, kept)]), kept, spans)]
-
-
-def drive(job: Job[T], apart: Callable[[], AbstractContextManager[Any]] = nullcontext) -> T:
-    """Run a job to its end in this thread, each Pass alone (a Pass that raises raises in
-    the job, as under the owner thread); apart as for run_passes."""
-    try:
-        with torch.inference_mode():
-            p = next(job)
-            while True:
-                out = run_passes([p], apart=apart)[0]
-                p = job.throw(out) if isinstance(out, BaseException) else job.send(out)
-    except StopIteration as stop:
-        return stop.value
 
 
 def call(fn: Any, *args: Any) -> Job[Any]:

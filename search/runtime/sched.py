@@ -39,18 +39,17 @@ rewound and its Passes re-run one by one, and only the job whose Pass fails gets
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
 
 from search.runtime.omp import release_pool, set_threads_here, threads_here
-from search.runtime.passes import Job, Pass, call, drive, run_passes
+from search.runtime.passes import Job, Pass, call, run_passes
 
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
@@ -84,10 +83,11 @@ def default_kv_bytes() -> int:
 
 @dataclass(eq=False)
 class Request:
-    """One engine call in a lane: its state (the job, where its generator stands, and the
-    Pass it waits on), the batch-cache bytes it may hold (`cost`: what admission budgets),
-    its stop rule (`cancel`, the search's Session.cancel: once set, it ends with
-    Interrupted), and its outcome (`value` or `error`, once `done`)."""
+    """One engine call: its state (the job, where its generator stands, and the Pass it
+    waits on), the batch-cache bytes it may hold (`cost`: what a lane's admission budgets),
+    its stop rule (`cancel`, the search's Session.cancel: once set, a lane ends it with
+    Interrupted), and its outcome (`value` or `error`, once `done`). Inline, its caller
+    steps it; serving, a lane does."""
 
     job: Job[Any]
     cost: int
@@ -146,12 +146,11 @@ class Scheduler:
         self.lanes: int | None = None  # lanes while serving (None: default_lanes())
         self.stats = SchedStats()
         self._serving = 0
-        self._guard = threading.RLock()  # _serving, the lanes' loads, _held, _jobs
+        self._guard = threading.RLock()  # _serving, _lanes, and every lane's requests
+        self._changed = threading.Condition(self._guard)  # wakes the lanes that wait
         self._lanes: list[_Lane] = []  # while serving, and until their jobs are done
         self._open = 1  # lanes that take jobs in this serving block
         self._threads = (1, 1)  # intra-op threads: (a lane's, Passes that cannot merge)
-        self._held = 0  # declared bytes of every lane's active jobs
-        self._jobs = 0  # active jobs in every lane
         self._apart = threading.Lock()  # a model's own forward: one lane at a time
 
     @contextmanager
@@ -185,17 +184,14 @@ class Scheduler:
                 self._serving -= 1
                 if not self._serving:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
-                    for lane in self._lanes:
-                        lane.inbox.put(None)  # once idle, it ends (its OpenMP pool released)
+                    self._changed.notify_all()  # once idle, lanes end (OpenMP pools released)
 
     def interrupt(self, cancels: Iterable[threading.Event]) -> None:
         """Set these searches' cancel events (Session.cancel): their jobs raise Interrupted."""
         for cancel in cancels:
             cancel.set()
         with self._guard:
-            lanes = list(self._lanes)
-        for lane in lanes:
-            lane.inbox.put(_WAKE)  # it sees it at once, even if idle
+            self._changed.notify_all()  # the lanes see it at once, even if idle
 
     def run(self, job: Job[T], *, cost: int = 0, cancel: threading.Event | None = None) -> T:
         """The job's return value (or its exception), computed inline or by a lane.
@@ -204,17 +200,21 @@ class Scheduler:
         if cancel is not None and cancel.is_set():
             job.close()
             raise Interrupted("the run was interrupted")
-        with self._guard:  # while serving, the open lane with the fewest jobs
+        request = Request(job, cost, cancel)
+        with self._guard:  # while serving, the open lane with the fewest requests
             lanes = self._lanes[:self._open] if self._serving else []
             own = any(threading.current_thread() is la.thread for la in self._lanes)
-            lane = None if own or not lanes else min(lanes, key=lambda la: la.load)
+            lane = None if own or not lanes else min(
+                lanes, key=lambda la: len(la.active) + len(la.waiting))
             if lane is not None:
-                lane.load += 1
-        if lane is None:
-            with self.lock:  # inline (a lane's own call: its forward beside the other lanes')
-                return drive(job, apart=self.apart) if own else drive(job)
-        request = Request(job, cost, cancel)
-        lane.inbox.put(request)
+                lane.waiting.append(request)
+                self._changed.notify_all()
+        if lane is None:  # inline, each Pass alone (a lane's own call: beside the other lanes')
+            with self.lock, torch.inference_mode():
+                request.advance(None)
+                while request.pending is not None:
+                    request.advance(run_passes([request.pending],
+                                               apart=self.apart if own else nullcontext)[0])
         request.done.wait()
         # the caller takes them over: the lane may keep the request a tick longer, an error's
         # traceback holds the job's frames (a search tree, whose KV is keyed by its nodes)
@@ -240,32 +240,36 @@ class Scheduler:
         with self._apart, threads_here(self._threads[1]):
             yield
 
+    def _held(self) -> tuple[int, int]:
+        """(jobs, their declared batch-cache bytes) active in every lane (under _guard)."""
+        costs = [r.cost for lane in self._lanes for r in lane.active]
+        return len(costs), sum(costs)
+
 
 class _Lane:
-    """One owner thread: its inbox (a Request; None: serving ended; _WAKE: look at the
-    interrupted callers, or at memory freed elsewhere), its jobs in flight and waiting. It
-    ends once serving has ended and it has nothing left to run."""
+    """One owner thread and its requests (under sched._guard): `waiting` (handed to it, in
+    order) and `active` (admitted, until retired). It waits while it has nothing to run (woken
+    by sched._changed: a request handed to it, an interrupt, memory freed elsewhere, serving's
+    end), and ends once serving has ended and it has nothing left."""
 
     def __init__(self, sched: Scheduler, index: int) -> None:
         self.sched = sched
-        self.inbox: queue.SimpleQueue[Request | object | None] = queue.SimpleQueue()
         self.active: list[Request] = []
         self.waiting: deque[Request] = deque()
-        self.load = 0  # requests handed to this lane, not yet done (under sched._guard)
         self.threads = 0  # this thread's intra-op count, once set
         self.thread = threading.Thread(target=self._loop, name=f"tts-engine-{index}",
                                        daemon=True)
         self.thread.start()
 
-    def wait(self) -> Any:
-        """The inbox's next item, waited for (nothing to run meanwhile)."""
-        return self.inbox.get()
+    def wait(self) -> None:
+        """Nothing to run: wait for a change (under sched._guard, which it releases meanwhile)."""
+        self.sched._changed.wait()
 
     @torch.inference_mode()  # every job step and forward of this thread
     def _loop(self) -> None:
         while True:
             try:
-                while self._take(block=not self.active and not self._fits()):  # idle
+                while self._ready():
                     if self.threads != self.sched._threads[0]:  # (a serving block's count)
                         self.threads = self.sched._threads[0]
                         set_threads_here(self.threads)
@@ -275,21 +279,45 @@ class _Lane:
                     self.update(batch, outs)
                 return
             except BaseException as err:  # noqa: BLE001  # a bug here: fail every job, go on
-                for r in [*self.active, *self.waiting]:
-                    r.end(error=err)
                 with self.sched._guard:
-                    self.load -= len(self.waiting)
-                self.waiting.clear()
+                    for r in [*self.active, *self.waiting]:
+                        r.end(error=err)
+                    self.waiting.clear()
                 self._retire()
 
+    def _ready(self) -> bool:
+        """Whether there is work for a tick: a request active, one that may start (_fits) or
+        one interrupted while it waits; else the lane waits for a change. False: serving has
+        ended and this lane, with nothing left, has left the scheduler (its OpenMP pool
+        released: the cores' spin goes elsewhere)."""
+        s = self.sched
+        with s._guard:
+            while not (self.active or self._fits() or any(r.stopped for r in self.waiting)):
+                if not s._serving and not self.waiting:
+                    s._lanes.remove(self)
+                    release_pool()
+                    return False
+                self.wait()
+        return True
+
     def schedule(self) -> list[Request]:
-        """This tick's batch: interrupted requests ended, waiting ones admitted (first come
-        first served, under the memory cap) and started, and every running request that
-        waits on a Pass."""
-        self._end_interrupted()
-        admitted = self._admit()
+        """This tick's batch: interrupted requests ended (Interrupted thrown where they wait: a
+        waiting one before it starts, and it leaves; an active one where it waits for its
+        forward), waiting ones admitted (first come first served, under the memory cap) and
+        started, and every running request that waits on a Pass."""
+        s = self.sched
+        with s._guard:
+            ending = [r for r in [*self.waiting, *self.active]
+                      if r.stopped and not r.done.is_set()]
+            self.waiting = deque(r for r in self.waiting if r not in ending)
+        if ending:  # (ended before admission, so that a failure there loses none of them)
+            with s.lock:
+                for r in ending:
+                    r.advance(Interrupted("the run was interrupted"))
+        with s._guard:
+            admitted = self._admit()
         if admitted:  # (else no lock: the other lanes' jobs run on)
-            with self.sched.lock:
+            with s.lock:
                 for r in admitted:
                     r.advance(None)
         return [r for r in self.active if r.pending is not None]
@@ -308,81 +336,35 @@ class _Lane:
                 r.advance(out)
         self._retire()
 
-    def _take(self, block: bool) -> bool:
-        """Move the inbox's requests to `waiting`, blocking where asked until an item comes (a
-        request, an interrupt, a wake). False: serving has ended and this lane, with nothing
-        left, has left the scheduler (its OpenMP pool released: the cores' spin goes elsewhere)."""
-        while True:
-            if block and not self.waiting:
-                with self.sched._guard:
-                    if not self.sched._serving and self.inbox.empty():
-                        self.sched._lanes.remove(self)
-                        release_pool()
-                        return False
-            try:
-                item = self.wait() if block else self.inbox.get(block=False)
-            except queue.Empty:
-                return True
-            if isinstance(item, Request):
-                self.waiting.append(item)
-            elif item is None and block:  # serving ended: look again
-                continue
-            block = False
-
     def _admit(self) -> list[Request]:
-        """Waiting requests made active, first come first served, while they fit (_fits)."""
+        """Waiting requests made active, first come first served, while they fit (_fits);
+        under sched._guard."""
         s, admitted = self.sched, []
-        with s._guard:
-            while self._fits():
-                r = self.waiting.popleft()
-                s._held += r.cost
-                s._jobs += 1
-                self.active.append(r)
-                admitted.append(r)
-                s.stats.largest = max(s.stats.largest, r.cost)
+        while self._fits():
+            admitted.append(self.waiting.popleft())
+            self.active.append(admitted[-1])
+        if admitted:
+            jobs, held = s._held()
             st = s.stats
             st.jobs += len(admitted)
-            st.peak_jobs = max(st.peak_jobs, s._jobs)
-            st.peak_kv_bytes = max(st.peak_kv_bytes, s._held)
+            st.largest = max(st.largest, *(r.cost for r in admitted))
+            st.peak_jobs = max(st.peak_jobs, jobs)
+            st.peak_kv_bytes = max(st.peak_kv_bytes, held)
         return admitted
 
     def _fits(self) -> bool:
         """Whether the first waiting request may start now: every lane's jobs then hold at most
-        max_kv_bytes, or none is active anywhere (then one larger than that runs alone)."""
-        with (s := self.sched)._guard:  # also from _admit, under it (an RLock)
-            return bool(self.waiting) and (not s._jobs or
-                                           s._held + self.waiting[0].cost <= s.max_kv_bytes)
+        max_kv_bytes, or none is active anywhere (then one larger than that runs alone); under
+        sched._guard."""
+        s = self.sched
+        jobs, held = s._held()
+        return bool(self.waiting) and (not jobs or held + self.waiting[0].cost <= s.max_kv_bytes)
 
     def _retire(self) -> None:
         """Ended requests leave; their bytes free, a lane waiting for them is woken."""
         s = self.sched
-        done = [t for t in self.active if t.done.is_set()]
-        if not done:
-            return
         with s._guard:
-            for r in done:
-                self.active.remove(r)
-                s._held -= r.cost
-                s._jobs -= 1
-                self.load -= 1
-            waking = [la for la in s._lanes if la is not self and la.waiting]
-        for la in waking:
-            la.inbox.put(_WAKE)
-
-    def _end_interrupted(self) -> None:
-        """The jobs of interrupted searches end with Interrupted: a waiting one before it
-        starts, an active one thrown it where it waits for its forward."""
-        for r in [r for r in self.waiting if r.stopped]:
-            self.waiting.remove(r)
-            r.job.close()
-            r.end(error=Interrupted("the run was interrupted"))
-            with self.sched._guard:
-                self.load -= 1
-        ending = [t for t in self.active if t.stopped and not t.done.is_set()]
-        if ending:
-            with self.sched.lock:
-                for r in ending:
-                    r.advance(Interrupted("the run was interrupted"))
-
-
-_WAKE = object()
+            left = [r for r in self.active if not r.done.is_set()]
+            if len(left) < len(self.active):
+                self.active = left
+                s._changed.notify_all()

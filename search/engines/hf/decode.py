@@ -122,7 +122,7 @@ class Decoder:
         # the lanes; a decorator would enter and leave it again at every token)
         eng, rows = self.eng, self.rows
         parts = {n.id: eng.kv.path_parts(n) for n in unique(rows)}
-        room = max(1, max(min(self.max_tokens, eng.max_length - n.n_tokens) for n in rows))
+        room = max(1, *map(self.left, range(len(rows))))  # (no token sampled yet)
         slack = self.drafting.slack if self.drafting else 0  # one pass of rejected drafts
         self.cache: SlabCache = eng.kv.batch([parts[n.id] for n in rows], room + slack)
         self.P = self.cache.length
@@ -192,10 +192,9 @@ class Decoder:
                 m = min(ends[b][0], room)
                 room -= m
                 ends[b] = (m, "budget")
-            for b, r in enumerate(active):
-                del self.toks[r][sizes[b] + ends[b][0]:]
         for b, r in enumerate(active):
             m = ends[b][0]
+            del self.toks[r][sizes[b] + m:]  # (tokens past the budget's room)
             self.lps[r].extend(new_lp[b][:m])
             if self.drafting and m:
                 self.drafting.add(r, sizes[b], new[b][:m])
@@ -228,14 +227,13 @@ class Decoder:
         accepted tokens -> per slot the tokens it emits, their logprobs, and (keep_hidden)
         the states they were predicted from [A, m, hidden]."""
         eng, cache, A = self.eng, self.cache, len(active)
-        trees = self.drafting.drafts(active) if self.drafting else None
-        q = 1 + max(map(len, trees)) if trees else 1
+        trees = self.drafting.drafts(active) if self.drafting else []
+        q = 1 + max(map(len, trees), default=0)
         if cache.length + q > cache.capacity:  # (only with drafts: rejected columns fill it)
             squeeze(self, active)
             q = min(q, cache.capacity - cache.length)
-            trees = [t.head(q - 1) for t in trees or ()]
+            trees = [t.head(q - 1) for t in trees]
         n = cache.length
-        last = [self.toks[r][-1] for r in active] if self.drafting else []
         if q == 1:
             p: Pass = eng.kv.pass_for(self.tok, self.at, cache, cache.attention_mask(1), 1,
                                       self.hidden)
@@ -245,16 +243,14 @@ class Decoder:
             self.tok, self.at, out = res.tokens, self.at + 1, res.out
             emits, lps, paths = res.emits, res.lps, [[0]] * A
             hid = out.hidden_states[-1].float() if self.hidden else None
-            for r in active if self.drafting else ():
-                self.cols[r].append(n)
         else:
-            assert trees is not None
             emits, lps, paths, out, hid = yield from verify(self, active, trees, q)
             self.tok = upload([e[-1:] for e in emits], eng.device)
             self.at = self.at + upload([[len(e)] for e in emits], eng.device)
-        if self.drafting:
-            assert trees is not None
-            self.drafting.observe(active, last, trees, emits, paths, out.logits.float())
+        if self.drafting:  # the columns of each row's fed token and its accepted nodes
+            for r, path in zip(active, paths):
+                self.cols[r].extend(n + c for c in path)
+            self.drafting.observe(active, trees, emits, paths, out.logits.float())
         return emits, lps, hid
 
     def _retire(self, b: int, r: int, why: str) -> Node:
@@ -262,26 +258,24 @@ class Decoder:
         budget ends before its first token gets an empty step that stands where its parent
         does (the parent's segment: its logits, its state)."""
         parent, toks = self.rows[r], self.toks[r]
-        if not toks:
-            seg = self.segs[r]
-            child = budget_child(parent)
-            self.eng.kv.put(child, Segment(kv=self.cache.take(b, self.P, self.P), n=0,
-                                           logits=seg.logits, hidden=seg.hidden),
-                            self.eng.session.kv)
-            if seg.hidden is not None:
-                self.eng.step_features[child] = seg.hidden.clone()
-            return child
-        c = len(toks) - 1
-        step = Step(self.eng.decode(toks), tuple(toks), tuple(self.lps[r]), why)
-        child = Node(parent=parent, step=step)
-        # the KV of its step's tokens but the last, with a column to spare where the last
-        # is written when the child is expanded (a budget's child ends its path: none)
-        self.eng.kv.put(child, Segment.spare(self._columns(b, r, c, int(why != "budget")), c),
-                        self.eng.session.kv)
-        if self.last is not None:
-            self.eng.step_features[child] = self.last[b].clone()
-        if self.drafting:
-            self.drafting.drafter.seen.add(child.id)  # its tokens were counted as they came
+        if toks:
+            c = len(toks) - 1
+            child = Node(parent=parent, step=Step(self.eng.decode(toks), tuple(toks),
+                                                  tuple(self.lps[r]), why))
+            # the KV of its step's tokens but the last, with a column to spare where the last
+            # is written when the child is expanded (a budget's child ends its path: none)
+            seg = Segment.spare(self._columns(b, r, c, int(why != "budget")), c)
+            state = None if self.last is None else self.last[b]
+        else:
+            own = self.segs[r]
+            child, state = budget_child(parent), own.hidden
+            seg = Segment(kv=self.cache.take(b, self.P, self.P), n=0, logits=own.logits,
+                          hidden=own.hidden)
+        self.eng.kv.put(child, seg, self.eng.session.kv)
+        if state is not None:
+            self.eng.step_features[child] = state.clone()
+        if self.drafting:  # its tokens were counted as they came (an empty step has none)
+            self.drafting.drafter.seen.add(child.id)
         return child
 
     def _columns(self, b: int, r: int, c: int, spare: int) -> torch.Tensor:

@@ -8,19 +8,21 @@ Two sources of candidate next tokens, both free of any draft model:
             token (the latest wins; a row's accepted path is recorded last). Token Recycling:
             X. Luo et al., "Turning Trash into Treasure: Accelerating Inference of Large
             Language Models with Token Recycling" (ACL 2025, arXiv:2408.08696).
-A chain (`draft`) follows one guess per position. A tree (`tree`, both papers draft trees)
-holds several: each context's candidates get estimated probabilities (`candidates`: the
-n-gram counts of the longest matching contexts interpolated Witten-Bell style down to a
-rank prior on the recycled top-k), and the tree grows best-first, always adding the
-candidate whose path probability (the product of its ancestors') is highest, until the node
-budget is spent or no candidate is worth a node. A first guess the model rejects can then be
-rescued by a sibling, and one verification forward checks them all (spec.verify).
+A tree (`tree`, both papers draft trees) holds several guesses per position: each context's
+candidates get estimated probabilities (`candidates`: the n-gram counts of the longest
+matching contexts interpolated Witten-Bell style down to a rank prior on the recycled
+top-k), and the tree grows best-first, always adding the candidate whose path probability
+(the product of its ancestors') is highest, until the node budget is spent or no candidate
+is worth a node. A first guess the model rejects can then be rescued by a sibling, and one
+verification forward checks them all (spec.verify). A chain (`draft`) is the tree of one
+child a node.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,7 +57,7 @@ class DraftTree:
     tokens: list[int]
     parents: list[int]
     depth: list[int]
-    prob: list[float]  # estimated path probabilities (1.0 in a chain: not estimated)
+    prob: list[float]  # estimated path probabilities (1.0 from `chain`: not estimated)
 
     @staticmethod
     def chain(tokens: Sequence[int]) -> DraftTree:
@@ -130,31 +132,6 @@ class Drafter:
     def recycle(self, fed: Sequence[int], candidates: Sequence[Sequence[int]]) -> None:
         self.recycled.update(zip(fed, map(tuple, candidates)))
 
-    # -- chains -------------------------------------------------------------------------
-    def _next(self, ctx: list[int]) -> int | None:
-        last = ctx[-1] if ctx else None
-        recycled = self.recycled.get(last) if last is not None else None
-        for n in self.sizes:
-            if n == 1 and recycled:  # the model's own guess beats a bigram count
-                return recycled[0]
-            counts = self.table.get(tuple(ctx[-n:])) if n <= len(ctx) else None
-            if counts:
-                if len(counts) == 1:
-                    return next(iter(counts))
-                # most seen; ties go to the model's recycled ranking after the last token
-                rank = {t: -i for i, t in enumerate(recycled or ())}
-                return max(counts, key=lambda t: (counts[t], rank.get(t, -len(rank))))
-        return recycled[0] if recycled else None
-
-    def draft(self, context: Sequence[int], k: int) -> list[int]:
-        """Up to k tokens to follow `context` (a chain: each drafted token extends it)."""
-        ctx = list(context[-self.span:])
-        out: list[int] = []
-        while len(out) < k and (token := self._next(ctx)) is not None:
-            out.append(token)
-            ctx = [*ctx[1 - self.span:], token] if self.span > 1 else [token]
-        return out
-
     # -- trees --------------------------------------------------------------------------
     def candidates(self, ctx: Sequence[int]) -> list[tuple[int, float]]:
         """The likeliest next tokens after `ctx` with estimated probabilities, best first.
@@ -176,23 +153,22 @@ class Drafter:
             out[t] = out.get(t, 0.0) + mass * p
         return sorted(out.items(), key=lambda tp: -tp[1])[:self.fan]
 
-    def tree(self, context: Sequence[int], budget: int, depth: int,
-             min_prob: float = 0.0) -> DraftTree:
+    def tree(self, context: Sequence[int], budget: int, depth: int, min_prob: float = 0.0,
+             fan: int | None = None) -> DraftTree:
         """Up to `budget` nodes, at most `depth` deep, to follow `context`: best-first by
-        estimated path probability, none below `min_prob`."""
+        estimated path probability, none below `min_prob`, at most `fan` children a node
+        (None: `candidates`' FAN; 1: a chain)."""
         span = self.span
         ctxs = [list(context[-span:])]  # per column (root first): the last span tokens
         out = DraftTree([], [], [], [])
         heap: list[tuple[float, int, int, int, int]] = []  # (-path prob, order, parent, token, depth)
-        order = 0
+        order = itertools.count()  # ties: the first offered first
 
         def offer(col: int, prob: float, d: int) -> None:
-            nonlocal order
-            for t, p in self.candidates(ctxs[col]):
+            for t, p in self.candidates(ctxs[col])[:fan]:
                 if prob * p < min_prob:
                     break
-                heapq.heappush(heap, (-prob * p, order, col, t, d + 1))
-                order += 1
+                heapq.heappush(heap, (-prob * p, next(order), col, t, d + 1))
 
         offer(0, 1.0, 0)
         while heap and len(out) < budget:
@@ -206,19 +182,28 @@ class Drafter:
                 offer(len(out), -neg, d)
         return out
 
+    def draft(self, context: Sequence[int], k: int) -> list[int]:
+        """Up to k tokens to follow `context`: a chain, the tree of one child a node (each
+        the likeliest candidate after the chain so far, no threshold)."""
+        return self.tree(context, k, k, fan=1).tokens
+
 
 # -- acceptance walks: from the root, one verification's outputs -> the accepted columns ---
+def walk(tree: DraftTree, pick: Callable[[int, list[int]], int | None]) -> list[int]:
+    """The accepted columns, root first: from each accepted column c on, the child that
+    pick(c, c's children in order) accepts, until it accepts none."""
+    kids, path = tree.children(), [0]
+    while (nxt := pick(path[-1], kids[path[-1]])) is not None:
+        path.append(nxt)
+    return path
+
+
 def greedy_path(tree: DraftTree, best: Sequence[int]) -> list[int]:
     """best[c]: the model's argmax after column c (0: the root) -> the accepted columns,
     root first: at each node, the child holding the argmax (siblings are distinct tokens),
     until none does. The token emitted after them is best[path[-1]]: plain decoding's."""
-    kids, path = tree.children(), [0]
-    while True:
-        want = best[path[-1]]
-        nxt = next((c for c in kids[path[-1]] if tree.tokens[c - 1] == want), None)
-        if nxt is None:
-            return path
-        path.append(nxt)
+    return walk(tree, lambda col, kids: next(
+        (c for c in kids if tree.tokens[c - 1] == best[col]), None))
 
 
 def sampled_path(tree: DraftTree, px: Sequence[float], u: Sequence[float]) -> list[int]:
@@ -233,18 +218,16 @@ def sampled_path(tree: DraftTree, px: Sequence[float], u: Sequence[float]) -> li
     rejected the caller draws from p without them (the residual): the next token is p's.
     From an accepted child the walk repeats; at the end the caller draws from p at the last
     accepted node (without its children's tokens if it has any)."""
-    kids, path = tree.children(), [0]
-    while True:
-        tried, seen, nxt = 0.0, set(), None
-        for c in kids[path[-1]]:
+    def pick(_: int, kids: list[int]) -> int | None:
+        tried, seen = 0.0, set()
+        for c in kids:
             x, token = px[c - 1], tree.tokens[c - 1]
             if token in seen:  # a duplicate sibling has no mass left (never built so)
                 continue
             if u[c - 1] * (1.0 - tried) < x:
-                nxt = c
-                break
+                return c
             tried += x
             seen.add(token)
-        if nxt is None:
-            return path
-        path.append(nxt)
+        return None
+
+    return walk(tree, pick)

@@ -8,12 +8,13 @@ n-gram counts over every path of the trees being expanded (STAND: W. Song et al.
 "Accelerated Test-Time Scaling with Model-Free Speculative Sampling", arXiv:2506.04708) and
 the model's top-k next tokens recycled from earlier forwards (Token Recycling: X. Luo et al.,
 "Turning Trash into Treasure: Accelerating Inference of Large Language Models with Token
-Recycling", ACL 2025, arXiv:2408.08696). A row's draft is a chain (`tree = 0`: one guess per
-position) or, as both papers do, a TREE of up to `tree` nodes grown best-first by estimated
-path probability, so that a rejected first guess can be rescued by a sibling. All rows
-verify theirs in ONE forward of q tokens each ([last token, nodes in topological order,
-padding]): node i sits at position start + depth(i) and attends to the row's cached columns
-and to its own ancestors in the tree (a [q, q] ancestry block per row in the 4D mask).
+Recycling", ACL 2025, arXiv:2408.08696). A row's draft is, as both papers do, a TREE of up
+to `tree` nodes grown best-first by estimated path probability, so that a rejected first
+guess can be rescued by a sibling, or a chain (`tree = 0`: the tree of one child a node,
+one guess per position). All rows verify theirs in ONE forward of q tokens each ([last
+token, nodes in topological order, padding]): node i sits at position start + depth(i) and
+attends to the row's cached columns and to its own ancestors in the tree (a [q, q] ancestry
+block per row in the 4D mask).
 
 Acceptance keeps the output distribution exactly the model's (drafter.greedy_path,
 drafter.sampled_path), walking each row's tree from the root:
@@ -129,34 +130,31 @@ class Drafting:
 
     def drafts(self, active: list[int]) -> list[DraftTree]:
         """Per slot, its row's draft within what the batch affords (max_batch_tokens) and
-        the step's room: a tree of up to cfg.tree nodes, or a chain of up to klen tokens
-        (empty: the row feeds its last token alone)."""
+        the step's room: a tree of up to cfg.tree nodes, or a chain (a tree of one child a
+        node, no threshold) of up to klen tokens (empty: the row feeds its last token alone)."""
         cfg, none, dec = self.cfg, DraftTree.chain(()), self.dec
+        min_prob, fan = (cfg.min_prob, None) if cfg.tree else (0.0, 1)
         afford = cfg.max_batch_tokens // len(active) - 1  # draft tokens per row the batch affords
         out = []
         for r in active:
             deep = min(cfg.max_draft, dec.left(r) - 1)  # a pass emits up to depth + 1 tokens
-            k = min(cfg.tree, afford) if cfg.tree else min(self.klen[r], afford, deep)
-            if k <= 0 or deep <= 0:
-                out.append(none)
-            elif cfg.tree:
-                out.append(self.drafter.tree(self.context(r, len(dec.toks[r])), k, deep,
-                                             cfg.min_prob))
-            else:
-                out.append(DraftTree.chain(self.drafter.draft(self.context(r, len(dec.toks[r])), k)))
+            k = min(cfg.tree or self.klen[r], afford)
+            out.append(none if k <= 0 or deep <= 0 else self.drafter.tree(
+                self.context(r, len(dec.toks[r])), k, deep, min_prob, fan))
         return out
 
-    def observe(self, active: list[int], last: list[int], trees: list[DraftTree],
-                emits: list[list[int]], paths: list[list[int]], logits: torch.Tensor) -> None:
-        """After a pass (logits [A, q, V] after each fed token; last: the rows' tokens fed
-        first): the model's top-k recycled, chain lengths adapted, the counters."""
+    def observe(self, active: list[int], trees: list[DraftTree], emits: list[list[int]],
+                paths: list[list[int]], logits: torch.Tensor) -> None:
+        """After a pass (logits [A, q, V] after each fed token), before its tokens are
+        appended: the model's top-k recycled, chain lengths adapted, the counters."""
         cfg, stats, A, q = self.cfg, self.stats, len(active), logits.shape[1]
         if cfg.recycle_k:  # the model's top-k after every fed token (padding aside), as
             # Token Recycling keeps them; then the accepted paths' again: their real context wins
             cands = logits.topk(min(cfg.recycle_k, logits.shape[-1])).indices.tolist()
             for b in sorted(range(A), key=active.__getitem__):
-                self.drafter.recycle([last[b], *trees[b].tokens], cands[b])
-                self.drafter.recycle([last[b], *emits[b][:-1]], [cands[b][c] for c in paths[b]])
+                last = self.dec.toks[active[b]][-1]  # the row's token fed first
+                self.drafter.recycle([last, *trees[b].tokens], cands[b])
+                self.drafter.recycle([last, *emits[b][:-1]], [cands[b][c] for c in paths[b]])
         for r, p, t in zip(active, paths, trees):
             if len(t) and not cfg.tree:  # a chain: every draft token accepted (p: root too)?
                 k = self.klen[r]
@@ -206,8 +204,7 @@ def verify(dec: Decoder, active: list[int], trees: list[DraftTree], q: int
     emits = [[*(t.tokens[c - 1] for c in p[1:]), f] for t, p, f in zip(trees, paths, final)]
     m = max(len(p) for p in paths)
     cols = upload([[*p, *[0] * (m - len(p))] for p in paths], dev)  # [A, m]
-    on_path = logits[:, :1] if m == 1 else logits.gather(  # [A, m, V]
-        1, cols[..., None].expand(-1, -1, logits.shape[-1]))
+    on_path = logits.gather(1, cols[..., None].expand(-1, -1, logits.shape[-1]))  # [A, m, V]
     emit = upload([[*x, *[x[-1]] * (m - len(x))] for x in emits], dev)
     lps = on_path.log_softmax(-1).gather(-1, emit[..., None]).squeeze(-1).tolist()
     # cache: a row keeps its last token's column n and its accepted nodes' columns
@@ -217,8 +214,6 @@ def verify(dec: Decoder, active: list[int], trees: list[DraftTree], q: int
     cache.valid[:A, top:n + q] = True  # rewound: the next pass writes these columns
     cache.sync_bias(A, n)
     cache.rewind(top)
-    for r, p in zip(active, paths):
-        dec.cols[r].extend(n + c for c in p)
     hid = None
     if dec.hidden:  # hid[b, j]: the state emitted token j was predicted from
         h = res.hidden_states[-1].float()  # [A, q, h]
