@@ -3,8 +3,8 @@ device, against transformers' plain full-prefix forward of the same model; and P
 into one forward against each run alone.
 
 On the CPU the device path is run by turning the CPU attention kernel off (lean.kernel_serves:
-what a CUDA forward takes: SDPA per Pass with a group's query heads stacked, cascade's single-
-softmax form) and by not packing the linears (bf16, or pack=False). Tolerances, on the
+what a CUDA forward takes: SDPA per Pass with a group's query heads stacked, a shared prefix
+merged by log-sum-exp) and by not packing the linears (bf16, or pack=False). Tolerances, on the
 logprobs of the engine's own tokens (teacher forcing: no near-tie can flip a comparison):
 fp32 within 1e-4 of transformers in fp32; bf16 within 0.02 of transformers in bf16, and no
 further than 2x (+0.005) transformers' own bf16 error from the fp32 forward: the lean forward

@@ -20,15 +20,15 @@ grid's wall. Categories:
               batch caches built (kv.batch_cache, SlabCache.from_paths and columns), masks
               turned into additive biases off the kernel
               (attention.group_bias), the lean forward's own small ops (views, splits, the
-              per-layer loop over Passes: lean.LeanLlama._forward less the above), sampling
+              per-layer loop over Passes: lean.LeanLlama._layers less the above), sampling
               (sampling.sample_many), the
               jobs' Python (the decode and feed loops run by the owner: sched.Request.advance
-              less the above), the scheduler's merging of Passes (sched.run_passes less the
-              above), idle (waiting for a job: its inbox empty)
+              less the above), the scheduler's merging of Passes (passes.run_passes less the
+              above), idle (waiting for a job: _Lane.wait)
   the rest    the owner's wall outside every probe (the scheduler loop's bookkeeping, and any
               wait for the interpreter lock between probes), by difference; at concurrency 1
-              the owner is the main thread, which also runs the search's own Python and its
-              jobs (no Request.advance there): those are in the rest too
+              the owner is the main thread, which also runs the search's own Python (in the
+              rest too) and its jobs (through Request.advance, as a lane runs them)
 
 Each row gives the owner's wall seconds, its share of the grid's wall, the owner's CPU seconds
 in it (wall minus CPU there is time the thread was runnable but waiting: for the interpreter
@@ -71,7 +71,7 @@ _HOST = {  # category -> (where, attribute) of its probes
                                         ("search.runtime.kv:SlabCache", "from_paths"),
                                         ("search.runtime.kv:SlabCache", "columns")],
     "masks as biases": [("search.runtime.attention", "group_bias")],
-    "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_forward")],
+    "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_layers")],
     "sampling": [("search.runtime.sampling", "sample_many")],
     "jobs' Python (decode, feed loops)": [("search.runtime.sched:Request", "advance")],
     "scheduler: merging Passes": [("search.runtime.passes", "run_passes")],

@@ -118,8 +118,8 @@ class Decoder:
         return min(self.max_tokens, self.eng.max_length - self.rows[r].n_tokens) - len(self.toks[r])
 
     def run(self) -> Job[list[Node]]:
-        # (a job: its scheduler runs every step of it in inference mode, passes.drive and
-        # the lanes; a decorator would enter and leave it again at every token)
+        # (a job: its scheduler runs every step of it in inference mode, inline and in
+        # its lanes; a decorator would enter and leave it again at every token)
         eng, rows = self.eng, self.rows
         parts = {n.id: eng.kv.path_parts(n) for n in unique(rows)}
         room = max(1, *map(self.left, range(len(rows))))  # (no token sampled yet)
