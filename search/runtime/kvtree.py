@@ -307,17 +307,17 @@ class KVTree:
                   ) -> Generator[Pass, Any, None]:
         """Compute `width` more own tokens of each node (restore: its dropped ones again,
         uncharged, its output kept only if it had been known)."""
-        known = {a.id: not restore or self._gone(a).complete for a in group}
+        group = self._cached_prompts(group, width, session, charged=not restore)
+        known = [not restore or self._gone(a).complete for a in group]
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
-            for a in group:
+            for a, keep in zip(group, known):
                 assert a.parent is not None, "a root always has its prompt"
                 seg = self.store.get(a.parent)  # complete: `a` is the first missing on its path
                 assert seg is not None
                 self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0,
-                                    logits=seg.logits if known[a.id] else None,
-                                    hidden=seg.hidden if known[a.id] else None), session.kv)
+                                    logits=seg.logits if keep else None,
+                                    hidden=seg.hidden if keep else None), session.kv)
             return
-        group = self._cached_prompts(group, width, session, charged=not restore)
         if not group:
             return
         segs = [self.store.get(a) for a in group]  # None where restoring (a dropped node)
@@ -326,8 +326,7 @@ class KVTree:
             group, [list(self.own(a))[d:d + width] for a, d in zip(group, done)], session,
             all_logits=False, prefill=0 if restore else width * sum(s is None for s in segs),
             charged=not restore)
-        for i, (a, seg, kv_new, o) in enumerate(zip(group, segs, new, out)):
-            keep = known[a.id]
+        for i, (a, seg, kv_new, o, keep) in enumerate(zip(group, segs, new, out, known)):
             full = Segment(kv=kv_new if seg is None else seg.extended(kv_new),
                            n=(seg.n if seg else 0) + width, logits=o[-1] if keep else None,
                            hidden=None if hidden is None or not keep else hidden[i],
