@@ -161,10 +161,6 @@ class KVTree:
         seg = self.store.get(node)
         return seg is not None and seg.logits is not None and seg.n == len(self.own(node))
 
-    def start(self, node: Node) -> int:
-        """Position of the node's first own token: its ancestors' token count."""
-        return sum(len(self.own(a)) for a in node.path()[:-1])
-
     def path_parts(self, node: Node) -> list[torch.Tensor]:
         """The cached part of the path as its segments' kv [L, 2, H, n_i, D], root first.
 
@@ -201,24 +197,26 @@ class KVTree:
         return Pass(self.forward, ids, pos, cache, mask, keep if self._keep_arg else None,
                     hidden)
 
-    def feed_job(self, paths: Sequence[Sequence[torch.Tensor]], starts: Sequence[int],
-                 tokens: Sequence[Sequence[int]], session: Session, *, all_logits: bool,
-                 prefill: int, charged: bool = True
+    def feed_job(self, nodes: Sequence[Node], tokens: Sequence[Sequence[int]], session: Session,
+                 *, all_logits: bool, prefill: int, charged: bool = True
                  ) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
                                                  torch.Tensor | None]]:
-        """Run rows of equal width w through the model after their cached paths (each a
-        list of segment kvs, see path_parts), for `session`'s search (its meter is charged),
-        as a job -> per row the new KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32),
-        and with keep_hidden the final hidden state at each row's last position [B, hidden].
+        """Run rows of equal width w through the model, each row's tokens after what is
+        cached of its node's path (path_parts: the row's first position is their token
+        count), for `session`'s search (its meter is charged), as a job -> per row the new
+        KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and with keep_hidden the final
+        hidden state at each row's last position [B, hidden].
         charged=False: KV computed again after the store dropped it, which no budget checks
         and no meter pays (counted in `recomputed`)."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
+        paths = [self.path_parts(a) for a in nodes]
         if charged:
             self._admit(session, len(tokens) * w)
         cache = self.batch(paths, w)
         P = cache.length
         ids = upload([list(t) for t in tokens], self.device)
-        pos = upload(list(starts), self.device)[:, None] + torch.arange(w, device=self.device)
+        starts = [sum(part.shape[3] for part in path) for path in paths]
+        pos = upload(starts, self.device)[:, None] + torch.arange(w, device=self.device)
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
@@ -260,8 +258,9 @@ class KVTree:
         self.scheduler.run(self.ensure_job(nodes, session), cancel=session.cancel)
 
     def ensure_job(self, nodes: Sequence[Node], session: Session) -> Generator[Pass, Any, None]:
-        """`ensure` as a job (the nodes' paths pinned while it runs): first what the store
-        dropped of their paths, computed again as it was, then what they lack."""
+        """`ensure` as a job (the nodes' paths pinned while it runs; a node listed twice is
+        made complete once): first what the store dropped of their paths, computed again as
+        it was, then what they lack."""
         with self.store.pinned(nodes):
             for restore in (True, False):
                 while groups := self._missing(nodes, restore):
@@ -308,28 +307,26 @@ class KVTree:
                   ) -> Generator[Pass, Any, None]:
         """Compute `width` more own tokens of each node (restore: its dropped ones again,
         uncharged, its output kept only if it had been known)."""
-        known = {a.id: not restore or self._gone(a).complete for a in group}
+        group = self._cached_prompts(group, width, session, charged=not restore)
+        known = [not restore or self._gone(a).complete for a in group]
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
-            for a in group:
+            for a, keep in zip(group, known):
                 assert a.parent is not None, "a root always has its prompt"
                 seg = self.store.get(a.parent)  # complete: `a` is the first missing on its path
                 assert seg is not None
                 self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0,
-                                    logits=seg.logits if known[a.id] else None,
-                                    hidden=seg.hidden if known[a.id] else None), session.kv)
+                                    logits=seg.logits if keep else None,
+                                    hidden=seg.hidden if keep else None), session.kv)
             return
-        group = self._cached_prompts(group, width, session, charged=not restore)
         if not group:
             return
         segs = [self.store.get(a) for a in group]  # None where restoring (a dropped node)
         done = [seg.n if seg else 0 for seg in segs]
         new, out, hidden = yield from self.feed_job(
-            [self.path_parts(a) for a in group], [self.start(a) + d for a, d in zip(group, done)],
-            [list(self.own(a))[d:d + width] for a, d in zip(group, done)], session,
+            group, [list(self.own(a))[d:d + width] for a, d in zip(group, done)], session,
             all_logits=False, prefill=0 if restore else width * sum(s is None for s in segs),
             charged=not restore)
-        for i, (a, seg, kv_new, o) in enumerate(zip(group, segs, new, out)):
-            keep = known[a.id]
+        for i, (a, seg, kv_new, o, keep) in enumerate(zip(group, segs, new, out, known)):
             full = Segment(kv=kv_new if seg is None else seg.extended(kv_new),
                            n=(seg.n if seg else 0) + width, logits=o[-1] if keep else None,
                            hidden=None if hidden is None or not keep else hidden[i],

@@ -45,7 +45,7 @@ import torch
 from search.budget import BudgetReached
 from search.engines.base import DEFAULT_STOP, budget_child, check_expand
 from search.engines.hf.config import HFConfig
-from search.engines.hf.decode import Decoder, unique
+from search.engines.hf.decode import Decoder
 from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
@@ -179,11 +179,9 @@ class HFEngine(Bindable):
         return ids
 
     def root(self, problem: Problem) -> Node:
-        # the tokenizer is used by one thread at a time
-        return self.scheduler.call(self._root, problem, cancel=self.session.cancel)
-
-    def _root(self, problem: Problem) -> Node:
-        return self.session.kv.add(Node(problem=problem, prompt_ids=self.prompt_ids(problem)))
+        # the tokenizer is used by one thread at a time: the scheduler's
+        return self.scheduler.call(lambda: self.session.kv.add(
+            Node(problem=problem, prompt_ids=self.prompt_ids(problem))), cancel=self.session.cancel)
 
     def prefill(self, problems: Sequence[Problem]) -> int:
         """Prefill each distinct prompt of `problems` once, in shared forwards, into the
@@ -229,7 +227,7 @@ class HFEngine(Bindable):
                 ) -> Job[list[list[Node]]]:
         with self.kv.store.pinned(nodes):  # the rows' paths stay while they decode
             try:
-                yield from self.kv.ensure_job(unique(nodes), self.session)
+                yield from self.kv.ensure_job(nodes, self.session)
             except BudgetReached:  # no forward fits the budget: every row ends before its first token
                 return [[budget_child(node) for _ in range(n)] for node in nodes]
             # speculation needs a 4D mask with holes (sdpa/eager); other kinds decode plainly
@@ -265,7 +263,7 @@ class HFEngine(Bindable):
             if generated:  # generated tokens count against Budget.tokens: the first ones fit
                 ids_list = fit(ids_list, self.meter.token_room(sum(full)))
             try:
-                yield from self.kv.ensure_job(unique(nodes), self.session)
+                yield from self.kv.ensure_job(nodes, self.session)
             except BudgetReached:
                 ids_list = [[] for _ in ids_list]
             by_width: dict[int, list[int]] = defaultdict(list)
@@ -279,8 +277,7 @@ class HFEngine(Bindable):
                 count = width * len(idx)
                 try:
                     new, logits, _ = yield from self.kv.feed_job(
-                        [self.kv.path_parts(p) for p in parents], [p.n_tokens for p in parents],
-                        [ids_list[i] for i in idx], self.session, all_logits=True,
+                        parents, [ids_list[i] for i in idx], self.session, all_logits=True,
                         prefill=0 if generated else count)
                 except BudgetReached:
                     for i in idx:
@@ -323,7 +320,7 @@ class HFEngine(Bindable):
         """Per node, `read` of its next-token logprobs [V] (the nodes made complete first);
         `cut()` each where the budget leaves no forward to complete them."""
         try:
-            yield from self.kv.ensure_job(unique(nodes), self.session)
+            yield from self.kv.ensure_job(nodes, self.session)
         except BudgetReached:
             return [cut() for _ in nodes]
         return [read(torch.log_softmax(self._logits(node), -1)) for node in nodes]
