@@ -133,7 +133,7 @@ def test_a_job_that_asked_for_no_hidden_states_reads_none(problems):
     engine = HFEngine.load("tiny-arith")
     kv = engine.kv
     root = engine.root(problems[0])
-    job = kv.feed_job([[]], [0], [list(root.prompt_ids)], engine.session, all_logits=False,
+    job = kv.feed_job([root], [list(root.prompt_ids)], engine.session, all_logits=False,
                       prefill=len(root.prompt_ids))
     p = next(job)
     assert p.hidden is False
