@@ -78,8 +78,20 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
             # the stand-in for attention keeps the residual stream's shape
             assert layers._without_attention(a).shape == a[0].shape
     ms = layers.replay(forwards, repeats=1)
-    assert set(ms) == {"whole", "no attention", "attention"}
+    blocks = {f"attention, pooled in blocks of {layers.BLOCK}",
+              f"attention, scattered blocks of {layers.BLOCK}"}
+    assert set(ms) == {"whole", "no attention", "attention"} | blocks
     assert all(0 < v < float("inf") for v in ms.values())
+    # a path read through pool blocks: more, shorter parts of other tensors, the same columns
+    for a in forwards:
+        for scatter in (False, True):
+            b = layers.pooled(a, scatter)
+            f, g = layers.named(a), layers.named(b)
+            assert sum(kv.shape[3] for kv in g["parts"]) == sum(kv.shape[3] for kv in f["parts"])
+            assert all(kv.shape[3] <= layers.BLOCK for kv in g["parts"])
+            assert len(g["part_start"]) == len(f["part_start"])
+            with torch.inference_mode():
+                assert layers._same_attention(a, b)
 
 
 def test_grid_prints_the_median_pair_and_every_pair(monkeypatch):

@@ -17,6 +17,13 @@ is done it replays them on one thread, each way timed by thread CPU time, the fe
 
 So attention's share of a merged forward is 1 - no attention / whole. The captured forwards'
 shapes are printed with it: Passes per forward, rows and own columns per Pass.
+
+And what a KV pool of fixed-size blocks would cost the kernel's reads: the attention calls
+again with every path part cut into blocks of BLOCK columns, each copied into a pool (one
+tensor [blocks, L, 2, KV, BLOCK, d], a block's unused columns left empty), the blocks in
+the order the parts are first read (`pooled`) or scattered in a seeded random order
+(`scattered`, a pool after much freeing and reuse); the kernel's output is checked equal,
+bit for bit, to the segments' (a block is a part: the columns in the same order).
 """
 
 from __future__ import annotations
@@ -91,25 +98,77 @@ def _attention(a: list[Any]) -> None:
                              f["masks"], f["parts"], f["readers"], f["part_start"])
 
 
+BLOCK = 16  # columns a block (vLLM's default block size)
+
+
+def pooled(a: list[Any], scatter: bool) -> list[Any]:
+    """The captured forward's arguments with its parts cut into BLOCK-column blocks of one
+    pool (see the module doc): each distinct part copied once, its blocks in first-read order
+    or, scattered, in a seeded random order."""
+    f = named(a)
+    parts, readers, start = f["parts"], f["readers"], f["part_start"]
+    if not parts:
+        return a
+    key = [(kv.data_ptr(), kv.shape[3]) for kv in parts]
+    first: dict[tuple[int, int], int] = {}  # a distinct part -> where it is first read
+    for j, k in enumerate(key):
+        first.setdefault(k, j)
+    pieces = [(k, s) for k, j in first.items() for s in range(0, parts[j].shape[3], BLOCK)]
+    L, two, KV, _, d = parts[0].shape
+    pool = parts[0].new_empty(len(pieces), L, two, KV, BLOCK, d)
+    order = torch.randperm(len(pieces), generator=torch.Generator().manual_seed(0)).tolist() \
+        if scatter else range(len(pieces))
+    blocks: dict[tuple[tuple[int, int], int], torch.Tensor] = {}
+    for at, (k, s) in zip(order, pieces):
+        c = min(BLOCK, parts[first[k]].shape[3] - s)
+        pool[at, :, :, :, :c].copy_(parts[first[k]][:, :, :, s:s + c])
+        blocks[k, s] = pool[at, :, :, :, :c]
+    cut = [[(blocks[key[j], s], readers[j]) for s in range(0, parts[j].shape[3], BLOCK)]
+           for j in range(len(parts))]
+    per_pass = [[b for j in range(start[i], start[i + 1]) for b in cut[j]]
+                for i in range(len(start) - 1)]
+    names = list(named(a))
+    out = list(a)
+    out[names.index("parts")] = [kv for bs in per_pass for kv, _ in bs]
+    out[names.index("readers")] = [r for bs in per_pass for _, r in bs]
+    out[names.index("part_start")] = [sum(map(len, per_pass[:i])) for i in range(len(per_pass) + 1)]
+    return out
+
+
+def _same_attention(a: list[Any], b: list[Any]) -> bool:
+    """Whether the kernel's outputs on two forms of one forward are equal, every layer."""
+    f, g = named(a), named(b)
+    qk = torch.randn(a[0].shape[0], f["H"] + f["KV"], f["d"], generator=torch.Generator().manual_seed(1))
+    return all(torch.equal(*(torch.ops.tts.attend(qk, h["H"], h["KV"], h["scale"], li, h["rows"],
+                                                  h["q"], h["n"], h["slabs"], h["masks"],
+                                                  h["parts"], h["readers"], h["part_start"])
+                             for h in (f, g)))
+               for li in range(len(f["norm1"])))
+
+
 def replay(forwards: list[list[Any]], repeats: int = 3) -> dict[str, float]:
     """ms per forward of each way (see the module doc), the fewest of `repeats` rounds, on a
     thread of one intra-op thread (as a lane's)."""
     from search.runtime import scripted
 
+    blocks = {f"attention, pooled in blocks of {BLOCK}": [pooled(a, False) for a in forwards],
+              f"attention, scattered blocks of {BLOCK}": [pooled(a, True) for a in forwards]}
     ways: dict[str, Callable[[list[Any]], Any]] = {
         "whole": lambda a: scripted.LAYERS(*a), "no attention": _without_attention,
         "attention": _attention}
-    best = {name: float("inf") for name in ways}
+    inputs = {name: forwards for name in ways} | blocks
+    best = {name: float("inf") for name in inputs}
 
     def run() -> None:
         torch.set_num_threads(1)
         with torch.inference_mode():
             for _ in range(repeats):
-                for name, way in ways.items():
+                for name, given in inputs.items():
+                    way = ways.get(name, _attention)
                     t0 = time.thread_time()
-                    for a in forwards:
+                    for a in given:
                         way(a)
-                    best[name] = min(best[name], (time.thread_time() - t0) / len(forwards) * 1e3)
+                    best[name] = min(best[name], (time.thread_time() - t0) / len(given) * 1e3)
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -127,8 +186,11 @@ def layers(limit: int) -> list[str]:
     rows = [r for f in each for r in f["rows"]]
     cols = [n + t for f in each for n, t in zip(f["n"], f["q"])]
     share = 1 - ms["no attention"] / ms["whole"]
+    same = all(_same_attention(a, pooled(a, scatter)) for a in forwards for scatter in (False, True))
     return [f"merged forwards at concurrency 16 ({len(forwards)} replayed, one thread): "
             f"{statistics.mean(passes):.1f} Passes a forward, {statistics.mean(rows):.1f} rows "
             f"and {statistics.mean(cols):.1f} own columns a Pass; ms a forward: " + ", ".join(
                 f"{name} {v:.2f}" for name, v in ms.items()) + f"; attention {share:.0%} of "
-            "the layers"]
+            f"the layers; in blocks: {ms[f'attention, pooled in blocks of {BLOCK}'] / ms['attention']:.2f}x "
+            f"(pooled), {ms[f'attention, scattered blocks of {BLOCK}'] / ms['attention']:.2f}x "
+            f"(scattered) the segments' attention, its output bit for bit the same: {same}"]
