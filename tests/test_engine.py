@@ -182,6 +182,27 @@ def test_bad_expand_arguments(tiny_engine):
         tiny_engine.expand([kid], 1)
 
 
+@pytest.mark.parametrize("broken", ["nan", "overflow"])
+def test_logits_that_are_not_finite_are_refused_not_sampled(tiny_model, device, broken):
+    """A model whose logits hold NaN or inf (weights overflowing, or broken): expand raises a
+    clear error, greedy and sampled alike, instead of children whose tokens are wherever the
+    draw fell and whose logprobs are NaN."""
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    bad = copy.deepcopy(model)
+    with torch.no_grad():
+        if broken == "nan":
+            bad.lm_head.weight[3, 0] = float("nan")
+        else:  # the final norm's output past float32: logits +-inf, their log-softmax NaN
+            bad.model.norm.weight.fill_(3e38)
+    eng = HFEngine(bad, tok, chat=False, device=device)
+    root = eng.root(Problem(prompt="1+1="))
+    for temperature in (0.0, 1.0):
+        with pytest.raises(FloatingPointError, match="not finite"):
+            eng.expand([root], 2, temperature=temperature)
+
+
 def test_step_features_are_the_hidden_state_that_predicted_the_last_token(tiny_model, device):
     """keep_hidden: each child's feature equals the final hidden state (from a plain full
     forward) at the position that predicted the step's last token."""

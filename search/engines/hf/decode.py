@@ -173,7 +173,13 @@ class Decoder:
         """Append each row's new tokens up to the first that ends its step (StopRule, token
         by token); where the budget's tokens run out in this pass, the first rows (row
         order) keep theirs and every row's step ends. Per slot: (tokens kept, why its step
-        ends or None)."""
+        ends or None). Refuses (FloatingPointError) tokens drawn from logits that were not
+        finite: their logprobs are NaN, and the tokens any index the draw fell on."""
+        if (total := sum(map(sum, new_lp))) != total:  # NaN: a row's logits were not finite
+            raise FloatingPointError(
+                "the model's next-token logits are not finite (NaN or inf) for a row of this "
+                "expand: no token can be drawn from them (weights that overflow in float16 or "
+                "bfloat16, or broken ones, give this)")
         rule, sizes, ends = self.rule, [], []
         for b, r in enumerate(active):
             t, n0, why = self.toks[r], self.rows[r].n_tokens, None
