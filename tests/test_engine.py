@@ -10,7 +10,7 @@ import pytest
 import torch
 from devices import host
 
-from search.types import Problem
+from search.types import Node, Problem
 
 
 @pytest.fixture
@@ -180,6 +180,9 @@ def test_bad_expand_arguments(tiny_engine):
     assert kid.finished
     with pytest.raises(ValueError, match="finished"):
         tiny_engine.expand([kid], 1)
+    bare = tiny_engine.session.kv.add(Node(problem=Problem(prompt="1="), prompt_ids=()))
+    with pytest.raises(ValueError, match="root without prompt token ids"):
+        tiny_engine.expand([bare], 1)
 
 
 @pytest.mark.parametrize("broken", ["nan", "overflow"])

@@ -311,7 +311,9 @@ class KVTree:
         known = [not restore or self._gone(a).complete for a in group]
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
             for a, keep in zip(group, known):
-                assert a.parent is not None, "a root always has its prompt"
+                if a.parent is None:
+                    raise ValueError("a root without prompt token ids: make roots with the "
+                                     "engine's root(problem), which tokenises the prompt")
                 seg = self.store.get(a.parent)  # complete: `a` is the first missing on its path
                 assert seg is not None
                 self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0,
