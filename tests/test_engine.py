@@ -185,6 +185,25 @@ def test_bad_expand_arguments(tiny_engine):
         tiny_engine.expand([bare], 1)
 
 
+def test_token_ids_outside_the_vocabulary_are_refused(tiny_engine):
+    """extend and next_logprobs refuse a token id the model has no row for (a negative one
+    would index its logits from the end: a wrong number, silently); topk_next refuses k < 0
+    and gives the whole vocabulary for a k past it."""
+    root = tiny_engine.root(Problem(prompt="1="))
+    vocab = tiny_engine.model.get_input_embeddings().weight.shape[0]
+    for bad in (-1, vocab):
+        with pytest.raises(ValueError, match=f"token id {bad} is outside"):
+            tiny_engine.next_logprobs([root], [0, bad])
+        with pytest.raises(ValueError, match=f"token id {bad} is outside"):
+            tiny_engine.extend([root], [[1, bad]])
+    with pytest.raises(ValueError, match="k must be"):
+        tiny_engine.topk_next([root], -1)
+    [everything] = tiny_engine.topk_next([root], vocab + 5)
+    assert sorted(t for t, _ in everything) == list(range(vocab))
+    [[lp]] = tiny_engine.next_logprobs([root], [vocab - 1])
+    assert lp == pytest.approx(dict(everything)[vocab - 1])
+
+
 @pytest.mark.parametrize("broken", ["nan", "overflow"])
 def test_logits_that_are_not_finite_are_refused_not_sampled(tiny_model, device, broken):
     """A model whose logits hold NaN or inf (weights overflowing, or broken): expand raises a

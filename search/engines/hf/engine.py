@@ -87,6 +87,7 @@ class HFEngine(Bindable):
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params  # counted before quantisation: FLOPs stay honest
+        self.vocab = self.model.get_input_embeddings().weight.shape[0]  # token ids it reads
         if int8:
             quantize_int8(self.model)
         if cfg.pack is not False and self.device.type == "cpu":
@@ -254,8 +255,9 @@ class HFEngine(Bindable):
     def _extend(self, nodes: list[Node], continuations: list[str | Sequence[int]],
                 generated: bool) -> Job[list[Node]]:
         with self.kv.store.pinned(nodes):  # the parents stay until their children are made
-            ids_list = [self.tokenizer(c, add_special_tokens=False)["input_ids"]
-                        if isinstance(c, str) else [int(t) for t in c] for c in continuations]
+            ids_list = [self._tokens(self.tokenizer(c, add_special_tokens=False)["input_ids"]
+                                     if isinstance(c, str) else c, "extend")
+                        for c in continuations]
             if any(not ids for ids in ids_list):
                 raise ValueError("extend: an empty continuation")
             out: list[Node | None] = [None] * len(nodes)
@@ -301,8 +303,11 @@ class HFEngine(Bindable):
     def topk_next(self, nodes: Sequence[Node], k: int) -> list[list[tuple[int, float]]]:
         """The k likeliest next tokens; none where the budget leaves no forward to compute
         them."""
+        if not isinstance(k, int) or k < 0:
+            raise ValueError(f"topk_next: k must be an int >= 0, got {k!r}")
+
         def top(lp: torch.Tensor) -> list[tuple[int, float]]:
-            values, ids = lp.topk(k)
+            values, ids = lp.topk(min(k, lp.shape[-1]))  # (k past the vocabulary: all of it)
             return list(zip(ids.tolist(), values.tolist()))
 
         return self.scheduler.run(self._next(list(nodes), top, list), cancel=self.session.cancel)
@@ -310,7 +315,7 @@ class HFEngine(Bindable):
     def next_logprobs(self, nodes: Sequence[Node], token_ids: Sequence[int]) -> list[list[float]]:
         """Log-probabilities of the given next tokens after each node; -inf where the budget
         leaves no forward to compute them."""
-        idx = upload(list(token_ids), self.device)
+        idx = upload(self._tokens(token_ids, "next_logprobs"), self.device)
         return self.scheduler.run(self._next(list(nodes), lambda lp: lp[idx].tolist(),
                                              lambda: [-math.inf] * len(token_ids)),
                                   cancel=self.session.cancel)
@@ -324,6 +329,15 @@ class HFEngine(Bindable):
         except BudgetReached:
             return [cut() for _ in nodes]
         return [read(torch.log_softmax(self._logits(node), -1)) for node in nodes]
+
+    def _tokens(self, ids: Sequence[int], what: str) -> list[int]:
+        """ids as ints, refused (ValueError) where one is not a token id of the model's
+        vocabulary (a negative one would index from its end)."""
+        out = [int(t) for t in ids]
+        if bad := [t for t in out if not 0 <= t < self.vocab]:
+            raise ValueError(f"{what}: token id {bad[0]} is outside the model's vocabulary "
+                             f"[0, {self.vocab})")
+        return out
 
     def _logits(self, node: Node) -> torch.Tensor:
         """A complete node's next-token logits [V] (its segment's)."""
