@@ -88,14 +88,16 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     return x
 
 
-def _attention(a: list[Any]) -> None:
-    """The attention kernel's call of every layer, on zero queries of the forward's shape."""
+def _attend(a: list[Any], qk: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """The attention kernel's call of every layer of a captured forward, on queries qk
+    [N, H + KV, d] (None: zeros of the forward's shape) -> each layer's output."""
     f = named(a)
     H, KV = f["H"], f["KV"]
-    qk = torch.zeros(a[0].shape[0], H + KV, f["d"])
-    for li in range(len(f["norm1"])):
-        torch.ops.tts.attend(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"], f["slabs"],
-                             f["masks"], f["parts"], f["readers"], f["part_start"])
+    qk = torch.zeros(a[0].shape[0], H + KV, f["d"]) if qk is None else qk
+    return [torch.ops.tts.attend(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"],
+                                 f["slabs"], f["masks"], f["parts"], f["readers"],
+                                 f["part_start"])
+            for li in range(len(f["norm1"]))]
 
 
 BLOCK = 16  # columns a block (vLLM's default block size)
@@ -137,25 +139,28 @@ def pooled(a: list[Any], scatter: bool) -> list[Any]:
 
 def _same_attention(a: list[Any], b: list[Any]) -> bool:
     """Whether the kernel's outputs on two forms of one forward are equal, every layer."""
-    f, g = named(a), named(b)
-    qk = torch.randn(a[0].shape[0], f["H"] + f["KV"], f["d"], generator=torch.Generator().manual_seed(1))
-    return all(torch.equal(*(torch.ops.tts.attend(qk, h["H"], h["KV"], h["scale"], li, h["rows"],
-                                                  h["q"], h["n"], h["slabs"], h["masks"],
-                                                  h["parts"], h["readers"], h["part_start"])
-                             for h in (f, g)))
-               for li in range(len(f["norm1"])))
+    f = named(a)
+    qk = torch.randn(a[0].shape[0], f["H"] + f["KV"], f["d"],
+                     generator=torch.Generator().manual_seed(1))
+    return all(map(torch.equal, _attend(a, qk), _attend(b, qk)))
 
 
-def replay(forwards: list[list[Any]], repeats: int = 3) -> dict[str, float]:
+def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
+    """The captured forwards with their parts in pool blocks (pooled), by way name."""
+    return {f"attention, pooled in blocks of {BLOCK}": [pooled(a, False) for a in forwards],
+            f"attention, scattered blocks of {BLOCK}": [pooled(a, True) for a in forwards]}
+
+
+def replay(forwards: list[list[Any]], repeats: int = 3,
+           blocks: dict[str, list[list[Any]]] | None = None) -> dict[str, float]:
     """ms per forward of each way (see the module doc), the fewest of `repeats` rounds, on a
-    thread of one intra-op thread (as a lane's)."""
+    thread of one intra-op thread (as a lane's); blocks: in_blocks(forwards), if made."""
     from search.runtime import scripted
 
-    blocks = {f"attention, pooled in blocks of {BLOCK}": [pooled(a, False) for a in forwards],
-              f"attention, scattered blocks of {BLOCK}": [pooled(a, True) for a in forwards]}
+    blocks = in_blocks(forwards) if blocks is None else blocks
     ways: dict[str, Callable[[list[Any]], Any]] = {
         "whole": lambda a: scripted.LAYERS(*a), "no attention": _without_attention,
-        "attention": _attention}
+        "attention": _attend}
     inputs = {name: forwards for name in ways} | blocks
     best = {name: float("inf") for name in inputs}
 
@@ -164,7 +169,7 @@ def replay(forwards: list[list[Any]], repeats: int = 3) -> dict[str, float]:
         with torch.inference_mode():
             for _ in range(repeats):
                 for name, given in inputs.items():
-                    way = ways.get(name, _attention)
+                    way = ways.get(name, _attend)
                     t0 = time.thread_time()
                     for a in given:
                         way(a)
@@ -180,13 +185,16 @@ def layers(limit: int) -> list[str]:
     forwards = capture(limit)
     if not forwards:
         return ["layers: the grid ran no merged forward on one thread to replay"]
-    ms = replay(forwards)
+    blocks = in_blocks(forwards)
+    # (checked before the replay: replaying "whole" writes its keys and values again into
+    # slabs that later forwards read as parts, so the pool's copies would be of older bits)
+    same = all(_same_attention(a, b) for form in blocks.values() for a, b in zip(forwards, form))
+    ms = replay(forwards, blocks=blocks)
     each = [named(a) for a in forwards]
     passes = [len(f["rows"]) for f in each]
     rows = [r for f in each for r in f["rows"]]
     cols = [n + t for f in each for n, t in zip(f["n"], f["q"])]
     share = 1 - ms["no attention"] / ms["whole"]
-    same = all(_same_attention(a, pooled(a, scatter)) for a in forwards for scatter in (False, True))
     return [f"merged forwards at concurrency 16 ({len(forwards)} replayed, one thread): "
             f"{statistics.mean(passes):.1f} Passes a forward, {statistics.mean(rows):.1f} rows "
             f"and {statistics.mean(cols):.1f} own columns a Pass; ms a forward: " + ", ".join(
