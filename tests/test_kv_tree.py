@@ -13,7 +13,7 @@ from helpers import dump
 
 import search
 from search.runtime.kv import Segment
-from search.runtime.kvtree import PromptCache
+from search.runtime.kvstore import PromptCache
 from search.types import Budget, Node, Problem
 
 
@@ -96,6 +96,101 @@ def test_solve_many_prefills_a_prompt_once(engine):
                                 seeds=range(16), concurrency=16, n=2)
     assert engine.kv.prefilled == prompt and engine.kv.prompts.hits == 16
     assert len(results) == 16 and all(r.usage.prefill_tokens == prompt for r in results)
+
+
+HEAD = "1+2=3 4+5=9 7+1=8 2+2=4 "  # 24 tokens (one a character): a block and 8 more
+
+
+def same(a, b) -> bool:
+    """dump()s equal but for best_partial, a stat holding a node id (ids count every node the
+    process made)."""
+    import re
+
+    return re.sub(r'"best_partial": "\d+"', "", dump(a)) == re.sub(r'"best_partial": "\d+"', "",
+                                                                   dump(b))
+
+
+def test_a_prompt_that_begins_with_a_cached_prompts_blocks_computes_only_the_rest(tiny_model):
+    """Where the forward computes a token's KV and logits the same whatever it is fed with
+    (the CPU kernel on packed GEMMs), a prompt that begins as a cached prompt does (a whole
+    16-token block at least) computes only the tokens after those they share, and its
+    Result is the one a fresh engine gives (what it reuses is charged as the forward it
+    saves). transformers' forward reuses whole prompts only."""
+    from search.engines.hf import HFEngine
+    from search.runtime import kernel
+
+    model, tok = tiny_model
+    first, second = Problem(prompt=HEAD + "12+34=", answer="46"), Problem(prompt=HEAD + "5+6=")
+    budget = Budget(tokens=40)
+    for lean in (True, False):
+        eng = HFEngine(copy.deepcopy(model), tok, chat=False, lean=lean)
+        n = len(eng.prompt_ids(second))
+        assert len(eng.prompt_ids(first)) > 16 and n == 29
+        assert eng.kv.partial_prompts == (lean and kernel.available())
+        search.solve(first, "best_of_n", budget, engine=eng, seed=0, n=2)
+        before = eng.kv.prefilled
+        warm = search.solve(second, "best_of_n", budget, engine=eng, seed=1, n=2)
+        fresh = HFEngine(copy.deepcopy(model), tok, chat=False, lean=lean)
+        cold = search.solve(second, "best_of_n", budget, engine=fresh, seed=1, n=2)
+        assert fresh.kv.prefilled == n
+        assert eng.kv.prefilled - before == n - (len(HEAD) if eng.kv.partial_prompts else 0)
+        assert same(warm, cold) and warm.usage.prefill_tokens == n
+
+
+def test_solve_many_prefills_a_shared_prefix_once(tiny_model):
+    """Eight prompts that share their first 25 tokens: solve_many's prefill computes one
+    whole, then each other's tokens after those 25, and every run's Result is the one an
+    engine without a prompt cache gives."""
+    from search.engines.hf import HFEngine
+    from search.runtime import kernel
+
+    if not kernel.available():
+        pytest.skip("prompts begin with cached blocks on the CPU kernel only")
+    model, tok = tiny_model
+    problems = [Problem(prompt=HEAD + f"{i}+{i + 1}=", answer=str(2 * i + 1))
+                for i in range(10, 18)]
+    runs = {}
+    for cache in (1 << 30, 0):
+        eng = HFEngine(copy.deepcopy(model), tok, chat=False, prompt_cache=cache)
+        runs[cache] = search.solve_many(problems, "best_of_n", Budget(tokens=24), engine=eng,
+                                        seeds=range(2), concurrency=4, n=2)
+        if cache:
+            assert eng.kv.prefilled == 31 + 7 * (31 - 25)
+    assert all(same(a, b) for a, b in zip(runs[1 << 30], runs[0], strict=True))
+
+
+def test_prompt_cache_finds_the_longest_cached_run_of_whole_blocks(monkeypatch):
+    """PromptCache.longest: the entry that shares the most whole 16-token blocks with a
+    prompt, and the tokens they share from the start, always short of the prompt's last
+    token; the tokens compared (a hash shared by other tokens is no hit); less than a block
+    shared is no hit; nothing found once the entry is evicted."""
+    from search.runtime import kvstore
+
+    cache = PromptCache(0)
+    seg = Segment(kv=torch.zeros(1, 2, 1, 40, 2), n=40, logits=torch.zeros(3))
+    held = Node(problem=Problem(prompt="h"), prompt_ids=list(range(40)))
+    cache.add(held, list(range(40)), seg)
+
+    def shared(c: PromptCache, ids: list[int]) -> int | None:
+        found = c.longest(ids)
+        return None if found is None else found[1]
+
+    assert cache.longest(list(range(40)) + [7]) == (seg, 40)
+    assert shared(cache, list(range(20)) + [99] * 20) == 20
+    assert shared(cache, list(range(32))) == 31  # (its last token is computed)
+    assert cache.longest(list(range(16))) is None and cache.longest([99] * 40) is None
+    assert cache.longest(list(range(15)) + [99] * 20) is None
+    with monkeypatch.context() as patch:  # every block hashed alike: the tokens tell
+        patch.setattr(kvstore, "chain", lambda ids: [1] * (len(ids) // 16))
+        alike = PromptCache(0)
+        alike.add(held, list(range(40)), seg)
+        assert alike.longest([99] * 40) is None and shared(alike, list(range(33))) == 32
+    del held
+    import gc
+
+    gc.collect()
+    cache.evict()
+    assert len(cache) == 0 and cache.longest(list(range(40)) + [7]) is None
 
 
 def test_prefill_computes_nothing_where_no_prompt_cache_would_keep_it(tiny_model):

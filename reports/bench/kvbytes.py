@@ -212,6 +212,29 @@ def prefills(searches: int = 16) -> dict[str, int]:
     return out
 
 
+def shared_prefixes(problems: int = 50) -> dict[str, Any]:
+    """What prompts that begin alike save (PromptCache.longest): HFEngine.prefill of the
+    first `problems` MATH-500 prompts under SmolLM2-135M's chat template (its system prompt
+    theirs in common) on two fresh engines, one reusing the tokens a prompt shares with a
+    cached one and one reusing whole prompts only -> the prompt tokens in all, each engine's
+    tokens computed and seconds."""
+    import time
+
+    from problems import load
+    from search.engines.hf import HFEngine
+
+    batch = load("math500")[:problems]
+    out: dict[str, Any] = {}
+    for name in ("shared", "whole"):
+        eng = HFEngine.load("smollm2-135m", device="cpu")
+        eng.kv.partial_prompts &= name == "shared"
+        out["tokens"] = sum(len(eng.prompt_ids(p)) for p in batch)
+        t0 = time.perf_counter()
+        out[name] = eng.prefill(batch)
+        out[f"{name}_s"] = time.perf_counter() - t0
+    return out
+
+
 def cpu_seconds(problems: int = 8, repeats: int = 3, concurrency: int = 16
                 ) -> dict[str, Any]:
     """Process CPU and wall seconds of the same tiny-arith searches with tree attention and

@@ -117,13 +117,17 @@ def depth_bytes(depths: int = 6, length: int = 512, tokens: int = 16, rows: int 
 
 
 def prefill() -> list[str]:
-    from reports.bench.kvbytes import prefills
+    from reports.bench.kvbytes import prefills, shared_prefixes
 
-    p = prefills()
+    p, s = prefills(), shared_prefixes()
     return [f"prompt tokens computed (tiny-arith, best-of-4): first solve {p['first']} of a "
             f"{p['prompt']}-token prompt; a second solve, another seed: {p['second']} (aim 0); "
             f"16 seeds of a {p['other']}-token prompt in one solve_many: {p['many']} (aim: "
-            f"{p['other']}, once)"]
+            f"{p['other']}, once)",
+            f"50 MATH-500 prompts under SmolLM2-135M's chat template, prefilled for one "
+            f"solve_many: {s['shared']:,} of {s['tokens']:,} tokens computed in "
+            f"{s['shared_s']:.1f} s, reusing what a prompt shares with a cached one; "
+            f"{s['whole']:,} in {s['whole_s']:.1f} s reusing whole prompts only"]
 
 
 def grid(limit: int, kv_dtype: str | None = None, pairs: int = 1) -> list[str]:

@@ -163,9 +163,12 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
       TORCH_CHECK(who.dim() == 1 && who.scalar_type() == at::kLong && who.is_contiguous(),
                   "attend: readers must be [k] long");
       const int64_t* w = who.data_ptr<int64_t>();
-      for (int64_t b = 0; b < rows[i]; ++b)
-        if (who.numel() == 0 || std::find(w, w + who.numel(), b) != w + who.numel())
-          reads[slot_base[i] + b].push_back(j);
+      for (int64_t u = 0, k = who.numel(); u < (k ? k : rows[i]); ++u) {
+        const int64_t b = k ? w[u] : u;
+        TORCH_CHECK(0 <= b && b < rows[i], "attend: part ", j, " has reader ", b,
+                    " outside its Pass's ", rows[i], " rows");
+        reads[slot_base[i] + b].push_back(j);
+      }
     }
   auto out = at::empty({N, H * d}, qk.options());
   const float* q0 = qk.data_ptr<float>();

@@ -1,4 +1,5 @@
-"""Node KV as a cache under a byte cap: what the engine keeps, and what it may drop.
+"""Node KV as a cache under a byte cap: what the engine keeps, and what it may drop; and
+prompts' KV by token ids (PromptCache), for the searches to come.
 
 A KVTree's segments live here, keyed weakly by Node: a tree nobody holds any more takes its
 KV with it (trees are reference cycles, so at the next garbage collection). Beyond that,
@@ -15,7 +16,7 @@ nothing is freed by hand:
   same whatever the cap.
 - When a search ends (search.session.KVScope.close), its trees' segments leave the store
   and nothing of them is remembered: a finished tree's node KV serves no other search (it
-  is keyed by node), and its prompt stays in the prompt cache (kvtree.PromptCache) for the
+  is keyed by node), and its prompt stays in the prompt cache (PromptCache, below) for the
   next search on it.
 
 So the store holds at most the cap plus what the calls in flight pin (their paths and the
@@ -160,3 +161,101 @@ class NodeStore:
                 kids[parent.id] -= 1
                 if not kids[parent.id] and parent.id not in self._pins:
                     heapq.heappush(heap, (rank[parent.id], parent.id))
+
+
+BLOCK = 16  # tokens a prompt's prefix is matched by (PromptCache.longest)
+
+
+def chain(ids: Sequence[int]) -> list[int]:
+    """The hashes of ids' whole BLOCK-token prefixes, shortest first: each block's hash
+    chained on the one before it (the prefix's whole history in one int)."""
+    out, h = [], 0
+    for i in range(BLOCK, len(ids) + 1, BLOCK):
+        h = hash((h, tuple(ids[i - BLOCK:i])))
+        out.append(h)
+    return out
+
+
+class PromptCache:
+    """Prompts' complete segments by token ids, shared by every search on one KV tree (other
+    seeds, searches, requests): a prompt whose segment is here is never prefilled again, and
+    a prompt that begins as one here does, a whole block at least (`longest`), computes only
+    what follows what they share.
+    An entry some live root holds costs nothing extra; the entries no root holds are kept,
+    least recently used first out, while their bytes stay under `cap` (0: none kept)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        # token ids -> (segment, the live roots holding it), least recently used first
+        self._entries: dict[tuple[int, ...], tuple[Segment, weakref.WeakSet[Node]]] = {}
+        self._blocks: dict[int, dict[tuple[int, ...], None]] = {}  # chain hash -> entries
+        self.hits = 0
+        self._lock = threading.Lock()  # (the scheduler's lanes run jobs in several threads)
+
+    def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
+        """The prompt's segment for `root` (now one of its holders), None if not here."""
+        key = tuple(ids)
+        with self._lock:
+            if (entry := self._entries.pop(key, None)) is not None:
+                self._entries[key] = entry  # most recently used last
+            if entry is None or (hidden and entry[0].hidden is None):
+                return None
+            entry[1].add(root)
+            self.hits += 1
+            return entry[0]
+
+    def longest(self, ids: Sequence[int]) -> tuple[Segment, int] | None:
+        """(an entry's segment, m): the entry that begins with the most whole blocks of ids
+        (the tokens compared, not only hashed), and m the tokens the two share from the
+        start, short of ids' last (whose logits are to be computed); None where no entry
+        shares a whole first block with ids."""
+        hashes = chain(ids[:-1])
+        with self._lock:
+            for k in range(len(hashes), 0, -1):
+                m = k * BLOCK
+                for key in self._blocks.get(hashes[k - 1], ()):
+                    if key[:m] == tuple(ids[:m]):
+                        while m < min(len(key), len(ids) - 1) and key[m] == ids[m]:
+                            m += 1
+                        self._entries[key] = self._entries.pop(key)  # most recently used
+                        return self._entries[key][0], m
+        return None
+
+    def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
+        key = tuple(ids)
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = (seg, weakref.WeakSet([root]))
+            for h in chain(key):
+                self._blocks.setdefault(h, {})[key] = None
+        self.evict()
+
+    def release(self, root: Node, ids: Sequence[int]) -> None:
+        """`root` holds the prompt's entry no more (its node KV was dropped): the entry is
+        kept, if it fits, as one no live root holds."""
+        with self._lock:
+            entry = self._entries.get(tuple(ids))
+            if entry is not None:
+                entry[1].discard(root)
+        self.evict()
+
+    def evict(self) -> None:
+        """Drop least recently used entries no live root holds until the rest fit the cap."""
+        with self._lock:
+            free = [k for k, (_, holders) in self._entries.items() if not holders]
+            held = sum(self._entries[k][0].kv.nbytes for k in free)
+            for k in free:
+                if held <= self.cap:
+                    break
+                held -= self._entries.pop(k)[0].kv.nbytes
+                for h in chain(k):
+                    del (keys := self._blocks[h])[k]
+                    if not keys:
+                        del self._blocks[h]
+
+    @property
+    def unheld_bytes(self) -> int:
+        return sum(seg.kv.nbytes for seg, holders in self._entries.values() if not holders)
+
+    def __len__(self) -> int:
+        return len(self._entries)

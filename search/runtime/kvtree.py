@@ -7,8 +7,10 @@ A node is *complete* when every token of its path is cached and the model's outp
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
 A forward over several rows reads the long or widely shared segments of their paths where
 they live and copies the rest into one batch cache (kv.batch_cache), and keeps each row's
-new columns. Prompts' segments are also kept by token ids (PromptCache), so
-a prompt is prefilled once for every search on it while it is held or fits the cache.
+new columns. Prompts' segments are also kept by token ids (kvstore.PromptCache), so
+a prompt is prefilled once for every search on it while it is held or fits the cache, and
+where the forward allows (`partial_prompts`) a prompt that begins as a cached one does
+computes only what follows.
 
 The segments are a cache (search.runtime.kvstore.NodeStore): kept under a byte cap, least
 recently used out first, pinned while a call reads them, recomputed when a call needs one
@@ -26,8 +28,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-import weakref
 from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -37,7 +37,7 @@ import torch
 from search.budget import BudgetReached
 from search.runtime import kv as kvmod
 from search.runtime.kv import Segment
-from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore
+from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore, PromptCache
 from search.runtime.passes import Pass
 from search.runtime.sched import Scheduler
 from search.runtime.transfer import upload
@@ -50,64 +50,6 @@ OwnTokens = Callable[[Node], Sequence[int]]
 def generator_tokens(node: Node) -> Sequence[int]:
     """The generator's own view: a root adds its prompt ids, a child its step's ids."""
     return node.prompt_ids if node.step is None else node.step.token_ids
-
-
-class PromptCache:
-    """Prompts' complete segments by token ids, shared by every search on one KV tree (other
-    seeds, searches, requests): a prompt whose segment is here is never prefilled again.
-    An entry some live root holds costs nothing extra; the entries no root holds are kept,
-    least recently used first out, while their bytes stay under `cap` (0: none kept)."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        # token ids -> (segment, the live roots holding it), least recently used first
-        self._entries: dict[tuple[int, ...], tuple[Segment, weakref.WeakSet[Node]]] = {}
-        self.hits = 0
-        self._lock = threading.Lock()  # (the scheduler's lanes run jobs in several threads)
-
-    def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
-        """The prompt's segment for `root` (now one of its holders), None if not here."""
-        key = tuple(ids)
-        with self._lock:
-            if (entry := self._entries.pop(key, None)) is not None:
-                self._entries[key] = entry  # most recently used last
-            if entry is None or (hidden and entry[0].hidden is None):
-                return None
-            entry[1].add(root)
-            self.hits += 1
-            return entry[0]
-
-    def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
-        with self._lock:
-            self._entries.pop(tuple(ids), None)
-            self._entries[tuple(ids)] = (seg, weakref.WeakSet([root]))
-        self.evict()
-
-    def release(self, root: Node, ids: Sequence[int]) -> None:
-        """`root` holds the prompt's entry no more (its node KV was dropped): the entry is
-        kept, if it fits, as one no live root holds."""
-        with self._lock:
-            entry = self._entries.get(tuple(ids))
-            if entry is not None:
-                entry[1].discard(root)
-        self.evict()
-
-    def evict(self) -> None:
-        """Drop least recently used entries no live root holds until the rest fit the cap."""
-        with self._lock:
-            free = [k for k, (_, holders) in self._entries.items() if not holders]
-            held = sum(self._entries[k][0].kv.nbytes for k in free)
-            for k in free:
-                if held <= self.cap:
-                    break
-                held -= self._entries.pop(k)[0].kv.nbytes
-
-    @property
-    def unheld_bytes(self) -> int:
-        return sum(seg.kv.nbytes for seg, holders in self._entries.values() if not holders)
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 class KVTree:
@@ -129,6 +71,9 @@ class KVTree:
         # parts of paths the lean forward's rule picks where they live (kv.batch_cache)
         self.tree = False
         self.prompts = PromptCache(prompt_cache)
+        # a prompt may begin with a cached one's blocks (PromptCache.longest): set by an
+        # engine whose forward computes a token's KV and logits the same whatever it is fed with
+        self.partial_prompts = False
         self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
         self.n_params = sum(p.numel() for p in model.parameters())
         # causal LMs can skip the LM head for positions we do not read; heads may not
@@ -198,7 +143,7 @@ class KVTree:
                     hidden)
 
     def feed_job(self, nodes: Sequence[Node], tokens: Sequence[Sequence[int]], session: Session,
-                 *, all_logits: bool, prefill: int, charged: bool = True
+                 *, all_logits: bool, prefill: int, charged: bool = True, passes: int = 1
                  ) -> Generator[Pass, Any, tuple[list[torch.Tensor], torch.Tensor,
                                                  torch.Tensor | None]]:
         """Run rows of equal width w through the model, each row's tokens after what is
@@ -207,7 +152,7 @@ class KVTree:
         KV [L,2,H,w,D], the outputs [B, w or 1, V] (float32), and with keep_hidden the final
         hidden state at each row's last position [B, hidden].
         charged=False: KV computed again after the store dropped it, which no budget checks
-        and no meter pays (counted in `recomputed`)."""
+        and no meter pays (counted in `recomputed`); passes: the passes it is charged as."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
         paths = [self.path_parts(a) for a in nodes]
         if charged:
@@ -221,7 +166,7 @@ class KVTree:
                                   0 if all_logits else 1, hidden)
         n = ids.numel()
         if charged:
-            self._charge(session, n, prefill)
+            self._charge(session, n, prefill, passes)
         else:
             self.recomputed += n
         self.prefilled += prefill
@@ -284,30 +229,46 @@ class KVTree:
             groups[width].append(a)
         return groups
 
-    def _cached_prompts(self, group: list[Node], width: int, session: Session,
-                        charged: bool) -> list[Node]:
-        """Give the roots of `group` whose prompts are cached (PromptCache) their segment;
-        the rest are left to compute. A hit is charged to the session as the forward it
-        saves (its tokens, FLOPs and pass; the same budget check first), so a search's
-        Result does not depend on what the cache holds (a restore's hit, as the
-        recomputation it saves, is not); `prefilled` counts what was computed."""
-        hits = [(a, seg) for a in group if a.parent is None and self.store.get(a) is None
-                and (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None]
+    def _cached_prompts(self, group: list[Node], width: int, session: Session, charged: bool
+                        ) -> tuple[list[Node], dict[int, list[Node]]]:
+        """Give the roots of `group` whose prompts are cached (PromptCache) their segment,
+        and where `partial_prompts` allows, those that begin with whole blocks of a cached
+        prompt a segment of those blocks' columns -> (the rest, left to compute; the roots
+        begun, by the tokens left to compute of each). What a hit saves is charged to the
+        session as the forward it saves (its tokens, FLOPs and pass; the same budget check
+        first), so a search's Result does not depend on what the cache holds (a restore's
+        hit, as the recomputation it saves, is not); `prefilled` counts what was computed."""
+        hits: list[tuple[Node, Segment]] = []
+        begun: dict[int, list[Node]] = defaultdict(list)
+        for a in group:
+            if a.parent is not None or self.store.get(a) is not None:
+                continue
+            if (seg := self.prompts.get(a, self.own(a), self.keep_hidden)) is not None:
+                hits.append((a, seg))
+            elif charged and self.partial_prompts and \
+                    (found := self.prompts.longest(self.own(a))) is not None:
+                seg, m = found
+                hits.append((a, Segment(kv=seg.kv[:, :, :, :m], n=m)))
+                begun[width - m].append(a)
         if not hits:
-            return group
-        n, rest = len(hits) * width, [a for a in group if all(a is not h for h, _ in hits)]
+            return group, begun
+        rest = [a for a in group if all(a is not h for h, _ in hits)]
         if charged:
+            n = sum(seg.n for _, seg in hits)
             self._admit(session, len(group) * width)
             self._charge(session, n, n, passes=0 if rest else 1)
         for a, seg in hits:
             self.put(a, seg, session.kv)
-        return rest
+        return rest, begun
 
-    def _complete(self, group: list[Node], width: int, session: Session, restore: bool
-                  ) -> Generator[Pass, Any, None]:
+    def _complete(self, group: list[Node], width: int, session: Session, restore: bool,
+                  passes: int = 1) -> Generator[Pass, Any, None]:
         """Compute `width` more own tokens of each node (restore: its dropped ones again,
-        uncharged, its output kept only if it had been known)."""
-        group = self._cached_prompts(group, width, session, charged=not restore)
+        uncharged, its output kept only if it had been known), in forwards charged as
+        `passes` passes (0: the forward a cache hit saved was charged for them)."""
+        group, begun = self._cached_prompts(group, width, session, charged=not restore)
+        for left, roots in begun.items():  # (the group's forward is charged: its hits' pass)
+            yield from self._complete(roots, left, session, restore, passes=0)
         known = [not restore or self._gone(a).complete for a in group]
         if width == 0:  # empty steps (the budget gave them no token) stand where their parents do
             for a, keep in zip(group, known):
@@ -324,10 +285,11 @@ class KVTree:
             return
         segs = [self.store.get(a) for a in group]  # None where restoring (a dropped node)
         done = [seg.n if seg else 0 for seg in segs]
+        fresh = sum(s is None or a.parent is None for a, s in zip(group, segs))  # prompts, text
         new, out, hidden = yield from self.feed_job(
             group, [list(self.own(a))[d:d + width] for a, d in zip(group, done)], session,
-            all_logits=False, prefill=0 if restore else width * sum(s is None for s in segs),
-            charged=not restore)
+            all_logits=False, prefill=0 if restore else width * fresh, charged=not restore,
+            passes=passes)
         for i, (a, seg, kv_new, o, keep) in enumerate(zip(group, segs, new, out, known)):
             full = Segment(kv=kv_new if seg is None else seg.extended(kv_new),
                            n=(seg.n if seg else 0) + width, logits=o[-1] if keep else None,

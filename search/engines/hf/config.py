@@ -100,8 +100,9 @@ class HFConfig:
     share_prefix: int = 64
     # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix only
     tree_attention: bool = True
-    # bytes of prompts' KV kept by token ids while no search holds them (kvtree.PromptCache:
-    # least recently used out first); a prompt held or kept here is never prefilled again
+    # bytes of prompts' KV kept by token ids while no search holds them (kvstore.PromptCache:
+    # least recently used out first); a prompt held or kept here is never prefilled again,
+    # and on the CPU kernel a prompt that begins as one of them does computes only the rest
     prompt_cache: int = 1 << 30
     # bytes of search nodes' KV the engine keeps (kvstore.NodeStore): past it, the least
     # recently used segments no call in flight reads are dropped, leaves first, and computed

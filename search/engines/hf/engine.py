@@ -52,6 +52,7 @@ from search.engines.prompts import PromptFormat
 from search.runtime import attention, kernel, lean, packed
 from search.runtime.dtypes import is_int8, kv_dtype, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
+from search.runtime.kvstore import BLOCK
 from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job
 from search.runtime.sched import Scheduler
@@ -115,6 +116,9 @@ class HFEngine(Bindable):
                         and cfg.share_prefix > 0 and self.kv.layout.cascade)
         if self.kv.tree and kernel.serves(self.model.get_input_embeddings().weight):
             self.kv.share_prefix = 1  # a part costs the CPU kernel no call: every segment is one
+            # a token's KV and logits the same bits whatever a forward feeds beside or before
+            # it (packed GEMMs, the kernel): a prompt may begin with a cached prompt's blocks
+            self.kv.partial_prompts = getattr(self.kv.forward, "row_invariant", False)
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
@@ -186,7 +190,7 @@ class HFEngine(Bindable):
 
     def prefill(self, problems: Sequence[Problem]) -> int:
         """Prefill each distinct prompt of `problems` once, in shared forwards, into the
-        prompt cache (kvtree.PromptCache): the searches that follow on these prompts
+        prompt cache (kvstore.PromptCache): the searches that follow on these prompts
         (search.solve_many's) compute none of them (each is still charged its prompt, as
         the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens
         computed (0 for prompts already cached). A prompt the engine refuses (too long for
@@ -203,8 +207,17 @@ class HFEngine(Bindable):
             except ValueError:
                 continue
             roots.setdefault(tuple(root.prompt_ids), root)
+        # first one prompt of each first block, then the others, which may begin with its
+        # blocks (PromptCache.longest: a system prompt or few-shot examples computed once)
+        first: dict[tuple[int, ...], tuple[int, ...]] = {}
+        for ids in roots:
+            first.setdefault(ids[:BLOCK], ids)
+        lead = set(first.values())
         before = self.kv.prefilled
-        self.scheduler.run(self.kv.ensure_job(list(roots.values()), session), cancel=session.cancel)
+        for wave in (list(first.values()), [ids for ids in roots if ids not in lead]):
+            if wave:
+                self.scheduler.run(self.kv.ensure_job([roots[ids] for ids in wave], session),
+                                   cancel=session.cancel)
         return self.kv.prefilled - before
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
