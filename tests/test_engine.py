@@ -204,6 +204,27 @@ def test_token_ids_outside_the_vocabulary_are_refused(tiny_engine):
     assert lp == pytest.approx(dict(everything)[vocab - 1])
 
 
+def test_extend_ends_where_the_context_is_full(tiny_model):
+    """A continuation past the engine's max_length is cut where the context is full, its
+    child's step ended by "length" (finished, as expand's), its logprobs those of the tokens
+    kept; one that just fills it ends by "length" too; a node that fills it is refused."""
+    from search.engines.hf import HFEngine
+
+    model, tok = tiny_model
+    eng = HFEngine(copy.deepcopy(model), tok, chat=False, max_length=12)
+    root = eng.root(Problem(prompt="1+2="))
+    n = root.n_tokens
+    (whole,) = eng.extend([root], [[5] * (11 - n)])
+    (cut,) = eng.extend([root], [[5] * 30])
+    (fills,) = eng.extend([root], [[5] * (12 - n)])
+    assert whole.step.stop_reason == "forced" and not whole.finished
+    assert cut.step.stop_reason == fills.step.stop_reason == "length" and cut.finished
+    assert cut.n_tokens == fills.n_tokens == 12
+    assert cut.step.logprobs[:11 - n] == pytest.approx(whole.step.logprobs, abs=1e-5)
+    with pytest.raises(ValueError, match="fills the engine's context"):
+        eng.extend([cut], [[5]])
+
+
 @pytest.mark.parametrize("broken", ["nan", "overflow"])
 def test_logits_that_are_not_finite_are_refused_not_sampled(tiny_model, device, broken):
     """A model whose logits hold NaN or inf (weights overflowing, or broken): expand raises a

@@ -273,6 +273,11 @@ class HFEngine(Bindable):
                         for c in continuations]
             if any(not ids for ids in ids_list):
                 raise ValueError("extend: an empty continuation")
+            if full_ := [n for n in nodes if n.n_tokens >= self.max_length]:
+                raise ValueError(f"extend: a node of {full_[0].n_tokens} tokens fills the "
+                                 f"engine's context (max_length={self.max_length})")
+            # the context ends a continuation where it is full (its step's reason "length")
+            ids_list = [ids[:self.max_length - n.n_tokens] for ids, n in zip(ids_list, nodes)]
             out: list[Node | None] = [None] * len(nodes)
             full = list(map(len, ids_list))
             if generated:  # generated tokens count against Budget.tokens: the first ones fit
@@ -306,7 +311,8 @@ class HFEngine(Bindable):
                     prev = torch.cat([self._logits(p)[None], lg[:-1]], dim=0)
                     lps = torch.log_softmax(prev, -1).gather(-1, upload(ids, prev.device)[:, None])
                     reason = "budget" if len(ids) < full[i] else \
-                        "eos" if ids[-1] in self.eos_ids else "forced"
+                        "eos" if ids[-1] in self.eos_ids else \
+                        "length" if p.n_tokens + len(ids) >= self.max_length else "forced"
                     child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
                                                      tuple(lps.squeeze(-1).tolist()), reason))
                     self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
