@@ -207,7 +207,8 @@ def test_token_ids_outside_the_vocabulary_are_refused(tiny_engine):
 def test_extend_ends_where_the_context_is_full(tiny_model):
     """A continuation past the engine's max_length is cut where the context is full, its
     child's step ended by "length" (finished, as expand's), its logprobs those of the tokens
-    kept; one that just fills it ends by "length" too; a node that fills it is refused."""
+    kept; one that just fills it ends by "length" too; a node that fills it is refused, and
+    one past it (another engine's, of a longer context) by expand and topk_next too."""
     from search.engines.hf import HFEngine
 
     model, tok = tiny_model
@@ -221,8 +222,24 @@ def test_extend_ends_where_the_context_is_full(tiny_model):
     assert cut.step.stop_reason == fills.step.stop_reason == "length" and cut.finished
     assert cut.n_tokens == fills.n_tokens == 12
     assert cut.step.logprobs[:11 - n] == pytest.approx(whole.step.logprobs, abs=1e-5)
-    with pytest.raises(ValueError, match="fills the engine's context"):
+    with pytest.raises(ValueError, match="leaves no room in the engine's context"):
         eng.extend([cut], [[5]])
+    past = Node(problem=Problem(prompt="x"), prompt_ids=[5] * 13)
+    with pytest.raises(ValueError, match="expand: a node of 13 tokens leaves no room"):
+        eng.expand([past], 1)
+    with pytest.raises(ValueError, match="a node of 13 tokens is past the engine's context"):
+        eng.topk_next([past], 2)
+    assert len(eng.topk_next([cut], 2)[0]) == 2  # (a full context's next token: computed)
+
+
+def test_a_node_of_another_tokenizers_ids_is_refused(tiny_engine):
+    """A root whose prompt ids the model has no row for (made by hand, or by an engine of
+    another vocabulary) is refused with a clear error, not an IndexError from the
+    embedding (nor, for a negative id, the embedding of a token counted from the end)."""
+    for bad in (-2, 10_000):
+        root = Node(problem=Problem(prompt="x"), prompt_ids=[3, bad, 4])
+        with pytest.raises(ValueError, match=f"token id {bad} is outside the model's vocab"):
+            tiny_engine.expand([root], 1, max_tokens=2)
 
 
 @pytest.mark.parametrize("broken", ["nan", "overflow"])

@@ -76,6 +76,7 @@ class KVTree:
         self.partial_prompts = False
         self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
         self.n_params = sum(p.numel() for p in model.parameters())
+        self.vocab = model.get_input_embeddings().num_embeddings  # the token ids it reads
         # causal LMs can skip the LM head for positions we do not read; heads may not
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
         # node segments under `cap` bytes (kvstore: a root's leaves the prompt cache's holders)
@@ -154,6 +155,10 @@ class KVTree:
         charged=False: KV computed again after the store dropped it, which no budget checks
         and no meter pays (counted in `recomputed`); passes: the passes it is charged as."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
+        if bad := [t for row in tokens for t in row if not 0 <= t < self.vocab]:
+            raise ValueError(f"token id {bad[0]} is outside the model's vocabulary [0, "
+                             f"{self.vocab}): a node of another tokenizer's ids (make roots "
+                             "with this engine's root(problem))")
         paths = [self.path_parts(a) for a in nodes]
         if charged:
             self._admit(session, len(tokens) * w)

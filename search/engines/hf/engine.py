@@ -88,7 +88,7 @@ class HFEngine(Bindable):
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params  # counted before quantisation: FLOPs stay honest
-        self.vocab = self.model.get_input_embeddings().weight.shape[0]  # token ids it reads
+        self.vocab = self.kv.vocab  # the token ids it reads
         if int8:
             quantize_int8(self.model)
         if cfg.pack is not False and self.device.type == "cpu":
@@ -228,7 +228,7 @@ class HFEngine(Bindable):
     def expand(self, nodes: Sequence[Node], n: int = 1, *, stop: Sequence[str] | None = DEFAULT_STOP,
                max_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
                seed: int = 0) -> list[list[Node]]:
-        nodes = check_expand(nodes, n, max_tokens, temperature, top_p)
+        nodes = self._room(check_expand(nodes, n, max_tokens, temperature, top_p), "expand")
         if not nodes:
             return []
         rows = [node for node in nodes for _ in range(n)]
@@ -273,9 +273,7 @@ class HFEngine(Bindable):
                         for c in continuations]
             if any(not ids for ids in ids_list):
                 raise ValueError("extend: an empty continuation")
-            if full_ := [n for n in nodes if n.n_tokens >= self.max_length]:
-                raise ValueError(f"extend: a node of {full_[0].n_tokens} tokens fills the "
-                                 f"engine's context (max_length={self.max_length})")
+            self._room(nodes, "extend")
             # the context ends a continuation where it is full (its step's reason "length")
             ids_list = [ids[:self.max_length - n.n_tokens] for ids, n in zip(ids_list, nodes)]
             out: list[Node | None] = [None] * len(nodes)
@@ -343,11 +341,21 @@ class HFEngine(Bindable):
               cut: Callable[[], Any]) -> Job[list[Any]]:
         """Per node, `read` of its next-token logprobs [V] (the nodes made complete first);
         `cut()` each where the budget leaves no forward to complete them."""
+        self._room(nodes, "the next token's logprobs", 0)
         try:
             yield from self.kv.ensure_job(nodes, self.session)
         except BudgetReached:
             return [cut() for _ in nodes]
         return [read(torch.log_softmax(self._logits(node), -1)) for node in nodes]
+
+    def _room(self, nodes: list[Node], what: str, room: int = 1) -> list[Node]:
+        """nodes, refused (ValueError) where one leaves fewer than `room` positions of the
+        engine's context (a node another engine made, of a longer context)."""
+        if over := [n.n_tokens for n in nodes if n.n_tokens + room > self.max_length]:
+            raise ValueError(f"{what}: a node of {over[0]} tokens "
+                             f"{'leaves no room in' if room else 'is past'} the engine's context "
+                             f"(max_length={self.max_length})")
+        return nodes
 
     def _tokens(self, ids: Sequence[int], what: str) -> list[int]:
         """ids as ints, refused (ValueError) where one is not a token id of the model's
