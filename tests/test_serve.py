@@ -152,6 +152,20 @@ def test_n_temperature_max_tokens_and_stop_mean_what_the_api_says(server, client
     assert reply.usage.completion_tokens == sum(r.usage.generated_tokens for r in refs)
 
 
+def test_n_samples_of_a_new_prompt_compute_it_once(server, client):
+    """A request's n searches of one prompt the engine has not seen: it is prefilled once,
+    before them (as solve_many's), not by each of them at once."""
+    _, service = server
+    engine = service.driver.engine
+    question = "Ada has 41 pens. Ada gives away 9 pens. How many pens does Ada have now?"
+    prompt = len(engine.prompt_ids(Problem(question)))
+    before = engine.kv.prefilled
+    reply = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": question}], n=4, seed=3,
+        max_tokens=30)
+    assert len(reply.choices) == 4 and engine.kv.prefilled - before == prompt
+
+
 def test_logprobs_are_the_chosen_paths_tokens(server, client):
     _, service = server
     reply = client.chat.completions.create(model=MODEL, logprobs=True, seed=5,

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,13 +219,22 @@ class Service:
             self.counts["requests"] += 1
             self.counts["searches"] += len(searches)
             self._live.update(searches)
+        # each prompt computed once, before the searches that would each miss it at once (as
+        # solve_many's; the engine's prompt cache): in a pool thread, ahead of them
+        prefill = getattr(driver.engine, "prefill", None)
+        ready = self._pool.submit(prefill, [p for p, _ in plan.runs]) \
+            if prefill is not None and len(searches) > 1 else None
         for s in searches:
-            s.future = self._pool.submit(self._run, s, driver, plan)
+            s.future = self._pool.submit(self._run, s, driver, plan, ready)
         return searches
 
-    def _run(self, s: Search, driver: Driver, plan: Plan) -> Result:
-        """One search in a pool thread: its Result, or Cancelled, or the error it raised."""
+    def _run(self, s: Search, driver: Driver, plan: Plan, ready: Future[Any] | None) -> Result:
+        """One search in a pool thread, once `ready` (its prompt's prefill) is done: its
+        Result, or Cancelled, or the error it raised (a prefill's error is the search's own
+        to meet)."""
         outcome = "failed"
+        if ready is not None:
+            wait([ready])
         try:
             result = self._solve(s, driver, plan)
             if result is None:  # its KV is dropped already: search.solve ended its session
