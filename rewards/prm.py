@@ -166,6 +166,7 @@ class HFPRM(Bindable):
             if self.device.type == "cpu":
                 packed.pack_linears(self.model)
             self.kv.forward = lean_forward(self.model) or self.model
+            self.kv.attend_in_place()  # as the engine's: paths read where they live
         self._ids: weakref.WeakKeyDictionary[Node, tuple[int, ...]] = weakref.WeakKeyDictionary()
         self._pair = label_ids(tokenizer, self.fmt)
 

@@ -114,6 +114,36 @@ def test_kv_cache_cap_bounds_the_kept_kv_and_scores_do_not_move():
     assert tight.kv.store.peak < roomy.kv.store.peak
 
 
+@pytest.mark.skipif("not __import__('search.runtime.kernel').runtime.kernel.available()")
+def test_scoring_reads_the_paths_where_they_live():
+    """A PRM on the lean forward reads its paths' KV as the engine does (KVTree.attend_in_place):
+    a scoring call deeper in the tree moves only the new steps' KV (their columns written),
+    1x at every depth, where copying each path into the call's batch cache grows with the
+    depth; the scores are the same bits either way."""
+    from reports.bench.kvbytes import KVBytes
+
+    got = {}
+    for tree in (True, False):
+        prm = shepherd_prm()
+        assert prm.kv.tree and prm.kv.partial_prompts
+        if not tree:
+            prm.kv.tree, prm.kv.share_prefix = False, 0
+        bound = prm.bind(Session())
+        root = Node(problem=Problem(prompt="what is 2+3*4 " * 4))
+        leaves, moved, scores = [root] * 4, [], []
+        for depth in range(4):
+            leaves = [Node(parent=leaf, step=Step(f"step {depth}: 3*4=12 so {i}", (0,), (0.0,),
+                                                  "stop")) for i, leaf in enumerate(leaves)]
+            mode = KVBytes(prm.kv.layout.layers, prm.kv.layout.head_dim)
+            with mode:
+                scores.append(bound.score(root.problem, leaves))
+            moved.append(mode.moved / (sum(len(prm._own(leaf)) for leaf in leaves)
+                                       * prm.kv.column_bytes))
+        got[tree] = moved, scores
+    assert got[True][0][1:] == [1.0] * 3 and got[True][1] == got[False][1]
+    assert got[False][0][-1] > got[False][0][1] > 2
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "4GB"])
 def test_kv_cache_must_be_bytes(bad):
     prm = shepherd_prm()

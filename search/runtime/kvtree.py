@@ -35,9 +35,11 @@ from typing import Any
 import torch
 
 from search.budget import BudgetReached
+from search.runtime import kernel
 from search.runtime import kv as kvmod
 from search.runtime.kv import Segment
 from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore, PromptCache
+from search.runtime.lean import LeanLlama
 from search.runtime.passes import Pass
 from search.runtime.sched import Scheduler
 from search.runtime.transfer import upload
@@ -45,6 +47,8 @@ from search.session import KVScope, Session
 from search.types import Node
 
 OwnTokens = Callable[[Node], Sequence[int]]
+# tokens of a part of a path read where it lives off the CPU kernel (kv.batch_cache)
+SHARE_PREFIX = 64
 
 
 def generator_tokens(node: Node) -> Sequence[int]:
@@ -57,7 +61,7 @@ class KVTree:
 
     def __init__(self, model: Any, device: torch.device, own_tokens: OwnTokens = generator_tokens,
                  *, as_scorer: bool = False, keep_hidden: bool = False,
-                 share_prefix: int = 0, prompt_cache: int = 0, cap: int = DEFAULT_CAP) -> None:
+                 share_prefix: int = SHARE_PREFIX, prompt_cache: int = 0, cap: int = DEFAULT_CAP) -> None:
         self.model = model
         self.forward: Any = model  # what feed_job() calls; an engine may set a lean one (lean.py)
         self.scheduler = Scheduler()  # what ensure() runs on; its owner's, set by it
@@ -67,12 +71,11 @@ class KVTree:
         self.keep_hidden = keep_hidden  # also keep the final hidden state (value heads)
         self.share_prefix = share_prefix  # a common prefix of >= this many tokens is not copied per row
         self.kv_dtype: torch.dtype | None = None  # the KV's element type (None: the model's)
-        # tree mode (set by an engine whose forward is the lean one): batch caches read the
-        # parts of paths the lean forward's rule picks where they live (kv.batch_cache)
+        # tree mode (attend_in_place): batch caches read the parts of paths the lean forward's
+        # rule picks where they live (kv.batch_cache)
         self.tree = False
         self.prompts = PromptCache(prompt_cache)
-        # a prompt may begin with a cached one's blocks (PromptCache.longest): set by an
-        # engine whose forward computes a token's KV and logits the same whatever it is fed with
+        # a prompt may begin as a cached one does (PromptCache.longest; attend_in_place)
         self.partial_prompts = False
         self.prefilled = 0  # prefill tokens this tree's model computed (hits not counted)
         self.n_params = sum(p.numel() for p in model.parameters())
@@ -82,6 +85,19 @@ class KVTree:
         # node segments under `cap` bytes (kvstore: a root's leaves the prompt cache's holders)
         self.store = NodeStore(cap, on_drop=self._dropped)
         self.recomputed = 0  # tokens computed again after the store dropped them (uncharged)
+
+    def attend_in_place(self, tree: bool = True) -> None:
+        """Where `tree` and the forward is the lean one (its owner sets it, and kv_dtype,
+        first): batch caches read the parts of paths where they live (kv.batch_cache's tree
+        rule), on the CPU kernel every segment (a part costs it no call), elsewhere those of
+        at least share_prefix tokens. On the kernel, where every GEMM is row-invariant too, a
+        token's KV and logits are the same bits whatever a forward feeds beside or before it:
+        a prompt may begin with a cached prompt's columns (partial_prompts)."""
+        self.tree = tree and isinstance(self.forward, LeanLlama) and self.share_prefix > 0 \
+            and self.layout.cascade
+        if self.tree and kernel.serves(self.model.get_input_embeddings().weight):
+            self.share_prefix = 1
+            self.partial_prompts = self.forward.row_invariant
 
     # -- the store ---------------------------------------------------------------------
     def get(self, node: Node) -> Segment | None:

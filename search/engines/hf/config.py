@@ -19,6 +19,7 @@ import torch
 from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vllm engines
 from search.runtime.dtypes import is_int8, kv_dtype, weight_dtype
 from search.runtime.kvstore import DEFAULT_CAP
+from search.runtime.kvtree import SHARE_PREFIX
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class HFConfig:
     # tokens and the short common ones whose tokens times the rows reach it, and on the
     # CPU's attention kernel (a part costs it no call of its own) every segment; 0: every
     # row's path copied into its batch cache
-    share_prefix: int = 64
+    share_prefix: int = SHARE_PREFIX
     # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix only
     tree_attention: bool = True
     # bytes of prompts' KV kept by token ids while no search holds them (kvstore.PromptCache:

@@ -111,14 +111,7 @@ class HFEngine(Bindable):
             raise ValueError(f"kv_dtype={cfg.kv_dtype!r} is read only by the CPU attention "
                              "kernel on the lean forward, which this engine does not run ("
                              f"{self.forward_note or 'the kernel is not built here'})")
-        # parts of paths read where they live (kv.batch_cache): the lean forward's only
-        self.kv.tree = (cfg.tree_attention and not self.forward_note
-                        and cfg.share_prefix > 0 and self.kv.layout.cascade)
-        if self.kv.tree and kernel.serves(self.model.get_input_embeddings().weight):
-            self.kv.share_prefix = 1  # a part costs the CPU kernel no call: every segment is one
-            # a token's KV and logits the same bits whatever a forward feeds beside or before
-            # it (packed GEMMs, the kernel): a prompt may begin with a cached prompt's blocks
-            self.kv.partial_prompts = getattr(self.kv.forward, "row_invariant", False)
+        self.kv.attend_in_place(cfg.tree_attention)  # parts of paths read where they live
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
