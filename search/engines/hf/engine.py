@@ -200,11 +200,11 @@ class HFEngine(Bindable):
             except ValueError:
                 continue
             roots.setdefault(tuple(root.prompt_ids), root)
-        # first one prompt of each first block, then the others, which may begin with its
-        # blocks (PromptCache.longest: a system prompt or few-shot examples computed once)
+        # where prompts may begin with cached ones' blocks (PromptCache.longest), one prompt
+        # of each first block first, then the others (a system prompt computed once)
         first: dict[tuple[int, ...], tuple[int, ...]] = {}
         for ids in roots:
-            first.setdefault(ids[:BLOCK], ids)
+            first.setdefault(ids[:BLOCK] if self.kv.partial_prompts else ids, ids)
         lead = set(first.values())
         before = self.kv.prefilled
         for wave in (list(first.values()), [ids for ids in roots if ids not in lead]):
