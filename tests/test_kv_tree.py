@@ -193,6 +193,41 @@ def test_prompt_cache_finds_the_longest_cached_run_of_whole_blocks(monkeypatch):
     assert len(cache) == 0 and cache.longest(list(range(40)) + [7]) is None
 
 
+def test_a_prompt_claimed_by_another_thread_is_waited_for_not_computed():
+    """PromptCache.claim: a thread gets the prompts no other claims, and leaves once the
+    others' claimers release theirs; two claimers waiting on each other both go on."""
+    import threading
+
+    cache = PromptCache(0)
+    p, q = (1, 2, 3), (4, 5)
+    first_in, let_go, got, left = threading.Event(), threading.Event(), {}, []
+
+    def first() -> None:
+        with cache.claim([p]) as mine:
+            got["first"] = mine
+            first_in.set()
+            let_go.wait(5)
+        left.append("first")
+
+    def second() -> None:
+        first_in.wait(5)
+        with cache.claim([p, q]) as mine:
+            got["second"] = mine
+        left.append("second")
+
+    threads = [threading.Thread(target=f) for f in (first, second)]
+    for t in threads:
+        t.start()
+    threads[1].join(0.3)
+    assert got == {"first": [p], "second": [q]} and threads[1].is_alive()  # waits for p
+    let_go.set()
+    for t in threads:
+        t.join(5)
+    assert sorted(left) == ["first", "second"]
+    with cache.claim([p, q]) as mine:  # released: free to claim again
+        assert mine == [p, q]
+
+
 def test_prefill_computes_nothing_where_no_prompt_cache_would_keep_it(tiny_model):
     """prompt_cache=0 keeps no prompt no search holds: prefilling first would only compute
     each prompt twice, so HFEngine.prefill computes none."""

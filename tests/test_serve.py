@@ -166,6 +166,28 @@ def test_n_samples_of_a_new_prompt_compute_it_once(server, client):
     assert len(reply.choices) == 4 and engine.kv.prefilled - before == prompt
 
 
+def test_concurrent_requests_of_a_new_prompt_compute_it_once(server, client):
+    """Requests of one prompt the engine has not seen, sent at once: it is prefilled once
+    (the first request's prefill claims it, the others wait for it: PromptCache.claim)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, service = server
+    engine = service.driver.engine
+    question = "Bo has 23 cups. Bo breaks 8 cups. How many cups does Bo have now?"
+    prompt = len(engine.prompt_ids(Problem(question)))
+    before = engine.kv.prefilled
+
+    def one(seed: int) -> Any:
+        return client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": question}], seed=seed,
+            max_tokens=20)
+
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(one, range(4)))
+    assert all(len(r.choices) == 1 for r in replies)
+    assert engine.kv.prefilled - before == prompt
+
+
 def test_logprobs_are_the_chosen_paths_tokens(server, client):
     _, service = server
     reply = client.chat.completions.create(model=MODEL, logprobs=True, seed=5,

@@ -191,6 +191,7 @@ class PromptCache:
         self._blocks: dict[int, dict[tuple[int, ...], None]] = {}  # chain hash -> entries
         self.hits = 0
         self._lock = threading.Lock()  # (the scheduler's lanes run jobs in several threads)
+        self._claims: dict[tuple[int, ...], threading.Event] = {}  # prompts being computed
 
     def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
         """The prompt's segment for `root` (now one of its holders), None if not here."""
@@ -220,6 +221,25 @@ class PromptCache:
                         self._entries[key] = self._entries.pop(key)  # most recently used
                         return self._entries[key][0], m
         return None
+
+    @contextmanager
+    def claim(self, prompts: Sequence[tuple[int, ...]]) -> Iterator[list[tuple[int, ...]]]:
+        """The prompts no other thread claims now, claimed for the block (its caller
+        computes them); on leaving, they are released, then the others are waited for (their
+        claimers' computing done: cached, or left to the searches to meet). Threads that
+        prefill one prompt at once so compute it once."""
+        with self._lock:
+            mine = [p for p in prompts if p not in self._claims]
+            theirs = [self._claims[p] for p in prompts if p in self._claims]
+            self._claims.update((p, threading.Event()) for p in mine)
+        try:
+            yield mine
+        finally:
+            with self._lock:
+                for p in mine:
+                    self._claims.pop(p).set()
+        for done in theirs:  # (after releasing: claimers waiting on each other both go on)
+            done.wait()
 
     def add(self, root: Node, ids: Sequence[int], seg: Segment) -> None:
         key = tuple(ids)

@@ -219,11 +219,11 @@ class Service:
             self.counts["requests"] += 1
             self.counts["searches"] += len(searches)
             self._live.update(searches)
-        # each prompt computed once, before the searches that would each miss it at once (as
-        # solve_many's; the engine's prompt cache): in a pool thread, ahead of them
+        # each prompt computed once, before the searches (this request's n, and other
+        # requests' in flight) that would each miss it at once (the engine's prompt cache, as
+        # solve_many's): in a pool thread, ahead of them
         prefill = getattr(driver.engine, "prefill", None)
-        ready = self._pool.submit(prefill, [p for p, _ in plan.runs]) \
-            if prefill is not None and len(searches) > 1 else None
+        ready = None if prefill is None else self._pool.submit(prefill, [p for p, _ in plan.runs])
         for s in searches:
             s.future = self._pool.submit(self._run, s, driver, plan, ready)
         return searches

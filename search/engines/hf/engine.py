@@ -200,17 +200,18 @@ class HFEngine(Bindable):
             except ValueError:
                 continue
             roots.setdefault(tuple(root.prompt_ids), root)
-        # where prompts may begin with cached ones' blocks (PromptCache.longest), one prompt
-        # of each first block first, then the others (a system prompt computed once)
-        first: dict[tuple[int, ...], tuple[int, ...]] = {}
-        for ids in roots:
-            first.setdefault(ids[:BLOCK] if self.kv.partial_prompts else ids, ids)
-        lead = set(first.values())
         before = self.kv.prefilled
-        for wave in (list(first.values()), [ids for ids in roots if ids not in lead]):
-            if wave:
-                self.scheduler.run(self.kv.ensure_job([roots[ids] for ids in wave], session),
-                                   cancel=session.cancel)
+        with self.kv.prompts.claim(list(roots)) as mine:  # (another thread's: waited for)
+            # where prompts may begin with cached ones' blocks (PromptCache.longest), one
+            # prompt of each first block first, then the others (a system prompt once)
+            first: dict[tuple[int, ...], tuple[int, ...]] = {}
+            for ids in mine:
+                first.setdefault(ids[:BLOCK] if self.kv.partial_prompts else ids, ids)
+            lead = set(first.values())
+            for wave in (list(first.values()), [ids for ids in mine if ids not in lead]):
+                if wave:
+                    self.scheduler.run(self.kv.ensure_job([roots[ids] for ids in wave],
+                                                          session), cancel=session.cancel)
         return self.kv.prefilled - before
 
     def decode(self, token_ids: Sequence[int], *, skip_special: bool = True) -> str:
