@@ -185,8 +185,8 @@ class HFEngine(Bindable):
         """Prefill each distinct prompt of `problems` once, in shared forwards, into the
         prompt cache (kvstore.PromptCache): the searches that follow on these prompts
         (search.solve_many's) compute none of them (each is still charged its prompt, as
-        the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens
-        computed (0 for prompts already cached). A prompt the engine refuses (too long for
+        the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens the
+        engine computed meanwhile (0 for prompts already cached, or another thread's). A prompt the engine refuses (too long for
         its context) is skipped here: its own run meets the refusal and fails alone. With no
         prompt cache (prompt_cache=0) nothing would be kept for them, so nothing is computed."""
         if not self.kv.prompts.cap:
