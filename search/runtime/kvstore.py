@@ -195,10 +195,8 @@ class PromptCache:
 
     def get(self, root: Node, ids: Sequence[int], hidden: bool) -> Segment | None:
         """The prompt's segment for `root` (now one of its holders), None if not here."""
-        key = tuple(ids)
         with self._lock:
-            if (entry := self._entries.pop(key, None)) is not None:
-                self._entries[key] = entry  # most recently used last
+            entry = self._used(tuple(ids))
             if entry is None or (hidden and entry[0].hidden is None):
                 return None
             entry[1].add(root)
@@ -218,9 +216,16 @@ class PromptCache:
                     if key[:m] == tuple(ids[:m]):
                         while m < min(len(key), len(ids) - 1) and key[m] == ids[m]:
                             m += 1
-                        self._entries[key] = self._entries.pop(key)  # most recently used
+                        self._used(key)  # (most recently used now)
                         return self._entries[key][0], m
         return None
+
+    def _used(self, key: tuple[int, ...]) -> tuple[Segment, weakref.WeakSet[Node]] | None:
+        """The entry of `key`, now the most recently used (last); None if not here (under
+        _lock)."""
+        if (entry := self._entries.pop(key, None)) is not None:
+            self._entries[key] = entry
+        return entry
 
     @contextmanager
     def claim(self, prompts: Sequence[tuple[int, ...]]) -> Iterator[list[tuple[int, ...]]]:

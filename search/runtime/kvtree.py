@@ -99,6 +99,13 @@ class KVTree:
             self.share_prefix = 1
             self.partial_prompts = self.forward.row_invariant
 
+    def refuse_foreign(self, ids: Sequence[int], what: str) -> None:
+        """Refuse (ValueError) a token id the model has no row for (a negative one would
+        index the embedding or the logits from their end)."""
+        if bad := [t for t in ids if not 0 <= t < self.vocab]:
+            raise ValueError(f"{what}: token id {bad[0]} is outside the model's vocabulary "
+                             f"[0, {self.vocab})")
+
     # -- the store ---------------------------------------------------------------------
     def get(self, node: Node) -> Segment | None:
         return self.store.get(node)
@@ -171,10 +178,8 @@ class KVTree:
         charged=False: KV computed again after the store dropped it, which no budget checks
         and no meter pays (counted in `recomputed`); passes: the passes it is charged as."""
         w, hidden = len(tokens[0]), self.keep_hidden  # read once (see pass_for)
-        if bad := [t for row in tokens for t in row if not 0 <= t < self.vocab]:
-            raise ValueError(f"token id {bad[0]} is outside the model's vocabulary [0, "
-                             f"{self.vocab}): a node of another tokenizer's ids (make roots "
-                             "with this engine's root(problem))")
+        self.refuse_foreign([t for row in tokens for t in row], "a node's tokens (another "
+                            "tokenizer's? make roots with this engine's root(problem))")
         paths = [self.path_parts(a) for a in nodes]
         if charged:
             self._admit(session, len(tokens) * w)

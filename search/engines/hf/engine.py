@@ -88,7 +88,6 @@ class HFEngine(Bindable):
         self.step_features: weakref.WeakKeyDictionary[Node, torch.Tensor] = \
             weakref.WeakKeyDictionary()
         self.n_params = self.kv.n_params  # counted before quantisation: FLOPs stay honest
-        self.vocab = self.kv.vocab  # the token ids it reads
         if int8:
             quantize_int8(self.model)
         if cfg.pack is not False and self.device.type == "cpu":
@@ -186,9 +185,10 @@ class HFEngine(Bindable):
         prompt cache (kvstore.PromptCache): the searches that follow on these prompts
         (search.solve_many's) compute none of them (each is still charged its prompt, as
         the forward it saves: kvtree.KVTree._cached_prompts). Returns the prompt tokens the
-        engine computed meanwhile (0 for prompts already cached, or another thread's). A prompt the engine refuses (too long for
-        its context) is skipped here: its own run meets the refusal and fails alone. With no
-        prompt cache (prompt_cache=0) nothing would be kept for them, so nothing is computed."""
+        engine computed meanwhile (0 for prompts already cached, or another thread's). A
+        prompt the engine refuses (too long for its context) is skipped here: its own run
+        meets the refusal and fails alone. With no prompt cache (prompt_cache=0) nothing
+        would be kept for them, so nothing is computed."""
         if not self.kv.prompts.cap:
             return 0
         session = Session()
@@ -355,9 +355,7 @@ class HFEngine(Bindable):
         """ids as ints, refused (ValueError) where one is not a token id of the model's
         vocabulary (a negative one would index from its end)."""
         out = [int(t) for t in ids]
-        if bad := [t for t in out if not 0 <= t < self.vocab]:
-            raise ValueError(f"{what}: token id {bad[0]} is outside the model's vocabulary "
-                             f"[0, {self.vocab})")
+        self.kv.refuse_foreign(out, what)
         return out
 
     def _logits(self, node: Node) -> torch.Tensor:
