@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from rewards.prm_formats import PRMFormatError
-from search.runtime import attention, packed
+from search.runtime import packed
 from search.runtime.kvstore import DEFAULT_CAP
 from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
@@ -162,7 +162,6 @@ class HFPRM(Bindable):
         # LMs (Math-Shepherd's Mistral), the lean forward, through which concurrent
         # searches' scoring forwards share one batched forward (search.runtime.sched)
         if fast:
-            attention.use_sdpa_gqa(self.model)
             if self.device.type == "cpu":
                 packed.pack_linears(self.model)
             self.kv.forward = lean_forward(self.model) or self.model

@@ -116,14 +116,18 @@ def test_merged_passes_equal_separate_ones(tiny_model, device, dtype, kernel, mo
 
 
 def test_a_model_it_cannot_run_falls_back_and_says_so(tiny_model):
-    """Eager attention (not sdpa_gqa): transformers' forward, a LeanFallback warning naming
-    the reason, the reason kept as forward_note; lean=False is a choice, not a fallback."""
+    """A model the lean forward cannot run (here one not of the Llama family, on eager
+    attention): transformers' forward on the model's own attention, a LeanFallback warning
+    naming the reason, the reason kept as forward_note; lean=False is a choice, not a
+    fallback."""
     model, tok = tiny_model
     other = copy.deepcopy(model)
+    other.config.model_type = "gpt2"
     other.set_attn_implementation("eager")
-    with pytest.warns(lean.LeanFallback, match="attention 'eager'"):
+    with pytest.warns(lean.LeanFallback, match="Llama-family"):
         eng = HFEngine(other, tok, chat=False, device="cpu")
-    assert eng.forward is eng.model and "eager" in (eng.forward_note or "")
+    assert eng.forward is eng.model and "Llama-family" in (eng.forward_note or "")
+    assert eng.model.config._attn_implementation == "eager"
     import warnings
 
     with warnings.catch_warnings():

@@ -158,17 +158,45 @@ def test_says_why_it_cannot_run_a_model():
     assert "sliding" in (lean.why_not(windowed) or "")
 
 
-def test_engine_with_and_without_it_decodes_the_same(tiny_model, device):
+def test_eager_attention_is_taken_where_the_lean_forward_runs():
+    """take_attention: sdpa and eager models switch to sdpa_gqa where the lean forward runs
+    them; an eager model it cannot run keeps eager (its reason said), and lean=False leaves
+    eager alone."""
+    for impl in ("sdpa", "eager"):
+        model, _ = tiny_llama()
+        model.set_attn_implementation(impl)
+        assert lean.take_attention(model) is None
+        assert model.config._attn_implementation == attention.NAME
+    model.set_attn_implementation("eager")
+    assert lean.take_attention(model, lean=False) == "lean=False"
+    assert model.config._attn_implementation == "eager"
+    windowed, _ = family("mistral")
+    windowed.config.sliding_window = 16
+    windowed.set_attn_implementation("eager")
+    assert "sliding" in (lean.take_attention(windowed) or "")
+    assert windowed.config._attn_implementation == "eager"
+    assert lean.lean_forward(windowed) is None
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_engine_with_and_without_it_decodes_the_same(tiny_model, device, impl):
     """The engine's decode, prefill and speculation paths through the lean forward give the
-    tokens and logprobs of transformers' forward (lean=False), greedy and sampled."""
+    tokens and logprobs of transformers' forward (lean=False), greedy and sampled, whichever
+    attention the model was given: a model on eager attention runs the lean forward too,
+    checked against transformers' eager forward."""
     from search.engines.hf import HFEngine
     from search.types import Problem
 
     model, tok = tiny_model
-    engines = [HFEngine(copy.deepcopy(model), tok, chat=False, device=device, lean=flag,
-                        share_prefix=1) for flag in (True, False)]
+    copies = [copy.deepcopy(model) for _ in range(2)]
+    for m in copies:
+        m.set_attn_implementation(impl)
+    engines = [HFEngine(m, tok, chat=False, device=device, lean=flag, share_prefix=1)
+               for m, flag in zip(copies, (True, False))]
     assert isinstance(engines[0].forward, lean.LeanLlama)
     assert engines[1].forward is engines[1].model
+    assert engines[1].model.config._attn_implementation == ("eager" if impl == "eager"
+                                                            else attention.NAME)
     outs = []
     for e in engines:
         root = e.root(Problem(prompt="12+34=56 and 7*8="))

@@ -30,7 +30,8 @@ PROMPTS = ("12+12+12+12+12+12+", "ab ab ab ab ab ab a", "7*8=56\n\n7*8=5", "9")
 
 @pytest.fixture(scope="module", params=["sdpa", "eager"])
 def model_tok(request):
-    """A tiny random Llama per attention kind: sdpa reads the bool mask, eager the bias."""
+    """A tiny random Llama per attention kind: sdpa (the lean forward) reads the bool mask,
+    eager (transformers' forward: engines() gives it lean=False) the bias."""
     model, tok = tiny_llama(seed=1)
     model.set_attn_implementation(request.param)
     return model, tok
@@ -38,7 +39,9 @@ def model_tok(request):
 
 def engines(model, tok, config: SpecConfig | bool = True, device: str = "cpu", **kw):
     """(plain, speculative) engines on `device`, each on its own copy of the model (an engine
-    moves and packs its model in place; `model` stays the CPU reference)."""
+    moves and packs its model in place; `model` stays the CPU reference). A model on eager
+    attention runs transformers' forward (the lean one would take it as sdpa)."""
+    kw.setdefault("lean", model.config._attn_implementation != "eager")
     return (HFEngine(copy.deepcopy(model), tok, chat=False, device=device, **kw),
             HFEngine(copy.deepcopy(model), tok, chat=False, device=device, speculate=config,
                      **kw))

@@ -35,7 +35,8 @@ It returns what the engine reads of transformers' output: `logits` for the last
 `logits_to_keep` positions, and with output_hidden_states the final (normed) hidden states
 of those positions as `hidden_states[-1]`. Anything else (another cache or mask, a model
 that is not a plain Llama block) goes to the model's own forward unchanged; `why_not` says
-why a model cannot run here (the engine warns with it: LeanFallback).
+why a model cannot run here (the engine warns with it: LeanFallback); `take_attention`
+switches a model on transformers' sdpa or eager attention to sdpa_gqa where it can.
 tests/test_lean.py checks it against transformers' forward (logits, hidden states, cache
 columns) on decode, prefill, shared-prefix and draft-tree batches; tests/test_gpu_lean.py in
 bf16 and fp32 on each device, merged Passes against separate ones.
@@ -348,8 +349,21 @@ class LeanLlama:
         return out.reshape(B * q, H * d)
 
 
+def take_attention(model: Any, lean: bool = True) -> str | None:
+    """Switch `model` to sdpa_gqa attention (attention.use_sdpa_gqa) -> why the lean forward
+    cannot run it (why_not; "lean=False" where not `lean`; None: it can). Where `lean`, a
+    model on "eager" attention is switched too (the lean forward computes attention itself;
+    eager's scores and sdpa's differ by rounding), and switched back where it cannot run."""
+    eager = lean and getattr(model.config, "_attn_implementation", None) == "eager"
+    attention.use_sdpa_gqa(model, eager=lean)
+    note = why_not(model) if lean else "lean=False"
+    if note and eager:
+        model.set_attn_implementation("eager")
+    return note
+
+
 def lean_forward(model: Any, *, positions: int | None = None, merge: bool | None = None
                  ) -> LeanLlama | None:
     """The lean forward for this model (LeanLlama's options), or None where it does not
-    apply (see why_not)."""
-    return None if why_not(model) else LeanLlama(model, positions=positions, merge=merge)
+    apply (see take_attention, which switches its attention first)."""
+    return None if take_attention(model) else LeanLlama(model, positions=positions, merge=merge)

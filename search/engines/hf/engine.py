@@ -49,7 +49,7 @@ from search.engines.hf.decode import Decoder
 from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
-from search.runtime import attention, kernel, lean, packed
+from search.runtime import kernel, lean, packed
 from search.runtime.dtypes import is_int8, kv_dtype, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvstore import BLOCK
@@ -76,7 +76,8 @@ class HFEngine(Bindable):
         int8 = is_int8(cfg.dtype)  # the linears quantised once the model is here (dtypes.py)
         self.model = model.to(device=self.device,
                               dtype=None if int8 else weight_dtype(cfg.dtype)).eval()
-        attention.use_sdpa_gqa(self.model)  # several query tokens without repeat_kv copies
+        # what the forwards run: the lean forward, or transformers' with the reason why
+        self.forward_note = lean.take_attention(self.model, cfg.lean)
         self.tokenizer = tokenizer
         self.name = cfg.name or getattr(model.config, "_name_or_path", "model")
         self.kv = KVTree(self.model, self.device, keep_hidden=cfg.keep_hidden,
@@ -98,8 +99,6 @@ class HFEngine(Bindable):
                              "weights on a CPU whose torch has oneDNN")
         cfg_max = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_length = int(cfg.max_length or min(cfg_max, 8192))
-        # what the forwards run: the lean forward, or transformers' with the reason why
-        self.forward_note = lean.why_not(self.model) if cfg.lean else "lean=False"
         self.kv.forward = self.model if self.forward_note else lean.LeanLlama(
             self.model, positions=self.max_length, merge=cfg.merge)
         # cfg.kv_dtype where it differs from the weights' (float16 beside fp32 on the CPU),
