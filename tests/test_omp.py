@@ -84,14 +84,16 @@ def pool_threads_after(fn, name: str) -> tuple[int, int]:
 def test_release_joins_the_calling_threads_pool_workers():
     up, after = pool_threads_after(lambda: None, "omp-keep")
     assert up > 1 and after == up  # a pool outlives its parallel regions
-    up, after = pool_threads_after(lambda: omp.release_pool(), "omp-release")
+    # (a joined worker's /proc entry can outlast the join a moment: settle)
+    up, after = pool_threads_after(lambda: (omp.release_pool(), settle("omp-release", 1)),
+                                   "omp-release")
     assert up > 1 and after == 1  # the thread alone
 
 
 def test_released_pool_comes_back_on_the_next_parallel_region():
     def again() -> None:
         assert omp.release_pool()
-        assert named("omp-again") == 1
+        assert settle("omp-again", 1) == 1  # (its workers leave as they wake)
         parallel_op()
         assert named("omp-again") > 1
         a = torch.arange(1 << 20, dtype=torch.float32)
