@@ -111,8 +111,10 @@ def test_sigterm_finishes_or_cancels_the_searches_in_flight_and_exits_0(server):
         except openai.APIStatusError as err:
             answers[name] = err
 
-    endless = threading.Thread(target=ask, args=("endless",),  # rambles for minutes
-                               kwargs={"knobs": {"n": 16}, "temperature": 3.0})
+    # 512 rambling samples: ~40 s of work on a 2-core machine (16 had ended within the
+    # grace period on a fast one, answered, not cancelled)
+    endless = threading.Thread(target=ask, args=("endless",),
+                               kwargs={"knobs": {"n": 512}, "temperature": 3.0})
     endless.start()
     deadline = time.monotonic() + 60
     while httpx.get(url + "/health").json()["in_flight"] < 1:
