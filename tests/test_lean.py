@@ -342,3 +342,27 @@ def test_pieces_that_torchscript_cannot_compile_run_as_python_with_a_warning(mon
                       match=r"RuntimeError: no TorchScript here\); they run as Python"):
         got = scripted.compiled([scripted.project, scripted.post])
     assert got == [scripted.project, scripted.post]
+
+
+def test_a_pass_hands_its_cache_by_the_name_the_forward_takes():
+    """transformers renamed the forwards' past_key_values to cache: a Pass gives its cache
+    by whichever name its forward takes (the old name is deprecated where both are read)."""
+    from search.runtime import passes
+    from search.runtime.passes import Pass
+
+    class Old:  # a forward from before the rename
+        def forward(self, *, input_ids, past_key_values=None, **_):
+            return "past_key_values", past_key_values
+
+        __call__ = forward
+
+    class New:
+        def forward(self, *, input_ids, cache=None, **_):
+            return "cache", cache
+
+        __call__ = forward
+
+    ids = torch.zeros(1, 1, dtype=torch.long)
+    for kind, name in ((Old, "past_key_values"), (New, "cache")):
+        assert Pass(kind(), ids, ids, "the slab", None, keep=None).alone() == (name, "the slab")
+    assert passes.cache_arg(lean.LeanLlama) == "cache"  # (which takes the old name too)

@@ -28,6 +28,7 @@ from search.cli import command
 from search.engines.hf import HFEngine, SpecConfig
 from search.engines.hf.spec import SpecStats
 from search.runtime.kv import SlabCache
+from search.runtime.passes import cache_arg
 from search.types import Problem
 
 
@@ -62,8 +63,8 @@ def pass_costs(engine: HFEngine, rows=(1, 4, 16), qs=(1, 2, 4, 8), past: int = 2
             for _ in range(reps):
                 t0 = time.perf_counter()
                 engine.forward(input_ids=ids, attention_mask=cache.attention_mask(q),
-                               position_ids=pos, past_key_values=cache, use_cache=True,
-                               logits_to_keep=q)
+                               position_ids=pos, use_cache=True, logits_to_keep=q,
+                               **{cache_arg(type(engine.forward)): cache})
                 best = min(best, time.perf_counter() - t0)
                 cache.rewind(past)
             base = base or best

@@ -58,7 +58,7 @@ from search.runtime.kernel import serves as kernel_serves
 from search.runtime.kv import SlabCache
 from search.runtime.omp import one_thread, threads_here, weight_bytes
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
-from search.runtime.passes import Pass, flatten, per_pass
+from search.runtime.passes import Pass, cache_arg, flatten, per_pass
 
 
 class LeanFallback(UserWarning):
@@ -255,17 +255,18 @@ class LeanLlama:
             isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 4
 
     def __call__(self, *, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 position_ids: torch.Tensor | None = None, past_key_values: Any = None,
+                 position_ids: torch.Tensor | None = None, cache: Any = None,
                  logits_to_keep: int = 0, output_hidden_states: bool = False, **kwargs: Any
                  ) -> Any:
+        cache = kwargs.pop("past_key_values", cache)  # (transformers' older name for it)
         if position_ids is None or kwargs.keys() - {"use_cache"} or \
-                not self.handles(past_key_values, attention_mask):
+                not self.handles(cache, attention_mask):
             return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              position_ids=position_ids, past_key_values=past_key_values,
-                              logits_to_keep=logits_to_keep,
-                              output_hidden_states=output_hidden_states, **kwargs)
+                              position_ids=position_ids, logits_to_keep=logits_to_keep,
+                              output_hidden_states=output_hidden_states,
+                              **{cache_arg(type(self.model)): cache}, **kwargs)
         assert attention_mask is not None
-        return self.forward_slab(input_ids, position_ids, past_key_values, attention_mask,
+        return self.forward_slab(input_ids, position_ids, cache, attention_mask,
                                  logits_to_keep, output_hidden_states)
 
     def forward_slab(self, ids: torch.Tensor, pos: torch.Tensor, cache: SlabCache,

@@ -10,6 +10,8 @@ model.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -46,8 +48,18 @@ class Pass:
     def alone(self) -> Any:
         extra = {} if self.keep is None else {"logits_to_keep": self.keep}
         return self.forward(input_ids=self.input_ids, attention_mask=self.mask,
-                            position_ids=self.position_ids, past_key_values=self.cache,
-                            use_cache=True, output_hidden_states=self.hidden, **extra)
+                            position_ids=self.position_ids, use_cache=True,
+                            output_hidden_states=self.hidden,
+                            **{cache_arg(type(self.forward)): self.cache}, **extra)
+
+
+@functools.cache
+def cache_arg(kind: type) -> str:
+    """The keyword a forward of this class takes its cache by: "cache" where it has one
+    (transformers renamed past_key_values, which its 5.2x releases still take, deprecated),
+    else "past_key_values"."""
+    fn = getattr(kind, "forward", None) or kind.__call__
+    return "cache" if "cache" in inspect.signature(fn).parameters else "past_key_values"
 
 
 @dataclass
