@@ -81,7 +81,8 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     x, H, d = f["x"], f["H"], f["d"]
     for li in range(len(f["norm1"])):
         qk, k, v = scripted.PROJECT(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li],
-                                    f["b"][li], f["lone"][li], f["eps"], H, f["KV"], d)
+                                    f["b"][li], f["lone"][li], f["qkn"][li], f["eps"], H,
+                                    f["KV"], d)
         torch.ops.tts.write(k, v, li, f["rows"], f["q"], f["n"], f["slabs"])
         x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, f["norm2"][li], f["eps"],
                           f["inter"], f["post_w"][li], f["post_b"][li], f["post_lone"][li])

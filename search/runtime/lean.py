@@ -113,11 +113,12 @@ class _Layer:
     o: _Proj
     gate_up: _Proj
     down: _Proj
+    qkn: torch.Tensor | None = None  # the q and k heads' RMSNorm weights [H + KV, d] (Qwen3)
 
 
-# the same block as Llama's (Qwen2: with q/k/v biases), where every layer attends to all
-# positions (no sliding window)
-FAMILY = ("llama", "mistral", "qwen2")
+# the same block as Llama's (Qwen2: with q/k/v biases; Qwen3: each q and k head RMS-normed
+# before rotary), where every layer attends to all positions (no sliding window)
+FAMILY = ("llama", "mistral", "qwen2", "qwen3")
 
 
 def why_not(model: Any) -> str | None:
@@ -212,7 +213,8 @@ class LeanLlama:
         self.layers = [_Layer(b.input_layernorm.weight, b.post_attention_layernorm.weight,
                               _Proj([b.self_attn.q_proj, b.self_attn.k_proj, b.self_attn.v_proj]),
                               _Proj([b.self_attn.o_proj]),
-                              _Proj([b.mlp.gate_proj, b.mlp.up_proj]), _Proj([b.mlp.down_proj]))
+                              _Proj([b.mlp.gate_proj, b.mlp.up_proj]), _Proj([b.mlp.down_proj]),
+                              self._qk_norms(b.self_attn))
                        for b in body.layers]
         # (a position's cos/sin do not depend on the table's length: the same bits either way)
         cpu = self.norm.device.type == "cpu"
@@ -236,10 +238,17 @@ class LeanLlama:
         gemms = [(la.o, la.gate_up, la.down) for la in self.layers] if self.row_invariant else []
         self.posts = [([p.packed for p in ps], [p.bias for p in ps], [p.lone for p in ps])
                       for ps in gemms]
-        # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), norm2, post's
+        # scripted.layers' weights: norm1, q|k|v (packed, bias, lone), q|k norms, norm2, post's
         self.weights = tuple(map(list, zip(*[(la.norm1, la.qkv.packed, la.qkv.bias, la.qkv.lone,
-                                              la.norm2, *post)
+                                              la.qkn, la.norm2, *post)
                                              for la, post in zip(self.layers, self.posts)])))
+
+    def _qk_norms(self, attn: Any) -> torch.Tensor | None:
+        """The weights of attn's per-head q and k RMSNorms as one [H + KV, d] (None: none)."""
+        if getattr(attn, "q_norm", None) is None:
+            return None
+        return torch.cat([attn.q_norm.weight.expand(self.heads, -1),
+                          attn.k_norm.weight.expand(self.kv_heads, -1)])
 
     def _table(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin' [n, head_dim] for positions 0..n-1, from the model's rotary module.
@@ -311,7 +320,8 @@ class LeanLlama:
                                 *self.weights, *each, *reads)
         for li, layer in enumerate(() if kernel and self.posts else self.layers):
             qkv = layer.qkv(torch.rms_norm(x, (D,), layer.norm1, self.eps))  # [N, (H + 2 KV) d]
-            qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, [pt.B * pt.q for pt in plan],
+            qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, layer.qkn, self.eps,
+                                           [pt.B * pt.q for pt in plan],
                                            [pt.new(li) for pt in plan])
             if kernel:
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)

@@ -36,31 +36,36 @@ Tensor = torch.Tensor
 
 
 def project(x: Tensor, cos: Tensor, sin: Tensor, norm: Tensor, w: Tensor,
-            b: Optional[Tensor], lone: bool, eps: float, H: int, KV: int, d: int  # noqa: UP045
-            ) -> Tuple[Tensor, Tensor, Tensor]:  # noqa: UP006
+            b: Optional[Tensor], lone: bool, qkn: Optional[Tensor], eps: float,  # noqa: UP045
+            H: int, KV: int, d: int) -> Tuple[Tensor, Tensor, Tensor]:  # noqa: UP006
     """x [N, D] -> RMSNorm, the q|k|v GEMM and rotary: `rope`'s heads, keys and values."""
     qkv = gemm_rows(torch.rms_norm(x, [x.shape[1]], norm, eps), w, b, None, lone)
-    return rope(qkv, cos, sin, H, KV, d)
+    return rope(qkv, cos, sin, H, KV, d, qkn, eps)
 
 
 def rotate_and_write(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int,
-                     sizes: List[int], new: List[Tensor]) -> Tensor:  # noqa: UP006
+                     qkn: Optional[Tensor], eps: float, sizes: List[int],  # noqa: UP006, UP045
+                     new: List[Tensor]) -> Tensor:  # noqa: UP006
     """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rope); Pass i's keys
     and values (its sizes[i] tokens) are written into new[i] ([B, q, 2, KV, d], a view of
     its slab) by one _foreach_copy_."""
-    qk, k, v = rope(qkv, cos, sin, H, KV, d)
+    qk, k, v = rope(qkv, cos, sin, H, KV, d, qkn, eps)
     parts = torch.cat((k, v), 1).split(sizes)  # [N, 2 KV, d] by Pass
     torch.ops.aten._foreach_copy_(new, [parts[i].view(new[i].shape) for i in range(len(new))])
     return qk
 
 
-def rope(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int
-         ) -> Tuple[Tensor, Tensor, Tensor]:  # noqa: UP006
+def rope(qkv: Tensor, cos: Tensor, sin: Tensor, H: int, KV: int, d: int,
+         qkn: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:  # noqa: UP006, UP045
     """qkv [N, (H + 2 KV) d] -> the rotated q|k heads [N, H + KV, d] (rotary on q and k at
-    once: x*cos + roll(x, d/2)*sin'), and views of the new keys (the rotated k heads) and
-    values [N, KV, d]."""
+    once: x*cos + roll(x, d/2)*sin'; each head RMS-normed first where qkn, the q and k
+    norms' weights [H + KV, d], is given: Qwen3), and views of the new keys (the rotated k
+    heads) and values [N, KV, d]."""
     N = qkv.shape[0]
     qk = qkv[:, : (H + KV) * d].view(N, H + KV, d)
+    if qkn is not None:  # (transformers' RMSNorm op for op: in float32, weighted after)
+        f = qk.float()
+        qk = qkn * (f * torch.rsqrt(f.pow(2).mean(-1, keepdim=True) + eps)).to(qk.dtype)
     qk = torch.addcmul(qk * cos, qk.roll(d // 2, -1), sin)
     return qk, qk[:, H:], qkv[:, (H + KV) * d:].view(N, KV, d)
 
@@ -76,17 +81,20 @@ def post(att: Tensor, x: Tensor, norm: Tensor, eps: float, inter: int,
 
 def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: int,
            scale: float, inter: int, norm1: List[Tensor], w: List[Tensor],  # noqa: UP006
-           b: List[Optional[Tensor]], lone: List[bool], norm2: List[Tensor],  # noqa
+           b: List[Optional[Tensor]], lone: List[bool], qkn: List[Optional[Tensor]],  # noqa
+           norm2: List[Tensor],  # noqa: UP006
            post_w: List[List[Tensor]], post_b: List[List[Optional[Tensor]]],  # noqa
            post_lone: List[List[bool]], rows: List[int], q: List[int],  # noqa: UP006
            n: List[int], slabs: List[Tensor], masks: List[Tensor],  # noqa: UP006
            parts: List[Tensor], readers: List[Tensor], part_start: List[int]  # noqa: UP006
            ) -> Tensor:
     """Every layer (project, write, the attention kernel, post; per layer li: norm1[li],
-    w[li], b[li], lone[li] the q|k|v GEMM's, norm2[li] and post_*[li] post's) in one call ->
+    w[li], b[li], lone[li] the q|k|v GEMM's, qkn[li] rope's, norm2[li] and post_*[li]
+    post's) in one call ->
     x after the last. masks, parts, readers, part_start: the kernel's (search.runtime.kernel)."""
     for li in range(len(norm1)):
-        qk, k, v = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], eps, H, KV, d)
+        qk, k, v = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], qkn[li], eps, H,
+                           KV, d)
         torch.ops.tts.write(k, v, li, rows, q, n, slabs)
         att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts,
                                    readers, part_start)

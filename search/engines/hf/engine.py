@@ -26,7 +26,7 @@ session's meter, and the trees they cache are dropped when that session ends.
 The engine owns its KV (search.runtime.kvstore): node segments are a cache under
 `HFConfig.kv_cache` bytes, least recently used out first, pinned while a call reads them,
 computed again (uncharged) when a call needs one that was dropped; no caller frees KV.
-Works with decoder-only models whose layers use full attention (Llama, Qwen2, Mistral
+Works with decoder-only models whose layers use full attention (Llama, Qwen2, Qwen3, Mistral
 without sliding window, SmolLM2, ...), on CPU or CUDA, in fp32 or bf16 (`dtype`).
 """
 
