@@ -18,7 +18,10 @@ import search
 from search.types import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
-LONG = ["What is 2 + 3?", "--model", "tiny-arith", "--algo", "best_of_n", "--knob", "n=512"]
+# best-of-512 rambling at temperature 3: ~1 min on a 2-core machine (at temperature 1 it
+# ended within a second on a fast one, before the test's Ctrl-C)
+LONG = ["What is 2 + 3?", "--model", "tiny-arith", "--algo", "best_of_n", "--knob", "n=512",
+        "--knob", "temperature=3.0"]
 
 
 def start(args: list[str]) -> subprocess.Popen[str]:
@@ -46,7 +49,7 @@ def test_ctrl_c_on_a_running_search_prints_the_answer_so_far_and_exits_130():
     while said[-1] == "\n" and len(said) < 3:  # a blank line is not the load's line
         said.append(read_until(proc.stderr, "\n"))
     assert "not part of the search" in said[-1], said
-    time.sleep(1.0)  # the search is under way (best-of-512 takes far longer)
+    time.sleep(1.0)  # the search is under way (LONG takes far longer)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
