@@ -23,7 +23,7 @@ from search.engines.hf import HFEngine
 from search.many import SolveManyError, concurrently
 from search.runtime import sched
 from search.runtime.kv import SlabCache, batch_cache
-from search.runtime.passes import Job, Pass, run_passes
+from search.runtime.passes import Job, Pass, cache_arg, run_passes
 from search.runtime.sched import SchedStats, Scheduler
 from search.session import Bindable, Session
 from search.types import Budget, Node, Problem
@@ -170,7 +170,7 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model, tree):
     with torch.no_grad():
         for p, o in zip(ref, outs):
             r = eng.model(input_ids=p.input_ids, attention_mask=p.mask, position_ids=p.position_ids,
-                      past_key_values=p.cache, use_cache=True, logits_to_keep=p.keep)
+                      use_cache=True, logits_to_keep=p.keep, **{cache_arg(type(eng.model)): p.cache})
             assert torch.allclose(r.logits, o.logits, atol=1e-4)
 
 

@@ -15,6 +15,7 @@ from torch.overrides import TorchFunctionMode
 from search.engines.hf import HFEngine
 from search.runtime import kv as kvmod
 from search.runtime.dtypes import weight_dtype as _dtype
+from search.runtime.passes import cache_arg
 from search.types import Node, Problem, Step
 
 PROMPTS = ("1+2=", "123*45-6789=", "7 7", "90-1=a b 5")
@@ -177,7 +178,7 @@ def test_multi_token_forward_and_rewind_match_single_steps(tiny_engine, tiny_mod
         with torch.no_grad():
             out = eng.forward(input_ids=ids, attention_mask=cache.attention_mask(ids.shape[1]),
                         position_ids=pos + at + torch.arange(ids.shape[1]),
-                        past_key_values=cache, use_cache=True)
+                        use_cache=True, **{cache_arg(type(eng.forward)): cache})
         return out.logits.float()
 
     slab = eng.kv.batch(paths, 6)
@@ -205,8 +206,9 @@ def test_full_slab_raises_instead_of_growing(tiny_engine, tiny_model):
     slab = eng.kv.batch([eng.kv.path_parts(root)], 2)
     ids = torch.tensor([[5, 6, 7]])
     with pytest.raises(RuntimeError, match="cannot take"), torch.no_grad():
-        model(input_ids=ids, attention_mask=slab.attention_mask(3), past_key_values=slab,
-              position_ids=torch.arange(3)[None] + root.n_tokens, use_cache=True)
+        model(input_ids=ids, attention_mask=slab.attention_mask(3),
+              position_ids=torch.arange(3)[None] + root.n_tokens, use_cache=True,
+              **{cache_arg(type(model)): slab})
 
 
 def test_dtype_names():
@@ -300,7 +302,7 @@ def test_transformers_views_made_after_rows_left_read_the_kept_rows(tiny_model):
     pos = torch.tensor([[len(r)] for r in kept])
     with torch.no_grad():
         out = model(torch.tensor(nxt), attention_mask=slab.attention_mask(1), position_ids=pos,
-                    past_key_values=slab, use_cache=True).logits[:, -1]
+                    use_cache=True, **{cache_arg(type(model)): slab}).logits[:, -1]
         for b, r in enumerate(kept):
             want = model(torch.tensor([r + nxt[b]])).logits[0, -1]
             torch.testing.assert_close(out[b], want, atol=1e-4, rtol=1e-4)

@@ -12,6 +12,7 @@ from kernel_mark import needs_kernel
 
 from search.runtime import attention, lean, packed, scripted
 from search.runtime.kv import KVLayout, SlabCache, batch_cache
+from search.runtime.passes import cache_arg
 
 
 def family(arch: str):
@@ -107,8 +108,8 @@ def test_matches_transformers_on_slab_batches(shared, q, keep, tree, arch):
                use_cache=True, logits_to_keep=keep, output_hidden_states=True)
     with torch.no_grad():
         want = model(input_ids=ids, attention_mask=masks[1], position_ids=pos,
-                     past_key_values=ref, use_cache=True, logits_to_keep=keep,
-                     output_hidden_states=True)
+                     use_cache=True, logits_to_keep=keep, output_hidden_states=True,
+                     **{cache_arg(type(model)): ref})
     kept = q if keep == 0 else keep
     assert isinstance(got, lean.Output) and got.logits.shape == (3, kept, model.config.vocab_size)
     torch.testing.assert_close(got.logits, want.logits, rtol=1e-5, atol=1e-5)
@@ -133,7 +134,7 @@ def test_rotary_table_grows_past_its_first_size(monkeypatch):
                past_key_values=mine, logits_to_keep=0)
     with torch.no_grad():
         want = model(input_ids=ids, attention_mask=ref.attention_mask(2), position_ids=pos,
-                     past_key_values=ref, logits_to_keep=0)
+                     logits_to_keep=0, **{cache_arg(type(model)): ref})
     assert fast.rope[0].shape[0] == fast.rope[1].shape[0] >= 92
     torch.testing.assert_close(got.logits, want.logits, rtol=1e-5, atol=1e-5)
 
