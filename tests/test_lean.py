@@ -173,11 +173,11 @@ def test_says_why_it_cannot_run_a_model():
     assert "sliding" in (lean.why_not(windowed) or "")
 
 
-def test_eager_attention_is_taken_where_the_lean_forward_runs():
-    """take_attention: sdpa and eager models switch to sdpa_gqa where the lean forward runs
-    them; an eager model it cannot run keeps eager (its reason said), and lean=False leaves
-    eager alone."""
-    for impl in ("sdpa", "eager"):
+def test_any_attention_is_taken_where_the_lean_forward_runs():
+    """take_attention: sdpa, eager and flex models switch to sdpa_gqa where the lean forward
+    runs them; an eager model it cannot run keeps eager (its reason said), and lean=False
+    leaves eager alone."""
+    for impl in ("sdpa", "eager", "flex_attention"):
         model, _ = tiny_llama()
         model.set_attn_implementation(impl)
         assert lean.take_attention(model) is None

@@ -146,15 +146,13 @@ def group_bias(mask: torch.Tensor | None, rows: int, groups: int, q: int, column
     return bias.reshape(rows, 1, groups * q, columns)
 
 
-def use_sdpa_gqa(model: Any, *, eager: bool = False) -> bool:
-    """Switch a model that runs transformers' "sdpa" attention (or "eager", where `eager`:
-    the caller's own forward computes attention, and takes it back where that cannot run)
-    to "sdpa_gqa" (registered once, with sdpa's mask builder); False, and nothing changed,
-    for any other attention."""
+def use_sdpa_gqa(model: Any) -> bool:
+    """Switch a model that runs transformers' "sdpa" attention to "sdpa_gqa" (registered once,
+    with sdpa's mask builder); False, and nothing changed, for any other attention."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    if getattr(model.config, "_attn_implementation", None) not in ("sdpa", "eager")[:1 + eager]:
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
         return False
     AttentionInterface.register(NAME, sdpa_gqa)
     ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)

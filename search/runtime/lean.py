@@ -45,7 +45,7 @@ bf16 and fp32 on each device, merged Passes against separate ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -363,13 +363,18 @@ class LeanLlama:
 def take_attention(model: Any, lean: bool = True) -> str | None:
     """Switch `model` to sdpa_gqa attention (attention.use_sdpa_gqa) -> why the lean forward
     cannot run it (why_not; "lean=False" where not `lean`; None: it can). Where `lean`, a
-    model on "eager" attention is switched too (the lean forward computes attention itself;
-    eager's scores and sdpa's differ by rounding), and switched back where it cannot run."""
-    eager = lean and getattr(model.config, "_attn_implementation", None) == "eager"
-    attention.use_sdpa_gqa(model, eager=lean)
+    model on any other attention (eager, flex, flash) is switched too, since the lean forward
+    computes attention itself (their scores and sdpa's differ by rounding), and switched back
+    where it cannot run."""
+    impl = getattr(model.config, "_attn_implementation", None)
+    if lean and impl not in ("sdpa", attention.NAME):
+        with suppress(ValueError, ImportError):  # (a model transformers runs on no sdpa)
+            model.set_attn_implementation("sdpa")
+    attention.use_sdpa_gqa(model)
     note = why_not(model) if lean else "lean=False"
-    if note and eager:
-        model.set_attn_implementation("eager")
+    if note and lean and impl not in (None, "sdpa", attention.NAME) and \
+            model.config._attn_implementation != impl:
+        model.set_attn_implementation(impl)
     return note
 
 
