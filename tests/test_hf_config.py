@@ -154,3 +154,32 @@ def test_load_fills_the_models_defaults_where_the_config_leaves_them(monkeypatch
     assert own.prompt_ids(p) == tok("1+1=")["input_ids"]
     with pytest.raises(ValueError, match="prompt_template given beside a config"):
         HFEngine.load("m", HFConfig(device="cpu"), prompt_template="{prompt}?")
+
+
+def test_a_16_bit_checkpoint_bound_for_the_cpu_loads_as_fp32_where_it_fits(tmp_path,
+                                                                             monkeypatch):
+    """HFEngine.load with no dtype: a bf16 checkpoint (transformers loads a checkpoint in its
+    own dtype) bound for the CPU becomes fp32, the dtype of the packed GEMMs and the attention
+    kernel, so its searches merge into shared forwards; asked for bf16 it stays bf16, and so
+    it does where fp32 would not fit, said by a warning (as for a bf16 model given as is)."""
+    from search.runtime import dtypes, lean
+
+    model, tok = tiny_llama()
+    model.to(torch.bfloat16).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    eng = HFEngine.load(str(tmp_path), device="cpu", chat=False)
+    assert next(eng.model.parameters()).dtype == torch.float32 and eng.packed
+    assert isinstance(eng.forward, lean.LeanLlama) and eng.forward.merges
+    asked = HFEngine.load(str(tmp_path), device="cpu", chat=False, dtype="bfloat16")
+    assert next(asked.model.parameters()).dtype == torch.bfloat16 and not asked.packed
+    with pytest.warns(UserWarning, match="16-bit weights on the CPU"):
+        HFEngine(copy.deepcopy(asked.model), tok, device="cpu", chat=False)
+    huge = torch.nn.Linear(1, 1).to("meta")
+    huge.weight = torch.nn.Parameter(torch.empty(10**12, device="meta"))
+    assert dtypes.fp32_fits(eng.model) and not dtypes.fp32_fits(huge)  # (6 TB)
+    monkeypatch.setattr(dtypes, "fp32_fits", lambda m: False)
+    with pytest.warns(UserWarning, match="dtype='float32' converts them"):
+        big = HFEngine.load(str(tmp_path), device="cpu", chat=False)
+    assert next(big.model.parameters()).dtype == torch.bfloat16
+    assert dtypes.cpu_16bit(big.model, torch.device("cpu"), None)
+    assert not dtypes.cpu_16bit(big.model, torch.device("cpu"), "bfloat16")

@@ -65,3 +65,25 @@ def bf16_native() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+def cpu_16bit(model: Any, device: torch.device, asked: Any) -> bool:
+    """Whether `model` holds bf16 or fp16 weights bound for the CPU with no dtype asked for
+    (HFConfig.dtype None): there the lean forward runs without the packed GEMMs and the
+    attention kernel, which take fp32."""
+    return device.type == "cpu" and asked is None and \
+        next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
+
+
+def fp32_fits(model: Any) -> bool:
+    """Whether a model of 16-bit weights may be made fp32 on this machine: its fp32 weights,
+    beside the 16-bit ones while they convert, within half the memory available."""
+    size = sum(p.numel() for p in model.parameters()) * 6  # 4 bytes fp32 + 2 of 16-bit
+    try:
+        with open("/proc/meminfo") as f:
+            free = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        import os
+
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return 2 * size <= free

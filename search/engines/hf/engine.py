@@ -49,7 +49,7 @@ from search.engines.hf.decode import Decoder
 from search.engines.hf.drafter import Drafter
 from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
-from search.runtime import kernel, lean, packed
+from search.runtime import dtypes, kernel, lean, packed
 from search.runtime.dtypes import is_int8, kv_dtype, quantize_int8, weight_dtype
 from search.runtime.kv import Segment
 from search.runtime.kvstore import BLOCK
@@ -110,6 +110,11 @@ class HFEngine(Bindable):
                              "kernel on the lean forward, which this engine does not run ("
                              f"{self.forward_note or 'the kernel is not built here'})")
         self.kv.attend_in_place(cfg.tree_attention)  # parts of paths read where they live
+        if dtypes.cpu_16bit(self.model, self.device, cfg.dtype):
+            warnings.warn(f"{self.name}: 16-bit weights on the CPU run without the packed GEMMs"
+                          " and the attention kernel (fp32 only): searches sharing this engine "
+                          "never merge their forwards; dtype='float32' converts them",
+                          UserWarning, stacklevel=2)
         if cfg.lean and self.forward_note:
             warnings.warn(f"{self.name}: transformers' forward runs instead of the lean one "
                           f"({self.forward_note}): slower, and searches sharing this engine "
@@ -148,14 +153,19 @@ class HFEngine(Bindable):
     def load(cls, name_or_path: str, config: HFConfig | None = None, **options: Any) -> HFEngine:
         """Load by embedded name (see search.models), local path or Hugging Face id;
         dtype=torch.bfloat16 (or "bfloat16") loads bf16 weights; "int8" loads fp32 and
-        quantises the linears (see quantize_int8). The model's own engine defaults (an
+        quantises the linears (see quantize_int8); none: 16-bit weights bound for the CPU
+        as fp32 where they fit (dtypes.fp32_fits). The model's own engine defaults (an
         embedded reasoner's prompt format) fill what `options` leave out, and with a
         `config`, the fields it leaves at HFConfig's defaults."""
         from search.models import load_model
 
         dtype = config.dtype if config is not None else options.get("dtype")
-        load_kw = {} if dtype is None or is_int8(dtype) else {"dtype": weight_dtype(dtype)}
+        load_kw = {} if dtype is None else {
+            "dtype": torch.float32 if is_int8(dtype) else weight_dtype(dtype)}
         model, tokenizer, defaults = load_model(name_or_path, **load_kw)
+        if dtypes.cpu_16bit(model, HFConfig.of(config, **options).torch_device, dtype) and \
+                dtypes.fp32_fits(model):  # the packed GEMMs and the attention kernel run fp32
+            model = model.float()
         if config is None:
             return cls(model, tokenizer, **{**defaults, **options, "name": name_or_path})
         blank = HFConfig()
