@@ -36,7 +36,7 @@ It returns what the engine reads of transformers' output: `logits` for the last
 of those positions as `hidden_states[-1]`. Anything else (another cache or mask, a model
 that is not a plain Llama block) goes to the model's own forward unchanged; `why_not` says
 why a model cannot run here (the engine warns with it: LeanFallback); `take_attention`
-switches a model on transformers' sdpa or eager attention to sdpa_gqa where it can.
+switches a model on any of transformers' attentions to sdpa_gqa where it can.
 tests/test_lean.py checks it against transformers' forward (logits, hidden states, cache
 columns) on decode, prefill, shared-prefix and draft-tree batches; tests/test_gpu_lean.py in
 bf16 and fp32 on each device, merged Passes against separate ones.
