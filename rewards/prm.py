@@ -251,6 +251,7 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
     kept = folder_of(name_or_path)
     where = str(kept or name_or_path)
     own = format
+    device = torch.device(kwargs.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
     try:
         declared = declared_format(where) if Path(where).is_dir() else None
         if isinstance(own, PRMFormat):
@@ -262,14 +263,15 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
             assert declared is not None
             head = declared.good is None  # a reward head: a two-way token classifier
             auto = AutoModelForTokenClassification if head else AutoModelForCausalLM
-            model = load_model(auto, where, f"declared {declared.family}", trust_remote_code)
+            model = load_model(auto, where, f"declared {declared.family}", trust_remote_code,
+                               device)
             prm: Any = HFPRM(model, tok, declared, **kwargs)
         else:
             fmt = hub_format(chosen)
             for own_only in ("fast", "kv_cache"):  # HFPRM's; a hub PRM runs plain forwards
                 kwargs.pop(own_only, None)
-            prm = HubPRM(load_head(where, fmt, trust_remote_code=trust_remote_code), tok,
-                         fmt, **kwargs)
+            prm = HubPRM(load_head(where, fmt, trust_remote_code=trust_remote_code,
+                                   device=device), tok, fmt, **kwargs)
     except PRMFormatError:
         raise
     except (OSError, ValueError) as err:

@@ -125,14 +125,16 @@ def choose_format(name: str, where: str, given: str | None, declared: bool) -> s
                          f"class; formats: {', '.join(HUB_FORMATS)} (or a prm_format.json)")
 
 
-def load_head(where: str, fmt: HubFormat, *, trust_remote_code: bool = False) -> Any:
-    """The PRM in `where` loaded by `fmt`'s class, every check above passed."""
+def load_head(where: str, fmt: HubFormat, *, trust_remote_code: bool = False,
+              device: torch.device | None = None) -> Any:
+    """The PRM in `where` loaded by `fmt`'s class, every check above passed (for `device`:
+    see load_model)."""
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClassification
 
     archs = config_of(where).get("architectures") or []
     if fmt.head in (LM_PAIR, VALUE):
         _expect(archs, "ForCausalLM", fmt.name, where)
-        model = load_model(AutoModelForCausalLM, where, fmt, trust_remote_code)
+        model = load_model(AutoModelForCausalLM, where, fmt, trust_remote_code, device)
         return ValueHeadLM(model, _value_head(where, model)) if fmt.head == VALUE else model
     if fmt.head == TOKEN_CLASSES:
         _expect(archs, "ForTokenClassification", fmt.name, where)
@@ -140,7 +142,8 @@ def load_head(where: str, fmt: HubFormat, *, trust_remote_code: bool = False) ->
         if labels != 2:
             raise PRMFormatError(f"{where}: format {fmt.name} reads a two-label token classifier "
                                  f"(TRL's PRMTrainer: 0 = wrong step, 1 = right); it has {labels}")
-        return load_model(AutoModelForTokenClassification, where, fmt, trust_remote_code)
+        return load_model(AutoModelForTokenClassification, where, fmt, trust_remote_code,
+                          device)
     assert fmt.head == QWEN_HEAD
     if QWEN_CLASS not in archs:
         raise PRMFormatError(f"{where}: format {fmt.name} reads a {QWEN_CLASS}; config.json "
@@ -149,7 +152,7 @@ def load_head(where: str, fmt: HubFormat, *, trust_remote_code: bool = False) ->
         raise PRMFormatError(f"{where}: {QWEN_CLASS} is the checkpoint's own code (auto_map in "
                              "config.json), which runs only with trust_remote_code=true "
                              f"(prm:{where},format={fmt.name},trust_remote_code=true)")
-    model = load_model(AutoModel, where, fmt, True)
+    model = load_model(AutoModel, where, fmt, True, device)
     if type(model).__name__ != QWEN_CLASS:
         raise PRMFormatError(f"{where}: format {fmt.name} loads a {QWEN_CLASS}; the folder's "
                              f"code made a {type(model).__name__}")
@@ -166,10 +169,13 @@ def _expect(archs: list[str], suffix: str, fmt: str, where: str) -> None:
                              f"names {', '.join(archs) or 'no architecture'}")
 
 
-def load_model(auto: Any, where: str, fmt: HubFormat | str, trust: bool) -> Any:
+def load_model(auto: Any, where: str, fmt: HubFormat | str, trust: bool,
+               device: torch.device | None = None) -> Any:
     """auto.from_pretrained(where), refused where a weight of the class was missing from the
-    checkpoint (newly initialised) or of another shape."""
+    checkpoint (newly initialised) or of another shape; 16-bit weights bound for the CPU
+    (`device`) made fp32 where they fit, as the engine's (search.runtime.dtypes)."""
     from search.models import quiet_transformers
+    from search.runtime import dtypes
 
     name = fmt if isinstance(fmt, str) else fmt.name
     try:
@@ -179,6 +185,8 @@ def load_model(auto: Any, where: str, fmt: HubFormat | str, trust: bool) -> Any:
         raise PRMFormatError(f"{where}: its weights do not fit format {name}'s class: "
                              f"{str(err).splitlines()[0]}") from err
     check_loading(info, where, name)
+    if device is not None and dtypes.cpu_16bit(model, device, None) and dtypes.fp32_fits(model):
+        model = model.float()
     return model.eval()
 
 

@@ -225,3 +225,22 @@ def test_a_multi_line_step_is_read_as_skywork_splits_it(folders):
     assert len(want) == 4
     got = prm.step_rewards(QUESTION, steps)
     assert max(abs(x - y) for x, y in zip(got, [want[0], want[2], want[3]])) <= TOL
+
+
+def test_a_16_bit_checkpoint_bound_for_the_cpu_loads_as_fp32_where_it_fits(tmp_path,
+                                                                             monkeypatch):
+    """A hub PRM saved in bf16 (transformers loads a checkpoint in its own dtype) is made
+    fp32 for the CPU where it fits, as the engine's weights are; where it would not fit, it
+    stays as saved."""
+    from transformers import AutoModelForCausalLM
+
+    from rewards.prm import load_prm
+    from search.runtime import dtypes
+
+    folder = BUILDERS["math-shepherd"](tmp_path / "ms")
+    AutoModelForCausalLM.from_pretrained(folder).to(torch.bfloat16).save_pretrained(folder)
+    prm = load_prm(str(folder), format="math-shepherd", device="cpu")
+    assert {p.dtype for p in prm.model.parameters()} == {torch.float32}
+    monkeypatch.setattr(dtypes, "fp32_fits", lambda m: False)
+    kept = load_prm(str(folder), format="math-shepherd", device="cpu")
+    assert {p.dtype for p in kept.model.parameters()} == {torch.bfloat16}
