@@ -85,5 +85,8 @@ def fp32_fits(model: Any) -> bool:
     except (OSError, StopIteration, ValueError):
         import os
 
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # (not known here: nothing converted)
+            return False
     return 2 * size <= free
