@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -238,7 +239,8 @@ def test_a_16_bit_checkpoint_bound_for_the_cpu_loads_as_fp32_where_it_fits(tmp_p
     from search.runtime import dtypes
 
     folder = BUILDERS["math-shepherd"](tmp_path / "ms")
-    AutoModelForCausalLM.from_pretrained(folder).to(torch.bfloat16).save_pretrained(folder)
+    saved: Any = AutoModelForCausalLM.from_pretrained(folder)
+    saved.to(torch.bfloat16).save_pretrained(folder)
     prm = load_prm(str(folder), format="math-shepherd", device="cpu")
     assert {p.dtype for p in prm.model.parameters()} == {torch.float32}
     monkeypatch.setattr(dtypes, "fp32_fits", lambda m: False)
