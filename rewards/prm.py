@@ -42,6 +42,7 @@ from search.runtime.kvtree import KVTree
 from search.runtime.lean import lean_forward
 from search.runtime.passes import Job
 from search.runtime.sched import Scheduler
+from search.runtime.transfer import device_or_default
 from search.session import Bindable
 from search.types import Node, Problem
 
@@ -148,7 +149,7 @@ class HFPRM(Bindable):
         recently used out first; what is dropped is recomputed, uncharged, when read again)."""
         if not isinstance(kv_cache, int) or kv_cache < 0:
             raise ValueError(f"kv_cache must be an int >= 0 (bytes), got {kv_cache!r}")
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = device_or_default(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.fmt = (FORMATS[fmt] if isinstance(fmt, str) else fmt) or detect_format(model)
@@ -251,7 +252,7 @@ def load_prm(name_or_path: str, *, format: PRMFormat | str | None = None,  # noq
     kept = folder_of(name_or_path)
     where = str(kept or name_or_path)
     own = format
-    device = torch.device(kwargs.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_or_default(kwargs.get("device"))
     try:
         declared = declared_format(where) if Path(where).is_dir() else None
         if isinstance(own, PRMFormat):

@@ -19,6 +19,7 @@ import torch
 from rewards.prm_formats import LM_PAIR, Encoded, HubFormat
 from rewards.prm_load import Rewards
 from search.runtime.sched import Interrupted
+from search.runtime.transfer import device_or_default
 from search.session import Bindable
 from search.types import Node, Problem
 
@@ -35,7 +36,7 @@ class HubPRM(Bindable):
 
     def __init__(self, model: Any, tokenizer: Any, fmt: HubFormat, *,
                  device: str | torch.device | None = None) -> None:
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = device_or_default(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.fmt = fmt

@@ -185,9 +185,7 @@ def load_model(auto: Any, where: str, fmt: HubFormat | str, trust: bool,
         raise PRMFormatError(f"{where}: its weights do not fit format {name}'s class: "
                              f"{str(err).splitlines()[0]}") from err
     check_loading(info, where, name)
-    if device is not None and dtypes.cpu_16bit(model, device, None) and dtypes.fp32_fits(model):
-        model = model.float()
-    return model.eval()
+    return (model if device is None else dtypes.fp32_for_cpu(model, device)).eval()
 
 
 def check_loading(info: Mapping[str, Any], where: str, fmt: str) -> None:

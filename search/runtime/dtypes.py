@@ -75,6 +75,12 @@ def cpu_16bit(model: Any, device: torch.device, asked: Any) -> bool:
         next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
 
 
+def fp32_for_cpu(model: Any, device: torch.device, asked: Any = None) -> Any:
+    """`model`, made fp32 where its 16-bit weights are bound for the CPU with no dtype asked
+    for (cpu_16bit) and fit (fp32_fits): what a load of a checkpoint gives the CPU."""
+    return model.float() if cpu_16bit(model, device, asked) and fp32_fits(model) else model
+
+
 def fp32_fits(model: Any) -> bool:
     """Whether a model of 16-bit weights may be made fp32 on this machine: its fp32 weights,
     beside the 16-bit ones while they convert, within half the memory available."""

@@ -366,14 +366,14 @@ def take_attention(model: Any, lean: bool = True) -> str | None:
     model on any other attention (eager, flex, flash) is switched too, since the lean forward
     computes attention itself (their scores and sdpa's differ by rounding), and switched back
     where it cannot run."""
-    impl = getattr(model.config, "_attn_implementation", None)
+    impl, switched = getattr(model.config, "_attn_implementation", None), False
     if lean and impl not in ("sdpa", attention.NAME):
         with suppress(ValueError, ImportError):  # (a model transformers runs on no sdpa)
             model.set_attn_implementation("sdpa")
+            switched = True
     attention.use_sdpa_gqa(model)
     note = why_not(model) if lean else "lean=False"
-    if note and lean and impl not in (None, "sdpa", attention.NAME) and \
-            model.config._attn_implementation != impl:
+    if note and switched and impl is not None:
         model.set_attn_implementation(impl)
     return note
 

@@ -10,7 +10,8 @@ loop that does either per row or per token waits for the GPU that many times a s
 - `readback`: the tensors a step hands the host (its sampled tokens and their logprobs) in ONE
   device-to-host copy: one sync per step, whatever the rows.
 
-On the CPU both are the plain calls (the same values, the same bits).
+On the CPU both are the plain calls (the same values, the same bits). `device_or_default`
+says which device a model runs on where none is given.
 """
 
 from __future__ import annotations
@@ -47,3 +48,8 @@ def _ints(x: list[Any]) -> list[Any]:
     if x and isinstance(x[0], list):
         return [_ints(v) for v in x]
     return list(map(int, x))
+
+
+def device_or_default(device: str | torch.device | None) -> torch.device:
+    """`device`, or where none is given CUDA where torch sees it, else the CPU."""
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -20,6 +20,7 @@ from search.engines.prompts import INSTRUCTIONS  # shared with the openai and vl
 from search.runtime.dtypes import is_int8, kv_dtype, weight_dtype
 from search.runtime.kvstore import DEFAULT_CAP
 from search.runtime.kvtree import SHARE_PREFIX
+from search.runtime.transfer import device_or_default
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class HFConfig:
     @property
     def torch_device(self) -> torch.device:
         """The device the engine runs on (None resolved: CUDA when available)."""
-        return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        return device_or_default(self.device)
 
     @property
     def spec(self) -> SpecConfig | None:

@@ -163,9 +163,8 @@ class HFEngine(Bindable):
         load_kw = {} if dtype is None else {
             "dtype": torch.float32 if is_int8(dtype) else weight_dtype(dtype)}
         model, tokenizer, defaults = load_model(name_or_path, **load_kw)
-        if dtypes.cpu_16bit(model, HFConfig.of(config, **options).torch_device, dtype) and \
-                dtypes.fp32_fits(model):  # the packed GEMMs and the attention kernel run fp32
-            model = model.float()
+        # (the packed GEMMs and the attention kernel run fp32)
+        model = dtypes.fp32_for_cpu(model, HFConfig.of(config, **options).torch_device, dtype)
         if config is None:
             return cls(model, tokenizer, **{**defaults, **options, "name": name_or_path})
         blank = HFConfig()
