@@ -73,12 +73,34 @@ def setup(seed=0, H=4, KV=4, d=32):
     return torch.randn(N, H + KV, d, generator=gen), passes
 
 
-@pytest.mark.parametrize("H,KV,d", [(4, 4, 32), (6, 2, 32), (9, 3, 12), (2, 1, 5)])
+@pytest.mark.parametrize("H,KV,d", [(4, 4, 32), (6, 2, 32), (9, 3, 12), (2, 1, 5), (10, 2, 40),
+                                    (8, 1, 20), (12, 4, 64)])
 def test_matches_a_plain_softmax_over_the_parts_and_the_seen_columns(H, KV, d):
     """Grouped heads, head dims a vector does not divide, hidden columns, causal tokens."""
     qk, passes = setup(H=H, KV=KV, d=d)
     got = call(qk, H, KV, 0.17, passes)
     torch.testing.assert_close(got, reference(qk, H, KV, 0.17, passes), atol=2e-5, rtol=2e-5)
+
+
+def ungrouped(qk, H, KV, passes):
+    """The same call with each query head given its own copy of its group's keys and values
+    (KV = H): qk's key heads and every slab and part repeated per query head."""
+    g = H // KV
+    qk = torch.cat([qk[:, :H], qk[:, H:].repeat_interleave(g, 1)], 1)
+    return qk, [dict(p, slab=p["slab"].repeat_interleave(g, 3),
+                     parts=[(kv.repeat_interleave(g, 2), who) for kv, who in p["parts"]])
+                for p in passes]
+
+
+@pytest.mark.parametrize("H,KV,d", [(6, 2, 32), (9, 3, 12), (10, 2, 40), (8, 1, 20),
+                                    (12, 4, 64)])
+def test_a_group_of_heads_read_together_gets_the_bits_each_head_gets_alone(H, KV, d):
+    """Keys and values read once for the query heads that share them: each head's output is
+    bit for bit what it is when every head reads its own copy (each head's sums in the same
+    order)."""
+    qk, passes = setup(H=H, KV=KV, d=d)
+    own_qk, own = ungrouped(qk, H, KV, passes)
+    assert torch.equal(call(qk, H, KV, 0.17, passes), call(own_qk, H, H, 0.17, own))
 
 
 def assert_alone_as_together(qk, passes):

@@ -5,7 +5,9 @@
 // scores over the parts its slot reads, then over its own slab columns that its mask shows,
 // their max, exp(score - max), their sum and the values weighted by them, each in a fixed
 // order of the same vector code. So a row's bits depend on its own inputs alone: not on the
-// other rows and Passes of the call, nor on how many threads split the rows.
+// other rows and Passes of the call, nor on how many threads split the rows. The query heads
+// of one key/value head (grouped-query attention) are computed together: each block of keys
+// and each value vector read once for the group, each head's sums in the order it has alone.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
@@ -39,8 +41,12 @@ inline Vec load8(const at::Half* p) {
 
 // out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
 // ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
+// (the helpers always inlined: called for several head counts, the compiler may otherwise
+// leave one out of line, ~10% slower)
+#define INLINE [[gnu::always_inline]] inline
+
 template <typename T>
-inline void scores8(const float* q, const T* const* k, int64_t d, float scale, float* out) {
+INLINE void scores8(const float* q, const T* const* k, int64_t d, float scale, float* out) {
   Vec acc[8] = {Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f)};
   int64_t u = 0;
   for (; u + W <= d; u += W) {
@@ -66,31 +72,46 @@ inline void scores8(const float* q, const T* const* k, int64_t d, float scale, f
   }
 }
 
-// o's blocks of C vectors from u on = sum_t p[t] v[t] / z, over t in order (C chains), while
-// a whole block fits -> where it stopped
-template <int C, typename T>
-inline int64_t chains(const float* p, const T* const* v, int64_t n, int64_t d, float z,
-                      float* o, int64_t u) {
+// For NH query heads of one key/value head: o[h]'s blocks of C vectors from u on =
+// sum_t p[h][t] v[t] / z[h], over t in order (one FMA chain an element, each head's the same
+// as alone; a value vector loaded once for the NH heads), while a whole block fits -> where
+// it stopped
+template <int NH, int C, typename T>
+INLINE int64_t chains(const float* const* heads, const T* const* v, int64_t n, int64_t d,
+                      const float* z, float* const* o, int64_t u) {
+  const float* p[NH];  // (a copy the compiler keeps in registers)
+  for (int h = 0; h < NH; ++h) p[h] = heads[h];
   for (; u + C * W <= d; u += C * W) {
-    Vec a[C];
-    for (int c = 0; c < C; ++c) a[c] = Vec(0.f);
-    for (int64_t t = 0; t < n; ++t)
-      for (int c = 0; c < C; ++c) a[c] = at::vec::fmadd(Vec(p[t]), load8(v[t] + u + c * W), a[c]);
-    for (int c = 0; c < C; ++c) (a[c] / Vec(z)).store(o + u + c * W);
+    Vec a[NH][C];
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < C; ++c) a[h][c] = Vec(0.f);
+    for (int64_t t = 0; t < n; ++t) {
+      Vec pt[NH];
+      for (int h = 0; h < NH; ++h) pt[h] = Vec(p[h][t]);
+      for (int c = 0; c < C; ++c) {
+        const Vec x = load8(v[t] + u + c * W);
+        for (int h = 0; h < NH; ++h) a[h][c] = at::vec::fmadd(pt[h], x, a[h][c]);
+      }
+    }
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < C; ++c) (a[h][c] / Vec(z[h])).store(o[h] + u + c * W);
   }
   return u;
 }
 
-// o[0..d) = sum_t p[t] v[t] / z, over t in order (four vectors of d at a time: four chains;
-// then one vector at a time; then a scalar tail)
-template <typename T>
-inline void weighted(const float* p, const T* const* v, int64_t n, int64_t d, float z,
-                     float* o) {
-  for (int64_t u = chains<1>(p, v, n, d, z, o, chains<4>(p, v, n, d, z, o, 0)); u < d; ++u) {
-    float acc = 0.f;
-    for (int64_t t = 0; t < n; ++t) acc += p[t] * static_cast<float>(v[t][u]);
-    o[u] = acc / z;
-  }
+// o[h][0..d) = sum_t p[h][t] v[t] / z[h] for NH heads of one key/value head (blocks of
+// vectors as many as the registers hold; then one vector at a time; then a scalar tail)
+template <int NH, typename T>
+INLINE void weighted(const float* const* p, const T* const* v, int64_t n, int64_t d,
+                     const float* z, float* const* o) {
+  constexpr int C = NH <= 2 ? 4 : 2;
+  const int64_t u0 = chains<NH, 1>(p, v, n, d, z, o, chains<NH, C>(p, v, n, d, z, o, 0));
+  for (int h = 0; h < NH; ++h)
+    for (int64_t u = u0; u < d; ++u) {
+      float acc = 0.f;
+      for (int64_t t = 0; t < n; ++t) acc += p[h][t] * static_cast<float>(v[t][u]);
+      o[h][u] = acc / z[h];
+    }
 }
 
 // s[0..n) = exp(s - m), every element by the same vector code (a short tail padded)
@@ -210,19 +231,34 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
       }
       const int64_t total = k0.size(), padded = (total + 7) / 8 * 8;
       TORCH_CHECK(total > 0, "attend: a query token of Pass ", i, " sees no column");
-      sc.resize(padded);
+      sc.resize(g * padded);
       kp.resize(padded);
       vp.resize(total);
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t kvh = h / g;
+      float z[4];
+      for (int64_t kvh = 0; kvh < KV; ++kvh) {  // its g query heads: h = kvh g + e
         for (int64_t u = 0; u < padded; ++u)  // (a last block padded with column 0)
           kp[u] = (u < total ? k0[u] : k0[0]) + kvh * step[u < total ? u : 0];
         for (int64_t u = 0; u < total; ++u) vp[u] = v0[u] + kvh * step[u];
-        const float* qv = q0 + r * qk.stride(0) + h * qk.stride(1);
-        for (int64_t u = 0; u < padded; u += 8) scores8(qv, kp.data() + u, d, fscale, sc.data() + u);
-        const float mx = *std::max_element(sc.begin(), sc.begin() + total);
-        const float z = exp_sum(sc.data(), total, mx);
-        weighted(sc.data(), vp.data(), total, d, z, o0 + r * H * d + h * d);
+        const float* qv = q0 + r * qk.stride(0) + kvh * g * qk.stride(1);
+        for (int64_t u = 0; u < padded; u += 8)  // 8 keys read once for the g heads
+          for (int64_t e = 0; e < g; ++e)
+            scores8(qv + e * qk.stride(1), kp.data() + u, d, fscale,
+                    sc.data() + e * padded + u);
+        for (int64_t e0 = 0; e0 < g; e0 += 4) {  // up to 4 heads at once read each value
+          const int64_t nh = std::min<int64_t>(4, g - e0);
+          const float* p[4];
+          float* o[4];
+          for (int64_t e = 0; e < nh; ++e) {
+            float* s = sc.data() + (e0 + e) * padded;
+            z[e] = exp_sum(s, total, *std::max_element(s, s + total));
+            p[e] = s;
+            o[e] = o0 + r * H * d + (kvh * g + e0 + e) * d;
+          }
+          if (nh == 1) weighted<1>(p, vp.data(), total, d, z, o);
+          else if (nh == 2) weighted<2>(p, vp.data(), total, d, z, o);
+          else if (nh == 3) weighted<3>(p, vp.data(), total, d, z, o);
+          else weighted<4>(p, vp.data(), total, d, z, o);
+        }
       }
     }
   });

@@ -8,6 +8,8 @@ log-sum-exp, no call is made per Pass, and each token's bits depend on its own i
 (not on the rows beside it nor on the thread count), which is what lets the scheduler merge
 many searches' Passes into one forward (c16 rows == c1 rows) while the rows split across
 threads. The idea of FlashInfer's and vLLM's paged decode kernels, for a CPU without them.
+A grouped-query model's keys and values are read once for the query heads that share them
+(their bits those each head gets alone).
 Its sibling `torch.ops.tts.write` puts every Pass's new keys and values into its slab, one
 call a layer for the whole forward (a copy of each token's columns, nothing computed).
 
