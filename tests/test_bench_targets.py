@@ -94,6 +94,21 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
                 assert layers._same_attention(a, b)
 
 
+@needs_kernel
+def test_groups_times_grouped_attention_against_a_copy_of_the_keys_per_head():
+    import torch
+
+    from reports.bench import layers
+
+    qk, args = layers.decode_call(6, 2, 16)
+    own_qk, own = layers.own_copies(qk, 6, 2, args)
+    assert own[3][0].shape[3] == own[5][0].shape[2] == 6  # every query head its own copy
+    assert torch.equal(layers.attend(qk, 6, 2, args), layers.attend(own_qk, 6, 6, own))
+    [line] = layers.groups(repeats=1, calls=1)
+    assert "bits the same: True" in line
+    assert all(f"{name} ({H}/{KV} heads, d {d})" in line for H, KV, d, name in layers.GROUPS)
+
+
 def test_grid_prints_the_median_pair_and_every_pair(monkeypatch):
     """--grid-pairs N: the pair of median ratio (the lower one of an even count) is printed,
     with each pair's ratio in run order; rows count as identical only if every pair's are."""

@@ -182,6 +182,83 @@ def replay(forwards: list[list[Any]], repeats: int = 3,
     return best
 
 
+# grouped-query heads (H query heads, KV key/value heads, head dim d) of released models
+GROUPS = ((9, 3, 64, "SmolLM2-135M"), (14, 2, 64, "Qwen2.5-0.5B"), (32, 8, 64, "Llama-3.2-1B"))
+
+
+def decode_call(H: int, KV: int, d: int, seed: int = 0) -> tuple[torch.Tensor, list[Any]]:
+    """A decode forward's attention call for one layer: 4 Passes of 16 rows, one token a row,
+    each row reading a 256-column prompt every row shares, a 128-column part of its own and
+    its 8 own columns -> (qk, the kernel's other arguments after scale and layer)."""
+    gen = torch.Generator().manual_seed(seed)
+    rows, own, parts, readers = 16, 8, [], []
+    for _ in range(4):
+        parts.append(torch.randn(1, 2, KV, 256, d, generator=gen))
+        readers.append(torch.empty(0, dtype=torch.long))
+        for b in range(rows):
+            parts.append(torch.randn(1, 2, KV, 128, d, generator=gen))
+            readers.append(torch.tensor([b]))
+    slabs = [torch.randn(1, 2, rows, KV, own + 1, d, generator=gen) for _ in range(4)]
+    masks = [torch.ones(rows, 1, 1, own + 1, dtype=torch.bool)] * 4
+    starts = [i * (rows + 1) for i in range(5)]
+    return (torch.randn(4 * rows, H + KV, d, generator=gen),
+            [[rows] * 4, [1] * 4, [own] * 4, slabs, masks, parts, readers, starts])
+
+
+def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
+               ) -> tuple[torch.Tensor, list[Any]]:
+    """The same call with each query head given its own copy of its group's keys and values
+    (KV = H): a model without grouped queries at these head counts."""
+    g = H // KV
+    rows, q, n, slabs, masks, parts, readers, starts = args
+    return (torch.cat([qk[:, :H], qk[:, H:].repeat_interleave(g, 1)], 1),
+            [rows, q, n, [s.repeat_interleave(g, 3) for s in slabs], masks,
+             [kv.repeat_interleave(g, 2) for kv in parts], readers, starts])
+
+
+def attend(qk: torch.Tensor, H: int, KV: int, args: list[Any]) -> torch.Tensor:
+    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args)
+
+
+def groups(repeats: int = 5, calls: int = 10) -> list[str]:
+    """Grouped-query attention: the kernel's call (a group's keys and values read once for
+    its query heads) against the same call with a copy of them per query head, side by side
+    on one thread (the fewest ms of `repeats` rounds), and whether their bits agree."""
+    from search.runtime import kernel
+
+    if not kernel.available():
+        return ["grouped-query attention: the CPU attention kernel is not built here"]
+    best: dict[tuple[str, str], float] = {}
+    same = []
+
+    def run() -> None:
+        torch.set_num_threads(1)
+        for H, KV, d, name in GROUPS:
+            qk, args = decode_call(H, KV, d)
+            own_qk, own = own_copies(qk, H, KV, args)
+            ways = {"grouped": (qk, H, KV, args), "per head": (own_qk, H, H, own)}
+            outs = [attend(*a) for a in ways.values()]
+            same.append(torch.equal(*outs))
+            for _ in range(repeats):
+                for way, a in ways.items():
+                    t0 = time.thread_time()
+                    for _ in range(calls):
+                        attend(*a)
+                    ms = (time.thread_time() - t0) / calls * 1e3
+                    best[name, way] = min(best.get((name, way), ms), ms)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return ["grouped-query attention, a decode call (4 Passes x 16 rows, 256 shared + 128 + 8 "
+            "columns a row), keys and values read once a group against a copy per query "
+            "head: " +
+            "; ".join(f"{name} ({H}/{KV} heads, d {d}) {best[name, 'grouped']:.2f} ms against "
+                      f"{best[name, 'per head']:.2f} "
+                      f"({best[name, 'per head'] / best[name, 'grouped']:.2f}x)"
+                      for H, KV, d, name in GROUPS) + f"; bits the same: {all(same)}"]
+
+
 def layers(limit: int) -> list[str]:
     forwards = capture(limit)
     if not forwards:

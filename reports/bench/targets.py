@@ -27,7 +27,9 @@ serve    reports.bench.serve's load part, one round: the server at c1, c4 and c1
          solve_many (aim: c16 >= 3x c1), every answer checked against the in-process run.
 layers   where a merged forward's time goes at concurrency 16 (reports.bench.layers): merged
          forwards of the tiny grid replayed on one thread, whole, without attention, and the
-         attention kernel's calls alone.
+         attention kernel's calls alone; and grouped-query attention (released models' head
+         counts), the kernel's call against the same with a copy of the keys and values per
+         query head.
 lines    the runtime and the transformers engine (search/runtime, search/engines/hf): physical
          lines and code lines (docstrings, comments and blank lines left out) (aim: <= 2,000),
          and the modules holding a Scheduler at module level (aim: none).
@@ -191,9 +193,9 @@ def serve() -> list[str]:
 
 
 def layers_part(limit: int) -> list[str]:
-    from reports.bench.layers import layers
+    from reports.bench.layers import groups, layers
 
-    return layers(limit)
+    return layers(limit) + groups()
 
 
 def code_lines(path: Path) -> int:
