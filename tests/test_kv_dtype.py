@@ -33,7 +33,8 @@ def widened(passes):
 
 
 @needs_kernel
-@pytest.mark.parametrize("H,KV,d", [(4, 4, 32), (6, 2, 32), (9, 3, 12), (2, 1, 5)])
+@pytest.mark.parametrize("H,KV,d", [(4, 4, 32), (6, 2, 32), (9, 3, 12), (2, 1, 5), (10, 2, 40),
+                                    (8, 1, 20)])
 def test_fp16_keys_and_values_read_as_their_fp32_widening_bit_for_bit(H, KV, d):
     """Every path of the kernel (8-wide blocks, the scalar tails of d) on fp16 slabs and
     parts gives the bits of the same values stored as fp32."""
