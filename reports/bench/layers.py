@@ -236,7 +236,7 @@ def groups(repeats: int = 5, calls: int = 10) -> list[str]:
         for H, KV, d, name in GROUPS:
             qk, args = decode_call(H, KV, d)
             own_qk, own = own_copies(qk, H, KV, args)
-            ways = {"grouped": (qk, H, KV, args), "per head": (own_qk, H, H, own)}
+            ways = {"grouped": (qk, H, KV, args), "own copies": (own_qk, H, H, own)}
             outs = [attend(*a) for a in ways.values()]
             same.append(torch.equal(*outs))
             for _ in range(repeats):
@@ -254,8 +254,8 @@ def groups(repeats: int = 5, calls: int = 10) -> list[str]:
             "columns a row), keys and values read once a group against a copy per query "
             "head: " +
             "; ".join(f"{name} ({H}/{KV} heads, d {d}) {best[name, 'grouped']:.2f} ms against "
-                      f"{best[name, 'per head']:.2f} "
-                      f"({best[name, 'per head'] / best[name, 'grouped']:.2f}x)"
+                      f"{best[name, 'own copies']:.2f} "
+                      f"({best[name, 'own copies'] / best[name, 'grouped']:.2f}x)"
                       for H, KV, d, name in GROUPS) + f"; bits the same: {all(same)}"]
 
 

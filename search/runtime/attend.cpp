@@ -39,12 +39,12 @@ inline Vec load8(const at::Half* p) {
 #endif
 }
 
-// out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
-// ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
-// (the helpers always inlined: called for several head counts, the compiler may otherwise
-// leave one out of line, ~10% slower)
+// The helpers below always inlined: called for several head counts, the compiler may
+// otherwise leave one out of line (~10% slower)
 #define INLINE [[gnu::always_inline]] inline
 
+// out[j] = scale (q . k[j]) for 8 columns: each column's 8 lanes of products summed
+// ((0+1)+(2+3))+((4+5)+(6+7)), then a scalar tail over d's last d % 8 dimensions
 template <typename T>
 INLINE void scores8(const float* q, const T* const* k, int64_t d, float scale, float* out) {
   Vec acc[8] = {Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f)};

@@ -3,6 +3,7 @@ names, the int8 path, native bf16 on CPU."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -89,8 +90,6 @@ def fp32_fits(model: Any) -> bool:
         with open("/proc/meminfo") as f:
             free = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemAvailable:"))
     except (OSError, StopIteration, ValueError):
-        import os
-
         try:
             free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):  # (not known here: nothing converted)
