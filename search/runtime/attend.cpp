@@ -134,6 +134,15 @@ inline bool holds(const at::Tensor& s, int64_t KV, int64_t d, int64_t li, int64_
          li < s.size(0) && rows <= s.size(2) && columns <= s.size(4);
 }
 
+// n columns of a part or a slab: the first one's key and value (key/value head 0), the step
+// to the next column and to the next key/value head
+template <typename E>
+struct Run {
+  const E* k;
+  const E* v;
+  int64_t n, col, head;
+};
+
 // qk [N, H + KV, d]: the rotated q|k heads of every Pass's tokens, row-major by Pass, row,
 // token. Pass i: rows[i] rows of q[i] tokens after n[i] columns; slabs[i] [L, 2, slots, KV,
 // capacity, d] (its rows: the first rows[i] slots; layer li's columns 0 .. n[i] + q[i]);
@@ -198,47 +207,51 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const int64_t grain = std::max<int64_t>(1, N * 32768 / (work * H * d));
   at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
     std::vector<float> sc;
-    std::vector<int64_t> seen;  // the own columns a token sees
-    // what a token reads (key/value head 0, and the step to the next head); a head's pointers
-    std::vector<const E*> k0, v0, kp, vp;
-    std::vector<int64_t> step;
+    // what a token reads: runs of columns (a part's, or own slab columns its mask shows one
+    // after another), each from its key and value at key/value head 0; a head's pointers
+    std::vector<Run<E>> runs;
+    std::vector<const E*> kp, vp;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t i = pass_of[r], within = r - first[i], b = within / q[i], t = within % q[i];
       const auto& slab = slabs[i];
       const auto& m = masks[i];
-      const int64_t T = n[i] + q[i];
+      const int64_t T = n[i] + q[i], ms = m.stride(3);
       const bool* mp = m.data_ptr<bool>() + b * m.stride(0) + (m.size(2) == 1 ? 0 : t * m.stride(2));
-      seen.clear();
-      for (int64_t c = 0; c < T; ++c)
-        if (mp[c * m.stride(3)]) seen.push_back(c);
-      k0.clear();
-      v0.clear();
-      step.clear();
+      runs.clear();
       for (int64_t j : reads[slot_base[i] + b]) {
         const auto& kv = parts[j];
         const E* base = kv.data_ptr<E>() + li * kv.stride(0);
-        for (int64_t s = 0; s < kv.size(3); ++s) {
-          k0.push_back(base + s * kv.stride(3));
-          v0.push_back(base + kv.stride(1) + s * kv.stride(3));
-          step.push_back(kv.stride(2));
-        }
+        runs.push_back({base, base + kv.stride(1), kv.size(3), kv.stride(3), kv.stride(2)});
       }
       const E* own = slab.data_ptr<E>() + li * slab.stride(0) + b * slab.stride(2);
-      for (int64_t c : seen) {
-        k0.push_back(own + c * slab.stride(4));
-        v0.push_back(own + slab.stride(1) + c * slab.stride(4));
-        step.push_back(slab.stride(3));
+      const int64_t col = slab.stride(4);
+      for (int64_t c = 0, e; c < T; c = e) {
+        if (!mp[c * ms]) {
+          e = c + 1;
+          continue;
+        }
+        for (e = c + 1; e < T && mp[e * ms]; ++e) {}
+        runs.push_back({own + c * col, own + slab.stride(1) + c * col, e - c, col, slab.stride(3)});
       }
-      const int64_t total = k0.size(), padded = (total + 7) / 8 * 8;
+      int64_t total = 0;
+      for (const auto& run : runs) total += run.n;
+      const int64_t padded = (total + 7) / 8 * 8;
       TORCH_CHECK(total > 0, "attend: a query token of Pass ", i, " sees no column");
       sc.resize(g * padded);
       kp.resize(padded);
       vp.resize(total);
       float z[4];
       for (int64_t kvh = 0; kvh < KV; ++kvh) {  // its g query heads: h = kvh g + e
-        for (int64_t u = 0; u < padded; ++u)  // (a last block padded with column 0)
-          kp[u] = (u < total ? k0[u] : k0[0]) + kvh * step[u < total ? u : 0];
-        for (int64_t u = 0; u < total; ++u) vp[u] = v0[u] + kvh * step[u];
+        int64_t u = 0;
+        for (const auto& run : runs) {
+          const E* k = run.k + kvh * run.head;
+          const E* v = run.v + kvh * run.head;
+          for (int64_t s = 0; s < run.n; ++s, ++u) {
+            kp[u] = k + s * run.col;
+            vp[u] = v + s * run.col;
+          }
+        }
+        for (; u < padded; ++u) kp[u] = kp[0];  // (a last block padded with column 0)
         const float* qv = q0 + r * qk.stride(0) + kvh * g * qk.stride(1);
         for (int64_t u = 0; u < padded; u += 8)  // 8 keys read once for the g heads
           for (int64_t e = 0; e < g; ++e)
