@@ -75,37 +75,49 @@ INLINE void scores8(const float* q, const T* const* k, int64_t d, float scale, f
 // For NH query heads of one key/value head: o[h]'s blocks of C vectors from u on =
 // sum_t p[h][t] v[t] / z[h], over t in order (one FMA chain an element, each head's the same
 // as alone; a value vector loaded once for the NH heads), while a whole block fits -> where
-// it stopped
+// it stopped. sum: z[h] is still to be summed (+= p[h][t], t in order): the first block does
+// it beside its chains (the two latency chains run side by side), then clears sum.
 template <int NH, int C, typename T>
 INLINE int64_t chains(const float* const* heads, const T* const* v, int64_t n, int64_t d,
-                      const float* z, float* const* o, int64_t u) {
+                      float* z, float* const* o, int64_t u, bool& sum) {
   const float* p[NH];  // (a copy the compiler keeps in registers)
   for (int h = 0; h < NH; ++h) p[h] = heads[h];
   for (; u + C * W <= d; u += C * W) {
     Vec a[NH][C];
     for (int h = 0; h < NH; ++h)
       for (int c = 0; c < C; ++c) a[h][c] = Vec(0.f);
+    float zs[NH];
+    for (int h = 0; h < NH; ++h) zs[h] = z[h];
     for (int64_t t = 0; t < n; ++t) {
       Vec pt[NH];
       for (int h = 0; h < NH; ++h) pt[h] = Vec(p[h][t]);
+      if (sum)
+        for (int h = 0; h < NH; ++h) zs[h] += p[h][t];
       for (int c = 0; c < C; ++c) {
         const Vec x = load8(v[t] + u + c * W);
         for (int h = 0; h < NH; ++h) a[h][c] = at::vec::fmadd(pt[h], x, a[h][c]);
       }
     }
+    for (int h = 0; h < NH; ++h) z[h] = zs[h];
+    sum = false;
     for (int h = 0; h < NH; ++h)
       for (int c = 0; c < C; ++c) (a[h][c] / Vec(z[h])).store(o[h] + u + c * W);
   }
   return u;
 }
 
-// o[h][0..d) = sum_t p[h][t] v[t] / z[h] for NH heads of one key/value head (blocks of
-// vectors as many as the registers hold; then one vector at a time; then a scalar tail)
+// o[h][0..d) = sum_t p[h][t] v[t] / z[h], z[h] = sum_t p[h][t], for NH heads of one
+// key/value head (blocks of vectors as many as the registers hold; then one vector at a
+// time; then a scalar tail)
 template <int NH, typename T>
 INLINE void weighted(const float* const* p, const T* const* v, int64_t n, int64_t d,
-                     const float* z, float* const* o) {
+                     float* const* o) {
   constexpr int C = NH <= 2 ? 4 : 2;
-  const int64_t u0 = chains<NH, 1>(p, v, n, d, z, o, chains<NH, C>(p, v, n, d, z, o, 0));
+  float z[NH] = {};
+  bool sum = true;
+  const int64_t u0 = chains<NH, 1>(p, v, n, d, z, o, chains<NH, C>(p, v, n, d, z, o, 0, sum), sum);
+  for (int h = 0; h < NH && sum; ++h)  // (no whole vector in d)
+    for (int64_t t = 0; t < n; ++t) z[h] += p[h][t];
   for (int h = 0; h < NH; ++h)
     for (int64_t u = u0; u < d; ++u) {
       float acc = 0.f;
@@ -115,15 +127,12 @@ INLINE void weighted(const float* const* p, const T* const* v, int64_t n, int64_
 }
 
 // s[0..n) = exp(s - m), every element by the same vector code (a short tail padded)
-inline float exp_sum(float* s, int64_t n, float m) {
+inline void exps(float* s, int64_t n, float m) {
   const Vec vm(m);
-  float z = 0.f;
   for (int64_t t = 0; t < n; t += W) {
     const int64_t k = std::min(W, n - t);
     (Vec::loadu(s + t, k) - vm).exp_u20().store(s + t, k);
-    for (int64_t j = 0; j < k; ++j) z += s[t + j];
   }
-  return z;
 }
 
 // whether slab s ([L, 2, slots, KV, capacity, d], its last dimension contiguous) holds layer
@@ -240,7 +249,6 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
       sc.resize(g * padded);
       kp.resize(padded);
       vp.resize(total);
-      float z[4];
       for (int64_t kvh = 0; kvh < KV; ++kvh) {  // its g query heads: h = kvh g + e
         int64_t u = 0;
         for (const auto& run : runs) {
@@ -263,14 +271,14 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
           float* o[4];
           for (int64_t e = 0; e < nh; ++e) {
             float* s = sc.data() + (e0 + e) * padded;
-            z[e] = exp_sum(s, total, *std::max_element(s, s + total));
+            exps(s, total, *std::max_element(s, s + total));
             p[e] = s;
             o[e] = o0 + r * H * d + (kvh * g + e0 + e) * d;
           }
-          if (nh == 1) weighted<1>(p, vp.data(), total, d, z, o);
-          else if (nh == 2) weighted<2>(p, vp.data(), total, d, z, o);
-          else if (nh == 3) weighted<3>(p, vp.data(), total, d, z, o);
-          else weighted<4>(p, vp.data(), total, d, z, o);
+          if (nh == 1) weighted<1>(p, vp.data(), total, d, o);
+          else if (nh == 2) weighted<2>(p, vp.data(), total, d, o);
+          else if (nh == 3) weighted<3>(p, vp.data(), total, d, o);
+          else weighted<4>(p, vp.data(), total, d, o);
         }
       }
     }
