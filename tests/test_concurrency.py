@@ -23,7 +23,7 @@ from search.engines.hf import HFEngine
 from search.many import SolveManyError, concurrently
 from search.runtime import sched
 from search.runtime.kv import SlabCache, batch_cache
-from search.runtime.passes import Job, Pass, cache_arg, run_passes
+from search.runtime.passes import Job, Pass, cache_arg, call, run_passes
 from search.runtime.sched import SchedStats, Scheduler
 from search.session import Bindable, Session
 from search.types import Budget, Node, Problem
@@ -422,6 +422,19 @@ def test_prm_scores_identical_at_any_concurrency(tiny_model, family):
     assert [dump(r) for r in many] == alone
     assert all(r.usage.scorer_tokens > 0 for r in many)
     assert prm.scheduler.stats.jobs > 0  # its lanes ran the scoring jobs, while serving
+
+
+def test_a_serving_blocks_close_waits_for_its_lanes():
+    """Once the last serving block closes, no lane is left running: a process whose
+    interpreter exits while a lane is still inside torch aborts ("terminate called without
+    an active exception"). Nested blocks: only the outermost close waits."""
+    s = Scheduler()
+    with s.serving(lanes=2):
+        with s.serving():
+            assert s.run(call(lambda: 7)) == 7
+        lanes = s.owners
+        assert len(lanes) == 2 and all(t.is_alive() for t in lanes)  # the outer block serves on
+    assert not any(t.is_alive() for t in lanes) and s.owners == []
 
 
 # -- ownership: each engine its own scheduler, none at module level --------------------------

@@ -22,7 +22,7 @@ goes to the one with fewer), one lane's Python runs while the other's forward ru
 model's own forward: its bits may depend on the thread count, its modules keep state within
 a forward) run one lane at a time on the process's count (`apart`). `default_lanes`: two
 where torch has two or more intra-op threads, else one. Lanes start with the first serving
-block and end once the last closes and they are idle.
+block and end once the last closes and they are idle; its close waits for them.
 
 Results depend neither on the batch nor on the lane: a Pass keeps its own cache, mask and
 attention, and every op the Passes share computes each row the same way whatever rows are
@@ -40,6 +40,7 @@ rewound and its Passes re-run one by one, and only the job whose Pass fails gets
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -54,6 +55,7 @@ from search.runtime.passes import Job, Pass, call, run_passes
 T = TypeVar("T")
 DEFAULT_KV_BYTES = 2 << 30  # batch caches in flight while serving
 MAX_LANES = 2  # owner threads by default (default_lanes)
+LANE_WAIT = 30.0  # seconds serving's close waits for its lanes to end
 
 
 class Interrupted(RuntimeError):
@@ -182,9 +184,25 @@ class Scheduler:
         finally:
             with self._guard:
                 self._serving -= 1
+                ending = [] if self._serving else [la.thread for la in self._lanes]
                 if not self._serving:
                     self.max_kv_bytes = DEFAULT_KV_BYTES
                     self._changed.notify_all()  # once idle, lanes end (OpenMP pools released)
+            self._join(ending)
+
+    def _join(self, lanes: list[threading.Thread]) -> None:
+        """Wait for these lanes to end (a process whose interpreter exits while a lane is
+        still inside torch aborts: "terminate called without an active exception"), unless
+        serving starts again meanwhile (they serve on), this is one of them, or LANE_WAIT
+        seconds have passed (a forward that long)."""
+        deadline = time.monotonic() + LANE_WAIT
+        for thread in lanes:
+            while thread.is_alive() and thread is not threading.current_thread() and \
+                    time.monotonic() < deadline:
+                with self._guard:
+                    if self._serving:
+                        return
+                thread.join(timeout=0.05)
 
     def interrupt(self, cancels: Iterable[threading.Event]) -> None:
         """Set these searches' cancel events (Session.cancel): their jobs raise Interrupted."""
