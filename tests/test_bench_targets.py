@@ -95,6 +95,31 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
 
 
 @needs_kernel
+def test_an_old_kernel_is_timed_beside_this_one_its_bits_compared(tmp_path):
+    """--parts layers --old PATH: PATH's attend.cpp built beside this checkout's; here a copy
+    of this one's (the same bits) and one whose second head's scores are scaled (not)."""
+    import torch
+
+    from reports.bench import layers
+    from search.runtime import kernel
+
+    forwards = layers.capture(1, every=1, skip=0, keep=2)
+    src = tmp_path / "search" / "runtime" / "attend.cpp"
+    src.parent.mkdir(parents=True)
+    src.write_text(kernel.SOURCE.read_text())
+    op = layers.old_attend(src)
+    ms = layers.replay(forwards, repeats=1, old=op)
+    assert 0 < ms["attention, old kernel"] < float("inf")
+    line = layers.against_old(forwards, op, ms, "copy")
+    assert line.startswith("attention kernel against copy's, side by side:")
+    assert line.endswith("bits the same: True")
+    with torch.inference_mode():  # (the op named after its source: a changed one rebuilt)
+        src.write_text(kernel.SOURCE.read_text().replace("out[j] *= scale;", "out[j] *= scale * 1.0001f;"))
+        other = layers.old_attend(src)
+        assert layers.against_old(forwards, other, ms, "other").endswith("bits the same: False")
+
+
+@needs_kernel
 def test_groups_times_grouped_attention_against_a_copy_of_the_keys_per_head():
     import torch
 

@@ -24,10 +24,15 @@ tensor [blocks, L, 2, KV, BLOCK, d], a block's unused columns left empty), the b
 the order the parts are first read (`pooled`) or scattered in a seeded random order
 (`scattered`, a pool after much freeing and reuse); the kernel's output is checked equal,
 bit for bit, to the segments' (a block is a part: the columns in the same order).
+
+With `--old PATH` (a checkout of another commit) the attention calls also run on that
+checkout's kernel (its attend.cpp built beside this one, `old_attend`), side by side in the
+same rounds, its outputs compared with this kernel's bit for bit.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import statistics
 import tempfile
@@ -89,16 +94,42 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     return x
 
 
-def _attend(a: list[Any], qk: torch.Tensor | None = None) -> list[torch.Tensor]:
+def _attend(a: list[Any], qk: torch.Tensor | None = None, op: Any = None
+            ) -> list[torch.Tensor]:
     """The attention kernel's call of every layer of a captured forward, on queries qk
-    [N, H + KV, d] (None: zeros of the forward's shape) -> each layer's output."""
+    [N, H + KV, d] (None: zeros of the forward's shape) -> each layer's output. op: another
+    build of the kernel (old_attend; None: this checkout's)."""
     f = named(a)
     H, KV = f["H"], f["KV"]
     qk = torch.zeros(a[0].shape[0], H + KV, f["d"]) if qk is None else qk
-    return [torch.ops.tts.attend(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"],
-                                 f["slabs"], f["masks"], f["parts"], f["readers"],
-                                 f["part_start"])
+    op = torch.ops.tts.attend if op is None else op
+    return [op(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"], f["slabs"], f["masks"],
+               f["parts"], f["readers"], f["part_start"])
             for li in range(len(f["norm1"]))]
+
+
+_OLD: list[torch.library.Library] = []  # the namespace of old kernels' schemas, once
+
+
+def old_attend(source: Path) -> Any:
+    """The attend op of another checkout's attend.cpp (`source`), built with this machine's
+    flags and registered under the namespace tts_old (one old kernel a process)."""
+    from torch.utils import cpp_extension
+
+    from search.runtime import kernel
+
+    text = source.read_text(encoding="utf-8").replace("TORCH_LIBRARY_IMPL(tts,",
+                                                      "TORCH_LIBRARY_IMPL(tts_old,")
+    name = f"tts_old_{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    path = Path(tempfile.gettempdir()) / f"{name}.cpp"
+    path.write_text(text, encoding="utf-8")
+    if not _OLD:
+        _OLD.append(torch.library.Library("tts_old", "DEF"))
+        _OLD[0].define(kernel.ATTEND)
+        _OLD[0].define(kernel.WRITE)
+    cpp_extension.load(name, [str(path)], extra_cflags=kernel.flags(), is_python_module=False,
+                       verbose=False)
+    return torch.ops.tts_old.attend
 
 
 BLOCK = 16  # columns a block (vLLM's default block size)
@@ -138,12 +169,16 @@ def pooled(a: list[Any], scatter: bool) -> list[Any]:
     return out
 
 
+def qk(a: list[Any]) -> torch.Tensor:
+    """Seeded stand-in queries [N, H + KV, d] for a captured forward's attention."""
+    f = named(a)
+    return torch.randn(a[0].shape[0], f["H"] + f["KV"], f["d"],
+                       generator=torch.Generator().manual_seed(1))
+
+
 def _same_attention(a: list[Any], b: list[Any]) -> bool:
     """Whether the kernel's outputs on two forms of one forward are equal, every layer."""
-    f = named(a)
-    qk = torch.randn(a[0].shape[0], f["H"] + f["KV"], f["d"],
-                     generator=torch.Generator().manual_seed(1))
-    return all(map(torch.equal, _attend(a, qk), _attend(b, qk)))
+    return all(map(torch.equal, _attend(a, qk(a)), _attend(b, qk(a))))
 
 
 def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
@@ -153,15 +188,19 @@ def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
 
 
 def replay(forwards: list[list[Any]], repeats: int = 3,
-           blocks: dict[str, list[list[Any]]] | None = None) -> dict[str, float]:
+           blocks: dict[str, list[list[Any]]] | None = None, old: Any = None
+           ) -> dict[str, float]:
     """ms per forward of each way (see the module doc), the fewest of `repeats` rounds, on a
-    thread of one intra-op thread (as a lane's); blocks: in_blocks(forwards), if made."""
+    thread of one intra-op thread (as a lane's); blocks: in_blocks(forwards), if made; old:
+    another build's attend op (old_attend), timed as the way "attention, old kernel"."""
     from search.runtime import scripted
 
     blocks = in_blocks(forwards) if blocks is None else blocks
     ways: dict[str, Callable[[list[Any]], Any]] = {
         "whole": lambda a: scripted.LAYERS(*a), "no attention": _without_attention,
         "attention": _attend}
+    if old is not None:
+        ways["attention, old kernel"] = lambda a: _attend(a, None, old)
     inputs = {name: forwards for name in ways} | blocks
     best = {name: float("inf") for name in inputs}
 
@@ -259,7 +298,8 @@ def groups(repeats: int = 5, calls: int = 10) -> list[str]:
                       for H, KV, d, name in GROUPS) + f"; bits the same: {all(same)}"]
 
 
-def layers(limit: int) -> list[str]:
+def layers(limit: int, old: Path | None = None) -> list[str]:
+    """The replay's line; old: a checkout whose kernel is timed beside this one's."""
     forwards = capture(limit)
     if not forwards:
         return ["layers: the grid ran no merged forward on one thread to replay"]
@@ -267,7 +307,8 @@ def layers(limit: int) -> list[str]:
     # (checked before the replay: replaying "whole" writes its keys and values again into
     # slabs that later forwards read as parts, so the pool's copies would be of older bits)
     same = all(_same_attention(a, b) for form in blocks.values() for a, b in zip(forwards, form))
-    ms = replay(forwards, blocks=blocks)
+    op = None if old is None else old_attend(old / "search" / "runtime" / "attend.cpp")
+    ms = replay(forwards, blocks=blocks, old=op)
     each = [named(a) for a in forwards]
     passes = [len(f["rows"]) for f in each]
     rows = [r for f in each for r in f["rows"]]
@@ -279,4 +320,16 @@ def layers(limit: int) -> list[str]:
                 f"{name} {v:.2f}" for name, v in ms.items()) + f"; attention {share:.0%} of "
             f"the layers; in blocks: {ms[f'attention, pooled in blocks of {BLOCK}'] / ms['attention']:.2f}x "
             f"(pooled), {ms[f'attention, scattered blocks of {BLOCK}'] / ms['attention']:.2f}x "
-            f"(scattered) the segments' attention, its output bit for bit the same: {same}"]
+            f"(scattered) the segments' attention, its output bit for bit the same: {same}"] + (
+            [] if old is None else [against_old(forwards, op, ms, old.name)])
+
+
+def against_old(forwards: list[list[Any]], op: Any, ms: dict[str, float], name: str) -> str:
+    """The line of the old kernel's attention beside this one's (replay's times), bits
+    compared on seeded queries."""
+    with torch.inference_mode():
+        same = all(map(torch.equal, *(
+            [x for a in forwards for x in _attend(a, qk(a), o)] for o in (None, op))))
+    return (f"attention kernel against {name}'s, side by side: {ms['attention']:.2f} ms a "
+            f"forward against {ms['attention, old kernel']:.2f} "
+            f"({ms['attention, old kernel'] / ms['attention']:.2f}x), bits the same: {same}")

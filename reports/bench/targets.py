@@ -29,7 +29,7 @@ layers   where a merged forward's time goes at concurrency 16 (reports.bench.lay
          forwards of the tiny grid replayed on one thread, whole, without attention, and the
          attention kernel's calls alone; and grouped-query attention (released models' head
          counts), the kernel's call against the same with a copy of the keys and values per
-         query head.
+         query head. With --old, the replayed attention on --old's kernel too, side by side.
 lines    the runtime and the transformers engine (search/runtime, search/engines/hf): physical
          lines and code lines (docstrings, comments and blank lines left out) (aim: <= 2,000),
          and the modules holding a Scheduler at module level (aim: none).
@@ -192,10 +192,10 @@ def serve() -> list[str]:
     return []  # load prints its own table
 
 
-def layers_part(limit: int) -> list[str]:
+def layers_part(limit: int, old: Path | None = None) -> list[str]:
     from reports.bench.layers import groups, layers
 
-    return layers(limit) + groups()
+    return layers(limit, old) + groups()
 
 
 def code_lines(path: Path) -> int:
@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            "grid": lambda: grid(args.tiny_limit, args.kv_dtype, args.grid_pairs),
            "old": lambda: against_old(args.old, args.tiny_limit, args.repeats),
            "serve": serve, "lines": lines,
-           "layers": lambda: layers_part(args.tiny_limit)}
+           "layers": lambda: layers_part(args.tiny_limit, args.old)}
     for part in parts:
         for line in run[part]():
             print(line, flush=True)

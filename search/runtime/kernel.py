@@ -44,7 +44,7 @@ _lock = threading.Lock()
 _built: list[bool] = []  # [whether it loaded], once tried
 
 
-def _flags() -> list[str]:
+def flags() -> list[str]:
     """-O3, and the AVX2 build of ATen's vector types where this CPU runs torch's AVX2 code."""
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         return ["-O3", "-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2",
@@ -61,7 +61,7 @@ def _build() -> bool:
     if shutil.which("ninja") is None and shutil.which("ninja", path=scripts):
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
     try:
-        cpp_extension.load("tts_attend", [str(SOURCE)], extra_cflags=_flags(),
+        cpp_extension.load("tts_attend", [str(SOURCE)], extra_cflags=flags(),
                            is_python_module=False, verbose=False)
         return True
     except Exception as err:  # noqa: BLE001 (no compiler or ninja: the per-Pass fallback)
