@@ -97,7 +97,7 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
 @needs_kernel
 def test_an_old_kernel_is_timed_beside_this_one_its_bits_compared(tmp_path):
     """--parts layers --old PATH: PATH's attend.cpp built beside this checkout's; here a copy
-    of this one's (the same bits) and one whose second head's scores are scaled (not)."""
+    of this one's (the same bits) and one whose scores are scaled by 1.0001 (not)."""
     import torch
 
     from reports.bench import layers
@@ -114,7 +114,8 @@ def test_an_old_kernel_is_timed_beside_this_one_its_bits_compared(tmp_path):
     assert line.startswith("attention kernel against copy's, side by side:")
     assert line.endswith("bits the same: True")
     with torch.inference_mode():  # (the op named after its source: a changed one rebuilt)
-        src.write_text(kernel.SOURCE.read_text().replace("out[j] *= scale;", "out[j] *= scale * 1.0001f;"))
+        src.write_text(kernel.SOURCE.read_text().replace("out[j] *= scale;",
+                                                         "out[j] *= scale * 1.0001f;"))
         other = layers.old_attend(src)
         assert layers.against_old(forwards, other, ms, "other").endswith("bits the same: False")
 

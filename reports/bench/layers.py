@@ -113,7 +113,8 @@ _OLD: list[torch.library.Library] = []  # the namespace of old kernels' schemas,
 
 def old_attend(source: Path) -> Any:
     """The attend op of another checkout's attend.cpp (`source`), built with this machine's
-    flags and registered under the namespace tts_old (one old kernel a process)."""
+    flags and registered under the namespace tts_old (a later call's build replaces an earlier
+    one's there)."""
     from torch.utils import cpp_extension
 
     from search.runtime import kernel
@@ -178,7 +179,8 @@ def qk(a: list[Any]) -> torch.Tensor:
 
 def _same_attention(a: list[Any], b: list[Any]) -> bool:
     """Whether the kernel's outputs on two forms of one forward are equal, every layer."""
-    return all(map(torch.equal, _attend(a, qk(a)), _attend(b, qk(a))))
+    q = qk(a)
+    return all(map(torch.equal, _attend(a, q), _attend(b, q)))
 
 
 def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
