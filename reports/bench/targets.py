@@ -23,7 +23,8 @@ old      the tiny grid at concurrency 16 with beam's duplicates="keep" on both s
          checkout and on --old (a worktree of the commit to compare with, e.g.
          `git worktree add ../old a5f086d`), each in a fresh process, in turns; the fewest
          process CPU seconds of --repeats each (aim: <= 0.67x), and accuracy on both.
-serve    reports.bench.serve's load part, one round: the server at c1, c4 and c16 against
+serve    reports.bench.serve's load part, three rounds (each way's median; a round is as slow
+         as its slowest search, so one drifts): the server at c1, c4 and c16 against
          solve_many (aim: c16 >= 3x c1), every answer checked against the in-process run.
 layers   where a merged forward's time goes at concurrency 16 (reports.bench.layers): merged
          forwards of the tiny grid replayed on one thread, whole, without attention, and the
@@ -188,7 +189,7 @@ def serve() -> list[str]:
     from reports.bench.serve import load, server
 
     with server("tiny-arith", concurrency=32) as (url, pid):
-        load(url, pid, "tiny-arith", rounds=1)
+        load(url, pid, "tiny-arith", rounds=3)
     return []  # load prints its own table
 
 
