@@ -330,8 +330,8 @@ def against_old(forwards: list[list[Any]], op: Any, ms: dict[str, float], name: 
     """The line of the old kernel's attention beside this one's (replay's times), bits
     compared on seeded queries."""
     with torch.inference_mode():
-        same = all(map(torch.equal, *(
-            [x for a in forwards for x in _attend(a, qk(a), o)] for o in (None, op))))
+        same = all(torch.equal(x, y) for a in forwards for q in (qk(a),)
+                   for x, y in zip(_attend(a, q), _attend(a, q, op)))
     return (f"attention kernel against {name}'s, side by side: {ms['attention']:.2f} ms a "
             f"forward against {ms['attention, old kernel']:.2f} "
             f"({ms['attention, old kernel'] / ms['attention']:.2f}x), bits the same: {same}")
