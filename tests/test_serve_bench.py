@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 
 from problems import arith
@@ -22,3 +24,31 @@ def test_the_bench_asks_the_demos_searches_on_the_demos_problems():
         assert r.scorer == ("steps" if r.algo != "greedy" else None)
     widths = {r.knobs.get("n") for r in reqs if r.algo == "best_of_n"}
     assert widths == set(bench.WIDTHS)
+
+
+def test_steady_runs_each_request_once_a_way_a_round_with_its_clients_in_flight(
+        monkeypatch, capsys):
+    from reports.bench import steady
+
+    lock, calls, flight, peak = threading.Lock(), Counter(), [0], [0]
+
+    def ask(c, model, r):
+        with lock:
+            calls[r] += 1
+            flight[0] += 1
+            peak[0] = max(peak[0], flight[0])
+            n = calls[r]
+        time.sleep(0.05)
+        with lock:
+            flight[0] -= 1
+        return 0.0, ("changed" if n == 4 else r)  # the second round's closed loop differs
+
+    monkeypatch.setattr(steady, "ask_request", ask)
+    monkeypatch.setattr(steady, "requests", lambda n: list(range(n)))
+    monkeypatch.setattr(steady, "client", lambda url: None)
+    steady.steady("http://127.0.0.1:1", "m", count=12, clients=4, rounds=2)
+    out = capsys.readouterr().out
+    assert calls == Counter({r: 4 for r in range(12)})  # 2 rounds x (one by one, the loop)
+    assert peak[0] == 4  # the loop holds its 4 clients' requests at once, never more
+    assert "12 requests" in out and "4 clients" in out and "2 rounds" in out
+    assert "differ from the first one-by-one round: 12 of 48" in out

@@ -125,11 +125,12 @@ def client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
 
 
-def ask(c: openai.OpenAI, model: str, extra: dict[str, Any]) -> tuple[float, tuple[Any, ...]]:
+def ask(c: openai.OpenAI, model: str, extra: dict[str, Any], prompt: str = QUESTION
+        ) -> tuple[float, tuple[Any, ...]]:
     """(latency in seconds, what must match: text, answer, generated tokens)."""
     start = time.perf_counter()
     r = c.chat.completions.create(model=model, extra_body=extra,
-                                  messages=[{"role": "user", "content": QUESTION}])
+                                  messages=[{"role": "user", "content": prompt}])
     s = r.choices[0].model_extra["search"]  # type: ignore[index]
     return time.perf_counter() - start, (r.choices[0].message.content, s["answer"],
                                          s["usage"]["generated_tokens"])
@@ -175,12 +176,7 @@ def requests(count: int) -> list[Request]:
 
 def ask_request(c: openai.OpenAI, model: str, r: Request) -> tuple[float, tuple[Any, ...]]:
     """(latency in seconds, what must match the in-process run: text, answer, tokens)."""
-    start = time.perf_counter()
-    reply = c.chat.completions.create(model=model, extra_body=r.extra(),
-                                      messages=[{"role": "user", "content": r.problem.prompt}])
-    s = reply.choices[0].model_extra["search"]  # type: ignore[index]
-    return time.perf_counter() - start, (reply.choices[0].message.content, s["answer"],
-                                         s["usage"]["generated_tokens"])
+    return ask(c, model, r.extra(), r.problem.prompt)
 
 
 def in_process(model: str, reqs: list[Request]) -> tuple[Callable[[], float], list[Any]]:
@@ -383,16 +379,14 @@ OPTIONS: dict[str, dict[str, Any]] = {
 def main(argv: list[str] | None = None) -> None:
     args = parse("python -m reports.bench.serve", __doc__, OPTIONS, argv)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    parts: list[Callable[[str, int], None]] = []
-    if args.part in ("load", "all"):
-        parts.append(lambda url, pid: load(url, pid, args.model, rounds=args.rounds))
-    if args.part in ("idle", "all"):
-        parts.append(lambda url, pid: idle(url, pid, args.model))
-    if args.part in ("soak", "all"):
-        parts.append(lambda url, pid: soak(url, pid, args.model, args.minutes))
+    parts: dict[str, Callable[[str, int], None]] = {
+        "load": lambda url, pid: load(url, pid, args.model, rounds=args.rounds),
+        "idle": lambda url, pid: idle(url, pid, args.model),
+        "soak": lambda url, pid: soak(url, pid, args.model, args.minutes)}
     with server(args.model, concurrency=32) as (url, pid):
-        for part in parts:
-            part(url, pid)
+        for name, part in parts.items():
+            if args.part in (name, "all"):
+                part(url, pid)
 
 
 if __name__ == "__main__":

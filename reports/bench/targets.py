@@ -25,7 +25,9 @@ old      the tiny grid at concurrency 16 with beam's duplicates="keep" on both s
          process CPU seconds of --repeats each (aim: <= 0.67x), and accuracy on both.
 serve    reports.bench.serve's load part, three rounds (each way's median; a round is as slow
          as its slowest search, so one drifts): the server at c1, c4 and c16 against
-         solve_many (aim: c16 >= 3x c1), every answer checked against the in-process run.
+         solve_many, every answer checked against the in-process run; then its steady part
+         (64 requests, 16 clients in a closed loop against one by one, three rounds: the
+         steady state, where a round of 16 is one burst) (aim: c16 >= 3x c1).
 layers   where a merged forward's time goes at concurrency 16 (reports.bench.layers): merged
          forwards of the tiny grid replayed on one thread, whole, without attention, and the
          attention kernel's calls alone; and grouped-query attention (released models' head
@@ -187,10 +189,12 @@ def against_old(old: Path, limit: int, repeats: int) -> list[str]:
 
 def serve() -> list[str]:
     from reports.bench.serve import load, server
+    from reports.bench.steady import steady
 
     with server("tiny-arith", concurrency=32) as (url, pid):
         load(url, pid, "tiny-arith", rounds=3)
-    return []  # load prints its own table
+        steady(url, "tiny-arith", rounds=3)
+    return []  # load and steady print their own lines
 
 
 def layers_part(limit: int, old: Path | None = None) -> list[str]:
