@@ -6,6 +6,8 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from problems import arith
 from reports import demo
 from reports.bench import serve as bench
@@ -52,3 +54,16 @@ def test_steady_runs_each_request_once_a_way_a_round_with_its_clients_in_flight(
     assert peak[0] == 4  # the loop holds its 4 clients' requests at once, never more
     assert "12 requests" in out and "4 clients" in out and "2 rounds" in out
     assert "differ from the first one-by-one round: 12 of 48" in out
+
+
+@pytest.mark.parametrize("argv, said", [(["--clients", "1"], "--clients must be at least 2"),
+                                        (["--count", "0"], "--count must be at least 1"),
+                                        (["--rounds", "-1"], "--rounds must be at least 1")])
+def test_steady_refuses_what_measures_nothing(argv, said, capsys):
+    from reports.bench import steady
+
+    with pytest.raises(SystemExit) as exit_:
+        steady.main(argv)
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(ValueError, match="clients >= 2"):
+        steady.steady("http://127.0.0.1:1", "m", clients=1)  # before any request is sent

@@ -27,6 +27,9 @@ from search.cli import parse
 def steady(url: str, model: str, count: int = 64, clients: int = 16, rounds: int = 3) -> None:
     """Print `count` requests' throughput at `clients` clients in a closed loop against one
     by one (see the module doc)."""
+    if min(count, rounds) < 1 or clients < 2:
+        raise ValueError(f"steady needs count and rounds >= 1 and clients >= 2 (one client is "
+                         f"one by one), got {count}, {rounds} and {clients}")
     c, reqs = client(url), requests(count)
     walls: dict[int, list[float]] = {1: [], clients: []}
     first: list[Any] | None = None
@@ -54,8 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse("python -m reports.bench.steady", __doc__, {
         "--count": dict(type=int, default=64), "--clients": dict(type=int, default=16),
         "--rounds": dict(type=int, default=3), "--model": dict(default="tiny-arith")}, argv,
-        lambda a: next((f"--{k} must be at least 1, got {v}" for k, v in vars(a).items()
-                        if isinstance(v, int) and v < 1), None))
+        lambda a: f"--clients must be at least 2, got {a.clients}" if a.clients < 2 else next(
+            (f"--{k} must be at least 1, got {v}" for k, v in vars(a).items()
+             if isinstance(v, int) and v < 1), None))
     with server(args.model, concurrency=32) as (url, _):
         steady(url, args.model, args.count, args.clients, args.rounds)
 
