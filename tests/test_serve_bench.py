@@ -1,4 +1,5 @@
-"""reports.bench.serve's realistic requests: the demo's problems, searches and widths."""
+"""reports.bench.serve's realistic requests (the demo's problems, searches and widths), and
+reports.bench.steady's closed loop over them."""
 
 from __future__ import annotations
 
