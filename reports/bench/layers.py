@@ -177,10 +177,11 @@ def qk(a: list[Any]) -> torch.Tensor:
                        generator=torch.Generator().manual_seed(1))
 
 
-def _same_attention(a: list[Any], b: list[Any]) -> bool:
-    """Whether the kernel's outputs on two forms of one forward are equal, every layer."""
+def _same_attention(a: list[Any], b: list[Any], op: Any = None) -> bool:
+    """Whether the kernel's outputs on two forms of one forward are equal, every layer, on
+    seeded queries; op: another build's kernel for b (old_attend; None: this checkout's)."""
     q = qk(a)
-    return all(map(torch.equal, _attend(a, q), _attend(b, q)))
+    return all(map(torch.equal, _attend(a, q), _attend(b, q, op)))
 
 
 def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
@@ -330,8 +331,7 @@ def against_old(forwards: list[list[Any]], op: Any, ms: dict[str, float], name: 
     """The line of the old kernel's attention beside this one's (replay's times), bits
     compared on seeded queries."""
     with torch.inference_mode():
-        same = all(torch.equal(x, y) for a in forwards for q in (qk(a),)
-                   for x, y in zip(_attend(a, q), _attend(a, q, op)))
+        same = all(_same_attention(a, a, op) for a in forwards)
     return (f"attention kernel against {name}'s, side by side: {ms['attention']:.2f} ms a "
             f"forward against {ms['attention, old kernel']:.2f} "
             f"({ms['attention, old kernel'] / ms['attention']:.2f}x), bits the same: {same}")
