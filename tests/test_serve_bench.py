@@ -66,5 +66,5 @@ def test_steady_refuses_what_measures_nothing(argv, said, capsys):
     with pytest.raises(SystemExit) as exit_:
         steady.main(argv)
     assert exit_.value.code == 2 and said in capsys.readouterr().err
-    with pytest.raises(ValueError, match="clients >= 2"):
+    with pytest.raises(ValueError, match="--clients must be at least 2"):
         steady.steady("http://127.0.0.1:1", "m", clients=1)  # before any request is sent

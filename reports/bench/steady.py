@@ -24,21 +24,31 @@ from reports.bench.serve import ask_request, client, requests, server
 from search.cli import parse
 
 
+def refusal(count: int, clients: int, rounds: int) -> str | None:
+    """What makes these arguments measure nothing (None: nothing): one client is one by one."""
+    if clients < 2:
+        return f"--clients must be at least 2 (one client is one by one), got {clients}"
+    return next((f"--{k} must be at least 1, got {v}" for k, v in
+                 (("count", count), ("rounds", rounds)) if v < 1), None)
+
+
 def steady(url: str, model: str, count: int = 64, clients: int = 16, rounds: int = 3) -> None:
     """Print `count` requests' throughput at `clients` clients in a closed loop against one
     by one (see the module doc)."""
-    if min(count, rounds) < 1 or clients < 2:
-        raise ValueError(f"steady needs count and rounds >= 1 and clients >= 2 (one client is "
-                         f"one by one), got {count}, {rounds} and {clients}")
+    if (why := refusal(count, clients, rounds)) is not None:
+        raise ValueError(why)
     c, reqs = client(url), requests(count)
     walls: dict[int, list[float]] = {1: [], clients: []}
     first: list[Any] | None = None
     wrong = 0
+
+    def ask(r: Any) -> Any:
+        return ask_request(c, model, r)[1]
+
     with ThreadPoolExecutor(clients) as pool:
         for _ in range(rounds):
             for k in walls:
                 start = time.perf_counter()
-                ask = lambda r: ask_request(c, model, r)[1]  # noqa: E731
                 got = list(map(ask, reqs) if k == 1 else pool.map(ask, reqs))
                 walls[k].append(time.perf_counter() - start)
                 first = first or got
@@ -57,9 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse("python -m reports.bench.steady", __doc__, {
         "--count": dict(type=int, default=64), "--clients": dict(type=int, default=16),
         "--rounds": dict(type=int, default=3), "--model": dict(default="tiny-arith")}, argv,
-        lambda a: f"--clients must be at least 2, got {a.clients}" if a.clients < 2 else next(
-            (f"--{k} must be at least 1, got {v}" for k, v in vars(a).items()
-             if isinstance(v, int) and v < 1), None))
+        lambda a: refusal(a.count, a.clients, a.rounds))
     with server(args.model, concurrency=32) as (url, _):
         steady(url, args.model, args.count, args.clients, args.rounds)
 
