@@ -105,8 +105,8 @@ def sharing_engines(tiny_model, device="cpu", **kw):
     """The same model behind an engine that never shares (the reference) and one that
     shares (share_prefix=1), recording per batch cache the path tokens its rows read where
     they live, not copied into it (on the lean forward, tree_attention: every path's
-    segments, share_prefix=1 reads them all in place; else the common prefix,
-    SlabCache.prefix)."""
+    segments, share_prefix=1 reads them all in place, on the CPU kernel through block
+    tables; else the common prefix, SlabCache.prefix)."""
     import copy
 
     from search.engines.hf import HFEngine
@@ -120,7 +120,9 @@ def sharing_engines(tiny_model, device="cpu", **kw):
     def spy(paths, room):
         cache = batch(paths, room)
         assert cache.prefix is not None or not cache.parts or cache.start == 0  # none copied
-        seen.append(sum(p.shape[3] for p in cache.parts))
+        blocks = {} if cache.table is None else dict(cache.table.view(-1, 2).tolist())
+        seen.append(sum(p.shape[3] for p in cache.parts) +
+                    sum(f for g, f in blocks.items() if g >= 0))  # (a block read by many: once)
         return cache
 
     shared.kv.batch = spy  # type: ignore[method-assign]
@@ -159,7 +161,7 @@ def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device, tr
         assert max(abs(x - y) for x, y in zip(kid.step.logprobs, ref)) < 1e-4
         seg = eng.kv.get(kid)
         assert seg is not None
-        assert torch.allclose(seg.kv.cpu(), cache_columns(full.past_key_values, start, start + seg.n),
+        assert torch.allclose(seg.columns.cpu(), cache_columns(full.past_key_values, start, start + seg.n),
                               atol=1e-4)
     # sampling: the same tokens as the engine that copies the prefix into every row
     p_root = plain.root(Problem(prompt="12+34=56 and 7*8="))

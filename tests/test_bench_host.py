@@ -186,7 +186,7 @@ def test_a_tiny_grid_adds_up_and_puts_everything_back(tmp_path) -> None:
     assert sum(r.wall for r in rows) == pytest.approx(wall)
     # the owner ran the forwards, drew the tokens, built the caches and ran the jobs
     # (every layer in TorchScript; Python calls the LM head's GEMM and the final norm)
-    for cat in ("GEMMs", PIECES, "sampling", "batch caches built (from_paths)",
+    for cat in ("GEMMs", PIECES, "sampling", "batch caches built",
                 "jobs' Python (decode, feed loops)", "lean forward's small ops"):
         assert by[cat].calls > 0 and by[cat].wall > 0, cat
     assert all(r.wall >= 0 for r in rows if r.category != REST)

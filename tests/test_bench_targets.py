@@ -67,6 +67,7 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
     import torch
 
     from reports.bench import layers
+    from search.runtime.kvpool import BLOCK
 
     forwards = layers.capture(1, every=1, skip=0, keep=3)
     assert forwards, "the grid at concurrency 16 ran merged forwards on one thread"
@@ -78,20 +79,20 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
             # the stand-in for attention keeps the residual stream's shape
             assert layers._without_attention(a).shape == a[0].shape
     ms = layers.replay(forwards, repeats=1)
-    blocks = {f"attention, pooled in blocks of {layers.BLOCK}",
-              f"attention, scattered blocks of {layers.BLOCK}"}
-    assert set(ms) == {"whole", "no attention", "attention"} | blocks
+    assert set(ms) == {"whole", "no attention", "attention", layers.AS_PARTS}
     assert all(0 < v < float("inf") for v in ms.values())
-    # a path read through pool blocks: more, shorter parts of other tensors, the same columns
+    # the paths read through block tables; as parts: a part a block, the same columns
     for a in forwards:
-        for scatter in (False, True):
-            b = layers.pooled(a, scatter)
-            f, g = layers.named(a), layers.named(b)
-            assert sum(kv.shape[3] for kv in g["parts"]) == sum(kv.shape[3] for kv in f["parts"])
-            assert all(kv.shape[3] <= layers.BLOCK for kv in g["parts"])
-            assert len(g["part_start"]) == len(f["part_start"])
-            with torch.inference_mode():
-                assert layers._same_attention(a, b)
+        b = layers.as_parts(a)
+        f, g = layers.named(a), layers.named(b)
+        assert f["tables"] and not g["tables"] and not f["parts"]
+        filled = {(i, e[0]): e[1] for i, t in enumerate(f["tables"])
+                  for e in t.view(-1, 2).tolist() if e[0] >= 0}
+        assert sum(kv.shape[3] for kv in g["parts"]) == sum(filled.values())
+        assert all(kv.shape[3] <= BLOCK for kv in g["parts"])
+        assert len(g["part_start"]) == len(f["rows"]) + 1
+        with torch.inference_mode():
+            assert layers._same_attention(a, b)
 
 
 @needs_kernel

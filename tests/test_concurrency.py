@@ -103,7 +103,8 @@ def _passes(eng: HFEngine, twins: list[Pass] | None = None) -> list[Pass]:
     def made(nodes: list[Node], room: int, ids: torch.Tensor, pos: torch.Tensor, keep: int,
              hidden: bool) -> Pass:
         paths = [kv.path_parts(n) for n in nodes]
-        for cache in (kv.batch(paths, room), batch_cache(paths, room, kv.layout, share_prefix=4)):
+        copied = [[seg.columns for seg in path] for path in paths]
+        for cache in (kv.batch(paths, room), batch_cache(copied, room, kv.layout, share_prefix=4)):
             p = kv.pass_for(ids, pos, cache, cache.attention_mask(ids.shape[1]), keep, False)
             p.hidden = hidden
             if twins is None:
@@ -129,7 +130,7 @@ def _passes(eng: HFEngine, twins: list[Pass] | None = None) -> list[Pass]:
 def _clone(p: Pass) -> Pass:
     c = p.cache
     cache = SlabCache(c.buf.clone(), c.valid.clone(), c.length, c.mask_kind, c.parts,
-                      c.row_parts)
+                      c.row_parts, c.pool, c.table)
     return Pass(p.forward, p.input_ids, p.position_ids, cache, cache.attention_mask(
         p.input_ids.shape[1]), p.keep, p.hidden)
 
@@ -145,10 +146,12 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model, tree):
     # forward attends nothing else)
     assert len(twins) == len(passes) and all(len(t.cache.parts) == (t.cache.prefix is not None)
                                              for t in twins)
-    if tree:  # rows read their paths where they live: the prompt once for kids[0]'s rows,
-        # their steps of >= 4 tokens each for its reader; each tree's for its rows
-        assert passes[1].cache.readers()[0][1] is None and len(passes[1].cache.parts) >= 2
-        assert passes[0].cache.parts and all(r is not None for _, r in passes[0].cache.readers())
+    if tree:  # rows read their paths where they live, through block tables on the CPU
+        # kernel: kids[0]'s rows the prompt's blocks, then each its step's own
+        table = passes[1].cache.table
+        assert table is not None and not passes[1].cache.parts
+        assert table.shape[0] == 3 and (table[:, 0] == table[0, 0]).all()
+        assert len({tuple(r) for r in table[:, :, 0].tolist()}) == 3
     else:  # the paths copied in, kids[0]'s prompt one shared prefix
         assert passes[1].cache.prefix is not None and passes[0].cache.prefix is None
     assert eng.forward.row_invariant  # packed linears: the Passes share one forward

@@ -167,7 +167,7 @@ def test_segments_hold_only_own_tokens(tiny_engine):
     root = tiny_engine.root(Problem(prompt="5+5="))
     ((kid,),) = tiny_engine.expand([root], 1, stop=None, max_tokens=6, temperature=0)
     seg = tiny_engine.kv.get(kid)
-    assert seg is not None and seg.kv.shape[3] == len(kid.step.token_ids) - 1
+    assert seg is not None and seg.columns.shape[3] == len(kid.step.token_ids) - 1
 
 
 def test_bad_expand_arguments(tiny_engine):

@@ -38,7 +38,7 @@ def call(qk, H, KV, scale, passes):
     return torch.ops.tts.attend(qk, H, KV, scale, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
                                 [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                parts, readers, starts)
+                                parts, readers, starts, [], [])
 
 
 def reference(qk, H, KV, scale, passes):

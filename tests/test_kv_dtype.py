@@ -121,8 +121,8 @@ def test_fp16_kv_engine_against_the_fp32_engine_and_a_plain_forward(tiny_model):
     (roots32, _), (roots16, kids16) = runs["fp32"], runs["fp16"]
     for r32, r16 in zip(roots32, roots16):  # layer 0 reads no attention: the fp32 KV, rounded
         kv32, kv16 = fp32.kv.get(r32), fp16.kv.get(r16)
-        assert kv32 is not None and kv16 is not None and kv16.kv.dtype is torch.float16
-        assert torch.equal(kv16.kv[0], kv32.kv[0].half())
+        assert kv32 is not None and kv16 is not None and kv16.columns.dtype is torch.float16
+        assert torch.equal(kv16.columns[0], kv32.columns[0].half())
     diffs = []
     for kid in kids16:
         ids, n = kid.token_ids(), len(kid.step.token_ids)

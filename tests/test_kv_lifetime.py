@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import search
-from search.runtime.kv import Segment
+from search.runtime.kvpool import BLOCK, Segment
 from search.runtime.kvstore import Gone, NodeStore
 from search.types import Budget, Node, Problem
 
@@ -191,8 +191,9 @@ def test_a_prm_search_is_the_same_under_any_kv_cap(algo, knobs):
 
 
 def test_a_long_search_holds_at_most_the_cap_and_one_batch(tiny_model, monkeypatch):
-    """Node KV held (each segment's n columns, measured after every store write) stays under
-    the cap plus the largest call's batch (its rows' paths and the children it writes),
+    """Node KV held (each segment's n columns, in a pool whole blocks of them, measured after
+    every store write) stays under the cap plus the largest call's batch (its rows' paths and
+    the children it writes, each node's columns in whole blocks where the KV is in a pool),
     where the search's whole tree is several times that."""
     from search.engines.hf import HFEngine
 
@@ -201,23 +202,29 @@ def test_a_long_search_holds_at_most_the_cap_and_one_batch(tiny_model, monkeypat
     eng.eos_ids = frozenset()  # no early EOS: the beams run to the budget
     column = eng.kv.column_bytes
     held, batch = [0], [0]
+
+    def blocks(n: int) -> int:  # the columns n tokens take
+        return -(-n // BLOCK) * BLOCK if eng.kv.pool is not None else n
+
     put, expand = NodeStore.put, HFEngine.expand
 
     def measured_put(self: NodeStore, node: Node, s: Segment) -> None:
         put(self, node, s)
-        held[0] = max(held[0], sum(x.kv.nbytes for _, x in self.items()))
+        held[0] = max(held[0], sum(x.nbytes for _, x in self.items()))
 
     def measured_expand(self: Any, nodes: Any, n: int = 1, **kw: Any) -> Any:
         paths = {a.id: a for node in nodes for a in node.path()}
-        tokens = sum(a.n_tokens - (a.parent.n_tokens if a.parent else 0) for a in paths.values())
-        batch[0] = max(batch[0], (tokens + len(nodes) * n * kw["max_tokens"]) * column)
+        tokens = sum(blocks(a.n_tokens - (a.parent.n_tokens if a.parent else 0))
+                     for a in paths.values())
+        batch[0] = max(batch[0], (tokens + len(nodes) * n * blocks(kw["max_tokens"])) * column)
         return expand(self, nodes, n, **kw)
 
     monkeypatch.setattr(NodeStore, "put", measured_put)
     monkeypatch.setattr(HFEngine, "expand", measured_expand)
-    res = search.solve(PROBLEM, "beam", engine=eng, budget=Budget(tokens=1200), step_tokens=6,
+    res = search.solve(PROBLEM, "beam", engine=eng, budget=Budget(tokens=2000), step_tokens=6,
                        max_depth=60, seed=0, n=4, m=2, progress=False)
-    tree = sum(n.n_tokens - (n.parent.n_tokens if n.parent else 0) for n in res.tree.walk())
+    tree = sum(blocks(n.n_tokens - (n.parent.n_tokens if n.parent else 0))
+               for n in res.tree.walk())
     assert tree * column > 3 * (cap + batch[0])  # the whole tree would not fit the bound
     assert eng.kv.store.dropped > 0
     assert 0 < held[0] <= cap + batch[0], (held[0], cap, batch[0])

@@ -12,7 +12,7 @@ import torch
 from helpers import dump
 
 import search
-from search.runtime.kv import Segment
+from search.runtime.kvpool import Segment
 from search.runtime.kvstore import PromptCache
 from search.types import Budget, Node, Problem
 
@@ -247,7 +247,7 @@ def test_prompt_cache_evicts_the_least_recently_used_unheld_prompt():
     def seg() -> Segment:
         return Segment(kv=torch.zeros(1, 2, 1, 4, 2), n=4, logits=torch.zeros(3))
 
-    size = seg().kv.nbytes
+    size = seg().nbytes
     cache = PromptCache(2 * size)
     held = Node(problem=Problem(prompt="h"), prompt_ids=[3])
     cache.add(held, [3], seg())

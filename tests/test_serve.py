@@ -352,7 +352,8 @@ def test_a_client_that_leaves_cancels_its_search_and_frees_its_kv(server, client
     runs, the engine holds no KV at once (each search frees its own as it ends, cancelled
     too; no garbage collection is waited for)."""
     url, service = server
-    body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}], **LONG}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": QUESTION}], **LONG,
+            "budget": {"tokens": 60000}}  # (more than the leavers can spend before they go)
     before = health(url)
     with ThreadPoolExecutor(3) as pool:  # answered meanwhile: a load around the leavers
         answered = pool.map(lambda s: ask(client, algo="best_of_n", knobs={"n": 4}, seed=s),

@@ -132,7 +132,7 @@ def test_children_kv_and_features_equal_a_full_forward(model_tok, tree, device):
         start, n = kid.parent.n_tokens, len(kid.step.token_ids)
         seg = spec.kv.get(kid)
         assert seg is not None
-        assert torch.allclose(host(seg.kv), cache_columns(full.past_key_values, start, start + seg.n),
+        assert torch.allclose(host(seg.columns), cache_columns(full.past_key_values, start, start + seg.n),
                               atol=1e-4)
         lp = full.logits[0].float().log_softmax(-1)
         ref_lps = [lp[j - 1, ids[j]].item() for j in range(start, start + n)]

@@ -16,8 +16,9 @@ grid's wall. Categories:
               the final norm; every layer's too where TorchScript is missing), and the
               layers in TorchScript (search.runtime.scripted: project, write, the attention kernel,
               post), their kernels and small ops together (no probe sees inside them)
-  host        KV writes and row copies (the slab's update/take/keep),
-              batch caches built (kv.batch_cache, SlabCache.from_paths and columns), masks
+  host        KV writes and row copies (the slab's update/take/keep, writes into pool
+              blocks), batch caches built (kv.batch_cache, SlabCache.from_paths, paged and
+              columns), masks
               turned into additive biases off the kernel
               (attention.group_bias), the lean forward's own small ops (views, splits, the
               per-layer loop over Passes: lean.LeanLlama._layers less the above), sampling
@@ -66,10 +67,12 @@ KERNEL_KINDS = tuple(dict.fromkeys(kind for kind, _, _ in KERNELS if kind != PIE
 _HOST = {  # category -> (where, attribute) of its probes
     "KV writes and row copies": [("search.runtime.kv:_SlabLayer", "update"),
                                  ("search.runtime.kv:SlabCache", "take"),
-                                 ("search.runtime.kv:SlabCache", "keep")],
-    "batch caches built (from_paths)": [("search.runtime.kv", "batch_cache"),
-                                        ("search.runtime.kv:SlabCache", "from_paths"),
-                                        ("search.runtime.kv:SlabCache", "columns")],
+                                 ("search.runtime.kv:SlabCache", "keep"),
+                                 ("search.runtime.kvpool:Blocks", "write")],
+    "batch caches built": [("search.runtime.kv", "batch_cache"),
+                           ("search.runtime.kv:SlabCache", "from_paths"),
+                           ("search.runtime.kv:SlabCache", "paged"),
+                           ("search.runtime.kv:SlabCache", "columns")],
     "masks as biases": [("search.runtime.attention", "group_bias")],
     "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_layers")],
     "sampling": [("search.runtime.sampling", "sample_many")],

@@ -18,16 +18,16 @@ is done it replays them on one thread, each way timed by thread CPU time, the fe
 So attention's share of a merged forward is 1 - no attention / whole. The captured forwards'
 shapes are printed with it: Passes per forward, rows and own columns per Pass.
 
-And what a KV pool of fixed-size blocks would cost the kernel's reads: the attention calls
-again with every path part cut into blocks of BLOCK columns, each copied into a pool (one
-tensor [blocks, L, 2, KV, BLOCK, d], a block's unused columns left empty), the blocks in
-the order the parts are first read (`pooled`) or scattered in a seeded random order
-(`scattered`, a pool after much freeing and reuse); the kernel's output is checked equal,
-bit for bit, to the segments' (a block is a part: the columns in the same order).
+The rows read their paths in the KV pool's blocks through block tables (search.runtime.kvpool);
+the attention calls run again with the same blocks handed over as parts (`as_parts`: each
+block a part, read by the slots whose tables hold it: what the kernel read before it took
+tables), the kernel's output checked equal to the tables' bit for bit (the same columns in
+the same order).
 
 With `--old PATH` (a checkout of another commit) the attention calls also run on that
-checkout's kernel (its attend.cpp built beside this one, `old_attend`), side by side in the
-same rounds, its outputs compared with this kernel's bit for bit.
+checkout's kernel (its attend.cpp built beside this one, `old_attend`; a kernel without
+block tables given the blocks as parts), side by side in the same rounds, its outputs
+compared with this kernel's bit for bit.
 """
 
 from __future__ import annotations
@@ -94,27 +94,41 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     return x
 
 
+def paged(op: Any) -> bool:
+    """Whether an attend op reads block tables (an old build may not)."""
+    return "tables" in str(op.default._schema)
+
+
 def _attend(a: list[Any], qk: torch.Tensor | None = None, op: Any = None
             ) -> list[torch.Tensor]:
     """The attention kernel's call of every layer of a captured forward, on queries qk
     [N, H + KV, d] (None: zeros of the forward's shape) -> each layer's output. op: another
-    build of the kernel (old_attend; None: this checkout's)."""
+    build of the kernel (old_attend; None: this checkout's; one without block tables is
+    given the blocks as parts)."""
+    op = torch.ops.tts.attend if op is None else op
+    a = a if paged(op) else as_parts(a)
     f = named(a)
     H, KV = f["H"], f["KV"]
     qk = torch.zeros(a[0].shape[0], H + KV, f["d"]) if qk is None else qk
-    op = torch.ops.tts.attend if op is None else op
+    tables = (f["pool"], f["tables"]) if paged(op) else ()
     return [op(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"], f["slabs"], f["masks"],
-               f["parts"], f["readers"], f["part_start"])
+               f["parts"], f["readers"], f["part_start"], *tables)
             for li in range(len(f["norm1"]))]
 
 
 _OLD: list[torch.library.Library] = []  # the namespace of old kernels' schemas, once
 
 
+# the op's schema before block tables (an older checkout's attend.cpp)
+UNPAGED = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
+           "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start)"
+           " -> Tensor")
+
+
 def old_attend(source: Path) -> Any:
     """The attend op of another checkout's attend.cpp (`source`), built with this machine's
     flags and registered under the namespace tts_old (a later call's build replaces an earlier
-    one's there)."""
+    one's there; the namespace's schema is the first source's)."""
     from torch.utils import cpp_extension
 
     from search.runtime import kernel
@@ -126,47 +140,40 @@ def old_attend(source: Path) -> Any:
     path.write_text(text, encoding="utf-8")
     if not _OLD:
         _OLD.append(torch.library.Library("tts_old", "DEF"))
-        _OLD[0].define(kernel.ATTEND)
+        _OLD[0].define(kernel.ATTEND if "TensorList tables" in text else UNPAGED)
         _OLD[0].define(kernel.WRITE)
     cpp_extension.load(name, [str(path)], extra_cflags=kernel.flags(), is_python_module=False,
                        verbose=False)
     return torch.ops.tts_old.attend
 
 
-BLOCK = 16  # columns a block (vLLM's default block size)
-
-
-def pooled(a: list[Any], scatter: bool) -> list[Any]:
-    """The captured forward's arguments with its parts cut into BLOCK-column blocks of one
-    pool (see the module doc): each distinct part copied once, its blocks in first-read order
-    or, scattered, in a seeded random order."""
+def as_parts(a: list[Any]) -> list[Any]:
+    """The captured forward's arguments with its block tables handed over as parts (see the
+    module doc): each block's filled columns a part, read by the slots whose tables hold it
+    (in the order first met, which keeps each slot's blocks in its table's order: rows share
+    a path's first blocks)."""
     f = named(a)
-    parts, readers, start = f["parts"], f["readers"], f["part_start"]
-    if not parts:
+    if not f["tables"]:
         return a
-    key = [(kv.data_ptr(), kv.shape[3]) for kv in parts]
-    first: dict[tuple[int, int], int] = {}  # a distinct part -> where it is first read
-    for j, k in enumerate(key):
-        first.setdefault(k, j)
-    pieces = [(k, s) for k, j in first.items() for s in range(0, parts[j].shape[3], BLOCK)]
-    L, two, KV, _, d = parts[0].shape
-    pool = parts[0].new_empty(len(pieces), L, two, KV, BLOCK, d)
-    order = torch.randperm(len(pieces), generator=torch.Generator().manual_seed(0)).tolist() \
-        if scatter else range(len(pieces))
-    blocks: dict[tuple[tuple[int, int], int], torch.Tensor] = {}
-    for at, (k, s) in zip(order, pieces):
-        c = min(BLOCK, parts[first[k]].shape[3] - s)
-        pool[at, :, :, :, :c].copy_(parts[first[k]][:, :, :, s:s + c])
-        blocks[k, s] = pool[at, :, :, :, :c]
-    cut = [[(blocks[key[j], s], readers[j]) for s in range(0, parts[j].shape[3], BLOCK)]
-           for j in range(len(parts))]
-    per_pass = [[b for j in range(start[i], start[i + 1]) for b in cut[j]]
-                for i in range(len(start) - 1)]
-    names = list(named(a))
+    chunks = f["pool"]
+    C = chunks[0].shape[0] if chunks else 1
+    parts, readers, start = list(f["parts"]), list(f["readers"]), [0]
+    for rows, table in zip(f["rows"], f["tables"]):
+        slots: dict[tuple[int, int], list[int]] = {}
+        for b, row in enumerate(table.tolist()):
+            for g, fill in row:
+                if g < 0:
+                    break
+                slots.setdefault((g, fill), []).append(b)
+        for (g, fill), who in slots.items():
+            parts.append(chunks[g // C][g % C, :, :, :, :fill])
+            readers.append(torch.tensor(who if len(who) < rows else [], dtype=torch.long))
+        start.append(len(parts))
+    names = list(f)
     out = list(a)
-    out[names.index("parts")] = [kv for bs in per_pass for kv, _ in bs]
-    out[names.index("readers")] = [r for bs in per_pass for _, r in bs]
-    out[names.index("part_start")] = [sum(map(len, per_pass[:i])) for i in range(len(per_pass) + 1)]
+    out[names.index("parts")], out[names.index("readers")] = parts, readers
+    out[names.index("part_start")] = start
+    out[names.index("pool")], out[names.index("tables")] = [], []
     return out
 
 
@@ -184,10 +191,12 @@ def _same_attention(a: list[Any], b: list[Any], op: Any = None) -> bool:
     return all(map(torch.equal, _attend(a, q), _attend(b, q, op)))
 
 
+AS_PARTS = "attention, blocks as parts"
+
+
 def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
-    """The captured forwards with their parts in pool blocks (pooled), by way name."""
-    return {f"attention, pooled in blocks of {BLOCK}": [pooled(a, False) for a in forwards],
-            f"attention, scattered blocks of {BLOCK}": [pooled(a, True) for a in forwards]}
+    """The captured forwards with their blocks as parts (as_parts), by way name."""
+    return {AS_PARTS: [as_parts(a) for a in forwards]}
 
 
 def replay(forwards: list[list[Any]], repeats: int = 3,
@@ -205,6 +214,8 @@ def replay(forwards: list[list[Any]], repeats: int = 3,
     if old is not None:
         ways["attention, old kernel"] = lambda a: _attend(a, None, old)
     inputs = {name: forwards for name in ways} | blocks
+    if old is not None and not paged(old):  # (converted once, not in the timed rounds)
+        inputs["attention, old kernel"] = [as_parts(a) for a in forwards]
     best = {name: float("inf") for name in inputs}
 
     def run() -> None:
@@ -259,7 +270,7 @@ def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
 
 
 def attend(qk: torch.Tensor, H: int, KV: int, args: list[Any]) -> torch.Tensor:
-    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args)
+    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args, [], [])
 
 
 def groups(repeats: int = 5, calls: int = 10) -> list[str]:
@@ -307,8 +318,6 @@ def layers(limit: int, old: Path | None = None) -> list[str]:
     if not forwards:
         return ["layers: the grid ran no merged forward on one thread to replay"]
     blocks = in_blocks(forwards)
-    # (checked before the replay: replaying "whole" writes its keys and values again into
-    # slabs that later forwards read as parts, so the pool's copies would be of older bits)
     same = all(_same_attention(a, b) for form in blocks.values() for a, b in zip(forwards, form))
     op = None if old is None else old_attend(old / "search" / "runtime" / "attend.cpp")
     ms = replay(forwards, blocks=blocks, old=op)
@@ -321,9 +330,8 @@ def layers(limit: int, old: Path | None = None) -> list[str]:
             f"{statistics.mean(passes):.1f} Passes a forward, {statistics.mean(rows):.1f} rows "
             f"and {statistics.mean(cols):.1f} own columns a Pass; ms a forward: " + ", ".join(
                 f"{name} {v:.2f}" for name, v in ms.items()) + f"; attention {share:.0%} of "
-            f"the layers; in blocks: {ms[f'attention, pooled in blocks of {BLOCK}'] / ms['attention']:.2f}x "
-            f"(pooled), {ms[f'attention, scattered blocks of {BLOCK}'] / ms['attention']:.2f}x "
-            f"(scattered) the segments' attention, its output bit for bit the same: {same}"] + (
+            f"the layers; the same blocks as parts: {ms[AS_PARTS] / ms['attention']:.2f}x the "
+            f"block tables' attention, its output bit for bit the same: {same}"] + (
             [] if old is None else [against_old(forwards, op, ms, old.name)])
 
 

@@ -157,13 +157,17 @@ struct Run {
 // capacity, d] (its rows: the first rows[i] slots; layer li's columns 0 .. n[i] + q[i]);
 // masks[i] [rows, 1, q or 1, n + q] bool (which of its own columns a token sees);
 // parts[part_start[i] .. part_start[i + 1]) [L, 2, KV, S, d], every token of the slots in
-// readers[j] ([k] long; empty: every slot) sees all of part j. -> [N, H d] float32.
-// Slabs and parts all of element type E (attend picks it).
+// readers[j] ([k] long; empty: every slot) sees all of part j. Before the parts, slot b of
+// Pass i reads the blocks of its block table, tables[i][b] ([E, 2] int64: a block's id and
+// the columns it fills, in order up to the first id < 0; no tables: none): block g is row
+// g % C of pool[g / C] ([C, L, 2, KV, BS, d] each). -> [N, H d] float32.
+// Slabs, parts and pool all of element type E (attend picks it).
 template <typename E>
 at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
                     at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
                     at::TensorList slabs, at::TensorList masks, at::TensorList parts,
-                    at::TensorList readers, at::IntArrayRef part_start) {
+                    at::TensorList readers, at::IntArrayRef part_start, at::TensorList pool,
+                    at::TensorList tables) {
   const int64_t P = rows.size();
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kFloat && qk.stride(2) == 1 &&
               qk.size(1) == H + KV && H % KV == 0, "attend: qk must be [N, H + KV, d] float32");
@@ -209,6 +213,26 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
         reads[slot_base[i] + b].push_back(j);
       }
     }
+  TORCH_CHECK(tables.empty() || (int64_t)tables.size() == P,
+              "attend: one block table a Pass, or none");
+  const int64_t C = pool.empty() ? 1 : pool[0].size(0), BS = pool.empty() ? 0 : pool[0].size(4);
+  for (const auto& c : pool)
+    TORCH_CHECK(c.dim() == 6 && c.scalar_type() == kv_type && c.is_contiguous() &&
+                c.size(0) == C && c.size(3) == KV && c.size(4) == BS && c.size(5) == d &&
+                li < c.size(1), "attend: pool chunks must be [C, L, 2, KV, BS, d] of the "
+                "slabs' dtype, contiguous, all alike");
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const auto& t = tables[i];
+    TORCH_CHECK(t.dim() == 3 && t.scalar_type() == at::kLong && t.is_contiguous() &&
+                t.size(0) == rows[i] && t.size(2) == 2,
+                "attend: table ", i, " must be [rows, E, 2] int64, contiguous");
+    const int64_t* e = t.data_ptr<int64_t>();
+    for (int64_t u = 0; u < t.size(0) * t.size(1); ++u)
+      TORCH_CHECK(e[2 * u] < C * (int64_t)pool.size() &&
+                  (e[2 * u] < 0 || (0 <= e[2 * u + 1] && e[2 * u + 1] <= BS)),
+                  "attend: table ", i, " holds a block outside the pool or a fill outside "
+                  "its block");
+  }
   auto out = at::empty({N, H * d}, qk.options());
   const float* q0 = qk.data_ptr<float>();
   float* o0 = out.data_ptr<float>();
@@ -227,6 +251,15 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
       const int64_t T = n[i] + q[i], ms = m.stride(3);
       const bool* mp = m.data_ptr<bool>() + b * m.stride(0) + (m.size(2) == 1 ? 0 : t * m.stride(2));
       runs.clear();
+      if (!tables.empty()) {
+        const auto& t = tables[i];
+        const int64_t* e = t.data_ptr<int64_t>() + b * t.stride(0);
+        for (int64_t u = 0; u < t.size(1) && e[2 * u] >= 0; ++u) {
+          const auto& c = pool[e[2 * u] / C];
+          const E* base = c.data_ptr<E>() + (e[2 * u] % C) * c.stride(0) + li * c.stride(1);
+          runs.push_back({base, base + c.stride(2), e[2 * u + 1], c.stride(4), c.stride(3)});
+        }
+      }
       for (int64_t j : reads[slot_base[i] + b]) {
         const auto& kv = parts[j];
         const E* base = kv.data_ptr<E>() + li * kv.stride(0);
@@ -290,10 +323,12 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
 at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
                   at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
                   at::TensorList slabs, at::TensorList masks, at::TensorList parts,
-                  at::TensorList readers, at::IntArrayRef part_start) {
+                  at::TensorList readers, at::IntArrayRef part_start, at::TensorList pool,
+                  at::TensorList tables) {
   const bool half = !slabs.empty() && slabs[0].scalar_type() == at::kHalf;
   return (half ? attend_t<at::Half> : attend_t<float>)(qk, H, KV, scale, li, rows, q, n, slabs,
-                                                       masks, parts, readers, part_start);
+                                                       masks, parts, readers, part_start, pool,
+                                                       tables);
 }
 
 // d float32 elements into a slab's column: copied, or rounded to float16

@@ -1,8 +1,5 @@
-"""KV tensors for a search tree: a node's segment, and the cache of one batched forward.
-
-Each node's segment holds the keys/values of its own tokens as one tensor of shape
-[L, 2, H, T, D] (layers, key|value, kv-heads, tokens, head dim). The cache of a path is its
-nodes' segments in order, so a child never recomputes its ancestors.
+"""The cache of one batched forward over a search tree's paths (a node's segment, its own
+tokens' KV, is kvpool.Segment: in a pool's blocks on the CPU kernel, else one tensor).
 
 A forward over a batch of rows (one path each) runs over one SlabCache: a preallocated
 [L, 2, B, H, P + room, D] buffer. Each row holds what is copied of its path, left-padded
@@ -22,7 +19,9 @@ What of a path is read where it lives instead (`parts`, chosen by batch_cache):
   attended once for all the rows that read it (their queries stacked) and merged with the
   rest by log-sum-exp (attention.merge_parts). Shorter segments read by fewer rows are
   copied: a part costs an attention call per layer and forward, a copy its columns once
-  per batch cache. On the CPU's kernel a part costs no call: share_prefix is 1 there.
+  per batch cache.
+On the CPU's kernel the paths are in a KV pool's blocks (kvpool), each row's read through
+its block table (`SlabCache.paged`): the slab holds only the call's new columns.
 """
 
 from __future__ import annotations
@@ -36,39 +35,8 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from search.runtime import attention
+from search.runtime.kvpool import Pool, tables
 from search.runtime.transfer import upload
-
-
-@dataclass
-class Segment:
-    """A node's cached tokens: kv covers its first `n` own tokens.
-
-    logits: next-token logits after the node's whole path, present once the node is
-    complete (every own token cached). Generated children start one token short: the last
-    sampled token is fed only if and when the node is expanded.
-    """
-
-    kv: torch.Tensor  # [L, 2, H, n, D]: the first n columns of `buf` where it has one
-    n: int
-    logits: torch.Tensor | None = None  # [V] float32
-    hidden: torch.Tensor | None = None  # [hidden size]: final layer at the last token, if kept
-    # [L, 2, H, capacity, D]: where kv lives, with columns to spare after it (a generated
-    # child's room for its last token, fed when it is expanded); None: kv is all there is
-    buf: torch.Tensor | None = None
-
-    @staticmethod
-    def spare(buf: torch.Tensor, n: int) -> Segment:
-        """A segment of buf's first n columns, the rest its room to grow in place."""
-        return Segment(kv=buf[:, :, :, :n], n=n, buf=buf)
-
-    def extended(self, new: torch.Tensor) -> torch.Tensor:
-        """kv with new [L, 2, H, w, D] after it: written in place (only the new columns
-        copied) where buf has room, else one concatenated tensor."""
-        end = self.n + new.shape[3]
-        if self.buf is not None and end <= self.buf.shape[3]:
-            self.buf[:, :, :, self.n:end].copy_(new)
-            return self.buf[:, :, :, :end]
-        return new if self.n == 0 else torch.cat([self.kv, new], dim=3)
 
 
 @dataclass(frozen=True)
@@ -197,13 +165,16 @@ class SlabCache(Cache):
     parts: segments [L, 2, H, S_k, D] read where they live, before the row's columns;
     row_parts[slot]: the parts that row reads. `prefix`: the one part, where every row reads
     it (a shared prefix: transformers' forward attends it too); columns and `length` count
-    the slab alone.
+    the slab alone. pool, table: the rows' paths in a pool's blocks, read before the slab
+    by the CPU kernel through table [B, E, 2] (kvpool.tables; `paged`).
     """
 
     def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str,
                  parts: Sequence[torch.Tensor] = (),
-                 row_parts: Sequence[Sequence[int]] = ()) -> None:
+                 row_parts: Sequence[Sequence[int]] = (), pool: Pool | None = None,
+                 table: torch.Tensor | None = None) -> None:
         self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
+        self.pool, self.table = pool, table
         self.start = length  # columns given at creation (the rows' cached paths)
         self.parts = list(parts)
         self.row_parts = [list(r) for r in row_parts] or [[] for _ in range(self.rows)]
@@ -269,6 +240,17 @@ class SlabCache(Cache):
         if into:
             torch.ops.aten._foreach_copy_(into, segments)
         return SlabCache(buf, valid, P, layout.mask, parts, row_parts)
+
+    @staticmethod
+    def paged(paths: Sequence[Sequence[tuple[int, int]]], room: int, layout: KVLayout,
+              pool: Pool) -> SlabCache:
+        """A slab of `room` columns a row for rows whose paths are in pool's blocks (each
+        path its table entries: Blocks.table), read where they are."""
+        buf = torch.empty(layout.layers, 2, len(paths), layout.kv_heads, room, layout.head_dim,
+                          dtype=layout.dtype, device=layout.device)
+        valid = torch.ones(len(paths), room, dtype=torch.bool, device=layout.device)
+        return SlabCache(buf, valid, 0, layout.mask, pool=pool,
+                         table=tables([list(p) for p in paths]))
 
     def readers(self) -> list[tuple[int, torch.Tensor | None]]:
         """Per part some live row reads: (its index in parts, the live slots reading it
@@ -371,8 +353,24 @@ class SlabCache(Cache):
                 self.bias[h].copy_(self.bias[m])
             order[h] = m
             self.row_parts[h] = self.row_parts[m]
+        if self.table is not None:
+            self.table = self.table[order].contiguous()
         self.rows = k
         self._readers = None
         for i, layer in enumerate(self._views or ()):
             layer.keys, layer.values = self.buf[i, 0, :k], self.buf[i, 1, :k]
         return order
+
+
+def block_tables(caches: Sequence[SlabCache]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The kernel's pool chunks and a block table a Pass (none where no Pass reads a pool;
+    one pool for all)."""
+    pools = {id(c.pool): c.pool for c in caches if c.pool is not None}
+    if not pools:
+        return [], []
+    if len(pools) > 1:
+        raise RuntimeError("Passes of one forward read the blocks of several KV pools")
+    pool = next(iter(pools.values()))
+    empty = torch.empty(0, 0, 2, dtype=torch.long)
+    return list(pool.chunks), [empty.expand(c.rows, 0, 2).contiguous() if c.table is None
+                               else c.table for c in caches]

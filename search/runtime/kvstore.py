@@ -33,7 +33,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from search.runtime.kv import Segment
+from search.runtime.kvpool import (
+    BLOCK,  # (tokens a prompt's prefix is matched by)
+    Segment,
+)
 from search.types import Node
 
 DEFAULT_CAP = 4 << 30  # bytes: the searches of a CPU or a single GPU seldom reach it
@@ -49,12 +52,9 @@ class Gone:
 
 
 def nbytes(seg: Segment) -> int:
-    """Memory a segment holds: its KV (with its spare room) and its output. An empty step's
-    segment (n=0) stands where its parent's does and holds nothing of its own."""
-    if seg.n == 0:
-        return 0
-    kv = seg.buf if seg.buf is not None else seg.kv
-    return kv.nbytes + sum(t.nbytes for t in (seg.logits, seg.hidden) if t is not None)
+    """Memory a segment holds (Segment.nbytes). An empty step's segment (n=0) stands where
+    its parent's does and holds nothing of its own."""
+    return seg.nbytes if seg.n else 0
 
 
 class NodeStore:
@@ -163,9 +163,6 @@ class NodeStore:
                     heapq.heappush(heap, (rank[parent.id], parent.id))
 
 
-BLOCK = 16  # tokens a prompt's prefix is matched by (PromptCache.longest)
-
-
 def chain(ids: Sequence[int]) -> list[int]:
     """The hashes of ids' whole BLOCK-token prefixes, shortest first: each block's hash
     chained on the one before it (the prefix's whole history in one int)."""
@@ -268,11 +265,11 @@ class PromptCache:
         """Drop least recently used entries no live root holds until the rest fit the cap."""
         with self._lock:
             free = [k for k, (_, holders) in self._entries.items() if not holders]
-            held = sum(self._entries[k][0].kv.nbytes for k in free)
+            held = sum(self._entries[k][0].nbytes for k in free)
             for k in free:
                 if held <= self.cap:
                     break
-                held -= self._entries.pop(k)[0].kv.nbytes
+                held -= self._entries.pop(k)[0].nbytes
                 for h in chain(k):
                     del (keys := self._blocks[h])[k]
                     if not keys:
@@ -280,7 +277,7 @@ class PromptCache:
 
     @property
     def unheld_bytes(self) -> int:
-        return sum(seg.kv.nbytes for seg, holders in self._entries.values() if not holders)
+        return sum(seg.nbytes for seg, holders in self._entries.values() if not holders)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -5,9 +5,10 @@ The store is keyed weakly by Node, so several models can cache the same tree sid
 `own_tokens(node)` that says which token ids a node adds in that model's vocabulary.
 A node is *complete* when every token of its path is cached and the model's output after
 its last token (`Segment.logits`: LM logits, or a reward head's output) is known.
-A forward over several rows reads the long or widely shared segments of their paths where
-they live and copies the rest into one batch cache (kv.batch_cache), and keeps each row's
-new columns. Prompts' segments are also kept by token ids (kvstore.PromptCache), so
+A forward over several rows reads their paths where they live (on the CPU kernel: in the
+tree's KV pool, through block tables; elsewhere the long or widely shared segments, the
+rest copied into one batch cache: kv.batch_cache), and keeps each row's new columns (in
+its node's blocks, on the pool). Prompts' segments are also kept by token ids (kvstore.PromptCache), so
 a prompt is prefilled once for every search on it while it is held or fits the cache, and
 where the forward allows (`partial_prompts`) a prompt that begins as a cached one does
 computes only what follows.
@@ -35,9 +36,9 @@ from typing import Any
 import torch
 
 from search.budget import BudgetReached
-from search.runtime import kernel
 from search.runtime import kv as kvmod
-from search.runtime.kv import Segment
+from search.runtime import lean
+from search.runtime.kvpool import Blocks, Pool, Segment
 from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore, PromptCache
 from search.runtime.lean import LeanLlama
 from search.runtime.passes import Pass
@@ -74,6 +75,9 @@ class KVTree:
         # tree mode (attend_in_place): batch caches read the parts of paths the lean forward's
         # rule picks where they live (kv.batch_cache)
         self.tree = False
+        # on the CPU kernel (attend_in_place): segments in this pool's blocks, paths read
+        # through block tables
+        self.pool: Pool | None = None
         self.prompts = PromptCache(prompt_cache)
         # a prompt may begin as a cached one does (PromptCache.longest; attend_in_place)
         self.partial_prompts = False
@@ -95,9 +99,11 @@ class KVTree:
         a prompt may begin with a cached prompt's columns (partial_prompts)."""
         self.tree = tree and isinstance(self.forward, LeanLlama) and self.share_prefix > 0 \
             and self.layout.cascade
-        if self.tree and kernel.serves(self.model.get_input_embeddings().weight):
+        if self.tree and lean.kernel_serves(self.model.get_input_embeddings().weight):
             self.share_prefix = 1
             self.partial_prompts = self.forward.row_invariant
+            lay = self.layout
+            self.pool = Pool(lay.layers, lay.kv_heads, lay.head_dim, lay.dtype, lay.device)
 
     def refuse_foreign(self, ids: Sequence[int], what: str) -> None:
         """Refuse (ValueError) a token id the model has no row for (a negative one would
@@ -130,21 +136,37 @@ class KVTree:
         seg = self.store.get(node)
         return seg is not None and seg.logits is not None and seg.n == len(self.own(node))
 
-    def path_parts(self, node: Node) -> list[torch.Tensor]:
-        """The cached part of the path as its segments' kv [L, 2, H, n_i, D], root first.
+    def path_parts(self, node: Node) -> list[Segment]:
+        """The cached part of the path as its segments (those with columns), root first.
 
         Callers guarantee that the ancestors are complete, so it is a contiguous prefix."""
-        return [seg.kv for a in node.path() if (seg := self.store.get(a)) is not None and seg.n]
+        return [seg for a in node.path() if (seg := self.store.get(a)) is not None and seg.n]
 
     @functools.cached_property
     def layout(self) -> kvmod.KVLayout:
         """The batch caches' layout, read on first use (after an engine set kv_dtype)."""
         return kvmod.KVLayout.of(self.model, self.device, self.kv_dtype)
 
-    def batch(self, paths: Sequence[Sequence[torch.Tensor]], room: int) -> kvmod.SlabCache:
-        """A batch cache of these paths (see kv.batch_cache) with `room` free columns."""
-        return kvmod.batch_cache(paths, room, self.layout, share_prefix=self.share_prefix,
-                                 tree=self.tree)
+    def batch(self, paths: Sequence[Sequence[Segment]], room: int) -> kvmod.SlabCache:
+        """A batch cache of these paths (path_parts) with `room` free columns: read through
+        block tables from the pool, else as kv.batch_cache puts them."""
+        if self.pool is not None:
+            return kvmod.SlabCache.paged(
+                [[e for seg in path for e in self._blocks(seg).table(seg.n)] for path in paths],
+                room, self.layout, self.pool)
+        return kvmod.batch_cache([[seg.columns for seg in path] for path in paths], room,
+                                 self.layout, share_prefix=self.share_prefix, tree=self.tree)
+
+    @staticmethod
+    def _blocks(seg: Segment) -> Blocks:
+        if seg.blocks is None:
+            raise RuntimeError("a segment off the pool on a KV tree whose paths are in it")
+        return seg.blocks
+
+    def segment(self, new: torch.Tensor, spare: int | None = None, **out: Any) -> Segment:
+        """A new segment of the columns new [L, 2, H, w, D] (Segment.of, in the pool where
+        this tree has one)."""
+        return Segment.of(new, self.pool, spare, **out)
 
     @property
     def column_bytes(self) -> int:
@@ -186,7 +208,7 @@ class KVTree:
         cache = self.batch(paths, w)
         P = cache.length
         ids = upload([list(t) for t in tokens], self.device)
-        starts = [sum(part.shape[3] for part in path) for path in paths]
+        starts = [sum(seg.n for seg in path) for path in paths]
         pos = upload(starts, self.device)[:, None] + torch.arange(w, device=self.device)
         out = yield self.pass_for(ids, pos, cache, cache.attention_mask(w),
                                   0 if all_logits else 1, hidden)
@@ -274,7 +296,7 @@ class KVTree:
             elif charged and self.partial_prompts and \
                     (found := self.prompts.longest(self.own(a))) is not None:
                 seg, m = found
-                hits.append((a, Segment(kv=seg.kv[:, :, :, :m], n=m)))
+                hits.append((a, seg.head(m)))
                 begun[width - m].append(a)
         if not hits:
             return group, begun
@@ -303,9 +325,8 @@ class KVTree:
                                      "engine's root(problem), which tokenises the prompt")
                 seg = self.store.get(a.parent)  # complete: `a` is the first missing on its path
                 assert seg is not None
-                self.put(a, Segment(kv=seg.kv[:, :, :, :0], n=0,
-                                    logits=seg.logits if keep else None,
-                                    hidden=seg.hidden if keep else None), session.kv)
+                self.put(a, seg.head(0, logits=seg.logits if keep else None,
+                                     hidden=seg.hidden if keep else None), session.kv)
             return
         if not group:
             return
@@ -317,10 +338,9 @@ class KVTree:
             all_logits=False, prefill=0 if restore else width * fresh, charged=not restore,
             passes=passes)
         for i, (a, seg, kv_new, o, keep) in enumerate(zip(group, segs, new, out, known)):
-            full = Segment(kv=kv_new if seg is None else seg.extended(kv_new),
-                           n=(seg.n if seg else 0) + width, logits=o[-1] if keep else None,
-                           hidden=None if hidden is None or not keep else hidden[i],
-                           buf=None if seg is None else seg.buf)
+            lg, hid = o[-1] if keep else None, None if hidden is None or not keep else hidden[i]
+            full = self.segment(kv_new, logits=lg, hidden=hid) if seg is None else \
+                seg.extended(kv_new, logits=lg, hidden=hid)
             self.put(a, full, session.kv)
             if a.parent is None:
                 self.prompts.add(a, self.own(a), full)

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 
 from search.runtime import attention, scripted
 from search.runtime.kernel import serves as kernel_serves
-from search.runtime.kv import SlabCache
+from search.runtime.kv import SlabCache, block_tables
 from search.runtime.omp import one_thread, threads_here, weight_bytes
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
 from search.runtime.passes import Pass, cache_arg, flatten, per_pass
@@ -176,6 +176,9 @@ class _Part:
         B, q = p.input_ids.shape
         if cache.rows != B:
             raise RuntimeError(f"slab cache of {cache.rows} rows cannot take {(B, q)}")
+        if cache.table is not None and groups is not None:
+            raise RuntimeError("a slab cache whose paths are in a KV pool needs the CPU "
+                               "attention kernel")
         cache._room_for(q)  # (refuses a forward the slab has no room for)
         bias = None if groups is None else attention.group_bias(
             mask, B, groups, q, mask.shape[-1], x.dtype, x.device)
@@ -310,11 +313,12 @@ class LeanLlama:
         # per Pass: rows, query tokens, columns before, slab (the kernel's order)
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
                 [pt.cache.buf for pt in plan])
-        reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts
-        if kernel:
+        reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts,
+        if kernel:  # pool chunks and block tables
             reads = ([p.mask for p in parts], [kv for pt in plan for kv, _ in pt.reads],
                      [_EVERY if r is None else r for pt in plan for _, r in pt.reads],
-                     list(accumulate((len(pt.reads) for pt in plan), initial=0)))
+                     list(accumulate((len(pt.reads) for pt in plan), initial=0)),
+                     *block_tables([pt.cache for pt in plan]))
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)

@@ -19,7 +19,8 @@ import torch
 
 from search.engines.base import budget_child
 from search.engines.hf.spec import Drafting, Speculation, squeeze, verify
-from search.runtime.kv import Segment, SlabCache
+from search.runtime.kv import SlabCache
+from search.runtime.kvpool import Segment
 from search.runtime.passes import Job, Pass
 from search.runtime.sampling import Draw, draw
 from search.runtime.transfer import readback, upload
@@ -270,13 +271,13 @@ class Decoder:
                                                   tuple(self.lps[r]), why))
             # the KV of its step's tokens but the last, with a column to spare where the last
             # is written when the child is expanded (a budget's child ends its path: none)
-            seg = Segment.spare(self._columns(b, r, c, int(why != "budget")), c)
+            seg = self._columns(b, r, c, int(why != "budget"))
             state = None if self.last is None else self.last[b]
         else:
             own = self.segs[r]
             child, state = budget_child(parent), own.hidden
-            seg = Segment(kv=self.cache.take(b, self.P, self.P), n=0, logits=own.logits,
-                          hidden=own.hidden)
+            seg = self.eng.kv.segment(self.cache.buf[:, :, b, :, self.P:self.P], 0,
+                                      logits=own.logits, hidden=own.hidden)
         self.eng.kv.put(child, seg, self.eng.session.kv)
         if state is not None:
             self.eng.step_features[child] = state.clone()
@@ -284,10 +285,11 @@ class Decoder:
             self.drafting.drafter.seen.add(child.id)
         return child
 
-    def _columns(self, b: int, r: int, c: int, spare: int) -> torch.Tensor:
-        """[L, 2, H, >= c, D]: slot b's first c step columns (row r's), `spare` more after
-        them where they are contiguous (a copy either way)."""
+    def _columns(self, b: int, r: int, c: int, spare: int) -> Segment:
+        """A segment of slot b's first c step columns (row r's), copied out of the slab (off
+        the pool `spare` more after them where they are contiguous)."""
         cols, P = self.cols[r][:c], self.P
         if not self.drafting or cols == list(range(P, P + c)):
-            return self.cache.take(b, P, P + c, spare)
-        return self.cache.buf[:, :, b].index_select(3, upload(cols, self.eng.device))
+            return self.eng.kv.segment(self.cache.buf[:, :, b, :, P:P + c], spare)
+        return self.eng.kv.segment(
+            self.cache.buf[:, :, b].index_select(3, upload(cols, self.eng.device)))

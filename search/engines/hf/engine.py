@@ -51,8 +51,7 @@ from search.engines.hf.spec import SpecStats, Speculation
 from search.engines.prompts import PromptFormat
 from search.runtime import dtypes, kernel, lean, packed
 from search.runtime.dtypes import is_int8, kv_dtype, quantize_int8, weight_dtype
-from search.runtime.kv import Segment
-from search.runtime.kvstore import BLOCK
+from search.runtime.kvpool import BLOCK
 from search.runtime.kvtree import KVTree
 from search.runtime.passes import Job
 from search.runtime.sched import Scheduler
@@ -315,7 +314,7 @@ class HFEngine(Bindable):
                         "length" if p.n_tokens + len(ids) >= self.max_length else "forced"
                     child = Node(parent=p, step=Step(self.decode(ids), tuple(ids),
                                                      tuple(lps.squeeze(-1).tolist()), reason))
-                    self.kv.put(child, Segment(kv=kv_new, n=width, logits=lg[-1]), self.session.kv)
+                    self.kv.put(child, self.kv.segment(kv_new, logits=lg[-1]), self.session.kv)
                     out[i] = child
             return [c for c in out if c is not None]
 
