@@ -38,7 +38,7 @@ def call(qk, H, KV, scale, passes):
     return torch.ops.tts.attend(qk, H, KV, scale, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
                                 [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                parts, readers, starts, [], [])
+                                parts, readers, starts, [], [], [])
 
 
 def reference(qk, H, KV, scale, passes):
@@ -172,7 +172,7 @@ def test_write_puts_each_tokens_keys_and_values_in_its_own_slab_column_and_nothi
                 s[1, 0, b, :, c + j] = k[r]
                 s[1, 1, b, :, c + j] = v[r]
                 r += 1
-    torch.ops.tts.write(k, v, 1, rows, q, n, slabs)
+    torch.ops.tts.write(k, v, 1, rows, q, n, slabs, [], [])
     for got, ref in zip(slabs, want):
         assert torch.equal(got, ref)
 
@@ -187,7 +187,7 @@ def test_write_puts_each_tokens_keys_and_values_in_its_own_slab_column_and_nothi
 def test_write_refuses_what_does_not_fit(bad, match):
     k, v, rows, q, n, slabs = bad(*write_setup())
     with pytest.raises(RuntimeError, match=match):
-        torch.ops.tts.write(k, v, 1, rows, q, n, slabs)
+        torch.ops.tts.write(k, v, 1, rows, q, n, slabs, [], [])
 
 
 def test_a_failed_build_warns_and_the_forward_takes_the_fallback(monkeypatch):

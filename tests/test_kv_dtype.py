@@ -62,7 +62,7 @@ def test_write_rounds_into_fp16_slabs_as_torch_does_and_writes_nothing_else():
     k, v, rows, q, n, slabs = write_setup()
     slabs = [s.half() for s in slabs]
     before = [s.clone() for s in slabs]
-    torch.ops.tts.write(k, v, 1, rows, q, n, slabs)
+    torch.ops.tts.write(k, v, 1, rows, q, n, slabs, [], [])
     r = 0
     for i, (B, t, c) in enumerate(zip(rows, q, n)):
         want = before[i].clone()

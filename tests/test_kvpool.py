@@ -12,7 +12,9 @@ import torch
 from kernel_mark import needs_kernel
 from test_kernel import L, call, make_pass, reference
 
+from search.runtime.kv import KVLayout
 from search.runtime.kvpool import BLOCK, Blocks, Pool, Segment, tables
+from search.runtime.paged import PagedCache
 
 KV, D = 2, 4
 
@@ -79,6 +81,47 @@ def test_a_segment_off_the_pool_keeps_its_tensor():
     assert torch.equal(room.extended(cols(1, 3)).columns, torch.cat([new, cols(1, 3)], 3))
 
 
+def paged_cache(p: Pool, rows: int, room: int, holds=()) -> PagedCache:
+    lay = KVLayout(L, KV, D, torch.float32, torch.device("cpu"))
+    return PagedCache([[] for _ in range(rows)], room, lay, p, holds)
+
+
+def test_a_paged_caches_rows_take_blocks_as_they_fill_and_give_them_to_their_children():
+    p = pool()
+    cache = paged_cache(p, 3, 40)
+    cache._room_for(20)  # (a forward of 20 tokens a row: two blocks each)
+    own = cache.own_table
+    assert own is not None and own.shape == (3, 2) and p.used == 6
+    cache.advance(20)
+    child = cache.kept(1, 0, 5)  # five columns: its first block kept, the second back
+    assert child.ids == own[1, :1].tolist() and child.n == 5 and p.used == 5
+    with pytest.raises(RuntimeError, match="give up"):
+        cache.kept(1, 0, 5)
+    order = cache.keep([0, 2])  # slot 1 filled by slot 2: tables permuted, nothing copied
+    assert order == [0, 2] and cache.own_table is not None
+    assert cache.own_table.tolist() == own[[0, 2]].tolist()
+    cache._room_for(12)  # (within their two blocks: none taken)
+    assert cache.own_table.shape == (2, 2) and p.used == 5
+    cache.advance(12)
+    cache._room_for(1)  # (past 32 columns: a third block for each live row)
+    assert cache.own_table.shape == (2, 3) and p.used == 7
+    with pytest.raises(RuntimeError, match="cannot take"):
+        cache._room_for(9)
+
+
+def test_a_paged_cache_holds_the_blocks_its_paths_are_in():
+    p = pool()
+    seg = Segment.of(cols(20), p)
+    assert seg.blocks is not None
+    cache = paged_cache(p, 1, 4, holds=[seg.blocks])
+    del seg
+    gc.collect()
+    assert p.used == 2  # (its tables name them by number: they stay while it does)
+    del cache
+    gc.collect()
+    assert p.used == 0
+
+
 # -- the kernel's block tables -----------------------------------------------------------------
 def paged_setup(seed=0, H=6, KV=2, d=40, blocks=40, C=16):
     """Passes without parts, and per slot a block table into a pool of chunks of C blocks:
@@ -113,7 +156,7 @@ def paged(qk, H, KV, passes, chunks, rows):
     return torch.ops.tts.attend(qk, H, KV, 0.125, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
                                 [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                [], [], [0] * (len(passes) + 1), chunks, rows)
+                                [], [], [0] * (len(passes) + 1), chunks, rows, [])
 
 
 @needs_kernel

@@ -117,10 +117,9 @@ def test_kv_cache_cap_bounds_the_kept_kv_and_scores_do_not_move():
 @pytest.mark.skipif("not __import__('search.runtime.kernel').runtime.kernel.available()")
 def test_scoring_reads_the_paths_where_they_live():
     """A PRM on the lean forward reads its paths' KV as the engine does (KVTree.attend_in_place):
-    a scoring call deeper in the tree moves only the new steps' KV (their columns written into
-    the call's slab, then into their nodes' pool blocks), 2x at every depth, where copying
-    each path into the call's batch cache grows with the depth; the scores are the same bits
-    either way."""
+    a scoring call deeper in the tree moves only the new steps' KV (their columns written, into
+    their nodes' pool blocks), 1x at every depth, where copying each path into the call's
+    batch cache grows with the depth; the scores are the same bits either way."""
     from reports.bench.kvbytes import KVBytes
 
     got = {}
@@ -141,7 +140,7 @@ def test_scoring_reads_the_paths_where_they_live():
             moved.append(mode.moved / (sum(len(prm._own(leaf)) for leaf in leaves)
                                        * prm.kv.column_bytes))
         got[tree] = moved, scores
-    assert got[True][0][1:] == [2.0] * 3 and got[True][1] == got[False][1]
+    assert got[True][0][1:] == [1.0] * 3 and got[True][1] == got[False][1]
     assert got[False][0][-1] > got[False][0][1] > 2
 
 

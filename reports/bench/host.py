@@ -17,7 +17,7 @@ grid's wall. Categories:
               layers in TorchScript (search.runtime.scripted: project, write, the attention kernel,
               post), their kernels and small ops together (no probe sees inside them)
   host        KV writes and row copies (the slab's update/take/keep, writes into pool
-              blocks), batch caches built (kv.batch_cache, SlabCache.from_paths, paged and
+              blocks), batch caches built (kv.batch_cache, SlabCache.from_paths, PagedCache and
               columns), masks
               turned into additive biases off the kernel
               (attention.group_bias), the lean forward's own small ops (views, splits, the
@@ -71,7 +71,7 @@ _HOST = {  # category -> (where, attribute) of its probes
                                  ("search.runtime.kvpool:Blocks", "write")],
     "batch caches built": [("search.runtime.kv", "batch_cache"),
                            ("search.runtime.kv:SlabCache", "from_paths"),
-                           ("search.runtime.kv:SlabCache", "paged"),
+                           ("search.runtime.paged:PagedCache", "__init__"),
                            ("search.runtime.kv:SlabCache", "columns")],
     "masks as biases": [("search.runtime.attention", "group_bias")],
     "lean forward's small ops": [("search.runtime.lean:LeanLlama", "_layers")],

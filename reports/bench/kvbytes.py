@@ -71,7 +71,13 @@ class KVBytes(TorchDispatchMode):
         self.by_op[str(func)] = self.by_op.get(str(func), 0) + n
 
     def _is_kv(self, t: Any) -> bool:
-        return isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in self.kv
+        """Whether t is KV storage: made while counting, or of a KV's shape (a pool block's
+        columns [L, 2, KV, n, D] from a chunk made before)."""
+        if not isinstance(t, torch.Tensor):
+            return False
+        s = t.shape
+        return t.untyped_storage().data_ptr() in self.kv or len(s) == 5 and \
+            s[0] == self.layers and s[1] == 2 and s[-1] == self.head_dim
 
     def _mark(self, t: Any) -> None:
         if isinstance(t, torch.Tensor) and t.numel():
@@ -84,8 +90,10 @@ class KVBytes(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func in NEW_OPS and isinstance(out, torch.Tensor):
-            s = out.shape
-            if len(s) >= 4 and s[0] == self.layers and s[1] == 2 and s[-1] == self.head_dim:
+            s = out.shape  # (a KV pool's chunk: [C, L, 2, KV, BLOCK, D])
+            if len(s) >= 4 and s[-1] == self.head_dim and (
+                    s[0] == self.layers and s[1] == 2 or
+                    len(s) == 6 and s[1] == self.layers and s[2] == 2):
                 self._mark(out)
         elif func in OUT_OPS:
             srcs = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
@@ -100,10 +108,9 @@ class KVBytes(TorchDispatchMode):
             for dst, src in zip(args[0], args[1]):
                 if self._is_kv(dst) or self._is_kv(src):
                     self._add(func, _nbytes(src))
-        elif str(func) == WRITE:  # (k, v [N, KV, d], li, rows, q, n, slabs): k and v written
-            k, v, slabs = args[0], args[1], args[6]
-            if any(self._is_kv(t) for t in slabs):
-                self._add(func, (k.numel() + v.numel()) * slabs[0].element_size())
+        elif str(func) == WRITE:  # (k, v [N, KV, d], li, rows, q, n, slabs, pool, owns): k and
+            k, v, slabs = args[0], args[1], args[6]  # v written, into slabs or pool blocks
+            self._add(func, (k.numel() + v.numel()) * slabs[0].element_size())
         return out
 
 

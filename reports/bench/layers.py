@@ -65,9 +65,16 @@ def capture(limit: int, every: int = 10, skip: int = 200, keep: int = 40) -> lis
         with lock:
             seen[0] += 1
             take = seen[0] > skip and seen[0] % every == 0 and len(kept) < keep
-            if take:  # x, cos, sin change per forward: copies; weights and slabs by reference
-                kept.append([a.clone() if i < 3 else a for i, a in enumerate(args)])
-        return layers(*args)
+            at = len(kept)
+            if take:
+                kept.append([])
+        # x, cos, sin change per forward: copies; weights and slabs by reference; the pool's
+        # blocks it reads and writes copied once it wrote them (a replay writes them: private)
+        given = [a.clone() if i < 3 else a for i, a in enumerate(args)] if take else []
+        out = layers(*args)
+        if take:
+            kept[at] = private(given)
+        return out
 
     grid, setup = tiny_arith(limit)
     scripted.LAYERS = spy
@@ -88,15 +95,16 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
         qk, k, v = scripted.PROJECT(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li],
                                     f["b"][li], f["lone"][li], f["qkn"][li], f["eps"], H,
                                     f["KV"], d)
-        torch.ops.tts.write(k, v, li, f["rows"], f["q"], f["n"], f["slabs"])
+        torch.ops.tts.write(k, v, li, f["rows"], f["q"], f["n"], f["slabs"], f["pool"],
+                            f["owns"])
         x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, f["norm2"][li], f["eps"],
                           f["inter"], f["post_w"][li], f["post_b"][li], f["post_lone"][li])
     return x
 
 
-def paged(op: Any) -> bool:
-    """Whether an attend op reads block tables (an old build may not)."""
-    return "tables" in str(op.default._schema)
+def extras(op: Any) -> list[str]:
+    """The pool arguments an attend op takes (an old build: fewer, or none)."""
+    return [name for name in ("pool", "tables", "owns") if name in str(op.default._schema)]
 
 
 def _attend(a: list[Any], qk: torch.Tensor | None = None, op: Any = None
@@ -106,23 +114,27 @@ def _attend(a: list[Any], qk: torch.Tensor | None = None, op: Any = None
     build of the kernel (old_attend; None: this checkout's; one without block tables is
     given the blocks as parts)."""
     op = torch.ops.tts.attend if op is None else op
-    a = a if paged(op) else as_parts(a)
+    names = extras(op)
+    a = a if "owns" in names else as_parts(a)  # (as_parts: the pool arguments left empty)
     f = named(a)
     H, KV = f["H"], f["KV"]
     qk = torch.zeros(a[0].shape[0], H + KV, f["d"]) if qk is None else qk
-    tables = (f["pool"], f["tables"]) if paged(op) else ()
     return [op(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"], f["slabs"], f["masks"],
-               f["parts"], f["readers"], f["part_start"], *tables)
+               f["parts"], f["readers"], f["part_start"], **{k: f[k] for k in names})
             for li in range(len(f["norm1"]))]
 
 
 _OLD: list[torch.library.Library] = []  # the namespace of old kernels' schemas, once
 
 
-# the op's schema before block tables (an older checkout's attend.cpp)
+# the ops' schemas before a pool (an older checkout's attend.cpp; with block tables but no
+# own blocks: TABLES)
 UNPAGED = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
            "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start)"
            " -> Tensor")
+TABLES = UNPAGED.replace(") -> Tensor", ", Tensor[] pool, Tensor[] tables) -> Tensor")
+UNPAGED_WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, "
+                 "Tensor(a!)[] slabs) -> ()")
 
 
 def old_attend(source: Path) -> Any:
@@ -140,18 +152,41 @@ def old_attend(source: Path) -> Any:
     path.write_text(text, encoding="utf-8")
     if not _OLD:
         _OLD.append(torch.library.Library("tts_old", "DEF"))
-        _OLD[0].define(kernel.ATTEND if "TensorList tables" in text else UNPAGED)
-        _OLD[0].define(kernel.WRITE)
+        owns = "TensorList owns" in text
+        _OLD[0].define(kernel.ATTEND if owns else TABLES if "TensorList tables" in text
+                       else UNPAGED)
+        _OLD[0].define(kernel.WRITE if owns else UNPAGED_WRITE)
     cpp_extension.load(name, [str(path)], extra_cflags=kernel.flags(), is_python_module=False,
                        verbose=False)
     return torch.ops.tts_old.attend
+
+
+def private(a: list[Any]) -> list[Any]:
+    """A captured forward's arguments with the pool blocks it reads and writes copied into a
+    pool of its own (one chunk; the tables renumbered), so that replaying it writes nothing
+    the engine holds."""
+    f = named(a)
+    if not f["pool"]:
+        return a
+    chunks, C = f["pool"], f["pool"][0].shape[0]
+    used = sorted({g for t in f["tables"] for g in t[..., 0].flatten().tolist() if g >= 0} |
+                  {g for t in f["owns"] for g in t.flatten().tolist()})
+    new = {g: i for i, g in enumerate(used)}
+    pool = torch.stack([chunks[g // C][g % C] for g in used]) if used else chunks[0][:1].clone()
+    renumber = torch.tensor([new.get(g, -1) for g in range(len(chunks) * C)] + [-1])
+    names, out = list(f), list(a)
+    out[names.index("pool")] = [pool]
+    out[names.index("tables")] = [torch.stack([renumber[t[..., 0]], t[..., 1]], -1)
+                                  for t in f["tables"]]
+    out[names.index("owns")] = [t if t.dim() != 2 else renumber[t] for t in f["owns"]]
+    return out
 
 
 def as_parts(a: list[Any]) -> list[Any]:
     """The captured forward's arguments with its block tables handed over as parts (see the
     module doc): each block's filled columns a part, read by the slots whose tables hold it
     (in the order first met, which keeps each slot's blocks in its table's order: rows share
-    a path's first blocks)."""
+    a path's first blocks), and each row's own blocks copied into a slab."""
     f = named(a)
     if not f["tables"]:
         return a
@@ -169,11 +204,14 @@ def as_parts(a: list[Any]) -> list[Any]:
             parts.append(chunks[g // C][g % C, :, :, :, :fill])
             readers.append(torch.tensor(who if len(who) < rows else [], dtype=torch.long))
         start.append(len(parts))
+    slabs = [s if o.dim() != 2 else torch.stack(
+        [torch.cat([chunks[g // C][g % C] for g in row], dim=3) for row in o.tolist()], dim=2)
+        for s, o in zip(f["slabs"], f["owns"])]
     names = list(f)
     out = list(a)
     out[names.index("parts")], out[names.index("readers")] = parts, readers
-    out[names.index("part_start")] = start
-    out[names.index("pool")], out[names.index("tables")] = [], []
+    out[names.index("part_start")], out[names.index("slabs")] = start, slabs
+    out[names.index("pool")], out[names.index("tables")], out[names.index("owns")] = [], [], []
     return out
 
 
@@ -214,7 +252,7 @@ def replay(forwards: list[list[Any]], repeats: int = 3,
     if old is not None:
         ways["attention, old kernel"] = lambda a: _attend(a, None, old)
     inputs = {name: forwards for name in ways} | blocks
-    if old is not None and not paged(old):  # (converted once, not in the timed rounds)
+    if old is not None and "owns" not in extras(old):  # (converted once, not timed)
         inputs["attention, old kernel"] = [as_parts(a) for a in forwards]
     best = {name: float("inf") for name in inputs}
 
@@ -270,7 +308,7 @@ def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
 
 
 def attend(qk: torch.Tensor, H: int, KV: int, args: list[Any]) -> torch.Tensor:
-    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args, [], [])
+    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args, [], [], [])
 
 
 def groups(repeats: int = 5, calls: int = 10) -> list[str]:

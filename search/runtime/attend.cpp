@@ -143,6 +143,49 @@ inline bool holds(const at::Tensor& s, int64_t KV, int64_t d, int64_t li, int64_
          li < s.size(0) && rows <= s.size(2) && columns <= s.size(4);
 }
 
+// A KV pool's chunks ([C, L, 2, KV, BS, d] each, contiguous, all alike): block g is row
+// g % C of chunk g / C. Refuses chunks of another shape or element type.
+struct Pool {
+  at::TensorList chunks;
+  int64_t C = 1, BS = 0;
+  Pool(at::TensorList p, at::ScalarType type, int64_t KV, int64_t d, int64_t li) : chunks(p) {
+    C = p.empty() ? 1 : p[0].size(0);
+    BS = p.empty() ? 0 : p[0].size(4);
+    for (const auto& c : p)
+      TORCH_CHECK(c.dim() == 6 && c.scalar_type() == type && c.is_contiguous() &&
+                  c.size(0) == C && c.size(3) == KV && c.size(4) == BS && c.size(5) == d &&
+                  li < c.size(1), "tts: pool chunks must be [C, L, 2, KV, BS, d] of the KV's "
+                  "dtype, contiguous, all alike");
+  }
+  int64_t blocks() const { return C * (int64_t)chunks.size(); }
+  // layer li's key of column c (key/value head 0) of block g
+  template <typename E>
+  E* column(int64_t g, int64_t li, int64_t c) const {
+    const auto& ch = chunks[g / C];
+    return ch.data_ptr<E>() + (g % C) * ch.stride(0) + li * ch.stride(1) + c * ch.stride(4);
+  }
+  int64_t value() const { return chunks[0].stride(2); }  // key -> value
+  int64_t col() const { return chunks[0].stride(4); }
+  int64_t head() const { return chunks[0].stride(3); }
+};
+
+// Whether Pass i's own columns are in pool blocks (owns[i] [rows, R] int64: column c of slot
+// b in block owns[i][b][c / BS], at c % BS) rather than its slab; refuses a table that does
+// not cover its columns or names a block outside the pool.
+inline bool owned(at::TensorList owns, int64_t i, int64_t rows, int64_t columns,
+                  const Pool& pool) {
+  if (owns.empty() || owns[i].dim() != 2) return false;
+  const auto& o = owns[i];
+  TORCH_CHECK(o.scalar_type() == at::kLong && o.is_contiguous() && o.size(0) == rows &&
+              o.size(1) * pool.BS >= columns, "tts: the own blocks of Pass ", i,
+              " must be [rows, R] int64 covering its columns");
+  const int64_t* e = o.data_ptr<int64_t>();
+  for (int64_t u = 0; u < o.numel(); ++u)
+    TORCH_CHECK(0 <= e[u] && e[u] < pool.blocks(), "tts: Pass ", i,
+                " owns a block outside the pool");
+  return true;
+}
+
 // n columns of a part or a slab: the first one's key and value (key/value head 0), the step
 // to the next column and to the next key/value head
 template <typename E>
@@ -167,7 +210,7 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
                     at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
                     at::TensorList slabs, at::TensorList masks, at::TensorList parts,
                     at::TensorList readers, at::IntArrayRef part_start, at::TensorList pool,
-                    at::TensorList tables) {
+                    at::TensorList tables, at::TensorList owns) {
   const int64_t P = rows.size();
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kFloat && qk.stride(2) == 1 &&
               qk.size(1) == H + KV && H % KV == 0, "attend: qk must be [N, H + KV, d] float32");
@@ -180,10 +223,16 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   std::vector<int64_t> pass_of, slot_base(P + 1, 0);  // a query row's Pass; a Pass's first slot
   std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
   int64_t work = 1;  // the multiply-adds of a call, to split it across threads
+  TORCH_CHECK(owns.empty() || (int64_t)owns.size() == P,
+              "attend: one own-block table a Pass, or none");
+  const Pool blocks(pool, kv_type, KV, d, li);
+  std::vector<bool> in_pool(P);
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
     const auto& m = masks[i];
-    TORCH_CHECK(s.scalar_type() == kv_type && holds(s, KV, d, li, rows[i], n[i] + q[i]),
+    in_pool[i] = owned(owns, i, rows[i], n[i] + q[i], blocks);
+    TORCH_CHECK(s.scalar_type() == kv_type &&
+                (in_pool[i] || holds(s, KV, d, li, rows[i], n[i] + q[i])),
                 "attend: slab ", i, " does not hold its Pass");
     TORCH_CHECK(m.dim() == 4 && m.scalar_type() == at::kBool && m.size(0) == rows[i] &&
                 (m.size(2) == 1 || m.size(2) == q[i]) && m.size(3) == n[i] + q[i],
@@ -215,12 +264,6 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
     }
   TORCH_CHECK(tables.empty() || (int64_t)tables.size() == P,
               "attend: one block table a Pass, or none");
-  const int64_t C = pool.empty() ? 1 : pool[0].size(0), BS = pool.empty() ? 0 : pool[0].size(4);
-  for (const auto& c : pool)
-    TORCH_CHECK(c.dim() == 6 && c.scalar_type() == kv_type && c.is_contiguous() &&
-                c.size(0) == C && c.size(3) == KV && c.size(4) == BS && c.size(5) == d &&
-                li < c.size(1), "attend: pool chunks must be [C, L, 2, KV, BS, d] of the "
-                "slabs' dtype, contiguous, all alike");
   for (size_t i = 0; i < tables.size(); ++i) {
     const auto& t = tables[i];
     TORCH_CHECK(t.dim() == 3 && t.scalar_type() == at::kLong && t.is_contiguous() &&
@@ -228,8 +271,8 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
                 "attend: table ", i, " must be [rows, E, 2] int64, contiguous");
     const int64_t* e = t.data_ptr<int64_t>();
     for (int64_t u = 0; u < t.size(0) * t.size(1); ++u)
-      TORCH_CHECK(e[2 * u] < C * (int64_t)pool.size() &&
-                  (e[2 * u] < 0 || (0 <= e[2 * u + 1] && e[2 * u + 1] <= BS)),
+      TORCH_CHECK(e[2 * u] < blocks.blocks() &&
+                  (e[2 * u] < 0 || (0 <= e[2 * u + 1] && e[2 * u + 1] <= blocks.BS)),
                   "attend: table ", i, " holds a block outside the pool or a fill outside "
                   "its block");
   }
@@ -255,9 +298,8 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
         const auto& t = tables[i];
         const int64_t* e = t.data_ptr<int64_t>() + b * t.stride(0);
         for (int64_t u = 0; u < t.size(1) && e[2 * u] >= 0; ++u) {
-          const auto& c = pool[e[2 * u] / C];
-          const E* base = c.data_ptr<E>() + (e[2 * u] % C) * c.stride(0) + li * c.stride(1);
-          runs.push_back({base, base + c.stride(2), e[2 * u + 1], c.stride(4), c.stride(3)});
+          const E* base = blocks.column<E>(e[2 * u], li, 0);
+          runs.push_back({base, base + blocks.value(), e[2 * u + 1], blocks.col(), blocks.head()});
         }
       }
       for (int64_t j : reads[slot_base[i] + b]) {
@@ -273,7 +315,17 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
           continue;
         }
         for (e = c + 1; e < T && mp[e * ms]; ++e) {}
-        runs.push_back({own + c * col, own + slab.stride(1) + c * col, e - c, col, slab.stride(3)});
+        if (!in_pool[i]) {
+          runs.push_back({own + c * col, own + slab.stride(1) + c * col, e - c, col, slab.stride(3)});
+          continue;
+        }
+        const int64_t BS = blocks.BS, R = owns[i].size(1);
+        const int64_t* ow = owns[i].data_ptr<int64_t>() + b * R;
+        for (int64_t s = c, f; s < e; s = f) {  // (a run within one block)
+          f = std::min(e, (s / BS + 1) * BS);
+          const E* p0 = blocks.column<E>(ow[s / BS], li, s % BS);
+          runs.push_back({p0, p0 + blocks.value(), f - s, blocks.col(), blocks.head()});
+        }
       }
       int64_t total = 0;
       for (const auto& run : runs) total += run.n;
@@ -324,11 +376,11 @@ at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int
                   at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
                   at::TensorList slabs, at::TensorList masks, at::TensorList parts,
                   at::TensorList readers, at::IntArrayRef part_start, at::TensorList pool,
-                  at::TensorList tables) {
+                  at::TensorList tables, at::TensorList owns) {
   const bool half = !slabs.empty() && slabs[0].scalar_type() == at::kHalf;
   return (half ? attend_t<at::Half> : attend_t<float>)(qk, H, KV, scale, li, rows, q, n, slabs,
                                                        masks, parts, readers, part_start, pool,
-                                                       tables);
+                                                       tables, owns);
 }
 
 // d float32 elements into a slab's column: copied, or rounded to float16
@@ -356,31 +408,62 @@ void write_pass(const at::Tensor& k, const at::Tensor& v, int64_t li, int64_t ro
     }
 }
 
+// Pass i's rows' new keys and values (k, v rows r0 ..) into its own pool blocks (own
+// [rows, R]), of element type E
+template <typename E>
+void write_owned(const at::Tensor& k, const at::Tensor& v, int64_t li, int64_t rows, int64_t q,
+                 int64_t n, const at::Tensor& own, const Pool& pool, int64_t r0) {
+  const float* k0 = k.data_ptr<float>();
+  const float* v0 = v.data_ptr<float>();
+  const int64_t KV = k.size(1), d = k.size(2), R = own.size(1);
+  const int64_t* ow = own.data_ptr<int64_t>();
+  int64_t r = r0;
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t t = 0; t < q; ++t, ++r) {
+      const int64_t c = n + t;
+      E* col = pool.column<E>(ow[b * R + c / pool.BS], li, c % pool.BS);
+      for (int64_t h = 0; h < KV; ++h) {
+        put(k0 + r * k.stride(0) + h * k.stride(1), d, col + h * pool.head());
+        put(v0 + r * v.stride(0) + h * v.stride(1), d, col + pool.value() + h * pool.head());
+      }
+    }
+}
+
 // k, v [N, KV, d] float32 (any strides but the last): every Pass's new keys and values,
 // row-major by Pass, row, token (as attend's qk) -> written into layer li of the slabs
 // (float32, or float16: rounded), Pass i's at columns n[i] .. n[i] + q[i] of its first
-// rows[i] slots: one call for every Pass.
+// rows[i] slots (or, owns[i] given, its own pool blocks: see owned): one call for every Pass.
 void write_kv(const at::Tensor& k, const at::Tensor& v, int64_t li, at::IntArrayRef rows,
-              at::IntArrayRef q, at::IntArrayRef n, at::TensorList slabs) {
+              at::IntArrayRef q, at::IntArrayRef n, at::TensorList slabs, at::TensorList pool,
+              at::TensorList owns) {
   const int64_t P = rows.size();
   TORCH_CHECK(k.dim() == 3 && v.sizes() == k.sizes() && k.scalar_type() == at::kFloat &&
               v.scalar_type() == at::kFloat && k.stride(2) == 1 && v.stride(2) == 1,
               "write: k and v must be [N, KV, d] float32, the same shape");
-  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P,
-              "write: one rows, q, n and slab a Pass");
+  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P &&
+              (owns.empty() || (int64_t)owns.size() == P),
+              "write: one rows, q, n and slab a Pass, and one own-block table a Pass or none");
   const int64_t KV = k.size(1), d = k.size(2);
+  const auto type = P ? slabs[0].scalar_type() : at::kFloat;
+  TORCH_CHECK(type == at::kFloat || type == at::kHalf, "write: KV must be float32 or float16");
+  const Pool blocks(pool, type, KV, d, li);
+  std::vector<bool> in_pool(P);
   int64_t N = 0;
   for (int64_t i = 0; i < P; ++i) {
     const auto& s = slabs[i];
-    TORCH_CHECK((s.scalar_type() == at::kFloat || s.scalar_type() == at::kHalf) &&
-                holds(s, KV, d, li, rows[i], n[i] + q[i]), "write: slab ", i,
-                " does not hold its Pass");
+    in_pool[i] = owned(owns, i, rows[i], n[i] + q[i], blocks);
+    TORCH_CHECK(s.scalar_type() == type && (in_pool[i] || holds(s, KV, d, li, rows[i], n[i] + q[i])),
+                "write: slab ", i, " does not hold its Pass");
     N += rows[i] * q[i];
   }
   TORCH_CHECK(N == k.size(0), "write: k has ", k.size(0), " rows, the Passes ", N);
+  const bool half = type == at::kHalf;
   for (int64_t i = 0, r = 0; i < P; r += rows[i] * q[i], ++i) {
-    const bool half = slabs[i].scalar_type() == at::kHalf;
-    (half ? write_pass<at::Half> : write_pass<float>)(k, v, li, rows[i], q[i], n[i], slabs[i], r);
+    if (in_pool[i])
+      (half ? write_owned<at::Half> : write_owned<float>)(k, v, li, rows[i], q[i], n[i], owns[i],
+                                                          blocks, r);
+    else
+      (half ? write_pass<at::Half> : write_pass<float>)(k, v, li, rows[i], q[i], n[i], slabs[i], r);
   }
 }
 

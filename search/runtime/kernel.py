@@ -11,8 +11,10 @@ many searches' Passes into one forward (c16 rows == c1 rows) while the rows spli
 threads. The idea of FlashInfer's and vLLM's paged decode kernels, for a CPU without them.
 A grouped-query model's keys and values are read once for the query heads that share them
 (their bits those each head gets alone).
-Its sibling `torch.ops.tts.write` puts every Pass's new keys and values into its slab, one
-call a layer for the whole forward (a copy of each token's columns, nothing computed).
+Its sibling `torch.ops.tts.write` puts every Pass's new keys and values into its slab, or
+into its rows' own blocks of the pool (own-block tables: search.runtime.paged, whose
+attention the kernel reads there too), one call a layer for the whole forward (a copy of
+each token's columns, nothing computed).
 
 It is C++ built on first use by torch.utils.cpp_extension (about 20 s once, then cached in
 torch's extensions folder, TORCH_EXTENSIONS_DIR). Where it cannot be built (no compiler,
@@ -34,9 +36,9 @@ import torch
 
 ATTEND = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
           "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start, "
-          "Tensor[] pool, Tensor[] tables) -> Tensor")
-WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs)"
-         " -> ()")
+          "Tensor[] pool, Tensor[] tables, Tensor[] owns) -> Tensor")
+WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs, "
+         "Tensor(b!)[] pool, Tensor[] owns) -> ()")
 _LIB = torch.library.Library("tts", "DEF")  # the schemas always (TorchScript resolves them)
 _LIB.define(ATTEND)
 _LIB.define(WRITE)

@@ -35,7 +35,7 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from search.runtime import attention
-from search.runtime.kvpool import Pool, tables
+from search.runtime.kvpool import Pool
 from search.runtime.transfer import upload
 
 
@@ -175,6 +175,7 @@ class SlabCache(Cache):
                  table: torch.Tensor | None = None) -> None:
         self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
         self.pool, self.table = pool, table
+        self.own_table: torch.Tensor | None = None  # rows' own columns in pool blocks (paged)
         self.start = length  # columns given at creation (the rows' cached paths)
         self.parts = list(parts)
         self.row_parts = [list(r) for r in row_parts] or [[] for _ in range(self.rows)]
@@ -240,17 +241,6 @@ class SlabCache(Cache):
         if into:
             torch.ops.aten._foreach_copy_(into, segments)
         return SlabCache(buf, valid, P, layout.mask, parts, row_parts)
-
-    @staticmethod
-    def paged(paths: Sequence[Sequence[tuple[int, int]]], room: int, layout: KVLayout,
-              pool: Pool) -> SlabCache:
-        """A slab of `room` columns a row for rows whose paths are in pool's blocks (each
-        path its table entries: Blocks.table), read where they are."""
-        buf = torch.empty(layout.layers, 2, len(paths), layout.kv_heads, room, layout.head_dim,
-                          dtype=layout.dtype, device=layout.device)
-        valid = torch.ones(len(paths), room, dtype=torch.bool, device=layout.device)
-        return SlabCache(buf, valid, 0, layout.mask, pool=pool,
-                         table=tables([list(p) for p in paths]))
 
     def readers(self) -> list[tuple[int, torch.Tensor | None]]:
         """Per part some live row reads: (its index in parts, the live slots reading it
@@ -328,6 +318,19 @@ class SlabCache(Cache):
         for layer in self._views or ():
             layer.n = length
 
+    def columns_of(self, slot: int, start: int, stop: int) -> Any:
+        """Row `slot`'s columns start .. stop for a child's segment: a view of them (the
+        caller copies it), or in a paged cache the row's blocks, given up (paged.py)."""
+        return self.buf[:, :, slot, :, start:stop]
+
+    def gather(self, slot: int, cols: Sequence[int]) -> torch.Tensor:
+        """A copy of row `slot`'s columns `cols`, in order: [L, 2, H, len(cols), D]."""
+        return self.buf[:, :, slot].index_select(3, upload(list(cols), self.buf.device))
+
+    def move(self, slot: int, cols: Sequence[int], start: int) -> None:
+        """Row `slot`'s columns `cols` copied, in order, to its columns from start on."""
+        self.buf[:, :, slot, :, start:start + len(cols)] = self.gather(slot, cols)
+
     def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
         """A fresh [L, 2, H, stop - start + spare, D] copy of one row's columns, `spare`
         columns left unwritten after them (room to grow in place: Segment.spare)."""
@@ -362,15 +365,21 @@ class SlabCache(Cache):
         return order
 
 
-def block_tables(caches: Sequence[SlabCache]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The kernel's pool chunks and a block table a Pass (none where no Pass reads a pool;
-    one pool for all)."""
+def block_tables(caches: Sequence[SlabCache]
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """The kernel's pool chunks, a block table a Pass and an own-block table a Pass (none
+    where no Pass reads a pool; one pool for all; a Pass whose own columns are in its slab:
+    an own table of no dimension 2)."""
     pools = {id(c.pool): c.pool for c in caches if c.pool is not None}
     if not pools:
-        return [], []
+        return [], [], []
     if len(pools) > 1:
         raise RuntimeError("Passes of one forward read the blocks of several KV pools")
     pool = next(iter(pools.values()))
     empty = torch.empty(0, 0, 2, dtype=torch.long)
     return list(pool.chunks), [empty.expand(c.rows, 0, 2).contiguous() if c.table is None
-                               else c.table for c in caches]
+                               else c.table for c in caches], \
+        [_SLAB if c.own_table is None else c.own_table for c in caches]
+
+
+_SLAB = torch.empty(0, dtype=torch.long)  # (the kernel's mark of a Pass's own columns in its slab)

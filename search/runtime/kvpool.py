@@ -82,6 +82,7 @@ class Blocks:
         whole, part = divmod(m, BLOCK)
         self.ids: list[int] = [] if base is None else base.ids[:whole]
         self.shared = len(self.ids)  # blocks of base's: never written here
+        self.n = m  # columns held
         if part:
             assert base is not None
             self._grow(1)
@@ -91,6 +92,21 @@ class Blocks:
         new = self.pool.alloc(k)
         self.ids += new
         self._own += new
+
+    def reserve(self, blocks: int) -> None:
+        """Hold at least `blocks` blocks (a batch cache's row, before a forward writes them)."""
+        if blocks > len(self.ids):
+            self._grow(blocks - len(self.ids))
+
+    def trim(self, n: int) -> Blocks:
+        """Keep the blocks of the first n columns, the rest back to the pool -> self."""
+        keep = max(-(-n // BLOCK), self.shared)
+        self.pool.release(self.ids[keep:])
+        gone = set(self.ids[keep:])
+        self._own[:] = [g for g in self._own if g not in gone]
+        del self.ids[keep:]
+        self.n = n
+        return self
 
     def write(self, start: int, kv: torch.Tensor) -> None:
         """kv [L, 2, KV, w, D] as columns start .. start + w (start: the columns held so far;
@@ -107,6 +123,7 @@ class Blocks:
             src.append(kv[:, :, :, a - start:b - start])
         if dst:
             torch.ops.aten._foreach_copy_(dst, src)
+        self.n = max(self.n, end)
 
     def table(self, n: int) -> list[tuple[int, int]]:
         """The first n columns as the kernel's table entries: (block id, columns it fills)."""
@@ -156,11 +173,14 @@ class Segment:
         return Segment(kv=buf[:, :, :, :n], n=n, buf=buf)
 
     @staticmethod
-    def of(new: torch.Tensor, pool: Pool | None, spare: int | None = None, **out: Any
+    def of(new: torch.Tensor | Blocks, pool: Pool | None, spare: int | None = None, **out: Any
            ) -> Segment:
         """A segment of the columns new [L, 2, H, w, D] (out: logits, hidden): written into
         blocks of `pool`; else new itself (spare None: the caller's to keep) or a copy with
-        `spare` columns to grow in place."""
+        `spare` columns to grow in place. new a Blocks (a batch cache row's, given up): its
+        columns, where they are."""
+        if isinstance(new, Blocks):
+            return Segment(kv=None, n=new.n, blocks=new, **out)
         w = new.shape[3]
         if pool is not None:
             blocks = Blocks(pool)
@@ -172,10 +192,19 @@ class Segment:
         buf[:, :, :, :w].copy_(new)
         return Segment(kv=buf[:, :, :, :w], n=w, buf=buf, **out)
 
-    def extended(self, new: torch.Tensor, **out: Any) -> Segment:
-        """This segment with new [L, 2, H, w, D] after its n columns (out: logits, hidden):
-        written in place (only the new columns copied) into its blocks, or into buf where it
-        has room, else one concatenated tensor."""
+    def extended(self, new: torch.Tensor | Blocks, **out: Any) -> Segment:
+        """This segment with new [L, 2, H, w, D] (or a Blocks' columns) after its n columns
+        (out: logits, hidden): written in place (only the new columns copied) into its
+        blocks, or into buf where it has room, else one concatenated tensor."""
+        if isinstance(new, Blocks):  # (block by block: no copy of them made on the way)
+            if self.blocks is None:
+                new = new.gather(new.n)
+            else:
+                n = self.n
+                for g, f in new.table(new.n):
+                    self.blocks.write(n, new.pool.block(g)[:, :, :, :f])
+                    n += f
+                return Segment(kv=None, n=n, blocks=self.blocks, **out)
         end = self.n + new.shape[3]
         if self.blocks is not None:
             self.blocks.write(self.n, new)

@@ -41,6 +41,7 @@ from search.runtime import lean
 from search.runtime.kvpool import Blocks, Pool, Segment
 from search.runtime.kvstore import DEFAULT_CAP, Gone, NodeStore, PromptCache
 from search.runtime.lean import LeanLlama
+from search.runtime.paged import PagedCache
 from search.runtime.passes import Pass
 from search.runtime.sched import Scheduler
 from search.runtime.transfer import upload
@@ -151,9 +152,9 @@ class KVTree:
         """A batch cache of these paths (path_parts) with `room` free columns: read through
         block tables from the pool, else as kv.batch_cache puts them."""
         if self.pool is not None:
-            return kvmod.SlabCache.paged(
+            return PagedCache(
                 [[e for seg in path for e in self._blocks(seg).table(seg.n)] for path in paths],
-                room, self.layout, self.pool)
+                room, self.layout, self.pool, [self._blocks(seg) for path in paths for seg in path])
         return kvmod.batch_cache([[seg.columns for seg in path] for path in paths], room,
                                  self.layout, share_prefix=self.share_prefix, tree=self.tree)
 
@@ -163,9 +164,10 @@ class KVTree:
             raise RuntimeError("a segment off the pool on a KV tree whose paths are in it")
         return seg.blocks
 
-    def segment(self, new: torch.Tensor, spare: int | None = None, **out: Any) -> Segment:
-        """A new segment of the columns new [L, 2, H, w, D] (Segment.of, in the pool where
-        this tree has one)."""
+    def segment(self, new: torch.Tensor | Blocks, spare: int | None = None, **out: Any
+                ) -> Segment:
+        """A new segment of the columns new [L, 2, H, w, D] (or a batch cache row's blocks:
+        Segment.of, in the pool where this tree has one)."""
         return Segment.of(new, self.pool, spare, **out)
 
     @property

@@ -314,7 +314,7 @@ class LeanLlama:
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
                 [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts,
-        if kernel:  # pool chunks and block tables
+        if kernel:  # pool chunks, block tables and own-block tables
             reads = ([p.mask for p in parts], [kv for pt in plan for kv, _ in pt.reads],
                      [_EVERY if r is None else r for pt in plan for _, r in pt.reads],
                      list(accumulate((len(pt.reads) for pt in plan), initial=0)),
@@ -324,12 +324,14 @@ class LeanLlama:
                                 *self.weights, *each, *reads)
         for li, layer in enumerate(() if kernel and self.posts else self.layers):
             qkv = layer.qkv(torch.rms_norm(x, (D,), layer.norm1, self.eps))  # [N, (H + 2 KV) d]
-            qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, layer.qkn, self.eps,
-                                           [pt.B * pt.q for pt in plan],
-                                           [pt.new(li) for pt in plan])
-            if kernel:
+            if kernel:  # (the new keys and values written as scripted.layers writes them)
+                qk, k, v = scripted.rope(qkv, cos, sin, H, KV, d, layer.qkn, self.eps)
+                torch.ops.tts.write(k, v, li, *each, *reads[-3::2])
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
             else:  # (another device or dtype, or no kernel built: each Pass alone)
+                qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, layer.qkn, self.eps,
+                                               [pt.B * pt.q for pt in plan],
+                                               [pt.new(li) for pt in plan])
                 whole = torch.cat([self._attend(pt, qk, li) for pt in plan])
             # (where every projection is packed, the ops and bits of scripted.post)
             x = layer.o(whole, x)  # + residual, in the GEMM

@@ -290,6 +290,5 @@ class Decoder:
         the pool `spare` more after them where they are contiguous)."""
         cols, P = self.cols[r][:c], self.P
         if not self.drafting or cols == list(range(P, P + c)):
-            return self.eng.kv.segment(self.cache.buf[:, :, b, :, P:P + c], spare)
-        return self.eng.kv.segment(
-            self.cache.buf[:, :, b].index_select(3, upload(cols, self.eng.device)))
+            return self.eng.kv.segment(self.cache.columns_of(b, P, P + c), spare)
+        return self.eng.kv.segment(self.cache.gather(b, cols))

@@ -263,8 +263,7 @@ def squeeze(dec: Decoder, active: list[int]) -> None:
     for b, r in enumerate(active):
         c = len(dec.cols[r])
         if dec.cols[r] != list(range(P, P + c)):
-            idx = upload(dec.cols[r], dec.eng.device)
-            cache.buf[:, :, b, :, P:P + c] = cache.buf[:, :, b].index_select(3, idx)
+            cache.move(b, dec.cols[r], P)
             dec.cols[r] = list(range(P, P + c))
         cache.valid[b, P:P + c] = True
         cache.valid[b, P + c:top] = False
