@@ -165,17 +165,18 @@ class SlabCache(Cache):
     parts: segments [L, 2, H, S_k, D] read where they live, before the row's columns;
     row_parts[slot]: the parts that row reads. `prefix`: the one part, where every row reads
     it (a shared prefix: transformers' forward attends it too); columns and `length` count
-    the slab alone. pool, table: the rows' paths in a pool's blocks, read before the slab
-    by the CPU kernel through table [B, E, 2] (kvpool.tables; `paged`).
+    the slab alone. pool, table, own_table: None here; a paged cache's (paged.PagedCache:
+    its rows' paths and own columns in a KV pool's blocks).
     """
+
+    pool: Pool | None = None
+    table: torch.Tensor | None = None
+    own_table: torch.Tensor | None = None
 
     def __init__(self, buf: torch.Tensor, valid: torch.Tensor, length: int, mask: str,
                  parts: Sequence[torch.Tensor] = (),
-                 row_parts: Sequence[Sequence[int]] = (), pool: Pool | None = None,
-                 table: torch.Tensor | None = None) -> None:
+                 row_parts: Sequence[Sequence[int]] = ()) -> None:
         self.buf, self.valid, self.rows, self.mask_kind = buf, valid, buf.shape[2], mask
-        self.pool, self.table = pool, table
-        self.own_table: torch.Tensor | None = None  # rows' own columns in pool blocks (paged)
         self.start = length  # columns given at creation (the rows' cached paths)
         self.parts = list(parts)
         self.row_parts = [list(r) for r in row_parts] or [[] for _ in range(self.rows)]
@@ -331,11 +332,10 @@ class SlabCache(Cache):
         """Row `slot`'s columns `cols` copied, in order, to its columns from start on."""
         self.buf[:, :, slot, :, start:start + len(cols)] = self.gather(slot, cols)
 
-    def take(self, slot: int, start: int, stop: int, spare: int = 0) -> torch.Tensor:
-        """A fresh [L, 2, H, stop - start + spare, D] copy of one row's columns, `spare`
-        columns left unwritten after them (room to grow in place: Segment.spare)."""
+    def take(self, slot: int, start: int, stop: int) -> torch.Tensor:
+        """A fresh [L, 2, H, stop - start, D] copy of one row's columns."""
         L, two, _, H, _, D = self.buf.shape
-        out = self.buf.new_empty(L, two, H, stop - start + spare, D)
+        out = self.buf.new_empty(L, two, H, stop - start, D)
         out[:, :, :, :stop - start].copy_(self.buf[:, :, slot, :, start:stop])
         return out
 
@@ -356,8 +356,6 @@ class SlabCache(Cache):
                 self.bias[h].copy_(self.bias[m])
             order[h] = m
             self.row_parts[h] = self.row_parts[m]
-        if self.table is not None:
-            self.table = self.table[order].contiguous()
         self.rows = k
         self._readers = None
         for i, layer in enumerate(self._views or ()):

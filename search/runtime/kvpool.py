@@ -168,11 +168,6 @@ class Segment:
     blocks: Blocks | None = None  # in place of kv, buf
 
     @staticmethod
-    def spare(buf: torch.Tensor, n: int) -> Segment:
-        """A segment of buf's first n columns, the rest its room to grow in place."""
-        return Segment(kv=buf[:, :, :, :n], n=n, buf=buf)
-
-    @staticmethod
     def of(new: torch.Tensor | Blocks, pool: Pool | None, spare: int | None = None, **out: Any
            ) -> Segment:
         """A segment of the columns new [L, 2, H, w, D] (out: logits, hidden): written into

@@ -314,11 +314,13 @@ class LeanLlama:
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
                 [pt.cache.buf for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts,
-        if kernel:  # pool chunks, block tables and own-block tables
+        pool, owns = [], []  # pool chunks, block tables and own-block tables
+        if kernel:
+            pool, tables, owns = block_tables([pt.cache for pt in plan])
             reads = ([p.mask for p in parts], [kv for pt in plan for kv, _ in pt.reads],
                      [_EVERY if r is None else r for pt in plan for _, r in pt.reads],
                      list(accumulate((len(pt.reads) for pt in plan), initial=0)),
-                     *block_tables([pt.cache for pt in plan]))
+                     pool, tables, owns)
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)
@@ -326,7 +328,7 @@ class LeanLlama:
             qkv = layer.qkv(torch.rms_norm(x, (D,), layer.norm1, self.eps))  # [N, (H + 2 KV) d]
             if kernel:  # (the new keys and values written as scripted.layers writes them)
                 qk, k, v = scripted.rope(qkv, cos, sin, H, KV, d, layer.qkn, self.eps)
-                torch.ops.tts.write(k, v, li, *each, *reads[-3::2])
+                torch.ops.tts.write(k, v, li, *each, pool, owns)
                 whole = torch.ops.tts.attend(qk, H, KV, self.scale, li, *each, *reads)
             else:  # (another device or dtype, or no kernel built: each Pass alone)
                 qk = scripted.ROTATE_AND_WRITE(qkv, cos, sin, H, KV, d, layer.qkn, self.eps,

@@ -32,8 +32,8 @@ class PagedCache(SlabCache):
         buf = torch.empty(layout.layers, 2, B, layout.kv_heads, 0, layout.head_dim,
                           dtype=layout.dtype, device=layout.device)
         valid = torch.ones(B, room, dtype=torch.bool, device=layout.device)
-        super().__init__(buf, valid, 0, layout.mask, pool=pool,
-                         table=tables([list(p) for p in paths]))
+        super().__init__(buf, valid, 0, layout.mask)
+        self.pool, self.table = pool, tables([list(p) for p in paths])
         self.room, self.holds = room, list(holds)
         self.owners: list[Blocks | None] = [Blocks(pool) for _ in range(B)]
         self.own_table = torch.empty(B, 0, dtype=torch.long)
@@ -92,6 +92,7 @@ class PagedCache(SlabCache):
     def keep(self, slots: Sequence[int]) -> list[int]:
         order = super().keep(slots)  # (the placeholder slab: no columns moved)
         self.owners = [self.owners[o] for o in order]
-        assert self.own_table is not None
+        assert self.table is not None and self.own_table is not None
+        self.table = self.table[order].contiguous()
         self.own_table = self.own_table[order].contiguous()
         return order

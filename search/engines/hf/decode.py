@@ -276,7 +276,7 @@ class Decoder:
         else:
             own = self.segs[r]
             child, state = budget_child(parent), own.hidden
-            seg = self.eng.kv.segment(self.cache.buf[:, :, b, :, self.P:self.P], 0,
+            seg = self.eng.kv.segment(self.cache.columns_of(b, self.P, self.P), 0,
                                       logits=own.logits, hidden=own.hidden)
         self.eng.kv.put(child, seg, self.eng.session.kv)
         if state is not None:
