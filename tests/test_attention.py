@@ -130,14 +130,19 @@ def sharing_engines(tiny_model, device="cpu", **kw):
 
 
 @pytest.mark.parametrize("tree", [False, True])
-def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device, tree):
+def test_engine_rows_sharing_a_prefix_match_full_forwards(tiny_model, device, tree,
+                                                          monkeypatch):
     """Rows whose paths share the root and one step (and some a further step of their own)
     decode over one copy of the shared part (tree attention: over every path's segments
     where they live): greedy tokens equal plain generate, logprobs and
     every child's KV segment equal a plain full forward, sampled tokens equal the engine that
-    copies the prefix per row (same seed)."""
+    copies the prefix per row (same seed). Without tree attention off the CPU kernel: a
+    common prefix is a part only there (the kernel, reading no parts, copies paths whole)."""
+    from search.runtime import lean
     from search.types import Problem
 
+    if not tree:
+        monkeypatch.setattr(lean, "kernel_serves", lambda x: False)
     model, _ = tiny_model
     plain, eng, seen = sharing_engines(tiny_model, device, tree_attention=tree)
     root = eng.root(Problem(prompt="12+34=56 and 7*8="))

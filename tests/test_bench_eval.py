@@ -62,9 +62,9 @@ def test_clock_times_the_scripted_pieces_whole() -> None:
     fast = LeanLlama(model)
     lay = KVLayout.of(model, torch.device("cpu"))
     shape = (lay.layers, 2, lay.kv_heads)
-    prompt = torch.randn(*shape, 7, lay.head_dim)  # shared by 3 rows of 5, 2 and 4 columns
+    prompt = torch.randn(*shape, 7, lay.head_dim)  # in 3 rows of 5, 2 and 4 columns more
     cache = batch_cache([[prompt, torch.randn(*shape, n, lay.head_dim)] for n in (5, 2, 4)], 1,
-                        lay, share_prefix=1)
+                        lay)
     assert isinstance(cache, SlabCache)
     ids, pos = torch.zeros(3, 1, dtype=torch.long), torch.tensor([[12], [9], [11]])
     with kernel_clock() as spent:

@@ -79,20 +79,31 @@ def test_layers_replays_the_merged_forwards_of_the_grid_each_way():
             # the stand-in for attention keeps the residual stream's shape
             assert layers._without_attention(a).shape == a[0].shape
     ms = layers.replay(forwards, repeats=1)
-    assert set(ms) == {"whole", "no attention", "attention", layers.AS_PARTS}
+    assert set(ms) == {"whole", "no attention", "attention"}
     assert all(0 < v < float("inf") for v in ms.values())
-    # the paths read through block tables; as parts: a part a block, the same columns
+    # the paths read through block tables; for a kernel that takes parts (an old one's): a
+    # part a block, the same columns, each row's own blocks copied into its slab
     for a in forwards:
-        b = layers.as_parts(a)
-        f, g = layers.named(a), layers.named(b)
-        assert f["tables"] and not g["tables"] and not f["parts"]
+        f = layers.named(a)
+        g = layers.as_parts(f)
+        assert f["tables"] and not g["tables"] and not g["owns"]
         filled = {(i, e[0]): e[1] for i, t in enumerate(f["tables"])
                   for e in t.view(-1, 2).tolist() if e[0] >= 0}
         assert sum(kv.shape[3] for kv in g["parts"]) == sum(filled.values())
         assert all(kv.shape[3] <= BLOCK for kv in g["parts"])
         assert len(g["part_start"]) == len(f["rows"]) + 1
-        with torch.inference_mode():
-            assert layers._same_attention(a, b)
+        C = f["pool"][0].shape[0]
+        for i, (table, own) in enumerate(zip(f["tables"], f["owns"])):
+            span = range(g["part_start"][i], g["part_start"][i + 1])
+            for b in range(f["rows"][i]):  # a slot's parts: its table's blocks, in order
+                want = [f["pool"][e // C][e % C, ..., :fill, :]
+                        for e, fill in table[b].tolist() if e >= 0]
+                got = [g["parts"][j] for j in span
+                       if not len(g["readers"][j]) or b in g["readers"][j].tolist()]
+                assert len(got) == len(want) and all(map(torch.equal, got, want))
+                if own.dim() == 2:  # its own blocks, copied into its slab in order
+                    mine = torch.cat([f["pool"][e // C][e % C] for e in own[b].tolist()], 3)
+                    assert torch.equal(g["slabs"][i][:, :, b], mine)
 
 
 @needs_kernel
@@ -129,7 +140,7 @@ def test_groups_times_grouped_attention_against_a_copy_of_the_keys_per_head():
 
     qk, args = layers.decode_call(6, 2, 16)
     own_qk, own = layers.own_copies(qk, 6, 2, args)
-    assert own[3][0].shape[3] == own[5][0].shape[2] == 6  # every query head its own copy
+    assert own[3][0].shape[3] == own[5][0].shape[3] == 6  # every query head its own copy
     assert torch.equal(layers.attend(qk, 6, 2, args), layers.attend(own_qk, 6, 6, own))
     [line] = layers.groups(repeats=1, calls=1)
     assert "bits the same: True" in line

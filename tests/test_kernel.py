@@ -1,6 +1,8 @@
 """The CPU attention kernel (search.runtime.kernel, attend.cpp) against a plain float64
-softmax over the columns each query token sees, and a token's bits whatever else shares its
-call and however many threads split it; its refusals; the build's fallback."""
+softmax over the columns each query token sees (parts of a path, each read by some slots,
+handed to it in a KV pool's blocks through block tables, then a slot's own columns under its
+mask), and a token's bits whatever else shares its call and however many threads split it;
+its refusals; the build's fallback."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import torch
 from kernel_mark import needs_kernel
 
 from search.runtime import kernel
+from search.runtime.kvpool import BLOCK, tables
 
 pytestmark = needs_kernel
 L = 3  # layers of a slab; every call below reads layer 1
@@ -19,7 +22,8 @@ L = 3  # layers of a slab; every call below reads layer 1
 def make_pass(gen, B, q, n, KV, d, parts, hide) -> dict[str, Any]:
     """A Pass of B rows, q query tokens each after n columns, in a slab with 2 slots and 5
     columns of room to spare; its mask: causal over its own q tokens, the columns hide[b]
-    hides of row b unseen; parts: (S, readers or None) -> ([L, 2, KV, S, d], readers)."""
+    hides of row b unseen; parts: (S, readers or None) -> ([L, 2, KV, S, d], readers: the
+    slots that read it, None every slot)."""
     slab = torch.randn(L, 2, B + 2, KV, n + q + 5, d, generator=gen)
     mask = torch.ones(B, 1, q, n + q, dtype=torch.bool)
     mask[:, :, :, n:] = torch.ones(q, q, dtype=torch.bool).tril()
@@ -29,16 +33,39 @@ def make_pass(gen, B, q, n, KV, d, parts, hide) -> dict[str, Any]:
     return dict(B=B, q=q, n=n, slab=slab, mask=mask, parts=ps)
 
 
-def call(qk, H, KV, scale, passes):
-    parts = [kv for p in passes for kv, _ in p["parts"]]
-    readers = [torch.tensor(who or [], dtype=torch.long) for p in passes for _, who in p["parts"]]
-    starts = [0]
+def in_blocks(passes) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The Passes' parts written into a KV pool's blocks of BLOCK columns (a part's last
+    block filled in part, the rest of it noise the kernel must not read) -> (the pool's one
+    chunk [C, L, 2, KV, BLOCK, d] of the first slab's dtype, the kernel's KV dtype; a block
+    table per Pass: each slot the blocks of the parts it reads, in order)."""
+    gen = torch.Generator().manual_seed(9)
+    slab = passes[0]["slab"]
+    noise = lambda KV, d: torch.randn(L, 2, KV, BLOCK, d, generator=gen).to(slab.dtype)  # noqa: E731
+    blocks = [noise(slab.shape[3], slab.shape[5])]  # (a block no table names)
+    rows = []
     for p in passes:
-        starts.append(starts[-1] + len(p["parts"]))
+        held = []  # per part its blocks' (id, fill)
+        for kv, _ in p["parts"]:
+            mine = []
+            for c in range(0, kv.shape[3], BLOCK):
+                f = min(BLOCK, kv.shape[3] - c)
+                block = noise(kv.shape[2], kv.shape[4])
+                block[:, :, :, :f] = kv[:, :, :, c:c + f]
+                mine.append((len(blocks), f))
+                blocks.append(block)
+            held.append(mine)
+        rows.append(tables([[e for (_, who), mine in zip(p["parts"], held)
+                             if who is None or b in who for e in mine] for b in range(p["B"])]))
+    return [torch.stack(blocks)], rows
+
+
+def call(qk, H, KV, scale, passes):
+    """The kernel's call over the Passes, their parts read through block tables (in_blocks)."""
+    chunks, rows = in_blocks(passes)
     return torch.ops.tts.attend(qk, H, KV, scale, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
                                 [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                parts, readers, starts, [], [], [])
+                                chunks, rows, [])
 
 
 def reference(qk, H, KV, scale, passes):
@@ -62,8 +89,8 @@ def reference(qk, H, KV, scale, passes):
 
 
 def setup(seed=0, H=4, KV=4, d=32):
-    """Decode Passes (q = 1) over a shared prefix, none, and parts read by some slots; a
-    verification-like Pass (q = 3) over two parts."""
+    """Decode Passes (q = 1) over a shared prefix, none, and parts read by some slots (several
+    blocks each, the last filled in part); a verification-like Pass (q = 3) over two parts."""
     gen = torch.Generator().manual_seed(seed)
     passes = [make_pass(gen, 3, 1, 10, KV, d, [(17, None)], [[], [0, 1, 2, 3], list(range(10))]),
               make_pass(gen, 2, 1, 4, KV, d, [], [[0], []]),

@@ -37,7 +37,7 @@ def widened(passes):
                                     (8, 1, 20)])
 def test_fp16_keys_and_values_read_as_their_fp32_widening_bit_for_bit(H, KV, d):
     """Every path of the kernel (8-wide blocks, the scalar tails of d) on fp16 slabs and
-    parts gives the bits of the same values stored as fp32."""
+    pool blocks gives the bits of the same values stored as fp32."""
     qk, passes = setup(seed=3, H=H, KV=KV, d=d)
     half = halved(passes)
     assert torch.equal(call(qk, H, KV, 0.17, half), call(qk, H, KV, 0.17, widened(half)))

@@ -1,7 +1,7 @@
 """The KV pool (search.runtime.kvpool): blocks handed out and taken back, a node's columns
 written across blocks and read back, a prompt's blocks shared with the partial one copied;
-the kernel's block-table reads (bit for bit what the same blocks as parts give, and a plain
-float64 softmax); an engine's blocks back in the pool when its searches end."""
+the kernel's block-table reads (bit for bit what the same columns in other blocks give, and
+a plain float64 softmax); an engine's blocks back in the pool when its searches end."""
 
 from __future__ import annotations
 
@@ -145,7 +145,8 @@ def paged_setup(seed=0, H=6, KV=2, d=40, blocks=40, C=16):
 
 
 def as_parts(passes, chunks, rows):
-    """The same reads as parts: each table entry a part [L, 2, KV, fill, d] read by its slot."""
+    """The same reads as parts: each table entry a part [L, 2, KV, fill, d] read by its slot
+    (test_kernel's call writes them into blocks of its own: each part one block)."""
     C = chunks[0].shape[0]
     return [{**p, "parts": [(chunks[g // C][g % C, :, :, :, :f], [b])
                             for b in range(p["B"]) for g, f in t[b].tolist() if g >= 0]}
@@ -156,12 +157,14 @@ def paged(qk, H, KV, passes, chunks, rows):
     return torch.ops.tts.attend(qk, H, KV, 0.125, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
                                 [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                [], [], [0] * (len(passes) + 1), chunks, rows, [])
+                                chunks, rows, [])
 
 
 @needs_kernel
 @pytest.mark.parametrize("H,KV,d", [(6, 2, 40), (4, 4, 32), (9, 3, 12), (2, 1, 5)])
-def test_a_block_table_reads_what_the_same_blocks_as_parts_read_bit_for_bit(H, KV, d):
+def test_a_block_table_reads_its_blocks_columns_in_order_wherever_they_are(H, KV, d):
+    """Random tables over shared blocks filled in part: bit for bit what the same columns
+    read from blocks laid out another way give, and a plain float64 softmax."""
     for seed in range(3):
         qk, passes, chunks, rows = paged_setup(seed, H, KV, d)
         got = paged(qk, H, KV, passes, chunks, rows)

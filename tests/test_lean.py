@@ -12,6 +12,8 @@ from kernel_mark import needs_kernel
 
 from search.runtime import attention, lean, packed, scripted
 from search.runtime.kv import KVLayout, SlabCache, batch_cache
+from search.runtime.kvpool import Blocks, Pool
+from search.runtime.paged import PagedCache
 from search.runtime.passes import cache_arg
 
 
@@ -74,6 +76,35 @@ def slab(model, rows: int, lengths: list[int], shared: int, room: int) -> SlabCa
     cache = caches(model, rows, lengths, shared, room)[0]
     assert isinstance(cache, SlabCache)
     return cache
+
+
+def kernel_cache(model, lengths: list[int], shared: int, room: int) -> SlabCache:
+    """A batch cache as the CPU kernel reads it, of random paths: with a shared prefix, in a
+    KV pool's blocks (a paged cache: every row's table names the prefix's blocks, then its
+    own), else copied into a slab (`slab`)."""
+    if not shared:
+        return slab(model, len(lengths), lengths, 0, room)
+    layout = KVLayout.of(model, torch.device("cpu"))
+    pool = Pool(layout.layers, layout.kv_heads, layout.head_dim, layout.dtype, layout.device)
+    gen = torch.Generator().manual_seed(1)
+
+    def blocks(n: int) -> Blocks:
+        out = Blocks(pool)
+        out.write(0, torch.randn(layout.layers, 2, layout.kv_heads, n, layout.head_dim,
+                                 generator=gen))
+        return out
+
+    common, own = blocks(shared), [blocks(n) for n in lengths]
+    return PagedCache([common.table(shared) + b.table(n) for b, n in zip(own, lengths)], room,
+                      layout, pool, [common, *own])
+
+
+def written(cache: SlabCache) -> torch.Tensor:
+    """The columns a cache's rows hold of their own [L, 2, B, KV, n, D] (a paged cache's
+    gathered from their blocks)."""
+    if isinstance(cache, PagedCache):
+        return torch.stack([cache.gather(b, range(cache.length)) for b in range(cache.rows)], 2)
+    return cache.buf[..., :cache.length, :]
 
 
 def tree_mask(cache, q: int) -> torch.Tensor:
@@ -307,7 +338,7 @@ def test_slab_from_paths_holds_each_row_left_padded_with_zeros():
 def test_logits_do_not_depend_on_the_thread_count(shared, q):
     """A lean forward gives the same bits at one intra-op thread and at two (packed GEMMs,
     norms, element-wise ops and the attention kernel split rows, not sums, across threads),
-    over a shared prefix and without one, decoding and prefilling."""
+    over a shared prefix (in a KV pool) and without one, decoding and prefilling."""
     model, _ = prepared()
     fast = lean.LeanLlama(model)
     fast.threads = 0  # each forward on the count set here (not omp.one_thread's)
@@ -317,7 +348,7 @@ def test_logits_do_not_depend_on_the_thread_count(shared, q):
         for threads in (1, 2):
             torch.set_num_threads(threads)
             lengths = [5 + 3 * i for i in range(16)]  # 16 rows: shapes two threads split
-            cache = slab(model, 16, lengths, shared, room=q)
+            cache = kernel_cache(model, lengths, shared, room=q)
             ids = torch.arange(16 * q).view(16, q) % model.config.vocab_size
             pos = torch.tensor(lengths)[:, None] + shared + torch.arange(q)
             got.append(fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True))
@@ -339,8 +370,8 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, thr
     """The layer's TorchScript pieces (every layer in one call, LAYERS,
     with the attention kernel) give the bits that the same
     functions give run as Python, logits, hidden states and cache columns: decoding and
-    prefilling, over a shared prefix and without one, a lone row (a GEMM that runs it as
-    two) and several."""
+    prefilling, over a shared prefix (in a KV pool) and without one, a lone row (a GEMM
+    that runs it as two) and several."""
     model, _ = prepared(arch=arch)
     fast = lean.LeanLlama(model)
     assert scripted.SCRIPTED and fast.posts  # this torch compiles them; every linear packed
@@ -357,7 +388,7 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, thr
             if pieces == "python":
                 for name, fn in (("POST", scripted.post), ("LAYERS", scripted.layers)):
                     monkeypatch.setattr(scripted, name, fn)
-            cache = slab(model, rows, lengths, shared, room=q)
+            cache = kernel_cache(model, lengths, shared, room=q)
             out = fast.forward_slab(ids, pos, cache, cache.attention_mask(q), 0, True)
             got.append((out, cache))
     finally:
@@ -367,8 +398,7 @@ def test_scripted_pieces_compute_what_their_python_computes(shared, q, rows, thr
     assert torch.equal(a.logits, b.logits)
     assert a.hidden_states is not None and b.hidden_states is not None
     assert torch.equal(a.hidden_states[-1], b.hidden_states[-1])
-    n = ca.length
-    assert n == cb.length and torch.equal(ca.buf[..., :n, :], cb.buf[..., :n, :])
+    assert ca.length == cb.length and torch.equal(written(ca), written(cb))
 
 
 def test_pieces_that_torchscript_cannot_compile_run_as_python_with_a_warning(monkeypatch):

@@ -14,26 +14,29 @@ from typing import Any
 
 
 def forward_alone(engine: Any, *, passes: int = 16, forwards: int = 100, seed: int = 0) -> str:
-    """One merged decode forward of `passes` one-token Passes, each on its own slab cache
-    with a shared prefix (1-16 rows, 60-75 prefix and 5-44 own columns), timed alone: no
+    """One merged decode forward of `passes` one-token Passes, each on its own batch cache
+    (the engine's: kv.batch) over paths with a shared prefix (1-16 rows, 60-75 prefix and
+    5-44 own columns), timed alone: no
     search threads, no jobs, no batch caches built; the kernels by kind (bench.eval's
     kernel_clock) against the wall, per forward (the fastest of 5 rounds)."""
     import torch
 
     from reports.bench.eval import KINDS, inside, kernel_clock
-    from search.runtime.kv import batch_cache
     from search.runtime.passes import Pass
 
     kv = engine.kv
     lay, gen = kv.layout, torch.Generator().manual_seed(seed)
-    shape = (lay.layers, 2, lay.kv_heads)
+
+    @torch.inference_mode()  # (as the engine writes its pool)
+    def segment(n: int) -> Any:  # n random columns, where the engine keeps a node's
+        return kv.segment(torch.randn(lay.layers, 2, lay.kv_heads, n, lay.head_dim,
+                                      generator=gen))
+
     batch = []
     for i in range(passes):
         rows = (4, 8, 2, 16, 1)[i % 5]
-        prefix = torch.randn(*shape, 60 + i % 16, lay.head_dim, generator=gen)
-        paths = [[prefix, torch.randn(*shape, 5 + (b * 7 + i) % 40, lay.head_dim, generator=gen)]
-                 for b in range(rows)]
-        cache = batch_cache(paths, 2, lay, share_prefix=1)
+        prefix = segment(60 + i % 16)
+        cache = kv.batch([[prefix, segment(5 + (b * 7 + i) % 40)] for b in range(rows)], 2)
         batch.append(Pass(kv.forward, torch.randint(0, 300, (rows, 1), generator=gen),
                           torch.full((rows, 1), 120), cache, cache.attention_mask(1)))
 

@@ -18,16 +18,14 @@ is done it replays them on one thread, each way timed by thread CPU time, the fe
 So attention's share of a merged forward is 1 - no attention / whole. The captured forwards'
 shapes are printed with it: Passes per forward, rows and own columns per Pass.
 
-The rows read their paths in the KV pool's blocks through block tables (search.runtime.kvpool);
-the attention calls run again with the same blocks handed over as parts (`as_parts`: each
-block a part, read by the slots whose tables hold it: what the kernel read before it took
-tables), the kernel's output checked equal to the tables' bit for bit (the same columns in
-the same order).
+The rows read their paths in the KV pool's blocks through block tables (search.runtime.kvpool),
+their own columns in blocks of their own (search.runtime.paged).
 
 With `--old PATH` (a checkout of another commit) the attention calls also run on that
 checkout's kernel (its attend.cpp built beside this one, `old_attend`; a kernel without
-block tables given the blocks as parts), side by side in the same rounds, its outputs
-compared with this kernel's bit for bit.
+own blocks given the blocks as parts, `as_parts`: each block a part read by the slots whose
+tables hold it, and each row's own blocks copied into a slab: the same columns in the same
+order), side by side in the same rounds, its outputs compared with this kernel's bit for bit.
 """
 
 from __future__ import annotations
@@ -102,25 +100,29 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
     return x
 
 
-def extras(op: Any) -> list[str]:
-    """The pool arguments an attend op takes (an old build: fewer, or none)."""
-    return [name for name in ("pool", "tables", "owns") if name in str(op.default._schema)]
+def schema(op: Any) -> list[str]:
+    """An attend op's argument names after qk, H, KV, scale and li."""
+    return [arg.name for arg in op.default._schema.arguments][5:]
 
 
-def _attend(a: list[Any], qk: torch.Tensor | None = None, op: Any = None
+def inputs_for(a: list[Any], op: Any) -> dict[str, Any]:
+    """A captured forward's arguments by name, in the form an attend op takes: this
+    kernel's as they are; an old one's with empty parts where it takes own blocks, else
+    with the blocks as parts (as_parts)."""
+    f = named(a) | {"parts": [], "readers": [], "part_start": [0] * (len(named(a)["rows"]) + 1)}
+    return f if "owns" in schema(op) else as_parts(f)
+
+
+def _attend(a: list[Any] | dict[str, Any], qk: torch.Tensor | None = None, op: Any = None
             ) -> list[torch.Tensor]:
-    """The attention kernel's call of every layer of a captured forward, on queries qk
-    [N, H + KV, d] (None: zeros of the forward's shape) -> each layer's output. op: another
-    build of the kernel (old_attend; None: this checkout's; one without block tables is
-    given the blocks as parts)."""
+    """The attention kernel's call of every layer of a captured forward (or its inputs_for
+    an op), on queries qk [N, H + KV, d] (None: zeros of the forward's shape) -> each
+    layer's output. op: another build of the kernel (old_attend; None: this checkout's)."""
     op = torch.ops.tts.attend if op is None else op
-    names = extras(op)
-    a = a if "owns" in names else as_parts(a)  # (as_parts: the pool arguments left empty)
-    f = named(a)
+    f = a if isinstance(a, dict) else inputs_for(a, op)
     H, KV = f["H"], f["KV"]
-    qk = torch.zeros(a[0].shape[0], H + KV, f["d"]) if qk is None else qk
-    return [op(qk, H, KV, f["scale"], li, f["rows"], f["q"], f["n"], f["slabs"], f["masks"],
-               f["parts"], f["readers"], f["part_start"], **{k: f[k] for k in names})
+    qk = torch.zeros(f["x"].shape[0], H + KV, f["d"]) if qk is None else qk
+    return [op(qk, H, KV, f["scale"], li, **{k: f[k] for k in schema(op)})
             for li in range(len(f["norm1"]))]
 
 
@@ -182,17 +184,18 @@ def private(a: list[Any]) -> list[Any]:
     return out
 
 
-def as_parts(a: list[Any]) -> list[Any]:
-    """The captured forward's arguments with its block tables handed over as parts (see the
-    module doc): each block's filled columns a part, read by the slots whose tables hold it
-    (in the order first met, which keeps each slot's blocks in its table's order: rows share
-    a path's first blocks), and each row's own blocks copied into a slab."""
-    f = named(a)
+def as_parts(f: dict[str, Any]) -> dict[str, Any]:
+    """A captured forward's arguments by name with its block tables handed over as parts (see
+    the module doc): each block's filled columns a part, read by the slots whose tables hold
+    it (in the order first met, which keeps each slot's blocks in its table's order: rows
+    share a path's first blocks), and each row's own blocks copied into a slab."""
     if not f["tables"]:
-        return a
+        return f
     chunks = f["pool"]
     C = chunks[0].shape[0] if chunks else 1
-    parts, readers, start = list(f["parts"]), list(f["readers"]), [0]
+    parts: list[torch.Tensor] = []
+    readers: list[torch.Tensor] = []
+    start = [0]
     for rows, table in zip(f["rows"], f["tables"]):
         slots: dict[tuple[int, int], list[int]] = {}
         for b, row in enumerate(table.tolist()):
@@ -207,12 +210,8 @@ def as_parts(a: list[Any]) -> list[Any]:
     slabs = [s if o.dim() != 2 else torch.stack(
         [torch.cat([chunks[g // C][g % C] for g in row], dim=3) for row in o.tolist()], dim=2)
         for s, o in zip(f["slabs"], f["owns"])]
-    names = list(f)
-    out = list(a)
-    out[names.index("parts")], out[names.index("readers")] = parts, readers
-    out[names.index("part_start")], out[names.index("slabs")] = start, slabs
-    out[names.index("pool")], out[names.index("tables")], out[names.index("owns")] = [], [], []
-    return out
+    return f | {"parts": parts, "readers": readers, "part_start": start, "slabs": slabs,
+                "pool": [], "tables": [], "owns": []}
 
 
 def qk(a: list[Any]) -> torch.Tensor:
@@ -222,38 +221,19 @@ def qk(a: list[Any]) -> torch.Tensor:
                        generator=torch.Generator().manual_seed(1))
 
 
-def _same_attention(a: list[Any], b: list[Any], op: Any = None) -> bool:
-    """Whether the kernel's outputs on two forms of one forward are equal, every layer, on
-    seeded queries; op: another build's kernel for b (old_attend; None: this checkout's)."""
-    q = qk(a)
-    return all(map(torch.equal, _attend(a, q), _attend(b, q, op)))
-
-
-AS_PARTS = "attention, blocks as parts"
-
-
-def in_blocks(forwards: list[list[Any]]) -> dict[str, list[list[Any]]]:
-    """The captured forwards with their blocks as parts (as_parts), by way name."""
-    return {AS_PARTS: [as_parts(a) for a in forwards]}
-
-
-def replay(forwards: list[list[Any]], repeats: int = 3,
-           blocks: dict[str, list[list[Any]]] | None = None, old: Any = None
-           ) -> dict[str, float]:
+def replay(forwards: list[list[Any]], repeats: int = 3, old: Any = None) -> dict[str, float]:
     """ms per forward of each way (see the module doc), the fewest of `repeats` rounds, on a
-    thread of one intra-op thread (as a lane's); blocks: in_blocks(forwards), if made; old:
-    another build's attend op (old_attend), timed as the way "attention, old kernel"."""
+    thread of one intra-op thread (as a lane's); old: another build's attend op
+    (old_attend), timed as the way "attention, old kernel"."""
     from search.runtime import scripted
 
-    blocks = in_blocks(forwards) if blocks is None else blocks
-    ways: dict[str, Callable[[list[Any]], Any]] = {
+    ways: dict[str, Callable[[Any], Any]] = {
         "whole": lambda a: scripted.LAYERS(*a), "no attention": _without_attention,
         "attention": _attend}
-    if old is not None:
-        ways["attention, old kernel"] = lambda a: _attend(a, None, old)
-    inputs = {name: forwards for name in ways} | blocks
-    if old is not None and "owns" not in extras(old):  # (converted once, not timed)
-        inputs["attention, old kernel"] = [as_parts(a) for a in forwards]
+    inputs: dict[str, list[Any]] = {name: forwards for name in ways}
+    if old is not None:  # (its inputs converted once, not timed)
+        ways["attention, old kernel"] = lambda f: _attend(f, None, old)
+        inputs["attention, old kernel"] = [inputs_for(a, old) for a in forwards]
     best = {name: float("inf") for name in inputs}
 
     def run() -> None:
@@ -261,7 +241,7 @@ def replay(forwards: list[list[Any]], repeats: int = 3,
         with torch.inference_mode():
             for _ in range(repeats):
                 for name, given in inputs.items():
-                    way = ways.get(name, _attend)
+                    way = ways[name]
                     t0 = time.thread_time()
                     for a in given:
                         way(a)
@@ -279,21 +259,25 @@ GROUPS = ((9, 3, 64, "SmolLM2-135M"), (14, 2, 64, "Qwen2.5-0.5B"), (32, 8, 64, "
 
 def decode_call(H: int, KV: int, d: int, seed: int = 0) -> tuple[torch.Tensor, list[Any]]:
     """A decode forward's attention call for one layer: 4 Passes of 16 rows, one token a row,
-    each row reading a 256-column prompt every row shares, a 128-column part of its own and
-    its 8 own columns -> (qk, the kernel's other arguments after scale and layer)."""
+    each row reading through its block table a 256-column prompt every row of its Pass
+    shares and 128 columns of its own, in a KV pool's blocks, then its 8 own columns ->
+    (qk, the kernel's other arguments after scale and layer, but owns)."""
+    from search.runtime.kvpool import BLOCK, tables
+
     gen = torch.Generator().manual_seed(seed)
-    rows, own, parts, readers = 16, 8, [], []
+    rows, own, shared, mine = 16, 8, 256 // BLOCK, 128 // BLOCK
+    pool = torch.randn(4 * (shared + rows * mine), 1, 2, KV, BLOCK, d, generator=gen)
+    tabs, g = [], 0
     for _ in range(4):
-        parts.append(torch.randn(1, 2, KV, 256, d, generator=gen))
-        readers.append(torch.empty(0, dtype=torch.long))
-        for b in range(rows):
-            parts.append(torch.randn(1, 2, KV, 128, d, generator=gen))
-            readers.append(torch.tensor([b]))
+        prompt = [(g + j, BLOCK) for j in range(shared)]
+        g += shared
+        tabs.append(tables([prompt + [(g + b * mine + j, BLOCK) for j in range(mine)]
+                            for b in range(rows)]))
+        g += rows * mine
     slabs = [torch.randn(1, 2, rows, KV, own + 1, d, generator=gen) for _ in range(4)]
     masks = [torch.ones(rows, 1, 1, own + 1, dtype=torch.bool)] * 4
-    starts = [i * (rows + 1) for i in range(5)]
     return (torch.randn(4 * rows, H + KV, d, generator=gen),
-            [[rows] * 4, [1] * 4, [own] * 4, slabs, masks, parts, readers, starts])
+            [[rows] * 4, [1] * 4, [own] * 4, slabs, masks, [pool], tabs])
 
 
 def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
@@ -301,14 +285,14 @@ def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
     """The same call with each query head given its own copy of its group's keys and values
     (KV = H): a model without grouped queries at these head counts."""
     g = H // KV
-    rows, q, n, slabs, masks, parts, readers, starts = args
+    rows, q, n, slabs, masks, pool, tabs = args
     return (torch.cat([qk[:, :H], qk[:, H:].repeat_interleave(g, 1)], 1),
             [rows, q, n, [s.repeat_interleave(g, 3) for s in slabs], masks,
-             [kv.repeat_interleave(g, 2) for kv in parts], readers, starts])
+             [c.repeat_interleave(g, 3) for c in pool], tabs])
 
 
 def attend(qk: torch.Tensor, H: int, KV: int, args: list[Any]) -> torch.Tensor:
-    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args, [], [], [])
+    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args, [])
 
 
 def groups(repeats: int = 5, calls: int = 10) -> list[str]:
@@ -342,7 +326,7 @@ def groups(repeats: int = 5, calls: int = 10) -> list[str]:
     thread.start()
     thread.join()
     return ["grouped-query attention, a decode call (4 Passes x 16 rows, 256 shared + 128 + 8 "
-            "columns a row), keys and values read once a group against a copy per query "
+            "columns a row, the first in pool blocks), keys and values read once a group against a copy per query "
             "head: " +
             "; ".join(f"{name} ({H}/{KV} heads, d {d}) {best[name, 'grouped']:.2f} ms against "
                       f"{best[name, 'own copies']:.2f} "
@@ -355,10 +339,8 @@ def layers(limit: int, old: Path | None = None) -> list[str]:
     forwards = capture(limit)
     if not forwards:
         return ["layers: the grid ran no merged forward on one thread to replay"]
-    blocks = in_blocks(forwards)
-    same = all(_same_attention(a, b) for form in blocks.values() for a, b in zip(forwards, form))
     op = None if old is None else old_attend(old / "search" / "runtime" / "attend.cpp")
-    ms = replay(forwards, blocks=blocks, old=op)
+    ms = replay(forwards, old=op)
     each = [named(a) for a in forwards]
     passes = [len(f["rows"]) for f in each]
     rows = [r for f in each for r in f["rows"]]
@@ -368,16 +350,15 @@ def layers(limit: int, old: Path | None = None) -> list[str]:
             f"{statistics.mean(passes):.1f} Passes a forward, {statistics.mean(rows):.1f} rows "
             f"and {statistics.mean(cols):.1f} own columns a Pass; ms a forward: " + ", ".join(
                 f"{name} {v:.2f}" for name, v in ms.items()) + f"; attention {share:.0%} of "
-            f"the layers; the same blocks as parts: {ms[AS_PARTS] / ms['attention']:.2f}x the "
-            f"block tables' attention, its output bit for bit the same: {same}"] + (
-            [] if old is None else [against_old(forwards, op, ms, old.name)])
+            "the layers"] + ([] if old is None else [against_old(forwards, op, ms, old.name)])
 
 
 def against_old(forwards: list[list[Any]], op: Any, ms: dict[str, float], name: str) -> str:
     """The line of the old kernel's attention beside this one's (replay's times), bits
     compared on seeded queries."""
     with torch.inference_mode():
-        same = all(_same_attention(a, a, op) for a in forwards)
+        same = all(all(map(torch.equal, _attend(a, qk(a)), _attend(a, qk(a), op)))
+                   for a in forwards)
     return (f"attention kernel against {name}'s, side by side: {ms['attention']:.2f} ms a "
             f"forward against {ms['attention, old kernel']:.2f} "
             f"({ms['attention, old kernel'] / ms['attention']:.2f}x), bits the same: {same}")

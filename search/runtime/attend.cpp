@@ -2,12 +2,13 @@
 // live (CPU, float32): search.runtime.kernel builds it and documents it.
 //
 // Each query row (a Pass's row b, its query token t) is computed by itself, per head: the
-// scores over the parts its slot reads, then over its own slab columns that its mask shows,
-// their max, exp(score - max), their sum and the values weighted by them, each in a fixed
-// order of the same vector code. So a row's bits depend on its own inputs alone: not on the
-// other rows and Passes of the call, nor on how many threads split the rows. The query heads
-// of one key/value head (grouped-query attention) are computed together: each block of keys
-// and each value vector read once for the group, each head's sums in the order it has alone.
+// scores over the pool blocks its slot's table names, then over its own columns that its
+// mask shows, their max, exp(score - max), their sum and the values weighted by them, each
+// in a fixed order of the same vector code. So a row's bits depend on its own inputs alone:
+// not on the other rows and Passes of the call, nor on how many threads split the rows. The
+// query heads of one key/value head (grouped-query attention) are computed together: each
+// block of keys and each value vector read once for the group, each head's sums in the
+// order it has alone.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
@@ -186,7 +187,7 @@ inline bool owned(at::TensorList owns, int64_t i, int64_t rows, int64_t columns,
   return true;
 }
 
-// n columns of a part or a slab: the first one's key and value (key/value head 0), the step
+// n columns of a block or a slab: the first one's key and value (key/value head 0), the step
 // to the next column and to the next key/value head
 template <typename E>
 struct Run {
@@ -197,30 +198,26 @@ struct Run {
 
 // qk [N, H + KV, d]: the rotated q|k heads of every Pass's tokens, row-major by Pass, row,
 // token. Pass i: rows[i] rows of q[i] tokens after n[i] columns; slabs[i] [L, 2, slots, KV,
-// capacity, d] (its rows: the first rows[i] slots; layer li's columns 0 .. n[i] + q[i]);
-// masks[i] [rows, 1, q or 1, n + q] bool (which of its own columns a token sees);
-// parts[part_start[i] .. part_start[i + 1]) [L, 2, KV, S, d], every token of the slots in
-// readers[j] ([k] long; empty: every slot) sees all of part j. Before the parts, slot b of
-// Pass i reads the blocks of its block table, tables[i][b] ([E, 2] int64: a block's id and
-// the columns it fills, in order up to the first id < 0; no tables: none): block g is row
-// g % C of pool[g / C] ([C, L, 2, KV, BS, d] each). -> [N, H d] float32.
-// Slabs, parts and pool all of element type E (attend picks it).
+// capacity, d] (its rows: the first rows[i] slots; layer li's columns 0 .. n[i] + q[i]; or,
+// owns[i] given, its own pool blocks: see owned); masks[i] [rows, 1, q or 1, n + q] bool
+// (which of its own columns a token sees). Before its own columns, slot b of Pass i reads
+// the blocks of its block table, tables[i][b] ([E, 2] int64: a block's id and the columns
+// it fills, in order up to the first id < 0; no tables: none): block g is row g % C of
+// pool[g / C] ([C, L, 2, KV, BS, d] each). -> [N, H d] float32.
+// Slabs and pool all of element type E (attend picks it).
 template <typename E>
 at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
                     at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
-                    at::TensorList slabs, at::TensorList masks, at::TensorList parts,
-                    at::TensorList readers, at::IntArrayRef part_start, at::TensorList pool,
+                    at::TensorList slabs, at::TensorList masks, at::TensorList pool,
                     at::TensorList tables, at::TensorList owns) {
   const int64_t P = rows.size();
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kFloat && qk.stride(2) == 1 &&
               qk.size(1) == H + KV && H % KV == 0, "attend: qk must be [N, H + KV, d] float32");
   TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P &&
-              (int64_t)masks.size() == P && (int64_t)part_start.size() == P + 1 &&
-              part_start[P] == (int64_t)parts.size() && parts.size() == readers.size(),
-              "attend: one rows, q, n, slab and mask a Pass, one reader list a part");
+              (int64_t)masks.size() == P, "attend: one rows, q, n, slab and mask a Pass");
   const int64_t N = qk.size(0), d = qk.size(2), g = H / KV;
   const auto kv_type = c10::CppTypeToScalarType<E>::value;
-  std::vector<int64_t> pass_of, slot_base(P + 1, 0);  // a query row's Pass; a Pass's first slot
+  std::vector<int64_t> pass_of;  // a query row's Pass
   std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
   int64_t work = 1;  // the multiply-adds of a call, to split it across threads
   TORCH_CHECK(owns.empty() || (int64_t)owns.size() == P,
@@ -238,30 +235,11 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
                 (m.size(2) == 1 || m.size(2) == q[i]) && m.size(3) == n[i] + q[i],
                 "attend: mask ", i, " must be [rows, 1, q or 1, n + q] bool");
     pass_of.insert(pass_of.end(), rows[i] * q[i], i);
-    slot_base[i + 1] = slot_base[i] + rows[i];
     first[i + 1] = first[i] + rows[i] * q[i];
     work += rows[i] * q[i] * (n[i] + q[i]);
   }
   TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
               pass_of.size());
-  std::vector<std::vector<int64_t>> reads(slot_base[P]);  // per slot: the parts it reads
-  for (int64_t i = 0; i < P; ++i)
-    for (int64_t j = part_start[i]; j < part_start[i + 1]; ++j) {
-      const auto& kv = parts[j];
-      const auto& who = readers[j];
-      TORCH_CHECK(kv.dim() == 5 && kv.scalar_type() == kv_type && kv.stride(4) == 1 &&
-                  kv.size(2) == KV && kv.size(4) == d && li < kv.size(0),
-                  "attend: part ", j, " must be [L, 2, KV, S, d] of the slabs' dtype");
-      TORCH_CHECK(who.dim() == 1 && who.scalar_type() == at::kLong && who.is_contiguous(),
-                  "attend: readers must be [k] long");
-      const int64_t* w = who.data_ptr<int64_t>();
-      for (int64_t u = 0, k = who.numel(); u < (k ? k : rows[i]); ++u) {
-        const int64_t b = k ? w[u] : u;
-        TORCH_CHECK(0 <= b && b < rows[i], "attend: part ", j, " has reader ", b,
-                    " outside its Pass's ", rows[i], " rows");
-        reads[slot_base[i] + b].push_back(j);
-      }
-    }
   TORCH_CHECK(tables.empty() || (int64_t)tables.size() == P,
               "attend: one block table a Pass, or none");
   for (size_t i = 0; i < tables.size(); ++i) {
@@ -283,7 +261,7 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const int64_t grain = std::max<int64_t>(1, N * 32768 / (work * H * d));
   at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
     std::vector<float> sc;
-    // what a token reads: runs of columns (a part's, or own slab columns its mask shows one
+    // what a token reads: runs of columns (a block's, or own columns its mask shows one
     // after another), each from its key and value at key/value head 0; a head's pointers
     std::vector<Run<E>> runs;
     std::vector<const E*> kp, vp;
@@ -301,11 +279,6 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
           const E* base = blocks.column<E>(e[2 * u], li, 0);
           runs.push_back({base, base + blocks.value(), e[2 * u + 1], blocks.col(), blocks.head()});
         }
-      }
-      for (int64_t j : reads[slot_base[i] + b]) {
-        const auto& kv = parts[j];
-        const E* base = kv.data_ptr<E>() + li * kv.stride(0);
-        runs.push_back({base, base + kv.stride(1), kv.size(3), kv.stride(3), kv.stride(2)});
       }
       const E* own = slab.data_ptr<E>() + li * slab.stride(0) + b * slab.stride(2);
       const int64_t col = slab.stride(4);
@@ -374,13 +347,11 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
 // attend_t for the slabs' element type: float32, or float16 (widened as it is read)
 at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
                   at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
-                  at::TensorList slabs, at::TensorList masks, at::TensorList parts,
-                  at::TensorList readers, at::IntArrayRef part_start, at::TensorList pool,
+                  at::TensorList slabs, at::TensorList masks, at::TensorList pool,
                   at::TensorList tables, at::TensorList owns) {
   const bool half = !slabs.empty() && slabs[0].scalar_type() == at::kHalf;
   return (half ? attend_t<at::Half> : attend_t<float>)(qk, H, KV, scale, li, rows, q, n, slabs,
-                                                       masks, parts, readers, part_start, pool,
-                                                       tables, owns);
+                                                       masks, pool, tables, owns);
 }
 
 // d float32 elements into a slab's column: copied, or rounded to float16

@@ -2,8 +2,8 @@
 
 `torch.ops.tts.attend` (attend.cpp) computes, for every query token of every Pass of a
 forward, attention over its row's path where it lives (the blocks of its block table in the
-KV pool's chunks: search.runtime.kvpool; or parts: a shared prefix, a tree's segments)
-and over its own slab columns under its mask, in one pass per (token, head):
+KV pool's chunks: search.runtime.kvpool) and over its own columns under its mask (in its
+slab, or in its own pool blocks), in one pass per (token, head):
 scores, their max, exp, sum and the weighted values. Nothing is stacked, copied or merged by
 log-sum-exp, no call is made per Pass, and each token's bits depend on its own inputs alone
 (not on the rows beside it nor on the thread count), which is what lets the scheduler merge
@@ -35,8 +35,7 @@ from pathlib import Path
 import torch
 
 ATTEND = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
-          "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start, "
-          "Tensor[] pool, Tensor[] tables, Tensor[] owns) -> Tensor")
+          "Tensor[] slabs, Tensor[] masks, Tensor[] pool, Tensor[] tables, Tensor[] owns) -> Tensor")
 WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs, "
          "Tensor(b!)[] pool, Tensor[] owns) -> ()")
 _LIB = torch.library.Library("tts", "DEF")  # the schemas always (TorchScript resolves them)

@@ -92,19 +92,24 @@ class KVTree:
         self.recomputed = 0  # tokens computed again after the store dropped them (uncharged)
 
     def attend_in_place(self, tree: bool = True) -> None:
-        """Where `tree` and the forward is the lean one (its owner sets it, and kv_dtype,
-        first): batch caches read the parts of paths where they live (kv.batch_cache's tree
-        rule), on the CPU kernel every segment (a part costs it no call), elsewhere those of
-        at least share_prefix tokens. On the kernel, where every GEMM is row-invariant too, a
-        token's KV and logits are the same bits whatever a forward feeds beside or before it:
-        a prompt may begin with a cached prompt's columns (partial_prompts)."""
-        self.tree = tree and isinstance(self.forward, LeanLlama) and self.share_prefix > 0 \
-            and self.layout.cascade
-        if self.tree and lean.kernel_serves(self.model.get_input_embeddings().weight):
-            self.share_prefix = 1
-            self.partial_prompts = self.forward.row_invariant
-            lay = self.layout
-            self.pool = Pool(lay.layers, lay.kv_heads, lay.head_dim, lay.dtype, lay.device)
+        """Where `tree`, share_prefix > 0 and the forward is the lean one (its owner sets it,
+        and kv_dtype, first), rows read their paths where they live: on the CPU kernel every
+        segment in this tree's pool, through block tables (a prompt may then begin with a
+        cached prompt's columns, partial_prompts: there every GEMM is row-invariant too, so a
+        token's KV and logits are the same bits whatever a forward feeds beside or before
+        it); elsewhere the segments of at least share_prefix tokens as parts
+        (kv.batch_cache's tree rule). Otherwise a common prefix of share_prefix tokens is a
+        part off the kernel, and on it (which reads no parts) paths are copied whole."""
+        lean_sdpa = isinstance(self.forward, LeanLlama) and self.layout.cascade
+        self.tree = tree and lean_sdpa and self.share_prefix > 0
+        if not (lean_sdpa and lean.kernel_serves(self.model.get_input_embeddings().weight)):
+            return
+        if not self.tree:
+            self.share_prefix = 0
+            return
+        self.partial_prompts = self.forward.row_invariant
+        lay = self.layout
+        self.pool = Pool(lay.layers, lay.kv_heads, lay.head_dim, lay.dtype, lay.device)
 
     def refuse_foreign(self, ids: Sequence[int], what: str) -> None:
         """Refuse (ValueError) a token id the model has no row for (a negative one would

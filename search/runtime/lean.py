@@ -11,11 +11,12 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
   with its first half negated (so that roll(x)*sin' == rotate_half(x)*sin, exactly);
 - RMSNorm is torch.rms_norm; q/k/v and gate/up are one GEMM each (packed.fuse_siblings);
 - the residual adds follow the o_proj and down_proj GEMMs in place (packed.gemm_rows);
-- attention reads the slab directly, and the parts of the rows' paths where they live
-  (kv.batch_cache): on the CPU in fp32 one kernel call a layer for every Pass
-  (search.runtime.kernel); else per Pass, attention.tree_attend: per-part attention
-  merged by log-sum-exp (a shared prefix is a part every row reads), torch SDPA with
-  grouped KV heads without parts;
+- attention reads the rows' paths where they live: on the CPU in fp32 one kernel call a
+  layer for every Pass (search.runtime.kernel), through block tables into the KV pool
+  (search.runtime.paged) or over paths copied whole into the slab; else per Pass (also a
+  cache with parts: kv.batch_cache), attention.tree_attend: per-part attention merged by
+  log-sum-exp (a shared prefix is a part every row reads), torch SDPA with grouped KV
+  heads without parts;
 - on the CPU every layer runs in one TorchScript call (search.runtime.scripted.layers), which
   holds no Python interpreter lock while it runs, so the search threads' Python runs beside it.
 
@@ -148,9 +149,6 @@ def why_not(model: Any) -> str | None:
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 DEVICES = ("cpu", "cuda")
-
-
-_EVERY = torch.empty(0, dtype=torch.long)  # the kernel's readers of a part every row reads
 
 
 @dataclass
@@ -306,21 +304,20 @@ class LeanLlama:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
-        kernel = kernel_serves(x)
+        # (the kernel reads no parts: a cache with parts, made off the engine's CPU path by
+        # kv.batch_cache, is attended per Pass)
+        kernel = kernel_serves(x) and not any(p.cache.parts for p in parts)
         starts = accumulate((p.tokens for p in parts), initial=0)  # each part's first token
         plan = [_Part.of(p, at, None if kernel else H // KV, x) for p, at in zip(parts, starts)]
         spans = [(pt.B, pt.q, pt.at) for pt in plan]  # per part: (B, q, first)
         # per Pass: rows, query tokens, columns before, slab (the kernel's order)
         each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
                 [pt.cache.buf for pt in plan])
-        reads: tuple[Any, ...] = ()  # the kernel's masks, parts, their readers and starts,
-        pool, owns = [], []  # pool chunks, block tables and own-block tables
+        reads: tuple[Any, ...] = ()  # the kernel's masks, pool chunks, block tables and
+        pool, owns = [], []  # own-block tables
         if kernel:
             pool, tables, owns = block_tables([pt.cache for pt in plan])
-            reads = ([p.mask for p in parts], [kv for pt in plan for kv, _ in pt.reads],
-                     [_EVERY if r is None else r for pt in plan for _, r in pt.reads],
-                     list(accumulate((len(pt.reads) for pt in plan), initial=0)),
-                     pool, tables, owns)
+            reads = ([p.mask for p in parts], pool, tables, owns)
         if kernel and self.posts:  # every layer in one call, without the interpreter lock
             x = scripted.LAYERS(x, cos, sin, self.eps, H, KV, d, self.scale, inter,
                                 *self.weights, *each, *reads)

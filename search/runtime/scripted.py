@@ -86,20 +86,18 @@ def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: 
            post_w: List[List[Tensor]], post_b: List[List[Optional[Tensor]]],  # noqa
            post_lone: List[List[bool]], rows: List[int], q: List[int],  # noqa: UP006
            n: List[int], slabs: List[Tensor], masks: List[Tensor],  # noqa: UP006
-           parts: List[Tensor], readers: List[Tensor], part_start: List[int],  # noqa: UP006
            pool: List[Tensor], tables: List[Tensor], owns: List[Tensor]  # noqa: UP006
            ) -> Tensor:
     """Every layer (project, write, the attention kernel, post; per layer li: norm1[li],
     w[li], b[li], lone[li] the q|k|v GEMM's, qkn[li] rope's, norm2[li] and post_*[li]
     post's) in one call ->
-    x after the last. masks, parts, readers, part_start, pool, tables, owns: the kernel's
-    (search.runtime.kernel)."""
+    x after the last. masks, pool, tables, owns: the kernel's (search.runtime.kernel)."""
     for li in range(len(norm1)):
         qk, k, v = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], qkn[li], eps, H,
                            KV, d)
         torch.ops.tts.write(k, v, li, rows, q, n, slabs, pool, owns)
-        att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, slabs, masks, parts,
-                                   readers, part_start, pool, tables, owns)
+        att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, slabs, masks, pool,
+                                   tables, owns)
         x = post(att, x, norm2[li], eps, inter, post_w[li], post_b[li], post_lone[li])
     return x
 

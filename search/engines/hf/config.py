@@ -97,10 +97,11 @@ class HFConfig:
     # cache (kv.batch_cache): a common prefix of >= this many tokens on transformers'
     # forward; on the lean forward with tree_attention, every segment of >= this many
     # tokens and the short common ones whose tokens times the rows reach it, and on the
-    # CPU's attention kernel (a part costs it no call of its own) every segment; 0: every
-    # row's path copied into its batch cache
+    # CPU's attention kernel every segment, in the KV pool; 0: every row's path copied into
+    # its batch cache
     share_prefix: int = SHARE_PREFIX
-    # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix only
+    # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix
+    # only, and on the CPU's kernel (which reads no parts) every path copied whole
     tree_attention: bool = True
     # bytes of prompts' KV kept by token ids while no search holds them (kvstore.PromptCache:
     # least recently used out first); a prompt held or kept here is never prefilled again,

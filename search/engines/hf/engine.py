@@ -4,11 +4,13 @@ How a call runs (B rows = nodes x n samples):
   1. `_ensure`: every node to expand gets its KV complete (its last sampled token fed, or the
      prompt prefilled once per problem, or a freed segment recomputed and counted as prefill).
   2. The rows decode together one token per forward pass, each token's K/V written in
-     place into one batch cache per call (kv.batch_cache). On the lean forward (plain
-     Llama-family models, search.runtime.lean: the same function in fewer ops, on CPU or
-     CUDA; `tree_attention`) a row reads the long segments of its path, and the short ones
-     all rows share, where they live, each once for all the rows under it; only its short
-     segments of its own are copied in, left-padded. Other models run transformers'
+     place into one batch cache per call. On the lean forward (plain Llama-family models,
+     search.runtime.lean: the same function in fewer ops, on CPU or CUDA;
+     `tree_attention`) a row reads its path where it lives: on the CPU's attention kernel
+     in the KV pool through a block table, its new columns in blocks of its own
+     (search.runtime.paged); elsewhere the long segments of its path and the short ones
+     all rows share, each once for all the rows under it, only its short segments of its
+     own copied in, left-padded (kv.batch_cache). Other models run transformers'
      forward (the engine warns: forward_note) over the rows' paths copied in, a prefix
      common to all rows kept once under cascade attention (`share_prefix`). A row leaves
      the batch when its step stops, and the child keeps a copy of the KV of the tokens this
