@@ -40,7 +40,10 @@ def in_blocks(passes) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     table per Pass: each slot the blocks of the parts it reads, in order)."""
     gen = torch.Generator().manual_seed(9)
     slab = passes[0]["slab"]
-    noise = lambda KV, d: torch.randn(L, 2, KV, BLOCK, d, generator=gen).to(slab.dtype)  # noqa: E731
+
+    def noise(KV: int, d: int) -> torch.Tensor:  # a block of random columns
+        return torch.randn(L, 2, KV, BLOCK, d, generator=gen).to(slab.dtype)
+
     blocks = [noise(slab.shape[3], slab.shape[5])]  # (a block no table names)
     rows = []
     for p in passes:

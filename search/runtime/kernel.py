@@ -35,7 +35,8 @@ from pathlib import Path
 import torch
 
 ATTEND = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
-          "Tensor[] slabs, Tensor[] masks, Tensor[] pool, Tensor[] tables, Tensor[] owns) -> Tensor")
+          "Tensor[] slabs, Tensor[] masks, Tensor[] pool, Tensor[] tables, Tensor[] owns) "
+          "-> Tensor")
 WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs, "
          "Tensor(b!)[] pool, Tensor[] owns) -> ()")
 _LIB = torch.library.Library("tts", "DEF")  # the schemas always (TorchScript resolves them)

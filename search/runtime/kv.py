@@ -13,13 +13,12 @@ What of a path is read where it lives instead (`parts`, chosen by batch_cache):
 - on transformers' forward: the leading segments common to every row, if they hold at
   least `share_prefix` tokens, as one shared prefix that sdpa_gqa attends (cascade
   attention: its keys read once for all rows, never copied per row);
-- on the lean forward off the CPU's kernel (`tree`): every segment of at least `share_prefix` tokens, and the
-  shorter segments every row reads (concatenated once) if their tokens times the rows
-  reach `share_prefix`. Each part is
-  attended once for all the rows that read it (their queries stacked) and merged with the
-  rest by log-sum-exp (attention.merge_parts). Shorter segments read by fewer rows are
-  copied: a part costs an attention call per layer and forward, a copy its columns once
-  per batch cache.
+- on the lean forward off the CPU's kernel (`tree`): every segment of at least
+  `share_prefix` tokens, and the shorter segments every row reads (concatenated once) if
+  their tokens times the rows reach `share_prefix`. Each part is attended once for all the
+  rows that read it (their queries stacked) and merged with the rest by log-sum-exp
+  (attention.merge_parts). Shorter segments read by fewer rows are copied: a part costs an
+  attention call per layer and forward, a copy its columns once per batch cache.
 On the CPU's kernel the paths are in a KV pool's blocks (kvpool), each row's read through
 its block table (paged.PagedCache), its new columns in blocks of its own; or copied whole
 into the slab (the kernel reads no parts).
