@@ -66,6 +66,20 @@ def cache_columns(cache: Any, start: int, stop: int) -> Any:
                         for layer in cache.layers])
 
 
+def written(cache: Any) -> Any:
+    """The columns an engine batch cache (kv.SlabCache) holds so far [L, 2, B, KV, n, D] (a
+    paged cache's rows' own, gathered from their blocks; past them: never written, empty
+    memory)."""
+    import torch
+
+    from search.runtime.paged import PagedCache
+
+    n = cache.length
+    if isinstance(cache, PagedCache):
+        return torch.stack([cache.gather(b, range(n)) for b in range(cache.rows)], dim=2)
+    return cache.buf[..., :n, :]
+
+
 def status_from_tree(result: Any, budget: Any = None) -> str:
     """What a Result's status must be, read independently of the code that set it: from the
     nodes its candidates name (their `finished` flags in the tree, not the candidates') and

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 from devices import exact
-from helpers import dump
+from helpers import dump, written
 
 import search
 from search import registry
@@ -143,14 +143,6 @@ def _clone(p: Pass) -> Pass:
         p.input_ids.shape[1]), p.keep, p.hidden)
 
 
-def written(p: Pass) -> torch.Tensor:
-    """The columns a Pass's cache holds so far (past them: never written, empty memory)."""
-    c, n = p.cache, p.cache.length
-    if isinstance(c, PagedCache):
-        return torch.stack([c.gather(b, range(n)) for b in range(c.rows)], dim=2)
-    return c.buf[..., :n, :]
-
-
 @pytest.mark.parametrize("tree", [False, True], ids=["copied", "tree"])
 def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model, tree):
     model, tok = tiny_model
@@ -181,7 +173,7 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model, tree):
         assert (a.hidden_states is None) == (b.hidden_states is None)
         if a.hidden_states is not None:
             assert torch.equal(a.hidden_states[-1], b.hidden_states[-1])
-        assert pa.cache.length == pb.cache.length and torch.equal(written(pa), written(pb))
+        assert pa.cache.length == pb.cache.length and torch.equal(written(pa.cache), written(pb.cache))
     # and the merged forward computes what transformers' forward computes over the same
     # rows' paths copied into its cache
     ref = [_clone(p) for p in twins]
@@ -221,7 +213,7 @@ def test_a_failing_pass_fails_alone(tiny_model):
     assert isinstance(outs[2], Exception)
     for i in (0, 1, 3):
         assert torch.equal(outs[i].logits, want[i].logits)
-        assert torch.equal(written(passes[i]), written(ok[i]))
+        assert torch.equal(written(passes[i].cache), written(ok[i].cache))
 
 
 # -- scheduling ---------------------------------------------------------------------------------

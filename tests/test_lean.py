@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import tiny_llama
+from helpers import tiny_llama, written
 from kernel_mark import needs_kernel
 
 from search.runtime import attention, lean, packed, scripted
 from search.runtime.kv import KVLayout, SlabCache, batch_cache
-from search.runtime.kvpool import Blocks, Pool
+from search.runtime.kvpool import Blocks, Pool, Segment
 from search.runtime.paged import PagedCache
 from search.runtime.passes import cache_arg
 
@@ -88,23 +88,15 @@ def kernel_cache(model, lengths: list[int], shared: int, room: int) -> SlabCache
     pool = Pool(layout.layers, layout.kv_heads, layout.head_dim, layout.dtype, layout.device)
     gen = torch.Generator().manual_seed(1)
 
-    def blocks(n: int) -> Blocks:
-        out = Blocks(pool)
-        out.write(0, torch.randn(layout.layers, 2, layout.kv_heads, n, layout.head_dim,
-                                 generator=gen))
-        return out
+    def blocks(n: int) -> Blocks:  # n random columns in the pool
+        seg = Segment.of(torch.randn(layout.layers, 2, layout.kv_heads, n, layout.head_dim,
+                                     generator=gen), pool)
+        assert seg.blocks is not None
+        return seg.blocks
 
     common, own = blocks(shared), [blocks(n) for n in lengths]
     return PagedCache([common.table(shared) + b.table(n) for b, n in zip(own, lengths)], room,
                       layout, pool, [common, *own])
-
-
-def written(cache: SlabCache) -> torch.Tensor:
-    """The columns a cache's rows hold of their own [L, 2, B, KV, n, D] (a paged cache's
-    gathered from their blocks)."""
-    if isinstance(cache, PagedCache):
-        return torch.stack([cache.gather(b, range(cache.length)) for b in range(cache.rows)], 2)
-    return cache.buf[..., :cache.length, :]
 
 
 def tree_mask(cache, q: int) -> torch.Tensor:

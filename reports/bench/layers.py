@@ -109,7 +109,8 @@ def inputs_for(a: list[Any], op: Any) -> dict[str, Any]:
     """A captured forward's arguments by name, in the form an attend op takes: this
     kernel's as they are; an old one's with empty parts where it takes own blocks, else
     with the blocks as parts (as_parts)."""
-    f = named(a) | {"parts": [], "readers": [], "part_start": [0] * (len(named(a)["rows"]) + 1)}
+    f = named(a)
+    f |= {"parts": [], "readers": [], "part_start": [0] * (len(f["rows"]) + 1)}
     return f if "owns" in schema(op) else as_parts(f)
 
 
@@ -326,8 +327,8 @@ def groups(repeats: int = 5, calls: int = 10) -> list[str]:
     thread.start()
     thread.join()
     return ["grouped-query attention, a decode call (4 Passes x 16 rows, 256 shared + 128 + 8 "
-            "columns a row, the first in pool blocks), keys and values read once a group against a copy per query "
-            "head: " +
+            "columns a row, the first in pool blocks), keys and values read once a group "
+            "against a copy per query head: " +
             "; ".join(f"{name} ({H}/{KV} heads, d {d}) {best[name, 'grouped']:.2f} ms against "
                       f"{best[name, 'own copies']:.2f} "
                       f"({best[name, 'own copies'] / best[name, 'grouped']:.2f}x)"
@@ -357,8 +358,8 @@ def against_old(forwards: list[list[Any]], op: Any, ms: dict[str, float], name: 
     """The line of the old kernel's attention beside this one's (replay's times), bits
     compared on seeded queries."""
     with torch.inference_mode():
-        same = all(all(map(torch.equal, _attend(a, qk(a)), _attend(a, qk(a), op)))
-                   for a in forwards)
+        same = all(all(map(torch.equal, _attend(a, q), _attend(a, q, op)))
+                   for a in forwards for q in [qk(a)])
     return (f"attention kernel against {name}'s, side by side: {ms['attention']:.2f} ms a "
             f"forward against {ms['attention, old kernel']:.2f} "
             f"({ms['attention, old kernel'] / ms['attention']:.2f}x), bits the same: {same}")
