@@ -40,9 +40,16 @@ def test_code_lines_leave_out_docstrings_comments_and_blank_lines(tmp_path):
 
 
 def test_lines_counts_the_core_and_finds_no_module_level_scheduler():
-    (line,) = targets.lines()
+    import re
+
+    line, by_feature = targets.lines()
     assert "search/runtime, search/engines/hf" in line
     assert line.endswith("modules holding a Scheduler: none")
+    # the features' files are the core's, and the breakdown adds up to the total
+    assert all((targets.ROOT / f).is_file() for fs in targets.FEATURES.values() for f in fs)
+    total = int(re.search(r"([\d,]+) of code", line)[1].replace(",", ""))  # type: ignore[index]
+    parts = [int(n.replace(",", "")) for n in re.findall(r" ([\d,]+)(?:;|$)", by_feature)]
+    assert len(parts) == len(targets.FEATURES) + 1 and sum(parts) == total
 
 
 def test_unknown_parts_are_refused(capsys):
