@@ -52,8 +52,10 @@ def test_clock_times_the_scripted_pieces_whole() -> None:
     from helpers import tiny_llama
 
     from search.runtime import attention, packed
-    from search.runtime.kv import KVLayout, SlabCache, batch_cache
+    from search.runtime.kv import KVLayout
+    from search.runtime.kvpool import Pool, Segment
     from search.runtime.lean import LeanLlama
+    from search.runtime.paged import PagedCache
 
     assert scripted.SCRIPTED
     model, _ = tiny_llama()
@@ -62,10 +64,13 @@ def test_clock_times_the_scripted_pieces_whole() -> None:
     fast = LeanLlama(model)
     lay = KVLayout.of(model, torch.device("cpu"))
     shape = (lay.layers, 2, lay.kv_heads)
-    prompt = torch.randn(*shape, 7, lay.head_dim)  # in 3 rows of 5, 2 and 4 columns more
-    cache = batch_cache([[prompt, torch.randn(*shape, n, lay.head_dim)] for n in (5, 2, 4)], 1,
-                        lay)
-    assert isinstance(cache, SlabCache)
+    pool = Pool(lay.layers, lay.kv_heads, lay.head_dim, lay.dtype, lay.device)
+    # a prompt of 7 columns in 3 rows of 5, 2 and 4 columns more, in the pool's blocks
+    prompt, *steps = [b for n in (7, 5, 2, 4)
+                      if (b := Segment.of(torch.randn(*shape, n, lay.head_dim), pool).blocks)]
+    cache = PagedCache([prompt.table(7) + b.table(b.n) for b in steps], 1, lay, pool,
+                       [prompt, *steps])
+    assert cache.rows == 3
     ids, pos = torch.zeros(3, 1, dtype=torch.long), torch.tensor([[12], [9], [11]])
     with kernel_clock() as spent:
         fast.forward_slab(ids, pos, cache, cache.attention_mask(1), 1, False)

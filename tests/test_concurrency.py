@@ -105,7 +105,9 @@ def _passes(eng: HFEngine, twins: list[Pass] | None = None) -> list[Pass]:
              hidden: bool) -> Pass:
         paths = [kv.path_parts(n) for n in nodes]
         copied = [[seg.columns for seg in path] for path in paths]
-        for cache in (kv.batch(paths, room), batch_cache(copied, room, kv.layout, share_prefix=4)):
+        with torch.inference_mode():  # (a copied path is written into the pool as the engine does)
+            paged = kv.batch(paths, room)
+        for cache in (paged, batch_cache(copied, room, kv.layout, share_prefix=4)):
             p = kv.pass_for(ids, pos, cache, cache.attention_mask(ids.shape[1]), keep, False)
             p.hidden = hidden
             if twins is None:
@@ -160,8 +162,11 @@ def test_merged_forward_equals_each_pass_alone_bit_for_bit(tiny_model, tree):
         assert table is not None and not passes[1].cache.parts
         assert table.shape[0] == 3 and (table[:, 0] == table[0, 0]).all()
         assert len({tuple(r) for r in table[:, :, 0].tolist()}) == 3
-    else:  # the paths copied in whole (the kernel reads no parts)
-        assert all(not p.cache.parts and p.cache.table is None for p in passes)
+    else:  # the paths copied whole, each row's into blocks of its own
+        for p in passes:
+            assert p.cache.table is not None and not p.cache.parts
+            ids = [{g for g, _ in row if g >= 0} for row in p.cache.table.tolist()]
+            assert sum(map(len, ids)) == len(set().union(*ids))
     assert eng.forward.row_invariant  # packed linears: the Passes share one forward
     alone = [_clone(p) for p in passes]
     together = [_clone(p) for p in passes]

@@ -1,8 +1,8 @@
 """The CPU attention kernel (search.runtime.kernel, attend.cpp) against a plain float64
 softmax over the columns each query token sees (parts of a path, each read by some slots,
 handed to it in a KV pool's blocks through block tables, then a slot's own columns under its
-mask), and a token's bits whatever else shares its call and however many threads split it;
-its refusals; the build's fallback."""
+mask, in blocks of its own), and a token's bits whatever else shares its call and however
+many threads split it; its writes; its refusals; the build's fallback."""
 
 from __future__ import annotations
 
@@ -16,14 +16,15 @@ from search.runtime import kernel
 from search.runtime.kvpool import BLOCK, tables
 
 pytestmark = needs_kernel
-L = 3  # layers of a slab; every call below reads layer 1
+L = 3  # layers of a pool; every call below reads layer 1
 
 
 def make_pass(gen, B, q, n, KV, d, parts, hide) -> dict[str, Any]:
-    """A Pass of B rows, q query tokens each after n columns, in a slab with 2 slots and 5
-    columns of room to spare; its mask: causal over its own q tokens, the columns hide[b]
-    hides of row b unseen; parts: (S, readers or None) -> ([L, 2, KV, S, d], readers: the
-    slots that read it, None every slot)."""
+    """A Pass of B rows, q query tokens each after n columns of their own, given as a slab
+    [L, 2, B + 2, KV, n + q + 5, d] (what in_blocks writes into the rows' own blocks); its
+    mask: causal over its own q tokens, the columns hide[b] hides of row b unseen; parts:
+    (S, readers or None) -> ([L, 2, KV, S, d], readers: the slots that read it, None every
+    slot)."""
     slab = torch.randn(L, 2, B + 2, KV, n + q + 5, d, generator=gen)
     mask = torch.ones(B, 1, q, n + q, dtype=torch.bool)
     mask[:, :, :, n:] = torch.ones(q, q, dtype=torch.bool).tril()
@@ -33,42 +34,62 @@ def make_pass(gen, B, q, n, KV, d, parts, hide) -> dict[str, Any]:
     return dict(B=B, q=q, n=n, slab=slab, mask=mask, parts=ps)
 
 
-def in_blocks(passes) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The Passes' parts written into a KV pool's blocks of BLOCK columns (a part's last
-    block filled in part, the rest of it noise the kernel must not read) -> (the pool's one
-    chunk [C, L, 2, KV, BLOCK, d] of the first slab's dtype, the kernel's KV dtype; a block
-    table per Pass: each slot the blocks of the parts it reads, in order)."""
-    gen = torch.Generator().manual_seed(9)
-    slab = passes[0]["slab"]
+def noisy(dtype: torch.dtype, seed: int = 9):
+    """A maker of blocks [L, 2, KV, BLOCK, d] of random columns (what the kernel must not read
+    past a block's fill) from columns [L, 2, KV, f, d] (f <= BLOCK; none: all noise)."""
+    gen = torch.Generator().manual_seed(seed)
 
-    def noise(KV: int, d: int) -> torch.Tensor:  # a block of random columns
-        return torch.randn(L, 2, KV, BLOCK, d, generator=gen).to(slab.dtype)
+    def block(cols: torch.Tensor) -> torch.Tensor:
+        out = torch.randn(L, 2, cols.shape[2], BLOCK, cols.shape[4], generator=gen).to(dtype)
+        out[:, :, :, :cols.shape[3]] = cols
+        return out
+    return block
 
-    blocks = [noise(slab.shape[3], slab.shape[5])]  # (a block no table names)
+
+def own_blocks(passes, first: int, block) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Each row's own columns (its slab's, all of them) in blocks of its own numbered from
+    `first` on -> (the blocks, an own-block table [B, R] a Pass)."""
+    blocks, owns = [], []
+    for p in passes:
+        slab = p["slab"]
+        ids = []
+        for b in range(p["B"]):
+            ids.append([first + len(blocks) + j for j in range(-(-slab.shape[4] // BLOCK))])
+            blocks += [block(slab[:, :, b, :, c:c + BLOCK]) for c in range(0, slab.shape[4], BLOCK)]
+        owns.append(torch.tensor(ids, dtype=torch.long).view(p["B"], -1))
+    return blocks, owns
+
+
+def in_blocks(passes) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """The Passes' parts, then their rows' own columns, written into a KV pool's blocks of
+    BLOCK columns (a part's last block filled in part, the rest of it noise the kernel must
+    not read) -> (the pool's one chunk [C, L, 2, KV, BLOCK, d] of the first slab's dtype, the
+    kernel's KV dtype; a block table per Pass: each slot the blocks of the parts it reads, in
+    order; an own-block table per Pass)."""
+    block = noisy(passes[0]["slab"].dtype)
+    blocks = [block(passes[0]["slab"][:, :, 0, :, :0])]  # (a block no table names)
     rows = []
     for p in passes:
         held = []  # per part its blocks' (id, fill)
         for kv, _ in p["parts"]:
             mine = []
             for c in range(0, kv.shape[3], BLOCK):
-                f = min(BLOCK, kv.shape[3] - c)
-                block = noise(kv.shape[2], kv.shape[4])
-                block[:, :, :, :f] = kv[:, :, :, c:c + f]
-                mine.append((len(blocks), f))
-                blocks.append(block)
+                mine.append((len(blocks), min(BLOCK, kv.shape[3] - c)))
+                blocks.append(block(kv[:, :, :, c:c + BLOCK]))
             held.append(mine)
         rows.append(tables([[e for (_, who), mine in zip(p["parts"], held)
                              if who is None or b in who for e in mine] for b in range(p["B"])]))
-    return [torch.stack(blocks)], rows
+    own, owns = own_blocks(passes, len(blocks), block)
+    return [torch.stack(blocks + own)], rows, owns
 
 
 def call(qk, H, KV, scale, passes):
-    """The kernel's call over the Passes, their parts read through block tables (in_blocks)."""
-    chunks, rows = in_blocks(passes)
+    """The kernel's call over the Passes, their parts and own columns read from a pool's
+    blocks (in_blocks)."""
+    chunks, rows, owns = in_blocks(passes)
     return torch.ops.tts.attend(qk, H, KV, scale, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
-                                [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                chunks, rows, [])
+                                [p["mask"] for p in passes], chunks, rows, owns)
 
 
 def reference(qk, H, KV, scale, passes):
@@ -167,7 +188,7 @@ def test_a_tokens_bits_do_not_depend_on_the_thread_count():
     (lambda qk, p: (qk.double(), p), "qk must be"),
     (lambda qk, p: (qk[:-1], p), "qk has"),
     (lambda qk, p: (qk, [dict(p[0], mask=p[0]["mask"][..., :-1])] + p[1:]), "mask 0 must be"),
-    (lambda qk, p: (qk, [dict(p[0], n=500)] + p[1:]), "slab 0 does not hold"),
+    (lambda qk, p: (qk, [dict(p[0], n=500)] + p[1:]), "own blocks of Pass 0 must be"),
     (lambda qk, p: (qk, [dict(p[0], mask=torch.zeros_like(p[0]["mask"]), parts=[])] + p[1:]),
      "sees no column"),
 ])
@@ -178,46 +199,69 @@ def test_inputs_it_cannot_read_are_refused(bad, match):
         call(qk, 4, 4, 0.17, passes)
 
 
-def write_setup(KV=3, d=12):
-    """Three Passes' slabs (2, 1, 4 rows; 1, 3, 2 tokens a row after 4, 0, 7 columns) and the
-    new keys and values as strided views of one q|k|v-like tensor (as the forward hands them)."""
+def write_setup(KV=3, d=12, dtype=torch.float32):
+    """Three Passes (2, 1, 4 rows; 1, 3, 2 tokens a row after 4, 0, 7 columns), their rows'
+    columns in own blocks of one pool chunk (own_blocks; the slabs they were made of kept as
+    `before`), and the new keys and values as strided views of one q|k|v-like tensor (as the
+    forward hands them)."""
     gen = torch.Generator().manual_seed(2)
     rows, q, n = [2, 1, 4], [1, 3, 2], [4, 0, 7]
-    slabs = [torch.randn(L, 2, B + 1, KV, c + t + 2, d, generator=gen)
-             for B, t, c in zip(rows, q, n)]
+    passes = [dict(B=B, slab=torch.randn(L, 2, B, KV, c + t + 2, d, generator=gen).to(dtype))
+              for B, t, c in zip(rows, q, n)]
+    blocks, owns = own_blocks(passes, 0, noisy(dtype))
     N = sum(B * t for B, t in zip(rows, q))
     both = torch.randn(N, 5 * KV * d, generator=gen)  # [N, (3 KV) d] then noise after
     k = both[:, : KV * d].view(N, KV, d)
     v = both[:, 2 * KV * d: 3 * KV * d].view(N, KV, d)
-    return k, v, rows, q, n, slabs
+    before = [p["slab"] for p in passes]
+    return k, v, rows, q, n, [torch.stack(blocks)], owns, before
 
 
-def test_write_puts_each_tokens_keys_and_values_in_its_own_slab_column_and_nothing_else():
-    k, v, rows, q, n, slabs = write_setup()
-    want = [s.clone() for s in slabs]
+def with_columns(chunk: torch.Tensor, owns, slabs) -> torch.Tensor:
+    """A copy of the pool chunk with each row's own blocks holding its slab's columns
+    (slabs [L, 2, B, KV, T, d] a Pass), the rest of its blocks as they were."""
+    out = chunk.clone()
+    for own, slab in zip(owns, slabs):
+        for b, row in enumerate(own.tolist()):
+            for j, g in enumerate(row):
+                cols = slab[:, :, b, :, j * BLOCK:(j + 1) * BLOCK]
+                out[g, :, :, :, :cols.shape[3]] = cols
+    return out
+
+
+def written(k, v, rows, q, n, before, cast=lambda t: t) -> list[torch.Tensor]:
+    """The plain way: each token's keys and values put in its row's column, one at a time."""
+    want = [s.clone() for s in before]
     r = 0
-    for s, B, t, c in zip(want, rows, q, n):  # the plain way: one token at a time
+    for s, B, t, c in zip(want, rows, q, n):
         for b in range(B):
             for j in range(t):
-                s[1, 0, b, :, c + j] = k[r]
-                s[1, 1, b, :, c + j] = v[r]
+                s[1, 0, b, :, c + j] = cast(k[r])
+                s[1, 1, b, :, c + j] = cast(v[r])
                 r += 1
-    torch.ops.tts.write(k, v, 1, rows, q, n, slabs, [], [])
-    for got, ref in zip(slabs, want):
-        assert torch.equal(got, ref)
+    return want
+
+
+def test_write_puts_each_tokens_keys_and_values_in_its_own_column_and_nothing_else():
+    k, v, rows, q, n, pool, owns, before = write_setup()
+    want = with_columns(pool[0], owns, written(k, v, rows, q, n, before))
+    torch.ops.tts.write(k, v, 1, rows, q, n, pool, owns)
+    assert torch.equal(pool[0], want)  # (every layer, and the blocks' columns past the rows')
 
 
 @pytest.mark.parametrize("bad,match", [
-    (lambda k, v, rows, q, n, s: (k.double(), v, rows, q, n, s), "k and v must be"),
-    (lambda k, v, rows, q, n, s: (k, v[:-1], rows, q, n, s), "k and v must be"),
-    (lambda k, v, rows, q, n, s: (k[:-1], v[:-1], rows, q, n, s), "k has"),
-    (lambda k, v, rows, q, n, s: (k, v, rows, q, [4, 0, 10], s), "slab 2 does not hold"),
-    (lambda k, v, rows, q, n, s: (k, v, rows, q[:2], n, s), "one rows, q, n and slab"),
+    (lambda k, v, rows, q, n, o: (k.double(), v, rows, q, n, o), "k and v must be"),
+    (lambda k, v, rows, q, n, o: (k, v[:-1], rows, q, n, o), "k and v must be"),
+    (lambda k, v, rows, q, n, o: (k[:-1], v[:-1], rows, q, n, o), "k has"),
+    (lambda k, v, rows, q, n, o: (k, v, rows, q, [4, 0, 20], o), "own blocks of Pass 2 must"),
+    (lambda k, v, rows, q, n, o: (k, v, rows, q, n, [o[0], o[1], o[2] + 99]), "outside the pool"),
+    (lambda k, v, rows, q, n, o: (k, v, rows, q[:2], n, o), "one rows, q, n and own-block"),
 ])
 def test_write_refuses_what_does_not_fit(bad, match):
-    k, v, rows, q, n, slabs = bad(*write_setup())
+    k, v, rows, q, n, pool, owns, _ = write_setup()
+    k, v, rows, q, n, owns = bad(k, v, rows, q, n, owns)
     with pytest.raises(RuntimeError, match=match):
-        torch.ops.tts.write(k, v, 1, rows, q, n, slabs, [], [])
+        torch.ops.tts.write(k, v, 1, rows, q, n, pool, owns)
 
 
 def test_a_failed_build_warns_and_the_forward_takes_the_fallback(monkeypatch):

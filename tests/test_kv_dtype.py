@@ -12,7 +12,15 @@ import pytest
 import torch
 from helpers import dump
 from kernel_mark import needs_kernel
-from test_kernel import assert_alone_as_together, call, setup, write_setup
+from test_kernel import (
+    assert_alone_as_together,
+    call,
+    in_blocks,
+    setup,
+    with_columns,
+    write_setup,
+    written,
+)
 
 import search
 from search.engines.hf import HFConfig, HFEngine
@@ -36,8 +44,8 @@ def widened(passes):
 @pytest.mark.parametrize("H,KV,d", [(4, 4, 32), (6, 2, 32), (9, 3, 12), (2, 1, 5), (10, 2, 40),
                                     (8, 1, 20)])
 def test_fp16_keys_and_values_read_as_their_fp32_widening_bit_for_bit(H, KV, d):
-    """Every path of the kernel (8-wide blocks, the scalar tails of d) on fp16 slabs and
-    pool blocks gives the bits of the same values stored as fp32."""
+    """Every path of the kernel (8-wide blocks, the scalar tails of d) on fp16 pool blocks
+    gives the bits of the same values stored as fp32."""
     qk, passes = setup(seed=3, H=H, KV=KV, d=d)
     half = halved(passes)
     assert torch.equal(call(qk, H, KV, 0.17, half), call(qk, H, KV, 0.17, widened(half)))
@@ -50,28 +58,22 @@ def test_an_fp16_tokens_bits_do_not_depend_on_the_other_passes_in_its_call():
 
 
 @needs_kernel
-def test_mixed_kv_dtypes_in_one_call_are_refused():
+def test_pool_chunks_of_mixed_dtypes_are_refused():
     qk, passes = setup(seed=5)
-    mixed = halved(passes[:1]) + passes[1:]
-    with pytest.raises(RuntimeError, match="does not hold its Pass|slabs' dtype"):
-        call(qk, 4, 4, 0.17, mixed)
+    chunks, rows, owns = in_blocks(passes)
+    mixed = [chunks[0], chunks[0].half()]
+    with pytest.raises(RuntimeError, match="pool chunks must be"):
+        torch.ops.tts.attend(qk, 4, 4, 0.17, 1, [p["B"] for p in passes],
+                             [p["q"] for p in passes], [p["n"] for p in passes],
+                             [p["mask"] for p in passes], mixed, rows, owns)
 
 
 @needs_kernel
-def test_write_rounds_into_fp16_slabs_as_torch_does_and_writes_nothing_else():
-    k, v, rows, q, n, slabs = write_setup()
-    slabs = [s.half() for s in slabs]
-    before = [s.clone() for s in slabs]
-    torch.ops.tts.write(k, v, 1, rows, q, n, slabs, [], [])
-    r = 0
-    for i, (B, t, c) in enumerate(zip(rows, q, n)):
-        want = before[i].clone()
-        for b in range(B):
-            for j in range(t):
-                want[1, 0, b, :, c + j] = k[r].half()
-                want[1, 1, b, :, c + j] = v[r].half()
-                r += 1
-        assert torch.equal(slabs[i], want)
+def test_write_rounds_into_fp16_blocks_as_torch_does_and_writes_nothing_else():
+    k, v, rows, q, n, pool, owns, before = write_setup(dtype=torch.float16)
+    want = with_columns(pool[0], owns, written(k, v, rows, q, n, before, torch.Tensor.half))
+    torch.ops.tts.write(k, v, 1, rows, q, n, pool, owns)
+    assert torch.equal(pool[0], want)
 
 
 def test_kv_dtype_names_and_the_pairs_refused():

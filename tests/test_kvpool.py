@@ -10,7 +10,7 @@ import gc
 import pytest
 import torch
 from kernel_mark import needs_kernel
-from test_kernel import L, call, make_pass, reference
+from test_kernel import L, call, make_pass, noisy, own_blocks, reference
 
 from search.runtime.kv import KVLayout
 from search.runtime.kvpool import BLOCK, Blocks, Pool, Segment, tables
@@ -154,10 +154,15 @@ def as_parts(passes, chunks, rows):
 
 
 def paged(qk, H, KV, passes, chunks, rows):
+    """The kernel over the tables into `chunks`, the rows' own columns in blocks after them
+    (in chunks of the same size added to the pool)."""
+    C = chunks[0].shape[0]
+    own, owns = own_blocks(passes, len(chunks) * C, noisy(chunks[0].dtype))
+    own += [torch.zeros_like(own[0])] * (-len(own) % C)
+    more = list(torch.stack(own).split(C))
     return torch.ops.tts.attend(qk, H, KV, 0.125, 1, [p["B"] for p in passes],
                                 [p["q"] for p in passes], [p["n"] for p in passes],
-                                [p["slab"] for p in passes], [p["mask"] for p in passes],
-                                chunks, rows, [])
+                                [p["mask"] for p in passes], chunks + more, rows, owns)
 
 
 @needs_kernel
@@ -180,10 +185,10 @@ def test_a_fill_or_a_block_outside_the_pool_is_refused():
     bad[0][0, 0] = torch.tensor([0, BLOCK + 1])
     with pytest.raises(RuntimeError, match="outside"):
         paged(qk, 6, 2, passes, chunks, bad)
-    bad[0][0, 0] = torch.tensor([len(chunks) * chunks[0].shape[0], 1])
+    bad[0][0, 0] = torch.tensor([10**6, 1])  # (past the pool, its rows' own blocks too)
     with pytest.raises(RuntimeError, match="outside"):
         paged(qk, 6, 2, passes, chunks, bad)
-    with pytest.raises(RuntimeError, match="one block table a Pass"):
+    with pytest.raises(RuntimeError, match="one rows, q, n, mask, block table"):
         paged(qk, 6, 2, passes, chunks, rows[:1])
 
 

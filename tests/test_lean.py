@@ -79,11 +79,8 @@ def slab(model, rows: int, lengths: list[int], shared: int, room: int) -> SlabCa
 
 
 def kernel_cache(model, lengths: list[int], shared: int, room: int) -> SlabCache:
-    """A batch cache as the CPU kernel reads it, of random paths: with a shared prefix, in a
-    KV pool's blocks (a paged cache: every row's table names the prefix's blocks, then its
-    own), else copied into a slab (`slab`)."""
-    if not shared:
-        return slab(model, len(lengths), lengths, 0, room)
+    """A batch cache as the CPU kernel reads it, of random paths in a KV pool's blocks (a
+    paged cache: every row's table names the shared prefix's blocks, if any, then its own)."""
     layout = KVLayout.of(model, torch.device("cpu"))
     pool = Pool(layout.layers, layout.kv_heads, layout.head_dim, layout.dtype, layout.device)
     gen = torch.Generator().manual_seed(1)

@@ -108,9 +108,9 @@ class KVBytes(TorchDispatchMode):
             for dst, src in zip(args[0], args[1]):
                 if self._is_kv(dst) or self._is_kv(src):
                     self._add(func, _nbytes(src))
-        elif str(func) == WRITE:  # (k, v [N, KV, d], li, rows, q, n, slabs, pool, owns): k and
-            k, v, slabs = args[0], args[1], args[6]  # v written, into slabs or pool blocks
-            self._add(func, (k.numel() + v.numel()) * slabs[0].element_size())
+        elif str(func) == WRITE:  # (k, v [N, KV, d], li, rows, q, n, pool, owns): k and v
+            k, v, pool = args[0], args[1], args[6]  # written into the pool's blocks
+            self._add(func, (k.numel() + v.numel()) * pool[0].element_size())
         return out
 
 

@@ -4,8 +4,8 @@
 
 Runs the tiny grid (reports.bench.eval.tiny_arith) at concurrency 16 and keeps the arguments
 of every `every`-th merged forward the lanes run (scripted.LAYERS: every layer of the lean
-forward in one TorchScript call), the Passes' slabs by reference (their
-layout, which the attention kernel's speed depends on, as the forward saw it). Once the grid
+forward in one TorchScript call), the pool blocks they read copied into a pool of their
+own (their layout, which the attention kernel's speed depends on, as the forward saw it). Once the grid
 is done it replays them on one thread, each way timed by thread CPU time, the fewest of
 `repeats` rounds:
 
@@ -66,8 +66,8 @@ def capture(limit: int, every: int = 10, skip: int = 200, keep: int = 40) -> lis
             at = len(kept)
             if take:
                 kept.append([])
-        # x, cos, sin change per forward: copies; weights and slabs by reference; the pool's
-        # blocks it reads and writes copied once it wrote them (a replay writes them: private)
+        # x, cos, sin change per forward: copies; weights by reference; the pool's blocks it
+        # reads and writes copied once it wrote them (a replay writes them: private)
         given = [a.clone() if i < 3 else a for i, a in enumerate(args)] if take else []
         out = layers(*args)
         if take:
@@ -93,8 +93,7 @@ def _without_attention(a: list[Any]) -> torch.Tensor:
         qk, k, v = scripted.PROJECT(x, f["cos"], f["sin"], f["norm1"][li], f["w"][li],
                                     f["b"][li], f["lone"][li], f["qkn"][li], f["eps"], H,
                                     f["KV"], d)
-        torch.ops.tts.write(k, v, li, f["rows"], f["q"], f["n"], f["slabs"], f["pool"],
-                            f["owns"])
+        torch.ops.tts.write(k, v, li, f["rows"], f["q"], f["n"], f["pool"], f["owns"])
         x = scripted.POST(qk[:, :H].reshape(x.shape[0], H * d), x, f["norm2"][li], f["eps"],
                           f["inter"], f["post_w"][li], f["post_b"][li], f["post_lone"][li])
     return x
@@ -107,10 +106,11 @@ def schema(op: Any) -> list[str]:
 
 def inputs_for(a: list[Any], op: Any) -> dict[str, Any]:
     """A captured forward's arguments by name, in the form an attend op takes: this
-    kernel's as they are; an old one's with empty parts where it takes own blocks, else
-    with the blocks as parts (as_parts)."""
+    kernel's as they are; an old one's that takes own blocks beside slabs with empty parts
+    and slabs of no columns (its element type), else with the blocks as parts (as_parts)."""
     f = named(a)
-    f |= {"parts": [], "readers": [], "part_start": [0] * (len(f["rows"]) + 1)}
+    f |= {"parts": [], "readers": [], "part_start": [0] * (len(f["rows"]) + 1),
+          "slabs": [f["pool"][0].new_empty(0)] * len(f["rows"])}
     return f if "owns" in schema(op) else as_parts(f)
 
 
@@ -130,14 +130,19 @@ def _attend(a: list[Any] | dict[str, Any], qk: torch.Tensor | None = None, op: A
 _OLD: list[torch.library.Library] = []  # the namespace of old kernels' schemas, once
 
 
-# the ops' schemas before a pool (an older checkout's attend.cpp; with block tables but no
-# own blocks: TABLES)
+# the ops' schemas of older checkouts' attend.cpp: before a pool (UNPAGED), with block tables
+# but no own blocks (TABLES), with own blocks beside slabs (OWNED)
 UNPAGED = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
            "Tensor[] slabs, Tensor[] masks, Tensor[] parts, Tensor[] readers, int[] part_start)"
            " -> Tensor")
 TABLES = UNPAGED.replace(") -> Tensor", ", Tensor[] pool, Tensor[] tables) -> Tensor")
 UNPAGED_WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, "
                  "Tensor(a!)[] slabs) -> ()")
+OWNED = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
+         "Tensor[] slabs, Tensor[] masks, Tensor[] pool, Tensor[] tables, Tensor[] owns) "
+         "-> Tensor")
+OWNED_WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, "
+               "Tensor(a!)[] slabs, Tensor(b!)[] pool, Tensor[] owns) -> ()")
 
 
 def old_attend(source: Path) -> Any:
@@ -155,10 +160,12 @@ def old_attend(source: Path) -> Any:
     path.write_text(text, encoding="utf-8")
     if not _OLD:
         _OLD.append(torch.library.Library("tts_old", "DEF"))
-        owns = "TensorList owns" in text
-        _OLD[0].define(kernel.ATTEND if owns else TABLES if "TensorList tables" in text
-                       else UNPAGED)
-        _OLD[0].define(kernel.WRITE if owns else UNPAGED_WRITE)
+        owns, slabs = "TensorList owns" in text, "TensorList slabs" in text
+        attend, write = (OWNED, OWNED_WRITE) if owns and slabs else (
+            (kernel.ATTEND, kernel.WRITE) if owns else
+            (TABLES if "TensorList tables" in text else UNPAGED, UNPAGED_WRITE))
+        _OLD[0].define(attend)
+        _OLD[0].define(write)
     cpp_extension.load(name, [str(path)], extra_cflags=kernel.flags(), is_python_module=False,
                        verbose=False)
     return torch.ops.tts_old.attend
@@ -181,7 +188,7 @@ def private(a: list[Any]) -> list[Any]:
     out[names.index("pool")] = [pool]
     out[names.index("tables")] = [torch.stack([renumber[t[..., 0]], t[..., 1]], -1)
                                   for t in f["tables"]]
-    out[names.index("owns")] = [t if t.dim() != 2 else renumber[t] for t in f["owns"]]
+    out[names.index("owns")] = [renumber[t] for t in f["owns"]]
     return out
 
 
@@ -208,9 +215,8 @@ def as_parts(f: dict[str, Any]) -> dict[str, Any]:
             parts.append(chunks[g // C][g % C, :, :, :, :fill])
             readers.append(torch.tensor(who if len(who) < rows else [], dtype=torch.long))
         start.append(len(parts))
-    slabs = [s if o.dim() != 2 else torch.stack(
-        [torch.cat([chunks[g // C][g % C] for g in row], dim=3) for row in o.tolist()], dim=2)
-        for s, o in zip(f["slabs"], f["owns"])]
+    slabs = [torch.stack([torch.cat([chunks[g // C][g % C] for g in row], dim=3)
+                          for row in o.tolist()], dim=2) for o in f["owns"]]
     return f | {"parts": parts, "readers": readers, "part_start": start, "slabs": slabs,
                 "pool": [], "tables": [], "owns": []}
 
@@ -261,13 +267,13 @@ GROUPS = ((9, 3, 64, "SmolLM2-135M"), (14, 2, 64, "Qwen2.5-0.5B"), (32, 8, 64, "
 def decode_call(H: int, KV: int, d: int, seed: int = 0) -> tuple[torch.Tensor, list[Any]]:
     """A decode forward's attention call for one layer: 4 Passes of 16 rows, one token a row,
     each row reading through its block table a 256-column prompt every row of its Pass
-    shares and 128 columns of its own, in a KV pool's blocks, then its 8 own columns ->
-    (qk, the kernel's other arguments after scale and layer, but owns)."""
+    shares and 128 columns of its own, in a KV pool's blocks, then its 8 own columns (a
+    block of its own) -> (qk, the kernel's other arguments after scale and layer)."""
     from search.runtime.kvpool import BLOCK, tables
 
     gen = torch.Generator().manual_seed(seed)
     rows, own, shared, mine = 16, 8, 256 // BLOCK, 128 // BLOCK
-    pool = torch.randn(4 * (shared + rows * mine), 1, 2, KV, BLOCK, d, generator=gen)
+    pool = torch.randn(4 * (shared + rows * mine + rows), 1, 2, KV, BLOCK, d, generator=gen)
     tabs, g = [], 0
     for _ in range(4):
         prompt = [(g + j, BLOCK) for j in range(shared)]
@@ -275,10 +281,10 @@ def decode_call(H: int, KV: int, d: int, seed: int = 0) -> tuple[torch.Tensor, l
         tabs.append(tables([prompt + [(g + b * mine + j, BLOCK) for j in range(mine)]
                             for b in range(rows)]))
         g += rows * mine
-    slabs = [torch.randn(1, 2, rows, KV, own + 1, d, generator=gen) for _ in range(4)]
+    owns = [torch.arange(g + i * rows, g + (i + 1) * rows).view(rows, 1) for i in range(4)]
     masks = [torch.ones(rows, 1, 1, own + 1, dtype=torch.bool)] * 4
     return (torch.randn(4 * rows, H + KV, d, generator=gen),
-            [[rows] * 4, [1] * 4, [own] * 4, slabs, masks, [pool], tabs])
+            [[rows] * 4, [1] * 4, [own] * 4, masks, [pool], tabs, owns])
 
 
 def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
@@ -286,14 +292,13 @@ def own_copies(qk: torch.Tensor, H: int, KV: int, args: list[Any]
     """The same call with each query head given its own copy of its group's keys and values
     (KV = H): a model without grouped queries at these head counts."""
     g = H // KV
-    rows, q, n, slabs, masks, pool, tabs = args
+    rows, q, n, masks, pool, tabs, owns = args
     return (torch.cat([qk[:, :H], qk[:, H:].repeat_interleave(g, 1)], 1),
-            [rows, q, n, [s.repeat_interleave(g, 3) for s in slabs], masks,
-             [c.repeat_interleave(g, 3) for c in pool], tabs])
+            [rows, q, n, masks, [c.repeat_interleave(g, 3) for c in pool], tabs, owns])
 
 
 def attend(qk: torch.Tensor, H: int, KV: int, args: list[Any]) -> torch.Tensor:
-    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args, [])
+    return torch.ops.tts.attend(qk, H, KV, 0.125, 0, *args)
 
 
 def groups(repeats: int = 5, calls: int = 10) -> list[str]:

@@ -27,7 +27,6 @@ import torch
 from search.cli import command
 from search.engines.hf import HFEngine, SpecConfig
 from search.engines.hf.spec import SpecStats
-from search.runtime.kv import SlabCache
 from search.runtime.passes import cache_arg
 from search.types import Problem
 
@@ -44,6 +43,7 @@ def machine() -> str:
     return f"{name}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 
+@torch.inference_mode()  # (as the engine's lanes run forwards)
 def pass_costs(engine: HFEngine, rows=(1, 4, 16), qs=(1, 2, 4, 8), past: int = 200,
                reps: int = 3) -> None:
     """ms per forward of rows x q new tokens after `past` cached columns (zeros: the cost
@@ -54,7 +54,8 @@ def pass_costs(engine: HFEngine, rows=(1, 4, 16), qs=(1, 2, 4, 8), past: int = 2
     for b in rows:
         kv = torch.zeros(layout.layers, 2, layout.kv_heads, past, layout.head_dim,
                          dtype=layout.dtype)
-        cache = SlabCache.from_paths([[kv]] * b, max(qs), layout)
+        # (the rows' paths as the engine's batch caches read them: in its pool on the kernel)
+        cache = engine.kv.batch([[engine.kv.segment(kv)]] * b, max(qs))
         cells, base = [], 0.0
         for q in qs:
             ids = torch.zeros(b, q, dtype=torch.long)
@@ -66,7 +67,7 @@ def pass_costs(engine: HFEngine, rows=(1, 4, 16), qs=(1, 2, 4, 8), past: int = 2
                                position_ids=pos, use_cache=True, logits_to_keep=q,
                                **{cache_arg(type(engine.forward)): cache})
                 best = min(best, time.perf_counter() - t0)
-                cache.rewind(past)
+                cache.rewind(cache.start)
             base = base or best
             cells.append(f"{1e3 * best:8.1f} ({best / base / q:4.2f})")
         print(f"{b:4d} " + "".join(f"{c:>16s}" for c in cells), flush=True)

@@ -136,14 +136,6 @@ inline void exps(float* s, int64_t n, float m) {
   }
 }
 
-// whether slab s ([L, 2, slots, KV, capacity, d], its last dimension contiguous) holds layer
-// li of a Pass of `rows` rows and `columns` columns
-inline bool holds(const at::Tensor& s, int64_t KV, int64_t d, int64_t li, int64_t rows,
-                  int64_t columns) {
-  return s.dim() == 6 && s.stride(5) == 1 && s.size(3) == KV && s.size(5) == d &&
-         li < s.size(0) && rows <= s.size(2) && columns <= s.size(4);
-}
-
 // A KV pool's chunks ([C, L, 2, KV, BS, d] each, contiguous, all alike): block g is row
 // g % C of chunk g / C. Refuses chunks of another shape or element type.
 struct Pool {
@@ -170,24 +162,22 @@ struct Pool {
   int64_t head() const { return chunks[0].stride(3); }
 };
 
-// Whether Pass i's own columns are in pool blocks (owns[i] [rows, R] int64: column c of slot
-// b in block owns[i][b][c / BS], at c % BS) rather than its slab; refuses a table that does
-// not cover its columns or names a block outside the pool.
-inline bool owned(at::TensorList owns, int64_t i, int64_t rows, int64_t columns,
-                  const Pool& pool) {
-  if (owns.empty() || owns[i].dim() != 2) return false;
+// Refuses Pass i's own-block table (owns[i] [rows, R] int64: column c of slot b in block
+// owns[i][b][c / BS], at c % BS) if it does not cover its columns or names a block outside
+// the pool.
+inline void check_owns(at::TensorList owns, int64_t i, int64_t rows, int64_t columns,
+                       const Pool& pool) {
   const auto& o = owns[i];
-  TORCH_CHECK(o.scalar_type() == at::kLong && o.is_contiguous() && o.size(0) == rows &&
-              o.size(1) * pool.BS >= columns, "tts: the own blocks of Pass ", i,
-              " must be [rows, R] int64 covering its columns");
+  TORCH_CHECK(o.dim() == 2 && o.scalar_type() == at::kLong && o.is_contiguous() &&
+              o.size(0) == rows && o.size(1) * pool.BS >= columns, "tts: the own blocks of Pass ",
+              i, " must be [rows, R] int64 covering its columns");
   const int64_t* e = o.data_ptr<int64_t>();
   for (int64_t u = 0; u < o.numel(); ++u)
     TORCH_CHECK(0 <= e[u] && e[u] < pool.blocks(), "tts: Pass ", i,
                 " owns a block outside the pool");
-  return true;
 }
 
-// n columns of a block or a slab: the first one's key and value (key/value head 0), the step
+// n columns of a block: the first one's key and value (key/value head 0), the step
 // to the next column and to the next key/value head
 template <typename E>
 struct Run {
@@ -197,40 +187,32 @@ struct Run {
 };
 
 // qk [N, H + KV, d]: the rotated q|k heads of every Pass's tokens, row-major by Pass, row,
-// token. Pass i: rows[i] rows of q[i] tokens after n[i] columns; slabs[i] [L, 2, slots, KV,
-// capacity, d] (its rows: the first rows[i] slots; layer li's columns 0 .. n[i] + q[i]; or,
-// owns[i] given, its own pool blocks: see owned); masks[i] [rows, 1, q or 1, n + q] bool
-// (which of its own columns a token sees). Before its own columns, slot b of Pass i reads
-// the blocks of its block table, tables[i][b] ([E, 2] int64: a block's id and the columns
-// it fills, in order up to the first id < 0; no tables: none): block g is row g % C of
-// pool[g / C] ([C, L, 2, KV, BS, d] each). -> [N, H d] float32.
-// Slabs and pool all of element type E (attend picks it).
+// token. Pass i: rows[i] rows of q[i] tokens after n[i] columns of their own, in their own
+// pool blocks (owns[i]: see check_owns); masks[i] [rows, 1, q or 1, n + q] bool (which of its
+// own columns a token sees). Before its own columns, row b of Pass i reads the blocks of its
+// block table, tables[i][b] ([E, 2] int64: a block's id and the columns it fills, in order
+// up to the first id < 0): block g is row g % C of pool[g / C] ([C, L, 2, KV, BS, d] each,
+// of element type E: attend picks it). -> [N, H d] float32.
 template <typename E>
 at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
                     at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
-                    at::TensorList slabs, at::TensorList masks, at::TensorList pool,
-                    at::TensorList tables, at::TensorList owns) {
+                    at::TensorList masks, at::TensorList pool, at::TensorList tables,
+                    at::TensorList owns) {
   const int64_t P = rows.size();
   TORCH_CHECK(qk.dim() == 3 && qk.scalar_type() == at::kFloat && qk.stride(2) == 1 &&
               qk.size(1) == H + KV && H % KV == 0, "attend: qk must be [N, H + KV, d] float32");
-  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P &&
-              (int64_t)masks.size() == P, "attend: one rows, q, n, slab and mask a Pass");
+  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)masks.size() == P &&
+              (int64_t)tables.size() == P && (int64_t)owns.size() == P,
+              "attend: one rows, q, n, mask, block table and own-block table a Pass");
   const int64_t N = qk.size(0), d = qk.size(2), g = H / KV;
   const auto kv_type = c10::CppTypeToScalarType<E>::value;
   std::vector<int64_t> pass_of;  // a query row's Pass
   std::vector<int64_t> first(P + 1, 0);  // a Pass's first query row
   int64_t work = 1;  // the multiply-adds of a call, to split it across threads
-  TORCH_CHECK(owns.empty() || (int64_t)owns.size() == P,
-              "attend: one own-block table a Pass, or none");
   const Pool blocks(pool, kv_type, KV, d, li);
-  std::vector<bool> in_pool(P);
   for (int64_t i = 0; i < P; ++i) {
-    const auto& s = slabs[i];
     const auto& m = masks[i];
-    in_pool[i] = owned(owns, i, rows[i], n[i] + q[i], blocks);
-    TORCH_CHECK(s.scalar_type() == kv_type &&
-                (in_pool[i] || holds(s, KV, d, li, rows[i], n[i] + q[i])),
-                "attend: slab ", i, " does not hold its Pass");
+    check_owns(owns, i, rows[i], n[i] + q[i], blocks);
     TORCH_CHECK(m.dim() == 4 && m.scalar_type() == at::kBool && m.size(0) == rows[i] &&
                 (m.size(2) == 1 || m.size(2) == q[i]) && m.size(3) == n[i] + q[i],
                 "attend: mask ", i, " must be [rows, 1, q or 1, n + q] bool");
@@ -240,9 +222,7 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   }
   TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
               pass_of.size());
-  TORCH_CHECK(tables.empty() || (int64_t)tables.size() == P,
-              "attend: one block table a Pass, or none");
-  for (size_t i = 0; i < tables.size(); ++i) {
+  for (int64_t i = 0; i < P; ++i) {
     const auto& t = tables[i];
     TORCH_CHECK(t.dim() == 3 && t.scalar_type() == at::kLong && t.is_contiguous() &&
                 t.size(0) == rows[i] && t.size(2) == 2,
@@ -262,38 +242,29 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   at::parallel_for(0, N, grain, [&](int64_t r0, int64_t r1) {
     std::vector<float> sc;
     // what a token reads: runs of columns (a block's, or own columns its mask shows one
-    // after another), each from its key and value at key/value head 0; a head's pointers
+    // after another within a block), each from its key and value at key/value head 0; a
+    // head's pointers
     std::vector<Run<E>> runs;
     std::vector<const E*> kp, vp;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t i = pass_of[r], within = r - first[i], b = within / q[i], t = within % q[i];
-      const auto& slab = slabs[i];
       const auto& m = masks[i];
       const int64_t T = n[i] + q[i], ms = m.stride(3);
       const bool* mp = m.data_ptr<bool>() + b * m.stride(0) + (m.size(2) == 1 ? 0 : t * m.stride(2));
       runs.clear();
-      if (!tables.empty()) {
-        const auto& t = tables[i];
-        const int64_t* e = t.data_ptr<int64_t>() + b * t.stride(0);
-        for (int64_t u = 0; u < t.size(1) && e[2 * u] >= 0; ++u) {
-          const E* base = blocks.column<E>(e[2 * u], li, 0);
-          runs.push_back({base, base + blocks.value(), e[2 * u + 1], blocks.col(), blocks.head()});
-        }
+      const int64_t* te = tables[i].data_ptr<int64_t>() + b * tables[i].stride(0);
+      for (int64_t u = 0; u < tables[i].size(1) && te[2 * u] >= 0; ++u) {
+        const E* base = blocks.column<E>(te[2 * u], li, 0);
+        runs.push_back({base, base + blocks.value(), te[2 * u + 1], blocks.col(), blocks.head()});
       }
-      const E* own = slab.data_ptr<E>() + li * slab.stride(0) + b * slab.stride(2);
-      const int64_t col = slab.stride(4);
+      const int64_t BS = blocks.BS, R = owns[i].size(1);
+      const int64_t* ow = owns[i].data_ptr<int64_t>() + b * R;
       for (int64_t c = 0, e; c < T; c = e) {
         if (!mp[c * ms]) {
           e = c + 1;
           continue;
         }
         for (e = c + 1; e < T && mp[e * ms]; ++e) {}
-        if (!in_pool[i]) {
-          runs.push_back({own + c * col, own + slab.stride(1) + c * col, e - c, col, slab.stride(3)});
-          continue;
-        }
-        const int64_t BS = blocks.BS, R = owns[i].size(1);
-        const int64_t* ow = owns[i].data_ptr<int64_t>() + b * R;
         for (int64_t s = c, f; s < e; s = f) {  // (a run within one block)
           f = std::min(e, (s / BS + 1) * BS);
           const E* p0 = blocks.column<E>(ow[s / BS], li, s % BS);
@@ -344,39 +315,20 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   return out;
 }
 
-// attend_t for the slabs' element type: float32, or float16 (widened as it is read)
+// attend_t for the pool's element type: float32, or float16 (widened as it is read)
 at::Tensor attend(const at::Tensor& qk, int64_t H, int64_t KV, double scale, int64_t li,
                   at::IntArrayRef rows, at::IntArrayRef q, at::IntArrayRef n,
-                  at::TensorList slabs, at::TensorList masks, at::TensorList pool,
-                  at::TensorList tables, at::TensorList owns) {
-  const bool half = !slabs.empty() && slabs[0].scalar_type() == at::kHalf;
-  return (half ? attend_t<at::Half> : attend_t<float>)(qk, H, KV, scale, li, rows, q, n, slabs,
-                                                       masks, pool, tables, owns);
+                  at::TensorList masks, at::TensorList pool, at::TensorList tables,
+                  at::TensorList owns) {
+  const bool half = !pool.empty() && pool[0].scalar_type() == at::kHalf;
+  return (half ? attend_t<at::Half> : attend_t<float>)(qk, H, KV, scale, li, rows, q, n, masks,
+                                                       pool, tables, owns);
 }
 
-// d float32 elements into a slab's column: copied, or rounded to float16
+// d float32 elements into a pool column: copied, or rounded to float16
 template <typename E>
 inline void put(const float* src, int64_t d, E* dst) {
   for (int64_t u = 0; u < d; ++u) dst[u] = static_cast<E>(src[u]);
-}
-
-// Pass i's rows' new keys and values (k, v rows r0 ..) into its slab, of element type E
-template <typename E>
-void write_pass(const at::Tensor& k, const at::Tensor& v, int64_t li, int64_t rows, int64_t q,
-                int64_t n, const at::Tensor& s, int64_t r0) {
-  E* base = s.data_ptr<E>() + li * s.stride(0);
-  const float* k0 = k.data_ptr<float>();
-  const float* v0 = v.data_ptr<float>();
-  const int64_t KV = k.size(1), d = k.size(2);
-  int64_t r = r0;
-  for (int64_t b = 0; b < rows; ++b)
-    for (int64_t t = 0; t < q; ++t, ++r) {
-      E* col = base + b * s.stride(2) + (n + t) * s.stride(4);
-      for (int64_t h = 0; h < KV; ++h) {
-        put(k0 + r * k.stride(0) + h * k.stride(1), d, col + h * s.stride(3));
-        put(v0 + r * v.stride(0) + h * v.stride(1), d, col + s.stride(1) + h * s.stride(3));
-      }
-    }
 }
 
 // Pass i's rows' new keys and values (k, v rows r0 ..) into its own pool blocks (own
@@ -401,41 +353,31 @@ void write_owned(const at::Tensor& k, const at::Tensor& v, int64_t li, int64_t r
 }
 
 // k, v [N, KV, d] float32 (any strides but the last): every Pass's new keys and values,
-// row-major by Pass, row, token (as attend's qk) -> written into layer li of the slabs
-// (float32, or float16: rounded), Pass i's at columns n[i] .. n[i] + q[i] of its first
-// rows[i] slots (or, owns[i] given, its own pool blocks: see owned): one call for every Pass.
+// row-major by Pass, row, token (as attend's qk) -> written into layer li of the pool (float32,
+// or float16: rounded), Pass i's at columns n[i] .. n[i] + q[i] of its rows' own blocks
+// (owns[i]: see check_owns): one call for every Pass.
 void write_kv(const at::Tensor& k, const at::Tensor& v, int64_t li, at::IntArrayRef rows,
-              at::IntArrayRef q, at::IntArrayRef n, at::TensorList slabs, at::TensorList pool,
-              at::TensorList owns) {
+              at::IntArrayRef q, at::IntArrayRef n, at::TensorList pool, at::TensorList owns) {
   const int64_t P = rows.size();
   TORCH_CHECK(k.dim() == 3 && v.sizes() == k.sizes() && k.scalar_type() == at::kFloat &&
               v.scalar_type() == at::kFloat && k.stride(2) == 1 && v.stride(2) == 1,
               "write: k and v must be [N, KV, d] float32, the same shape");
-  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)slabs.size() == P &&
-              (owns.empty() || (int64_t)owns.size() == P),
-              "write: one rows, q, n and slab a Pass, and one own-block table a Pass or none");
+  TORCH_CHECK((int64_t)q.size() == P && (int64_t)n.size() == P && (int64_t)owns.size() == P,
+              "write: one rows, q, n and own-block table a Pass");
   const int64_t KV = k.size(1), d = k.size(2);
-  const auto type = P ? slabs[0].scalar_type() : at::kFloat;
+  const auto type = pool.empty() ? at::kFloat : pool[0].scalar_type();
   TORCH_CHECK(type == at::kFloat || type == at::kHalf, "write: KV must be float32 or float16");
   const Pool blocks(pool, type, KV, d, li);
-  std::vector<bool> in_pool(P);
   int64_t N = 0;
   for (int64_t i = 0; i < P; ++i) {
-    const auto& s = slabs[i];
-    in_pool[i] = owned(owns, i, rows[i], n[i] + q[i], blocks);
-    TORCH_CHECK(s.scalar_type() == type && (in_pool[i] || holds(s, KV, d, li, rows[i], n[i] + q[i])),
-                "write: slab ", i, " does not hold its Pass");
+    check_owns(owns, i, rows[i], n[i] + q[i], blocks);
     N += rows[i] * q[i];
   }
   TORCH_CHECK(N == k.size(0), "write: k has ", k.size(0), " rows, the Passes ", N);
   const bool half = type == at::kHalf;
-  for (int64_t i = 0, r = 0; i < P; r += rows[i] * q[i], ++i) {
-    if (in_pool[i])
-      (half ? write_owned<at::Half> : write_owned<float>)(k, v, li, rows[i], q[i], n[i], owns[i],
-                                                          blocks, r);
-    else
-      (half ? write_pass<at::Half> : write_pass<float>)(k, v, li, rows[i], q[i], n[i], slabs[i], r);
-  }
+  for (int64_t i = 0, r = 0; i < P; r += rows[i] * q[i], ++i)
+    (half ? write_owned<at::Half> : write_owned<float>)(k, v, li, rows[i], q[i], n[i], owns[i],
+                                                        blocks, r);
 }
 
 }  // namespace

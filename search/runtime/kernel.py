@@ -3,7 +3,7 @@
 `torch.ops.tts.attend` (attend.cpp) computes, for every query token of every Pass of a
 forward, attention over its row's path where it lives (the blocks of its block table in the
 KV pool's chunks: search.runtime.kvpool) and over its own columns under its mask (in its
-slab, or in its own pool blocks), in one pass per (token, head):
+row's own pool blocks: search.runtime.paged), in one pass per (token, head):
 scores, their max, exp, sum and the weighted values. Nothing is stacked, copied or merged by
 log-sum-exp, no call is made per Pass, and each token's bits depend on its own inputs alone
 (not on the rows beside it nor on the thread count), which is what lets the scheduler merge
@@ -11,10 +11,10 @@ many searches' Passes into one forward (c16 rows == c1 rows) while the rows spli
 threads. The idea of FlashInfer's and vLLM's paged decode kernels, for a CPU without them.
 A grouped-query model's keys and values are read once for the query heads that share them
 (their bits those each head gets alone).
-Its sibling `torch.ops.tts.write` puts every Pass's new keys and values into its slab, or
-into its rows' own blocks of the pool (own-block tables: search.runtime.paged, whose
-attention the kernel reads there too), one call a layer for the whole forward (a copy of
-each token's columns, nothing computed).
+Its sibling `torch.ops.tts.write` puts every Pass's new keys and values into its rows' own
+blocks of the pool (own-block tables), one call a layer for the whole forward (a copy of
+each token's columns, nothing computed). A batch cache whose rows are in a slab (transformers'
+layout, kv.SlabCache) is not the kernel's: the lean forward attends it per Pass.
 
 It is C++ built on first use by torch.utils.cpp_extension (about 20 s once, then cached in
 torch's extensions folder, TORCH_EXTENSIONS_DIR). Where it cannot be built (no compiler,
@@ -35,10 +35,9 @@ from pathlib import Path
 import torch
 
 ATTEND = ("attend(Tensor qk, int H, int KV, float scale, int li, int[] rows, int[] q, int[] n, "
-          "Tensor[] slabs, Tensor[] masks, Tensor[] pool, Tensor[] tables, Tensor[] owns) "
-          "-> Tensor")
-WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] slabs, "
-         "Tensor(b!)[] pool, Tensor[] owns) -> ()")
+          "Tensor[] masks, Tensor[] pool, Tensor[] tables, Tensor[] owns) -> Tensor")
+WRITE = ("write(Tensor k, Tensor v, int li, int[] rows, int[] q, int[] n, Tensor(a!)[] pool, "
+         "Tensor[] owns) -> ()")
 _LIB = torch.library.Library("tts", "DEF")  # the schemas always (TorchScript resolves them)
 _LIB.define(ATTEND)
 _LIB.define(WRITE)

@@ -20,8 +20,8 @@ What of a path is read where it lives instead (`parts`, chosen by batch_cache):
   (attention.merge_parts). Shorter segments read by fewer rows are copied: a part costs an
   attention call per layer and forward, a copy its columns once per batch cache.
 On the CPU's kernel the paths are in a KV pool's blocks (kvpool), each row's read through
-its block table (paged.PagedCache), its new columns in blocks of its own; or copied whole
-into the slab (the kernel reads no parts).
+its block table (paged.PagedCache), its new columns in blocks of its own; the kernel reads
+no slab.
 """
 
 from __future__ import annotations
@@ -361,23 +361,3 @@ class SlabCache(Cache):
         for i, layer in enumerate(self._views or ()):
             layer.keys, layer.values = self.buf[i, 0, :k], self.buf[i, 1, :k]
         return order
-
-
-def block_tables(caches: Sequence[SlabCache]
-                 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-    """The kernel's pool chunks, a block table a Pass and an own-block table a Pass (none
-    where no Pass reads a pool; one pool for all; a Pass whose own columns are in its slab:
-    an own table of no dimension 2)."""
-    pools = {id(c.pool): c.pool for c in caches if c.pool is not None}
-    if not pools:
-        return [], [], []
-    if len(pools) > 1:
-        raise RuntimeError("Passes of one forward read the blocks of several KV pools")
-    pool = next(iter(pools.values()))
-    empty = torch.empty(0, 0, 2, dtype=torch.long)
-    return list(pool.chunks), [empty.expand(c.rows, 0, 2).contiguous() if c.table is None
-                               else c.table for c in caches], \
-        [_SLAB if c.own_table is None else c.own_table for c in caches]
-
-
-_SLAB = torch.empty(0, dtype=torch.long)  # (the kernel's mark of a Pass's own columns in its slab)

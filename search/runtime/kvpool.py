@@ -125,6 +125,15 @@ class Blocks:
             torch.ops.aten._foreach_copy_(dst, src)
         self.n = max(self.n, end)
 
+    def copy_in(self, start: int, parts: list[tuple[Blocks, int]]) -> int:
+        """The first m columns of each (blocks, m) of parts (of this pool), copied block by
+        block, one after another from column start on -> the column after them."""
+        for src, m in parts:
+            for g, f in src.table(m):
+                self.write(start, self.pool.block(g)[:, :, :, :f])
+                start += f
+        return start
+
     def table(self, n: int) -> list[tuple[int, int]]:
         """The first n columns as the kernel's table entries: (block id, columns it fills)."""
         return [(self.ids[j], min(BLOCK, n - j * BLOCK)) for j in range(-(-n // BLOCK))]
@@ -195,10 +204,7 @@ class Segment:
             if self.blocks is None:
                 new = new.gather(new.n)
             else:
-                n = self.n
-                for g, f in new.table(new.n):
-                    self.blocks.write(n, new.pool.block(g)[:, :, :, :f])
-                    n += f
+                n = self.blocks.copy_in(self.n, [(new, new.n)])
                 return Segment(kv=None, n=n, blocks=self.blocks, **out)
         end = self.n + new.shape[3]
         if self.blocks is not None:

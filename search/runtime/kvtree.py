@@ -99,15 +99,12 @@ class KVTree:
         token's KV and logits are the same bits whatever a forward feeds beside or before
         it); elsewhere the segments of at least share_prefix tokens as parts
         (kv.batch_cache's tree rule). Otherwise a common prefix of share_prefix tokens is a
-        part off the kernel, and on it (which reads no parts) paths are copied whole."""
+        part off the kernel, and on it every row's path is copied into blocks of its own."""
         lean_sdpa = isinstance(self.forward, LeanLlama) and self.layout.cascade
         self.tree = tree and lean_sdpa and self.share_prefix > 0
         if not (lean_sdpa and lean.kernel_serves(self.model.get_input_embeddings().weight)):
             return
-        if not self.tree:
-            self.share_prefix = 0
-            return
-        self.partial_prompts = self.forward.row_invariant
+        self.partial_prompts = self.tree and self.forward.row_invariant
         lay = self.layout
         self.pool = Pool(lay.layers, lay.kv_heads, lay.head_dim, lay.dtype, lay.device)
 
@@ -157,9 +154,12 @@ class KVTree:
         """A batch cache of these paths (path_parts) with `room` free columns: read through
         block tables from the pool, else as kv.batch_cache puts them."""
         if self.pool is not None:
-            return PagedCache(
-                [[e for seg in path for e in self._blocks(seg).table(seg.n)] for path in paths],
-                room, self.layout, self.pool, [self._blocks(seg) for path in paths for seg in path])
+            held = [[(self._blocks(seg), seg.n) for seg in path] for path in paths]
+            if not self.tree:  # (the paths copied: each row's into blocks of its own)
+                own = [Blocks(self.pool) for _ in held]
+                held = [[(b, b.copy_in(0, path))] for b, path in zip(own, held)]
+            return PagedCache([[e for b, n in path for e in b.table(n)] for path in held],
+                              room, self.layout, self.pool, [b for path in held for b, _ in path])
         return kvmod.batch_cache([[seg.columns for seg in path] for path in paths], room,
                                  self.layout, share_prefix=self.share_prefix, tree=self.tree)
 

@@ -13,10 +13,9 @@ ops. At a search's decode step (a few rows x 1 token) that work rivals the GEMMs
 - the residual adds follow the o_proj and down_proj GEMMs in place (packed.gemm_rows);
 - attention reads the rows' paths where they live: on the CPU in fp32 one kernel call a
   layer for every Pass (search.runtime.kernel), through block tables into the KV pool
-  (search.runtime.paged) or over paths copied whole into the slab; else per Pass (also a
-  cache with parts: kv.batch_cache), attention.tree_attend: per-part attention merged by
-  log-sum-exp (a shared prefix is a part every row reads), torch SDPA with grouped KV
-  heads without parts;
+  (search.runtime.paged); else per Pass over a slab cache (kv.batch_cache),
+  attention.tree_attend: per-part attention merged by log-sum-exp (a shared prefix is a
+  part every row reads), torch SDPA with grouped KV heads without parts;
 - on the CPU every layer runs in one TorchScript call (search.runtime.scripted.layers), which
   holds no Python interpreter lock while it runs, so the search threads' Python runs beside it.
 
@@ -56,9 +55,10 @@ import torch.nn.functional as F
 
 from search.runtime import attention, scripted
 from search.runtime.kernel import serves as kernel_serves
-from search.runtime.kv import SlabCache, block_tables
+from search.runtime.kv import SlabCache
 from search.runtime.omp import one_thread, threads_here, weight_bytes
 from search.runtime.packed import FusedLinear, PackedLinear, packed_linear, single_row_same
+from search.runtime.paged import block_tables
 from search.runtime.passes import Pass, cache_arg, flatten, per_pass
 
 
@@ -304,15 +304,14 @@ class LeanLlama:
             table = self.rope = self._table(max(2 * table[0].shape[0], int(pos.max()) + 1))
         cos, sin = table[0][pos][:, None], table[1][pos][:, None]  # [N, 1, d]
         x = self.embed(ids)  # the residual stream, [N, D]: every part's tokens, row-major
-        # (the kernel reads no parts: a cache with parts, made off the engine's CPU path by
+        # (the kernel reads KV pools only: a slab cache, made off the engine's CPU path by
         # kv.batch_cache, is attended per Pass)
-        kernel = kernel_serves(x) and not any(p.cache.parts for p in parts)
+        kernel = kernel_serves(x) and all(p.cache.pool is not None for p in parts)
         starts = accumulate((p.tokens for p in parts), initial=0)  # each part's first token
         plan = [_Part.of(p, at, None if kernel else H // KV, x) for p, at in zip(parts, starts)]
         spans = [(pt.B, pt.q, pt.at) for pt in plan]  # per part: (B, q, first)
-        # per Pass: rows, query tokens, columns before, slab (the kernel's order)
-        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan],
-                [pt.cache.buf for pt in plan])
+        # per Pass: rows, query tokens, columns before (the kernel's order)
+        each = ([pt.B for pt in plan], [pt.q for pt in plan], [pt.n for pt in plan])
         reads: tuple[Any, ...] = ()  # the kernel's masks, pool chunks, block tables and
         pool, owns = [], []  # own-block tables
         if kernel:

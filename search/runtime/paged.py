@@ -26,6 +26,10 @@ class PagedCache(SlabCache):
     `room` columns of their own each (see the module doc). holds: the Blocks of those paths,
     kept alive while the cache is (its tables name their blocks by number only)."""
 
+    pool: Pool
+    table: torch.Tensor  # [rows, E, 2]: kvpool.tables of the rows' paths
+    own_table: torch.Tensor  # [rows, R]: each row's own blocks
+
     def __init__(self, paths: Sequence[Sequence[tuple[int, int]]], room: int, layout: KVLayout,
                  pool: Pool, holds: Sequence[Blocks] = ()) -> None:
         B = len(paths)
@@ -55,7 +59,6 @@ class PagedCache(SlabCache):
         its columns up to length + q take."""
         super()._room_for(q)
         need = -(-(self.length + q) // BLOCK)
-        assert self.own_table is not None
         if need > self.own_table.shape[1]:
             rows = [o for o in self.owners[:self.rows] if o is not None]
             if len(rows) != self.rows:
@@ -92,7 +95,16 @@ class PagedCache(SlabCache):
     def keep(self, slots: Sequence[int]) -> list[int]:
         order = super().keep(slots)  # (the placeholder slab: no columns moved)
         self.owners = [self.owners[o] for o in order]
-        assert self.table is not None and self.own_table is not None
         self.table = self.table[order].contiguous()
         self.own_table = self.own_table[order].contiguous()
         return order
+
+
+def block_tables(caches: Sequence[SlabCache]
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """The kernel's pool chunks, a block table a Pass and an own-block table a Pass (every
+    Pass's cache a PagedCache, all of one pool)."""
+    paged = [c for c in caches if isinstance(c, PagedCache)]
+    if len(paged) != len(caches) or len({id(c.pool) for c in paged}) != 1:
+        raise RuntimeError("the Passes of a forward on the kernel must read one KV pool")
+    return list(paged[0].pool.chunks), [c.table for c in paged], [c.own_table for c in paged]

@@ -85,7 +85,7 @@ def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: 
            norm2: List[Tensor],  # noqa: UP006
            post_w: List[List[Tensor]], post_b: List[List[Optional[Tensor]]],  # noqa
            post_lone: List[List[bool]], rows: List[int], q: List[int],  # noqa: UP006
-           n: List[int], slabs: List[Tensor], masks: List[Tensor],  # noqa: UP006
+           n: List[int], masks: List[Tensor],  # noqa: UP006
            pool: List[Tensor], tables: List[Tensor], owns: List[Tensor]  # noqa: UP006
            ) -> Tensor:
     """Every layer (project, write, the attention kernel, post; per layer li: norm1[li],
@@ -95,9 +95,8 @@ def layers(x: Tensor, cos: Tensor, sin: Tensor, eps: float, H: int, KV: int, d: 
     for li in range(len(norm1)):
         qk, k, v = project(x, cos, sin, norm1[li], w[li], b[li], lone[li], qkn[li], eps, H,
                            KV, d)
-        torch.ops.tts.write(k, v, li, rows, q, n, slabs, pool, owns)
-        att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, slabs, masks, pool,
-                                   tables, owns)
+        torch.ops.tts.write(k, v, li, rows, q, n, pool, owns)
+        att = torch.ops.tts.attend(qk, H, KV, scale, li, rows, q, n, masks, pool, tables, owns)
         x = post(att, x, norm2[li], eps, inter, post_w[li], post_b[li], post_lone[li])
     return x
 

@@ -101,7 +101,7 @@ class HFConfig:
     # its batch cache
     share_prefix: int = SHARE_PREFIX
     # the lean forward's rule above (kv.batch_cache(tree=True)); False: a common prefix
-    # only, and on the CPU's kernel (which reads no parts) every path copied whole
+    # only, and on the CPU's kernel every row's path copied into pool blocks of its own
     tree_attention: bool = True
     # bytes of prompts' KV kept by token ids while no search holds them (kvstore.PromptCache:
     # least recently used out first); a prompt held or kept here is never prefilled again,
