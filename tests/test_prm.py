@@ -126,8 +126,8 @@ def test_scoring_reads_the_paths_where_they_live():
     for tree in (True, False):
         prm = shepherd_prm()
         assert prm.kv.tree and prm.kv.partial_prompts
-        if not tree:
-            prm.kv.tree, prm.kv.share_prefix, prm.kv.pool = False, 0, None
+        if not tree:  # (each row's path copied into blocks of its own: KVTree.batch)
+            prm.kv.tree, prm.kv.partial_prompts = False, False
         bound = prm.bind(Session())
         root = Node(problem=Problem(prompt="what is 2+3*4 " * 4))
         leaves, moved, scores = [root] * 4, [], []
