@@ -127,7 +127,8 @@ def test_scoring_reads_the_paths_where_they_live():
         prm = shepherd_prm()
         assert prm.kv.tree and prm.kv.partial_prompts
         if not tree:  # (each row's path copied into blocks of its own: KVTree.batch)
-            prm.kv.tree, prm.kv.partial_prompts = False, False
+            prm.kv.attend_in_place(tree=False)
+            assert not prm.kv.tree and prm.kv.pool is not None
         bound = prm.bind(Session())
         root = Node(problem=Problem(prompt="what is 2+3*4 " * 4))
         leaves, moved, scores = [root] * 4, [], []

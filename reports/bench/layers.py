@@ -5,9 +5,9 @@
 Runs the tiny grid (reports.bench.eval.tiny_arith) at concurrency 16 and keeps the arguments
 of every `every`-th merged forward the lanes run (scripted.LAYERS: every layer of the lean
 forward in one TorchScript call), the pool blocks they read copied into a pool of their
-own (their layout, which the attention kernel's speed depends on, as the forward saw it). Once the grid
-is done it replays them on one thread, each way timed by thread CPU time, the fewest of
-`repeats` rounds:
+own (their layout, which the attention kernel's speed depends on, as the forward saw it).
+Once the grid is done it replays them on one thread, each way timed by thread CPU time, the
+fewest of `repeats` rounds:
 
 - whole:        the layers as the forward runs them;
 - no attention: every layer but its attention (norms, GEMMs, rotary, the new keys and values
@@ -107,10 +107,13 @@ def schema(op: Any) -> list[str]:
 def inputs_for(a: list[Any], op: Any) -> dict[str, Any]:
     """A captured forward's arguments by name, in the form an attend op takes: this
     kernel's as they are; an old one's that takes own blocks beside slabs with empty parts
-    and slabs of no columns (its element type), else with the blocks as parts (as_parts)."""
+    and slabs of no columns ([L, 2, rows, KV, 0, d] of the pool's dtype, as its engine
+    passed), else with the blocks as parts (as_parts)."""
     f = named(a)
+    c = f["pool"][0]  # [C, L, 2, KV, BLOCK, d]
     f |= {"parts": [], "readers": [], "part_start": [0] * (len(f["rows"]) + 1),
-          "slabs": [f["pool"][0].new_empty(0)] * len(f["rows"])}
+          "slabs": [c.new_empty(c.shape[1], 2, B, c.shape[3], 0, c.shape[5])
+                    for B in f["rows"]]}
     return f if "owns" in schema(op) else as_parts(f)
 
 
@@ -160,12 +163,14 @@ def old_attend(source: Path) -> Any:
     path.write_text(text, encoding="utf-8")
     if not _OLD:
         _OLD.append(torch.library.Library("tts_old", "DEF"))
-        owns, slabs = "TensorList owns" in text, "TensorList slabs" in text
-        attend, write = (OWNED, OWNED_WRITE) if owns and slabs else (
-            (kernel.ATTEND, kernel.WRITE) if owns else
-            (TABLES if "TensorList tables" in text else UNPAGED, UNPAGED_WRITE))
-        _OLD[0].define(attend)
-        _OLD[0].define(write)
+        if "TensorList owns" not in text:
+            ops = TABLES if "TensorList tables" in text else UNPAGED, UNPAGED_WRITE
+        elif "TensorList slabs" in text:
+            ops = OWNED, OWNED_WRITE
+        else:
+            ops = kernel.ATTEND, kernel.WRITE
+        for op in ops:
+            _OLD[0].define(op)
     cpp_extension.load(name, [str(path)], extra_cflags=kernel.flags(), is_python_module=False,
                        verbose=False)
     return torch.ops.tts_old.attend

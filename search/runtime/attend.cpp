@@ -212,18 +212,11 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
   const Pool blocks(pool, kv_type, KV, d, li);
   for (int64_t i = 0; i < P; ++i) {
     const auto& m = masks[i];
+    const auto& t = tables[i];
     check_owns(owns, i, rows[i], n[i] + q[i], blocks);
     TORCH_CHECK(m.dim() == 4 && m.scalar_type() == at::kBool && m.size(0) == rows[i] &&
                 (m.size(2) == 1 || m.size(2) == q[i]) && m.size(3) == n[i] + q[i],
                 "attend: mask ", i, " must be [rows, 1, q or 1, n + q] bool");
-    pass_of.insert(pass_of.end(), rows[i] * q[i], i);
-    first[i + 1] = first[i] + rows[i] * q[i];
-    work += rows[i] * q[i] * (n[i] + q[i]);
-  }
-  TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
-              pass_of.size());
-  for (int64_t i = 0; i < P; ++i) {
-    const auto& t = tables[i];
     TORCH_CHECK(t.dim() == 3 && t.scalar_type() == at::kLong && t.is_contiguous() &&
                 t.size(0) == rows[i] && t.size(2) == 2,
                 "attend: table ", i, " must be [rows, E, 2] int64, contiguous");
@@ -233,7 +226,12 @@ at::Tensor attend_t(const at::Tensor& qk, int64_t H, int64_t KV, double scale, i
                   (e[2 * u] < 0 || (0 <= e[2 * u + 1] && e[2 * u + 1] <= blocks.BS)),
                   "attend: table ", i, " holds a block outside the pool or a fill outside "
                   "its block");
+    pass_of.insert(pass_of.end(), rows[i] * q[i], i);
+    first[i + 1] = first[i] + rows[i] * q[i];
+    work += rows[i] * q[i] * (n[i] + q[i]);
   }
+  TORCH_CHECK((int64_t)pass_of.size() == N, "attend: qk has ", N, " rows, the Passes ",
+              pass_of.size());
   auto out = at::empty({N, H * d}, qk.options());
   const float* q0 = qk.data_ptr<float>();
   float* o0 = out.data_ptr<float>();
