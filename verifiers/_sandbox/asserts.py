@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import threading
 
 SAFE = frozenset({"abs", "bool", "bytes", "complex", "dict", "float", "frozenset", "int",
                   "isinstance", "len", "list", "repr", "round", "set", "sorted", "str", "sum",
@@ -27,11 +28,17 @@ _BRANCHING = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.
 _SETUP = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Pass)
 
 
+# CPython 3.11's parser can fail with "AST constructor recursion depth mismatch" when threads
+# parse at once (its recursion count is shared): one parse at a time
+_PARSE = threading.Lock()
+
+
 @functools.lru_cache(maxsize=4096)  # a search judges many programs on the same tests
 def one_question(source: str) -> bool:
     """Whether the calls of test `source` are fixed before any answer is seen (see above)."""
     try:
-        body = ast.parse(source).body
+        with _PARSE:
+            body = ast.parse(source).body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True  # it fails alone, calling nothing
     if not body or not isinstance(body[-1], (ast.Assert, ast.Expr)):
